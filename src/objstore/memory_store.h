@@ -1,0 +1,36 @@
+// An in-memory ObjectStore with S3 semantics: the fake for unit tests and
+// simulation. Not a backend a server can be configured with.
+#pragma once
+
+#include <map>
+#include <mutex>
+
+#include "objstore/object_store.h"
+
+namespace dex {
+
+class MemoryObjectStore final : public ObjectStore {
+ public:
+  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override;
+  StatusOr<std::string> put(std::string_view key, std::string_view body,
+                            const PutCondition& condition,
+                            const RequestOptions& options = {}) override;
+  Status remove(std::string_view key, const RequestOptions& options = {}) override;
+  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
+                            size_t max_keys = kListKeysMax,
+                            const RequestOptions& options = {}) override;
+  std::string describe() const override { return "memory"; }
+
+  // Total successful and failed calls, by kind: request-cost tests count PUTs.
+  struct Counts {
+    uint64_t gets = 0, puts = 0, removes = 0, lists = 0;
+  };
+  Counts counts() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, ObjectData, std::less<>> objects_;  // guarded by mu_
+  Counts counts_;                                          // guarded by mu_
+};
+
+}  // namespace dex
