@@ -1,0 +1,174 @@
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace dex {
+
+StatusOr<Duration> parse_duration(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Status::invalid_argument(fmt::format(
+        "invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h)", text, why));
+  };
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return bad("it must start with a number");
+  uint64_t number = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
+  if (ec != std::errc() || ptr != text.data() + digits) return bad("the number is too large");
+  std::string_view unit = text.substr(digits);
+  uint64_t unit_ns = 0;
+  if (unit == "ms") unit_ns = 1'000'000ull;
+  else if (unit == "s") unit_ns = 1'000'000'000ull;
+  else if (unit == "m") unit_ns = 60'000'000'000ull;
+  else if (unit == "h") unit_ns = 3'600'000'000'000ull;
+  else if (unit.empty()) return bad("the unit is missing");
+  else return bad(fmt::format("unknown unit '{}'", unit));
+  if (number == 0) return bad("it must be positive");
+  if (number > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / unit_ns) {
+    return bad("the number is too large");
+  }
+  return Duration(static_cast<int64_t>(number * unit_ns));
+}
+
+std::string format_duration(Duration d) {
+  int64_t ns = d.count();
+  if (ns % 3'600'000'000'000 == 0 && ns != 0) return fmt::format("{}h", ns / 3'600'000'000'000);
+  if (ns % 60'000'000'000 == 0 && ns != 0) return fmt::format("{}m", ns / 60'000'000'000);
+  if (ns % 1'000'000'000 == 0) return fmt::format("{}s", ns / 1'000'000'000);
+  return fmt::format("{}ms", ns / 1'000'000);
+}
+
+Status validate_node_id(std::string_view node_id) {
+  if (node_id.empty() || node_id.size() > 64) {
+    return Status::invalid_argument(fmt::format("invalid nodeId '{}': it must have 1 to 64 characters", node_id));
+  }
+  if (node_id.front() == '.') {
+    return Status::invalid_argument(fmt::format("invalid nodeId '{}': it must not start with '.'", node_id));
+  }
+  for (char c : node_id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    if (!ok) {
+      return Status::invalid_argument(fmt::format(
+          "invalid nodeId '{}': only letters, digits, '.', '_' and '-' are allowed", node_id));
+    }
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// Walks a YAML mapping and refuses keys outside `allowed` (dotted paths).
+Status check_keys(const YAML::Node& node, const std::string& path, const std::set<std::string>& allowed,
+                  std::string_view source) {
+  if (!node.IsMap()) {
+    return Status::invalid_argument(fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
+  }
+  for (const auto& entry : node) {
+    std::string key = entry.first.as<std::string>();
+    std::string full = path.empty() ? key : path + "." + key;
+    bool is_section = false;
+    for (const auto& a : allowed) {
+      if (a.starts_with(full + ".")) is_section = true;
+    }
+    if (is_section) {
+      if (auto s = check_keys(entry.second, full, allowed, source); !s.is_ok()) return s;
+    } else if (!allowed.contains(full)) {
+      return Status::invalid_argument(fmt::format("{}: unknown key '{}'", source, full));
+    }
+  }
+  return Status::ok();
+}
+
+StatusOr<std::string> scalar(const YAML::Node& node, std::string_view key, std::string_view source) {
+  if (!node.IsScalar()) {
+    return Status::invalid_argument(fmt::format("{}: '{}' must be a single value", source, key));
+  }
+  return node.as<std::string>();
+}
+
+}  // namespace
+
+Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}: not valid YAML: {}", source, e.what()));
+  }
+  if (root.IsNull()) return Status::ok();  // an empty file overrides nothing
+  static const std::set<std::string> allowed = {"nodeId", "lease.duration", "lease.failIfHeld",
+                                                "dev.durabilityMode", "standby.mode"};
+  if (auto s = check_keys(root, "", allowed, source); !s.is_ok()) return s;
+
+  DevConfig next = config;  // all or nothing: a bad file changes nothing
+  try {
+    if (root["nodeId"]) {
+      auto v = scalar(root["nodeId"], "nodeId", source);
+      if (!v.is_ok()) return v.status();
+      if (auto s = validate_node_id(v.value()); !s.is_ok()) {
+        return Status::invalid_argument(fmt::format("{}: {}", source, s.message()));
+      }
+      next.node_id = v.value();
+    }
+    if (root["lease"] && root["lease"]["duration"]) {
+      auto v = scalar(root["lease"]["duration"], "lease.duration", source);
+      if (!v.is_ok()) return v.status();
+      auto d = parse_duration(v.value());
+      if (!d.is_ok()) return Status::invalid_argument(fmt::format("{}: lease.duration: {}", source, d.status().message()));
+      if (d.value() < kLeaseDurationMin || d.value() > kLeaseDurationMax) {
+        return Status::invalid_argument(fmt::format("{}: lease.duration {} is outside {}..{}", source, v.value(),
+                                                    format_duration(kLeaseDurationMin),
+                                                    format_duration(kLeaseDurationMax)));
+      }
+      next.lease_duration = d.value();
+    }
+    if (root["lease"] && root["lease"]["failIfHeld"]) {
+      auto v = scalar(root["lease"]["failIfHeld"], "lease.failIfHeld", source);
+      if (!v.is_ok()) return v.status();
+      if (v.value() == "true") next.lease_fail_if_held = true;
+      else if (v.value() == "false") next.lease_fail_if_held = false;
+      else return Status::invalid_argument(fmt::format("{}: lease.failIfHeld must be true or false, not '{}'", source, v.value()));
+    }
+    if (root["dev"] && root["dev"]["durabilityMode"]) {
+      auto v = scalar(root["dev"]["durabilityMode"], "dev.durabilityMode", source);
+      if (!v.is_ok()) return v.status();
+      auto d = parse_durability(v.value());
+      if (!d) {
+        return Status::invalid_argument(fmt::format(
+            "{}: dev.durabilityMode must be strict, processCrashSafe or relaxed, not '{}'", source, v.value()));
+      }
+      next.durability = *d;
+    }
+    if (root["standby"] && root["standby"]["mode"]) {
+      auto v = scalar(root["standby"]["mode"], "standby.mode", source);
+      if (!v.is_ok()) return v.status();
+      if (v.value() != "cold") {
+        return Status::invalid_argument(fmt::format(
+            "{}: standby.mode '{}' is not allowed: dex-server-zd dev accepts only cold", source, v.value()));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
+  }
+  config = next;
+  return Status::ok();
+}
+
+Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config) {
+  std::ifstream in(file);
+  if (!in) return Status::invalid_argument(fmt::format("cannot read config file '{}'", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  return apply_dev_override_yaml(text.str(), file.string(), config);
+}
+
+}  // namespace dex

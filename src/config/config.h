@@ -1,0 +1,43 @@
+// Settings from YAML files and flags, validated before anything starts.
+// Unknown keys are refused with their path, so a typo never silently falls
+// back to a default (Restate ignores unknown keys; dex does not).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/durability.h"
+#include "common/status.h"
+
+namespace dex {
+
+// Parses "250ms", "10s", "2m", "1h": a positive whole number and a unit.
+StatusOr<Duration> parse_duration(std::string_view text);
+// The shortest exact form: 30000ms → "30s".
+std::string format_duration(Duration d);
+
+// What `dex-server-zd dev` runs with (spec: lease 30 s, strict, cold standby only).
+struct DevConfig {
+  std::string node_id = "dev";
+  std::filesystem::path data_dir = ".dex-data";
+  Duration lease_duration = seconds(30);
+  bool lease_fail_if_held = false;
+  Durability durability = Durability::kStrict;
+};
+
+inline constexpr Duration kLeaseDurationMin = seconds(3);
+inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
+
+// Applies a dev override file on top of `config`. Accepted keys: nodeId,
+// lease.duration, lease.failIfHeld, dev.durabilityMode, standby.mode (cold only).
+Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
+// The same from YAML text; `source` names it in errors.
+Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
+
+// Node IDs become object keys: 1–64 of [A-Za-z0-9._-], not starting with '.'.
+Status validate_node_id(std::string_view node_id);
+
+}  // namespace dex

@@ -1,0 +1,98 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+namespace dex {
+namespace {
+
+TEST(ParseDuration, AcceptsTheSpecForms) {
+  EXPECT_EQ(parse_duration("250ms").value(), milliseconds(250));
+  EXPECT_EQ(parse_duration("10s").value(), seconds(10));
+  EXPECT_EQ(parse_duration("2m").value(), seconds(120));
+  EXPECT_EQ(parse_duration("1h").value(), seconds(3600));
+}
+
+TEST(ParseDuration, RefusesBadInputNamingIt) {
+  for (const char* bad : {"", "10", "s", "-1s", "1.5s", "10 s", "10sec", "0s", "99999999999999999999s",
+                          "9999999999999h"}) {
+    auto d = parse_duration(bad);
+    ASSERT_FALSE(d.is_ok()) << bad;
+    EXPECT_EQ(d.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(d.status().message().find(std::string("'") + bad + "'"), std::string::npos) << d.status().message();
+  }
+}
+
+TEST(FormatDuration, ShortestExactForm) {
+  EXPECT_EQ(format_duration(seconds(30)), "30s");
+  EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(format_duration(seconds(120)), "2m");
+}
+
+TEST(DevConfig, DefaultsFollowTheSpec) {
+  DevConfig c;
+  EXPECT_EQ(c.lease_duration, seconds(30));  // dev defaults lease.duration to 30 s
+  EXPECT_EQ(c.durability, Durability::kStrict);
+  EXPECT_FALSE(c.lease_fail_if_held);
+}
+
+TEST(DevConfig, OverrideFileSetsLeaseDuration) {
+  DevConfig c;
+  ASSERT_TRUE(apply_dev_override_yaml("lease:\n  duration: 5s\ndev:\n  durabilityMode: processCrashSafe\n",
+                                      "test.yaml", c)
+                  .is_ok());
+  EXPECT_EQ(c.lease_duration, seconds(5));
+  EXPECT_EQ(c.durability, Durability::kProcessCrashSafe);
+}
+
+TEST(DevConfig, EmptyOverrideChangesNothing) {
+  DevConfig c;
+  ASSERT_TRUE(apply_dev_override_yaml("", "empty.yaml", c).is_ok());
+  EXPECT_EQ(c.lease_duration, seconds(30));
+}
+
+TEST(DevConfig, UnknownKeyIsRefusedWithItsPath) {
+  DevConfig c;
+  auto s = apply_dev_override_yaml("lease:\n  durration: 5s\n", "test.yaml", c);
+  ASSERT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("lease.durration"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("test.yaml"), std::string::npos);
+}
+
+TEST(DevConfig, BadFileChangesNothing) {
+  DevConfig c;
+  auto s = apply_dev_override_yaml("nodeId: other\nlease:\n  duration: soon\n", "test.yaml", c);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("lease.duration"), std::string::npos);
+  EXPECT_EQ(c.node_id, "dev");
+  EXPECT_EQ(c.lease_duration, seconds(30));
+}
+
+TEST(DevConfig, DevAcceptsOnlyColdStandby) {
+  DevConfig c;
+  EXPECT_TRUE(apply_dev_override_yaml("standby:\n  mode: cold\n", "t", c).is_ok());
+  auto s = apply_dev_override_yaml("standby:\n  mode: hot\n", "t", c);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("only cold"), std::string::npos);
+}
+
+TEST(DevConfig, RefusesOutOfRangeLeaseAndBadValues) {
+  DevConfig c;
+  EXPECT_FALSE(apply_dev_override_yaml("lease:\n  duration: 1s\n", "t", c).is_ok());
+  EXPECT_FALSE(apply_dev_override_yaml("lease:\n  failIfHeld: maybe\n", "t", c).is_ok());
+  EXPECT_FALSE(apply_dev_override_yaml("dev:\n  durabilityMode: fast\n", "t", c).is_ok());
+  EXPECT_FALSE(apply_dev_override_yaml("nodeId: ../etc\n", "t", c).is_ok());
+  EXPECT_FALSE(apply_dev_override_yaml("lease: [1, 2]\n", "t", c).is_ok());
+  EXPECT_FALSE(apply_dev_override_yaml("{{{", "t", c).is_ok());
+  EXPECT_EQ(c.node_id, "dev");
+}
+
+TEST(NodeId, Validation) {
+  EXPECT_TRUE(validate_node_id("node-a_1.x").is_ok());
+  EXPECT_FALSE(validate_node_id("").is_ok());
+  EXPECT_FALSE(validate_node_id("a/b").is_ok());
+  EXPECT_FALSE(validate_node_id(".hidden").is_ok());
+  EXPECT_FALSE(validate_node_id(std::string(65, 'a')).is_ok());
+}
+
+}  // namespace
+}  // namespace dex
