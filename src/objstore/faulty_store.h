@@ -1,10 +1,28 @@
 // A fault-injecting ObjectStore wrapper: a TEST TOOL, never a backend.
 // Every decision draws from one seeded Random, so a failing seed replays the
 // same faults in the same order (given the same sequence of calls).
+//
+// Per call, in this order:
+//  1. an outage (set_outage) fails the call at once with its status and draws nothing;
+//  2. otherwise exactly four numbers are drawn (delay roll, delay length, fault
+//     roll, late-landing roll), whatever the plan, so the n-th call always sees
+//     the same numbers for a seed;
+//  3. a delay waits on the injected Clock (a ManualClock works). If it exceeds a
+//     nonzero RequestOptions::timeout, the call waits only the timeout and answers
+//     Transient("... timed out after N ms"); a write then lands anyway with
+//     late_landing_probability, applied to the inner store just before that
+//     answer (so it is visible to the caller's next call); no other fault applies;
+//  4. one fault roll picks at most one of: transient, permanent (both change
+//     nothing), lost answer (writes only: the write is applied, then the caller
+//     gets Transient("... response lost ...") whatever the inner store answered).
+// Calls from several threads are safe; with threads the order of draws follows
+// the order in which calls take the internal mutex.
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "common/clock.h"
 #include "common/random.h"
@@ -13,7 +31,7 @@
 namespace dex {
 
 struct FaultPlan {
-  double delay_probability = 0;      // the call waits a random delay in [0, delay_max] first
+  double delay_probability = 0;  // the call waits a random delay in [0, delay_max] first
   Duration delay_max{0};
   double transient_probability = 0;  // the call fails Transient and changes nothing
   double permanent_probability = 0;  // the call fails Permanent and changes nothing
@@ -52,13 +70,29 @@ class FaultyObjectStore final : public ObjectStore {
   Injected injected() const;
 
  private:
+  enum class Fault { kNone, kTransient, kPermanent, kLostAnswer };
+  struct Decision {
+    std::optional<Status> outage;
+    Duration delay{0};  // how long to wait before answering (capped at the timeout)
+    bool timed_out = false;
+    bool late_landing = false;  // only with timed_out, only for writes
+    Fault fault = Fault::kNone;
+  };
+  // Draws this call's fate and counts it. Takes mu_.
+  Decision decide(const RequestOptions& options, bool is_write);
+  // Waits the delay; returns the answer if the call ends before reaching `inner_`.
+  std::optional<Status> before_call(const Decision& d, std::string_view op, std::string_view key);
+  static Status timed_out(const Decision& d, std::string_view op, std::string_view key);
+
+  // Constant after construction.
   ObjectStore& inner_;
   Clock& clock_;
+
   mutable std::mutex mu_;
-  Random random_;                   // guarded by mu_
-  FaultPlan plan_;                  // guarded by mu_
-  std::optional<Status> outage_;    // guarded by mu_
-  Injected injected_;               // guarded by mu_
+  Random random_;                 // guarded by mu_
+  FaultPlan plan_;                // guarded by mu_
+  std::optional<Status> outage_;  // guarded by mu_
+  Injected injected_;             // guarded by mu_
 };
 
 }  // namespace dex
