@@ -1,0 +1,40 @@
+// Log garbage collection (docs/log.md, "GC safety").
+//
+// Deletes the slots below a point that a snapshot covers. Run only by the lease
+// holder, and never near the log end: a fenced writer must never re-create a
+// deleted slot and have it acknowledged, which is how SlateDB lost acknowledged
+// writes (slatedb/slatedb#352, #1622).
+#pragma once
+
+#include <functional>
+
+#include "common/status.h"
+#include "common/types.h"
+#include "log/log_writer.h"
+#include "objstore/object_store.h"
+
+namespace dex {
+
+// GC keeps at least this many slots below the log end.
+inline constexpr uint64_t kGcKeepSlotsMin = 1000;
+
+struct GcGuard {
+  Slot log_end;                       // the holder's LogWriter::next_slot()
+  Slot epoch_start_slot;              // the holder's LogWriter::epoch_start_slot(): never deleted
+  std::function<bool()> lease_valid;  // the holder's lease; checked before every delete
+  uint64_t keep_slots_min = kGcKeepSlotsMin;  // at least kGcKeepSlotsMin
+  RequestOptions request;
+};
+
+// Deletes every slot below `below_slot`, lowest first, so that the log stays a
+// contiguous range. Returns the number of slots deleted. InvalidArgument (nothing
+// deleted) when below_slot > guard.epoch_start_slot or below_slot + keep_slots_min
+// > guard.log_end; Stopped when the lease is not valid. A store error stops the
+// collection where it is; calling again continues it.
+StatusOr<uint64_t> collect_garbage(ObjectStore& store, const NodeId& node_id, Slot below_slot,
+                                   const GcGuard& guard);
+
+// The same, guarded by an open writer's log end, epoch start and lease.
+StatusOr<uint64_t> collect_garbage(ObjectStore& store, const LogWriter& holder, Slot below_slot);
+
+}  // namespace dex
