@@ -1,0 +1,239 @@
+#include "lease/lease_keeper.h"
+
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+namespace dex {
+namespace {
+
+// How often acquire() repeats that it is still waiting.
+constexpr Duration kWaitProgressLogInterval = seconds(5);
+
+LeaseConfig machine_config(const LeaseKeeperOptions& o) {
+  LeaseConfig c;
+  c.node_id = o.node_id;
+  c.process_id = o.process_id;
+  c.duration = o.duration;
+  c.fail_if_held = o.fail_if_held;
+  c.holder_is_stopped = o.holder_is_stopped;
+  c.seed = o.seed;
+  if (c.seed == 0) {
+    std::random_device device;
+    c.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+  }
+  return c;
+}
+
+}  // namespace
+
+LeaseKeeper::LeaseKeeper(ObjectStore& store, Clock& clock, LeaseKeeperOptions options)
+    : store_(store), clock_(clock), machine_(machine_config(options)) {}
+
+LeaseKeeper::~LeaseKeeper() { stop(); }
+
+Status LeaseKeeper::acquire() {
+  Lock lock(mu_);
+  assert(!started_ && "acquire() is called once");
+  started_ = true;
+  if (stop_requested_) return Status::stopped("lease keeper stopped");
+  apply(lock, machine_.start(clock_.now()));
+  drive(lock, [this] {
+    LeaseState s = machine_.state();
+    return s != LeaseState::kIdle && s != LeaseState::kAcquiring;
+  });
+  switch (machine_.state()) {
+    case LeaseState::kHolding:
+      return Status::ok();
+    case LeaseState::kFailed:
+    case LeaseState::kLost:
+      return machine_.stop_reason();
+    default:
+      return Status::stopped("lease keeper stopped before acquiring the lease");
+  }
+}
+
+void LeaseKeeper::start_renewing(std::function<void(const Status&)> on_lost) {
+  Lock lock(mu_);
+  assert(!thread_.joinable() && "start_renewing() is called once");
+  on_lost_ = std::move(on_lost);
+  // A late start is safe: the machine sees the late wake and stops if the
+  // renewal cutoff has passed, and on_lost reports it on the keeper thread.
+  thread_ = std::thread([this] { run_thread(); });
+}
+
+void LeaseKeeper::run_thread() {
+  Lock lock(mu_);
+  drive(lock, [] { return false; });
+  if (machine_.state() == LeaseState::kLost && !release_requested_ && !lost_reported_ && on_lost_) {
+    lost_reported_ = true;
+    Status why = machine_.stop_reason();
+    auto callback = on_lost_;
+    lock.unlock();
+    callback(why);
+  }
+}
+
+bool LeaseKeeper::is_valid() const {
+  Lock lock(mu_);
+  return machine_.is_valid(clock_.now());
+}
+
+Epoch LeaseKeeper::epoch() const {
+  Lock lock(mu_);
+  return machine_.epoch();
+}
+
+LeaseState LeaseKeeper::state() const {
+  Lock lock(mu_);
+  return machine_.state();
+}
+
+LeaseCounters LeaseKeeper::counters() const {
+  Lock lock(mu_);
+  return machine_.counters();
+}
+
+Status LeaseKeeper::release() {
+  Lock lock(mu_);
+  if (stop_requested_) return Status::stopped("lease keeper stopped");
+  release_requested_ = true;
+  cv_.notify_all();
+  if (thread_.joinable()) {
+    // The keeper thread sends the release and exits when the machine is done.
+    lock.unlock();
+    thread_.join();
+    lock.lock();
+  } else if (started_) {
+    drive(lock, [] { return false; });
+  } else {
+    return Status::ok();
+  }
+  switch (machine_.state()) {
+    case LeaseState::kReleased:
+      return Status::ok();
+    case LeaseState::kIdle:
+      return Status::ok();
+    default:
+      return machine_.stop_reason().is_ok() ? Status::stopped("lease keeper stopped")
+                                            : machine_.stop_reason();
+  }
+}
+
+void LeaseKeeper::stop() {
+  {
+    Lock lock(mu_);
+    stop_requested_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void LeaseKeeper::drive(Lock& lock, const std::function<bool()>& until) {
+  // Bounded: each iteration performs one op or waits for one wake; the machine
+  // reaches a terminal state or `until()` / stop() ends the loop.
+  while (!stop_requested_ && !until()) {
+    if (release_requested_ && !release_sent_) {
+      release_sent_ = true;
+      apply(lock, machine_.request_release(clock_.now()));
+      continue;
+    }
+    if (next_op_) {
+      LeaseOp op = std::move(*next_op_);
+      next_op_.reset();
+      lock.unlock();
+      LeaseResult result = perform(op);
+      lock.lock();
+      TimePoint now = clock_.now();
+      if (now > op.deadline && result.status.is_ok()) {
+        result.status = Status::transient("answer arrived after the attempt cut-off");
+      }
+      apply(lock, machine_.on_result(now, result));
+      continue;
+    }
+    if (wake_at_) {
+      TimePoint at = *wake_at_;
+      bool interrupted = clock_.wait_until(lock, cv_, at, [this] {
+        return stop_requested_ || (release_requested_ && !release_sent_);
+      });
+      if (interrupted) continue;
+      TimePoint now = clock_.now();
+      if (machine_.state() == LeaseState::kAcquiring && last_wait_ &&
+          now - last_progress_log_ >= kWaitProgressLogInterval) {
+        last_progress_log_ = now;
+        Duration left = last_wait_->at + last_wait_->wait_max - now;
+        spdlog::info("still waiting for the lease of node {} (at most {}s more)",
+                     machine_.config().node_id.value, std::max<int64_t>(0, to_ms(left) / 1000));
+      }
+      apply(lock, machine_.on_wake(now));
+      continue;
+    }
+    return;  // terminal: nothing to perform or wait for
+  }
+}
+
+void LeaseKeeper::apply(Lock& lock, LeaseActions actions) {
+  (void)lock;
+  if (actions.op) {
+    next_op_ = std::move(actions.op);
+    wake_at_.reset();
+  } else if (actions.wake_at) {
+    wake_at_ = actions.wake_at;
+  } else if (!machine_.op_outstanding()) {
+    wake_at_.reset();
+  }
+  for (LeaseEvent& e : actions.events) {
+    switch (e.kind) {
+      case LeaseEventKind::kWaiting:
+        spdlog::info("{}", e.message);
+        last_wait_ = e;
+        last_progress_log_ = e.at;
+        break;
+      case LeaseEventKind::kAcquired:
+      case LeaseEventKind::kReleased:
+        spdlog::info("{}", e.message);
+        break;
+      case LeaseEventKind::kRenewed:
+        spdlog::debug("{}", e.message);
+        break;
+      case LeaseEventKind::kLost:
+      case LeaseEventKind::kAcquireFailed:
+        spdlog::error("{}", e.message);
+        break;
+      case LeaseEventKind::kReleaseFailed:
+        spdlog::warn("{}", e.message);
+        break;
+    }
+  }
+}
+
+LeaseResult LeaseKeeper::perform(const LeaseOp& op) {
+  RequestOptions options;
+  // The deadline is the cut-off; a zero timeout would mean "backend default".
+  options.timeout = std::max<Duration>(op.deadline - clock_.now(), milliseconds(1));
+  LeaseResult result;
+  result.op_id = op.id;
+  switch (op.kind) {
+    case LeaseOpKind::kRead: {
+      auto got = store_.get(op.key, options);
+      result.status = got.status();
+      if (got.is_ok()) {
+        result.etag = got->etag;
+        result.body = std::move(got->body);
+      }
+      break;
+    }
+    case LeaseOpKind::kCreate:
+    case LeaseOpKind::kReplace: {
+      PutCondition condition =
+          op.kind == LeaseOpKind::kCreate ? PutCondition::create() : PutCondition::replace(op.etag);
+      auto put = store_.put(op.key, op.body, condition, options);
+      result.status = put.status();
+      if (put.is_ok()) result.etag = put.value();
+      break;
+    }
+  }
+  return result;
+}
+
+}  // namespace dex
