@@ -24,9 +24,11 @@ StatusOr<std::string> MemoryObjectStore::put(std::string_view key, std::string_v
       if (it != objects_.end()) return Status::precondition_failed(fmt::format("'{}' exists", key));
       break;
     case PutMode::kReplace:
-      if (it == objects_.end()) return Status::precondition_failed(fmt::format("'{}' does not exist", key));
+      if (it == objects_.end())
+        return Status::precondition_failed(fmt::format("'{}' does not exist", key));
       if (it->second.etag != condition.etag) {
-        return Status::precondition_failed(fmt::format("'{}' has ETag {}, not {}", key, it->second.etag, condition.etag));
+        return Status::precondition_failed(
+            fmt::format("'{}' has ETag {}, not {}", key, it->second.etag, condition.etag));
       }
       break;
     case PutMode::kOverwrite:

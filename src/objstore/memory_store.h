@@ -30,7 +30,7 @@ class MemoryObjectStore final : public ObjectStore {
  private:
   mutable std::mutex mu_;
   std::map<std::string, ObjectData, std::less<>> objects_;  // guarded by mu_
-  Counts counts_;                                          // guarded by mu_
+  Counts counts_;                                           // guarded by mu_
 };
 
 }  // namespace dex

@@ -84,8 +84,10 @@ class ObjectStore {
 // The ETag an S3-compatible store gives `body`: "\"<hex md5>\"".
 std::string etag_of(std::string_view body);
 
-// Lists every key under `prefix`, following truncation. Bounded by `keys_max`.
+// Lists every key under `prefix`, following truncation, `page_keys_max` keys per
+// list call. Bounded by `keys_max` (more keys than that is a Permanent error).
 StatusOr<std::vector<std::string>> list_all(ObjectStore& store, std::string_view prefix,
-                                            size_t keys_max = 10'000'000);
+                                            size_t keys_max = 10'000'000,
+                                            size_t page_keys_max = kListKeysMax);
 
 }  // namespace dex
