@@ -408,13 +408,14 @@ void LeaseMachine::schedule_renewal(LeaseActions& out) {
 }
 
 TimePoint LeaseMachine::attempt_deadline(TimePoint now) {
-  // §4: while another attempt still fits (this one's cut-off plus the next
-  // backoff ends before the renewal cutoff) an attempt gets duration/6 clamped
-  // to 1–5 s; the last one may use everything up to the renewal cutoff.
+  // §4: while another attempt still fits — this one's cut-off, the next
+  // backoff and a full attempt of the next one all end before the renewal
+  // cutoff — an attempt gets duration/6 clamped to 1–5 s. Otherwise it is the
+  // last attempt and may use everything up to the renewal cutoff.
   if (!pending_backoff_) pending_backoff_ = next_backoff();
   const TimePoint cutoff = renewal_cutoff();
-  const TimePoint short_deadline = now + attempt_cutoff(config_.duration);
-  if (short_deadline + *pending_backoff_ < cutoff) return short_deadline;
+  const Duration cut = attempt_cutoff(config_.duration);
+  if (now + cut + *pending_backoff_ + cut < cutoff) return now + cut;
   return cutoff;
 }
 
