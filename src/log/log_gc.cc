@@ -22,6 +22,10 @@ StatusOr<uint64_t> collect_garbage(ObjectStore& store, const NodeId& node_id, Sl
         "log GC below slot {} refused: it must stay at least {} slots behind the log end {}",
         below_slot.value, guard.keep_slots_min, guard.log_end.value));
   }
+  // Only the holder collects (docs/log.md, "GC safety").
+  if (!guard.lease_valid()) {
+    return Status::stopped("log GC refused: the lease is not valid");
+  }
   const std::string prefix = log_prefix(node_id);
   uint64_t deleted = 0;
   std::string after;
@@ -35,7 +39,6 @@ StatusOr<uint64_t> collect_garbage(ObjectStore& store, const NodeId& node_id, Sl
         return Status::corruption(fmt::format("junk key in the log: {}", slot.status().message()));
       }
       if (slot.value() >= below_slot) return deleted;
-      // Only the holder collects (docs/log.md, "GC safety").
       if (!guard.lease_valid()) {
         return Status::stopped(
             fmt::format("log GC stopped after {} slots: the lease is not valid", deleted));

@@ -355,10 +355,12 @@ void LogWriter::stop(const Status& status, std::vector<Pending>& in_flight, bool
     cv_.notify_all();
     space_cv_.notify_all();
   }
+  // The node hears first, so that it refuses further work before any caller
+  // learns of the failure.
+  if (fatal) on_fatal_(status);
   for (auto& pending : in_flight) pending.promise.set_value(status);
   Status why = Status::stopped(fmt::format("log writer stopped: {}", status.to_string()));
   for (auto& pending : queued) pending.promise.set_value(why);
-  if (fatal) on_fatal_(status);
 }
 
 Status LogWriter::close() {
