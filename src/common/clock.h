@@ -45,7 +45,8 @@ class SystemClock final : public Clock {
 // worker threads wait on it.
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(TimePoint start = TimePoint(seconds(1'000'000))) : now_ns_(start.time_since_epoch().count()) {}
+  explicit ManualClock(TimePoint start = TimePoint(seconds(1'000'000)))
+      : now_ns_(start.time_since_epoch().count()) {}
   TimePoint now() const override { return TimePoint(Duration(now_ns_.load())); }
   bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                   TimePoint deadline, const std::function<bool()>& done) override;

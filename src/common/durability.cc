@@ -4,9 +4,12 @@ namespace dex {
 
 std::string_view durability_name(Durability d) {
   switch (d) {
-    case Durability::kStrict: return "strict";
-    case Durability::kProcessCrashSafe: return "processCrashSafe";
-    case Durability::kRelaxed: return "relaxed";
+    case Durability::kStrict:
+      return "strict";
+    case Durability::kProcessCrashSafe:
+      return "processCrashSafe";
+    case Durability::kRelaxed:
+      return "relaxed";
   }
   return "unknown";
 }

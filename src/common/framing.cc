@@ -45,8 +45,8 @@ std::string frame(std::string_view magic, std::string_view payload) {
 
 StatusOr<std::string_view> unframe(std::string_view magic, std::string_view bytes) {
   if (bytes.size() < kFrameHeaderBytes) {
-    return Status::corruption(
-        fmt::format("object too short: {} bytes, a header needs {}", bytes.size(), kFrameHeaderBytes));
+    return Status::corruption(fmt::format("object too short: {} bytes, a header needs {}",
+                                          bytes.size(), kFrameHeaderBytes));
   }
   if (bytes.substr(0, 4) != magic) {
     return Status::corruption(fmt::format("bad magic: expected {}", magic));
@@ -59,8 +59,9 @@ StatusOr<std::string_view> unframe(std::string_view magic, std::string_view byte
   uint32_t length = get_u32(bytes.substr(5, 4));
   uint32_t crc = get_u32(bytes.substr(9, 4));
   if (bytes.size() - kFrameHeaderBytes != length) {
-    return Status::corruption(fmt::format("length mismatch: header says {} payload bytes, object has {}",
-                                          length, bytes.size() - kFrameHeaderBytes));
+    return Status::corruption(
+        fmt::format("length mismatch: header says {} payload bytes, object has {}", length,
+                    bytes.size() - kFrameHeaderBytes));
   }
   std::string_view payload = bytes.substr(kFrameHeaderBytes);
   if (crc_of(version, length, payload) != crc) {

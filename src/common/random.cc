@@ -16,7 +16,8 @@ std::string random_hex_id() {
 std::string make_process_id() {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return fmt::format("{}-{}-{}", host[0] ? host : "unknown", getpid(), random_hex_id().substr(0, 8));
+  return fmt::format("{}-{}-{}", host[0] ? host : "unknown", getpid(),
+                     random_hex_id().substr(0, 8));
 }
 
 }  // namespace dex

@@ -19,7 +19,8 @@ class Random {
   // Uniform in [lo, hi].
   Duration between(Duration lo, Duration hi) {
     if (hi <= lo) return lo;
-    return lo + Duration(static_cast<int64_t>(uniform(static_cast<uint64_t>((hi - lo).count()) + 1)));
+    return lo +
+           Duration(static_cast<int64_t>(uniform(static_cast<uint64_t>((hi - lo).count()) + 1)));
   }
   // True with probability p.
   bool chance(double p) { return static_cast<double>(engine_() >> 11) * 0x1.0p-53 < p; }

@@ -4,15 +4,24 @@ namespace dex {
 
 std::string_view code_name(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kPreconditionFailed: return "PreconditionFailed";
-    case Code::kNotFound: return "NotFound";
-    case Code::kTransient: return "Transient";
-    case Code::kPermanent: return "Permanent";
-    case Code::kCorruption: return "Corruption";
-    case Code::kFenced: return "Fenced";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kStopped: return "Stopped";
+    case Code::kOk:
+      return "OK";
+    case Code::kPreconditionFailed:
+      return "PreconditionFailed";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kTransient:
+      return "Transient";
+    case Code::kPermanent:
+      return "Permanent";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kFenced:
+      return "Fenced";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kStopped:
+      return "Stopped";
   }
   return "Unknown";
 }

@@ -14,8 +14,9 @@ namespace dex {
 
 StatusOr<Duration> parse_duration(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Status::invalid_argument(fmt::format(
-        "invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h)", text, why));
+    return Status::invalid_argument(
+        fmt::format("invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h)",
+                    text, why));
   };
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
@@ -25,12 +26,18 @@ StatusOr<Duration> parse_duration(std::string_view text) {
   if (ec != std::errc() || ptr != text.data() + digits) return bad("the number is too large");
   std::string_view unit = text.substr(digits);
   uint64_t unit_ns = 0;
-  if (unit == "ms") unit_ns = 1'000'000ull;
-  else if (unit == "s") unit_ns = 1'000'000'000ull;
-  else if (unit == "m") unit_ns = 60'000'000'000ull;
-  else if (unit == "h") unit_ns = 3'600'000'000'000ull;
-  else if (unit.empty()) return bad("the unit is missing");
-  else return bad(fmt::format("unknown unit '{}'", unit));
+  if (unit == "ms")
+    unit_ns = 1'000'000ull;
+  else if (unit == "s")
+    unit_ns = 1'000'000'000ull;
+  else if (unit == "m")
+    unit_ns = 60'000'000'000ull;
+  else if (unit == "h")
+    unit_ns = 3'600'000'000'000ull;
+  else if (unit.empty())
+    return bad("the unit is missing");
+  else
+    return bad(fmt::format("unknown unit '{}'", unit));
   if (number == 0) return bad("it must be positive");
   if (number > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / unit_ns) {
     return bad("the number is too large");
@@ -48,14 +55,16 @@ std::string format_duration(Duration d) {
 
 Status validate_node_id(std::string_view node_id) {
   if (node_id.empty() || node_id.size() > 64) {
-    return Status::invalid_argument(fmt::format("invalid nodeId '{}': it must have 1 to 64 characters", node_id));
+    return Status::invalid_argument(
+        fmt::format("invalid nodeId '{}': it must have 1 to 64 characters", node_id));
   }
   if (node_id.front() == '.') {
-    return Status::invalid_argument(fmt::format("invalid nodeId '{}': it must not start with '.'", node_id));
+    return Status::invalid_argument(
+        fmt::format("invalid nodeId '{}': it must not start with '.'", node_id));
   }
   for (char c : node_id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
     if (!ok) {
       return Status::invalid_argument(fmt::format(
           "invalid nodeId '{}': only letters, digits, '.', '_' and '-' are allowed", node_id));
@@ -67,10 +76,11 @@ Status validate_node_id(std::string_view node_id) {
 namespace {
 
 // Walks a YAML mapping and refuses keys outside `allowed` (dotted paths).
-Status check_keys(const YAML::Node& node, const std::string& path, const std::set<std::string>& allowed,
-                  std::string_view source) {
+Status check_keys(const YAML::Node& node, const std::string& path,
+                  const std::set<std::string>& allowed, std::string_view source) {
   if (!node.IsMap()) {
-    return Status::invalid_argument(fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
+    return Status::invalid_argument(
+        fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
   }
   for (const auto& entry : node) {
     std::string key = entry.first.as<std::string>();
@@ -88,7 +98,8 @@ Status check_keys(const YAML::Node& node, const std::string& path, const std::se
   return Status::ok();
 }
 
-StatusOr<std::string> scalar(const YAML::Node& node, std::string_view key, std::string_view source) {
+StatusOr<std::string> scalar(const YAML::Node& node, std::string_view key,
+                             std::string_view source) {
   if (!node.IsScalar()) {
     return Status::invalid_argument(fmt::format("{}: '{}' must be a single value", source, key));
   }
@@ -123,20 +134,26 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
       auto v = scalar(root["lease"]["duration"], "lease.duration", source);
       if (!v.is_ok()) return v.status();
       auto d = parse_duration(v.value());
-      if (!d.is_ok()) return Status::invalid_argument(fmt::format("{}: lease.duration: {}", source, d.status().message()));
+      if (!d.is_ok())
+        return Status::invalid_argument(
+            fmt::format("{}: lease.duration: {}", source, d.status().message()));
       if (d.value() < kLeaseDurationMin || d.value() > kLeaseDurationMax) {
-        return Status::invalid_argument(fmt::format("{}: lease.duration {} is outside {}..{}", source, v.value(),
-                                                    format_duration(kLeaseDurationMin),
-                                                    format_duration(kLeaseDurationMax)));
+        return Status::invalid_argument(
+            fmt::format("{}: lease.duration {} is outside {}..{}", source, v.value(),
+                        format_duration(kLeaseDurationMin), format_duration(kLeaseDurationMax)));
       }
       next.lease_duration = d.value();
     }
     if (root["lease"] && root["lease"]["failIfHeld"]) {
       auto v = scalar(root["lease"]["failIfHeld"], "lease.failIfHeld", source);
       if (!v.is_ok()) return v.status();
-      if (v.value() == "true") next.lease_fail_if_held = true;
-      else if (v.value() == "false") next.lease_fail_if_held = false;
-      else return Status::invalid_argument(fmt::format("{}: lease.failIfHeld must be true or false, not '{}'", source, v.value()));
+      if (v.value() == "true")
+        next.lease_fail_if_held = true;
+      else if (v.value() == "false")
+        next.lease_fail_if_held = false;
+      else
+        return Status::invalid_argument(
+            fmt::format("{}: lease.failIfHeld must be true or false, not '{}'", source, v.value()));
     }
     if (root["dev"] && root["dev"]["durabilityMode"]) {
       auto v = scalar(root["dev"]["durabilityMode"], "dev.durabilityMode", source);
@@ -144,7 +161,8 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
       auto d = parse_durability(v.value());
       if (!d) {
         return Status::invalid_argument(fmt::format(
-            "{}: dev.durabilityMode must be strict, processCrashSafe or relaxed, not '{}'", source, v.value()));
+            "{}: dev.durabilityMode must be strict, processCrashSafe or relaxed, not '{}'", source,
+            v.value()));
       }
       next.durability = *d;
     }
@@ -152,8 +170,9 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
       auto v = scalar(root["standby"]["mode"], "standby.mode", source);
       if (!v.is_ok()) return v.status();
       if (v.value() != "cold") {
-        return Status::invalid_argument(fmt::format(
-            "{}: standby.mode '{}' is not allowed: dex-server-zd dev accepts only cold", source, v.value()));
+        return Status::invalid_argument(
+            fmt::format("{}: standby.mode '{}' is not allowed: dex-server-zd dev accepts only cold",
+                        source, v.value()));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -165,7 +184,8 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
 
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config) {
   std::ifstream in(file);
-  if (!in) return Status::invalid_argument(fmt::format("cannot read config file '{}'", file.string()));
+  if (!in)
+    return Status::invalid_argument(fmt::format("cannot read config file '{}'", file.string()));
   std::stringstream text;
   text << in.rdbuf();
   return apply_dev_override_yaml(text.str(), file.string(), config);

@@ -13,12 +13,13 @@ TEST(ParseDuration, AcceptsTheSpecForms) {
 }
 
 TEST(ParseDuration, RefusesBadInputNamingIt) {
-  for (const char* bad : {"", "10", "s", "-1s", "1.5s", "10 s", "10sec", "0s", "99999999999999999999s",
-                          "9999999999999h"}) {
+  for (const char* bad : {"", "10", "s", "-1s", "1.5s", "10 s", "10sec", "0s",
+                          "99999999999999999999s", "9999999999999h"}) {
     auto d = parse_duration(bad);
     ASSERT_FALSE(d.is_ok()) << bad;
     EXPECT_EQ(d.status().code(), Code::kInvalidArgument);
-    EXPECT_NE(d.status().message().find(std::string("'") + bad + "'"), std::string::npos) << d.status().message();
+    EXPECT_NE(d.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << d.status().message();
   }
 }
 
@@ -37,9 +38,10 @@ TEST(DevConfig, DefaultsFollowTheSpec) {
 
 TEST(DevConfig, OverrideFileSetsLeaseDuration) {
   DevConfig c;
-  ASSERT_TRUE(apply_dev_override_yaml("lease:\n  duration: 5s\ndev:\n  durabilityMode: processCrashSafe\n",
-                                      "test.yaml", c)
-                  .is_ok());
+  ASSERT_TRUE(
+      apply_dev_override_yaml("lease:\n  duration: 5s\ndev:\n  durabilityMode: processCrashSafe\n",
+                              "test.yaml", c)
+          .is_ok());
   EXPECT_EQ(c.lease_duration, seconds(5));
   EXPECT_EQ(c.durability, Durability::kProcessCrashSafe);
 }

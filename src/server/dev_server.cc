@@ -1,0 +1,216 @@
+#include "server/dev_server.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/random.h"
+#include "lease/dev_lock.h"
+#include "lease/lease_keeper.h"
+#include "log/log_writer.h"
+#include "objstore/filesystem_store.h"
+
+namespace dex {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Present while a dev process runs in relaxed mode; removed by a clean exit. Its
+// presence at startup means a relaxed process exited abruptly: unsynced writes
+// may be torn, so the directory is not trusted (spec: Lease, relaxed).
+constexpr const char* kRelaxedMarker = "relaxed-running";
+
+// Why the server stops, set once by whoever notices first.
+class StopSignal {
+ public:
+  void request_shutdown() { set(std::nullopt, /*shutdown=*/true); }
+  void fatal(const Status& why) { set(why, /*shutdown=*/false); }
+  // Blocks until a shutdown or a fatal error. Returns the fatal error, if any.
+  std::optional<Status> wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return fatal_;
+  }
+  bool done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+ private:
+  void set(std::optional<Status> why, bool shutdown) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    if (!shutdown) fatal_ = std::move(why);
+    cv_.notify_all();
+  }
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;            // guarded by mu_
+  std::optional<Status> fatal_;  // guarded by mu_
+};
+
+// Waits for SIGINT/SIGTERM on its own thread (the signals are blocked in every
+// thread, so only sigtimedwait here receives them).
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(std::function<void(int)> on_signal) : on_signal_(std::move(on_signal)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalWatcher() {
+    exit_ = true;
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    timespec poll{0, 100'000'000};
+    while (!exit_) {
+      int sig = sigtimedwait(&set, nullptr, &poll);
+      if (sig > 0) on_signal_(sig);
+    }
+  }
+  std::function<void(int)> on_signal_;
+  std::atomic<bool> exit_{false};
+  std::thread thread_;
+};
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int fail(const std::string& message) {
+  spdlog::error("{}", message);
+  return 1;
+}
+
+}  // namespace
+
+int run_dev_server(const DevConfig& config) {
+  block_stop_signals();
+  const fs::path data_dir = fs::absolute(config.data_dir);
+  std::error_code ec;
+  fs::create_directories(data_dir, ec);
+  if (ec)
+    return fail(
+        fmt::format("cannot create data directory {}: {}", data_dir.string(), ec.message()));
+
+  auto lock = DevLock::open(data_dir);
+  if (!lock.is_ok()) return fail(fmt::format("cannot start: {}", lock.status().message()));
+  if (!lock.value()->held()) {
+    spdlog::warn(
+        "the filesystem of {} cannot lock files ({}); a lease left by an earlier process is taken "
+        "only after it expires (up to {})",
+        data_dir.string(), lock.value()->unsupported_reason(),
+        format_duration(config.lease_duration + seconds(1)));
+  }
+
+  const fs::path marker = data_dir / kRelaxedMarker;
+  if (fs::exists(marker)) {
+    return fail(fmt::format(
+        "cannot start: the previous dex-server-zd dev on {} ran with durability relaxed and exited "
+        "abruptly, so its recent writes may be torn. Delete the data directory {} to start afresh.",
+        data_dir.string(), data_dir.string()));
+  }
+  if (config.durability == Durability::kRelaxed) {
+    std::ofstream(marker) << "dex-server-zd dev with durability relaxed is running or crashed\n";
+  }
+
+  auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
+  if (!store.is_ok())
+    return fail(fmt::format("cannot open the object store: {}", store.status().message()));
+
+  StopSignal stop;
+  Clock& clock = SystemClock::instance();
+  LeaseKeeperOptions lease_options;
+  lease_options.node_id = NodeId(config.node_id);
+  lease_options.process_id = ProcessId(make_process_id());
+  lease_options.duration = config.lease_duration;
+  lease_options.fail_if_held = config.lease_fail_if_held;
+  lease_options.holder_is_stopped = lock.value()->held();
+  LeaseKeeper keeper(*store.value(), clock, lease_options);
+
+  SignalWatcher signals([&](int sig) {
+    spdlog::info("received {}; shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    stop.request_shutdown();
+    if (keeper.state() == LeaseState::kAcquiring) keeper.stop();  // interrupts acquire()
+  });
+
+  spdlog::info("acquiring the lease of node {} in {} (lease {})", config.node_id,
+               store.value()->describe(), format_duration(config.lease_duration));
+  if (Status s = keeper.acquire(); !s.is_ok()) {
+    if (stop.done()) {
+      fs::remove(marker, ec);
+      spdlog::info("stopped before acquiring the lease");
+      return 0;
+    }
+    return fail(fmt::format("cannot acquire the lease: {}", s.to_string()));
+  }
+  keeper.start_renewing([&](const Status& why) {
+    spdlog::error("lease lost: {}", why.to_string());
+    stop.fatal(why);
+  });
+
+  LogWriterOptions log_options;
+  log_options.node_id = lease_options.node_id;
+  log_options.process_id = lease_options.process_id;
+  log_options.epoch = keeper.epoch();
+  LogWriter log(
+      *store.value(), clock, log_options, [&] { return keeper.is_valid(); },
+      [&](const Status& why) {
+        spdlog::error("log stopped: {}", why.to_string());
+        stop.fatal(why);
+      });
+  if (Status s = log.open(); !s.is_ok()) {
+    keeper.stop();
+    return fail(fmt::format("cannot open the log: {}", s.to_string()));
+  }
+
+  // Tests and users wait for this line.
+  std::cout << fmt::format(
+                   "dex-server-zd dev ready: node {} epoch {} holder {} (data {}, durability {}, "
+                   "lease {}, log from slot {})",
+                   config.node_id, keeper.epoch().value, lease_options.process_id.value,
+                   data_dir.string(), durability_name(config.durability),
+                   format_duration(config.lease_duration), log.epoch_start_slot().value)
+            << std::endl;
+
+  std::optional<Status> fatal = stop.wait();
+  if (fatal) {
+    // Refuse further work: no more log writes, no release (the lease is not ours
+    // or cannot be trusted), and exit 1 as the spec requires.
+    keeper.stop();
+    spdlog::error("stopping node {}: {}", config.node_id, fatal->to_string());
+    return 1;
+  }
+  Status closed = log.close();
+  Status released = keeper.release();
+  if (!closed.is_ok()) spdlog::warn("log close: {}", closed.to_string());
+  if (!released.is_ok()) {
+    spdlog::warn("lease release failed ({}); a successor waits for it to expire",
+                 released.to_string());
+  }
+  fs::remove(marker, ec);
+  return closed.is_ok() && released.is_ok() ? 0 : 1;
+}
+
+}  // namespace dex

@@ -1,0 +1,148 @@
+"""`dex-server-zd dev` as a user runs it: lease, dev.lock, takeover, release, exit status.
+
+Each test names the rule of the spec's Lease section that it checks.
+"""
+import os
+import shutil
+import signal
+import time
+
+from conftest import binary, inspect, run
+
+READY = "dex-server-zd dev ready"
+
+
+def start_dev(procs, data_dir, *extra):
+    return procs(binary("dex-server-zd"), "dev", "--data-dir", data_dir, *extra)
+
+
+def write_config(tmp_path, text, name="dev.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_graceful_release_lets_a_restart_start_at_once(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data)
+    a.wait_for_line(READY, 60)
+    lease = inspect("lease", data)
+    assert lease["nodeEpoch"] == "1" and lease["released"] is False
+    a.signal(signal.SIGTERM)
+    assert a.wait_exit(30) == 0, a.output()
+    lease = inspect("lease", data)
+    assert lease["released"] is True and lease["nodeEpoch"] == "1"
+    # A released lease is taken at once, with a raised epoch.
+    t0 = time.monotonic()
+    b = start_dev(procs, data)
+    b.wait_for_line(READY, 30)
+    assert time.monotonic() - t0 < 10
+    assert inspect("lease", data)["nodeEpoch"] == "2"
+
+
+def test_dev_lock_refuses_a_second_process_on_the_same_directory(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data)
+    a.wait_for_line(READY, 60)
+    b = start_dev(procs, data)
+    assert b.wait_exit(30) != 0
+    assert "dev.lock" in b.output(), b.output()
+    # The first process is untouched and still holds the lease.
+    assert a.p.poll() is None
+    assert inspect("lease", data)["nodeEpoch"] == "1"
+
+
+def test_restart_after_sigkill_takes_over_at_once_with_raised_epoch(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data)  # default dev lease: 30 s
+    a.wait_for_line(READY, 60)
+    holder_a = inspect("lease", data)["holderProcessId"]
+    a.signal(signal.SIGKILL)
+    a.wait_exit(10)
+    t0 = time.monotonic()
+    b = start_dev(procs, data)
+    b.wait_for_line(READY, 30)
+    # The dev lock proves the holder stopped: no wait for the 30 s lease to expire.
+    assert time.monotonic() - t0 < 10
+    lease = inspect("lease", data)
+    assert lease["nodeEpoch"] == "2"
+    assert lease["holderProcessId"] != holder_a
+    # The new holder fenced the log with an epoch-start batch of epoch 2.
+    log = inspect("log", data)
+    assert [b["epoch"] for b in log["batches"] if "epochStart" in b["kinds"]] == ["1", "2"]
+
+
+def test_lease_lost_to_another_holder_stops_the_process_with_status_1(procs, tmp_path):
+    config = write_config(tmp_path, "lease:\n  duration: 3s\n")
+    data = tmp_path / "data"
+    other = tmp_path / "other"
+    # Make a lease record of another process, then put it in place of ours.
+    o = start_dev(procs, other, "--config", config)
+    o.wait_for_line(READY, 60)
+    o.signal(signal.SIGKILL)
+    o.wait_exit(10)
+    a = start_dev(procs, data, "--config", config)
+    a.wait_for_line(READY, 60)
+    lease_file = os.path.join(data, "objects", "nodes", "dev", "lease")
+    shutil.copyfile(os.path.join(other, "objects", "nodes", "dev", "lease"), lease_file + ".swap")
+    os.replace(lease_file + ".swap", lease_file)
+    # The next renewal (at 1 s) finds another holder and stops the node at once.
+    assert a.wait_exit(20) == 1, a.output()
+    assert "lost" in a.output().lower()
+
+
+def test_relaxed_mode_refuses_to_start_after_an_abrupt_exit(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data, "--durability", "relaxed")
+    a.wait_for_line(READY, 60)
+    a.signal(signal.SIGKILL)
+    a.wait_exit(10)
+    b = start_dev(procs, data, "--durability", "relaxed")
+    assert b.wait_exit(30) != 0
+    assert "delete" in b.output().lower() and str(data) in b.output(), b.output()
+
+
+def test_relaxed_mode_clean_exit_allows_restart(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data, "--durability", "relaxed")
+    a.wait_for_line(READY, 60)
+    a.signal(signal.SIGINT)
+    assert a.wait_exit(30) == 0, a.output()
+    b = start_dev(procs, data, "--durability", "relaxed")
+    b.wait_for_line(READY, 30)
+
+
+def test_bad_flags_and_config_are_refused_and_change_nothing(tmp_path):
+    data = tmp_path / "data"
+    r = run(binary("dex-server-zd"), "dev", "--data-dir", data, "--durability", "fast")
+    assert r.returncode != 0 and "fast" in (r.stderr + r.stdout)
+    assert not data.exists()
+    config = write_config(tmp_path, "lease:\n  durration: 5s\n")
+    r = run(binary("dex-server-zd"), "dev", "--data-dir", data, "--config", config)
+    assert r.returncode != 0 and "lease.durration" in r.stderr
+    assert not data.exists()
+    r = run(binary("dex-server-zd"), "dev", "--data-dir", data, "--config", tmp_path / "missing.yaml")
+    assert r.returncode != 0 and "missing.yaml" in r.stderr
+    assert not data.exists()
+
+
+def test_help_explains_the_dev_flags():
+    r = run(binary("dex-server-zd"), "dev", "--help")
+    assert r.returncode == 0
+    for flag in ("--data-dir", "--durability", "--config", "strict", "processCrashSafe"):
+        assert flag in r.stdout, flag
+
+
+def test_fail_if_held_does_not_block_a_restart_after_a_crash(procs, tmp_path):
+    # failIfHeld fails startup while another process holds the lease. In dev, a held lease on a
+    # directory whose dev.lock this process holds belongs to a stopped process, so it is taken
+    # over at once instead (the failIfHeld refusal itself: LeaseMachine tests).
+    config = write_config(tmp_path, "lease:\n  failIfHeld: true\n")
+    data = tmp_path / "data"
+    a = start_dev(procs, data, "--config", config)
+    a.wait_for_line(READY, 60)
+    a.signal(signal.SIGKILL)
+    a.wait_exit(10)
+    b = start_dev(procs, data, "--config", config)
+    b.wait_for_line(READY, 30)
+    assert inspect("lease", data)["nodeEpoch"] == "2"
