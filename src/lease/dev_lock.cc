@@ -72,9 +72,7 @@ StatusOr<std::unique_ptr<DevLock>> DevLock::open(const std::filesystem::path& da
   if (is_unsupported(err)) {
     std::string reason =
         fmt::format("the filesystem cannot lock {}: {}", path.string(), std::strerror(err));
-    // Spec "Lease": warn, then wait for a held lease to expire instead of taking it over.
-    spdlog::warn("{}; a lease held by an earlier process is waited out (up to lease.duration + 1s)",
-                 reason);
+    // Spec "Lease": the caller logs a warning and waits for a held lease to expire.
     return std::unique_ptr<DevLock>(new DevLock(path, fd, false, std::move(reason)));
   }
   ::close(fd);

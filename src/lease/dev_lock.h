@@ -25,8 +25,9 @@ class DevLock {
   //  - ok, held() == true: this process holds the lock; its pid is written in
   //    the file for the error message of a second process.
   //  - ok, held() == false: the filesystem cannot lock files (ENOLCK,
-  //    EOPNOTSUPP, ENOSYS, EINVAL). A warning is logged; the caller must wait
-  //    for a held lease to expire (holder_is_stopped = false).
+  //    EOPNOTSUPP, ENOSYS, EINVAL). The caller logs a warning (with
+  //    unsupported_reason()) and waits for a held lease to expire
+  //    (holder_is_stopped = false).
   //  - Fenced: another process holds the lock; the message names the path and
   //    the holder's pid.
   //  - Permanent: the directory or file cannot be opened.
