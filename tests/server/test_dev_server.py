@@ -146,3 +146,34 @@ def test_fail_if_held_does_not_block_a_restart_after_a_crash(procs, tmp_path):
     b = start_dev(procs, data, "--config", config)
     b.wait_for_line(READY, 30)
     assert inspect("lease", data)["nodeEpoch"] == "2"
+
+
+def test_permanent_storage_error_stops_the_process_with_status_1(procs, tmp_path):
+    config = write_config(tmp_path, "lease:\n  duration: 3s\n")
+    data = tmp_path / "data"
+    a = start_dev(procs, data, "--config", config)
+    a.wait_for_line(READY, 60)
+    # A directory where the lease object should be: every read or write of it is refused
+    # permanently, so the next renewal (at 1 s) stops the node at once.
+    lease_file = os.path.join(data, "objects", "nodes", "dev", "lease")
+    os.remove(lease_file)
+    os.makedirs(os.path.join(lease_file, "blocker"))
+    t0 = time.monotonic()
+    assert a.wait_exit(20) == 1, a.output()
+    assert time.monotonic() - t0 < 10
+    assert "permanent" in a.output().lower(), a.output()
+
+
+def test_corrupt_lease_object_is_refused_with_a_clear_error(procs, tmp_path):
+    data = tmp_path / "data"
+    a = start_dev(procs, data)
+    a.wait_for_line(READY, 60)
+    a.signal(signal.SIGTERM)
+    assert a.wait_exit(30) == 0
+    lease_file = os.path.join(data, "objects", "nodes", "dev", "lease")
+    with open(lease_file, "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff\xff")
+    b = start_dev(procs, data)
+    assert b.wait_exit(30) == 1
+    assert "corrupt" in b.output().lower() and "lease" in b.output(), b.output()
