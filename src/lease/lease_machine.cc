@@ -313,20 +313,21 @@ void LeaseMachine::on_acquire_read(TimePoint now, const LeaseResult& result, Lea
   }
   if (record.released) return send_acquire_write(now, record, result.etag, out);
 
-  // Held by another process.
-  if (config_.fail_if_held) {
-    return fail(now,
-                Status::fenced(fmt::format(
-                    "lease for node {} is held by process {} (epoch {}); lease.failIfHeld is set",
-                    config_.node_id.value, record.holder_process_id.value, record.epoch.value)),
-                out);
-  }
+  // Held by another process. With the dev lock held that process has stopped,
+  // so failIfHeld (which guards against a live holder) does not apply (§7).
   if (config_.holder_is_stopped) {
     // §7: we hold the dev lock, so the holder is a stopped process.
     emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
          fmt::format("lease held by stopped process {} (epoch {}); taking it over at once",
                      record.holder_process_id.value, record.epoch.value));
     return send_acquire_write(now, record, result.etag, out);
+  }
+  if (config_.fail_if_held) {
+    return fail(now,
+                Status::fenced(fmt::format(
+                    "lease for node {} is held by process {} (epoch {}); lease.failIfHeld is set",
+                    config_.node_id.value, record.holder_process_id.value, record.epoch.value)),
+                out);
   }
   if (result.etag != held_etag_) {
     // A new version: (re)start the wait. Observed at the answer's arrival,

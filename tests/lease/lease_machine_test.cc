@@ -197,6 +197,25 @@ TEST(LeaseAcquire, FailIfHeldFailsNamingTheHolder) {
   EXPECT_NE(msg.find("failIfHeld"), std::string::npos) << msg;
 }
 
+TEST(LeaseAcquire, FailIfHeldDoesNotApplyToAStoppedHolder) {
+  // With the dev lock held, the holder has stopped: a restart after a crash
+  // takes over at once even with lease.failIfHeld set.
+  MemoryObjectStore store;
+  put_held(store, "crashed", 4);
+  LeaseConfig c = config_for("p1");
+  c.fail_if_held = true;
+  c.holder_is_stopped = true;
+  Driver d(c, store);
+  d.acquire();
+  EXPECT_EQ(d.machine.state(), LeaseState::kHolding);
+  EXPECT_EQ(d.machine.epoch(), Epoch(5));
+}
+
+TEST(LeaseMachineConfig, DefaultDurationIsTenSeconds) {
+  EXPECT_EQ(kLeaseDurationDefault, seconds(10));
+  EXPECT_EQ(LeaseConfig{}.duration, seconds(10));
+}
+
 TEST(LeaseAcquire, FailIfHeldStillTakesAReleasedLease) {
   MemoryObjectStore store;
   put_held(store, "old", 2, kTenSeconds, true);
