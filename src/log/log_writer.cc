@@ -168,17 +168,18 @@ Status LogWriter::open() {
   // 1. Find the end of the log (docs/log.md, "Epoch start").
   LogBounds bounds;
   Duration delay = options_.backoff_initial;
+  Status last = Status::ok();
+  // Bounded by `deadline`: every failed attempt waits a backoff.
   while (true) {
     TimePoint now = clock_.now();
-    if (now >= deadline) {
-      return limit_status("listing the log", first_attempt, Status::transient("list failed"));
-    }
+    if (now >= deadline) return limit_status("listing the log", first_attempt, last);
     auto found = find_log_bounds(store_, options_.node_id, RequestOptions{deadline - now});
     if (found.is_ok()) {
       bounds = found.value();
       break;
     }
     if (!found.status().is_transient()) return found.status();
+    last = found.status();
     backoff(delay, deadline);
   }
   // 2. The log's last batch carries the highest epoch in it (epochs never decrease

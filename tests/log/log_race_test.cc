@@ -181,7 +181,8 @@ void run_seed(uint64_t seed, SeedReport& report) {
 
 TEST(LogRace, TwoWritersOfSuccessiveEpochsNeverLoseAnAcknowledgedBatch) {
   uint64_t first = 1, last = kSeeds;
-  if (const char* only = std::getenv("DEX_LOG_RACE_SEED")) first = last = std::stoull(only);
+  const char* only = std::getenv("DEX_LOG_RACE_SEED");
+  if (only != nullptr && *only != '\0') first = last = std::stoull(only);
   SeedReport report;
   auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {

@@ -318,6 +318,32 @@ TEST(LogWriter, WriteNotAcceptedWithinTenSecondsStopsTheNode) {
   EXPECT_EQ(writer.close().code(), Code::kStopped);
 }
 
+TEST(LogWriter, EpochStartNotAcceptedWithinTenSecondsFailsOpen) {
+  ManualClock clock;
+  MemoryObjectStore memory;
+  InterceptStore store(memory);
+  store.before_put = [](std::string_view, const RequestOptions&) -> std::optional<Status> {
+    return Status::transient("503 Slow Down");
+  };
+  FatalLog fatal;
+  LogWriter writer(
+      store, clock, writer_options("n1", 1, "p1"), [] { return true; }, fatal.callback(clock));
+  const TimePoint start = clock.now();
+  auto opened = std::async(std::launch::async, [&] { return writer.open(); });
+  for (int i = 0;
+       i < 3000 && opened.wait_for(std::chrono::microseconds(0)) != std::future_status::ready;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(1500));
+    clock.advance(milliseconds(10));
+  }
+  Status status = opened.get();
+  EXPECT_EQ(status.code(), Code::kStopped) << status.to_string();
+  EXPECT_NE(status.message().find("within 10 s"), std::string::npos) << status.message();
+  EXPECT_GE(clock.now() - start, seconds(10));
+  EXPECT_EQ(fatal.count(), 0u);  // open() reports to its caller
+  EXPECT_TRUE(raw_batches(memory, "n1").empty());
+}
+
 TEST(LogWriter, StalledRequestIsCutOffAtTheTimeLeftAndStopsTheNode) {
   ManualClock clock;
   MemoryObjectStore memory;
