@@ -1,0 +1,98 @@
+// The durable-execution engine of the active process: the face that the gRPC
+// layer (src/api) calls. Inside: a deterministic state machine over RocksDB
+// (applying a log record changes the store and the last applied slot in one
+// atomic write; no clock, no I/O beyond the store) and the scheduler that
+// decides what to append: dispatches, retries on durable timers, timeouts,
+// cancellations. docs/engine.md describes the model and the recovery rules.
+//
+// Every change is appended to the node's log first; a caller is answered only
+// once its record is durable and applied. Thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "dex/api.pb.h"
+#include "log/log_writer.h"
+#include "objstore/object_store.h"
+
+namespace dex {
+
+// Limits on what a request may carry; a request over one is InvalidArgument
+// with a message naming the limit, and changes nothing.
+inline constexpr size_t kFlowInputBytesMax = 1u << 20;
+inline constexpr size_t kStepOutputBytesMax = 1u << 20;
+inline constexpr size_t kFlowIdBytesMax = 256;
+
+struct EngineOptions {
+  NodeId node_id;
+  ProcessId process_id;
+  Epoch epoch;
+  // The local RocksDB store; created if missing, rebuilt from the log if empty.
+  std::filesystem::path local_store_path;
+  // Wall-clock Unix milliseconds, written into records (timers survive a
+  // takeover by another host). Injectable for tests; default: system_clock.
+  std::function<int64_t()> now_unix_ms;
+  // How often the scheduler pings idle Worker streams.
+  Duration worker_ping_interval = seconds(10);
+};
+
+// The engine's side of one Worker stream. The gRPC layer implements it.
+class WorkerSink {
+ public:
+  virtual ~WorkerSink() = default;
+  // Hands `task` to the Worker; false if the stream is gone (the engine then
+  // treats the task as never received). Called from engine threads; must not block long.
+  virtual bool send_task(const StepTask& task) = 0;
+  virtual bool send_ping() = 0;
+};
+
+class Engine {
+ public:
+  // After the lease is held and `log` is open (its EpochStart written):
+  // opens the local store, replays the log from the store's last applied slot
+  // through the EpochStart (recovery: every attempt still running at the
+  // EpochStart ends NOT_COMPLETED and consumes a retry), then starts
+  // scheduling. `store`, `log` and `clock` must outlive the engine.
+  static StatusOr<std::unique_ptr<Engine>> open(EngineOptions options, ObjectStore& store,
+                                                LogWriter& log, Clock& clock);
+  virtual ~Engine() = default;
+
+  // Stops scheduling and dispatching, fails waiting calls with Stopped, closes
+  // the local store. Idempotent.
+  virtual void stop() = 0;
+
+  // FlowService. Errors: InvalidArgument (bad input, naming it), NotFound,
+  // Stopped (the engine stopped: the lease was lost or released).
+  virtual StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) = 0;
+  virtual StatusOr<FlowType> get_flow_type(const std::string& name) = 0;
+  virtual StatusOr<ListFlowTypesResponse> list_flow_types() = 0;
+  virtual StatusOr<StartFlowResponse> start_flow(const StartFlowRequest&) = 0;
+  virtual StatusOr<Flow> get_flow(const std::string& flow_id) = 0;
+  virtual StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest&) = 0;
+  virtual StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest&) = 0;
+  // Blocks until the flow ends (ended = true), `deadline` passes or
+  // `cancelled()` turns true (ended = false), or the engine stops (Stopped).
+  virtual StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, TimePoint deadline,
+                                               const std::function<bool()>& cancelled) = 0;
+
+  // WorkerTaskService. A handle names one connected Worker stream.
+  using WorkerHandle = uint64_t;
+  virtual StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
+                                                std::shared_ptr<WorkerSink> sink) = 0;
+  // The stream ended. Its running attempts keep their timeouts; a result may
+  // still arrive on the Worker's next stream.
+  virtual void disconnect_worker(WorkerHandle worker) = 0;
+  virtual HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) = 0;
+  // Resolves once the result is durable (accepted) or refused (stale: the
+  // attempt already ended; changes nothing).
+  virtual std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) = 0;
+};
+
+}  // namespace dex
