@@ -1,0 +1,385 @@
+#include "api/api_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dex/api.grpc.pb.h"
+
+namespace dex {
+
+int grpc_code_for(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk:
+      return grpc::StatusCode::OK;
+    case Code::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case Code::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case Code::kPreconditionFailed:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case Code::kTransient:
+    case Code::kStopped:
+    case Code::kFenced:
+      return grpc::StatusCode::UNAVAILABLE;
+    case Code::kPermanent:
+    case Code::kCorruption:
+      return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+namespace {
+
+// The health names of the spec: readiness follows the active role; HotStandby
+// is SERVING only on a following hot standby (a later issue).
+constexpr const char* kReadinessNames[] = {"", "dex.FlowService", "dex.WorkerTaskService"};
+constexpr const char* kHotStandbyName = "dex.HotStandby";
+
+grpc::Status to_grpc(const Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(grpc_code_for(status)), status.message());
+}
+
+TimePoint steady_deadline(const grpc::ServerContext* context) {
+  auto remaining = context->deadline() - std::chrono::system_clock::now();
+  auto now = SystemClock::instance().now();
+  if (remaining > std::chrono::hours(24 * 365)) return now + std::chrono::hours(24 * 365);
+  return now + std::chrono::duration_cast<Duration>(remaining);
+}
+
+}  // namespace
+
+// Shared by the services: the role and the engine to call.
+class ApiServer::Impl {
+ public:
+  // The engine to serve with, or UNAVAILABLE naming why there is none.
+  StatusOr<Engine*> engine() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (engine_ == nullptr) return Status::stopped(inactive_reason_);
+    return engine_;
+  }
+  NodeIdentity identity() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return identity_;
+  }
+  void set_active(Engine* engine, NodeIdentity identity) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      engine_ = engine;
+      identity_ = std::move(identity);
+    }
+    set_readiness(true);
+  }
+  void set_inactive(std::string why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      engine_ = nullptr;
+      inactive_reason_ = std::move(why);
+    }
+    set_readiness(false);
+  }
+  void set_readiness(bool serving) {
+    if (server_ == nullptr) return;
+    auto* health = server_->GetHealthCheckService();
+    if (health == nullptr) return;
+    for (const char* name : kReadinessNames) health->SetServingStatus(name, serving);
+    health->SetServingStatus(kHotStandbyName, false);
+  }
+
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::Service>> services_;
+  std::string listen_;
+  int port_ = 0;
+
+ private:
+  mutable std::mutex mu_;
+  Engine* engine_ = nullptr;                                     // guarded by mu_
+  NodeIdentity identity_;                                        // guarded by mu_
+  std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
+};
+
+namespace {
+
+class FlowServiceImpl final : public FlowService::Service {
+ public:
+  explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
+
+  grpc::Status RegisterFlowType(grpc::ServerContext*, const RegisterFlowTypeRequest* request,
+                                RegisterFlowTypeResponse* response) override {
+    return call([&](Engine& e) { return assign(e.register_flow_type(*request), response); });
+  }
+  grpc::Status GetFlowType(grpc::ServerContext*, const GetFlowTypeRequest* request,
+                           FlowType* response) override {
+    return call([&](Engine& e) { return assign(e.get_flow_type(request->name()), response); });
+  }
+  grpc::Status ListFlowTypes(grpc::ServerContext*, const ListFlowTypesRequest*,
+                             ListFlowTypesResponse* response) override {
+    return call([&](Engine& e) { return assign(e.list_flow_types(), response); });
+  }
+  grpc::Status StartFlow(grpc::ServerContext*, const StartFlowRequest* request,
+                         StartFlowResponse* response) override {
+    return call([&](Engine& e) { return assign(e.start_flow(*request), response); });
+  }
+  grpc::Status GetFlow(grpc::ServerContext*, const GetFlowRequest* request,
+                       Flow* response) override {
+    return call([&](Engine& e) { return assign(e.get_flow(request->flow_id()), response); });
+  }
+  grpc::Status ListFlows(grpc::ServerContext*, const ListFlowsRequest* request,
+                         ListFlowsResponse* response) override {
+    return call([&](Engine& e) { return assign(e.list_flows(*request), response); });
+  }
+  grpc::Status CancelFlow(grpc::ServerContext*, const CancelFlowRequest* request,
+                          CancelFlowResponse* response) override {
+    return call([&](Engine& e) { return assign(e.cancel_flow(*request), response); });
+  }
+  grpc::Status WaitFlow(grpc::ServerContext* context, const WaitFlowRequest* request,
+                        WaitFlowResponse* response) override {
+    if (request->timeout_ms() < 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeout_ms must not be negative");
+    }
+    TimePoint deadline = steady_deadline(context);
+    if (request->timeout_ms() > 0) {
+      deadline =
+          std::min(deadline, SystemClock::instance().now() + milliseconds(request->timeout_ms()));
+    }
+    return call([&](Engine& e) {
+      return assign(
+          e.wait_flow(request->flow_id(), deadline, [context] { return context->IsCancelled(); }),
+          response);
+    });
+  }
+
+ private:
+  template <typename T, typename R>
+  static Status assign(StatusOr<T> result, R* response) {
+    if (!result.is_ok()) return result.status();
+    *response = std::move(result).value();
+    return Status::ok();
+  }
+  template <typename F>
+  grpc::Status call(F&& f) {
+    auto engine = api_.engine();
+    if (!engine.is_ok()) return to_grpc(engine.status());
+    return to_grpc(f(*engine.value()));
+  }
+  ApiServer::Impl& api_;
+};
+
+// One Worker stream: the engine writes tasks and pings through it; results are
+// acknowledged in order by an acker thread once the engine says they are durable.
+class StreamSink final : public WorkerSink {
+ public:
+  explicit StreamSink(grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream)
+      : stream_(stream) {}
+
+  bool send_task(const StepTask& task) override {
+    ServerMessage message;
+    *message.mutable_task() = task;
+    return write(message);
+  }
+  bool send_ping() override {
+    ServerMessage message;
+    message.mutable_ping();
+    return write(message);
+  }
+  bool write(const ServerMessage& message) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (closed_) return false;
+    if (!stream_->Write(message)) closed_ = true;
+    return !closed_;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    closed_ = true;
+  }
+
+ private:
+  grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream_;
+  std::mutex write_mu_;
+  bool closed_ = false;  // guarded by write_mu_
+};
+
+class Acker {
+ public:
+  explicit Acker(std::shared_ptr<StreamSink> sink)
+      : sink_(std::move(sink)), thread_([this] { run(); }) {}
+  ~Acker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::future<ResultAck> ack) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(std::move(ack));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    while (true) {
+      std::future<ResultAck> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return done_ || !pending_.empty(); });
+        if (pending_.empty()) return;  // done_ and drained
+        next = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      ServerMessage message;
+      try {
+        *message.mutable_result_ack() = next.get();
+      } catch (const std::exception& e) {
+        // The engine stopped before the result was durable: send no ack, so the
+        // Worker keeps the result and re-sends it to the next active process.
+        spdlog::debug("result not acknowledged: {}", e.what());
+        continue;
+      }
+      sink_->write(message);
+    }
+  }
+  std::shared_ptr<StreamSink> sink_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::future<ResultAck>> pending_;  // guarded by mu_
+  bool done_ = false;                           // guarded by mu_
+  std::thread thread_;
+};
+
+class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
+ public:
+  explicit WorkerTaskServiceImpl(ApiServer::Impl& api) : api_(api) {}
+
+  grpc::Status PollWorkerTask(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override {
+    auto engine = api_.engine();
+    if (!engine.is_ok()) return to_grpc(engine.status());
+    WorkerMessage first;
+    if (!stream->Read(&first)) return grpc::Status::OK;
+    if (!first.has_hello()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the first message of a PollWorkerTask stream must be a WorkerHello");
+    }
+    auto sink = std::make_shared<StreamSink>(stream);
+    ServerMessage hello_ack;
+    NodeIdentity identity = api_.identity();
+    hello_ack.mutable_hello_ack()->set_node_id(identity.node_id);
+    hello_ack.mutable_hello_ack()->set_node_epoch(identity.epoch.to_string());
+    if (!sink->write(hello_ack)) return grpc::Status::OK;
+    auto handle = engine.value()->connect_worker(first.hello(), sink);
+    if (!handle.is_ok()) return to_grpc(handle.status());
+    {
+      Acker acker(sink);
+      WorkerMessage message;
+      while (stream->Read(&message)) {
+        if (message.has_heartbeat()) {
+          ServerMessage reply;
+          *reply.mutable_heartbeat_ack() =
+              engine.value()->heartbeat(handle.value(), message.heartbeat());
+          sink->write(reply);
+        } else if (message.has_result()) {
+          acker.push(engine.value()->complete_task(handle.value(), message.result()));
+        } else if (message.has_hello()) {
+          break;  // a second hello is a protocol error: end the stream below
+        }
+      }
+      engine.value()->disconnect_worker(handle.value());
+      // ~Acker waits for the results already handed to the engine.
+    }
+    sink->close();
+    return grpc::Status::OK;
+  }
+
+ private:
+  ApiServer::Impl& api_;
+};
+
+class AdminServiceImpl final : public AdminService::Service {
+ public:
+  explicit AdminServiceImpl(ApiServer::Impl& api) : api_(api) {}
+
+  grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
+                        DescribeResponse* response) override {
+    auto engine = api_.engine();
+    if (!engine.is_ok()) return to_grpc(engine.status());
+    NodeIdentity identity = api_.identity();
+    response->set_node_id(identity.node_id);
+    response->set_node_epoch(identity.epoch.to_string());  // epochs are decimal strings
+    response->set_holder_process_id(identity.holder_process_id);
+    return grpc::Status::OK;
+  }
+
+ private:
+  ApiServer::Impl& api_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->services_.push_back(std::make_unique<FlowServiceImpl>(*impl));
+  impl->services_.push_back(std::make_unique<WorkerTaskServiceImpl>(*impl));
+  impl->services_.push_back(std::make_unique<AdminServiceImpl>(*impl));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port_);
+  builder.SetMaxReceiveMessageSize(options.message_bytes_max);
+  // gRPC sets SO_REUSEPORT by default: a second process on the same port would
+  // silently share (and steal) connections. Refuse the bind instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Dead Worker connections are noticed within about 20 s.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  for (auto& service : impl->services_) builder.RegisterService(service.get());
+  impl->server_ = builder.BuildAndStart();
+  if (impl->server_ == nullptr || impl->port_ == 0) {
+    return Status::invalid_argument(
+        fmt::format("cannot listen on '{}' (address in use, or not host:port)", options.listen));
+  }
+  impl->listen_ = options.listen;
+  if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
+    impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
+  }
+  impl->set_readiness(false);
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ApiServer::~ApiServer() { shutdown(seconds(0)); }
+
+int ApiServer::port() const { return impl_->port_; }
+const std::string& ApiServer::listen_address() const { return impl_->listen_; }
+
+void ApiServer::set_active(Engine* engine, NodeIdentity identity) {
+  impl_->set_active(engine, std::move(identity));
+}
+
+void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
+
+void ApiServer::shutdown(Duration grace) {
+  if (impl_->server_ == nullptr) return;
+  impl_->set_inactive("this process is shutting down");
+  impl_->server_->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));
+  impl_->server_->Wait();
+  impl_->server_.reset();
+}
+
+}  // namespace dex

@@ -1,0 +1,73 @@
+// The gRPC face of a dex process: dex.FlowService, dex.WorkerTaskService,
+// dex.AdminService and grpc.health.v1.Health on one listen address. The
+// services are thin: they check the process's role, translate to the Engine
+// and map Status codes to gRPC codes. docs/api.md describes the API.
+//
+// Role: while this process is the active one (set_active with an engine),
+// public calls reach the engine and readiness names are SERVING. Otherwise
+// (starting, lease lost, shutting down) every public call answers UNAVAILABLE
+// and readiness names are NOT_SERVING — at once, before the process exits
+// (spec: Health and probes). Thread-safe.
+#pragma once
+
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace dex {
+
+// Limits on requests: a larger message is refused by gRPC with
+// RESOURCE_EXHAUSTED naming both sizes.
+inline constexpr int kApiMessageBytesMax = 4 << 20;
+
+struct ApiServerOptions {
+  std::string listen = "127.0.0.1:8801";
+  int message_bytes_max = kApiMessageBytesMax;
+};
+
+// Who answers Describe.
+struct NodeIdentity {
+  std::string node_id;
+  Epoch epoch;
+  std::string holder_process_id;
+};
+
+// gRPC status code for a dex Status (the codes of grpc::StatusCode).
+int grpc_code_for(const Status& status);
+
+class ApiServer {
+ public:
+  // Binds and starts serving (inactive: UNAVAILABLE until set_active).
+  // InvalidArgument if the address cannot be bound, naming it.
+  static StatusOr<std::unique_ptr<ApiServer>> start(const ApiServerOptions& options);
+  ~ApiServer();
+
+  // The port actually bound (useful with port 0).
+  int port() const;
+  const std::string& listen_address() const;
+
+  // This process became the active one: serve `engine` (which must outlive the
+  // call to set_inactive or the destructor) as `identity`.
+  void set_active(Engine* engine, NodeIdentity identity);
+  // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
+  // Calls already inside the engine finish with the engine's answer.
+  void set_inactive(std::string why);
+
+  // Stops accepting calls; open calls are cancelled after `grace`.
+  void shutdown(Duration grace);
+
+  class Impl;
+
+ private:
+  explicit ApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dex

@@ -1,0 +1,304 @@
+// Tests of the gRPC layer alone, with a fake Engine: role handling (UNAVAILABLE
+// and NOT_SERVING while not active), health names, status mapping, the Worker
+// stream's framing and acknowledgements, and request size limits.
+#include "api/api_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dex/api.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace dex {
+namespace {
+
+class FakeEngine final : public Engine {
+ public:
+  void stop() override {}
+  StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) override {
+    return Status::invalid_argument("step 'b' depends on unknown step 'c'");
+  }
+  StatusOr<FlowType> get_flow_type(const std::string& name) override {
+    return Status::not_found("no flow type '" + name + "'");
+  }
+  StatusOr<ListFlowTypesResponse> list_flow_types() override { return ListFlowTypesResponse(); }
+  StatusOr<StartFlowResponse> start_flow(const StartFlowRequest& request) override {
+    StartFlowResponse response;
+    response.mutable_flow()->set_flow_id(request.flow_id());
+    response.mutable_flow()->set_flow_type(request.flow_type());
+    response.mutable_flow()->set_status(FLOW_STATUS_RUNNING);
+    return response;
+  }
+  StatusOr<Flow> get_flow(const std::string&) override { return Status::stopped("engine stopped"); }
+  StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest&) override {
+    return ListFlowsResponse();
+  }
+  StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest&) override {
+    return Status::corruption("bad bytes");
+  }
+  StatusOr<WaitFlowResponse> wait_flow(const std::string& id, TimePoint deadline,
+                                       const std::function<bool()>&) override {
+    std::this_thread::sleep_until(deadline);
+    WaitFlowResponse response;
+    response.mutable_flow()->set_flow_id(id);
+    response.set_ended(false);
+    return response;
+  }
+  StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
+                                        std::shared_ptr<WorkerSink> sink) override {
+    std::lock_guard<std::mutex> lock(mu);
+    last_hello = hello;
+    this->sink = std::move(sink);
+    return WorkerHandle{7};
+  }
+  void disconnect_worker(WorkerHandle worker) override {
+    std::lock_guard<std::mutex> lock(mu);
+    disconnected = worker;
+  }
+  HeartbeatAck heartbeat(WorkerHandle, const TaskHeartbeat& heartbeat) override {
+    HeartbeatAck ack;
+    ack.set_task_id(heartbeat.task_id());
+    ack.set_cancel_requested(heartbeat.task_id() == "cancel-me");
+    return ack;
+  }
+  std::future<ResultAck> complete_task(WorkerHandle, const TaskResult& result) override {
+    std::promise<ResultAck> promise;
+    if (result.task_id() == "engine-stopped") {
+      promise.set_exception(std::make_exception_ptr(std::runtime_error("stopped")));
+    } else {
+      ResultAck ack;
+      ack.set_task_id(result.task_id());
+      ack.set_accepted(result.task_id() != "stale");
+      promise.set_value(ack);
+    }
+    return promise.get_future();
+  }
+
+  std::mutex mu;
+  WorkerHello last_hello;
+  std::shared_ptr<WorkerSink> sink;
+  WorkerHandle disconnected = 0;
+};
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ApiServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.message_bytes_max = 64 * 1024;
+    auto server = ApiServer::start(options);
+    ASSERT_TRUE(server.is_ok()) << server.status().to_string();
+    server_ = std::move(server).value();
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    flows_ = FlowService::NewStub(channel_);
+  }
+  void activate() { server_->set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}); }
+  std::unique_ptr<grpc::ClientContext> context() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return c;
+  }
+  grpc::health::v1::HealthCheckResponse::ServingStatus health(const std::string& name) {
+    auto stub = grpc::health::v1::Health::NewStub(channel_);
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    auto c = context();
+    grpc::Status s = stub->Check(c.get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.status();
+  }
+
+  FakeEngine engine_;
+  std::unique_ptr<ApiServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<FlowService::Stub> flows_;
+};
+
+TEST_F(ApiServerTest, InactiveProcessAnswersUnavailableAndNotServing) {
+  StartFlowRequest request;
+  request.set_flow_type("t");
+  StartFlowResponse response;
+  auto c = context();
+  grpc::Status s = flows_->StartFlow(c.get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("starting"), std::string::npos) << s.error_message();
+  for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService", "dex.HotStandby"}) {
+    EXPECT_EQ(health(name), grpc::health::v1::HealthCheckResponse::NOT_SERVING) << name;
+  }
+}
+
+TEST_F(ApiServerTest, ActiveProcessServesAndReportsReadiness) {
+  activate();
+  for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
+    EXPECT_EQ(health(name), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
+  EXPECT_EQ(health("dex.HotStandby"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  StartFlowRequest request;
+  request.set_flow_type("t");
+  request.set_flow_id("f1");
+  StartFlowResponse response;
+  auto c = context();
+  ASSERT_TRUE(flows_->StartFlow(c.get(), request, &response).ok());
+  EXPECT_EQ(response.flow().flow_id(), "f1");
+}
+
+TEST_F(ApiServerTest, LostRoleAnswersUnavailableAtOnceNamingWhy) {
+  activate();
+  server_->set_inactive("the lease of node node-a was lost");
+  GetFlowRequest request;
+  Flow response;
+  auto c = context();
+  grpc::Status s = flows_->GetFlow(c.get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("lease"), std::string::npos);
+  EXPECT_EQ(health(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+}
+
+TEST_F(ApiServerTest, EngineErrorsMapToGrpcCodesWithTheirMessage) {
+  activate();
+  RegisterFlowTypeRequest reg;
+  RegisterFlowTypeResponse reg_response;
+  auto c1 = context();
+  grpc::Status s = flows_->RegisterFlowType(c1.get(), reg, &reg_response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("unknown step 'c'"), std::string::npos);
+  GetFlowTypeRequest get;
+  get.set_name("nope");
+  FlowType type;
+  auto c2 = context();
+  EXPECT_EQ(flows_->GetFlowType(c2.get(), get, &type).error_code(), grpc::StatusCode::NOT_FOUND);
+  GetFlowRequest get_flow;
+  Flow flow;
+  auto c3 = context();
+  EXPECT_EQ(flows_->GetFlow(c3.get(), get_flow, &flow).error_code(), grpc::StatusCode::UNAVAILABLE);
+  CancelFlowRequest cancel;
+  CancelFlowResponse cancelled;
+  auto c4 = context();
+  EXPECT_EQ(flows_->CancelFlow(c4.get(), cancel, &cancelled).error_code(),
+            grpc::StatusCode::INTERNAL);
+}
+
+TEST_F(ApiServerTest, OversizedRequestIsRefusedNamingTheSizes) {
+  activate();
+  StartFlowRequest request;
+  request.set_flow_type("t");
+  request.set_input(std::string(100 * 1024, 'x'));
+  StartFlowResponse response;
+  auto c = context();
+  grpc::Status s = flows_->StartFlow(c.get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("larger than max"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ApiServerTest, WaitFlowHonoursItsTimeout) {
+  activate();
+  WaitFlowRequest request;
+  request.set_flow_id("f");
+  request.set_timeout_ms(200);
+  WaitFlowResponse response;
+  auto c = context();
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(flows_->WaitFlow(c.get(), request, &response).ok());
+  EXPECT_FALSE(response.ended());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  request.set_timeout_ms(-1);
+  auto c2 = context();
+  EXPECT_EQ(flows_->WaitFlow(c2.get(), request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ApiServerTest, DescribeNamesTheNodeWithEpochAsDecimalString) {
+  activate();
+  auto admin = AdminService::NewStub(channel_);
+  DescribeResponse response;
+  auto c = context();
+  ASSERT_TRUE(admin->Describe(c.get(), DescribeRequest(), &response).ok());
+  EXPECT_EQ(response.node_id(), "node-a");
+  EXPECT_EQ(response.node_epoch(), "7");
+  EXPECT_EQ(response.holder_process_id(), "host-1-abc");
+}
+
+TEST_F(ApiServerTest, WorkerStreamNeedsHelloFirst) {
+  activate();
+  auto workers = WorkerTaskService::NewStub(channel_);
+  auto c = context();
+  auto stream = workers->PollWorkerTask(c.get());
+  WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat()->set_task_id("x");
+  ASSERT_TRUE(stream->Write(heartbeat));
+  stream->WritesDone();
+  ServerMessage reply;
+  EXPECT_FALSE(stream->Read(&reply));
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("WorkerHello"), std::string::npos);
+}
+
+TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
+  activate();
+  auto workers = WorkerTaskService::NewStub(channel_);
+  auto c = context();
+  auto stream = workers->PollWorkerTask(c.get());
+  WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w1");
+  hello.mutable_hello()->add_task_queues("q");
+  ASSERT_TRUE(stream->Write(hello));
+  ServerMessage reply;
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_hello_ack());
+  EXPECT_EQ(reply.hello_ack().node_epoch(), "7");
+  {
+    std::lock_guard<std::mutex> lock(engine_.mu);
+    EXPECT_EQ(engine_.last_hello.worker_id(), "w1");
+    StepTask task;
+    task.set_task_id("t1");
+    ASSERT_TRUE(engine_.sink->send_task(task));
+  }
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_task());
+  EXPECT_EQ(reply.task().task_id(), "t1");
+
+  WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat()->set_task_id("cancel-me");
+  ASSERT_TRUE(stream->Write(heartbeat));
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_heartbeat_ack());
+  EXPECT_TRUE(reply.heartbeat_ack().cancel_requested());
+
+  // Results are acknowledged in order; one the engine could not make durable
+  // gets no ack at all, so the Worker keeps it.
+  for (const char* id : {"engine-stopped", "t1", "stale"}) {
+    WorkerMessage result;
+    result.mutable_result()->set_task_id(id);
+    result.mutable_result()->set_output("{}");
+    ASSERT_TRUE(stream->Write(result));
+  }
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_result_ack());
+  EXPECT_EQ(reply.result_ack().task_id(), "t1");
+  EXPECT_TRUE(reply.result_ack().accepted());
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_EQ(reply.result_ack().task_id(), "stale");
+  EXPECT_FALSE(reply.result_ack().accepted());
+  stream->WritesDone();
+  while (stream->Read(&reply)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  std::lock_guard<std::mutex> lock(engine_.mu);
+  EXPECT_EQ(engine_.disconnected, 7u);
+}
+
+TEST_F(ApiServerTest, ListenErrorNamesTheAddress) {
+  ApiServerOptions options;
+  options.listen = "127.0.0.1:" + std::to_string(server_->port());
+  auto second = ApiServer::start(options);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_NE(second.status().message().find(options.listen), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dex
