@@ -213,6 +213,7 @@ Status LogWriter::open() {
     auto* start = batch.add_records()->mutable_epoch_start();
     start->set_holder_process_id(options_.process_id.value);
     start->set_previous_end_slot(bounds.end.value);
+    start->set_at_unix_ms(options_.epoch_start_unix_ms);
     auto outcome = create_slot(batch, first_attempt, deadline);
     if (!outcome.is_ok()) return outcome.status();
     if (outcome->result == CreateResult::kTaken) {
@@ -281,8 +282,9 @@ std::future<StatusOr<Slot>> LogWriter::append(proto::LogRecord record) {
   return future;
 }
 
-Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records) {
-  proto::LogBatch batch = make_batch(slot);
+Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
+                              proto::LogBatch& batch) {
+  batch = make_batch(slot);
   for (auto& pending : batch_records) *batch.add_records() = pending.record;
   const TimePoint first_attempt = clock_.now();
   auto outcome = create_slot(batch, first_attempt, first_attempt + options_.write_limit);
@@ -331,7 +333,8 @@ void LogWriter::run() {
       slot = next_slot_;
       space_cv_.notify_all();
     }
-    Status status = write_batch(slot, batch);
+    proto::LogBatch written;
+    Status status = write_batch(slot, batch, written);
     if (!status.is_ok()) {
       stop(status, batch, /*fatal=*/true);
       return;
@@ -342,6 +345,9 @@ void LogWriter::run() {
       assert(next_slot_ == slot);
       next_slot_ = slot.next();
     }
+    // Durable and acknowledged: the layer above applies it before any caller
+    // hears of it (LogWriterOptions::on_durable).
+    if (options_.on_durable) options_.on_durable(slot, written);
     for (auto& pending : batch) pending.promise.set_value(slot);
   }
 }

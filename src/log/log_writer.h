@@ -56,6 +56,16 @@ struct LogWriterOptions {
   Duration backoff_initial = milliseconds(50);  // after a transient error; doubles
   Duration backoff_max = seconds(1);
   uint64_t jitter_seed = 0;  // backoff jitter; 0 draws a seed from the OS
+  // Called on the writer thread, in slot order, for every acknowledged batch:
+  // after the batch is durable and the lease check passed, before the futures of
+  // its appends resolve (so a caller that sees its slot also sees the batch
+  // applied). Not called for the EpochStart batch that open() writes. It must
+  // not append to this writer or block for long: the next batch waits for it.
+  // The engine installs its state machine here (docs/engine.md).
+  std::function<void(Slot, const proto::LogBatch&)> on_durable;
+  // Written into the EpochStart record (EpochStart.at_unix_ms): the holder's wall
+  // clock when it took over, the time the engine's recovery uses.
+  int64_t epoch_start_unix_ms = 0;
 };
 
 class LogWriter {
@@ -133,7 +143,8 @@ class LogWriter {
                                       TimePoint deadline);
   Status limit_status(std::string_view what, TimePoint first_attempt, const Status& last) const;
   void backoff(Duration& delay, TimePoint deadline);
-  Status write_batch(Slot slot, std::vector<Pending>& batch);
+  // Writes `batch_records` as the batch at `slot`; `written` receives the batch.
+  Status write_batch(Slot slot, std::vector<Pending>& batch_records, proto::LogBatch& written);
   void run();
   // Stops the writer for good: fails `in_flight` with `status`, every queued append
   // with Stopped, calls on_fatal once (when `fatal`).

@@ -476,5 +476,76 @@ TEST(LogWriter, CloseWritesEverythingQueued) {
   for (auto& f : futures) EXPECT_TRUE(wait(f).is_ok());
 }
 
+// LogWriterOptions::on_durable: every acknowledged batch, in slot order, after it
+// is durable (readable from the store) and before any of its futures resolves;
+// never the EpochStart, never a batch that was not acknowledged.
+TEST(LogWriter, OnDurableRunsInSlotOrderBeforeTheFuturesResolve) {
+  MemoryObjectStore store;
+  std::mutex mu;
+  std::vector<Slot> seen;
+  std::vector<std::string> seen_payloads;
+  std::atomic<bool> lease{true};
+  // The futures of the batch whose hook runs: none may be ready yet.
+  std::vector<std::shared_future<StatusOr<Slot>>> futures;
+  bool durable_before_hook = true, resolved_before_hook = false;
+  auto options = writer_options("n1", 1, "p1");
+  options.epoch_start_unix_ms = 1'700'000'000'123;
+  options.on_durable = [&](Slot slot, const proto::LogBatch& batch) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(slot);
+    EXPECT_EQ(batch.slot(), slot.value);
+    for (const auto& r : batch.records()) {
+      EXPECT_FALSE(r.has_epoch_start());
+      seen_payloads.push_back(r.opaque());
+    }
+    if (!store.get(slot_key(kNode, slot)).is_ok()) durable_before_hook = false;
+    for (auto& f : futures) {
+      if (f.wait_for(std::chrono::seconds(0)) == std::future_status::ready && f.get().is_ok() &&
+          f.get().value() == slot) {
+        resolved_before_hook = true;
+      }
+    }
+  };
+  LogWriter writer(
+      store, SystemClock::instance(), options, [&] { return lease.load(); }, [](const Status&) {});
+  ASSERT_TRUE(writer.open().is_ok());
+  auto batches = raw_batches(store, "n1");
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].records(0).epoch_start().at_unix_ms(), 1'700'000'000'123);
+  for (int i = 0; i < 200; ++i) {
+    auto f = writer.append(opaque_record(std::to_string(i))).share();
+    std::lock_guard<std::mutex> lock(mu);
+    futures.push_back(f);
+  }
+  for (auto& f : futures) {
+    auto slot = f.get();
+    ASSERT_TRUE(slot.is_ok());
+    std::lock_guard<std::mutex> lock(mu);
+    // The hook of this batch has already run.
+    EXPECT_FALSE(seen.empty());
+    EXPECT_GE(seen.back(), slot.value());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(durable_before_hook);
+    EXPECT_FALSE(resolved_before_hook);
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ(seen.front(), Slot(1));
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_EQ(seen[i], seen[i - 1].next());
+    ASSERT_EQ(seen_payloads.size(), 200u);
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(seen_payloads[i], std::to_string(i));
+  }
+  // A batch that is not acknowledged (the lease ended) never reaches the hook.
+  size_t before = seen.size();
+  lease = false;
+  auto lost = writer.append(opaque_record("lost"));
+  EXPECT_FALSE(wait(lost).is_ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(seen.size(), before);
+  }
+  (void)writer.close();
+}
+
 }  // namespace
 }  // namespace dex
