@@ -108,35 +108,62 @@ StatusOr<std::string> scalar(const YAML::Node& node, std::string_view key,
 
 }  // namespace
 
-Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return Status::invalid_argument(fmt::format("{}: not valid YAML: {}", source, e.what()));
+Status validate_listen_address(std::string_view listen) {
+  auto colon = listen.rfind(':');
+  auto bad = [&](std::string_view why) {
+    return Status::invalid_argument(fmt::format("invalid listen address '{}': {}", listen, why));
+  };
+  if (colon == std::string_view::npos || colon == 0)
+    return bad("use host:port, e.g. 127.0.0.1:8801");
+  std::string_view port = listen.substr(colon + 1);
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value > 65535) {
+    return bad("the port must be a number from 0 to 65535");
   }
-  if (root.IsNull()) return Status::ok();  // an empty file overrides nothing
-  static const std::set<std::string> allowed = {"nodeId", "lease.duration", "lease.failIfHeld",
-                                                "dev.durabilityMode", "standby.mode"};
-  if (auto s = check_keys(root, "", allowed, source); !s.is_ok()) return s;
+  return Status::ok();
+}
 
+namespace {
+
+// Which keys a file may carry, and where durability and the data directory live.
+struct Schema {
+  std::set<std::string> allowed;
+  std::string durability_key;
+  std::string data_dir_key;  // empty: not settable
+  const char* program;
+};
+
+Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema& schema,
+                  DevConfig& config) {
+  if (auto s = check_keys(root, "", schema.allowed, source); !s.is_ok()) return s;
   DevConfig next = config;  // all or nothing: a bad file changes nothing
+  auto read = [&](const YAML::Node& node, std::string_view key) {
+    return scalar(node, key, source);
+  };
+  auto wrap = [&](std::string_view key, const Status& s) {
+    return Status::invalid_argument(fmt::format("{}: {}: {}", source, key, s.message()));
+  };
   try {
     if (root["nodeId"]) {
-      auto v = scalar(root["nodeId"], "nodeId", source);
+      auto v = read(root["nodeId"], "nodeId");
       if (!v.is_ok()) return v.status();
       if (auto s = validate_node_id(v.value()); !s.is_ok()) {
         return Status::invalid_argument(fmt::format("{}: {}", source, s.message()));
       }
       next.node_id = v.value();
     }
+    if (root["api"] && root["api"]["listen"]) {
+      auto v = read(root["api"]["listen"], "api.listen");
+      if (!v.is_ok()) return v.status();
+      if (auto s = validate_listen_address(v.value()); !s.is_ok()) return wrap("api.listen", s);
+      next.listen = v.value();
+    }
     if (root["lease"] && root["lease"]["duration"]) {
-      auto v = scalar(root["lease"]["duration"], "lease.duration", source);
+      auto v = read(root["lease"]["duration"], "lease.duration");
       if (!v.is_ok()) return v.status();
       auto d = parse_duration(v.value());
-      if (!d.is_ok())
-        return Status::invalid_argument(
-            fmt::format("{}: lease.duration: {}", source, d.status().message()));
+      if (!d.is_ok()) return wrap("lease.duration", d.status());
       if (d.value() < kLeaseDurationMin || d.value() > kLeaseDurationMax) {
         return Status::invalid_argument(
             fmt::format("{}: lease.duration {} is outside {}..{}", source, v.value(),
@@ -145,34 +172,55 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
       next.lease_duration = d.value();
     }
     if (root["lease"] && root["lease"]["failIfHeld"]) {
-      auto v = scalar(root["lease"]["failIfHeld"], "lease.failIfHeld", source);
+      auto v = read(root["lease"]["failIfHeld"], "lease.failIfHeld");
       if (!v.is_ok()) return v.status();
-      if (v.value() == "true")
+      if (v.value() == "true") {
         next.lease_fail_if_held = true;
-      else if (v.value() == "false")
+      } else if (v.value() == "false") {
         next.lease_fail_if_held = false;
-      else
+      } else {
         return Status::invalid_argument(
             fmt::format("{}: lease.failIfHeld must be true or false, not '{}'", source, v.value()));
+      }
     }
-    if (root["dev"] && root["dev"]["durabilityMode"]) {
-      auto v = scalar(root["dev"]["durabilityMode"], "dev.durabilityMode", source);
+    // The node at "section.key", if present (without inserting anything).
+    auto section_value = [&](const std::string& dotted) -> std::optional<YAML::Node> {
+      auto dot = dotted.find('.');
+      const YAML::Node section = root[dotted.substr(0, dot)];
+      if (!section) return std::nullopt;
+      const YAML::Node value = section[dotted.substr(dot + 1)];
+      if (!value) return std::nullopt;
+      return value;
+    };
+    if (auto node = section_value(schema.durability_key)) {
+      auto v = read(*node, schema.durability_key);
       if (!v.is_ok()) return v.status();
       auto d = parse_durability(v.value());
       if (!d) {
-        return Status::invalid_argument(fmt::format(
-            "{}: dev.durabilityMode must be strict, processCrashSafe or relaxed, not '{}'", source,
-            v.value()));
+        return Status::invalid_argument(
+            fmt::format("{}: {} must be strict, processCrashSafe or relaxed, not '{}'", source,
+                        schema.durability_key, v.value()));
       }
       next.durability = *d;
     }
+    if (!schema.data_dir_key.empty()) {
+      if (auto node = section_value(schema.data_dir_key)) {
+        auto v = read(*node, schema.data_dir_key);
+        if (!v.is_ok()) return v.status();
+        if (v.value().empty()) {
+          return Status::invalid_argument(
+              fmt::format("{}: {} is empty", source, schema.data_dir_key));
+        }
+        next.data_dir = v.value();
+      }
+    }
     if (root["standby"] && root["standby"]["mode"]) {
-      auto v = scalar(root["standby"]["mode"], "standby.mode", source);
+      auto v = read(root["standby"]["mode"], "standby.mode");
       if (!v.is_ok()) return v.status();
       if (v.value() != "cold") {
         return Status::invalid_argument(
-            fmt::format("{}: standby.mode '{}' is not allowed: dex-server-zd dev accepts only cold",
-                        source, v.value()));
+            fmt::format("{}: standby.mode '{}' is not allowed: {} accepts only cold", source,
+                        v.value(), schema.program));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -182,13 +230,67 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
   return Status::ok();
 }
 
-Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config) {
+StatusOr<YAML::Node> load_yaml(std::string_view yaml, std::string_view source) {
+  try {
+    return YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}: not valid YAML: {}", source, e.what()));
+  }
+}
+
+StatusOr<std::string> read_file(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in)
     return Status::invalid_argument(fmt::format("cannot read config file '{}'", file.string()));
   std::stringstream text;
   text << in.rdbuf();
-  return apply_dev_override_yaml(text.str(), file.string(), config);
+  return text.str();
+}
+
+const Schema kDevSchema{{"nodeId", "api.listen", "lease.duration", "lease.failIfHeld",
+                         "dev.durabilityMode", "standby.mode"},
+                        "dev.durabilityMode",
+                        "",
+                        "dex-server-zd dev"};
+const Schema kLocalSchema{{"nodeId", "api.listen", "local.dataDir", "local.durabilityMode",
+                           "lease.duration", "lease.failIfHeld", "standby.mode"},
+                          "local.durabilityMode",
+                          "local.dataDir",
+                          "dex-server-zd local"};
+
+}  // namespace
+
+Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config) {
+  auto root = load_yaml(yaml, source);
+  if (!root.is_ok()) return root.status();
+  if (root->IsNull()) return Status::ok();  // an empty file overrides nothing
+  return apply_yaml(root.value(), source, kDevSchema, config);
+}
+
+StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source) {
+  auto root = load_yaml(yaml, source);
+  if (!root.is_ok()) return root.status();
+  if (root->IsNull() || !root->IsMap() || !root.value()["nodeId"] || !root.value()["local"] ||
+      !root.value()["local"]["dataDir"]) {
+    return Status::invalid_argument(fmt::format(
+        "{}: dex-server-zd local needs nodeId and local.dataDir (see docs/configuration.md)",
+        source));
+  }
+  DevConfig config;
+  if (auto s = apply_yaml(root.value(), source, kLocalSchema, config); !s.is_ok()) return s;
+  return config;
+}
+
+StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file) {
+  auto text = read_file(file);
+  if (!text.is_ok()) return text.status();
+  return load_local_config_yaml(text.value(), file.string());
+}
+
+Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config) {
+  auto text = read_file(file);
+  if (!text.is_ok()) return text.status();
+  return apply_dev_override_yaml(text.value(), file.string(), config);
 }
 
 }  // namespace dex

@@ -19,10 +19,12 @@ StatusOr<Duration> parse_duration(std::string_view text);
 // The shortest exact form: 30000ms → "30s".
 std::string format_duration(Duration d);
 
-// What `dex-server-zd dev` runs with (spec: lease 30 s, strict, cold standby only).
+// One node on local disk: what `dex-server-zd dev` and `local` run with
+// (spec: lease 30 s, strict, cold standby only).
 struct DevConfig {
   std::string node_id = "dev";
   std::filesystem::path data_dir = ".dex-data";
+  std::string listen = "127.0.0.1:8801";  // api.listen
   Duration lease_duration = seconds(30);
   bool lease_fail_if_held = false;
   Durability durability = Durability::kStrict;
@@ -32,10 +34,20 @@ inline constexpr Duration kLeaseDurationMin = seconds(3);
 inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
-// lease.duration, lease.failIfHeld, dev.durabilityMode, standby.mode (cold only).
+// api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
+// standby.mode (cold only). A bad file changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
 // The same from YAML text; `source` names it in errors.
 Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
+
+// `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
+// api.listen, local.durabilityMode, lease.duration, lease.failIfHeld and
+// standby.mode (cold only) are optional, with the dev defaults.
+StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
+StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source);
+
+// "host:port" with a port in 0..65535 (0: any free port).
+Status validate_listen_address(std::string_view listen);
 
 // Node IDs become object keys: 1–64 of [A-Za-z0-9._-], not starting with '.'.
 Status validate_node_id(std::string_view node_id);

@@ -98,3 +98,58 @@ TEST(NodeId, Validation) {
 
 }  // namespace
 }  // namespace dex
+
+namespace dex {
+namespace {
+
+TEST(DevConfig, OverrideSetsListenAndRefusesABadOne) {
+  DevConfig c;
+  ASSERT_TRUE(apply_dev_override_yaml("api:\n  listen: 127.0.0.1:9000\n", "t", c).is_ok());
+  EXPECT_EQ(c.listen, "127.0.0.1:9000");
+  auto s = apply_dev_override_yaml("api:\n  listen: nowhere\n", "t", c);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("api.listen"), std::string::npos) << s.message();
+  EXPECT_EQ(c.listen, "127.0.0.1:9000");
+}
+
+TEST(LocalConfig, NeedsNodeIdAndDataDir) {
+  auto c = load_local_config_yaml("nodeId: n1\n", "local.yaml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("local.dataDir"), std::string::npos);
+  EXPECT_FALSE(load_local_config_yaml("", "local.yaml").is_ok());
+}
+
+TEST(LocalConfig, ReadsEveryKeyWithDevDefaults) {
+  auto c = load_local_config_yaml(
+      "nodeId: n1\nlocal:\n  dataDir: /var/lib/dex\n  durabilityMode: processCrashSafe\n"
+      "api:\n  listen: 0.0.0.0:8801\nstandby:\n  mode: cold\n",
+      "local.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->node_id, "n1");
+  EXPECT_EQ(c->data_dir, "/var/lib/dex");
+  EXPECT_EQ(c->durability, Durability::kProcessCrashSafe);
+  EXPECT_EQ(c->listen, "0.0.0.0:8801");
+  EXPECT_EQ(c->lease_duration, seconds(30));  // local uses the dev lease default
+}
+
+TEST(LocalConfig, RefusesDevOnlyKeysAndHotStandby) {
+  auto c = load_local_config_yaml(
+      "nodeId: n1\nlocal:\n  dataDir: d\ndev:\n  durabilityMode: strict\n", "l");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("unknown key 'dev'"), std::string::npos);
+  c = load_local_config_yaml("nodeId: n1\nlocal:\n  dataDir: d\nstandby:\n  mode: hot\n", "l");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("dex-server-zd local accepts only cold"), std::string::npos);
+}
+
+TEST(ListenAddress, Validation) {
+  EXPECT_TRUE(validate_listen_address("127.0.0.1:8801").is_ok());
+  EXPECT_TRUE(validate_listen_address("[::1]:0").is_ok());
+  EXPECT_FALSE(validate_listen_address("8801").is_ok());
+  EXPECT_FALSE(validate_listen_address("host:").is_ok());
+  EXPECT_FALSE(validate_listen_address("host:70000").is_ok());
+  EXPECT_FALSE(validate_listen_address(":80").is_ok());
+}
+
+}  // namespace
+}  // namespace dex
