@@ -1,27 +1,53 @@
-// dexcli: the dex command-line client. `inspect` reads a node's lease and log
-// straight from a dev/local data directory (read-only) and prints JSON; the
-// flow and admin commands over gRPC come with the API issues.
+// dexcli: the dex command-line client.
+//   flow-type register|get|list, flow start|get|list|cancel|wait, admin describe:
+//     calls to a server over gRPC (--server, --timeout), JSON on stdout;
+//   inspect lease|log: reads a node's lease and log straight from a dev/local
+//     data directory (read-only).
+// Exit codes: 0 success; 1 the call or the read failed (stderr says
+// "dexcli: <what failed>: <gRPC code>: <message>"); 2 bad flags or input
+// (nothing was sent); 3 `flow wait` gave up before the flow ended.
+#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "cli/output.h"
 #include "config/config.h"
 #include "lease/lease_record.h"
 #include "log/log_format.h"
 #include "log/log_reader.h"
 #include "objstore/filesystem_store.h"
+#include "sdk/client.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitWaitTimedOut = 3;
+
 int fail(const std::string& message) {
   std::cerr << "dexcli: " << message << "\n";
-  return 1;
+  return kExitFailed;
 }
+
+int usage_error(const std::string& message) {
+  std::cerr << "dexcli: " << message << "\nRun with --help for usage.\n";
+  return kExitUsage;
+}
+
+int print(const json& out) {
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+// ------------------------------------------------------------------- inspect
 
 // Opens <data-dir>/objects without creating anything.
 dex::StatusOr<std::unique_ptr<dex::FilesystemObjectStore>> open_objects(
@@ -60,8 +86,7 @@ int inspect_lease(const std::string& data_dir, const std::string& node_id) {
       {"released", record->released},
       {"etag", data->etag},
   };
-  std::cout << out.dump(2) << "\n";
-  return 0;
+  return print(out);
 }
 
 int inspect_log(const std::string& data_dir, const std::string& node_id, uint64_t limit) {
@@ -89,16 +114,120 @@ int inspect_log(const std::string& data_dir, const std::string& node_id, uint64_
               {"endSlot", bounds->end.to_string()},
               {"skippedLowerEpochBatches", reader.skipped()},
               {"batches", batches}};
-  std::cout << out.dump(2) << "\n";
-  return 0;
+  return print(out);
+}
+
+// ------------------------------------------------------------- API commands
+
+// A call's result printed as JSON, or its error as "<what>: <CODE>: <message>".
+template <typename T>
+int print_result(const dex::StatusOr<T>& result, const std::string& what) {
+  if (!result.is_ok()) return fail(what + ": " + result.status().message());
+  return print(dex::cli::to_json(result.value()));
+}
+
+dex::StatusOr<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return dex::Status::invalid_argument("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return dex::Status::invalid_argument("cannot read " + path);
+  return text.str();
+}
+
+// Checks that a definition file parses (JSON for *.json or text starting with
+// '{', YAML otherwise), so that a syntax error is reported with its position
+// before anything is sent. The server checks the content.
+dex::Status check_definition_syntax(const std::string& path, const std::string& text) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return dex::Status::invalid_argument(path + " is empty");
+  bool is_json = fs::path(path).extension() == ".json" || text[first] == '{';
+  if (is_json) {
+    try {
+      json parsed = json::parse(text);
+      if (!parsed.is_object()) {
+        return dex::Status::invalid_argument(path + ": a flow type definition is a JSON object");
+      }
+    } catch (const json::exception& e) {
+      return dex::Status::invalid_argument(path + " is not valid JSON: " + e.what());
+    }
+    return dex::Status::ok();
+  }
+  try {
+    YAML::Node node = YAML::Load(text);
+    if (!node.IsMap()) {
+      return dex::Status::invalid_argument(path + ": a flow type definition is a YAML mapping");
+    }
+  } catch (const YAML::Exception& e) {
+    return dex::Status::invalid_argument(path + " is not valid YAML: " + e.what());
+  }
+  return dex::Status::ok();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dexcli: the dex command-line client"};
+  CLI::App app{
+      "dexcli: the dex command-line client. Prints JSON on stdout; errors go to stderr as\n"
+      "'dexcli: <what failed>: <gRPC code>: <message>'. Exit codes: 0 ok, 1 the call failed,\n"
+      "2 bad flags or input (nothing sent), 3 'flow wait' timed out."};
   app.require_subcommand(1);
+  app.fallthrough();  // --server and --timeout are accepted after the subcommand too
 
+  std::string server = "127.0.0.1:8801";
+  std::string timeout_text = "30s";
+  app.add_option("--server", server, "Address of a dex server (host:port)")->capture_default_str();
+  app.add_option("--timeout", timeout_text, "Deadline of each call: 250ms, 10s, 2m")
+      ->capture_default_str();
+
+  // flow-type
+  CLI::App* flow_type = app.add_subcommand("flow-type", "Register and read flow types");
+  flow_type->require_subcommand(1);
+  std::string definition_file, type_name;
+  CLI::App* ft_register = flow_type->add_subcommand(
+      "register", "Register a flow type from a JSON or YAML definition file (see examples/)");
+  ft_register->add_option("FILE", definition_file, "Definition file (.json, .yaml)")->required();
+  CLI::App* ft_get = flow_type->add_subcommand("get", "Print a registered flow type");
+  ft_get->add_option("NAME", type_name, "Flow type name")->required();
+  CLI::App* ft_list = flow_type->add_subcommand("list", "Print every registered flow type");
+
+  // flow
+  CLI::App* flow = app.add_subcommand("flow", "Start, read, list, cancel and wait for flows");
+  flow->require_subcommand(1);
+  std::string start_type, input_text = "{}", flow_id, status_text, page_token;
+  uint32_t page_size = 0;
+  std::string wait_timeout_text = "60s";
+  CLI::App* f_start = flow->add_subcommand(
+      "start", "Start a flow; idempotent on --flow-id (a second start returns the existing flow)");
+  f_start->add_option("TYPE", start_type, "Flow type name")->required();
+  f_start->add_option("--input", input_text, "Flow input as JSON text")->capture_default_str();
+  f_start->add_option("--flow-id", flow_id, "Caller-chosen flow ID (default: the server picks)");
+  CLI::App* f_get = flow->add_subcommand("get", "Print a flow with its Steps and attempts");
+  f_get->add_option("ID", flow_id, "Flow ID")->required();
+  CLI::App* f_list = flow->add_subcommand("list", "List flows, one page at a time");
+  f_list->add_option("--status", status_text,
+                     "Only flows with this status: RUNNING, COMPLETED, FAILED, CANCELLED");
+  f_list->add_option("--page-size", page_size, "Flows per page (default 100, at most 1000)")
+      ->check(CLI::Range(1u, 1000u));
+  f_list->add_option("--page-token", page_token, "nextPageToken of the previous page");
+  CLI::App* f_cancel = flow->add_subcommand("cancel", "Cancel a running flow");
+  f_cancel->add_option("ID", flow_id, "Flow ID")->required();
+  CLI::App* f_wait = flow->add_subcommand(
+      "wait", "Wait until a flow ends and print it (exit 3 if --wait-timeout passes first)");
+  f_wait->add_option("ID", flow_id, "Flow ID")->required();
+  f_wait->add_option("--wait-timeout", wait_timeout_text, "How long to wait: 250ms, 10s, 2m")
+      ->capture_default_str();
+
+  // admin
+  CLI::App* admin = app.add_subcommand("admin", "Administer the server");
+  admin->require_subcommand(1);
+  std::string credential_file;
+  CLI::App* a_describe = admin->add_subcommand(
+      "describe", "Print the active process: nodeId, nodeEpoch (decimal string), holderProcessId");
+  a_describe->add_option("--credential-file", credential_file,
+                         "File holding the admin credential (sent as a bearer token)");
+
+  // inspect (local, no server)
   CLI::App* inspect = app.add_subcommand(
       "inspect",
       "Read a node's durable state from a dev data directory (read-only) and print JSON");
@@ -118,9 +247,122 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
 
-  CLI11_PARSE(app, argc, argv);
-  if (auto s = dex::validate_node_id(node_id); !s.is_ok()) return fail(s.message());
-  if (*lease) return inspect_lease(data_dir, node_id);
-  if (*log) return inspect_log(data_dir, node_id, limit);
-  return 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // The deepest command given that still needs a subcommand, if any.
+    CLI::App* command = &app;
+    std::string path = "dexcli";
+    while (!command->get_subcommands().empty()) {
+      command = command->get_subcommands().front();
+      path += " " + command->get_name();
+    }
+    if (command->get_require_subcommand_min() > 0 && command->get_subcommands().empty()) {
+      std::string names;
+      for (const CLI::App* sub : command->get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      return usage_error("'" + path + "' needs one of these commands: " + names);
+    }
+    return usage_error(e.what());
+  }
+
+  if (*inspect) {
+    if (auto s = dex::validate_node_id(node_id); !s.is_ok()) return usage_error(s.message());
+    if (*lease) return inspect_lease(data_dir, node_id);
+    if (*log) return inspect_log(data_dir, node_id, limit);
+    return kExitUsage;
+  }
+
+  // Everything below talks to a server: check all input before sending anything.
+  auto timeout = dex::parse_duration(timeout_text);
+  if (!timeout.is_ok()) return usage_error("--timeout: " + timeout.status().message());
+  if (server.empty()) return usage_error("--server: an address (host:port) is needed");
+  dex::ClientOptions options;
+  options.server_address = server;
+  options.timeout = timeout.value();
+  if (*a_describe && !credential_file.empty()) {
+    auto token = read_file(credential_file);
+    if (!token.is_ok()) return usage_error("--credential-file: " + token.status().message());
+    std::string t = token.value();
+    t.erase(t.find_last_not_of(" \t\r\n") + 1);
+    t.erase(0, t.find_first_not_of(" \t\r\n"));
+    if (t.empty()) return usage_error("--credential-file: " + credential_file + " is empty");
+    options.admin_credential = t;
+  }
+
+  if (*ft_register) {
+    auto text = read_file(definition_file);
+    if (!text.is_ok()) return usage_error(text.status().message());
+    if (auto s = check_definition_syntax(definition_file, text.value()); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+    dex::Client client(options);
+    return print_result(client.register_flow_type(text.value()),
+                        "registering the flow type in " + definition_file);
+  }
+  if (*ft_get) {
+    dex::Client client(options);
+    return print_result(client.get_flow_type(type_name), "getting flow type " + type_name);
+  }
+  if (*ft_list) {
+    dex::Client client(options);
+    return print_result(client.list_flow_types(), "listing flow types");
+  }
+  if (*f_start) {
+    json input = json::parse(input_text, nullptr, /*allow_exceptions=*/false);
+    if (input.is_discarded()) {
+      return usage_error("--input is not valid JSON: " + input_text);
+    }
+    dex::Client client(options);
+    return print_result(client.start_flow(start_type, input.dump(), flow_id),
+                        "starting a flow of type " + start_type);
+  }
+  if (*f_get) {
+    dex::Client client(options);
+    return print_result(client.get_flow(flow_id), "getting flow " + flow_id);
+  }
+  if (*f_list) {
+    dex::FlowStatus status = dex::FLOW_STATUS_UNSPECIFIED;
+    if (!status_text.empty()) {
+      auto parsed = dex::cli::parse_flow_status(status_text);
+      if (!parsed) {
+        return usage_error("--status must be RUNNING, COMPLETED, FAILED or CANCELLED, not '" +
+                           status_text + "'");
+      }
+      status = *parsed;
+    }
+    dex::Client client(options);
+    return print_result(client.list_flows(status, page_size, page_token), "listing flows");
+  }
+  if (*f_cancel) {
+    dex::Client client(options);
+    return print_result(client.cancel_flow(flow_id), "cancelling flow " + flow_id);
+  }
+  if (*f_wait) {
+    auto wait_timeout = dex::parse_duration(wait_timeout_text);
+    if (!wait_timeout.is_ok()) {
+      return usage_error("--wait-timeout: " + wait_timeout.status().message());
+    }
+    dex::Client client(options);
+    auto result = client.wait_flow(flow_id, wait_timeout.value());
+    if (!result.is_ok())
+      return fail("waiting for flow " + flow_id + ": " + result.status().message());
+    print(dex::cli::to_json(result.value()));
+    if (!result->ended()) {
+      std::cerr << "dexcli: flow " << flow_id << " did not end within " << wait_timeout_text
+                << "\n";
+      return kExitWaitTimedOut;
+    }
+    return 0;
+  }
+  if (*a_describe) {
+    dex::Client client(options);
+    return print_result(client.describe(), "describing the server");
+  }
+  return kExitUsage;
 }

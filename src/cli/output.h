@@ -1,0 +1,35 @@
+// dexcli's JSON output: API messages mapped by hand so that enums print as
+// their names without the prefix ("COMPLETED"), node epochs as decimal
+// strings, durations as in definition files ("200ms"), and flow and Step
+// inputs and outputs as embedded JSON values rather than strings. Keys are
+// camelCase; empty optional fields are left out.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dex/api.pb.h"
+
+namespace dex::cli {
+
+nlohmann::json to_json(const FlowType& flow_type);
+nlohmann::json to_json(const Flow& flow);
+nlohmann::json to_json(const DescribeResponse& describe);
+nlohmann::json to_json(const RegisterFlowTypeResponse& response);
+nlohmann::json to_json(const ListFlowTypesResponse& response);
+nlohmann::json to_json(const StartFlowResponse& response);
+nlohmann::json to_json(const ListFlowsResponse& response);
+nlohmann::json to_json(const CancelFlowResponse& response);
+nlohmann::json to_json(const WaitFlowResponse& response);
+
+// "RUNNING" → FLOW_STATUS_RUNNING (any case); nullopt for anything else.
+std::optional<FlowStatus> parse_flow_status(std::string_view name);
+
+// JSON text as a JSON value; text that does not parse stays a string, and
+// empty text is null.
+nlohmann::json embed_json(const std::string& text);
+
+}  // namespace dex::cli

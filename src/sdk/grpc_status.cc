@@ -1,0 +1,148 @@
+#include "sdk/grpc_status.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "config/config.h"
+
+namespace dex::sdk_internal {
+
+std::string_view grpc_code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+namespace {
+
+bool contains_ci(std::string_view haystack, std::string_view needle) {
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+  return it != haystack.end();
+}
+
+// gRPC's own words when no connection could be made (as opposed to a server
+// that answered UNAVAILABLE, e.g. a standby).
+bool is_connection_failure(std::string_view message) {
+  for (std::string_view marker :
+       {"failed to connect", "connection refused", "dns resolution failed", "name resolution",
+        "connect failed", "socket closed", "connection reset", "no route to host",
+        "network is unreachable"}) {
+    if (contains_ci(message, marker)) return true;
+  }
+  return message.empty();
+}
+
+Code dex_code(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return Code::kOk;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Code::kInvalidArgument;
+    case grpc::StatusCode::NOT_FOUND:
+      return Code::kNotFound;
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return Code::kPreconditionFailed;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
+      return Code::kTransient;
+    case grpc::StatusCode::CANCELLED:
+      return Code::kStopped;
+    default:
+      return Code::kPermanent;
+  }
+}
+
+}  // namespace
+
+Status status_from_grpc(const grpc::Status& status, std::string_view address, Duration timeout) {
+  if (status.ok()) return Status::ok();
+  std::string_view name = grpc_code_name(status.error_code());
+  const std::string& message = status.error_message();
+  std::string text;
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      text = is_connection_failure(message)
+                 ? fmt::format("{}: the server is not reachable at {} ({})", name, address,
+                               message.empty() ? "no connection" : message)
+                 : fmt::format("{}: the server at {} is not serving: {}", name, address, message);
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      text = fmt::format("{}: no answer from {} within {} ({})", name, address,
+                         format_duration(timeout), message);
+      break;
+    default:
+      text = fmt::format("{}: {}", name, message.empty() ? "(no message)" : message);
+  }
+  return Status(dex_code(status.error_code()), std::move(text));
+}
+
+std::string_view grpc_code_of(const Status& status) {
+  std::string_view message = status.message();
+  size_t colon = message.find(':');
+  if (colon == std::string_view::npos) return {};
+  std::string_view head = message.substr(0, colon);
+  if (head.empty() ||
+      !std::all_of(head.begin(), head.end(), [](char c) { return std::isupper(c) || c == '_'; })) {
+    return {};
+  }
+  return head;
+}
+
+std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
+                                            Duration reconnect_backoff_initial,
+                                            Duration reconnect_backoff_max) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  int initial_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_initial), 10));
+  int max_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_max), initial_ms));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_ms);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_ms);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
+  // Flows carry every Step's output (each up to 1 MiB).
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace dex::sdk_internal

@@ -1,0 +1,615 @@
+// The Worker's machinery. Threads:
+//   - the run() thread opens PollWorkerTask streams one after another and reads
+//     each until it breaks; between streams it sleeps the reconnect backoff;
+//   - max_concurrent_tasks pool threads run handlers from a bounded queue;
+//   - a supervisor thread cancels a stream that has been silent too long and,
+//     after shutdown(), ends everything when the Worker is idle or the
+//     shutdown timeout passes.
+// Every final result goes into pending_results_ before it is written and
+// leaves it only on its ResultAck (or when the shutdown bound passes), so a
+// result written to a stream that then breaks is re-sent on the next one.
+#include "sdk/worker.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/random.h"
+#include "dex/api.grpc.pb.h"
+#include "sdk/client.h"
+#include "sdk/grpc_status.h"
+
+namespace dex {
+
+namespace sdk_internal {
+
+// Tasks queued beyond the pool are bounded; past this the Worker answers a
+// task with a retryable failure instead of queueing it.
+inline constexpr size_t kQueuedTasksMin = 1000;
+// A stream that has received nothing (not even a Ping) for this long is
+// treated as broken and reconnected. The server pings idle streams every 10 s.
+inline constexpr Duration kStreamSilenceMax = seconds(60);
+inline constexpr Duration kSupervisorTick = milliseconds(200);
+
+struct TaskState {
+  StepTask task;
+  nlohmann::json input;
+  std::string input_error;  // non-empty: the input was not valid JSON
+  TimePoint deadline = TimePoint::max();
+  std::atomic<bool> cancel_requested{false};
+};
+
+// One PollWorkerTask stream. Writes are serialized by write_mu; one reader
+// (the run() thread) reads concurrently, as gRPC allows.
+class Connection {
+ public:
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<WorkerMessage, ServerMessage>> stream;
+  std::atomic<int64_t> last_receive_ns{0};
+
+  bool write(const WorkerMessage& message) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (closed_) return false;
+    return stream->Write(message);
+  }
+  // Unblocks the reader and any writer; later writes do nothing. Idempotent.
+  void close() {
+    context.TryCancel();
+    std::lock_guard<std::mutex> lock(write_mu_);
+    closed_ = true;
+  }
+
+ private:
+  std::mutex write_mu_;
+  bool closed_ = false;  // protected by write_mu_
+};
+
+class WorkerCore {
+ public:
+  explicit WorkerCore(WorkerOptions options)
+      : options_(std::move(options)), random_(std::random_device{}()) {
+    if (options_.worker_id.empty()) options_.worker_id = default_worker_id();
+    assert(options_.max_concurrent_tasks >= 1);
+    queued_max_ = std::max<size_t>(kQueuedTasksMin, 4 * size_t{options_.max_concurrent_tasks});
+  }
+
+  // ----------------------------------------------------------- before run()
+  void handle(const std::string& queue, Worker::Handler handler) {
+    std::lock_guard<std::mutex> lock(mu_);
+    handlers_[queue] = std::move(handler);
+  }
+  void add_definition(std::string definition) {
+    std::lock_guard<std::mutex> lock(mu_);
+    definitions_.push_back(std::move(definition));
+  }
+
+  Status run();
+
+  void shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) spdlog::info("worker {}: shutting down", options_.worker_id);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+
+  // Waits until run() is not running (for the destructor).
+  void wait_run_returned() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !in_run_; });
+  }
+
+  const std::string& worker_id() const { return options_.worker_id; }
+
+  WorkerStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    WorkerStats s = stats_;
+    s.running = running_;
+    return s;
+  }
+
+  // ------------------------------------------------------ from TaskContext
+  void send_heartbeat(const TaskState& task, const nlohmann::json& details) {
+    WorkerMessage message;
+    message.mutable_heartbeat()->set_task_id(task.task.task_id());
+    if (!details.is_null()) message.mutable_heartbeat()->set_details(details.dump());
+    std::shared_ptr<Connection> conn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      conn = current_;
+      if (conn) ++stats_.heartbeats_sent;
+    }
+    if (conn) conn->write(message);
+  }
+
+ private:
+  Status register_definitions();
+  // Opens one stream and serves it until it breaks. Returns whether anything
+  // was received on it (the reconnect backoff then starts over).
+  bool serve_stream();
+  void on_task(const StepTask& task);
+  void on_result_ack(const ResultAck& ack);
+  void on_heartbeat_ack(const HeartbeatAck& ack);
+  void pool_loop();
+  void supervise();
+  TaskResult run_handler(const std::shared_ptr<TaskState>& state);
+  // Keeps `result` until acknowledged and writes it to the current stream.
+  void deliver(TaskResult result);
+  // Sleeps `d` unless the Worker finishes first. Returns !finished_.
+  bool sleep_unless_finished(Duration d);
+  bool idle_locked() const { return queue_.empty() && running_ == 0 && pending_results_.empty(); }
+  Duration next_backoff_locked() {
+    Duration d = backoff_;
+    backoff_ = std::min(backoff_ * 2, options_.reconnect_backoff_max);
+    return random_.between(d / 2, d);
+  }
+
+  // Constant after construction.
+  WorkerOptions options_;
+  size_t queued_max_ = kQueuedTasksMin;
+
+  // Touched only by the run() thread.
+  std::unique_ptr<WorkerTaskService::Stub> stub_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // state changes: stopping_, finished_, idleness, in_run_
+  std::condition_variable pool_cv_;  // queue_ and pool_stop_
+  // Protected by mu_.
+  std::map<std::string, Worker::Handler> handlers_;
+  std::vector<std::string> definitions_;
+  bool in_run_ = false;
+  bool ran_ = false;
+  bool stopping_ = false;  // shutdown() was called
+  bool finished_ = false;  // idle after shutdown, or the shutdown bound passed
+  bool pool_stop_ = false;
+  std::shared_ptr<Connection> current_;  // the stream results are written to, if any
+  std::deque<std::shared_ptr<TaskState>> queue_;
+  std::map<std::string, std::shared_ptr<TaskState>> tasks_;  // queued or running, by task ID
+  uint32_t running_ = 0;
+  std::map<std::string, TaskResult> pending_results_;  // sent or not, until acknowledged
+  WorkerStats stats_;
+  Duration backoff_{0};
+  Random random_;
+};
+
+Status WorkerCore::run() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ran_) return Status::invalid_argument("Worker::run() may be called once");
+    if (handlers_.empty()) {
+      return Status::invalid_argument("the worker has no handler: call handle() before run()");
+    }
+    ran_ = true;
+    in_run_ = true;
+    backoff_ = options_.reconnect_backoff_initial;
+  }
+  auto mark_returned = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_run_ = false;
+    cv_.notify_all();
+  };
+
+  if (Status s = register_definitions(); !s.is_ok()) {
+    mark_returned();
+    return s;
+  }
+
+  std::vector<std::thread> pool;
+  pool.reserve(options_.max_concurrent_tasks);
+  for (uint32_t i = 0; i < options_.max_concurrent_tasks; ++i) {
+    pool.emplace_back([this] { pool_loop(); });
+  }
+  std::thread supervisor([this] { supervise(); });
+
+  spdlog::info("worker {}: serving {} queue(s) on {} with up to {} concurrent tasks",
+               options_.worker_id, handlers_.size(), options_.server_address,
+               options_.max_concurrent_tasks);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) break;
+    }
+    bool received = serve_stream();
+    Duration delay;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) break;
+      if (received) backoff_ = options_.reconnect_backoff_initial;
+      delay = next_backoff_locked();
+    }
+    spdlog::info("worker {}: reconnecting to {} in {} ms", options_.worker_id,
+                 options_.server_address, to_ms(delay));
+    if (!sleep_unless_finished(delay)) break;
+  }
+
+  supervisor.join();
+  for (auto& t : pool) t.join();
+  spdlog::info("worker {}: stopped", options_.worker_id);
+  mark_returned();
+  return Status::ok();
+}
+
+Status WorkerCore::register_definitions() {
+  std::vector<std::string> definitions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    definitions = definitions_;
+  }
+  if (definitions.empty()) return Status::ok();
+  ClientOptions client_options;
+  client_options.server_address = options_.server_address;
+  client_options.timeout = seconds(10);
+  Client client(client_options);
+  Duration backoff = options_.reconnect_backoff_initial;
+  for (size_t i = 0; i < definitions.size();) {
+    auto registered = client.register_flow_type(definitions[i]);
+    if (registered.is_ok()) {
+      spdlog::info("worker {}: flow type {} registered{}", options_.worker_id,
+                   registered->flow_type().name(), registered->changed() ? "" : " (unchanged)");
+      ++i;
+      continue;
+    }
+    if (!registered.status().is_transient()) {
+      return Status::invalid_argument("registering flow type definition #" + std::to_string(i + 1) +
+                                      ": " + registered.status().message());
+    }
+    spdlog::warn("worker {}: registering flow types: {}; retrying", options_.worker_id,
+                 registered.status().message());
+    Duration delay;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delay = random_.between(backoff / 2, backoff);
+    }
+    backoff = std::min(backoff * 2, options_.reconnect_backoff_max);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, delay, [&] { return stopping_; })) return Status::ok();
+  }
+  return Status::ok();
+}
+
+bool WorkerCore::sleep_unless_finished(Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return finished_; });
+}
+
+bool WorkerCore::serve_stream() {
+  // A fresh channel each time: whichever process answers at the address now.
+  auto channel = make_channel(options_.server_address, options_.reconnect_backoff_initial,
+                              options_.reconnect_backoff_max);
+  stub_ = WorkerTaskService::NewStub(channel);
+  auto conn = std::make_shared<Connection>();
+  conn->last_receive_ns = SystemClock::instance().now().time_since_epoch().count();
+  conn->stream = stub_->PollWorkerTask(&conn->context);
+
+  WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id(options_.worker_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [queue, handler] : handlers_) hello.mutable_hello()->add_task_queues(queue);
+  }
+  hello.mutable_hello()->set_max_concurrent_tasks(options_.max_concurrent_tasks);
+  bool hello_sent = conn->write(hello);
+
+  std::vector<TaskResult> resend;
+  if (hello_sent) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.streams_opened;
+    if (finished_) {
+      conn->close();
+    } else {
+      // Published and snapshotted under one lock: a result delivered before
+      // this is in the snapshot, one delivered after is written by deliver().
+      current_ = conn;
+      for (const auto& [id, result] : pending_results_) resend.push_back(result);
+      stats_.results_resent += resend.size();
+    }
+  }
+  if (!resend.empty()) {
+    spdlog::info("worker {}: re-sending {} unacknowledged result(s)", options_.worker_id,
+                 resend.size());
+  }
+  for (auto& result : resend) {
+    WorkerMessage message;
+    *message.mutable_result() = std::move(result);
+    if (!conn->write(message)) break;
+  }
+
+  bool received = false;
+  ServerMessage message;
+  while (hello_sent && conn->stream->Read(&message)) {
+    received = true;
+    conn->last_receive_ns = SystemClock::instance().now().time_since_epoch().count();
+    switch (message.kind_case()) {
+      case ServerMessage::kHelloAck:
+        spdlog::info("worker {}: connected to {} (node {}, epoch {})", options_.worker_id,
+                     options_.server_address, message.hello_ack().node_id(),
+                     message.hello_ack().node_epoch());
+        break;
+      case ServerMessage::kTask:
+        on_task(message.task());
+        break;
+      case ServerMessage::kPing:
+        break;
+      case ServerMessage::kResultAck:
+        on_result_ack(message.result_ack());
+        break;
+      case ServerMessage::kHeartbeatAck:
+        on_heartbeat_ack(message.heartbeat_ack());
+        break;
+      default:
+        spdlog::warn("worker {}: ignoring a server message of unknown kind {}", options_.worker_id,
+                     static_cast<int>(message.kind_case()));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_ == conn) current_.reset();
+  }
+  conn->close();
+  grpc::Status status = conn->stream->Finish();
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished = finished_;
+  }
+  if (!finished) {
+    spdlog::warn("worker {}: task stream ended: {}", options_.worker_id,
+                 status_from_grpc(status, options_.server_address, Duration::zero()).message());
+  }
+  return received;
+}
+
+void WorkerCore::on_task(const StepTask& task) {
+  TaskResult refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& id = task.task_id();
+    if (tasks_.count(id) != 0 || pending_results_.count(id) != 0) {
+      spdlog::debug("worker {}: task {} received again; ignored", options_.worker_id, id);
+      return;
+    }
+    ++stats_.tasks_received;
+    refusal.set_task_id(id);
+    if (stopping_) {
+      refusal.mutable_failure()->set_message("worker " + options_.worker_id +
+                                             " is shutting down; the task was not started");
+    } else if (queue_.size() >= queued_max_) {
+      refusal.mutable_failure()->set_message("worker " + options_.worker_id + " has " +
+                                             std::to_string(queue_.size()) +
+                                             " tasks queued; the task was not started");
+    } else {
+      auto state = std::make_shared<TaskState>();
+      state->task = task;
+      const std::string& input = task.input().empty() ? std::string("{}") : task.input();
+      try {
+        state->input = nlohmann::json::parse(input);
+      } catch (const nlohmann::json::exception& e) {
+        state->input_error = e.what();
+      }
+      if (task.start_to_close_timeout_ms() > 0) {
+        state->deadline =
+            SystemClock::instance().now() + milliseconds(task.start_to_close_timeout_ms());
+      }
+      tasks_[id] = state;
+      queue_.push_back(std::move(state));
+      pool_cv_.notify_one();
+      return;
+    }
+  }
+  spdlog::warn("worker {}: {}", options_.worker_id, refusal.failure().message());
+  deliver(std::move(refusal));
+}
+
+void WorkerCore::on_result_ack(const ResultAck& ack) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_results_.find(ack.task_id());
+  if (it == pending_results_.end()) {
+    spdlog::debug("worker {}: ack for task {} with no pending result", options_.worker_id,
+                  ack.task_id());
+    return;
+  }
+  pending_results_.erase(it);
+  if (ack.accepted()) {
+    ++stats_.results_accepted;
+  } else {
+    ++stats_.results_refused;
+    spdlog::warn("worker {}: the result of task {} was refused and is dropped: {}",
+                 options_.worker_id, ack.task_id(),
+                 ack.reason().empty() ? "(no reason given)" : ack.reason());
+  }
+  cv_.notify_all();
+}
+
+void WorkerCore::on_heartbeat_ack(const HeartbeatAck& ack) {
+  if (!ack.cancel_requested()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(ack.task_id());
+  if (it != tasks_.end()) it->second->cancel_requested = true;
+}
+
+void WorkerCore::pool_loop() {
+  while (true) {
+    std::shared_ptr<TaskState> state;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      pool_cv_.wait(lock, [&] { return pool_stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // pool_stop_
+      state = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+      assert(running_ <= options_.max_concurrent_tasks);
+    }
+    TaskResult result = run_handler(state);
+    bool keep;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.erase(state->task.task_id());
+      --running_;
+      ++stats_.tasks_finished;
+      keep = !finished_;
+      cv_.notify_all();
+    }
+    if (keep) {
+      deliver(std::move(result));
+    } else {
+      spdlog::warn("worker {}: task {} finished after the shutdown timeout; its result is dropped",
+                   options_.worker_id, state->task.task_id());
+    }
+  }
+}
+
+TaskResult WorkerCore::run_handler(const std::shared_ptr<TaskState>& state) {
+  TaskResult result;
+  result.set_task_id(state->task.task_id());
+  Worker::Handler* handler = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = handlers_.find(state->task.task_queue());
+    if (it != handlers_.end()) handler = &it->second;  // handlers_ is fixed once run() starts
+  }
+  TaskContext context(state, this);
+  try {
+    if (handler == nullptr) {
+      throw std::runtime_error("worker " + options_.worker_id + " has no handler for task queue " +
+                               state->task.task_queue());
+    }
+    if (!state->input_error.empty()) {
+      throw StepFailure("the task's input is not valid JSON: " + state->input_error, true);
+    }
+    nlohmann::json output = (*handler)(context);
+    result.set_output(output.dump());
+  } catch (const StepFailure& e) {
+    result.mutable_failure()->set_message(e.what());
+    result.mutable_failure()->set_non_retryable(e.non_retryable());
+  } catch (const std::exception& e) {
+    result.mutable_failure()->set_message(e.what());
+  } catch (...) {
+    result.mutable_failure()->set_message("the handler threw a non-standard exception");
+  }
+  return result;
+}
+
+void WorkerCore::deliver(TaskResult result) {
+  WorkerMessage message;
+  std::shared_ptr<Connection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_results_[result.task_id()] = result;
+    conn = current_;
+  }
+  if (!conn) return;  // sent when the next stream opens
+  *message.mutable_result() = std::move(result);
+  conn->write(message);
+}
+
+void WorkerCore::supervise() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Serving: cancel a stream that went silent (a peer that vanished without
+  // closing the connection).
+  while (!stopping_) {
+    cv_.wait_for(lock, kSupervisorTick, [&] { return stopping_; });
+    if (stopping_ || !current_) continue;
+    TimePoint last(Duration(current_->last_receive_ns.load()));
+    if (SystemClock::instance().now() - last > kStreamSilenceMax) {
+      spdlog::warn("worker {}: nothing received for {} s; reconnecting", options_.worker_id,
+                   to_ms(kStreamSilenceMax) / 1000);
+      auto conn = current_;
+      current_.reset();
+      lock.unlock();
+      conn->close();
+      lock.lock();
+    }
+  }
+  // Shutting down: wait until idle (every task finished, every result
+  // acknowledged) or the bound passes.
+  TimePoint deadline = SystemClock::instance().now() + options_.shutdown_timeout;
+  bool idle =
+      SystemClock::instance().wait_until(lock, cv_, deadline, [&] { return idle_locked(); });
+  if (!idle) {
+    spdlog::warn(
+        "worker {}: shutdown timeout passed with {} task(s) running, {} queued and {} result(s) "
+        "unacknowledged; giving up on them",
+        options_.worker_id, running_, queue_.size(), pending_results_.size());
+  }
+  finished_ = true;
+  for (auto& [id, task] : tasks_) task->cancel_requested = true;
+  for (const auto& task : queue_) tasks_.erase(task->task.task_id());
+  queue_.clear();
+  pool_stop_ = true;
+  pool_cv_.notify_all();
+  cv_.notify_all();
+  auto conn = std::move(current_);
+  current_.reset();
+  lock.unlock();
+  if (conn) conn->close();
+}
+
+}  // namespace sdk_internal
+
+// ----------------------------------------------------------------- TaskContext
+
+TaskContext::TaskContext(std::shared_ptr<sdk_internal::TaskState> state,
+                         sdk_internal::WorkerCore* core)
+    : state_(std::move(state)), core_(core) {}
+
+const std::string& TaskContext::task_id() const { return state_->task.task_id(); }
+const std::string& TaskContext::flow_id() const { return state_->task.flow_id(); }
+const std::string& TaskContext::flow_type() const { return state_->task.flow_type(); }
+const std::string& TaskContext::step() const { return state_->task.step(); }
+const std::string& TaskContext::task_queue() const { return state_->task.task_queue(); }
+uint32_t TaskContext::attempt() const { return state_->task.attempt(); }
+const nlohmann::json& TaskContext::input() const { return state_->input; }
+
+const nlohmann::json& TaskContext::flow_input() const {
+  static const nlohmann::json kNull;
+  if (!state_->input.is_object()) return kNull;
+  auto it = state_->input.find("flow");
+  return it == state_->input.end() ? kNull : *it;
+}
+
+void TaskContext::heartbeat(const nlohmann::json& details) {
+  core_->send_heartbeat(*state_, details);
+}
+
+bool TaskContext::cancelled() const {
+  return state_->cancel_requested.load() || SystemClock::instance().now() >= state_->deadline;
+}
+
+// ---------------------------------------------------------------------- Worker
+
+Worker::Worker(WorkerOptions options)
+    : core_(std::make_unique<sdk_internal::WorkerCore>(std::move(options))) {}
+
+Worker::~Worker() {
+  core_->shutdown();
+  core_->wait_run_returned();
+}
+
+void Worker::handle(const std::string& task_queue, Handler handler) {
+  core_->handle(task_queue, std::move(handler));
+}
+void Worker::register_flow_type(std::string definition) {
+  core_->add_definition(std::move(definition));
+}
+Status Worker::run() { return core_->run(); }
+void Worker::shutdown() { core_->shutdown(); }
+const std::string& Worker::worker_id() const { return core_->worker_id(); }
+WorkerStats Worker::stats() const { return core_->stats(); }
+
+std::string default_worker_id() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "unknown");
+  }
+  return std::string(host) + "-" + std::to_string(getpid());
+}
+
+}  // namespace dex
