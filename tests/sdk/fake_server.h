@@ -1,0 +1,145 @@
+// TEST TOOL: an in-process fake of the dex gRPC services on a loopback port,
+// the test double for the SDK, dexcli and the example worker. It records what
+// clients send and lets a test decide what the "server" answers: acks (auto or
+// by hand, accepted or refused), dropped streams, cancel requests on
+// heartbeats, canned flows. It has no engine behind it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "dex/api.grpc.pb.h"
+
+namespace dex::testing {
+
+// What the fake does with each TaskResult it receives.
+enum class AckMode { kNone, kAccept, kRefuse };
+
+class FakeWorkerTaskService final : public WorkerTaskService::Service {
+ public:
+  grpc::Status PollWorkerTask(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override;
+
+  struct ReceivedResult {
+    TaskResult result;
+    size_t stream_index;  // 0 for the first stream that said hello
+  };
+
+  // Waits until `count` streams in total have said hello.
+  bool wait_for_streams(size_t count, Duration timeout);
+  std::vector<WorkerHello> hellos() const;
+  // Sends to the newest stream that is still open; false if there is none.
+  bool send_task(const StepTask& task);
+  // Cancels the newest open stream (the Worker sees the stream break).
+  void drop_stream();
+  // Waits for the `occurrence`-th result (from 1) for `task_id`.
+  std::optional<ReceivedResult> wait_for_result(const std::string& task_id, Duration timeout,
+                                                size_t occurrence = 1);
+  size_t result_count(const std::string& task_id) const;
+  size_t results_total() const;
+  // Acks on the newest open stream.
+  bool ack(const std::string& task_id, bool accepted, const std::string& reason = "");
+  void set_ack_mode(AckMode mode);
+  std::optional<TaskHeartbeat> wait_for_heartbeat(const std::string& task_id, Duration timeout);
+  // Answer every heartbeat with cancel_requested = true.
+  void set_cancel_on_heartbeat(bool cancel);
+  // Events in arrival order across both services: "hello:<worker id>", "register".
+  std::function<void(const std::string&)> on_event;
+
+ private:
+  struct Stream {
+    grpc::ServerContext* context;
+    grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* rw;
+    std::mutex write_mu;
+    bool done = false;  // protected by write_mu; no writes once the handler returned
+    bool write(const ServerMessage& message);
+  };
+  std::shared_ptr<Stream> newest_open();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Stream>> streams_;
+  std::vector<WorkerHello> hellos_;
+  std::vector<ReceivedResult> results_;
+  std::vector<TaskHeartbeat> heartbeats_;
+  AckMode ack_mode_ = AckMode::kAccept;
+  bool cancel_on_heartbeat_ = false;
+};
+
+// FlowService with canned answers:
+//   RegisterFlowType: records the definition; text containing "invalid" is
+//     refused with INVALID_ARGUMENT;
+//   GetFlow "f-done": a COMPLETED three-step flow with a retried Step; "slow":
+//     answers after 3 s (or when the call is cancelled); anything else NOT_FOUND;
+//   StartFlow: records the request, answers a RUNNING flow;
+//   WaitFlow "f-done": ended; others: waits timeout_ms (at most 3 s), ended = false;
+//   ListFlows, ListFlowTypes, GetFlowType "three-step", CancelFlow: canned.
+class FakeFlowService final : public FlowService::Service {
+ public:
+  grpc::Status RegisterFlowType(grpc::ServerContext*, const RegisterFlowTypeRequest*,
+                                RegisterFlowTypeResponse*) override;
+  grpc::Status GetFlowType(grpc::ServerContext*, const GetFlowTypeRequest*, FlowType*) override;
+  grpc::Status ListFlowTypes(grpc::ServerContext*, const ListFlowTypesRequest*,
+                             ListFlowTypesResponse*) override;
+  grpc::Status StartFlow(grpc::ServerContext*, const StartFlowRequest*,
+                         StartFlowResponse*) override;
+  grpc::Status GetFlow(grpc::ServerContext*, const GetFlowRequest*, Flow*) override;
+  grpc::Status ListFlows(grpc::ServerContext*, const ListFlowsRequest*,
+                         ListFlowsResponse*) override;
+  grpc::Status CancelFlow(grpc::ServerContext*, const CancelFlowRequest*,
+                          CancelFlowResponse*) override;
+  grpc::Status WaitFlow(grpc::ServerContext*, const WaitFlowRequest*, WaitFlowResponse*) override;
+
+  static Flow completed_flow();
+  static FlowType three_step_type();
+
+  std::vector<std::string> definitions() const;
+  std::vector<StartFlowRequest> starts() const;
+  std::vector<ListFlowsRequest> lists() const;
+  size_t calls() const;
+  std::function<void(const std::string&)> on_event;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> definitions_;
+  std::vector<StartFlowRequest> starts_;
+  std::vector<ListFlowsRequest> lists_;
+  size_t calls_ = 0;
+};
+
+class FakeAdminService final : public AdminService::Service {
+ public:
+  grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*, DescribeResponse*) override;
+  std::string last_authorization() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string last_authorization_;
+};
+
+// A gRPC server on 127.0.0.1 serving the three fakes. Port 0 picks a free port.
+class FakeServer {
+ public:
+  FakeServer(FakeWorkerTaskService& workers, FakeFlowService& flows, FakeAdminService& admin,
+             int port = 0);
+  ~FakeServer();
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Cancels open calls and stops listening. Idempotent.
+  void stop();
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace dex::testing
