@@ -1,0 +1,325 @@
+// dexcli and dex-example-worker as real processes against the in-process fake
+// services: flags, exit codes, stderr messages, JSON output, signals.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "fake_server.h"
+
+namespace dex {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::FakeAdminService;
+using testing::FakeFlowService;
+using testing::FakeServer;
+using testing::FakeWorkerTaskService;
+
+struct Ran {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& arg) {
+  std::string q = "'";
+  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class ProgramsTest : public ::testing::Test {
+ protected:
+  ProgramsTest() : server_(workers_, flows_, admin_) {
+    dir_ = fs::temp_directory_path() /
+           ("dex-sdk-programs-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  ~ProgramsTest() override { fs::remove_all(dir_); }
+
+  // Runs dexcli with `args` (bounded by `timeout 20`).
+  Ran dexcli(const std::vector<std::string>& args) {
+    std::string command = "timeout 20 " + quote(DEXCLI_PATH);
+    for (const auto& a : args) command += " " + quote(a);
+    fs::path out = dir_ / "out", err = dir_ / "err";
+    command += " >" + quote(out.string()) + " 2>" + quote(err.string());
+    int status = std::system(command.c_str());
+    Ran ran;
+    ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ran.out = slurp(out);
+    ran.err = slurp(err);
+    return ran;
+  }
+  // dexcli against the fake server.
+  Ran call(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", server_.address()});
+    return dexcli(args);
+  }
+  fs::path write_file(const std::string& name, const std::string& text) {
+    fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  FakeWorkerTaskService workers_;
+  FakeFlowService flows_;
+  FakeAdminService admin_;
+  FakeServer server_;
+  fs::path dir_;
+};
+
+// ------------------------------------------------------------------ dexcli
+
+TEST_F(ProgramsTest, NoCommandIsAUsageErrorListingTheCommands) {
+  Ran ran = dexcli({});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("'dexcli' needs one of these commands: flow-type, flow, admin, inspect"),
+            std::string::npos)
+      << ran.err;
+  ran = dexcli({"flow"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("start, get, list, cancel, wait"), std::string::npos) << ran.err;
+}
+
+TEST_F(ProgramsTest, HelpAtEveryLevelExitsZero) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
+                                        {"flow", "--help"},
+                                        {"flow", "start", "--help"},
+                                        {"flow-type", "register", "--help"},
+                                        {"admin", "describe", "--help"},
+                                        {"flow", "wait", "--help"}}) {
+    Ran ran = dexcli(args);
+    EXPECT_EQ(ran.exit_code, 0) << args.back();
+    EXPECT_NE(ran.out.find("Usage:"), std::string::npos) << ran.out;
+  }
+  EXPECT_NE(dexcli({"flow", "start", "--help"}).out.find("--flow-id"), std::string::npos);
+  EXPECT_NE(dexcli({"flow", "wait", "--help"}).out.find("--wait-timeout"), std::string::npos);
+}
+
+TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"flow", "start", "three-step", "--input", "{not json"}, "--input is not valid JSON"},
+           {{"--timeout", "10", "flow", "get", "x"}, "--timeout: invalid duration '10'"},
+           {{"flow", "list", "--status", "DONE"}, "--status must be RUNNING, COMPLETED"},
+           {{"flow", "list", "--page-size", "0"}, "--page-size"},
+           {{"flow", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
+           {{"flow", "get"}, "ID is required"},
+           {{"flow-type", "register", (dir_ / "missing.yaml").string()}, "cannot read"},
+           {{"flow", "start", "t", "--bogus"}, "--bogus"},
+       }) {
+    Ran ran = call(c.args);
+    EXPECT_EQ(ran.exit_code, 2) << c.message << "\n" << ran.err;
+    EXPECT_EQ(ran.err.rfind("dexcli: ", 0), 0u) << ran.err;
+    EXPECT_NE(ran.err.find(c.message), std::string::npos) << ran.err;
+    EXPECT_TRUE(ran.out.empty()) << ran.out;
+  }
+  EXPECT_EQ(flows_.calls(), 0u);
+}
+
+TEST_F(ProgramsTest, DefinitionWithASyntaxErrorIsRefusedBeforeSending) {
+  fs::path yaml = write_file("bad.yaml", "name: x\nsteps: [\n");
+  Ran ran = call({"flow-type", "register", yaml.string()});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("bad.yaml is not valid YAML"), std::string::npos) << ran.err;
+  fs::path js = write_file("bad.json", "{\"name\": ");
+  ran = call({"flow-type", "register", js.string()});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("bad.json is not valid JSON"), std::string::npos) << ran.err;
+  EXPECT_EQ(flows_.calls(), 0u);
+}
+
+TEST_F(ProgramsTest, UnreachableServerIsNamedWithExitOne) {
+  std::string address;
+  {
+    FakeWorkerTaskService w;
+    FakeFlowService f;
+    FakeAdminService a;
+    FakeServer s(w, f, a);
+    address = s.address();
+  }
+  Ran ran = dexcli({"--server", address, "flow", "get", "f-1"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_EQ(
+      ran.err.rfind(
+          "dexcli: getting flow f-1: UNAVAILABLE: the server is not reachable at " + address, 0),
+      0u)
+      << ran.err;
+}
+
+TEST_F(ProgramsTest, ServerErrorIsPrintedWithItsCode) {
+  Ran ran = call({"flow", "get", "nope"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_EQ(ran.err, "dexcli: getting flow nope: NOT_FOUND: no flow with ID nope\n");
+}
+
+TEST_F(ProgramsTest, FlowGetPrintsEnumsByNameAndEmbedsJson) {
+  Ran ran = call({"flow", "get", "f-done"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  json flow = json::parse(ran.out);
+  EXPECT_EQ(flow["flowId"], "f-done");
+  EXPECT_EQ(flow["status"], "COMPLETED");
+  EXPECT_EQ(flow["input"], (json{{"n", 1}}));
+  ASSERT_EQ(flow["steps"].size(), 3u);
+  const json& transform = flow["steps"][1];
+  EXPECT_EQ(transform["name"], "transform");
+  EXPECT_EQ(transform["status"], "COMPLETED");
+  EXPECT_EQ(transform["output"], (json{{"transformed", 2}}));
+  ASSERT_EQ(transform["attempts"].size(), 2u);
+  EXPECT_EQ(transform["attempts"][0]["outcome"], "FAILED");
+  EXPECT_EQ(transform["attempts"][1]["outcome"], "COMPLETED");
+  EXPECT_EQ(transform["attempts"][1]["number"], 2);
+}
+
+TEST_F(ProgramsTest, GlobalFlagsAreAcceptedAfterTheCommand) {
+  Ran ran = dexcli({"flow", "get", "f-done", "--server", server_.address(), "--timeout", "5s"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
+}
+
+TEST_F(ProgramsTest, FlowStartSendsTypeInputAndId) {
+  Ran ran = call({"flow", "start", "three-step", "--input", R"({"n": 1})", "--flow-id", "my-1"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  json out = json::parse(ran.out);
+  EXPECT_EQ(out["flow"]["flowId"], "my-1");
+  EXPECT_EQ(out["flow"]["status"], "RUNNING");
+  EXPECT_EQ(out["flow"]["input"], (json{{"n", 1}}));
+  EXPECT_EQ(out["alreadyExisted"], false);
+  ASSERT_EQ(flows_.starts().size(), 1u);
+  EXPECT_EQ(flows_.starts()[0].flow_type(), "three-step");
+  EXPECT_EQ(json::parse(flows_.starts()[0].input()), (json{{"n", 1}}));
+}
+
+TEST_F(ProgramsTest, FlowListPassesFiltersAndPrintsTheNextPageToken) {
+  Ran ran = call({"flow", "list", "--status", "completed", "--page-size", "10"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  json out = json::parse(ran.out);
+  EXPECT_EQ(out["flows"].size(), 1u);
+  EXPECT_EQ(out["nextPageToken"], "page-2");
+  ASSERT_EQ(flows_.lists().size(), 1u);
+  EXPECT_EQ(flows_.lists()[0].status(), FLOW_STATUS_COMPLETED);
+  EXPECT_EQ(flows_.lists()[0].page_size(), 10u);
+}
+
+TEST_F(ProgramsTest, FlowWaitExitsThreeWhenTheFlowDidNotEnd) {
+  Ran ran = call({"flow", "wait", "f-running", "--wait-timeout", "200ms"});
+  EXPECT_EQ(ran.exit_code, 3) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["ended"], false);
+  EXPECT_NE(ran.err.find("did not end within 200ms"), std::string::npos) << ran.err;
+  ran = call({"flow", "wait", "f-done"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "COMPLETED");
+}
+
+TEST_F(ProgramsTest, FlowTypeCommandsPrintDurationsAsInDefinitions) {
+  fs::path yaml = write_file("t.yaml", "name: three-step\nsteps: []\n");
+  Ran ran = call({"flow-type", "register", yaml.string()});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  ASSERT_EQ(flows_.definitions().size(), 1u);
+  EXPECT_EQ(flows_.definitions()[0], "name: three-step\nsteps: []\n");  // sent as written
+  json out = json::parse(ran.out);
+  EXPECT_EQ(out["changed"], true);
+  const json& transform = out["flowType"]["steps"][1];
+  EXPECT_EQ(transform["retry"]["initialInterval"], "200ms");
+  EXPECT_EQ(transform["retry"]["maxInterval"], "1s");
+  EXPECT_EQ(transform["startToCloseTimeout"], "10s");
+  EXPECT_EQ(transform["dispatch"], "SYNC");
+  EXPECT_EQ(transform["after"], (json{"fetch"}));
+
+  ran = call({"flow-type", "get", "three-step"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["name"], "three-step");
+  ran = call({"flow-type", "list"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["flowTypes"].size(), 1u);
+  ran = call({"flow", "cancel", "f-9"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "CANCELLED");
+}
+
+TEST_F(ProgramsTest, AdminDescribePrintsTheEpochAsADecimalString) {
+  fs::path token = write_file("token", "  s3cret\n");
+  Ran ran = call({"admin", "describe", "--credential-file", token.string()});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  json out = json::parse(ran.out);
+  EXPECT_EQ(out, (json{{"nodeId", "dev"},
+                       {"nodeEpoch", "18446744073709551615"},
+                       {"holderProcessId", "host-42-abcdef01"}}));
+  EXPECT_EQ(admin_.last_authorization(), "Bearer s3cret");
+}
+
+// ------------------------------------------------------ dex-example-worker
+
+TEST_F(ProgramsTest, ExampleWorkerRegistersServesAndStopsOnSigterm) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string address = server_.address();
+    execl(EXAMPLE_WORKER_PATH, EXAMPLE_WORKER_PATH, "--server", address.c_str(), "--worker-id",
+          "example-1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool connected = workers_.wait_for_streams(1, seconds(10));
+  if (connected) {
+    WorkerHello hello = workers_.hellos().at(0);
+    EXPECT_EQ(hello.worker_id(), "example-1");
+    EXPECT_EQ(std::vector<std::string>(hello.task_queues().begin(), hello.task_queues().end()),
+              (std::vector<std::string>{"example"}));
+    EXPECT_EQ(hello.max_concurrent_tasks(), 16u);
+    auto definitions = flows_.definitions();
+    ASSERT_EQ(definitions.size(), 2u);
+    EXPECT_NE(definitions[0].find("name: three-step"), std::string::npos);
+    EXPECT_NE(definitions[1].find("name: one-step"), std::string::npos);
+
+    StepTask task;
+    task.set_task_id("t1");
+    task.set_flow_id("f");
+    task.set_flow_type("one-step");
+    task.set_step("echo");
+    task.set_attempt(1);
+    task.set_task_queue("example");
+    task.set_input(R"({"flow":{"hello":"world"},"steps":{}})");
+    ASSERT_TRUE(workers_.send_task(task));
+    auto result = workers_.wait_for_result("t1", seconds(5));
+    ASSERT_TRUE(result.has_value());
+    EXPECT_EQ(json::parse(result->result.output()), (json{{"hello", "world"}}));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "dex-example-worker did not stop on SIGTERM";
+  }
+  ASSERT_TRUE(connected) << "dex-example-worker never connected";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace dex
