@@ -13,6 +13,8 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "common/clock.h"
@@ -30,6 +32,55 @@ inline constexpr size_t kFlowInputBytesMax = 1u << 20;
 inline constexpr size_t kStepOutputBytesMax = 1u << 20;
 inline constexpr size_t kFlowIdBytesMax = 256;
 
+// The bridge from the log writer to the engine (docs/engine.md, "How the engine
+// uses the log"). The writer must exist before the engine, and the engine must
+// see every acknowledged batch before its callers do, so the server:
+//
+//   auto hook = std::make_shared<EngineLogHook>();
+//   LogWriterOptions wo{...};
+//   wo.on_durable = hook->on_durable();
+//   wo.epoch_start_unix_ms = <wall clock now, Unix ms>;
+//   LogWriter writer(store, clock, wo, lease_valid, on_fatal);
+//   writer.open();
+//   EngineOptions eo{...};
+//   eo.log_hook = hook;
+//   auto engine = Engine::open(eo, store, writer, clock);
+//
+// Batches that arrive while no engine is attached are ignored (nothing else
+// appends engine records); Engine::open replays the log through the EpochStart
+// and attaches; Engine::stop detaches. Thread-safe.
+class EngineLogHook {
+ public:
+  using Target = std::function<void(Slot, const proto::LogBatch&)>;
+  // For LogWriterOptions::on_durable. Keeps this hook's state alive.
+  Target on_durable() const;
+  // Used by the engine. detach() waits for a delivery in progress.
+  void attach(Target target);
+  void detach();
+
+ private:
+  struct State {
+    std::mutex mu;
+    Target target;  // guarded by mu
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+// The future of Engine::complete_task holds this when the engine stopped before
+// the result was applied: the outcome is unknown, so no ack must be sent (the
+// Worker re-sends the result to the next active process).
+class EngineStoppedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Limits on Worker streams (InvalidArgument above them).
+inline constexpr size_t kWorkerIdBytesMax = 256;
+inline constexpr size_t kWorkerTaskQueuesMax = 100;
+inline constexpr uint32_t kWorkerConcurrentTasksMax = 1000;
+inline constexpr size_t kWorkersMax = 10'000;
+inline constexpr size_t kTaskErrorBytesMax = 64u << 10;
+
 struct EngineOptions {
   NodeId node_id;
   ProcessId process_id;
@@ -41,6 +92,8 @@ struct EngineOptions {
   std::function<int64_t()> now_unix_ms;
   // How often the scheduler pings idle Worker streams.
   Duration worker_ping_interval = seconds(10);
+  // Required: the hook installed in the LogWriter's on_durable (see EngineLogHook).
+  std::shared_ptr<EngineLogHook> log_hook;
 };
 
 // The engine's side of one Worker stream. The gRPC layer implements it.
@@ -59,13 +112,16 @@ class Engine {
   // opens the local store, replays the log from the store's last applied slot
   // through the EpochStart (recovery: every attempt still running at the
   // EpochStart ends NOT_COMPLETED and consumes a retry), then starts
-  // scheduling. `store`, `log` and `clock` must outlive the engine.
+  // scheduling. `store`, `log` and `clock` must outlive the engine; `log` must
+  // have been built with options.log_hook->on_durable(). A local store that is
+  // ahead of the log is Corruption. `clock` is the steady clock of timeouts and
+  // of wait_flow deadlines (SystemClock in the server).
   static StatusOr<std::unique_ptr<Engine>> open(EngineOptions options, ObjectStore& store,
                                                 LogWriter& log, Clock& clock);
   virtual ~Engine() = default;
 
   // Stops scheduling and dispatching, fails waiting calls with Stopped, closes
-  // the local store. Idempotent.
+  // the local store. Idempotent. Call it before closing the log writer.
   virtual void stop() = 0;
 
   // FlowService. Errors: InvalidArgument (bad input, naming it), NotFound,
@@ -91,7 +147,8 @@ class Engine {
   virtual void disconnect_worker(WorkerHandle worker) = 0;
   virtual HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) = 0;
   // Resolves once the result is durable (accepted) or refused (stale: the
-  // attempt already ended; changes nothing).
+  // attempt already ended; changes nothing). If the engine stops first, the
+  // future holds an EngineStoppedError: send no ack.
   virtual std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) = 0;
 };
 
