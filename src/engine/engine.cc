@@ -196,6 +196,7 @@ class EngineImpl final : public Engine {
   std::deque<std::string> sends_;                     // guarded by mu_; SYNC task ids to send
   WorkerHandle dispatch_cursor_ = 0;                  // scheduler thread only
   std::thread scheduler_;
+  std::once_flag stop_once_;
 };
 
 // ------------------------------------------------------------- proposals
@@ -385,19 +386,21 @@ Status EngineImpl::start() {
 }
 
 void EngineImpl::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ && !scheduler_.joinable() && !sm_) return;
-    stopped_ = true;
-    sched_cv_.notify_all();
-    flow_cv_.notify_all();
-  }
-  // Waits for a delivery in progress; none follows.
-  if (options_.log_hook) options_.log_hook->detach();
-  if (scheduler_.joinable()) scheduler_.join();
-  fail_pending(stopped_status());
-  std::unique_lock<std::shared_mutex> sm_lock(sm_mu_);
-  sm_.reset();
+  // Once; a concurrent second caller waits for the first.
+  std::call_once(stop_once_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      sched_cv_.notify_all();
+      flow_cv_.notify_all();
+    }
+    // Waits for a delivery in progress; none follows.
+    if (options_.log_hook) options_.log_hook->detach();
+    if (scheduler_.joinable()) scheduler_.join();
+    fail_pending(stopped_status());
+    std::unique_lock<std::shared_mutex> sm_lock(sm_mu_);
+    sm_.reset();
+  });
 }
 
 // ----------------------------------------------------------- flow service
