@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "api/api_server.h"
 #include "common/random.h"
+#include "engine/engine.h"
 #include "lease/dev_lock.h"
 #include "lease/lease_keeper.h"
 #include "log/log_writer.h"
@@ -103,9 +105,15 @@ int fail(const std::string& message) {
   return 1;
 }
 
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-int run_dev_server(const DevConfig& config) {
+int run_dev_server(const DevConfig& config, std::string_view program) {
   block_stop_signals();
   const fs::path data_dir = fs::absolute(config.data_dir);
   std::error_code ec;
@@ -127,12 +135,20 @@ int run_dev_server(const DevConfig& config) {
   const fs::path marker = data_dir / kRelaxedMarker;
   if (fs::exists(marker)) {
     return fail(fmt::format(
-        "cannot start: the previous dex-server-zd dev on {} ran with durability relaxed and exited "
+        "cannot start: the previous dex-server-zd {} on {} ran with durability relaxed and exited "
         "abruptly, so its recent writes may be torn. Delete the data directory {} to start afresh.",
-        data_dir.string(), data_dir.string()));
+        program, data_dir.string(), data_dir.string()));
   }
+
+  // Listen first: a port in use fails before the lease is touched, and clients
+  // that arrive early get UNAVAILABLE until this process is active.
+  ApiServerOptions api_options;
+  api_options.listen = config.listen;
+  auto api = ApiServer::start(api_options);
+  if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
+
   if (config.durability == Durability::kRelaxed) {
-    std::ofstream(marker) << "dex-server-zd dev with durability relaxed is running or crashed\n";
+    std::ofstream(marker) << "dex-server-zd with durability relaxed is running or crashed\n";
   }
 
   auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
@@ -148,6 +164,14 @@ int run_dev_server(const DevConfig& config) {
   lease_options.fail_if_held = config.lease_fail_if_held;
   lease_options.holder_is_stopped = lock.value()->held();
   LeaseKeeper keeper(*store.value(), clock, lease_options);
+
+  // Whatever stops the node makes every public call UNAVAILABLE at once.
+  auto stop_node = [&](std::string_view what, const Status& why) {
+    spdlog::error("{}: {}", what, why.to_string());
+    api.value()->set_inactive(
+        fmt::format("{} for node {}: {}", what, config.node_id, why.message()));
+    stop.fatal(why);
+  };
 
   SignalWatcher signals([&](int sig) {
     spdlog::info("received {}; shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -165,43 +189,62 @@ int run_dev_server(const DevConfig& config) {
     }
     return fail(fmt::format("cannot acquire the lease: {}", s.to_string()));
   }
-  keeper.start_renewing([&](const Status& why) {
-    spdlog::error("lease lost: {}", why.to_string());
-    stop.fatal(why);
-  });
+  keeper.start_renewing([&](const Status& why) { stop_node("lease lost", why); });
 
+  auto hook = std::make_shared<EngineLogHook>();
   LogWriterOptions log_options;
   log_options.node_id = lease_options.node_id;
   log_options.process_id = lease_options.process_id;
   log_options.epoch = keeper.epoch();
+  log_options.on_durable = hook->on_durable();
+  log_options.epoch_start_unix_ms = unix_ms_now();
   LogWriter log(
       *store.value(), clock, log_options, [&] { return keeper.is_valid(); },
-      [&](const Status& why) {
-        spdlog::error("log stopped: {}", why.to_string());
-        stop.fatal(why);
-      });
+      [&](const Status& why) { stop_node("log stopped", why); });
   if (Status s = log.open(); !s.is_ok()) {
     keeper.stop();
     return fail(fmt::format("cannot open the log: {}", s.to_string()));
   }
 
+  EngineOptions engine_options;
+  engine_options.node_id = lease_options.node_id;
+  engine_options.process_id = lease_options.process_id;
+  engine_options.epoch = keeper.epoch();
+  engine_options.local_store_path = data_dir / "local";
+  engine_options.log_hook = hook;
+  auto engine = Engine::open(engine_options, *store.value(), log, clock);
+  if (!engine.is_ok()) {
+    keeper.stop();
+    return fail(fmt::format("cannot open the engine: {}", engine.status().to_string()));
+  }
+  api.value()->set_active(engine.value().get(),
+                          {config.node_id, keeper.epoch(), lease_options.process_id.value});
+
   // Tests and users wait for this line.
   std::cout << fmt::format(
-                   "dex-server-zd dev ready: node {} epoch {} holder {} (data {}, durability {}, "
-                   "lease {}, log from slot {})",
-                   config.node_id, keeper.epoch().value, lease_options.process_id.value,
-                   data_dir.string(), durability_name(config.durability),
-                   format_duration(config.lease_duration), log.epoch_start_slot().value)
+                   "dex-server-zd {} ready: node {} epoch {} holder {} listening on {} (data {}, "
+                   "durability {}, lease {}, log from slot {})",
+                   program, config.node_id, keeper.epoch().value, lease_options.process_id.value,
+                   api.value()->listen_address(), data_dir.string(),
+                   durability_name(config.durability), format_duration(config.lease_duration),
+                   log.epoch_start_slot().value)
             << std::endl;
 
   std::optional<Status> fatal = stop.wait();
+  api.value()->set_inactive(
+      fatal ? fmt::format("node {} stopped: {}", config.node_id, fatal->message())
+            : std::string("this process is shutting down"));
+  engine.value()->stop();
   if (fatal) {
     // Refuse further work: no more log writes, no release (the lease is not ours
     // or cannot be trusted), and exit 1 as the spec requires.
     keeper.stop();
     spdlog::error("stopping node {}: {}", config.node_id, fatal->to_string());
+    api.value()->shutdown(seconds(0));
     return 1;
   }
+  api.value()->shutdown(seconds(1));
+  engine.value().reset();
   Status closed = log.close();
   Status released = keeper.release();
   if (!closed.is_ok()) spdlog::warn("log close: {}", closed.to_string());

@@ -1,7 +1,10 @@
-// `dex-server-zd dev`: one process, zero configuration. Holds dev.lock in its
-// data directory, the node's lease in a filesystem object store under it, and
-// the node's log there. See README.md and docs/architecture.md.
+// `dex-server-zd dev` and `local`: one node on local disk. Holds dev.lock in its
+// data directory, the node's lease and log in a filesystem object store under
+// it (objects/), and the engine's RocksDB store (local/), and serves the API.
+// See README.md and docs/architecture.md.
 #pragma once
+
+#include <string_view>
 
 #include "config/config.h"
 
@@ -11,6 +14,7 @@ namespace dex {
 // must stop (lease lost, log write not accepted in time, storage error: returns
 // 1). Startup errors are printed and return 1. REQUIRES: called from main()
 // before any other thread starts (it blocks SIGINT/SIGTERM for all threads).
-int run_dev_server(const DevConfig& config);
+// `program` is "dev" or "local", for messages.
+int run_dev_server(const DevConfig& config, std::string_view program);
 
 }  // namespace dex

@@ -1,5 +1,6 @@
-// dex-server-zd: the dex server. Subcommands: dev (now); local and serve come
-// with the S3 backend and standby issues.
+// dex-server-zd: the dex server. Subcommands: dev (zero configuration) and
+// local (the same on a configured data directory); serve comes with the S3
+// backend issue.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -14,16 +15,18 @@ int main(int argc, char** argv) {
   dex::DevConfig dev;
   std::string data_dir = dev.data_dir.string();
   std::string durability;
+  std::string listen;
   std::string config_file;
   CLI::App* dev_cmd = app.add_subcommand(
       "dev",
       "Run one node with zero configuration: a filesystem object store and the local store under "
-      "one data directory, lease 30s, durability strict. Holds <data-dir>/dev.lock, so a second "
-      "dev process on the same directory refuses to start; after a crash a restart takes the "
-      "lease over at once with a raised epoch. SIGINT/SIGTERM release the lease and exit 0; a lost "
-      "lease exits 1.");
+      "one data directory, lease 30s, durability strict, API on 127.0.0.1:8801. Holds "
+      "<data-dir>/dev.lock, so a second dev process on the same directory refuses to start; after "
+      "a crash a restart takes the lease over at once with a raised epoch. SIGINT/SIGTERM release "
+      "the lease and exit 0; a lost lease exits 1.");
   dev_cmd->add_option("--data-dir", data_dir, "Data directory (created if missing)")
       ->capture_default_str();
+  dev_cmd->add_option("--listen", listen, "API address host:port (default 127.0.0.1:8801)");
   dev_cmd
       ->add_option("--durability", durability,
                    "strict: fsync every write before the reply (default; survives power loss); "
@@ -31,8 +34,16 @@ int main(int argc, char** argv) {
                    "relaxed: no fsync, and after an abrupt exit the data directory must be deleted")
       ->check(CLI::IsMember({"strict", "processCrashSafe", "relaxed"}));
   dev_cmd->add_option("--config", config_file,
-                      "YAML override file: nodeId, lease.duration (default 30s), lease.failIfHeld, "
-                      "dev.durabilityMode, standby.mode (cold only)");
+                      "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
+                      "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only)");
+
+  std::string local_config;
+  CLI::App* local_cmd = app.add_subcommand(
+      "local",
+      "Run one node on a configured data directory: the same lease, lock, takeover and durability "
+      "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
+      "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold).");
+  local_cmd->add_option("--config", local_config, "YAML config file")->required();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -46,9 +57,25 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    if (!durability.empty()) dev.durability = *dex::parse_durability(durability);  // flag wins
+    // Flags win over the override file.
+    if (!durability.empty()) dev.durability = *dex::parse_durability(durability);
+    if (!listen.empty()) {
+      if (dex::Status s = dex::validate_listen_address(listen); !s.is_ok()) {
+        spdlog::error("--listen: {}", s.message());
+        return 2;
+      }
+      dev.listen = listen;
+    }
     dev.data_dir = data_dir;
-    return dex::run_dev_server(dev);
+    return dex::run_dev_server(dev, "dev");
+  }
+  if (*local_cmd) {
+    auto config = dex::load_local_config_file(local_config);
+    if (!config.is_ok()) {
+      spdlog::error("{}", config.status().message());
+      return 2;
+    }
+    return dex::run_dev_server(config.value(), "local");
   }
   return 2;
 }

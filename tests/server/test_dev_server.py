@@ -13,7 +13,8 @@ READY = "dex-server-zd dev ready"
 
 
 def start_dev(procs, data_dir, *extra):
-    return procs(binary("dex-server-zd"), "dev", "--data-dir", data_dir, *extra)
+    # Port 0: every test server gets a free port; the ready line names it.
+    return procs(binary("dex-server-zd"), "dev", "--data-dir", data_dir, "--listen", "127.0.0.1:0", *extra)
 
 
 def write_config(tmp_path, text, name="dev.yaml"):
