@@ -78,7 +78,6 @@ class WorkerCore {
   explicit WorkerCore(WorkerOptions options)
       : options_(std::move(options)), random_(std::random_device{}()) {
     if (options_.worker_id.empty()) options_.worker_id = default_worker_id();
-    assert(options_.max_concurrent_tasks >= 1);
     queued_max_ = std::max<size_t>(kQueuedTasksMin, 4 * size_t{options_.max_concurrent_tasks});
   }
 
@@ -186,6 +185,14 @@ Status WorkerCore::run() {
     if (ran_) return Status::invalid_argument("Worker::run() may be called once");
     if (handlers_.empty()) {
       return Status::invalid_argument("the worker has no handler: call handle() before run()");
+    }
+    if (options_.max_concurrent_tasks < 1) {
+      return Status::invalid_argument("max_concurrent_tasks must be at least 1");
+    }
+    if (options_.reconnect_backoff_initial <= Duration::zero() ||
+        options_.reconnect_backoff_max < options_.reconnect_backoff_initial) {
+      return Status::invalid_argument(
+          "the reconnect backoff needs 0 < reconnect_backoff_initial <= reconnect_backoff_max");
     }
     ran_ = true;
     in_run_ = true;

@@ -460,6 +460,24 @@ TEST_F(WorkerTest, RunWithoutHandlerIsRefused) {
   EXPECT_TRUE(workers_.hellos().empty());
 }
 
+TEST_F(WorkerTest, BadOptionsAreRefusedByRun) {
+  options_.max_concurrent_tasks = 0;
+  {
+    Worker worker(options_);
+    worker.handle("q", [](TaskContext&) { return json::object(); });
+    Status s = worker.run();
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("max_concurrent_tasks"), std::string::npos);
+  }
+  options_.max_concurrent_tasks = 1;
+  options_.reconnect_backoff_initial = seconds(2);
+  options_.reconnect_backoff_max = seconds(1);
+  Worker worker(options_);
+  worker.handle("q", [](TaskContext&) { return json::object(); });
+  EXPECT_EQ(worker.run().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(workers_.hellos().empty());
+}
+
 TEST_F(WorkerTest, DuplicateTaskIsRunOnce) {
   std::atomic<int> calls{0};
   workers_.set_ack_mode(AckMode::kNone);
