@@ -2,6 +2,7 @@
 
 Each test names the rule of the spec's Lease section that it checks.
 """
+import json
 import os
 import shutil
 import signal
@@ -178,3 +179,28 @@ def test_corrupt_lease_object_is_refused_with_a_clear_error(procs, tmp_path):
     b = start_dev(procs, data)
     assert b.wait_exit(30) == 1
     assert "corrupt" in b.output().lower() and "lease" in b.output(), b.output()
+
+
+def test_local_subcommand_runs_a_configured_node(procs, tmp_path):
+    data = tmp_path / "node-data"
+    config = write_config(tmp_path, f"nodeId: node-l\nlocal:\n  dataDir: {data}\n"
+                                    "  durabilityMode: processCrashSafe\napi:\n  listen: 127.0.0.1:0\n",
+                          name="local.yaml")
+    a = procs(binary("dex-server-zd"), "local", "--config", config)
+    line = a.wait_for_line("dex-server-zd local ready", 60)
+    assert "node node-l epoch 1" in line and "processCrashSafe" in line and "lease 30s" in line, line
+    assert inspect_node("lease", data, "node-l")["nodeEpoch"] == "1"
+    a.signal(signal.SIGKILL)
+    a.wait_exit(10)
+    b = procs(binary("dex-server-zd"), "local", "--config", config)
+    b.wait_for_line("dex-server-zd local ready", 30)  # the same lock and takeover as dev
+    assert inspect_node("lease", data, "node-l")["nodeEpoch"] == "2"
+    bad = write_config(tmp_path, "nodeId: node-l\n", name="bad.yaml")
+    r = run(binary("dex-server-zd"), "local", "--config", bad)
+    assert r.returncode == 2 and "local.dataDir" in r.stderr
+
+
+def inspect_node(what, data_dir, node_id):
+    r = run(binary("dexcli"), "inspect", what, "--data-dir", data_dir, "--node-id", node_id)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
