@@ -26,7 +26,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;

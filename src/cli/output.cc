@@ -9,7 +9,7 @@ namespace dex::cli {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The enum value's name without its prefix: FLOW_STATUS_COMPLETED → "COMPLETED".
 std::string short_name(const std::string& full, std::string_view prefix) {

@@ -15,21 +15,21 @@
 
 namespace dex::cli {
 
-nlohmann::json to_json(const FlowType& flow_type);
-nlohmann::json to_json(const Flow& flow);
-nlohmann::json to_json(const DescribeResponse& describe);
-nlohmann::json to_json(const RegisterFlowTypeResponse& response);
-nlohmann::json to_json(const ListFlowTypesResponse& response);
-nlohmann::json to_json(const StartFlowResponse& response);
-nlohmann::json to_json(const ListFlowsResponse& response);
-nlohmann::json to_json(const CancelFlowResponse& response);
-nlohmann::json to_json(const WaitFlowResponse& response);
+nlohmann::ordered_json to_json(const FlowType& flow_type);
+nlohmann::ordered_json to_json(const Flow& flow);
+nlohmann::ordered_json to_json(const DescribeResponse& describe);
+nlohmann::ordered_json to_json(const RegisterFlowTypeResponse& response);
+nlohmann::ordered_json to_json(const ListFlowTypesResponse& response);
+nlohmann::ordered_json to_json(const StartFlowResponse& response);
+nlohmann::ordered_json to_json(const ListFlowsResponse& response);
+nlohmann::ordered_json to_json(const CancelFlowResponse& response);
+nlohmann::ordered_json to_json(const WaitFlowResponse& response);
 
 // "RUNNING" → FLOW_STATUS_RUNNING (any case); nullopt for anything else.
 std::optional<FlowStatus> parse_flow_status(std::string_view name);
 
 // JSON text as a JSON value; text that does not parse stays a string, and
 // empty text is null.
-nlohmann::json embed_json(const std::string& text);
+nlohmann::ordered_json embed_json(const std::string& text);
 
 }  // namespace dex::cli
