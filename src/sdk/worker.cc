@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/random.h"
@@ -39,6 +40,9 @@ inline constexpr size_t kQueuedTasksMin = 1000;
 // treated as broken and reconnected. The server pings idle streams every 10 s.
 inline constexpr Duration kStreamSilenceMax = seconds(60);
 inline constexpr Duration kSupervisorTick = milliseconds(200);
+// At the end of a shutdown, how long the Worker waits for the acks of the
+// tasks it hands back (those that arrived after shutdown()).
+inline constexpr Duration kHandBackAckWait = seconds(1);
 
 struct TaskState {
   StepTask task;
@@ -174,6 +178,8 @@ class WorkerCore {
   std::map<std::string, std::shared_ptr<TaskState>> tasks_;  // queued or running, by task ID
   uint32_t running_ = 0;
   std::map<std::string, TaskResult> pending_results_;  // sent or not, until acknowledged
+  std::set<std::string> held_;  // task IDs received after shutdown(), neither run nor answered
+  bool handing_back_ = false;   // held_ was answered; later tasks are ignored
   WorkerStats stats_;
   Duration backoff_{0};
   Random random_;
@@ -379,16 +385,28 @@ void WorkerCore::on_task(const StepTask& task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string& id = task.task_id();
-    if (tasks_.count(id) != 0 || pending_results_.count(id) != 0) {
+    if (tasks_.count(id) != 0 || pending_results_.count(id) != 0 || held_.count(id) != 0) {
       spdlog::debug("worker {}: task {} received again; ignored", options_.worker_id, id);
       return;
     }
     ++stats_.tasks_received;
     refusal.set_task_id(id);
     if (stopping_) {
-      refusal.mutable_failure()->set_message("worker " + options_.worker_id +
-                                             " is shutting down; the task was not started");
-    } else if (queue_.size() >= queued_max_) {
+      // Not started, and not answered yet: an answer would free the stream's
+      // capacity on the server, which would send the next task at once, and
+      // each refusal costs the Step an attempt. Held tasks keep that capacity
+      // taken; they are handed back when the shutdown ends (supervise()).
+      if (handing_back_) {
+        spdlog::warn(
+            "worker {}: task {} arrived while the worker hands tasks back; ignored (the "
+            "server times it out)",
+            options_.worker_id, id);
+      } else {
+        held_.insert(id);
+      }
+      return;
+    }
+    if (queue_.size() >= queued_max_) {
       refusal.mutable_failure()->set_message("worker " + options_.worker_id + " has " +
                                              std::to_string(queue_.size()) +
                                              " tasks queued; the task was not started");
@@ -455,20 +473,29 @@ void WorkerCore::pool_loop() {
       assert(running_ <= options_.max_concurrent_tasks);
     }
     TaskResult result = run_handler(state);
+    std::shared_ptr<Connection> conn;
     bool keep;
     {
+      // One critical section from "running" to "pending": the Worker never
+      // looks idle while a result is in between.
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.erase(state->task.task_id());
       --running_;
       ++stats_.tasks_finished;
       keep = !finished_;
+      if (keep) {
+        pending_results_[result.task_id()] = result;
+        conn = current_;
+      }
       cv_.notify_all();
     }
-    if (keep) {
-      deliver(std::move(result));
-    } else {
+    if (!keep) {
       spdlog::warn("worker {}: task {} finished after the shutdown timeout; its result is dropped",
                    options_.worker_id, state->task.task_id());
+    } else if (conn) {  // otherwise sent when the next stream opens
+      WorkerMessage message;
+      *message.mutable_result() = std::move(result);
+      conn->write(message);
     }
   }
 }
@@ -545,6 +572,34 @@ void WorkerCore::supervise() {
         "worker {}: shutdown timeout passed with {} task(s) running, {} queued and {} result(s) "
         "unacknowledged; giving up on them",
         options_.worker_id, running_, queue_.size(), pending_results_.size());
+  }
+  // Hand back the tasks that arrived after shutdown() as retryable failures,
+  // so the server re-dispatches them after the Step's retry interval instead
+  // of waiting for their start-to-close timeout.
+  if (!held_.empty()) {
+    handing_back_ = true;
+    std::vector<TaskResult> refusals;
+    for (const std::string& id : held_) {
+      TaskResult refusal;
+      refusal.set_task_id(id);
+      refusal.mutable_failure()->set_message("worker " + options_.worker_id +
+                                             " is shutting down; the task was not started");
+      pending_results_[id] = refusal;
+      refusals.push_back(std::move(refusal));
+    }
+    spdlog::info("worker {}: handing back {} task(s) that arrived after shutdown",
+                 options_.worker_id, held_.size());
+    held_.clear();
+    auto conn = current_;
+    lock.unlock();
+    for (auto& refusal : refusals) {
+      WorkerMessage message;
+      *message.mutable_result() = std::move(refusal);
+      if (!conn || !conn->write(message)) break;  // re-sent if a new stream opens in time
+    }
+    lock.lock();
+    SystemClock::instance().wait_until(lock, cv_, SystemClock::instance().now() + kHandBackAckWait,
+                                       [&] { return pending_results_.empty(); });
   }
   finished_ = true;
   for (auto& [id, task] : tasks_) task->cancel_requested = true;

@@ -128,11 +128,14 @@ class Worker {
   // Serves until shutdown(). Returns ok after a shutdown, InvalidArgument
   // when no handler was given or a flow type was refused. Call once.
   Status run();
-  // Graceful: stops taking tasks (tasks that arrive afterwards are answered
-  // with a retryable failure so the server re-dispatches them), lets running
-  // and queued ones finish, sends their results and waits for their acks,
-  // bounded by shutdown_timeout. Returns at once; thread-safe; not
-  // async-signal-safe (call it from a signal-waiting thread).
+  // Graceful: stops taking tasks, lets running and queued ones finish, sends
+  // their results and waits for their acks, bounded by shutdown_timeout.
+  // Tasks that arrive after shutdown() are neither run nor answered while
+  // that lasts (an answer would free capacity for the next task, and each
+  // answer costs the Step an attempt); at the end they are handed back as
+  // retryable failures, waiting up to 1 s more for those acks. Returns at
+  // once; thread-safe; not async-signal-safe (call it from a signal-waiting
+  // thread).
   void shutdown();
 
   const std::string& worker_id() const;

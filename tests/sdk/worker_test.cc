@@ -342,10 +342,13 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   workers_.set_ack_mode(AckMode::kNone);
   Gate release;
   std::promise<void> started;
+  std::atomic<int> late_runs{0};
   make_worker([&](TaskContext& task) {
     if (task.task_id() == "running") {
       started.set_value();
       release.wait();
+    } else {
+      ++late_runs;
     }
     return json{{"finished", task.task_id()}};
   });
@@ -355,15 +358,9 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   ASSERT_EQ(started.get_future().wait_for(kWait), std::future_status::ready);
 
   worker_->shutdown();
-  // Stops taking tasks: one that arrives now is handed back at once as a
-  // retryable failure, without running.
+  // Stops taking tasks: one that arrives now is not run, and not answered
+  // while the shutdown lasts (an answer would free capacity for the next one).
   ASSERT_TRUE(workers_.send_task(make_task("late")));
-  auto late = workers_.wait_for_result("late", kWait);
-  ASSERT_TRUE(late.has_value());
-  ASSERT_TRUE(late->result.has_failure());
-  EXPECT_FALSE(late->result.failure().non_retryable());
-  EXPECT_NE(late->result.failure().message().find("shutting down"), std::string::npos);
-
   EXPECT_EQ(run_.wait_for(milliseconds(100)), std::future_status::timeout)
       << "run() returned while a task was running";
   release.open();
@@ -372,9 +369,17 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   EXPECT_EQ(json::parse(result->result.output()), (json{{"finished", "running"}}));
   EXPECT_EQ(run_.wait_for(milliseconds(200)), std::future_status::timeout)
       << "run() returned before the result was acknowledged";
+  EXPECT_EQ(workers_.result_count("late"), 0u);
 
-  ASSERT_TRUE(workers_.ack("late", true));
   ASSERT_TRUE(workers_.ack("running", true));
+  // Then the late task is handed back as a retryable failure, without running.
+  auto late = workers_.wait_for_result("late", kWait);
+  ASSERT_TRUE(late.has_value());
+  ASSERT_TRUE(late->result.has_failure());
+  EXPECT_FALSE(late->result.failure().non_retryable());
+  EXPECT_NE(late->result.failure().message().find("shutting down"), std::string::npos);
+  EXPECT_EQ(late_runs.load(), 0);
+  ASSERT_TRUE(workers_.ack("late", true));
   ASSERT_EQ(run_.wait_for(kWait), std::future_status::ready);
   EXPECT_TRUE(run_.get().is_ok());
   EXPECT_EQ(worker_->stats().results_accepted, 2u);
