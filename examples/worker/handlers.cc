@@ -38,7 +38,7 @@ json handle_example_step(TaskContext& task) {
     int64_t value = number_or(dependency(task, "transform"), "transformed", 0);
     return {{"stored", true}, {"value", value}};
   }
-  if (step == "echo") {
+  if (step == "echo" || step.starts_with("echo-")) {  // echo-1, echo-2, ...: benchmark chains
     return task.flow_input();
   }
   throw StepFailure("dex-example-worker has no handler for step '" + step + "' of flow type '" +

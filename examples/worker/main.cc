@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "config/config.h"
 #include "embedded_flow_types.h"
 #include "handlers.h"
 #include "sdk/worker.h"
@@ -34,7 +35,19 @@ int main(int argc, char** argv) {
                  "Register this definition file instead of the embedded examples (repeatable)")
       ->check(CLI::ExistingFile);
   app.add_flag("--no-register", no_register, "Do not register flow types; only serve the queue");
+  std::string work_time;
+  app.add_option("--work-time", work_time,
+                 "Make every Step take this long (e.g. 50ms), as real work would; default: none");
   CLI11_PARSE(app, argc, argv);
+  dex::Duration work{0};
+  if (!work_time.empty()) {
+    auto parsed = dex::parse_duration(work_time);
+    if (!parsed.is_ok()) {
+      std::cerr << "dex-example-worker: --work-time: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    work = parsed.value();
+  }
 
   // Signals are taken by one thread with sigwait, so shutdown() runs outside
   // a signal handler.
@@ -45,7 +58,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   dex::Worker worker(options);
-  worker.handle(queue, dex::examples::handle_example_step);
+  worker.handle(queue, [work](dex::TaskContext& task) {
+    if (work > dex::Duration(0)) std::this_thread::sleep_for(work);
+    return dex::examples::handle_example_step(task);
+  });
   if (!no_register) {
     if (flow_type_files.empty()) {
       worker.register_flow_type(dex::examples::kThreeStepDefinition);

@@ -50,9 +50,10 @@ class Node:
         return run(binary("dexcli"), "--server", self.address, "--timeout", "10s", *args, timeout=timeout)
 
 
-def start_worker(procs, node):
+def start_worker(procs, node, work_time="20ms"):
+    # Steps that take a little time, as real work does, so that a kill finds attempts running.
     return procs(binary("dex-example-worker"), "--server", node.address, "--concurrency", "16",
-                 "--no-register")
+                 "--no-register", "--work-time", work_time)
 
 
 def start_flows_in_background(node, ids, acknowledged):
@@ -178,7 +179,7 @@ def test_worker_sigkill_while_flows_run_loses_no_flow(procs, tmp_path):
     node = Node(procs, tmp_path / "data", "strict")
     node.start()
     assert node.cli("flow-type", "register", FLOW_TYPE).returncode == 0
-    worker = start_worker(procs, node)
+    worker = start_worker(procs, node, "100ms")
     worker.wait_for_line("connected", 30)
     acknowledged = set()
     ids = [f"wrk-{i:03d}" for i in range(FLOWS)]
@@ -187,15 +188,18 @@ def test_worker_sigkill_while_flows_run_loses_no_flow(procs, tmp_path):
     worker.signal(signal.SIGKILL)
     worker.wait_exit(10)
     time.sleep(0.5)
-    worker = start_worker(procs, node)
+    worker = start_worker(procs, node, "100ms")
     worker.wait_for_line("connected", 30)
     for fut in futures:
         fut.result(timeout=120)
     pool.shutdown()
     flows = wait_all_ended(node, acknowledged)
     problems = check_recovery_rules(flows, acknowledged, server_died=False)
-    print(f"\n[worker kill] attempt outcomes: {summarize(flows)}")
+    outcomes = summarize(flows)
+    print(f"\n[worker kill] attempt outcomes: {outcomes}")
     assert not problems, "\n".join(problems[:20])
+    # The killed Worker's attempts ended by their start-to-close timeout and were retried.
+    assert outcomes.get("TIMED_OUT", 0) > 0, outcomes
 
 
 def test_relaxed_mode_refuses_restart_after_a_kill_mid_run(procs, tmp_path):
