@@ -221,7 +221,11 @@ class Txn {
       }
       for (const auto& [key, value] : new_keys) {
         auto old = loaded.old_keys.find(key);
-        if (old == loaded.old_keys.end() || old->second != value) batch.Put(key, value);
+        if (old == loaded.old_keys.end() || old->second != value) {
+          batch.Put(key, value);
+          if (key.starts_with(kReadyPrefix) || key.starts_with(kTimerPrefix))
+            inserted_.push_back(key);
+        }
       }
       batch.Put(flow_key(id), loaded.now.SerializeAsString());
     }
@@ -235,8 +239,11 @@ class Txn {
   }
 
   ApplyEffects& effects() { return effects_; }
+  // Ready-queue and timer keys this transaction put (for the scan hints).
+  const std::vector<std::string>& inserted() const { return inserted_; }
 
  private:
+  std::vector<std::string> inserted_;
   struct Loaded {
     bool exists = false;
     proto::StoredFlow now;
@@ -663,6 +670,12 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
     }
   }
   if (auto s = txn.commit(slot); !s.is_ok()) return s;
+  for (const std::string& key : txn.inserted()) {
+    // A ready key is its queue's prefix plus 20 digits; timers share one prefix.
+    hints_.inserted(
+        key.starts_with(kTimerPrefix) ? std::string(kTimerPrefix) : key.substr(0, key.size() - 20),
+        key);
+  }
   return outcome;
 }
 
@@ -734,15 +747,48 @@ StatusOr<ListFlowsResponse> StateMachine::list_flows(FlowStatus status, size_t p
   return response;
 }
 
+std::string StateMachine::ScanHints::start(const std::string& prefix, uint64_t* generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = hints_.find(prefix);
+  if (it == hints_.end()) {
+    *generation = 0;
+    return prefix;
+  }
+  *generation = it->second.generation;
+  return it->second.from.empty() ? prefix : it->second.from;
+}
+
+void StateMachine::ScanHints::scanned(const std::string& prefix, uint64_t generation,
+                                      const std::string* first_key) {
+  if (first_key == nullptr) return;  // nothing live at or after the start: keep it
+  std::lock_guard<std::mutex> lock(mu_);
+  Hint& hint = hints_[prefix];
+  if (hint.generation != generation) return;  // an insert raced with the scan
+  hint.from = *first_key;
+}
+
+void StateMachine::ScanHints::inserted(const std::string& prefix, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Always move the generation, even before the first scan: a scan that began
+  // before this insert must not raise the hint past the new key.
+  Hint& hint = hints_[prefix];
+  ++hint.generation;
+  if (!hint.from.empty() && key < hint.from) hint.from = key;
+}
+
 StatusOr<std::vector<ApplyEffects::StepRef>> StateMachine::ready_steps(
     std::string_view task_queue, size_t limit,
     const std::function<bool(const std::string&, const std::string&)>& skip) const {
   std::vector<ApplyEffects::StepRef> out;
   const std::string prefix = ready_prefix(task_queue);
+  uint64_t generation = 0;
+  const std::string start = hints_.start(prefix, &generation);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::optional<std::string> first_key;
   // Bounded by `limit` plus the skipped entries (the in-flight dispatches).
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) && out.size() < limit;
+  for (it->Seek(start); it->Valid() && it->key().starts_with(prefix) && out.size() < limit;
        it->Next()) {
+    if (!first_key) first_key = it->key().ToString();
     ApplyEffects::StepRef ref;
     if (!split_flow_step(it->value().ToStringView(), ref.flow_id, ref.step)) {
       return Status::corruption("local store: bad ready-queue entry");
@@ -751,15 +797,21 @@ StatusOr<std::vector<ApplyEffects::StepRef>> StateMachine::ready_steps(
     out.push_back(std::move(ref));
   }
   if (!it->status().ok()) return db_status(it->status(), "listing a ready queue");
+  hints_.scanned(prefix, generation, first_key ? &*first_key : nullptr);
   return out;
 }
 
 StatusOr<std::vector<StateMachine::Timer>> StateMachine::timers(int64_t until_ms,
                                                                 size_t limit) const {
   std::vector<Timer> out;
+  const std::string prefix(kTimerPrefix);
+  uint64_t generation = 0;
+  const std::string start = hints_.start(prefix, &generation);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(std::string(kTimerPrefix));
-       it->Valid() && it->key().starts_with(kTimerPrefix) && out.size() < limit; it->Next()) {
+  std::optional<std::string> first_key;
+  for (it->Seek(start); it->Valid() && it->key().starts_with(kTimerPrefix) && out.size() < limit;
+       it->Next()) {
+    if (!first_key) first_key = it->key().ToString();
     std::string_view rest = it->key().ToStringView().substr(kTimerPrefix.size());
     if (rest.size() < 21 || rest[20] != kSep)
       return Status::corruption("local store: bad timer key");
@@ -772,6 +824,7 @@ StatusOr<std::vector<StateMachine::Timer>> StateMachine::timers(int64_t until_ms
     out.push_back(std::move(timer));
   }
   if (!it->status().ok()) return db_status(it->status(), "listing timers");
+  hints_.scanned(prefix, generation, first_key ? &*first_key : nullptr);
   return out;
 }
 

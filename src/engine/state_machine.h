@@ -122,9 +122,34 @@ class StateMachine {
   StatusOr<std::map<std::string, std::string>> dump() const;
 
  private:
+  // Where a prefix scan may start (docs/engine.md, "Scans skip deleted entries").
+  // Ready-queue, timer and running-attempt entries are deleted as fast as they
+  // are added; RocksDB keeps the deletions as tombstones until compaction, and a
+  // scan from the prefix would step over every one of them (it made dispatch cost
+  // grow with the number of flows ever run). Invariant: every live key under a
+  // prefix is >= its hint. A scan raises the hint to the first live key it saw,
+  // unless an apply inserted under the prefix meanwhile (the generation moved);
+  // an insert lowers it. The hints are a cache, not state: replay ignores them.
+  class ScanHints {
+   public:
+    // The key to Seek to, and the generation to hand back to scanned().
+    std::string start(const std::string& prefix, uint64_t* generation) const;
+    void scanned(const std::string& prefix, uint64_t generation, const std::string* first_key);
+    void inserted(const std::string& prefix, const std::string& key);
+
+   private:
+    struct Hint {
+      std::string from;  // empty: scan from the prefix
+      uint64_t generation = 0;
+    };
+    mutable std::mutex mu_;
+    std::map<std::string, Hint> hints_;  // guarded by mu_; one per scanned prefix
+  };
+
   explicit StateMachine(std::unique_ptr<rocksdb::DB> db);
   std::unique_ptr<rocksdb::DB> db_;
   std::mutex apply_mu_;  // one apply at a time
+  mutable ScanHints hints_;
 };
 
 }  // namespace dex

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <vector>
 
 #include "engine_test_util.h"
@@ -389,6 +391,36 @@ TEST(StateMachine, ReadyQueuesAreFifoPerTaskQueue) {
   EXPECT_EQ(skipped->at(0).flow_id, "f3");
   EXPECT_EQ(h.sm().ready_steps("q2", 10, nullptr)->size(), 5u);
   EXPECT_TRUE(h.sm().ready_steps("q", 10, nullptr)->empty());  // a prefix of another queue
+}
+
+TEST(StateMachine, ScansThatSkipDeletedEntriesStillSeeEveryLiveOne) {
+  // The ready-queue and timer scans start past entries they saw deleted; an
+  // insert below that point (a new flow's Step, an earlier timer) must still be found.
+  TempDir dir;
+  Harness h(dir.sub("db"));
+  h.one(register_type(must_parse("name: t\nsteps: [{name: a, taskQueue: q}]")));
+  h.one(register_type(must_parse("name: s\nsteps: [{name: z, sleep: 1h}]")));
+  h.one(register_type(must_parse("name: s2\nsteps: [{name: z, sleep: 1s}]")));
+  for (int i = 0; i < 6; ++i) h.one(start_flow("f" + std::to_string(i), "t", "{}", i));
+  ASSERT_EQ(h.sm().ready_steps("q", 10, nullptr)->size(), 6u);
+  h.one(cancel_flow("f0", 10));
+  h.one(cancel_flow("f1", 10));
+  auto ready = h.sm().ready_steps("q", 10, nullptr).value();
+  ASSERT_EQ(ready.size(), 4u);
+  EXPECT_EQ(ready[0].flow_id, "f2");
+  h.one(start_flow("g", "t", "{}", 20));
+  ready = h.sm().ready_steps("q", 10, nullptr).value();
+  ASSERT_EQ(ready.size(), 5u);
+  EXPECT_EQ(ready[4].flow_id, "g");
+
+  h.one(start_flow("late", "s", "{}", 1000));  // timer at 1000 + 1 h
+  auto timers = h.sm().timers(std::numeric_limits<int64_t>::max(), 10).value();
+  ASSERT_EQ(timers.size(), 1u);
+  h.one(start_flow("soon", "s2", "{}", 2000));  // timer at 3000: below the scan's start
+  timers = h.sm().timers(std::numeric_limits<int64_t>::max(), 10).value();
+  ASSERT_EQ(timers.size(), 2u);
+  EXPECT_EQ(timers[0].flow_id, "soon");
+  EXPECT_EQ(h.sm().next_timer_ms().value(), std::optional<int64_t>(3000));
 }
 
 TEST(StateMachine, ListFlowsFiltersByStatusAndPages) {
