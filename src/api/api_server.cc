@@ -61,7 +61,20 @@ TimePoint steady_deadline(const grpc::ServerContext* context) {
 class ApiServer::Impl {
  public:
   // The engine to serve with, or UNAVAILABLE naming why there is none.
-  StatusOr<Engine*> engine() const {
+  StatusOr<Engine*> engine() {
+    std::function<bool()> lease_valid;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (engine_ == nullptr) return Status::stopped(inactive_reason_);
+      lease_valid = lease_valid_;
+    }
+    // Checked on every call, outside the lock: a process resumed after a freeze
+    // longer than its lease must not answer from state another process may have
+    // changed since (spec: Health and probes).
+    if (!lease_valid()) {
+      set_inactive(fmt::format("the lease of node {} is no longer valid", identity().node_id));
+      return Status::stopped("the lease of this process is no longer valid");
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (engine_ == nullptr) return Status::stopped(inactive_reason_);
     return engine_;
@@ -70,11 +83,12 @@ class ApiServer::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     return identity_;
   }
-  void set_active(Engine* engine, NodeIdentity identity) {
+  void set_active(Engine* engine, NodeIdentity identity, std::function<bool()> lease_valid) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       engine_ = engine;
       identity_ = std::move(identity);
+      lease_valid_ = std::move(lease_valid);
     }
     set_readiness(true);
   }
@@ -102,6 +116,7 @@ class ApiServer::Impl {
  private:
   mutable std::mutex mu_;
   Engine* engine_ = nullptr;                                     // guarded by mu_
+  std::function<bool()> lease_valid_;                            // guarded by mu_
   NodeIdentity identity_;                                        // guarded by mu_
   std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
 };
@@ -367,8 +382,9 @@ ApiServer::~ApiServer() { shutdown(seconds(0)); }
 int ApiServer::port() const { return impl_->port_; }
 const std::string& ApiServer::listen_address() const { return impl_->listen_; }
 
-void ApiServer::set_active(Engine* engine, NodeIdentity identity) {
-  impl_->set_active(engine, std::move(identity));
+void ApiServer::set_active(Engine* engine, NodeIdentity identity,
+                           std::function<bool()> lease_valid) {
+  impl_->set_active(engine, std::move(identity), std::move(lease_valid));
 }
 
 void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }

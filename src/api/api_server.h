@@ -10,6 +10,7 @@
 // (spec: Health and probes). Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -54,8 +55,13 @@ class ApiServer {
   const std::string& listen_address() const;
 
   // This process became the active one: serve `engine` (which must outlive the
-  // call to set_inactive or the destructor) as `identity`.
-  void set_active(Engine* engine, NodeIdentity identity);
+  // call to set_inactive or the destructor) as `identity`. `lease_valid` is
+  // asked on every public call: once it answers false (say, the process was
+  // frozen past its lease), the call and every later one answer UNAVAILABLE
+  // and readiness turns NOT_SERVING, before anything is read from the engine.
+  void set_active(
+      Engine* engine, NodeIdentity identity,
+      std::function<bool()> lease_valid = [] { return true; });
   // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
   // Calls already inside the engine finish with the engine's answer.
   void set_inactive(std::string why);

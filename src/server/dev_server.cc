@@ -218,7 +218,8 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
     return fail(fmt::format("cannot open the engine: {}", engine.status().to_string()));
   }
   api.value()->set_active(engine.value().get(),
-                          {config.node_id, keeper.epoch(), lease_options.process_id.value});
+                          {config.node_id, keeper.epoch(), lease_options.process_id.value},
+                          [&keeper] { return keeper.is_valid(); });
 
   // Tests and users wait for this line.
   std::cout << fmt::format(

@@ -158,6 +158,31 @@ TEST_F(ApiServerTest, LostRoleAnswersUnavailableAtOnceNamingWhy) {
   EXPECT_EQ(health(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
 }
 
+TEST_F(ApiServerTest, LeaseThatIsNoLongerValidRefusesCallsAtOnceBeforeTheEngine) {
+  // A process resumed after a freeze longer than its lease: its lease keeper
+  // has not noticed yet, but the lease period has ended by its own clock.
+  std::atomic<bool> valid{true};
+  server_->set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}, [&] { return valid.load(); });
+  StartFlowRequest request;
+  request.set_flow_type("t");
+  StartFlowResponse response;
+  auto c1 = context();
+  ASSERT_TRUE(flows_->StartFlow(c1.get(), request, &response).ok());
+  valid = false;
+  auto c2 = context();
+  grpc::Status s = flows_->StartFlow(c2.get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("no longer valid"), std::string::npos) << s.error_message();
+  for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
+    EXPECT_EQ(health(name), grpc::health::v1::HealthCheckResponse::NOT_SERVING) << name;
+  }
+  auto admin = AdminService::NewStub(channel_);
+  DescribeResponse described;
+  auto c3 = context();
+  EXPECT_EQ(admin->Describe(c3.get(), DescribeRequest(), &described).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(ApiServerTest, EngineErrorsMapToGrpcCodesWithTheirMessage) {
   activate();
   RegisterFlowTypeRequest reg;
