@@ -92,14 +92,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-void block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
 int fail(const std::string& message) {
   spdlog::error("{}", message);
   return 1;
@@ -112,6 +104,14 @@ int64_t unix_ms_now() {
 }
 
 }  // namespace
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 int run_dev_server(const DevConfig& config, std::string_view program) {
   block_stop_signals();
@@ -155,21 +155,35 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   if (!store.is_ok())
     return fail(fmt::format("cannot open the object store: {}", store.status().message()));
 
+  NodeRun run;
+  run.program = std::string(program);
+  run.node_id = config.node_id;
+  run.lease_duration = config.lease_duration;
+  run.fail_if_held = config.lease_fail_if_held;
+  run.holder_is_stopped = lock.value()->held();
+  run.local_store_path = data_dir / "local";
+  run.data_description =
+      fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
+  int code = run_node(run, *store.value(), *api.value());
+  if (code == 0) fs::remove(marker, ec);
+  return code;
+}
+
+int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
   StopSignal stop;
   Clock& clock = SystemClock::instance();
   LeaseKeeperOptions lease_options;
-  lease_options.node_id = NodeId(config.node_id);
+  lease_options.node_id = NodeId(run.node_id);
   lease_options.process_id = ProcessId(make_process_id());
-  lease_options.duration = config.lease_duration;
-  lease_options.fail_if_held = config.lease_fail_if_held;
-  lease_options.holder_is_stopped = lock.value()->held();
-  LeaseKeeper keeper(*store.value(), clock, lease_options);
+  lease_options.duration = run.lease_duration;
+  lease_options.fail_if_held = run.fail_if_held;
+  lease_options.holder_is_stopped = run.holder_is_stopped;
+  LeaseKeeper keeper(store, clock, lease_options);
 
   // Whatever stops the node makes every public call UNAVAILABLE at once.
   auto stop_node = [&](std::string_view what, const Status& why) {
     spdlog::error("{}: {}", what, why.to_string());
-    api.value()->set_inactive(
-        fmt::format("{} for node {}: {}", what, config.node_id, why.message()));
+    api.set_inactive(fmt::format("{} for node {}: {}", what, run.node_id, why.message()));
     stop.fatal(why);
   };
 
@@ -179,11 +193,10 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
     if (keeper.state() == LeaseState::kAcquiring) keeper.stop();  // interrupts acquire()
   });
 
-  spdlog::info("acquiring the lease of node {} in {} (lease {})", config.node_id,
-               store.value()->describe(), format_duration(config.lease_duration));
+  spdlog::info("acquiring the lease of node {} in {} (lease {})", run.node_id, store.describe(),
+               format_duration(run.lease_duration));
   if (Status s = keeper.acquire(); !s.is_ok()) {
     if (stop.done()) {
-      fs::remove(marker, ec);
       spdlog::info("stopped before acquiring the lease");
       return 0;
     }
@@ -199,7 +212,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   log_options.on_durable = hook->on_durable();
   log_options.epoch_start_unix_ms = unix_ms_now();
   LogWriter log(
-      *store.value(), clock, log_options, [&] { return keeper.is_valid(); },
+      store, clock, log_options, [&] { return keeper.is_valid(); },
       [&](const Status& why) { stop_node("log stopped", why); });
   if (Status s = log.open(); !s.is_ok()) {
     keeper.stop();
@@ -210,41 +223,39 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   engine_options.node_id = lease_options.node_id;
   engine_options.process_id = lease_options.process_id;
   engine_options.epoch = keeper.epoch();
-  engine_options.local_store_path = data_dir / "local";
+  engine_options.local_store_path = run.local_store_path;
   engine_options.log_hook = hook;
-  auto engine = Engine::open(engine_options, *store.value(), log, clock);
+  auto engine = Engine::open(engine_options, store, log, clock);
   if (!engine.is_ok()) {
     keeper.stop();
     return fail(fmt::format("cannot open the engine: {}", engine.status().to_string()));
   }
-  api.value()->set_active(engine.value().get(),
-                          {config.node_id, keeper.epoch(), lease_options.process_id.value},
-                          [&keeper] { return keeper.is_valid(); });
+  api.set_active(engine.value().get(),
+                 {run.node_id, keeper.epoch(), lease_options.process_id.value},
+                 [&keeper] { return keeper.is_valid(); });
 
   // Tests and users wait for this line.
   std::cout << fmt::format(
-                   "dex-server-zd {} ready: node {} epoch {} holder {} listening on {} (data {}, "
-                   "durability {}, lease {}, log from slot {})",
-                   program, config.node_id, keeper.epoch().value, lease_options.process_id.value,
-                   api.value()->listen_address(), data_dir.string(),
-                   durability_name(config.durability), format_duration(config.lease_duration),
+                   "dex-server-zd {} ready: node {} epoch {} holder {} listening on {} ({}, "
+                   "lease {}, log from slot {})",
+                   run.program, run.node_id, keeper.epoch().value, lease_options.process_id.value,
+                   api.listen_address(), run.data_description, format_duration(run.lease_duration),
                    log.epoch_start_slot().value)
             << std::endl;
 
   std::optional<Status> fatal = stop.wait();
-  api.value()->set_inactive(
-      fatal ? fmt::format("node {} stopped: {}", config.node_id, fatal->message())
-            : std::string("this process is shutting down"));
+  api.set_inactive(fatal ? fmt::format("node {} stopped: {}", run.node_id, fatal->message())
+                         : std::string("this process is shutting down"));
   engine.value()->stop();
   if (fatal) {
     // Refuse further work: no more log writes, no release (the lease is not ours
     // or cannot be trusted), and exit 1 as the spec requires.
     keeper.stop();
-    spdlog::error("stopping node {}: {}", config.node_id, fatal->to_string());
-    api.value()->shutdown(seconds(0));
+    spdlog::error("stopping node {}: {}", run.node_id, fatal->to_string());
+    api.shutdown(seconds(0));
     return 1;
   }
-  api.value()->shutdown(seconds(1));
+  api.shutdown(seconds(1));
   engine.value().reset();
   Status closed = log.close();
   Status released = keeper.release();
@@ -253,7 +264,6 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
     spdlog::warn("lease release failed ({}); a successor waits for it to expire",
                  released.to_string());
   }
-  fs::remove(marker, ec);
   return closed.is_ok() && released.is_ok() ? 0 : 1;
 }
 

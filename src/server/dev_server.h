@@ -4,11 +4,39 @@
 // See README.md and docs/architecture.md.
 #pragma once
 
+#include <filesystem>
+#include <string>
 #include <string_view>
+
+#include "common/clock.h"
 
 #include "config/config.h"
 
 namespace dex {
+
+class ObjectStore;
+class ApiServer;
+
+// What the role loop of one node process needs, whatever its subcommand.
+struct NodeRun {
+  std::string program;  // "dev", "local", "serve": for messages
+  std::string node_id;
+  Duration lease_duration{0};
+  bool fail_if_held = false;
+  bool holder_is_stopped = false;  // the dev lock is held (dev, local)
+  std::filesystem::path local_store_path;
+  std::string data_description;  // for the ready line: where the data lives
+};
+
+// Acquires the node's lease in `store` (waiting as a cold standby while another
+// process holds it: public calls answer UNAVAILABLE meanwhile), opens the log
+// and the engine, serves through `api`, and runs until SIGINT/SIGTERM (releases
+// the lease, returns 0) or until the node must stop (returns 1). REQUIRES: the
+// stop signals are blocked (block_stop_signals) before any thread starts.
+int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api);
+
+// Blocks SIGINT and SIGTERM in this thread and every thread it starts later.
+void block_stop_signals();
 
 // Runs until SIGINT/SIGTERM (releases the lease, returns 0) or until the node
 // must stop (lease lost, log write not accepted in time, storage error: returns
