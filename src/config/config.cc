@@ -5,8 +5,10 @@
 #include <charconv>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -258,7 +260,202 @@ const Schema kLocalSchema{{"nodeId", "api.listen", "local.dataDir", "local.durab
                           "local.dataDir",
                           "dex-server-zd local"};
 
+// Reads a scalar at a dotted path ("a.b.c"), if present.
+std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotted) {
+  YAML::Node node = YAML::Clone(root);
+  size_t start = 0;
+  while (true) {
+    size_t dot = dotted.find('.', start);
+    std::string key(
+        dotted.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (!node.IsMap()) return std::nullopt;
+    const YAML::Node& cnode = node;
+    YAML::Node next = cnode[key];
+    if (!next) return std::nullopt;
+    node = next;
+    if (dot == std::string_view::npos) return node;
+    start = dot + 1;
+  }
+}
+
+// Keys of later releases: refused with a message that says so, not as typos.
+const std::map<std::string, std::string>& later_serve_keys() {
+  static const std::map<std::string, std::string> keys = {
+      {"metrics", "Prometheus metrics (metrics.listen) come with the hot standby release"},
+      {"auth", "admin credentials (auth) come with the step-down release"},
+  };
+  return keys;
+}
+
 }  // namespace
+
+StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_view source) {
+  auto root = load_yaml(yaml, source);
+  if (!root.is_ok()) return root.status();
+  if (!root->IsMap()) {
+    return Status::invalid_argument(fmt::format("{}: the config must be a YAML mapping", source));
+  }
+  for (const auto& [key, why] : later_serve_keys()) {
+    if (root.value()[key]) {
+      return Status::invalid_argument(
+          fmt::format("{}: '{}' is not supported by this release: {}", source, key, why));
+    }
+  }
+  static const std::set<std::string> allowed = {"nodeId",
+                                                "api.listen",
+                                                "objectStore.type",
+                                                "objectStore.bucket",
+                                                "objectStore.prefix",
+                                                "objectStore.endpoint",
+                                                "objectStore.region",
+                                                "objectStore.addressing",
+                                                "objectStore.credentials.file",
+                                                "objectStore.credentials.profile",
+                                                "objectStore.path",
+                                                "objectStore.durability",
+                                                "localStore.path",
+                                                "lease.duration",
+                                                "lease.failIfHeld",
+                                                "standby.mode",
+                                                "lifecycle.attemptDrainTimeout"};
+  if (auto s = check_keys(root.value(), "", allowed, source); !s.is_ok()) return s;
+  ServeConfig c;
+  auto text = [&](std::string_view key, std::string& out, bool required) -> Status {
+    auto node = at_path(root.value(), key);
+    if (!node) {
+      return required ? Status::invalid_argument(fmt::format("{}: '{}' is required", source, key))
+                      : Status::ok();
+    }
+    auto v = scalar(*node, key, source);
+    if (!v.is_ok()) return v.status();
+    out = v.value();
+    if (required && out.empty())
+      return Status::invalid_argument(fmt::format("{}: '{}' is empty", source, key));
+    return Status::ok();
+  };
+  auto duration = [&](std::string_view key, Duration& out) -> Status {
+    std::string v;
+    if (auto s = text(key, v, false); !s.is_ok() || v.empty()) return s;
+    auto d = parse_duration(v);
+    if (!d.is_ok())
+      return Status::invalid_argument(fmt::format("{}: {}: {}", source, key, d.status().message()));
+    out = d.value();
+    return Status::ok();
+  };
+  auto boolean = [&](std::string_view key, bool& out) -> Status {
+    std::string v;
+    if (auto s = text(key, v, false); !s.is_ok() || v.empty()) return s;
+    if (v != "true" && v != "false") {
+      return Status::invalid_argument(
+          fmt::format("{}: {} must be true or false, not '{}'", source, key, v));
+    }
+    out = v == "true";
+    return Status::ok();
+  };
+  std::string local_store, fs_path, durability;
+  std::vector<Status> steps;
+  try {
+    steps = {text("nodeId", c.node_id, true),
+             text("api.listen", c.listen, false),
+             text("objectStore.type", c.object_store.type, true),
+             text("objectStore.bucket", c.object_store.bucket, false),
+             text("objectStore.prefix", c.object_store.prefix, false),
+             text("objectStore.endpoint", c.object_store.endpoint, false),
+             text("objectStore.region", c.object_store.region, false),
+             text("objectStore.addressing", c.object_store.addressing, false),
+             text("objectStore.credentials.file", c.object_store.credentials_file, false),
+             text("objectStore.credentials.profile", c.object_store.credentials_profile, false),
+             text("objectStore.path", fs_path, false),
+             text("objectStore.durability", durability, false),
+             text("localStore.path", local_store, true),
+             duration("lease.duration", c.lease_duration),
+             boolean("lease.failIfHeld", c.lease_fail_if_held),
+             text("standby.mode", c.standby_mode, false),
+             duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout)};
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
+  }
+  for (const Status& s : steps) {
+    if (!s.is_ok()) return s;
+  }
+  auto bad = [&](std::string msg) {
+    return Status::invalid_argument(fmt::format("{}: {}", source, msg));
+  };
+  if (auto s = validate_node_id(c.node_id); !s.is_ok()) return bad(s.message());
+  if (auto s = validate_listen_address(c.listen); !s.is_ok())
+    return bad("api.listen: " + s.message());
+  c.local_store_path = local_store;
+  if (c.lease_duration < kLeaseDurationMin || c.lease_duration > kLeaseDurationMax) {
+    return bad(fmt::format("lease.duration {} is outside {}..{}", format_duration(c.lease_duration),
+                           format_duration(kLeaseDurationMin), format_duration(kLeaseDurationMax)));
+  }
+  if (c.standby_mode == "hot") {
+    return bad(
+        "standby.mode 'hot' is not available in this release (hot standby comes later); use cold");
+  }
+  if (c.standby_mode != "cold")
+    return bad(fmt::format("standby.mode must be cold or hot, not '{}'", c.standby_mode));
+  auto& os = c.object_store;
+  if (os.type == "s3") {
+    if (os.bucket.empty()) return bad("objectStore.bucket is required with objectStore.type s3");
+    if (!fs_path.empty() || !durability.empty()) {
+      return bad(
+          "objectStore.path and objectStore.durability belong to objectStore.type filesystem");
+    }
+    if (os.addressing != "path" && os.addressing != "virtualHost") {
+      return bad(fmt::format("objectStore.addressing must be path or virtualHost, not '{}'",
+                             os.addressing));
+    }
+  } else if (os.type == "filesystem") {
+    if (fs_path.empty())
+      return bad("objectStore.path is required with objectStore.type filesystem");
+    if (!os.bucket.empty() || !os.endpoint.empty()) {
+      return bad("objectStore.bucket and objectStore.endpoint belong to objectStore.type s3");
+    }
+    os.path = fs_path;
+    if (!durability.empty()) {
+      auto d = parse_durability(durability);
+      if (!d || *d == Durability::kRelaxed) {
+        return bad(fmt::format(
+            "objectStore.durability must be strict or processCrashSafe, not '{}'", durability));
+      }
+      os.durability = *d;
+    }
+  } else {
+    return bad(fmt::format("objectStore.type must be s3 or filesystem, not '{}'", os.type));
+  }
+  return c;
+}
+
+StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file) {
+  auto text = read_file(file);
+  if (!text.is_ok()) return text.status();
+  return load_serve_config_yaml(text.value(), file.string());
+}
+
+std::string describe_serve_config(const ServeConfig& c) {
+  const auto& os = c.object_store;
+  std::string out = fmt::format("nodeId: {}\napi:\n  listen: {}\nobjectStore:\n  type: {}\n",
+                                c.node_id, c.listen, os.type);
+  if (os.type == "s3") {
+    out += fmt::format(
+        "  bucket: {}\n  prefix: \"{}\"\n  endpoint: \"{}\"\n  region: {}\n  addressing: {}\n",
+        os.bucket, os.prefix, os.endpoint, os.region, os.addressing);
+    out += os.credentials_file.empty()
+               ? std::string("  credentials: from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY\n")
+               : fmt::format("  credentials:\n    file: {}\n    profile: {}\n", os.credentials_file,
+                             os.credentials_profile);
+  } else {
+    out += fmt::format("  path: {}\n  durability: {}\n", os.path.string(),
+                       durability_name(os.durability));
+  }
+  out += fmt::format(
+      "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
+      "lifecycle:\n  attemptDrainTimeout: {}\n",
+      c.local_store_path.string(), format_duration(c.lease_duration), c.lease_fail_if_held,
+      c.standby_mode, format_duration(c.attempt_drain_timeout));
+  return out;
+}
 
 Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config) {
   auto root = load_yaml(yaml, source);

@@ -49,6 +49,33 @@ StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_vi
 // "host:port" with a port in 0..65535 (0: any free port).
 Status validate_listen_address(std::string_view listen);
 
+// `dex-server-zd serve --config FILE`: production settings (docs/configuration.md).
+struct ServeConfig {
+  std::string node_id;                  // nodeId (required)
+  std::string listen = "0.0.0.0:8801";  // api.listen
+  struct ObjectStore {
+    std::string type;                      // objectStore.type: "s3" or "filesystem" (required)
+    std::string bucket, prefix, endpoint;  // s3
+    std::string region = "us-east-1";
+    std::string addressing = "path";  // "path" or "virtualHost"
+    std::string credentials_file;     // empty: AWS_* environment variables
+    std::string credentials_profile = "default";
+    std::filesystem::path path;  // filesystem
+    Durability durability = Durability::kStrict;
+  } object_store;
+  std::filesystem::path local_store_path;        // localStore.path (required)
+  Duration lease_duration = seconds(10);         // lease.duration
+  bool lease_fail_if_held = false;               // lease.failIfHeld
+  std::string standby_mode = "cold";             // standby.mode
+  Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
+};
+
+StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file);
+StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_view source);
+// The effective settings as YAML, for `serve --check` (no secrets: only the
+// credentials file's path is shown).
+std::string describe_serve_config(const ServeConfig& config);
+
 // Node IDs become object keys: 1–64 of [A-Za-z0-9._-], not starting with '.'.
 Status validate_node_id(std::string_view node_id);
 

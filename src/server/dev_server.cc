@@ -22,6 +22,7 @@
 #include "lease/lease_keeper.h"
 #include "log/log_writer.h"
 #include "objstore/filesystem_store.h"
+#include "objstore/s3_store.h"
 
 namespace dex {
 namespace {
@@ -167,6 +168,54 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   int code = run_node(run, *store.value(), *api.value());
   if (code == 0) fs::remove(marker, ec);
   return code;
+}
+
+namespace {
+
+StatusOr<std::unique_ptr<ObjectStore>> open_serve_store(const ServeConfig::ObjectStore& c) {
+  if (c.type == "filesystem") {
+    auto store = FilesystemObjectStore::open(c.path, c.durability);
+    if (!store.is_ok()) return store.status();
+    return std::unique_ptr<ObjectStore>(std::move(store).value());
+  }
+  S3Options options;
+  options.bucket = c.bucket;
+  options.prefix = c.prefix;
+  options.endpoint = c.endpoint;
+  options.region = c.region;
+  options.addressing =
+      c.addressing == "virtualHost" ? S3Addressing::kVirtualHost : S3Addressing::kPath;
+  auto credentials = c.credentials_file.empty()
+                         ? s3_credentials_from_environment()
+                         : s3_credentials_from_file(c.credentials_file, c.credentials_profile);
+  if (!credentials.is_ok()) return credentials.status();
+  options.credentials = std::move(credentials).value();
+  auto store = S3ObjectStore::open(std::move(options));
+  if (!store.is_ok()) return store.status();
+  return std::unique_ptr<ObjectStore>(std::move(store).value());
+}
+
+}  // namespace
+
+int run_serve_server(const ServeConfig& config) {
+  block_stop_signals();
+  auto store = open_serve_store(config.object_store);
+  if (!store.is_ok())
+    return fail(fmt::format("cannot open the object store: {}", store.status().message()));
+  ApiServerOptions api_options;
+  api_options.listen = config.listen;
+  auto api = ApiServer::start(api_options);
+  if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
+  NodeRun run;
+  run.program = "serve";
+  run.node_id = config.node_id;
+  run.lease_duration = config.lease_duration;
+  run.fail_if_held = config.lease_fail_if_held;
+  run.holder_is_stopped = false;  // no dev lock: a held lease is waited out (cold standby)
+  run.local_store_path = fs::absolute(config.local_store_path);
+  run.data_description = fmt::format("objects {}, local store {}", store.value()->describe(),
+                                     run.local_store_path.string());
+  return run_node(run, *store.value(), *api.value());
 }
 
 int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {

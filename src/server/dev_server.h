@@ -35,6 +35,11 @@ struct NodeRun {
 // stop signals are blocked (block_stop_signals) before any thread starts.
 int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api);
 
+// `dex-server-zd serve`: S3 (or filesystem) object storage, no dev lock; a
+// second process of the same node waits as a cold standby while the lease is
+// held and takes over when it is released or expires.
+int run_serve_server(const ServeConfig& config);
+
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts later.
 void block_stop_signals();
 

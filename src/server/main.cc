@@ -1,9 +1,11 @@
-// dex-server-zd: the dex server. Subcommands: dev (zero configuration) and
-// local (the same on a configured data directory); serve comes with the S3
-// backend issue.
+// dex-server-zd: the dex server. Subcommands: dev (zero configuration), local
+// (the same on a configured data directory) and serve (S3 object storage,
+// cold standby).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+
+#include <iostream>
 
 #include "config/config.h"
 #include "server/dev_server.h"
@@ -45,6 +47,20 @@ int main(int argc, char** argv) {
       "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold).");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();
 
+  std::string serve_config;
+  bool serve_check = false;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve",
+      "Run a node in production shape: its lease and log in S3-compatible object storage (or a "
+      "filesystem path), its local store rebuildable from them, lease 10s, API on 0.0.0.0:8801. A "
+      "second process with the same nodeId and object storage waits as a cold standby and takes "
+      "over when the lease is released (at once) or expires (duration + 1s). Settings: "
+      "docs/configuration.md.");
+  serve_cmd->add_option("--config", serve_config, "YAML config file")->required();
+  serve_cmd->add_flag(
+      "--check", serve_check,
+      "Validate the config, print the effective settings and exit without starting");
+
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr; stdout carries only the ready line.
@@ -68,6 +84,18 @@ int main(int argc, char** argv) {
     }
     dev.data_dir = data_dir;
     return dex::run_dev_server(dev, "dev");
+  }
+  if (*serve_cmd) {
+    auto config = dex::load_serve_config_file(serve_config);
+    if (!config.is_ok()) {
+      spdlog::error("{}", config.status().message());
+      return 2;
+    }
+    if (serve_check) {
+      std::cout << dex::describe_serve_config(config.value());
+      return 0;
+    }
+    return dex::run_serve_server(config.value());
   }
   if (*local_cmd) {
     auto config = dex::load_local_config_file(local_config);

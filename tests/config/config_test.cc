@@ -153,3 +153,74 @@ TEST(ListenAddress, Validation) {
 
 }  // namespace
 }  // namespace dex
+
+namespace dex {
+namespace {
+
+constexpr const char* kServeS3 =
+    "nodeId: node-a\nobjectStore:\n  type: s3\n  bucket: b\n  prefix: dex\n  endpoint: "
+    "http://127.0.0.1:9000\n"
+    "localStore:\n  path: /var/lib/dex\n";
+
+TEST(ServeConfig, DefaultsFollowTheSpec) {
+  auto c = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->listen, "0.0.0.0:8801");
+  EXPECT_EQ(c->lease_duration, seconds(10));
+  EXPECT_FALSE(c->lease_fail_if_held);
+  EXPECT_EQ(c->standby_mode, "cold");
+  EXPECT_EQ(c->attempt_drain_timeout, seconds(30));
+  EXPECT_EQ(c->object_store.region, "us-east-1");
+  EXPECT_EQ(c->object_store.addressing, "path");
+  std::string described = describe_serve_config(c.value());
+  EXPECT_NE(described.find("duration: 10s"), std::string::npos) << described;
+  EXPECT_NE(described.find("bucket: b"), std::string::npos);
+}
+
+TEST(ServeConfig, TypoIsRefusedByItsPathNotIgnored) {
+  auto c = load_serve_config_yaml(std::string(kServeS3) + "standby:\n  mod: hot\n", "serve.yaml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("standby.mod"), std::string::npos) << c.status().message();
+}
+
+TEST(ServeConfig, RefusalsNameTheKey) {
+  struct Case {
+    std::string yaml, needle;
+  };
+  std::vector<Case> cases = {
+      {"objectStore:\n  type: s3\n  bucket: b\nlocalStore:\n  path: x\n", "nodeId"},
+      {"nodeId: a\nobjectStore:\n  type: s3\nlocalStore:\n  path: x\n", "objectStore.bucket"},
+      {"nodeId: a\nobjectStore:\n  type: gcs\nlocalStore:\n  path: x\n", "objectStore.type"},
+      {"nodeId: a\nobjectStore:\n  type: filesystem\nlocalStore:\n  path: x\n", "objectStore.path"},
+      {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n", "localStore.path"},
+      {std::string(kServeS3) + "lease:\n  duration: soon\n", "lease.duration"},
+      {std::string(kServeS3) + "lease:\n  failIfHeld: yes please\n", "lease.failIfHeld"},
+      {std::string(kServeS3) + "standby:\n  mode: hot\n", "hot"},
+      {std::string(kServeS3) + "metrics:\n  listen: 0.0.0.0:9090\n", "metrics"},
+      {std::string(kServeS3) + "api:\n  listen: nowhere\n", "api.listen"},
+      {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n  addressing: dns\nlocalStore:\n  path: "
+       "x\n",
+       "objectStore.addressing"},
+  };
+  for (const auto& c : cases) {
+    auto r = load_serve_config_yaml(c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+  }
+}
+
+TEST(ServeConfig, FilesystemStoreWithDurability) {
+  auto c = load_serve_config_yaml(
+      "nodeId: a\nobjectStore:\n  type: filesystem\n  path: /srv/objects\n  durability: "
+      "processCrashSafe\n"
+      "localStore:\n  path: /srv/local\nlease:\n  duration: 60s\n",
+      "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->object_store.path, "/srv/objects");
+  EXPECT_EQ(c->object_store.durability, Durability::kProcessCrashSafe);
+  EXPECT_EQ(c->lease_duration, seconds(60));
+}
+
+}  // namespace
+}  // namespace dex
