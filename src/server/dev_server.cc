@@ -242,6 +242,8 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
     if (keeper.state() == LeaseState::kAcquiring) keeper.stop();  // interrupts acquire()
   });
 
+  spdlog::info("API on {}: it answers UNAVAILABLE until this process holds the lease",
+               api.listen_address());
   spdlog::info("acquiring the lease of node {} in {} (lease {})", run.node_id, store.describe(),
                format_duration(run.lease_duration));
   if (Status s = keeper.acquire(); !s.is_ok()) {

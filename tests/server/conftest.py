@@ -24,9 +24,10 @@ def binary(name):
 class Proc:
     """A running process whose combined output is collected line by line."""
 
-    def __init__(self, args):
+    def __init__(self, args, env=None):
         self.args = args
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
         self.lines = []
         self._q = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -90,6 +91,7 @@ def procs():
         started.append(proc)
         return proc
 
+    start.register = started.append  # for processes started with Proc(...) directly
     yield start
     for proc in started:
         proc.kill()
