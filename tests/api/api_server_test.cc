@@ -276,8 +276,18 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
   ASSERT_TRUE(stream->Read(&reply));
   ASSERT_TRUE(reply.has_hello_ack());
   EXPECT_EQ(reply.hello_ack().node_epoch(), "7");
+  // The HelloAck goes out before the stream is handed to the engine (so that it
+  // precedes every task): wait, bounded, for the engine to see the Worker.
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(engine_.mu);
+      if (engine_.sink) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   {
     std::lock_guard<std::mutex> lock(engine_.mu);
+    ASSERT_TRUE(engine_.sink != nullptr);
     EXPECT_EQ(engine_.last_hello.worker_id(), "w1");
     StepTask task;
     task.set_task_id("t1");
