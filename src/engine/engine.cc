@@ -761,6 +761,10 @@ void EngineImpl::dispatch() {
   };
   std::vector<Slot_> slots;
   std::set<std::string> skip;
+  // A process whose lease is no longer valid (resumed after a freeze, before
+  // its keeper notices) hands Workers no new task: an ASYNC dispatch would
+  // otherwise be sent before its start could be refused (spec: Health and probes).
+  if (!log_.lease_valid()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_ || log_stopped_) return;

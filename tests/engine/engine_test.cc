@@ -528,6 +528,21 @@ TEST_F(EngineTest, TaskTheWorkerNeverReceivedRunsAgainWithTheSameNumber) {
   EXPECT_EQ(step_of(f, "a").attempts(0).worker_id(), "live");
 }
 
+TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  register_type(*p->engine, "name: a\nsteps: [{name: s, taskQueue: q, dispatch: ASYNC}]\n");
+  start(*p->engine, "a", "f1");
+  p->lease = false;  // frozen past the lease; the keeper has not noticed yet
+  auto worker = std::make_shared<FakeWorker>();
+  connect(*p->engine, worker);
+  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value());
+  p->lease = true;  // control: the same Worker gets the task while the lease is valid
+  auto other = std::make_shared<FakeWorker>();
+  connect(*p->engine, other, 100, "w2");
+  EXPECT_TRUE(worker->next().has_value() || other->next().has_value());
+}
+
 TEST_F(EngineTest, IdleWorkerStreamsArePinged) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
