@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "common/random.h"
 #include "config/config.h"
 #include "engine/flow_type.h"
+#include "engine/local_store.h"
 #include "engine/state_machine.h"
 #include "log/log_reader.h"
 
@@ -100,6 +102,12 @@ class EngineImpl final : public Engine {
 
   Status start();
   void stop() override;
+  std::string local_store_report() const override { return local_store_report_; }
+  StatusOr<SnapshotInfo> snapshot_now() override;
+  Snapshotter::Stats snapshot_stats() const override {
+    return snapshotter_ ? snapshotter_->stats() : Snapshotter::Stats{};
+  }
+  void set_local_store_report(std::string how) { local_store_report_ = std::move(how); }
 
   StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) override;
   StatusOr<FlowType> get_flow_type(const std::string& name) override;
@@ -196,6 +204,9 @@ class EngineImpl final : public Engine {
   std::deque<std::string> sends_;                     // guarded by mu_; SYNC task ids to send
   WorkerHandle dispatch_cursor_ = 0;                  // scheduler thread only
   std::thread scheduler_;
+  std::string local_store_report_;            // set before start()
+  std::atomic<uint64_t> records_applied_{0};  // since open, replay included
+  std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
   std::once_flag stop_once_;
 };
 
@@ -276,6 +287,7 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
     if (!sm_) return;
     outcome = sm_->apply(slot, batch);
   }
+  if (outcome.is_ok() && !outcome->skipped) records_applied_ += batch.records_size();
   if (!outcome.is_ok()) {
     // The local store failed: nothing more can be applied in order. Stop
     // serving; a restart replays the log.
@@ -367,6 +379,7 @@ Status EngineImpl::start() {
     if (entry.slot > epoch_slot) break;
     auto applied = sm_->apply(entry.slot, entry.batch);
     if (!applied.is_ok()) return applied.status();
+    if (!applied->skipped) records_applied_ += entry.batch.records_size();
   }
   auto now_last = sm_->last_applied();
   if (!now_last.is_ok()) return now_last.status();
@@ -382,7 +395,37 @@ Status EngineImpl::start() {
   options_.log_hook->attach(
       [this](Slot slot, const proto::LogBatch& batch) { on_durable(slot, batch); });
   scheduler_ = std::thread([this] { run_scheduler(); });
+
+  Snapshotter::Options so;
+  so.node_id = options_.node_id;
+  so.process_id = options_.process_id;
+  so.epoch = options_.epoch;
+  so.policy = options_.snapshots;
+  so.scratch_dir = std::filesystem::path(options_.local_store_path.string() + ".checkpoint");
+  so.request = options_.snapshot_request;
+  Snapshotter::Source source;
+  source.records_applied = [this] { return records_applied_.load(); };
+  source.checkpoint = [this](const std::filesystem::path& dir) -> StatusOr<std::optional<Slot>> {
+    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
+    if (!sm_) return stopped_status();
+    return sm_->checkpoint(dir);
+  };
+  source.gc_guard = [this] {
+    GcGuard guard;
+    guard.log_end = log_.next_slot();
+    guard.epoch_start_slot = log_.epoch_start_slot();
+    guard.lease_valid = [this] { return log_.lease_valid(); };
+    return guard;
+  };
+  source.now_unix_ms = options_.now_unix_ms;
+  snapshotter_ = std::make_unique<Snapshotter>(store_, clock_, std::move(so), std::move(source));
+  snapshotter_->start();
   return Status::ok();
+}
+
+StatusOr<SnapshotInfo> EngineImpl::snapshot_now() {
+  if (auto s = check_open(); !s.is_ok()) return s;
+  return snapshotter_->snapshot_now();
 }
 
 void EngineImpl::stop() {
@@ -394,6 +437,8 @@ void EngineImpl::stop() {
       sched_cv_.notify_all();
       flow_cv_.notify_all();
     }
+    // A snapshot in progress stops at its next request.
+    if (snapshotter_) snapshotter_->stop();
     // Waits for a delivery in progress; none follows.
     if (options_.log_hook) options_.log_hook->detach();
     if (scheduler_.joinable()) scheduler_.join();
@@ -1078,12 +1123,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::open(EngineOptions options, ObjectStor
         "on_durable)");
   }
   if (!log.is_open()) return Status::stopped("the log writer is not open");
-  std::error_code ec;
-  std::filesystem::create_directories(options.local_store_path.parent_path(), ec);
-  auto sm = StateMachine::open(options.local_store_path);
-  if (!sm.is_ok()) return sm.status();
+  auto local = open_local_store(store, options.node_id, options.local_store_path,
+                                log.epoch_start_slot(), options.snapshot_request);
+  if (!local.is_ok()) return local.status();
   auto engine =
-      std::make_unique<EngineImpl>(std::move(options), store, log, clock, std::move(sm).value());
+      std::make_unique<EngineImpl>(std::move(options), store, log, clock, std::move(local->sm));
+  engine->set_local_store_report(std::move(local->how));
   if (auto s = engine->start(); !s.is_ok()) {
     engine->stop();
     return s;

@@ -23,6 +23,7 @@
 #include "dex/api.pb.h"
 #include "log/log_writer.h"
 #include "objstore/object_store.h"
+#include "snapshot/snapshot.h"
 
 namespace dex {
 
@@ -94,6 +95,11 @@ struct EngineOptions {
   Duration worker_ping_interval = seconds(10);
   // Required: the hook installed in the LogWriter's on_durable (see EngineLogHook).
   std::shared_ptr<EngineLogHook> log_hook;
+  // Snapshots of the local store taken while this engine runs, and the log
+  // collected behind them (docs/snapshots.md). Checkpoints are made in
+  // <local_store_path>.checkpoint.
+  SnapshotPolicy snapshots;
+  RequestOptions snapshot_request = {seconds(30)};
 };
 
 // The engine's side of one Worker stream. The gRPC layer implements it.
@@ -114,8 +120,9 @@ class Engine {
   // EpochStart ends NOT_COMPLETED and consumes a retry), then starts
   // scheduling. `store`, `log` and `clock` must outlive the engine; `log` must
   // have been built with options.log_hook->on_durable(). A local store that is
-  // ahead of the log is Corruption. `clock` is the steady clock of timeouts and
-  // of wait_flow deadlines (SystemClock in the server).
+  // missing, corrupt or behind the start of the log is restored from the newest
+  // snapshot first (engine/local_store.h); one ahead of the log is Corruption. `clock` is the
+  // steady clock of timeouts and of wait_flow deadlines (SystemClock in the server).
   static StatusOr<std::unique_ptr<Engine>> open(EngineOptions options, ObjectStore& store,
                                                 LogWriter& log, Clock& clock);
   virtual ~Engine() = default;
@@ -123,6 +130,14 @@ class Engine {
   // Stops scheduling and dispatching, fails waiting calls with Stopped, closes
   // the local store. Idempotent. Call it before closing the log writer.
   virtual void stop() = 0;
+
+  // How open() made the local store usable ("opened ...", "restored the
+  // snapshot at log slot N because ..."), for the startup log.
+  virtual std::string local_store_report() const = 0;
+  // Takes a snapshot now, trims old ones and collects the log behind them, as
+  // the policy's triggers do. Stopped once the engine stopped.
+  virtual StatusOr<SnapshotInfo> snapshot_now() = 0;
+  virtual Snapshotter::Stats snapshot_stats() const = 0;
 
   // FlowService. Errors: InvalidArgument (bad input, naming it), NotFound,
   // Stopped (the engine stopped: the lease was lost or released).

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <rocksdb/db.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <set>
 
@@ -639,12 +641,38 @@ StatusOr<std::unique_ptr<StateMachine>> StateMachine::open(const std::filesystem
   return std::unique_ptr<StateMachine>(new StateMachine(std::unique_ptr<rocksdb::DB>(raw)));
 }
 
-StatusOr<std::optional<Slot>> StateMachine::last_applied() const {
+namespace {
+StatusOr<std::optional<Slot>> read_last_applied(rocksdb::DB& db) {
   std::string value;
-  auto s = db_->Get(rocksdb::ReadOptions(), std::string(kLastAppliedKey), &value);
+  auto s = db.Get(rocksdb::ReadOptions(), std::string(kLastAppliedKey), &value);
   if (s.IsNotFound()) return std::optional<Slot>();
   if (!s.ok()) return db_status(s, "reading the last applied slot");
-  return std::optional<Slot>(Slot(std::stoull(value)));
+  uint64_t slot = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), slot);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+    return Status::corruption(
+        fmt::format("local store: the last applied slot '{}' is not a number", value));
+  }
+  return std::optional<Slot>(Slot(slot));
+}
+}  // namespace
+
+StatusOr<std::optional<Slot>> StateMachine::last_applied() const { return read_last_applied(*db_); }
+
+StatusOr<std::optional<Slot>> StateMachine::checkpoint(const std::filesystem::path& dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  auto s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  if (!s.ok()) return db_status(s, "preparing a checkpoint");
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // Flushes the memtable first (log_size_for_flush 0), so the files hold everything.
+  s = checkpoint->CreateCheckpoint(dir.string(), /*log_size_for_flush=*/0);
+  if (!s.ok()) return db_status(s, fmt::format("creating a checkpoint in '{}'", dir.string()));
+  // Applies go on meanwhile: the checkpoint itself says which slot it holds.
+  rocksdb::DB* ro = nullptr;
+  s = rocksdb::DB::OpenForReadOnly(rocksdb::Options(), dir.string(), &ro);
+  if (!s.ok()) return db_status(s, fmt::format("opening the checkpoint '{}'", dir.string()));
+  std::unique_ptr<rocksdb::DB> db(ro);
+  return read_last_applied(*db);
 }
 
 StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& batch) {

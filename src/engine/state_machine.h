@@ -85,6 +85,11 @@ class StateMachine {
   // The last slot applied; nullopt for a store that applied nothing yet.
   StatusOr<std::optional<Slot>> last_applied() const;
 
+  // Creates a RocksDB checkpoint of the store in `dir` (which must not exist;
+  // SST files are hard-linked when on the same filesystem) and returns the last
+  // slot the checkpoint has applied (nullopt: none). Safe during applies.
+  StatusOr<std::optional<Slot>> checkpoint(const std::filesystem::path& dir);
+
   // Applies `batch` (the batch at `slot`) in one atomic write. An error means
   // the store could not be written; nothing of the batch was applied.
   StatusOr<ApplyOutcome> apply(Slot slot, const proto::LogBatch& batch);

@@ -17,6 +17,9 @@ namespace {
 class FakeEngine final : public Engine {
  public:
   void stop() override {}
+  std::string local_store_report() const override { return "fake"; }
+  StatusOr<SnapshotInfo> snapshot_now() override { return Status::stopped("fake"); }
+  Snapshotter::Stats snapshot_stats() const override { return {}; }
   StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) override {
     return Status::invalid_argument("step 'b' depends on unknown step 'c'");
   }
