@@ -19,6 +19,7 @@
 #include "engine/flow_type.h"
 #include "engine/local_store.h"
 #include "engine/state_machine.h"
+#include "log/log_gc.h"
 #include "log/log_reader.h"
 
 namespace dex {
@@ -205,6 +206,7 @@ class EngineImpl final : public Engine {
   WorkerHandle dispatch_cursor_ = 0;                  // scheduler thread only
   std::thread scheduler_;
   std::string local_store_report_;            // set before start()
+  TimePoint started_at_;                      // set by start(), after the EpochStart
   std::atomic<uint64_t> records_applied_{0};  // since open, replay included
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
   std::once_flag stop_once_;
@@ -335,6 +337,7 @@ Status EngineImpl::check_open() {
 // ----------------------------------------------------------------- open
 
 Status EngineImpl::start() {
+  started_at_ = clock_.now();
   const Slot epoch_slot = log_.epoch_start_slot();
   auto last = sm_->last_applied();
   if (!last.is_ok()) return last.status();
@@ -415,6 +418,7 @@ Status EngineImpl::start() {
     guard.log_end = log_.next_slot();
     guard.epoch_start_slot = log_.epoch_start_slot();
     guard.lease_valid = [this] { return log_.lease_valid(); };
+    guard.epoch_settled = clock_.now() - started_at_ >= kEpochSettleTime;
     return guard;
   };
   source.now_unix_ms = options_.now_unix_ms;

@@ -11,7 +11,7 @@ StatusOr<uint64_t> collect_garbage(ObjectStore& store, const NodeId& node_id, Sl
     return Status::invalid_argument(fmt::format("log GC must keep at least {} slots, not {}",
                                                 kGcKeepSlotsMin, guard.keep_slots_min));
   }
-  if (below_slot > guard.epoch_start_slot) {
+  if (below_slot > guard.epoch_start_slot && !guard.epoch_settled) {
     return Status::invalid_argument(
         fmt::format("log GC below slot {} would delete the current epoch's EpochStart at slot {}",
                     below_slot.value, guard.epoch_start_slot.value));

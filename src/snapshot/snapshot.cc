@@ -488,12 +488,12 @@ StatusOr<SnapshotInfo> Snapshotter::take() {
                                 options_.request);
   if (!trimmed.is_ok()) return failed(trimmed.status());
   // Collect the log behind the oldest kept snapshot: a restore starts at its
-  // slot + 1. Never past the current EpochStart or within the GC margin of the
-  // log end (docs/log.md, "GC safety").
+  // slot + 1. Never within the GC margin of the log end, and not past the
+  // current EpochStart until the epoch has settled (docs/log.md, "GC safety").
   uint64_t collected = 0;
   if (trimmed->oldest_kept) {
     uint64_t below = trimmed->oldest_kept->value + 1;
-    below = std::min(below, guard.epoch_start_slot.value);
+    if (!guard.epoch_settled) below = std::min(below, guard.epoch_start_slot.value);
     const uint64_t margin = std::max(guard.keep_slots_min, kGcKeepSlotsMin);
     below = guard.log_end.value >= margin ? std::min(below, guard.log_end.value - margin) : 0;
     if (below > 0) {

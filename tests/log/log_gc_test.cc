@@ -89,6 +89,21 @@ TEST(LogGc, NeverDeletesTheCurrentEpochStart) {
   EXPECT_TRUE(store.get(slot_key(kNode, Slot(1200))).is_ok());
 }
 
+TEST(LogGc, ASettledEpochMayCollectItsEpochStartButNotTheMargin) {
+  MemoryObjectStore store;
+  fill(store, 3000);
+  bool lease = true;
+  GcGuard guard = guard_for(3000, 1200, &lease);
+  guard.epoch_settled = true;
+  auto ok = collect_garbage(store, kNode, Slot(1500), guard);
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_EQ(ok.value(), 1500u);
+  EXPECT_EQ(find_log_bounds(store, kNode)->first, Slot(1500));
+  // The margin behind the log end still holds.
+  EXPECT_EQ(collect_garbage(store, kNode, Slot(2001), guard).status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST(LogGc, RunsOnlyUnderAValidLease) {
   MemoryObjectStore store;
   fill(store, 1500);
