@@ -5,10 +5,12 @@
 // local store and on a fresh one (rebuilt from the log).
 #include "engine/engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -728,6 +730,154 @@ steps:
 TEST_F(EngineCrashTest, EveryStartedFlowCompletesAfterACrashOnTheSameLocalStore) { run(false); }
 
 TEST_F(EngineCrashTest, EveryStartedFlowCompletesAfterACrashOnAFreshLocalStore) { run(true); }
+
+// ------------------------------------------------ snapshots and restore
+
+class EngineRestoreTest : public EngineTest {
+ protected:
+  // Ends a process cleanly: the engine stops, the writer closes.
+  static void end(std::unique_ptr<Process>& p) {
+    p->engine->stop();
+    EXPECT_TRUE(p->writer->close().is_ok());
+    p.reset();
+  }
+  // The state of `local` against one rebuilt from the whole log of `store`.
+  void expect_matches_full_replay(ObjectStore& store, const std::filesystem::path& local) {
+    auto live = StateMachine::open(local);
+    ASSERT_TRUE(live.is_ok()) << live.status().to_string();
+    auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
+    ASSERT_TRUE(rebuilt.is_ok());
+    LogReader reader(store, kNode, kFirstSlot);
+    Status read = reader.read_to_end([&](const LogEntry& entry) {
+      auto out = rebuilt.value()->apply(entry.slot, entry.batch);
+      return out.is_ok() ? Status::ok() : out.status();
+    });
+    ASSERT_TRUE(read.is_ok()) << read.to_string();
+    EXPECT_EQ(rebuilt.value()->dump().value(), live.value()->dump().value());
+  }
+};
+
+TEST_F(EngineRestoreTest, DeletedLocalStoreIsRestoredFromTheNewestSnapshotAndMatchesAFullReplay) {
+  MemoryObjectStore store;
+  auto p1 = start_process(store, 1, dir_.sub("local"));
+  register_type(*p1->engine, kThreeSteps);
+  auto w = std::make_shared<FakeWorker>();
+  auto h = connect(*p1->engine, w);
+  for (int i = 0; i < 20; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  for (int i = 0; i < 10; ++i) {
+    auto task = w->next();
+    ASSERT_TRUE(task);
+    EXPECT_TRUE(complete(*p1->engine, h, *task, "done").accepted());
+  }
+  auto first = p1->engine->snapshot_now();
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  for (int i = 20; i < 25; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  auto second = p1->engine->snapshot_now();
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_GT(second->slot, first->slot);
+  for (int i = 25; i < 30; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  end(p1);
+
+  std::filesystem::remove_all(dir_.sub("local"));
+  auto p2 = start_process(store, 2, dir_.sub("local"));
+  ASSERT_TRUE(p2->engine);
+  EXPECT_NE(p2->engine->local_store_report().find(
+                fmt::format("restored the snapshot at log slot {}", second->slot.value)),
+            std::string::npos)
+      << p2->engine->local_store_report();
+  EXPECT_NE(p2->engine->local_store_report().find("is missing"), std::string::npos);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_TRUE(p2->engine->get_flow("f" + std::to_string(i)).is_ok()) << i;
+  }
+  end(p2);
+  expect_matches_full_replay(store, dir_.sub("local"));
+}
+
+TEST_F(EngineRestoreTest, CorruptLocalStoreIsKeptAsideAndRestored) {
+  MemoryObjectStore store;
+  auto p1 = start_process(store, 1, dir_.sub("local"));
+  register_type(*p1->engine, kThreeSteps);
+  for (int i = 0; i < 5; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  ASSERT_TRUE(p1->engine->snapshot_now().is_ok());
+  start(*p1->engine, "three", "after-snapshot");
+  end(p1);
+  // A torn CURRENT file: RocksDB refuses to open the store.
+  std::ofstream(dir_.sub("local") / "CURRENT", std::ios::trunc) << "MANIFEST-garbage";
+
+  auto p2 = start_process(store, 2, dir_.sub("local"));
+  ASSERT_TRUE(p2->engine);
+  EXPECT_NE(p2->engine->local_store_report().find("is corrupt"), std::string::npos)
+      << p2->engine->local_store_report();
+  EXPECT_TRUE(std::filesystem::exists(dir_.sub("local.corrupt") / "CURRENT"));
+  EXPECT_TRUE(p2->engine->get_flow("f4").is_ok());
+  EXPECT_TRUE(p2->engine->get_flow("after-snapshot").is_ok());
+  end(p2);
+  expect_matches_full_replay(store, dir_.sub("local"));
+}
+
+TEST_F(EngineRestoreTest, LocalStoreBehindTheCollectedLogIsRestoredAndWithoutSnapshotsRefused) {
+  MemoryObjectStore store;
+  auto p1 = start_process(store, 1, dir_.sub("local"));
+  register_type(*p1->engine, kThreeSteps);
+  end(p1);
+  std::filesystem::copy(dir_.sub("local"), dir_.sub("stale"));
+  std::filesystem::copy(dir_.sub("local"), dir_.sub("stale2"));
+
+  auto p2 = start_process(store, 2, dir_.sub("local"));
+  for (int i = 0; i < 1100; ++i) start(*p2->engine, "three", "f" + std::to_string(i));
+  // Within the epoch's first 10 minutes its EpochStart pins the log.
+  ASSERT_TRUE(p2->engine->snapshot_now().is_ok());
+  EXPECT_EQ(find_log_bounds(store, kNode)->first, p2->writer->epoch_start_slot());
+  EXPECT_EQ(p2->engine->snapshot_stats().log_slots_collected, 2u);  // epoch 1's slots
+  clock_.advance(kEpochSettleTime);
+  start(*p2->engine, "three", "last");
+  auto snap = p2->engine->snapshot_now();
+  ASSERT_TRUE(snap.is_ok()) << snap.status().to_string();
+  // Collected behind the snapshot, but 1000 slots stay below the log end.
+  const Slot end_slot = p2->writer->next_slot();
+  auto bounds = find_log_bounds(store, kNode);
+  EXPECT_EQ(bounds->first.value, end_slot.value - kGcKeepSlotsMin);
+  EXPECT_GT(bounds->first.value, 2u);
+  end(p2);
+
+  // The stale copy applied slot 1 only; the log now starts far above it.
+  auto p3 = start_process(store, 3, dir_.sub("stale"));
+  ASSERT_TRUE(p3->engine);
+  EXPECT_NE(p3->engine->local_store_report().find("but the log now starts at slot"),
+            std::string::npos)
+      << p3->engine->local_store_report();
+  EXPECT_TRUE(p3->engine->get_flow("f0").is_ok());
+  EXPECT_TRUE(p3->engine->get_flow("last").is_ok());
+  end(p3);
+
+  // Without any snapshot the gap cannot be bridged: a clear error, nothing changed.
+  auto manifests = list_all(store, snapshot_manifest_prefix(kNode));
+  ASSERT_TRUE(manifests.is_ok());
+  for (const auto& key : manifests.value()) {
+    ASSERT_TRUE(store.remove(key).is_ok());
+  }
+  auto p4 = std::make_unique<Process>();
+  LogWriterOptions wo;
+  wo.node_id = kNode;
+  wo.process_id = ProcessId("p4");
+  wo.epoch = Epoch(4);
+  wo.on_durable = p4->hook->on_durable();
+  LogWriter writer(
+      store, clock_, wo, [] { return true; }, [](const Status&) {});
+  ASSERT_TRUE(writer.open().is_ok());
+  EngineOptions eo;
+  eo.node_id = kNode;
+  eo.epoch = Epoch(4);
+  eo.local_store_path = dir_.sub("stale2");
+  eo.log_hook = p4->hook;
+  auto refused = Engine::open(eo, store, writer, clock_);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Code::kCorruption);
+  EXPECT_NE(refused.status().message().find("no snapshot can replace it"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(std::filesystem::exists(dir_.sub("stale2") / "CURRENT"));  // left as it was
+  EXPECT_FALSE(std::filesystem::exists(dir_.sub("stale2.corrupt")));
+}
 
 }  // namespace
 }  // namespace dex
