@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -13,6 +14,8 @@ import time
 import pytest
 
 BIN_DIR = os.environ.get("DEX_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+MINIO = os.environ.get("DEX_MINIO_BIN") or os.path.expanduser("~/.cache/dex/bin/minio")
+ACCESS, SECRET = "dexminio", "dexminio-secret-key"
 
 
 def binary(name):
@@ -105,3 +108,46 @@ def inspect(what, data_dir):
     r = run(binary("dexcli"), "inspect", what, "--data-dir", data_dir)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def minio(tmp_path_factory):
+    """A real MinIO on a free loopback port with bucket "dex"; yields its endpoint URL.
+
+    MinIO comes from scripts/install-minio (cached in ~/.cache/dex/bin); one per test module,
+    with a fresh data directory, stopped afterwards.
+    """
+    if not os.path.exists(MINIO):
+        pytest.skip(f"MinIO is not installed at {MINIO}: run scripts/install-minio")
+    data = tmp_path_factory.mktemp("minio")
+    port = free_port()
+    env = dict(os.environ, MINIO_ROOT_USER=ACCESS, MINIO_ROOT_PASSWORD=SECRET,
+               MINIO_BROWSER="off", MINIO_UPDATE="off")
+    p = subprocess.Popen([MINIO, "server", str(data / "d"), "--address", f"127.0.0.1:{port}",
+                          "--console-address", f"127.0.0.1:{free_port()}"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=ACCESS,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            s3.create_bucket(Bucket="dex")
+            break
+        except Exception:
+            if time.monotonic() > deadline or p.poll() is not None:
+                p.kill()
+                raise
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()

@@ -1,65 +1,24 @@
 """`dex-server-zd serve` against a real MinIO: cold standby takeover after SIGKILL, graceful
 handback, and a frozen active that resumes after losing its lease.
 
-MinIO comes from scripts/install-minio (cached in ~/.cache/dex/bin); the test starts it on a
-free loopback port with a fresh data directory and stops it afterwards.
+MinIO comes from scripts/install-minio (cached in ~/.cache/dex/bin); the `minio` fixture
+(conftest.py) starts it on a free loopback port with a fresh data directory and stops it
+afterwards.
 """
 import json
 import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
 import time
 import uuid
 
 import pytest
 
-from conftest import Proc, binary, run
+from conftest import ACCESS, SECRET, Proc, binary, run
 from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
 
-MINIO = os.environ.get("DEX_MINIO_BIN") or os.path.expanduser("~/.cache/dex/bin/minio")
-ACCESS, SECRET = "dexminio", "dexminio-secret-key"
 LEASE_S = 3
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def minio(tmp_path_factory):
-    if not os.path.exists(MINIO):
-        pytest.skip(f"MinIO is not installed at {MINIO}: run scripts/install-minio")
-    data = tmp_path_factory.mktemp("minio")
-    port = free_port()
-    env = dict(os.environ, MINIO_ROOT_USER=ACCESS, MINIO_ROOT_PASSWORD=SECRET,
-               MINIO_BROWSER="off", MINIO_UPDATE="off")
-    p = subprocess.Popen([MINIO, "server", str(data / "d"), "--address", f"127.0.0.1:{port}",
-                          "--console-address", f"127.0.0.1:{free_port()}"],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import boto3
-    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=ACCESS,
-                      aws_secret_access_key=SECRET, region_name="us-east-1")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            s3.create_bucket(Bucket="dex")
-            break
-        except Exception:
-            if time.monotonic() > deadline or p.poll() is not None:
-                p.kill()
-                raise
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    p.terminate()
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
 
 
 class ServeProc:
