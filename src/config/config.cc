@@ -128,6 +128,52 @@ Status validate_listen_address(std::string_view listen) {
 
 namespace {
 
+// snapshots.* of any config file (all optional).
+Status read_snapshot_settings(const YAML::Node& root, std::string_view source,
+                              SnapshotSettings& out) {
+  const YAML::Node section = root["snapshots"];
+  if (!section) return Status::ok();
+  auto bad = [&](std::string msg) {
+    return Status::invalid_argument(fmt::format("{}: {}", source, msg));
+  };
+  SnapshotSettings next = out;
+  if (const YAML::Node n = section["interval"]) {
+    auto v = scalar(n, "snapshots.interval", source);
+    if (!v.is_ok()) return v.status();
+    if (v.value() == "0") {
+      next.interval = Duration(0);
+    } else {
+      auto d = parse_duration(v.value());
+      if (!d.is_ok()) return bad(fmt::format("snapshots.interval: {}", d.status().message()));
+      next.interval = d.value();
+    }
+  }
+  auto number = [&](const char* key, const YAML::Node& n, uint64_t lo,
+                    uint64_t hi) -> StatusOr<uint64_t> {
+    auto v = scalar(n, key, source);
+    if (!v.is_ok()) return v.status();
+    uint64_t value = 0;
+    const std::string& t = v.value();
+    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || value < lo || value > hi) {
+      return bad(fmt::format("{} must be a whole number from {} to {}, not '{}'", key, lo, hi, t));
+    }
+    return value;
+  };
+  if (const YAML::Node n = section["everyRecords"]) {
+    auto v = number("snapshots.everyRecords", n, 0, 1'000'000'000'000);
+    if (!v.is_ok()) return v.status();
+    next.every_records = v.value();
+  }
+  if (const YAML::Node n = section["keep"]) {
+    auto v = number("snapshots.keep", n, 1, kSnapshotsKeepMax);
+    if (!v.is_ok()) return v.status();
+    next.keep = static_cast<uint32_t>(v.value());
+  }
+  out = next;
+  return Status::ok();
+}
+
 // Which keys a file may carry, and where durability and the data directory live.
 struct Schema {
   std::set<std::string> allowed;
@@ -225,6 +271,7 @@ Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema&
                         v.value(), schema.program));
       }
     }
+    if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
@@ -249,13 +296,15 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
   return text.str();
 }
 
-const Schema kDevSchema{{"nodeId", "api.listen", "lease.duration", "lease.failIfHeld",
-                         "dev.durabilityMode", "standby.mode"},
-                        "dev.durabilityMode",
-                        "",
-                        "dex-server-zd dev"};
+const Schema kDevSchema{
+    {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
+     "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep"},
+    "dev.durabilityMode",
+    "",
+    "dex-server-zd dev"};
 const Schema kLocalSchema{{"nodeId", "api.listen", "local.dataDir", "local.durabilityMode",
-                           "lease.duration", "lease.failIfHeld", "standby.mode"},
+                           "lease.duration", "lease.failIfHeld", "standby.mode",
+                           "snapshots.interval", "snapshots.everyRecords", "snapshots.keep"},
                           "local.durabilityMode",
                           "local.dataDir",
                           "dex-server-zd local"};
@@ -317,7 +366,10 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "lease.duration",
                                                 "lease.failIfHeld",
                                                 "standby.mode",
-                                                "lifecycle.attemptDrainTimeout"};
+                                                "lifecycle.attemptDrainTimeout",
+                                                "snapshots.interval",
+                                                "snapshots.everyRecords",
+                                                "snapshots.keep"};
   if (auto s = check_keys(root.value(), "", allowed, source); !s.is_ok()) return s;
   ServeConfig c;
   auto text = [&](std::string_view key, std::string& out, bool required) -> Status {
@@ -371,7 +423,8 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              duration("lease.duration", c.lease_duration),
              boolean("lease.failIfHeld", c.lease_fail_if_held),
              text("standby.mode", c.standby_mode, false),
-             duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout)};
+             duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
+             read_snapshot_settings(root.value(), source, c.snapshots)};
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
@@ -451,9 +504,13 @@ std::string describe_serve_config(const ServeConfig& c) {
   }
   out += fmt::format(
       "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
-      "lifecycle:\n  attemptDrainTimeout: {}\n",
+      "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
+      "  keep: {}\n",
       c.local_store_path.string(), format_duration(c.lease_duration), c.lease_fail_if_held,
-      c.standby_mode, format_duration(c.attempt_drain_timeout));
+      c.standby_mode, format_duration(c.attempt_drain_timeout),
+      c.snapshots.interval == Duration(0) ? std::string("0")
+                                          : format_duration(c.snapshots.interval),
+      c.snapshots.every_records, c.snapshots.keep);
   return out;
 }
 

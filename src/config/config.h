@@ -19,6 +19,17 @@ StatusOr<Duration> parse_duration(std::string_view text);
 // The shortest exact form: 30000ms → "30s".
 std::string format_duration(Duration d);
 
+// snapshots.*: how often the active process snapshots its local store to
+// object storage (docs/snapshots.md). A snapshot is taken when `every_records`
+// records were applied since the last one, or `interval` passed and something
+// was applied. 0 turns a trigger off.
+struct SnapshotSettings {
+  Duration interval = std::chrono::minutes(10);  // snapshots.interval
+  uint64_t every_records = 100'000;              // snapshots.everyRecords
+  uint32_t keep = 2;                             // snapshots.keep (1..100)
+};
+inline constexpr uint32_t kSnapshotsKeepMax = 100;
+
 // One node on local disk: what `dex-server-zd dev` and `local` run with
 // (spec: lease 30 s, strict, cold standby only).
 struct DevConfig {
@@ -28,6 +39,7 @@ struct DevConfig {
   Duration lease_duration = seconds(30);
   bool lease_fail_if_held = false;
   Durability durability = Durability::kStrict;
+  SnapshotSettings snapshots;
 };
 
 inline constexpr Duration kLeaseDurationMin = seconds(3);
@@ -35,7 +47,7 @@ inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
 // api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only). A bad file changes nothing.
+// standby.mode (cold only), snapshots.*. A bad file changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
 // The same from YAML text; `source` names it in errors.
 Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
@@ -68,6 +80,7 @@ struct ServeConfig {
   bool lease_fail_if_held = false;               // lease.failIfHeld
   std::string standby_mode = "cold";             // standby.mode
   Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
+  SnapshotSettings snapshots;                    // snapshots.*
 };
 
 StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file);

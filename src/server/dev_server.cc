@@ -165,6 +165,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   run.local_store_path = data_dir / "local";
   run.data_description =
       fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
+  run.snapshots = config.snapshots;
   int code = run_node(run, *store.value(), *api.value());
   if (code == 0) fs::remove(marker, ec);
   return code;
@@ -215,6 +216,7 @@ int run_serve_server(const ServeConfig& config) {
   run.local_store_path = fs::absolute(config.local_store_path);
   run.data_description = fmt::format("objects {}, local store {}", store.value()->describe(),
                                      run.local_store_path.string());
+  run.snapshots = config.snapshots;
   return run_node(run, *store.value(), *api.value());
 }
 
@@ -276,11 +278,16 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
   engine_options.epoch = keeper.epoch();
   engine_options.local_store_path = run.local_store_path;
   engine_options.log_hook = hook;
+  engine_options.snapshots.interval = run.snapshots.interval;
+  engine_options.snapshots.every_records = run.snapshots.every_records;
+  engine_options.snapshots.keep = run.snapshots.keep;
   auto engine = Engine::open(engine_options, store, log, clock);
   if (!engine.is_ok()) {
     keeper.stop();
     return fail(fmt::format("cannot open the engine: {}", engine.status().to_string()));
   }
+  spdlog::info("local store {}: {}", run.local_store_path.string(),
+               engine.value()->local_store_report());
   api.set_active(engine.value().get(),
                  {run.node_id, keeper.epoch(), lease_options.process_id.value},
                  [&keeper] { return keeper.is_valid(); });

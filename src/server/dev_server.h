@@ -26,6 +26,7 @@ struct NodeRun {
   bool holder_is_stopped = false;  // the dev lock is held (dev, local)
   std::filesystem::path local_store_path;
   std::string data_description;  // for the ready line: where the data lives
+  SnapshotSettings snapshots;
 };
 
 // Acquires the node's lease in `store` (waiting as a cold standby while another

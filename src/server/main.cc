@@ -35,16 +35,19 @@ int main(int argc, char** argv) {
                    "processCrashSafe: no fsync (survives a process crash, not a host crash); "
                    "relaxed: no fsync, and after an abrupt exit the data directory must be deleted")
       ->check(CLI::IsMember({"strict", "processCrashSafe", "relaxed"}));
-  dev_cmd->add_option("--config", config_file,
-                      "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
-                      "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only)");
+  dev_cmd->add_option(
+      "--config", config_file,
+      "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
+      "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only), snapshots.interval "
+      "(default 10m), snapshots.everyRecords (default 100000), snapshots.keep "
+      "(default 2)");
 
   std::string local_config;
   CLI::App* local_cmd = app.add_subcommand(
       "local",
       "Run one node on a configured data directory: the same lease, lock, takeover and durability "
       "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
-      "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold).");
+      "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*).");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();
 
   std::string serve_config;

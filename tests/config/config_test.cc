@@ -222,5 +222,62 @@ TEST(ServeConfig, FilesystemStoreWithDurability) {
   EXPECT_EQ(c->lease_duration, seconds(60));
 }
 
+TEST(SnapshotSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
+  auto d = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->snapshots.interval, std::chrono::minutes(10));
+  EXPECT_EQ(d->snapshots.every_records, 100'000u);
+  EXPECT_EQ(d->snapshots.keep, 2u);
+  auto c = load_serve_config_yaml(
+      std::string(kServeS3) + "snapshots:\n  interval: 30s\n  everyRecords: 0\n  keep: 3\n",
+      "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->snapshots.interval, seconds(30));
+  EXPECT_EQ(c->snapshots.every_records, 0u);
+  EXPECT_EQ(c->snapshots.keep, 3u);
+  std::string described = describe_serve_config(c.value());
+  EXPECT_NE(described.find("snapshots:\n  interval: 30s\n  everyRecords: 0\n  keep: 3"),
+            std::string::npos)
+      << described;
+
+  DevConfig dev;
+  ASSERT_TRUE(apply_dev_override_yaml("snapshots:\n  interval: 0\n  everyRecords: 500\n",
+                                      "override.yaml", dev)
+                  .is_ok());
+  EXPECT_EQ(dev.snapshots.interval, Duration(0));
+  EXPECT_EQ(dev.snapshots.every_records, 500u);
+  auto local = load_local_config_yaml("nodeId: a\nlocal:\n  dataDir: /d\nsnapshots:\n  keep: 1\n",
+                                      "local.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_EQ(local->snapshots.keep, 1u);
+}
+
+TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
+  struct Case {
+    std::string yaml, needle;
+  };
+  std::vector<Case> cases = {
+      {"snapshots:\n  interval: often\n", "snapshots.interval"},
+      {"snapshots:\n  interval: -5s\n", "snapshots.interval"},
+      {"snapshots:\n  everyRecords: lots\n", "snapshots.everyRecords"},
+      {"snapshots:\n  everyRecords: -1\n", "snapshots.everyRecords"},
+      {"snapshots:\n  keep: 0\n", "snapshots.keep"},
+      {"snapshots:\n  keep: 101\n", "snapshots.keep"},
+      {"snapshots:\n  kep: 2\n", "snapshots.kep"},
+      {"snapshots:\n  keep: [1, 2]\n", "snapshots.keep"},
+  };
+  for (const auto& c : cases) {
+    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+    DevConfig dev;
+    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
+    EXPECT_FALSE(s.is_ok()) << c.yaml;
+    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+    EXPECT_EQ(dev.snapshots.keep, 2u);
+  }
+}
+
 }  // namespace
 }  // namespace dex
