@@ -194,7 +194,12 @@ void LeaseKeeper::apply(Lock& lock, LeaseActions actions) {
         spdlog::info("{}", e.message);
         break;
       case LeaseEventKind::kRenewed:
-        spdlog::debug("{}", e.message);
+        // Routine renewals are debug; an adopted late write says storage had trouble.
+        if (e.message.find("adopted") != std::string::npos) {
+          spdlog::info("{}", e.message);
+        } else {
+          spdlog::debug("{}", e.message);
+        }
         break;
       case LeaseEventKind::kLost:
       case LeaseEventKind::kAcquireFailed:

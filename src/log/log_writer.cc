@@ -3,6 +3,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace dex {
 namespace {
@@ -303,6 +304,11 @@ Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
         "log batch at slot {} was written but the lease of epoch {} is no longer valid: not "
         "acknowledged, outcome unknown",
         slot.value, options_.epoch.value));
+  }
+  if (outcome->result == CreateResult::kAdopted) {
+    spdlog::info(
+        "log batch at slot {} adopted: an earlier attempt had landed (its answer was lost)",
+        slot.value);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (outcome->result == CreateResult::kAdopted) ++stats_.adopted;
