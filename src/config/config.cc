@@ -330,7 +330,6 @@ std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotte
 // Keys of later releases: refused with a message that says so, not as typos.
 const std::map<std::string, std::string>& later_serve_keys() {
   static const std::map<std::string, std::string> keys = {
-      {"metrics", "Prometheus metrics (metrics.listen) come with the hot standby release"},
       {"auth", "admin credentials (auth) come with the step-down release"},
   };
   return keys;
@@ -366,6 +365,11 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "lease.duration",
                                                 "lease.failIfHeld",
                                                 "standby.mode",
+                                                "standby.heldLeasePollInterval",
+                                                "standby.stepDownHoldOff",
+                                                "standby.laggingTakeoverDelay",
+                                                "standby.behindLagThreshold",
+                                                "metrics.listen",
                                                 "lifecycle.attemptDrainTimeout",
                                                 "snapshots.interval",
                                                 "snapshots.everyRecords",
@@ -423,6 +427,11 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              duration("lease.duration", c.lease_duration),
              boolean("lease.failIfHeld", c.lease_fail_if_held),
              text("standby.mode", c.standby_mode, false),
+             duration("standby.heldLeasePollInterval", c.held_lease_poll_interval),
+             duration("standby.stepDownHoldOff", c.step_down_hold_off),
+             duration("standby.laggingTakeoverDelay", c.lagging_takeover_delay),
+             duration("standby.behindLagThreshold", c.behind_lag_threshold),
+             text("metrics.listen", c.metrics_listen, false),
              duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
              read_snapshot_settings(root.value(), source, c.snapshots)};
   } catch (const YAML::Exception& e) {
@@ -442,12 +451,32 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
     return bad(fmt::format("lease.duration {} is outside {}..{}", format_duration(c.lease_duration),
                            format_duration(kLeaseDurationMin), format_duration(kLeaseDurationMax)));
   }
-  if (c.standby_mode == "hot") {
-    return bad(
-        "standby.mode 'hot' is not available in this release (hot standby comes later); use cold");
-  }
-  if (c.standby_mode != "cold")
+  if (c.standby_mode != "cold" && c.standby_mode != "hot")
     return bad(fmt::format("standby.mode must be cold or hot, not '{}'", c.standby_mode));
+  if (c.standby_mode == "hot") {
+    if (c.lease_fail_if_held) {
+      return bad(
+          "standby.mode hot needs lease.failIfHeld false: a hot standby waits while another "
+          "process holds the lease");
+    }
+    if (c.step_down_hold_off <= c.lagging_takeover_delay + c.held_lease_poll_interval) {
+      return bad(fmt::format(
+          "standby.stepDownHoldOff ({}) must be longer than standby.laggingTakeoverDelay ({}) "
+          "plus standby.heldLeasePollInterval ({}) in hot mode, so that a standby takes over "
+          "before the stepped-down process competes again",
+          format_duration(c.step_down_hold_off), format_duration(c.lagging_takeover_delay),
+          format_duration(c.held_lease_poll_interval)));
+    }
+  }
+  if (c.held_lease_poll_interval > seconds(10)) {
+    return bad(fmt::format("standby.heldLeasePollInterval {} is over 10s",
+                           format_duration(c.held_lease_poll_interval)));
+  }
+  if (!c.metrics_listen.empty()) {
+    if (auto s = validate_listen_address(c.metrics_listen); !s.is_ok())
+      return bad("metrics.listen: " + s.message());
+    if (c.metrics_listen == c.listen) return bad("metrics.listen must differ from api.listen");
+  }
   auto& os = c.object_store;
   if (os.type == "s3") {
     if (os.bucket.empty()) return bad("objectStore.bucket is required with objectStore.type s3");
@@ -504,10 +533,15 @@ std::string describe_serve_config(const ServeConfig& c) {
   }
   out += fmt::format(
       "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
+      "  heldLeasePollInterval: {}\n  stepDownHoldOff: {}\n  laggingTakeoverDelay: {}\n"
+      "  behindLagThreshold: {}\nmetrics:\n  listen: \"{}\"\n"
       "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
       "  keep: {}\n",
       c.local_store_path.string(), format_duration(c.lease_duration), c.lease_fail_if_held,
-      c.standby_mode, format_duration(c.attempt_drain_timeout),
+      c.standby_mode, format_duration(c.held_lease_poll_interval),
+      format_duration(c.step_down_hold_off), format_duration(c.lagging_takeover_delay),
+      format_duration(c.behind_lag_threshold), c.metrics_listen,
+      format_duration(c.attempt_drain_timeout),
       c.snapshots.interval == Duration(0) ? std::string("0")
                                           : format_duration(c.snapshots.interval),
       c.snapshots.every_records, c.snapshots.keep);

@@ -75,10 +75,17 @@ struct ServeConfig {
     std::filesystem::path path;  // filesystem
     Durability durability = Durability::kStrict;
   } object_store;
-  std::filesystem::path local_store_path;        // localStore.path (required)
-  Duration lease_duration = seconds(10);         // lease.duration
-  bool lease_fail_if_held = false;               // lease.failIfHeld
-  std::string standby_mode = "cold";             // standby.mode
+  std::filesystem::path local_store_path;  // localStore.path (required)
+  Duration lease_duration = seconds(10);   // lease.duration
+  bool lease_fail_if_held = false;         // lease.failIfHeld
+  std::string standby_mode = "cold";       // standby.mode: cold or hot
+  // standby.* (spec: Hot standby). heldLeasePollInterval, laggingTakeoverDelay
+  // and behindLagThreshold apply in hot mode only.
+  Duration held_lease_poll_interval = milliseconds(250);  // standby.heldLeasePollInterval
+  Duration step_down_hold_off = seconds(5);               // standby.stepDownHoldOff
+  Duration lagging_takeover_delay = milliseconds(1500);   // standby.laggingTakeoverDelay
+  Duration behind_lag_threshold = seconds(10);            // standby.behindLagThreshold
+  std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
   Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
   SnapshotSettings snapshots;                    // snapshots.*
 };

@@ -195,8 +195,20 @@ TEST(ServeConfig, RefusalsNameTheKey) {
       {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n", "localStore.path"},
       {std::string(kServeS3) + "lease:\n  duration: soon\n", "lease.duration"},
       {std::string(kServeS3) + "lease:\n  failIfHeld: yes please\n", "lease.failIfHeld"},
-      {std::string(kServeS3) + "standby:\n  mode: hot\n", "hot"},
-      {std::string(kServeS3) + "metrics:\n  listen: 0.0.0.0:9090\n", "metrics"},
+      {std::string(kServeS3) + "standby:\n  mode: warm\n", "standby.mode"},
+      {std::string(kServeS3) + "standby:\n  mode: hot\nlease:\n  failIfHeld: true\n",
+       "lease.failIfHeld false"},
+      {std::string(kServeS3) +
+           "standby:\n  mode: hot\n  stepDownHoldOff: 1700ms\n  laggingTakeoverDelay: 1500ms\n",
+       "standby.stepDownHoldOff (1700ms) must be longer than standby.laggingTakeoverDelay (1500ms) "
+       "plus standby.heldLeasePollInterval (250ms)"},
+      {std::string(kServeS3) + "standby:\n  heldLeasePollInterval: soon\n",
+       "standby.heldLeasePollInterval"},
+      {std::string(kServeS3) + "standby:\n  behindLagThreshold: 0s\n",
+       "standby.behindLagThreshold"},
+      {std::string(kServeS3) + "metrics:\n  listen: nowhere\n", "metrics.listen"},
+      {std::string(kServeS3) + "metrics:\n  path: /m\n", "metrics.path"},
+      {std::string(kServeS3) + "auth:\n  adminTokens: []\n", "auth"},
       {std::string(kServeS3) + "api:\n  listen: nowhere\n", "api.listen"},
       {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n  addressing: dns\nlocalStore:\n  path: "
        "x\n",
@@ -208,6 +220,36 @@ TEST(ServeConfig, RefusalsNameTheKey) {
     EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
         << c.needle << " not in: " << r.status().message();
   }
+}
+
+TEST(ServeConfig, HotStandbyFieldsHaveTheSpecDefaultsAndAreShownByCheck) {
+  auto c = load_serve_config_yaml(std::string(kServeS3) + "standby:\n  mode: hot\n", "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->standby_mode, "hot");
+  EXPECT_EQ(c->held_lease_poll_interval, milliseconds(250));
+  EXPECT_EQ(c->step_down_hold_off, seconds(5));
+  EXPECT_EQ(c->lagging_takeover_delay, milliseconds(1500));
+  EXPECT_EQ(c->behind_lag_threshold, seconds(10));
+  std::string described = describe_serve_config(c.value());
+  EXPECT_NE(described.find("mode: hot\n  heldLeasePollInterval: 250ms\n  stepDownHoldOff: 5s\n"
+                           "  laggingTakeoverDelay: 1500ms\n  behindLagThreshold: 10s"),
+            std::string::npos)
+      << described;
+  // 5s > 1500ms + 250ms holds by default; the boundary itself is refused.
+  auto edge = load_serve_config_yaml(
+      std::string(kServeS3) + "standby:\n  mode: hot\n  stepDownHoldOff: 1750ms\n", "serve.yaml");
+  EXPECT_FALSE(edge.is_ok());
+  auto over = load_serve_config_yaml(
+      std::string(kServeS3) + "standby:\n  mode: hot\n  stepDownHoldOff: 1751ms\n", "serve.yaml");
+  EXPECT_TRUE(over.is_ok()) << over.status().to_string();
+  // The rule is a hot-mode rule: cold accepts any hold-off.
+  EXPECT_TRUE(load_serve_config_yaml(std::string(kServeS3) + "standby:\n  stepDownHoldOff: 1s\n",
+                                     "serve.yaml")
+                  .is_ok());
+  auto m = load_serve_config_yaml(std::string(kServeS3) + "metrics:\n  listen: 0.0.0.0:9090\n",
+                                  "serve.yaml");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->metrics_listen, "0.0.0.0:9090");
 }
 
 TEST(ServeConfig, FilesystemStoreWithDurability) {
