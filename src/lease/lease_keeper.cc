@@ -18,6 +18,9 @@ LeaseConfig machine_config(const LeaseKeeperOptions& o) {
   c.fail_if_held = o.fail_if_held;
   c.holder_is_stopped = o.holder_is_stopped;
   c.seed = o.seed;
+  c.held_poll_interval = o.held_poll_interval;
+  c.standby_is_hot = o.standby_is_hot;
+  c.lagging_takeover_delay = o.lagging_takeover_delay;
   if (c.seed == 0) {
     std::random_device device;
     c.seed = (static_cast<uint64_t>(device()) << 32) ^ device();

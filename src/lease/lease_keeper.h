@@ -39,6 +39,10 @@ struct LeaseKeeperOptions {
   bool fail_if_held = false;       // lease.failIfHeld
   bool holder_is_stopped = false;  // true while this process holds the dev lock
   uint64_t seed = 0;               // 0: from the OS
+  // Hot mode (LeaseConfig): the held-lease poll interval and takeover delays.
+  Duration held_poll_interval{0};
+  std::function<bool()> standby_is_hot;
+  Duration lagging_takeover_delay = kLaggingTakeoverDelayDefault;
 };
 
 class LeaseKeeper {

@@ -98,6 +98,7 @@ LeaseState LeaseMachine::state() const {
     case Phase::kAcqWrite:
     case Phase::kAcqBackoff:
     case Phase::kAcqWaitHeld:
+    case Phase::kAcqTakeoverDelay:
       return LeaseState::kAcquiring;
     case Phase::kHoldIdle:
     case Phase::kRenewWrite:
@@ -155,11 +156,14 @@ LeaseActions LeaseMachine::on_wake(TimePoint now) {
     case Phase::kAcqBackoff:
       send_acquire_read(now, out);
       break;
+    case Phase::kAcqTakeoverDelay:
+      send_acquire_write(now, takeover_current_, takeover_etag_, out);
+      break;
     case Phase::kAcqWaitHeld: {
       const Duration held =
           held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
       if (now >= held_since_ + held + kExpiryMargin) {
-        send_acquire_write(now, held_record_, held_etag_, out);
+        take_available(now, held_record_, held_etag_, out);
       } else {
         send_acquire_read(now, out);
       }
@@ -283,7 +287,7 @@ void LeaseMachine::acquire_retry_later(TimePoint now, LeaseActions& out) {
 
 void LeaseMachine::on_acquire_read(TimePoint now, const LeaseResult& result, LeaseActions& out) {
   if (result.status.is_transient()) return acquire_retry_later(now, out);
-  if (result.status.is_not_found()) return send_acquire_write(now, std::nullopt, "", out);
+  if (result.status.is_not_found()) return take_available(now, std::nullopt, "", out);
   if (!result.status.is_ok()) {
     return fail(now, Status::permanent("reading the lease: " + result.status.to_string()), out);
   }
@@ -311,7 +315,7 @@ void LeaseMachine::on_acquire_read(TimePoint now, const LeaseResult& result, Lea
     }
     return send_acquire_write(now, record, result.etag, out);
   }
-  if (record.released) return send_acquire_write(now, record, result.etag, out);
+  if (record.released) return take_available(now, record, result.etag, out);
 
   // Held by another process. With the dev lock held that process has stopped,
   // so failIfHeld (which guards against a live holder) does not apply (§7).
@@ -351,9 +355,29 @@ void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
   const Duration held =
       held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
   const TimePoint expiry = held_since_ + held + kExpiryMargin;
-  if (now >= expiry) return send_acquire_write(now, held_record_, held_etag_, out);
+  if (now >= expiry) return take_available(now, held_record_, held_etag_, out);
   phase_ = Phase::kAcqWaitHeld;
-  wake(std::min(now + held_poll_interval(held), expiry), out);
+  const Duration poll = config_.held_poll_interval > Duration(0) ? config_.held_poll_interval
+                                                                 : held_poll_interval(held);
+  wake(std::min(now + poll, expiry), out);
+}
+
+void LeaseMachine::take_available(TimePoint now, std::optional<LeaseRecordValue> current,
+                                  const std::string& etag, LeaseActions& out) {
+  if (!config_.standby_is_hot) return send_acquire_write(now, std::move(current), etag, out);
+  // Hot mode: a hot standby waits 0–50 ms, one that is not hot about
+  // laggingTakeoverDelay, so that a hot standby wins a race (spec: Takeover).
+  const bool hot = config_.standby_is_hot();
+  const Duration delay =
+      hot ? random_.between(Duration(0), kHotTakeoverJitterMax) : config_.lagging_takeover_delay;
+  takeover_current_ = std::move(current);
+  takeover_etag_ = etag;
+  phase_ = Phase::kAcqTakeoverDelay;
+  emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
+       fmt::format("lease of node {} is available; taking it in {} ms ({})", config_.node_id.value,
+                   to_ms(delay), hot ? "hot standby" : "standby not hot: laggingTakeoverDelay"))
+      .wait_max = delay;
+  wake(now + delay, out);
 }
 
 void LeaseMachine::send_acquire_write(TimePoint now, std::optional<LeaseRecordValue> current,

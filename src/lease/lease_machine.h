@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ inline constexpr Duration kBackoffInitial = milliseconds(100);
 inline constexpr Duration kBackoffMax = seconds(1);
 // A waiting process reads a held lease at least this often.
 inline constexpr Duration kHeldPollIntervalMax = seconds(1);
+// Hot mode (spec: Hot standby, Takeover): a hot standby waits 0 to this long
+// before it writes an available lease.
+inline constexpr Duration kHotTakeoverJitterMax = milliseconds(50);
+inline constexpr Duration kLaggingTakeoverDelayDefault = milliseconds(1500);
 // A graceful release gives up after this long (the successor then waits for expiry).
 inline constexpr Duration kReleaseBudget = seconds(5);
 // Bounds the list of our own write IDs remembered for adoption.
@@ -68,6 +73,16 @@ struct LeaseConfig {
   bool holder_is_stopped = false;
   // Seeds backoff jitter and write IDs, so a simulation replays.
   uint64_t seed = 0;
+  // standby.heldLeasePollInterval (hot mode): how often a held lease is read
+  // while waiting. Zero: held_poll_interval(duration).
+  Duration held_poll_interval{0};
+  // Hot mode takeover delays (spec: Hot standby, Takeover). When set, it is
+  // asked each time an available lease (absent, released, expired) is about to
+  // be written: true (a hot standby) waits 0–kHotTakeoverJitterMax first,
+  // false waits lagging_takeover_delay, so that a hot standby wins. The
+  // conditional write still decides. Unset (cold mode, dev): write at once.
+  std::function<bool()> standby_is_hot;
+  Duration lagging_takeover_delay = kLaggingTakeoverDelayDefault;
 };
 
 enum class LeaseOpKind { kRead, kCreate, kReplace };
@@ -175,16 +190,17 @@ class LeaseMachine {
  private:
   enum class Phase {
     kIdle,
-    kAcqRead,       // op: read the lease
-    kAcqWrite,      // op: create or replace to take it
-    kAcqBackoff,    // wake: read again after a transient error
-    kAcqWaitHeld,   // wake: poll the held lease or take it once expired
-    kHoldIdle,      // wake: renewal time
-    kRenewWrite,    // op: replace with renewal_count + 1
-    kRenewRead,     // op: read after a failed renewal write (adoption check)
-    kRenewBackoff,  // wake: retry the write or the read
-    kReleaseWrite,  // op: replace with released = true
-    kReleaseRead,   // op: read after a failed release write
+    kAcqRead,           // op: read the lease
+    kAcqWrite,          // op: create or replace to take it
+    kAcqBackoff,        // wake: read again after a transient error
+    kAcqWaitHeld,       // wake: poll the held lease or take it once expired
+    kAcqTakeoverDelay,  // wake: write the available lease (hot mode's delay is over)
+    kHoldIdle,          // wake: renewal time
+    kRenewWrite,        // op: replace with renewal_count + 1
+    kRenewRead,         // op: read after a failed renewal write (adoption check)
+    kRenewBackoff,      // wake: retry the write or the read
+    kReleaseWrite,      // op: replace with released = true
+    kReleaseRead,       // op: read after a failed release write
     kReleaseBackoff,
     kReleased,
     kLost,
@@ -206,6 +222,9 @@ class LeaseMachine {
                           const std::string& etag, LeaseActions& out);
   void on_acquire_write(TimePoint now, const LeaseResult& result, LeaseActions& out);
   void acquire_retry_later(TimePoint now, LeaseActions& out);
+  // Writes an available lease, after hot mode's takeover delay if configured.
+  void take_available(TimePoint now, std::optional<LeaseRecordValue> current,
+                      const std::string& etag, LeaseActions& out);
   void wait_held(TimePoint now, LeaseActions& out);
   void become_holder(TimePoint now, const WriteAttempt& attempt, const std::string& etag,
                      bool adopted, LeaseActions& out);
@@ -258,6 +277,9 @@ class LeaseMachine {
   uint64_t next_op_id_ = 1;
   std::optional<LeaseOp> outstanding_;  // the one op in flight (id, kind, times; no body)
   std::optional<TimePoint> wake_at_;    // the pending wake
+  // kAcqTakeoverDelay: what to write once the delay is over.
+  std::optional<LeaseRecordValue> takeover_current_;
+  std::string takeover_etag_;
   int backoff_step_ = 0;
   Status stop_reason_;
   LeaseCounters counters_;

@@ -98,6 +98,99 @@ TEST(LeaseAcquire, ReleasedLeaseIsTakenAtOnceWithRaisedEpoch) {
   EXPECT_EQ(d.machine.epoch(), Epoch(5));
 }
 
+// ------------------------------------------------------------ hot mode takeover
+
+// Spec (Hot standby, Takeover): "Before it writes the lease, a hot standby waits
+// 0 to 50 ms. A standby that is not hot waits about laggingTakeoverDelay first."
+TEST(LeaseTakeover, HotStandbyWaitsAtMost50msAndANotHotOneTheLaggingDelay) {
+  for (bool hot : {true, false}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      MemoryObjectStore store;
+      put_held(store, "old", 4, kTenSeconds, /*released=*/true);
+      LeaseConfig c = config_for("p1");
+      c.seed = seed;
+      c.standby_is_hot = [hot] { return hot; };
+      c.lagging_takeover_delay = milliseconds(1500);
+      Driver d(c, store);
+      d.start();
+      d.complete();  // the released lease is available
+      ASSERT_FALSE(d.op.has_value()) << "wrote before the takeover delay";
+      ASSERT_TRUE(d.wake_at.has_value());
+      const Duration delay = *d.wake_at - d.now;
+      if (hot) {
+        EXPECT_GE(delay, Duration(0));
+        EXPECT_LE(delay, kHotTakeoverJitterMax);
+      } else {
+        EXPECT_EQ(delay, milliseconds(1500));
+      }
+      d.wake();
+      ASSERT_TRUE(d.op.has_value());
+      EXPECT_EQ(d.op->kind, LeaseOpKind::kReplace);
+      d.complete();
+      EXPECT_EQ(d.machine.state(), LeaseState::kHolding);
+      EXPECT_EQ(d.machine.epoch(), Epoch(5));
+    }
+  }
+}
+
+// "A hot standby therefore wins when there is one. The conditional lease write
+// alone decides which process takes over."
+TEST(LeaseTakeover, HotStandbyWinsTheRaceAndTheLaggingOneKeepsWaiting) {
+  MemoryObjectStore store;
+  put_held(store, "old", 4, kTenSeconds, /*released=*/true);
+  LeaseConfig hc = config_for("hot");
+  hc.standby_is_hot = [] { return true; };
+  LeaseConfig lc = config_for("lagging");
+  lc.standby_is_hot = [] { return false; };
+  Driver hot(hc, store), lagging(lc, store);
+  lagging.start();
+  hot.start();
+  lagging.complete();
+  hot.complete();
+  ASSERT_TRUE(lagging.wake_at && hot.wake_at);
+  EXPECT_LT(*hot.wake_at, *lagging.wake_at);
+  hot.wake();
+  hot.complete();
+  EXPECT_EQ(hot.machine.state(), LeaseState::kHolding);
+  lagging.wake();      // writes with the ETag of the released version
+  lagging.complete();  // PreconditionFailed: read again
+  ASSERT_TRUE(lagging.op.has_value());
+  EXPECT_EQ(lagging.op->kind, LeaseOpKind::kRead);
+  lagging.complete();
+  EXPECT_EQ(lagging.machine.state(), LeaseState::kAcquiring);
+  EXPECT_EQ(hot.machine.epoch(), Epoch(5));
+}
+
+// "It reads the held lease every heldLeasePollInterval"; after a crash it still
+// waits for expiry plus 1 s: the delays shorten nothing before that.
+TEST(LeaseTakeover, HeldLeaseIsPolledEveryIntervalAndExpiryStillWaitsDurationPlusOneSecond) {
+  MemoryObjectStore store;
+  put_held(store, "crashed", 2);
+  LeaseConfig c = config_for("p1");
+  c.held_poll_interval = milliseconds(250);
+  c.standby_is_hot = [] { return true; };
+  Driver d(c, store);
+  d.start();
+  d.complete();
+  const TimePoint seen = d.now;
+  int reads = 0;
+  while (d.machine.state() == LeaseState::kAcquiring && !d.op.has_value()) {
+    ASSERT_TRUE(d.wake_at.has_value());
+    EXPECT_LE(*d.wake_at - d.now, milliseconds(250));
+    d.wake();
+    if (d.op && d.op->kind == LeaseOpKind::kRead) {
+      ++reads;
+      d.complete(Duration(0));
+    }
+  }
+  // The write comes only after duration + 1 s of an unchanged version, plus the jitter.
+  ASSERT_TRUE(d.op.has_value());
+  EXPECT_EQ(d.op->kind, LeaseOpKind::kReplace);
+  EXPECT_GE(d.now - seen, kTenSeconds + seconds(1));
+  EXPECT_LE(d.now - seen, kTenSeconds + seconds(1) + kHotTakeoverJitterMax + milliseconds(250));
+  EXPECT_GE(reads, 40);  // about every 250 ms for 11 s
+}
+
 // Spec: "While it holds the lock, a held lease belongs to a stopped process.
 // The dev node then takes the lease over at once with a raised epoch."
 TEST(LeaseAcquire, TakeoverWithRaisedEpochWhenHolderIsStopped) {
