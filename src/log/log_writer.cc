@@ -284,7 +284,7 @@ std::future<StatusOr<Slot>> LogWriter::append(proto::LogRecord record) {
 }
 
 Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
-                              proto::LogBatch& batch) {
+                              proto::LogBatch& batch, Duration& latency) {
   batch = make_batch(slot);
   for (auto& pending : batch_records) *batch.add_records() = pending.record;
   const TimePoint first_attempt = clock_.now();
@@ -310,6 +310,7 @@ Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
         "log batch at slot {} adopted: an earlier attempt had landed (its answer was lost)",
         slot.value);
   }
+  latency = clock_.now() - first_attempt;
   std::lock_guard<std::mutex> lock(mu_);
   if (outcome->result == CreateResult::kAdopted) ++stats_.adopted;
   ++stats_.batches;
@@ -340,7 +341,8 @@ void LogWriter::run() {
       space_cv_.notify_all();
     }
     proto::LogBatch written;
-    Status status = write_batch(slot, batch, written);
+    Duration latency{0};
+    Status status = write_batch(slot, batch, written, latency);
     if (!status.is_ok()) {
       stop(status, batch, /*fatal=*/true);
       return;
@@ -351,6 +353,7 @@ void LogWriter::run() {
       assert(next_slot_ == slot);
       next_slot_ = slot.next();
     }
+    if (options_.on_batch_written) options_.on_batch_written(latency, batch.size());
     // Durable and acknowledged: the layer above applies it before any caller
     // hears of it (LogWriterOptions::on_durable).
     if (options_.on_durable) options_.on_durable(slot, written);

@@ -63,6 +63,11 @@ struct LogWriterOptions {
   // not append to this writer or block for long: the next batch waits for it.
   // The engine installs its state machine here (docs/engine.md).
   std::function<void(Slot, const proto::LogBatch&)> on_durable;
+  // Optional, for metrics: called on the writer thread for every acknowledged
+  // batch (EpochStart excluded), just before on_durable, with the time from the
+  // batch's first write attempt to its acknowledgement (on the writer's Clock)
+  // and its record count. It must not block or append: the next batch waits.
+  std::function<void(Duration latency, size_t records)> on_batch_written;
   // Written into the EpochStart record (EpochStart.at_unix_ms): the holder's wall
   // clock when it took over, the time the engine's recovery uses.
   int64_t epoch_start_unix_ms = 0;
@@ -143,8 +148,10 @@ class LogWriter {
                                       TimePoint deadline);
   Status limit_status(std::string_view what, TimePoint first_attempt, const Status& last) const;
   void backoff(Duration& delay, TimePoint deadline);
-  // Writes `batch_records` as the batch at `slot`; `written` receives the batch.
-  Status write_batch(Slot slot, std::vector<Pending>& batch_records, proto::LogBatch& written);
+  // Writes `batch_records` as the batch at `slot`; `written` receives the batch
+  // and `latency` the time from its first attempt to its acknowledgement.
+  Status write_batch(Slot slot, std::vector<Pending>& batch_records, proto::LogBatch& written,
+                     Duration& latency);
   void run();
   // Stops the writer for good: fails `in_flight` with `status`, every queued append
   // with Stopped, calls on_fatal once (when `fatal`).

@@ -547,5 +547,76 @@ TEST(LogWriter, OnDurableRunsInSlotOrderBeforeTheFuturesResolve) {
   (void)writer.close();
 }
 
+// LogWriterOptions::on_batch_written (for metrics): once per acknowledged batch,
+// with the time from the batch's first attempt to its acknowledgement (retries
+// included) and its record count; never for the EpochStart or an unacknowledged batch.
+TEST(LogWriter, OnBatchWrittenReportsLatencyFromFirstAttemptAndRecordCount) {
+  ManualClock clock;
+  MemoryObjectStore memory;
+  InterceptStore store(memory);
+  std::atomic<bool> lease{true};
+  std::mutex mu;
+  std::vector<std::pair<Duration, size_t>> calls;
+  LogWriterOptions options = writer_options("n1", 1, "p1");
+  options.on_batch_written = [&](Duration latency, size_t records) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.emplace_back(latency, records);
+  };
+  LogWriter writer(
+      store, clock, options, [&] { return lease.load(); }, [](const Status&) {});
+  ASSERT_TRUE(writer.open().is_ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(calls.empty()) << "the EpochStart batch is not reported";
+  }
+  // The first attempt takes 20 ms and fails transiently; the retry takes 30 ms.
+  std::atomic<int> puts{0};
+  store.before_put = [&](std::string_view, const RequestOptions&) -> std::optional<Status> {
+    if (puts++ == 0) {
+      clock.advance(milliseconds(20));
+      return Status::transient("503 Slow Down");
+    }
+    clock.advance(milliseconds(30));
+    return std::nullopt;
+  };
+  auto f = writer.append(opaque_record("a"));
+  drive(clock, f, milliseconds(1), seconds(10));
+  ASSERT_TRUE(wait(f).is_ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(calls.size(), 1u);
+    // 50 ms of requests plus the backoff between them (at most backoff_max,
+    // 10 ms) and whatever drive() advanced meanwhile.
+    EXPECT_GE(calls[0].first, milliseconds(50));
+    EXPECT_LT(calls[0].first, milliseconds(50) + seconds(1));
+    EXPECT_EQ(calls[0].second, 1u);
+  }
+  // Group commit: the reports add up to every record, one per batch.
+  store.before_put = nullptr;
+  std::vector<std::future<StatusOr<Slot>>> futures;
+  for (int i = 0; i < 50; ++i) futures.push_back(writer.append(opaque_record(std::to_string(i))));
+  for (auto& g : futures) ASSERT_TRUE(wait(g).is_ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(calls.size(), writer.stats().batches);
+    size_t records = 0;
+    for (const auto& [latency, n] : calls) {
+      EXPECT_GE(latency, Duration(0));
+      EXPECT_GE(n, 1u);
+      records += n;
+    }
+    EXPECT_EQ(records, 51u);
+  }
+  // A batch that is not acknowledged (the lease ended) is not reported.
+  lease = false;
+  auto lost = writer.append(opaque_record("lost"));
+  EXPECT_FALSE(wait(lost).is_ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(calls.size(), writer.stats().batches);
+  }
+  (void)writer.close();
+}
+
 }  // namespace
 }  // namespace dex
