@@ -154,6 +154,12 @@ class EngineImpl final : public Engine {
   StatusOr<RecordResult> propose_and_wait(proto::EngineRecord record);
   void on_durable(Slot slot, const proto::LogBatch& batch);
   void fail_pending(const Status& why);
+  // The final statuses of the flows `fx` ended, read from the store just
+  // applied; empty unless on_flow_ended is set. REQUIRES: sm_ usable (sm_mu_
+  // held, or open() before any other thread runs).
+  std::vector<FlowStatus> ended_flow_statuses(const ApplyEffects& fx) const;
+  // Tells EngineOptions::on_attempt_ended / on_flow_ended what `fx` ended.
+  void report_ended(const ApplyEffects& fx, const std::vector<FlowStatus>& flows) const;
   // REQUIRES: mu_ held.
   void erase_running_locked(const std::string& task_id);
   // REQUIRES: mu_ held. The task is about to be handed to its Worker.
@@ -280,14 +286,40 @@ void EngineImpl::erase_running_locked(const std::string& task_id) {
   wake_ = true;  // capacity freed
 }
 
+std::vector<FlowStatus> EngineImpl::ended_flow_statuses(const ApplyEffects& fx) const {
+  std::vector<FlowStatus> statuses;
+  if (!options_.on_flow_ended) return statuses;
+  for (const auto& flow_id : fx.flows_ended) {
+    auto stored = sm_->flow(flow_id);
+    if (!stored.is_ok() || !stored->has_value()) {
+      spdlog::warn("engine: flow '{}' ended but could not be read back for metrics: {}", flow_id,
+                   stored.is_ok() ? "not found" : stored.status().to_string());
+      continue;
+    }
+    statuses.push_back(stored->value().flow().status());
+  }
+  return statuses;
+}
+
+void EngineImpl::report_ended(const ApplyEffects& fx, const std::vector<FlowStatus>& flows) const {
+  if (options_.on_attempt_ended) {
+    for (const auto& ended : fx.attempts_ended) options_.on_attempt_ended(ended.outcome);
+  }
+  if (options_.on_flow_ended) {
+    for (FlowStatus status : flows) options_.on_flow_ended(status);
+  }
+}
+
 // The log writer's on_durable, on its thread, in slot order (docs/engine.md,
 // "How the engine uses the log"): apply, then tell the scheduler and the callers.
 void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
   StatusOr<ApplyOutcome> outcome = Status::stopped("not applied");
+  std::vector<FlowStatus> ended_flows;
   {
     std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
     if (!sm_) return;
     outcome = sm_->apply(slot, batch);
+    if (outcome.is_ok()) ended_flows = ended_flow_statuses(outcome->effects);
   }
   if (outcome.is_ok() && !outcome->skipped) records_applied_ += batch.records_size();
   if (!outcome.is_ok()) {
@@ -325,6 +357,7 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
     if (!fx.ready.empty() || !fx.timers_set.empty() || !fx.attempts_ended.empty()) wake_ = true;
     if (wake_) sched_cv_.notify_all();
   }
+  report_ended(outcome->effects, ended_flows);
   for (auto& [cb, result] : done) cb(std::move(result));
 }
 
@@ -383,6 +416,11 @@ Status EngineImpl::start() {
     auto applied = sm_->apply(entry.slot, entry.batch);
     if (!applied.is_ok()) return applied.status();
     if (!applied->skipped) records_applied_ += entry.batch.records_size();
+    // This epoch's recovery is this process's: report what it ended (earlier
+    // slots were reported by the processes that applied them live).
+    if (entry.slot == epoch_slot && !applied->skipped) {
+      report_ended(applied->effects, ended_flow_statuses(applied->effects));
+    }
   }
   auto now_last = sm_->last_applied();
   if (!now_last.is_ok()) return now_last.status();

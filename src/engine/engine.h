@@ -100,6 +100,15 @@ struct EngineOptions {
   // <local_store_path>.checkpoint.
   SnapshotPolicy snapshots;
   RequestOptions snapshot_request = {seconds(30)};
+  // Optional, for metrics (docs/metrics.md): told of every attempt and every flow
+  // that ends in a batch this engine applies live, on the log writer's thread,
+  // after the apply and before the callers hear of it. Replay at open does not
+  // report what earlier epochs ended (their process did), except this epoch's
+  // EpochStart: the attempts its recovery ends NOT_COMPLETED (and any flow that
+  // ends with them) are this process's and are reported once. They must not
+  // block or call into the engine.
+  std::function<void(AttemptOutcome)> on_attempt_ended;
+  std::function<void(FlowStatus)> on_flow_ended;  // COMPLETED, FAILED or CANCELLED
 };
 
 // The engine's side of one Worker stream. The gRPC layer implements it.
