@@ -101,17 +101,98 @@ class ApiServer::Impl {
     set_readiness(false);
   }
   void set_readiness(bool serving) {
+    std::lock_guard<std::mutex> lock(server_mu_);
+    serving_ = serving;
+    if (serving) hot_standby_ = false;
+    apply_health_locked();
+  }
+  void set_hot_standby(bool hot) {
+    std::lock_guard<std::mutex> lock(server_mu_);
+    if (serving_) hot = false;  // the active process is never a hot standby
+    if (hot == hot_standby_) return;
+    hot_standby_ = hot;
+    apply_health_locked();
+  }
+
+  // Builds and starts a server on `address` for the given role; the services
+  // are built anew (a grpc::Service serves one server in its life).
+  // REQUIRES: server_mu_ held.
+  Status build_locked(const std::string& address, bool standby) {
+    services_.clear();
+    services_.push_back(make_flow_service(*this));
+    services_.push_back(make_worker_service(*this));
+    services_.push_back(make_admin_service(*this));
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(options_.message_bytes_max);
+    // gRPC sets SO_REUSEPORT by default: a second process on the same port would
+    // silently share (and steal) connections. Refuse the bind instead.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Dead Worker connections are noticed within about 20 s.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    if (standby) {
+      // Spec: "A standby closes each client connection after about 3 seconds",
+      // so a client that reached it reconnects and finds the active process.
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                                 static_cast<int>(to_ms(options_.standby_connection_age)));
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 500);
+    }
+    for (auto& service : services_) builder.RegisterService(service.get());
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port == 0) {
+      server_.reset();
+      return Status::invalid_argument(
+          fmt::format("cannot listen on '{}' (address in use, or not host:port)", address));
+    }
+    port_ = port;
+    standby_server_ = standby;
+    apply_health_locked();
+    return Status::ok();
+  }
+
+  // Replaces the running server by one for the other role on the same port.
+  // Clients see the connection close and reconnect. REQUIRES: server_mu_ held.
+  Status swap_locked(bool standby) {
+    if (server_ == nullptr || standby_server_ == standby) return Status::ok();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    server_->Wait();
+    server_.reset();
+    // Rebinding right after the close: retry briefly in case the kernel is slow.
+    Status built = Status::ok();
+    for (int i = 0; i < 50; ++i) {
+      built = build_locked(listen_, standby);
+      if (built.is_ok()) return built;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return built;
+  }
+
+  void apply_health_locked() {
     if (server_ == nullptr) return;
     auto* health = server_->GetHealthCheckService();
     if (health == nullptr) return;
-    for (const char* name : kReadinessNames) health->SetServingStatus(name, serving);
-    health->SetServingStatus(kHotStandbyName, false);
+    for (const char* name : kReadinessNames) health->SetServingStatus(name, serving_);
+    health->SetServingStatus(kHotStandbyName, hot_standby_);
   }
 
+  static std::unique_ptr<grpc::Service> make_flow_service(Impl& impl);
+  static std::unique_ptr<grpc::Service> make_worker_service(Impl& impl);
+  static std::unique_ptr<grpc::Service> make_admin_service(Impl& impl);
+
+  ApiServerOptions options_;
+  std::mutex server_mu_;  // guards the fields below (the server and its health)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
-  std::string listen_;
+  std::string listen_;  // host:port with the port actually bound
   int port_ = 0;
+  bool standby_server_ = true;
+  bool serving_ = false;
+  bool hot_standby_ = false;
 
  private:
   mutable std::mutex mu_;
@@ -343,35 +424,26 @@ class AdminServiceImpl final : public AdminService::Service {
 
 }  // namespace
 
+std::unique_ptr<grpc::Service> ApiServer::Impl::make_flow_service(Impl& impl) {
+  return std::make_unique<FlowServiceImpl>(impl);
+}
+std::unique_ptr<grpc::Service> ApiServer::Impl::make_worker_service(Impl& impl) {
+  return std::make_unique<WorkerTaskServiceImpl>(impl);
+}
+std::unique_ptr<grpc::Service> ApiServer::Impl::make_admin_service(Impl& impl) {
+  return std::make_unique<AdminServiceImpl>(impl);
+}
+
 StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->services_.push_back(std::make_unique<FlowServiceImpl>(*impl));
-  impl->services_.push_back(std::make_unique<WorkerTaskServiceImpl>(*impl));
-  impl->services_.push_back(std::make_unique<AdminServiceImpl>(*impl));
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port_);
-  builder.SetMaxReceiveMessageSize(options.message_bytes_max);
-  // gRPC sets SO_REUSEPORT by default: a second process on the same port would
-  // silently share (and steal) connections. Refuse the bind instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Dead Worker connections are noticed within about 20 s.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  for (auto& service : impl->services_) builder.RegisterService(service.get());
-  impl->server_ = builder.BuildAndStart();
-  if (impl->server_ == nullptr || impl->port_ == 0) {
-    return Status::invalid_argument(
-        fmt::format("cannot listen on '{}' (address in use, or not host:port)", options.listen));
-  }
+  impl->options_ = options;
+  std::lock_guard<std::mutex> lock(impl->server_mu_);
+  // Every process starts as a standby: it serves nothing until it holds the lease.
+  if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
   impl->listen_ = options.listen;
   if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
     impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
   }
-  impl->set_readiness(false);
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 
@@ -384,14 +456,39 @@ const std::string& ApiServer::listen_address() const { return impl_->listen_; }
 
 void ApiServer::set_active(Engine* engine, NodeIdentity identity,
                            std::function<bool()> lease_valid) {
-  impl_->set_active(engine, std::move(identity), std::move(lease_valid));
+  if (Status s = activate(engine, std::move(identity), std::move(lease_valid)); !s.is_ok()) {
+    spdlog::error("cannot serve as the active process: {}", s.to_string());
+  }
 }
+
+Status ApiServer::activate(Engine* engine, NodeIdentity identity,
+                           std::function<bool()> lease_valid) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->server_mu_);
+    if (Status s = impl_->swap_locked(/*standby=*/false); !s.is_ok()) return s;
+  }
+  impl_->set_active(engine, std::move(identity), std::move(lease_valid));
+  return Status::ok();
+}
+
+Status ApiServer::set_standby(bool hot) {
+  impl_->set_inactive("this process is a standby: the active process of the node serves");
+  {
+    std::lock_guard<std::mutex> lock(impl_->server_mu_);
+    if (Status s = impl_->swap_locked(/*standby=*/true); !s.is_ok()) return s;
+  }
+  impl_->set_hot_standby(hot);
+  return Status::ok();
+}
+
+void ApiServer::set_hot_standby(bool hot) { impl_->set_hot_standby(hot); }
 
 void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
 
 void ApiServer::shutdown(Duration grace) {
-  if (impl_->server_ == nullptr) return;
   impl_->set_inactive("this process is shutting down");
+  std::lock_guard<std::mutex> lock(impl_->server_mu_);
+  if (impl_->server_ == nullptr) return;
   impl_->server_->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));
   impl_->server_->Wait();

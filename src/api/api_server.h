@@ -31,6 +31,10 @@ inline constexpr int kApiMessageBytesMax = 4 << 20;
 struct ApiServerOptions {
   std::string listen = "127.0.0.1:8801";
   int message_bytes_max = kApiMessageBytesMax;
+  // A standby closes each client connection after about this long, so that a
+  // client that reached it reconnects and finds the active process (spec:
+  // Health and probes).
+  Duration standby_connection_age = seconds(3);
 };
 
 // Who answers Describe.
@@ -45,7 +49,8 @@ int grpc_code_for(const Status& status);
 
 class ApiServer {
  public:
-  // Binds and starts serving (inactive: UNAVAILABLE until set_active).
+  // Binds and starts serving as a standby: UNAVAILABLE and NOT_SERVING until
+  // set_active, connections closed after standby_connection_age.
   // InvalidArgument if the address cannot be bound, naming it.
   static StatusOr<std::unique_ptr<ApiServer>> start(const ApiServerOptions& options);
   ~ApiServer();
@@ -59,9 +64,24 @@ class ApiServer {
   // asked on every public call: once it answers false (say, the process was
   // frozen past its lease), the call and every later one answer UNAVAILABLE
   // and readiness turns NOT_SERVING, before anything is read from the engine.
+  //
+  // A standby's connections are closed after about 3 s; the active process's
+  // are not. Changing between the two replaces the gRPC server on the same
+  // port (gRPC has no per-connection control), so clients reconnect once.
+  // Fails only if the port cannot be bound again.
+  Status activate(
+      Engine* engine, NodeIdentity identity,
+      std::function<bool()> lease_valid = [] { return true; });
+  // activate() for callers that cannot act on a failure (tests): logs it.
   void set_active(
       Engine* engine, NodeIdentity identity,
       std::function<bool()> lease_valid = [] { return true; });
+  // This process is (again) a standby: public calls UNAVAILABLE, readiness
+  // NOT_SERVING, connections closed after about 3 s, and dex.HotStandby
+  // SERVING only while `hot` (a following hot standby).
+  Status set_standby(bool hot);
+  // Updates dex.HotStandby on a standby (no effect while active).
+  void set_hot_standby(bool hot);
   // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
   // Calls already inside the engine finish with the engine's answer.
   void set_inactive(std::string why);

@@ -134,6 +134,62 @@ TEST_F(ApiServerTest, InactiveProcessAnswersUnavailableAndNotServing) {
   }
 }
 
+// Spec (Health and probes): a standby is NOT_SERVING for the readiness names;
+// dex.HotStandby is SERVING only on a hot standby that follows.
+TEST_F(ApiServerTest, HotStandbyIsServingOnlyWhileAStandbyFollows) {
+  using HS = grpc::health::v1::HealthCheckResponse;
+  ASSERT_TRUE(server_->set_standby(/*hot=*/true).is_ok());
+  EXPECT_EQ(health("dex.HotStandby"), HS::SERVING);
+  for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
+    EXPECT_EQ(health(name), HS::NOT_SERVING) << name;
+  }
+  server_->set_hot_standby(false);  // behind, restarting, bootstrapping: not hot
+  EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
+  server_->set_hot_standby(true);
+  EXPECT_EQ(health("dex.HotStandby"), HS::SERVING);
+  // Taking over: the active process is never a hot standby.
+  ASSERT_TRUE(server_->activate(&engine_, {"node-a", Epoch(8), "host-1-abc"}).is_ok());
+  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                 grpc::InsecureChannelCredentials());
+  EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
+  EXPECT_EQ(health(""), HS::SERVING);
+  server_->set_hot_standby(true);  // ignored while active
+  EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
+  // Back to a cold standby.
+  ASSERT_TRUE(server_->set_standby(/*hot=*/false).is_ok());
+  EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
+  EXPECT_EQ(health(""), HS::NOT_SERVING);
+}
+
+// How long a client connection lives: the time until an open health Watch
+// stream ends (bounded by `max`).
+Duration watch_lifetime(const std::shared_ptr<grpc::Channel>& channel, Duration max) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + max);
+  grpc::health::v1::HealthCheckRequest request;
+  auto start = SystemClock::instance().now();
+  auto reader = stub->Watch(&c, request);
+  grpc::health::v1::HealthCheckResponse response;
+  while (reader->Read(&response)) {
+  }
+  (void)reader->Finish();
+  return SystemClock::instance().now() - start;
+}
+
+// Spec: "A standby closes each client connection after about 3 seconds. A
+// client that reached it ... then reconnects and reaches the active process."
+TEST_F(ApiServerTest, AStandbyClosesEachConnectionAfterAboutThreeSecondsAndTheActiveDoesNot) {
+  const Duration on_standby = watch_lifetime(channel_, seconds(10));
+  EXPECT_GE(on_standby, milliseconds(2500));
+  EXPECT_LE(on_standby, milliseconds(6000));
+  activate();
+  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                 grpc::InsecureChannelCredentials());
+  const Duration on_active = watch_lifetime(channel_, seconds(6));
+  EXPECT_GE(on_active, milliseconds(5900)) << "the active process closed a connection";
+}
+
 TEST_F(ApiServerTest, ActiveProcessServesAndReportsReadiness) {
   activate();
   for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
