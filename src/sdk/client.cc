@@ -1,76 +1,258 @@
 #include "sdk/client.h"
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
 
+#include "common/random.h"
+#include "config/config.h"
 #include "dex/api.grpc.pb.h"
+#include "sdk/addresses.h"
 #include "sdk/grpc_status.h"
 
 namespace dex {
 
-struct Client::Stubs {
+namespace {
+
+// The pause between two rounds over every address: doubles from the initial
+// to the max, each jittered to [d/2, d], never past the call's deadline.
+constexpr Duration kRoundBackoffInitial = milliseconds(50);
+constexpr Duration kRoundBackoffMax = seconds(1);
+
+struct Endpoint {
+  std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<FlowService::Stub> flows;
   std::unique_ptr<AdminService::Stub> admin;
 };
 
+std::chrono::system_clock::time_point system_deadline(TimePoint deadline) {
+  Duration remaining = std::max(deadline - SystemClock::instance().now(), Duration::zero());
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(remaining);
+}
+
+// Waits until the channel is READY, TRANSIENT_FAILURE or SHUTDOWN, or `until`
+// passes (then it returns the state it is stuck in: IDLE or CONNECTING).
+grpc_connectivity_state wait_for_connection(grpc::Channel& channel, TimePoint until) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) {
+    if (SystemClock::instance().now() >= until) return state;
+    if (!channel.WaitForStateChange(state, system_deadline(until))) return state;
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return state;
+}
+
+// "UNAVAILABLE: the server at X is not serving: ..." → "the server at X is not serving: ...".
+std::string without_code(const Status& status) {
+  std::string_view message = status.message();
+  std::string_view code = sdk_internal::grpc_code_of(status);
+  if (!code.empty() && message.size() > code.size() + 2) message.remove_prefix(code.size() + 2);
+  return std::string(message);
+}
+
+}  // namespace
+
+struct Client::Stubs {
+  Status invalid = Status::ok();  // the address list is not valid: every call fails with this
+  std::vector<std::string> addresses;
+  std::vector<Endpoint> endpoints;
+  std::atomic<size_t> preferred{0};
+  std::mutex random_mu;
+  Random random{std::random_device{}()};
+
+  Duration jitter(Duration d) {
+    std::lock_guard<std::mutex> lock(random_mu);
+    return random.between(d / 2, d);
+  }
+};
+
 Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new Stubs) {
-  stubs_->channel =
-      sdk_internal::make_channel(options_.server_address, milliseconds(100), seconds(1));
-  stubs_->flows = FlowService::NewStub(stubs_->channel);
-  stubs_->admin = AdminService::NewStub(stubs_->channel);
+  stubs_->addresses =
+      effective_server_addresses(options_.server_addresses, options_.server_address);
+  stubs_->invalid = validate_server_addresses(stubs_->addresses);
+  if (stubs_->invalid.is_ok() && options_.connect_timeout <= Duration::zero()) {
+    stubs_->invalid = Status::invalid_argument("ClientOptions: connect_timeout must be positive");
+  }
+  if (!stubs_->invalid.is_ok()) return;
+  for (const std::string& address : stubs_->addresses) {
+    Endpoint e;
+    e.address = address;
+    e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
+    e.flows = FlowService::NewStub(e.channel);
+    e.admin = AdminService::NewStub(e.channel);
+    stubs_->endpoints.push_back(std::move(e));
+  }
 }
 
 Client::~Client() = default;
 
-namespace {
+const std::vector<std::string>& Client::addresses() const { return stubs_->addresses; }
 
-void set_deadline(grpc::ClientContext& context, Duration timeout) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
+std::string Client::preferred_address() const {
+  if (stubs_->endpoints.empty()) return "";
+  return stubs_->endpoints[stubs_->preferred.load() % stubs_->endpoints.size()].address;
 }
 
-// One unary call with the client's deadline and error mapping.
-template <typename Response, typename Call>
-StatusOr<Response> unary(const ClientOptions& options, Duration timeout, Call&& call,
-                         const std::string& credential = "") {
-  grpc::ClientContext context;
-  set_deadline(context, timeout);
-  if (!credential.empty()) context.AddMetadata("authorization", "Bearer " + credential);
-  Response response;
-  grpc::Status status = call(&context, &response);
-  if (!status.ok()) {
-    return sdk_internal::status_from_grpc(status, options.server_address, timeout);
+namespace {
+
+// One attempt of a call on one endpoint: fills the caller's response on OK.
+using Attempt = std::function<grpc::Status(Endpoint&, grpc::ClientContext&, TimePoint deadline)>;
+
+// The search for the active process (src/sdk/README.md, "Several addresses"):
+// starting at the preferred address, each address in turn; UNAVAILABLE or no
+// connection moves on to the next, any other answer ends the call (and makes
+// its address the preferred one). Between full rounds a short backoff; the
+// whole within `timeout`. A round in which no process could even be reached
+// ends the call at once: nothing listens, and waiting would not help the
+// caller more than its own retry would.
+Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
+                const Attempt& attempt, const std::string& credential = "") {
+  if (!stubs.invalid.is_ok()) return stubs.invalid;
+  const size_t n = stubs.endpoints.size();
+  const TimePoint start = SystemClock::instance().now();
+  const TimePoint deadline = start + timeout;
+  const size_t first = stubs.preferred.load() % n;
+  std::vector<Status> said(n, Status::ok());  // the last answer of each address
+  Duration backoff = kRoundBackoffInitial;
+
+  auto exhausted = [&]() -> Status {
+    Duration elapsed = SystemClock::instance().now() - start;
+    if (std::all_of(said.begin(), said.end(), [](const Status& x) { return x.is_ok(); })) {
+      return Status::transient(
+          fmt::format("DEADLINE_EXCEEDED: the deadline ({}) passed before {} could be called",
+                      format_duration(timeout), join_addresses(stubs.addresses)));
+    }
+    std::vector<std::string> parts;
+    const Status* only = nullptr;
+    for (size_t k = 0; k < n; ++k) {
+      size_t i = (first + k) % n;
+      if (said[i].is_ok()) {
+        parts.push_back(fmt::format("{}: not tried (no time left)", stubs.endpoints[i].address));
+      } else {
+        parts.push_back(without_code(said[i]));
+        only = &said[i];
+      }
+    }
+    if (n == 1 && only != nullptr) {
+      // One address: its own words, as before address lists existed.
+      return Status(only->code(), elapsed >= timeout
+                                      ? fmt::format("{} (kept trying for {})", only->message(),
+                                                    format_duration(timeout))
+                                      : only->message());
+    }
+    std::string where = n == 1 ? stubs.endpoints[0].address : fmt::format("any of {} addresses", n);
+    std::string text =
+        fmt::format("UNAVAILABLE: no active dex process at {} ({})", where,
+                    elapsed >= timeout ? fmt::format("kept trying for {}", format_duration(timeout))
+                                       : std::string("none could be reached"));
+    for (const std::string& part : parts) text += "; " + part;
+    return Status::transient(std::move(text));
+  };
+
+  while (true) {
+    bool reached_a_process = false;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (first + k) % n;
+      Endpoint& endpoint = stubs.endpoints[i];
+      TimePoint now = SystemClock::instance().now();
+      if (now >= deadline) return exhausted();
+      // Connect first, bounded: an address where nothing answers (a host that
+      // is gone, a process that is frozen) costs at most connect_timeout, and
+      // nothing has been sent to it.
+      grpc_connectivity_state state =
+          wait_for_connection(*endpoint.channel, std::min(deadline, now + options.connect_timeout));
+      if (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) {
+        said[i] = Status::transient(fmt::format(
+            "UNAVAILABLE: the server is not reachable at {} (no connection within {})",
+            endpoint.address, format_duration(std::min(options.connect_timeout, deadline - now))));
+        continue;
+      }
+      // READY, or TRANSIENT_FAILURE: then the call fails at once with gRPC's
+      // reason and sends nothing.
+      grpc::ClientContext context;
+      context.set_deadline(system_deadline(deadline));
+      if (!credential.empty()) context.AddMetadata("authorization", "Bearer " + credential);
+      grpc::Status status = attempt(endpoint, context, deadline);
+      if (status.ok()) {
+        stubs.preferred = i;
+        return Status::ok();
+      }
+      Status mapped = sdk_internal::status_from_grpc(status, endpoint.address, timeout);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
+        // deadline is spent): it ends the search.
+        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) stubs.preferred = i;
+        return mapped;
+      }
+      if (!sdk_internal::is_connection_failure(status.error_message())) reached_a_process = true;
+      said[i] = std::move(mapped);
+    }
+    if (!reached_a_process) return exhausted();
+    TimePoint now = SystemClock::instance().now();
+    if (now >= deadline) return exhausted();
+    std::this_thread::sleep_for(std::min(stubs.jitter(backoff), deadline - now));
+    backoff = std::min(backoff * 2, kRoundBackoffMax);
   }
+}
+
+// A unary call: a fresh response per attempt, moved out on success.
+template <typename Response, typename Call>
+StatusOr<Response> unary(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
+                         Call&& call, const std::string& credential = "") {
+  Response response;
+  Status s = call_any(
+      stubs, options, timeout,
+      [&](Endpoint& e, grpc::ClientContext& context, TimePoint deadline) {
+        Response r;
+        grpc::Status status = call(e, &context, deadline, &r);
+        if (status.ok()) response = std::move(r);
+        return status;
+      },
+      credential);
+  if (!s.is_ok()) return s;
   return response;
 }
 
 }  // namespace
 
+// Every call below may be repeated on another process (docs/engine.md: an
+// identical RegisterFlowType, a StartFlow of an existing ID and a CancelFlow of
+// an ended flow change nothing; the others only read).
+
 StatusOr<RegisterFlowTypeResponse> Client::register_flow_type(const std::string& definition) {
   RegisterFlowTypeRequest request;
   request.set_definition(definition);
-  return unary<RegisterFlowTypeResponse>(options_, options_.timeout,
-                                         [&](grpc::ClientContext* c, RegisterFlowTypeResponse* r) {
-                                           return stubs_->flows->RegisterFlowType(c, request, r);
-                                         });
+  return unary<RegisterFlowTypeResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, RegisterFlowTypeResponse* r) {
+        return e.flows->RegisterFlowType(c, request, r);
+      });
 }
 
 StatusOr<FlowType> Client::get_flow_type(const std::string& name) {
   GetFlowTypeRequest request;
   request.set_name(name);
-  return unary<FlowType>(options_, options_.timeout, [&](grpc::ClientContext* c, FlowType* r) {
-    return stubs_->flows->GetFlowType(c, request, r);
-  });
+  return unary<FlowType>(*stubs_, options_, options_.timeout,
+                         [&](Endpoint& e, grpc::ClientContext* c, TimePoint, FlowType* r) {
+                           return e.flows->GetFlowType(c, request, r);
+                         });
 }
 
 StatusOr<ListFlowTypesResponse> Client::list_flow_types() {
   ListFlowTypesRequest request;
-  return unary<ListFlowTypesResponse>(options_, options_.timeout,
-                                      [&](grpc::ClientContext* c, ListFlowTypesResponse* r) {
-                                        return stubs_->flows->ListFlowTypes(c, request, r);
-                                      });
+  return unary<ListFlowTypesResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, ListFlowTypesResponse* r) {
+        return e.flows->ListFlowTypes(c, request, r);
+      });
 }
 
 StatusOr<StartFlowResponse> Client::start_flow(const std::string& flow_type,
@@ -79,19 +261,28 @@ StatusOr<StartFlowResponse> Client::start_flow(const std::string& flow_type,
   StartFlowRequest request;
   request.set_flow_type(flow_type);
   request.set_input(input_json);
-  request.set_flow_id(flow_id);
-  return unary<StartFlowResponse>(options_, options_.timeout,
-                                  [&](grpc::ClientContext* c, StartFlowResponse* r) {
-                                    return stubs_->flows->StartFlow(c, request, r);
-                                  });
+  // The server would pick a random ID; picking it here makes a repeat on
+  // another process return this flow instead of starting a second one.
+  const bool picked_here = flow_id.empty();
+  request.set_flow_id(picked_here ? random_hex_id() : flow_id);
+  auto started = unary<StartFlowResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, StartFlowResponse* r) {
+        return e.flows->StartFlow(c, request, r);
+      });
+  // 128 random bits: a flow with this ID can only have been started by an
+  // earlier attempt of this very call.
+  if (started.is_ok() && picked_here) started->set_already_existed(false);
+  return started;
 }
 
 StatusOr<Flow> Client::get_flow(const std::string& flow_id) {
   GetFlowRequest request;
   request.set_flow_id(flow_id);
-  return unary<Flow>(options_, options_.timeout, [&](grpc::ClientContext* c, Flow* r) {
-    return stubs_->flows->GetFlow(c, request, r);
-  });
+  return unary<Flow>(*stubs_, options_, options_.timeout,
+                     [&](Endpoint& e, grpc::ClientContext* c, TimePoint, Flow* r) {
+                       return e.flows->GetFlow(c, request, r);
+                     });
 }
 
 StatusOr<ListFlowsResponse> Client::list_flows(FlowStatus status, uint32_t page_size,
@@ -100,39 +291,49 @@ StatusOr<ListFlowsResponse> Client::list_flows(FlowStatus status, uint32_t page_
   request.set_status(status);
   request.set_page_size(page_size);
   request.set_page_token(page_token);
-  return unary<ListFlowsResponse>(options_, options_.timeout,
-                                  [&](grpc::ClientContext* c, ListFlowsResponse* r) {
-                                    return stubs_->flows->ListFlows(c, request, r);
-                                  });
+  return unary<ListFlowsResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, ListFlowsResponse* r) {
+        return e.flows->ListFlows(c, request, r);
+      });
 }
 
 StatusOr<CancelFlowResponse> Client::cancel_flow(const std::string& flow_id) {
   CancelFlowRequest request;
   request.set_flow_id(flow_id);
-  return unary<CancelFlowResponse>(options_, options_.timeout,
-                                   [&](grpc::ClientContext* c, CancelFlowResponse* r) {
-                                     return stubs_->flows->CancelFlow(c, request, r);
-                                   });
+  return unary<CancelFlowResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, CancelFlowResponse* r) {
+        return e.flows->CancelFlow(c, request, r);
+      });
 }
 
 StatusOr<WaitFlowResponse> Client::wait_flow(const std::string& flow_id, Duration wait_timeout) {
-  WaitFlowRequest request;
-  request.set_flow_id(flow_id);
-  request.set_timeout_ms(to_ms(wait_timeout));
   // The server answers ended = false when wait_timeout passes; the call's own
-  // deadline leaves it the usual time to do so.
-  return unary<WaitFlowResponse>(options_, wait_timeout + options_.timeout,
-                                 [&](grpc::ClientContext* c, WaitFlowResponse* r) {
-                                   return stubs_->flows->WaitFlow(c, request, r);
-                                 });
+  // deadline leaves it the usual time to do so. Time spent finding the active
+  // process comes off the wait, not off that margin.
+  const TimePoint wait_end = SystemClock::instance().now() + wait_timeout;
+  return unary<WaitFlowResponse>(
+      *stubs_, options_, wait_timeout + options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, WaitFlowResponse* r) {
+        WaitFlowRequest request;
+        request.set_flow_id(flow_id);
+        // 0 means "until the call's deadline": a wait that is used up by now
+        // asks for 1 ms, so that the answer comes at once.
+        request.set_timeout_ms(
+            wait_timeout <= Duration::zero()
+                ? 0
+                : std::max<int64_t>(1, to_ms(wait_end - SystemClock::instance().now())));
+        return e.flows->WaitFlow(c, request, r);
+      });
 }
 
 StatusOr<DescribeResponse> Client::describe() {
   DescribeRequest request;
   return unary<DescribeResponse>(
-      options_, options_.timeout,
-      [&](grpc::ClientContext* c, DescribeResponse* r) {
-        return stubs_->admin->Describe(c, request, r);
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, DescribeResponse* r) {
+        return e.admin->Describe(c, request, r);
       },
       options_.admin_credential);
 }

@@ -4,10 +4,19 @@
 //   "UNAVAILABLE: the server is not reachable at 127.0.0.1:8801 (...)"
 //   "NOT_FOUND: no flow with ID f-1"
 // so that callers can print it as it is. Thread-safe.
+//
+// Several addresses (the active process of a node and its standbys, in any
+// order): a call goes to the address that answered last, and on UNAVAILABLE
+// or no connection to the next one, round after round with a short backoff,
+// within the call's deadline. Any other answer ends the search. Every call is
+// safe to repeat (start_flow without a flow ID picks one here), so a call that
+// may have reached an engine that then stopped is not done twice; a
+// DEADLINE_EXCEEDED is not tried elsewhere. src/sdk/README.md has the rule.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -16,13 +25,23 @@
 namespace dex {
 
 struct ClientOptions {
+  // The addresses (host:port) of the processes of one dex node: the active one
+  // and its standbys, in any order. Empty: {server_address}.
+  std::vector<std::string> server_addresses;
+  // The single-address convenience, used when server_addresses is empty.
   std::string server_address = "127.0.0.1:8801";
-  // Deadline of each call (WaitFlow: its wait timeout plus this).
+  // Deadline of each call (WaitFlow: its wait timeout plus this), the search
+  // for the active process included.
   Duration timeout = seconds(30);
+  // How long one attempt waits for a connection to an address before the
+  // next address is tried (nothing has been sent then). Must be > 0.
+  Duration connect_timeout = seconds(2);
   // Sent as "authorization: Bearer <token>" on AdminService calls when set.
   std::string admin_credential;
 };
 
+// Options that are not valid (a bad or repeated address, see addresses.h)
+// make every call fail with InvalidArgument naming what is wrong.
 class Client {
  public:
   explicit Client(ClientOptions options = {});
@@ -31,10 +50,15 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // `definition`: a flow type as JSON or YAML text (examples/flow-types/).
+  // `changed` may be false when an earlier attempt of this call registered it.
   StatusOr<RegisterFlowTypeResponse> register_flow_type(const std::string& definition);
   StatusOr<FlowType> get_flow_type(const std::string& name);
   StatusOr<ListFlowTypesResponse> list_flow_types();
-  // `input_json`: JSON text (empty: {}). `flow_id` empty: the server picks one.
+  // `input_json`: JSON text (empty: {}). `flow_id` empty: the client picks a
+  // random one (32 hex digits, as the server would) before the first attempt,
+  // so that a repeat on another process returns the flow instead of starting a
+  // second one. With the caller's `flow_id`, already_existed may also be true
+  // because an earlier attempt of this same call started the flow.
   StatusOr<StartFlowResponse> start_flow(const std::string& flow_type,
                                          const std::string& input_json,
                                          const std::string& flow_id = "");
@@ -49,9 +73,14 @@ class Client {
   StatusOr<DescribeResponse> describe();
 
   const ClientOptions& options() const { return options_; }
+  // The addresses calls go to, in the order given.
+  const std::vector<std::string>& addresses() const;
+  // The address that answered the last call (the next call starts there).
+  std::string preferred_address() const;
+
+  struct Stubs;  // internal: channels, stubs, the preferred address
 
  private:
-  struct Stubs;
   ClientOptions options_;
   std::unique_ptr<Stubs> stubs_;
 };

@@ -58,18 +58,6 @@ bool contains_ci(std::string_view haystack, std::string_view needle) {
   return it != haystack.end();
 }
 
-// gRPC's own words when no connection could be made (as opposed to a server
-// that answered UNAVAILABLE, e.g. a standby).
-bool is_connection_failure(std::string_view message) {
-  for (std::string_view marker :
-       {"failed to connect", "connection refused", "dns resolution failed", "name resolution",
-        "connect failed", "socket closed", "connection reset", "no route to host",
-        "network is unreachable"}) {
-    if (contains_ci(message, marker)) return true;
-  }
-  return message.empty();
-}
-
 Code dex_code(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::OK:
@@ -95,6 +83,18 @@ Code dex_code(grpc::StatusCode code) {
 }
 
 }  // namespace
+
+// gRPC's own words when no connection could be made (as opposed to a server
+// that answered UNAVAILABLE, e.g. a standby).
+bool is_connection_failure(std::string_view message) {
+  for (std::string_view marker :
+       {"failed to connect", "connection refused", "dns resolution failed", "name resolution",
+        "connect failed", "socket closed", "connection reset", "no route to host",
+        "network is unreachable"}) {
+    if (contains_ci(message, marker)) return true;
+  }
+  return message.empty();
+}
 
 Status status_from_grpc(const grpc::Status& status, std::string_view address, Duration timeout) {
   if (status.ok()) return Status::ok();

@@ -24,6 +24,11 @@ std::string_view grpc_code_name(grpc::StatusCode code);
 // and `timeout` when the deadline passed.
 Status status_from_grpc(const grpc::Status& status, std::string_view address, Duration timeout);
 
+// True when an UNAVAILABLE `message` is gRPC's own words for a connection that
+// could not be made or was lost (as opposed to a process that answered
+// UNAVAILABLE, e.g. a standby).
+bool is_connection_failure(std::string_view message);
+
 // The gRPC code name at the start of a message made by status_from_grpc, or "".
 std::string_view grpc_code_of(const Status& status);
 
