@@ -1,13 +1,17 @@
 // The Worker's machinery. Threads:
 //   - the run() thread opens PollWorkerTask streams one after another and reads
-//     each until it breaks; between streams it sleeps the reconnect backoff;
+//     each until it breaks. With several addresses it tries them in turn until
+//     a process accepts the stream (HelloAck; a standby refuses it with
+//     UNAVAILABLE) and sleeps the reconnect backoff only after a full round of
+//     refusals, or after an accepted stream broke;
 //   - max_concurrent_tasks pool threads run handlers from a bounded queue;
 //   - a supervisor thread cancels a stream that has been silent too long and,
 //     after shutdown(), ends everything when the Worker is idle or the
 //     shutdown timeout passes.
 // Every final result goes into pending_results_ before it is written and
 // leaves it only on its ResultAck (or when the shutdown bound passes), so a
-// result written to a stream that then breaks is re-sent on the next one.
+// result written to a stream that then breaks is re-sent on the next accepted
+// one, whichever address that is.
 #include "sdk/worker.h"
 
 #include <grpcpp/grpcpp.h>
@@ -26,6 +30,7 @@
 
 #include "common/random.h"
 #include "dex/api.grpc.pb.h"
+#include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/grpc_status.h"
 
@@ -39,6 +44,11 @@ inline constexpr size_t kQueuedTasksMin = 1000;
 // A stream that has received nothing (not even a Ping) for this long is
 // treated as broken and reconnected. The server pings idle streams every 10 s.
 inline constexpr Duration kStreamSilenceMax = seconds(60);
+// A new stream that has no HelloAck after this long (a process that accepted
+// the connection and then said nothing: frozen, or overloaded) is given up and
+// the next address is tried. An active process answers the hello at once, a
+// standby refuses the stream at once.
+inline constexpr Duration kHelloWaitMax = seconds(10);
 inline constexpr Duration kSupervisorTick = milliseconds(200);
 // At the end of a shutdown, how long the Worker waits for the acks of the
 // tasks it hands back (those that arrived after shutdown()).
@@ -56,6 +66,7 @@ struct TaskState {
 // (the run() thread) reads concurrently, as gRPC allows.
 class Connection {
  public:
+  std::string address;
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<WorkerMessage, ServerMessage>> stream;
   std::atomic<int64_t> last_receive_ns{0};
@@ -82,6 +93,7 @@ class WorkerCore {
   explicit WorkerCore(WorkerOptions options)
       : options_(std::move(options)), random_(std::random_device{}()) {
     if (options_.worker_id.empty()) options_.worker_id = default_worker_id();
+    addresses_ = effective_server_addresses(options_.server_addresses, options_.server_address);
     queued_max_ = std::max<size_t>(kQueuedTasksMin, 4 * size_t{options_.max_concurrent_tasks});
   }
 
@@ -135,9 +147,9 @@ class WorkerCore {
 
  private:
   Status register_definitions();
-  // Opens one stream and serves it until it breaks. Returns whether anything
-  // was received on it (the reconnect backoff then starts over).
-  bool serve_stream();
+  // Opens one stream to `address` and serves it until it breaks. Returns
+  // whether the server accepted it (HelloAck): the process was the active one.
+  bool serve_stream(const std::string& address);
   void on_task(const StepTask& task);
   void on_result_ack(const ResultAck& ack);
   void on_heartbeat_ack(const HeartbeatAck& ack);
@@ -157,6 +169,7 @@ class WorkerCore {
 
   // Constant after construction.
   WorkerOptions options_;
+  std::vector<std::string> addresses_;
   size_t queued_max_ = kQueuedTasksMin;
 
   // Touched only by the run() thread.
@@ -173,7 +186,8 @@ class WorkerCore {
   bool stopping_ = false;  // shutdown() was called
   bool finished_ = false;  // idle after shutdown, or the shutdown bound passed
   bool pool_stop_ = false;
-  std::shared_ptr<Connection> current_;  // the stream results are written to, if any
+  std::shared_ptr<Connection> current_;     // the accepted stream results are written to, if any
+  std::shared_ptr<Connection> connecting_;  // a stream waiting for its HelloAck, if any
   std::deque<std::shared_ptr<TaskState>> queue_;
   std::map<std::string, std::shared_ptr<TaskState>> tasks_;  // queued or running, by task ID
   uint32_t running_ = 0;
@@ -195,6 +209,7 @@ Status WorkerCore::run() {
     if (options_.max_concurrent_tasks < 1) {
       return Status::invalid_argument("max_concurrent_tasks must be at least 1");
     }
+    if (Status s = validate_server_addresses(addresses_); !s.is_ok()) return s;
     if (options_.reconnect_backoff_initial <= Duration::zero() ||
         options_.reconnect_backoff_max < options_.reconnect_backoff_initial) {
       return Status::invalid_argument(
@@ -223,23 +238,45 @@ Status WorkerCore::run() {
   std::thread supervisor([this] { supervise(); });
 
   spdlog::info("worker {}: serving {} queue(s) on {} with up to {} concurrent tasks",
-               options_.worker_id, handlers_.size(), options_.server_address,
+               options_.worker_id, handlers_.size(), join_addresses(addresses_),
                options_.max_concurrent_tasks);
+  const size_t n = addresses_.size();
+  size_t index = 0;
+  size_t refused_in_round = 0;  // streams not accepted since the last backoff or acceptance
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) break;
     }
-    bool received = serve_stream();
+    bool accepted = serve_stream(addresses_[index]);
     Duration delay;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) break;
-      if (received) backoff_ = options_.reconnect_backoff_initial;
+      if (accepted) {
+        // The active process went away, or only the connection broke: search
+        // again, starting at the same address, after the initial backoff.
+        backoff_ = options_.reconnect_backoff_initial;
+        refused_in_round = 0;
+      } else {
+        index = (index + 1) % n;
+        if (++refused_in_round < n) continue;  // the next address at once
+        refused_in_round = 0;
+      }
       delay = next_backoff_locked();
     }
-    spdlog::info("worker {}: reconnecting to {} in {} ms", options_.worker_id,
-                 options_.server_address, to_ms(delay));
+    if (n == 1) {
+      spdlog::info("worker {}: reconnecting to {} in {} ms", options_.worker_id, addresses_[0],
+                   to_ms(delay));
+    } else if (accepted) {
+      spdlog::info("worker {}: looking for the active process, from {}, in {} ms",
+                   options_.worker_id, addresses_[index], to_ms(delay));
+    } else {
+      spdlog::info(
+          "worker {}: none of the {} addresses accepted the task stream; trying them "
+          "again in {} ms",
+          options_.worker_id, n, to_ms(delay));
+    }
     if (!sleep_unless_finished(delay)) break;
   }
 
@@ -258,7 +295,7 @@ Status WorkerCore::register_definitions() {
   }
   if (definitions.empty()) return Status::ok();
   ClientOptions client_options;
-  client_options.server_address = options_.server_address;
+  client_options.server_addresses = addresses_;
   client_options.timeout = seconds(10);
   Client client(client_options);
   Duration backoff = options_.reconnect_backoff_initial;
@@ -293,12 +330,13 @@ bool WorkerCore::sleep_unless_finished(Duration d) {
   return !cv_.wait_for(lock, d, [&] { return finished_; });
 }
 
-bool WorkerCore::serve_stream() {
+bool WorkerCore::serve_stream(const std::string& address) {
   // A fresh channel each time: whichever process answers at the address now.
-  auto channel = make_channel(options_.server_address, options_.reconnect_backoff_initial,
-                              options_.reconnect_backoff_max);
+  auto channel =
+      make_channel(address, options_.reconnect_backoff_initial, options_.reconnect_backoff_max);
   stub_ = WorkerTaskService::NewStub(channel);
   auto conn = std::make_shared<Connection>();
+  conn->address = address;
   conn->last_receive_ns = SystemClock::instance().now().time_since_epoch().count();
   conn->stream = stub_->PollWorkerTask(&conn->context);
 
@@ -310,42 +348,55 @@ bool WorkerCore::serve_stream() {
   }
   hello.mutable_hello()->set_max_concurrent_tasks(options_.max_concurrent_tasks);
   bool hello_sent = conn->write(hello);
-
-  std::vector<TaskResult> resend;
   if (hello_sent) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.streams_opened;
     if (finished_) {
       conn->close();
     } else {
-      // Published and snapshotted under one lock: a result delivered before
-      // this is in the snapshot, one delivered after is written by deliver().
-      current_ = conn;
-      for (const auto& [id, result] : pending_results_) resend.push_back(result);
-      stats_.results_resent += resend.size();
+      connecting_ = conn;  // the supervisor bounds the wait for the HelloAck
     }
   }
-  if (!resend.empty()) {
-    spdlog::info("worker {}: re-sending {} unacknowledged result(s)", options_.worker_id,
-                 resend.size());
-  }
-  for (auto& result : resend) {
-    WorkerMessage message;
-    *message.mutable_result() = std::move(result);
-    if (!conn->write(message)) break;
-  }
 
-  bool received = false;
+  bool accepted = false;
   ServerMessage message;
   while (hello_sent && conn->stream->Read(&message)) {
-    received = true;
     conn->last_receive_ns = SystemClock::instance().now().time_since_epoch().count();
     switch (message.kind_case()) {
-      case ServerMessage::kHelloAck:
-        spdlog::info("worker {}: connected to {} (node {}, epoch {})", options_.worker_id,
-                     options_.server_address, message.hello_ack().node_id(),
-                     message.hello_ack().node_epoch());
+      case ServerMessage::kHelloAck: {
+        if (accepted) break;
+        accepted = true;
+        // Results go to this stream only once the process accepted it: a
+        // standby's refusal loses nothing, and the unacknowledged results are
+        // re-sent first. Published and snapshotted under one lock: a result
+        // delivered before this is in the snapshot, one delivered after is
+        // written by deliver().
+        std::vector<TaskResult> resend;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (connecting_ == conn) connecting_.reset();
+          if (finished_) {
+            conn->close();
+            break;
+          }
+          current_ = conn;
+          ++stats_.streams_accepted;
+          stats_.connected_address = address;
+          for (const auto& [id, result] : pending_results_) resend.push_back(result);
+          stats_.results_resent += resend.size();
+        }
+        spdlog::info("worker {}: connected to {} (node {}, epoch {}){}", options_.worker_id,
+                     address, message.hello_ack().node_id(), message.hello_ack().node_epoch(),
+                     resend.empty() ? std::string()
+                                    : "; re-sending " + std::to_string(resend.size()) +
+                                          " unacknowledged result(s)");
+        for (auto& result : resend) {
+          WorkerMessage out;
+          *out.mutable_result() = std::move(result);
+          if (!conn->write(out)) break;
+        }
         break;
+      }
       case ServerMessage::kTask:
         on_task(message.task());
         break;
@@ -364,7 +415,12 @@ bool WorkerCore::serve_stream() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (current_ == conn) current_.reset();
+    if (current_ == conn) {
+      current_.reset();
+      stats_.connected_address.clear();
+    }
+    if (connecting_ == conn) connecting_.reset();
+    if (!accepted) ++stats_.streams_refused;
   }
   conn->close();
   grpc::Status status = conn->stream->Finish();
@@ -374,10 +430,15 @@ bool WorkerCore::serve_stream() {
     finished = finished_;
   }
   if (!finished) {
-    spdlog::warn("worker {}: task stream ended: {}", options_.worker_id,
-                 status_from_grpc(status, options_.server_address, Duration::zero()).message());
+    std::string why = status_from_grpc(status, address, Duration::zero()).message();
+    if (accepted) {
+      spdlog::warn("worker {}: task stream ended: {}", options_.worker_id, why);
+    } else {
+      spdlog::info("worker {}: {} did not accept the task stream: {}", options_.worker_id, address,
+                   why);
+    }
   }
-  return received;
+  return accepted;
 }
 
 void WorkerCore::on_task(const StepTask& task) {
@@ -550,7 +611,22 @@ void WorkerCore::supervise() {
   // closing the connection).
   while (!stopping_) {
     cv_.wait_for(lock, kSupervisorTick, [&] { return stopping_; });
-    if (stopping_ || !current_) continue;
+    if (stopping_) continue;
+    if (connecting_) {
+      TimePoint opened(Duration(connecting_->last_receive_ns.load()));
+      if (SystemClock::instance().now() - opened > kHelloWaitMax) {
+        spdlog::warn(
+            "worker {}: no answer to the hello from {} within {} s; trying the next "
+            "address",
+            options_.worker_id, connecting_->address, to_ms(kHelloWaitMax) / 1000);
+        auto conn = connecting_;
+        connecting_.reset();
+        lock.unlock();
+        conn->close();
+        lock.lock();
+      }
+    }
+    if (!current_) continue;
     TimePoint last(Duration(current_->last_receive_ns.load()));
     if (SystemClock::instance().now() - last > kStreamSilenceMax) {
       spdlog::warn("worker {}: nothing received for {} s; reconnecting", options_.worker_id,
@@ -610,8 +686,11 @@ void WorkerCore::supervise() {
   cv_.notify_all();
   auto conn = std::move(current_);
   current_.reset();
+  auto connecting = std::move(connecting_);
+  connecting_.reset();
   lock.unlock();
   if (conn) conn->close();
+  if (connecting) connecting->close();
 }
 
 }  // namespace sdk_internal

@@ -14,6 +14,12 @@
 // reconnects with exponential backoff and jitter and re-sends the
 // unacknowledged results before anything else. At most max_concurrent_tasks
 // handlers run at once, whatever the server sends.
+//
+// Several addresses (the active process of a node and its standbys, any
+// order: {.server_addresses = {"10.0.0.1:8801", "10.0.0.2:8801"}}): the Worker
+// tries them in turn until one accepts its stream (a standby refuses it with
+// UNAVAILABLE), backing off only between full rounds, and searches again
+// whenever the stream breaks.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,12 +37,18 @@
 namespace dex {
 
 struct WorkerOptions {
+  // The addresses (host:port) of the processes of one dex node: the active one
+  // and its standbys, in any order. Empty: {server_address}. run() refuses a
+  // list with a bad or repeated entry, naming it.
+  std::vector<std::string> server_addresses;
+  // The single-address convenience, used when server_addresses is empty.
   std::string server_address = "127.0.0.1:8801";
   // Stable across reconnects of one Worker process. Empty: "<hostname>-<pid>".
   std::string worker_id;
   // Also the size of the handler thread pool. Must be >= 1.
   uint32_t max_concurrent_tasks = 16;
   // Reconnect delays double from initial to max; each is jittered to [d/2, d].
+  // With several addresses the delay comes after each full round over them.
   Duration reconnect_backoff_initial = milliseconds(100);
   Duration reconnect_backoff_max = seconds(10);
   // After shutdown(): how long run() waits for running tasks to finish and
@@ -97,6 +109,9 @@ class TaskContext {
 // Counters, for tests and monitoring.
 struct WorkerStats {
   uint64_t streams_opened = 0;    // PollWorkerTask streams whose hello was sent
+  uint64_t streams_accepted = 0;  // streams the server accepted (HelloAck received)
+  uint64_t streams_refused = 0;   // streams that ended without a HelloAck (a standby, nothing
+                                  // listening, no answer)
   uint64_t tasks_received = 0;    // StepTasks received (duplicates excluded)
   uint64_t tasks_finished = 0;    // handler calls that returned or threw
   uint64_t results_accepted = 0;  // ResultAck accepted = true
@@ -104,6 +119,9 @@ struct WorkerStats {
   uint64_t results_resent = 0;    // results sent again on a new stream
   uint64_t heartbeats_sent = 0;
   uint32_t running = 0;  // handlers running now
+  // The address whose process accepted the current stream; empty while the
+  // Worker is looking for the active process.
+  std::string connected_address;
 };
 
 class Worker {
