@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "embedded_flow_types.h"
 #include "handlers.h"
+#include "sdk/addresses.h"
 #include "sdk/worker.h"
 
 int main(int argc, char** argv) {
@@ -24,8 +25,15 @@ int main(int argc, char** argv) {
   std::string queue = "example";
   std::vector<std::string> flow_type_files;
   bool no_register = false;
-  app.add_option("--server", options.server_address, "Address of the dex server")
-      ->capture_default_str();
+  std::vector<std::string> server_args;
+  app.add_option("--server", server_args,
+                 "Address (host:port) of the dex server, default 127.0.0.1:8801. Give every "
+                 "process of the node, its active one and its standbys, in any order, "
+                 "comma-separated or with --server repeated (host1:8801,host2:8801): the worker "
+                 "serves whichever is active and moves when another one takes over")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   app.add_option("--concurrency", options.max_concurrent_tasks, "Tasks run at once")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
@@ -39,6 +47,19 @@ int main(int argc, char** argv) {
   app.add_option("--work-time", work_time,
                  "Make every Step take this long (e.g. 50ms), as real work would; default: none");
   CLI11_PARSE(app, argc, argv);
+  if (server_args.empty()) server_args.push_back(options.server_address);
+  for (const std::string& arg : server_args) {
+    auto parsed = dex::parse_server_addresses(arg);
+    if (!parsed.is_ok()) {
+      std::cerr << "dex-example-worker: --server: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    options.server_addresses.insert(options.server_addresses.end(), parsed->begin(), parsed->end());
+  }
+  if (auto s = dex::validate_server_addresses(options.server_addresses); !s.is_ok()) {
+    std::cerr << "dex-example-worker: --server: " << s.message() << "\n";
+    return 2;
+  }
   dex::Duration work{0};
   if (!work_time.empty()) {
     auto parsed = dex::parse_duration(work_time);

@@ -1,6 +1,8 @@
 // dexcli: the dex command-line client.
 //   flow-type register|get|list, flow start|get|list|cancel|wait, admin describe:
-//     calls to a server over gRPC (--server, --timeout), JSON on stdout;
+//     calls to a server over gRPC (--server, --timeout), JSON on stdout; with
+//     several --server addresses (a node's active process and its standbys)
+//     each call goes to whichever is active (src/sdk/README.md);
 //   inspect lease|log: reads a node's lease and log straight from a dev/local
 //     data directory (read-only).
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
@@ -21,6 +23,7 @@
 #include "log/log_format.h"
 #include "log/log_reader.h"
 #include "objstore/filesystem_store.h"
+#include "sdk/addresses.h"
 #include "sdk/client.h"
 
 namespace {
@@ -174,10 +177,19 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --server and --timeout are accepted after the subcommand too
 
-  std::string server = "127.0.0.1:8801";
+  std::vector<std::string> server_args;
   std::string timeout_text = "30s";
-  app.add_option("--server", server, "Address of a dex server (host:port)")->capture_default_str();
-  app.add_option("--timeout", timeout_text, "Deadline of each call: 250ms, 10s, 2m")
+  app.add_option("--server", server_args,
+                 "Address (host:port) of a dex server, default 127.0.0.1:8801. Give every process "
+                 "of a node, its active one and its standbys, in any order, comma-separated or "
+                 "with --server repeated (host1:8801,host2:8801): each call goes to whichever "
+                 "is active")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  app.add_option("--timeout", timeout_text,
+                 "Deadline of each call, the search for the active process included: 250ms, "
+                 "10s, 2m")
       ->capture_default_str();
 
   // flow-type
@@ -281,9 +293,18 @@ int main(int argc, char** argv) {
   // Everything below talks to a server: check all input before sending anything.
   auto timeout = dex::parse_duration(timeout_text);
   if (!timeout.is_ok()) return usage_error("--timeout: " + timeout.status().message());
-  if (server.empty()) return usage_error("--server: an address (host:port) is needed");
+  std::vector<std::string> servers;
+  if (server_args.empty()) server_args.push_back("127.0.0.1:8801");
+  for (const std::string& arg : server_args) {
+    auto parsed = dex::parse_server_addresses(arg);
+    if (!parsed.is_ok()) return usage_error("--server: " + parsed.status().message());
+    servers.insert(servers.end(), parsed->begin(), parsed->end());
+  }
+  if (auto s = dex::validate_server_addresses(servers); !s.is_ok()) {
+    return usage_error("--server: " + s.message());
+  }
   dex::ClientOptions options;
-  options.server_address = server;
+  options.server_addresses = servers;
   options.timeout = timeout.value();
   if (*a_describe && !credential_file.empty()) {
     auto token = read_file(credential_file);
