@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/api_server.h"
 #include "fake_server.h"
 
 namespace dex {
@@ -70,6 +71,18 @@ class ProgramsTest : public ::testing::Test {
   Ran call(std::vector<std::string> args) {
     args.insert(args.begin(), {"--server", server_.address()});
     return dexcli(args);
+  }
+  // A process that is not the active one (never set active): it answers every
+  // call UNAVAILABLE, as a standby does.
+  std::unique_ptr<ApiServer> start_standby() {
+    ApiServerOptions options;
+    options.listen = "127.0.0.1:0";
+    auto server = ApiServer::start(options);
+    EXPECT_TRUE(server.is_ok()) << server.status().message();
+    return server.is_ok() ? std::move(server).value() : nullptr;
+  }
+  static std::string address_of(const ApiServer& api) {
+    return "127.0.0.1:" + std::to_string(api.port());
   }
   fs::path write_file(const std::string& name, const std::string& text) {
     fs::path path = dir_ / name;
@@ -164,6 +177,64 @@ TEST_F(ProgramsTest, UnreachableServerIsNamedWithExitOne) {
           "dexcli: getting flow f-1: UNAVAILABLE: the server is not reachable at " + address, 0),
       0u)
       << ran.err;
+}
+
+TEST_F(ProgramsTest, SeveralServersFindTheActiveOneInAnyOrderCommaSeparatedOrRepeated) {
+  auto standby = start_standby();
+  ASSERT_TRUE(standby);
+  const std::string s = address_of(*standby), a = server_.address();
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--server", s + "," + a, "flow", "get", "f-done"},
+        {"--server", a + "," + s, "flow", "get", "f-done"},
+        {"--server", s, "--server", a, "flow", "get", "f-done"},
+        {"flow", "get", "f-done", "--server", s + ", " + a}}) {
+    Ran ran = dexcli(args);
+    ASSERT_EQ(ran.exit_code, 0) << ran.err;
+    EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
+  }
+}
+
+TEST_F(ProgramsTest, BadServerListIsRefusedNamingTheBadEntry) {
+  struct Case {
+    std::string list;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"127.0.0.1:1,,127.0.0.1:2",
+            "--server: empty server address at position 2 of '127.0.0.1:1,,127.0.0.1:2'"},
+           {"127.0.0.1:1,localhost", "--server: invalid server address 'localhost': use host:port"},
+           {"127.0.0.1:1,h:70000",
+            "--server: invalid server address 'h:70000': the port must be a number from 1 to "
+            "65535"},
+           {"127.0.0.1:1,127.0.0.1:1", "--server: server address '127.0.0.1:1' is listed twice"},
+       }) {
+    Ran ran = dexcli({"--server", c.list, "flow", "get", "f-done"});
+    EXPECT_EQ(ran.exit_code, 2) << c.list << "\n" << ran.err;
+    EXPECT_NE(ran.err.find("dexcli: " + c.message), std::string::npos) << ran.err;
+    EXPECT_TRUE(ran.out.empty());
+  }
+  Ran ran = dexcli({"--server", "127.0.0.1:1", "--server", "nope", "flow", "list"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("invalid server address 'nope'"), std::string::npos) << ran.err;
+  EXPECT_EQ(flows_.calls(), 0u);
+}
+
+TEST_F(ProgramsTest, NoActiveServerNamesEveryAddressWithExitOne) {
+  auto one = start_standby(), two = start_standby();
+  ASSERT_TRUE(one && two);
+  Ran ran = dexcli({"--server", address_of(*one) + "," + address_of(*two), "--timeout", "500ms",
+                    "flow", "get", "f-1"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_EQ(ran.err.rfind("dexcli: getting flow f-1: UNAVAILABLE: no active dex process at any of "
+                          "2 addresses (kept trying for 500ms)",
+                          0),
+            0u)
+      << ran.err;
+  for (const auto* api : {one.get(), two.get()}) {
+    EXPECT_NE(ran.err.find("the server at " + address_of(*api) + " is not serving"),
+              std::string::npos)
+        << ran.err;
+  }
 }
 
 TEST_F(ProgramsTest, ServerErrorIsPrintedWithItsCode) {
@@ -268,6 +339,37 @@ TEST_F(ProgramsTest, AdminDescribePrintsTheEpochAsADecimalString) {
 }
 
 // ------------------------------------------------------ dex-example-worker
+
+TEST_F(ProgramsTest, ExampleWorkerFindsTheActiveServerAndRefusesABadList) {
+  auto standby = start_standby();
+  ASSERT_TRUE(standby);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string list = address_of(*standby) + "," + server_.address();
+    execl(EXAMPLE_WORKER_PATH, EXAMPLE_WORKER_PATH, "--server", list.c_str(), "--worker-id",
+          "example-2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool connected = workers_.wait_for_streams(1, seconds(10));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(connected) << "dex-example-worker never reached the active server";
+  EXPECT_EQ(workers_.hellos().at(0).worker_id(), "example-2");
+  EXPECT_EQ(flows_.definitions().size(), 2u);  // registered through the active server
+
+  std::string command = "timeout 20 " + quote(EXAMPLE_WORKER_PATH) +
+                        " --server 127.0.0.1:1,127.0.0.1 2>" + quote((dir_ / "err").string());
+  int rc = std::system(command.c_str());
+  EXPECT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(slurp(dir_ / "err")
+                .find("dex-example-worker: --server: invalid server address "
+                      "'127.0.0.1': use host:port"),
+            std::string::npos)
+      << slurp(dir_ / "err");
+}
 
 TEST_F(ProgramsTest, ExampleWorkerRegistersServesAndStopsOnSigterm) {
   pid_t pid = fork();

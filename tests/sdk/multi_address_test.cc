@@ -1,0 +1,521 @@
+// The Client and the Worker given several addresses, against real ApiServers
+// over a real Engine (MemoryObjectStore + LogWriter) on 127.0.0.1: a server
+// that is never set active answers UNAVAILABLE as a standby does; roles switch
+// with set_inactive/set_active, the old active process going away as a real
+// one does (its ApiServer shut down, a new inactive one started on its port).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include "api/api_server.h"
+#include "engine/engine.h"
+#include "log/log.h"
+#include "objstore/memory_store.h"
+#include "sdk/addresses.h"
+#include "sdk/client.h"
+#include "sdk/worker.h"
+
+namespace dex {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr Duration kWait = seconds(10);  // bound on every wait for something that should happen
+
+const char* kOneStep = R"(
+name: one-step
+steps:
+  - name: echo
+    taskQueue: q
+    startToCloseTimeout: 60s
+)";
+
+// One node's durable state and its engine: the engine a process serves while
+// it is active. Both ApiServers of a test front this one engine.
+class NodeEngine {
+ public:
+  NodeEngine() {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("dex-sdk-multi-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    LogWriterOptions wo;
+    wo.node_id = NodeId("n1");
+    wo.process_id = ProcessId("p1");
+    wo.epoch = Epoch(1);
+    wo.on_durable = hook_->on_durable();
+    wo.epoch_start_unix_ms = 1'700'000'000'000;
+    writer_ = std::make_unique<LogWriter>(
+        store_, SystemClock::instance(), wo, [] { return true; }, [](const Status&) {});
+    Status opened = writer_->open();
+    if (!opened.is_ok()) throw std::runtime_error(opened.to_string());
+    EngineOptions eo;
+    eo.node_id = wo.node_id;
+    eo.process_id = wo.process_id;
+    eo.epoch = wo.epoch;
+    eo.local_store_path = dir_ / "local";
+    eo.log_hook = hook_;
+    auto engine = Engine::open(eo, store_, *writer_, SystemClock::instance());
+    if (!engine.is_ok()) throw std::runtime_error(engine.status().to_string());
+    engine_ = std::move(engine).value();
+  }
+  ~NodeEngine() {
+    engine_->stop();
+    engine_.reset();
+    (void)writer_->close();
+    writer_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  Engine& engine() { return *engine_; }
+
+ private:
+  fs::path dir_;
+  MemoryObjectStore store_;
+  std::shared_ptr<EngineLogHook> hook_ = std::make_shared<EngineLogHook>();
+  std::unique_ptr<LogWriter> writer_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// What one process hands the ApiServer: the node's engine, seen through a
+// switchboard that counts calls and can misbehave as a process does when its
+// engine stops under a call.
+class ProcessEngine final : public Engine {
+ public:
+  explicit ProcessEngine(Engine& inner) : inner_(inner) {}
+
+  // complete_task keeps results back: no ack, as when the engine stops before
+  // a result is durable (the Worker must re-send it elsewhere).
+  std::atomic<bool> hold_results{false};
+  // start_flow is done by the engine, then answered as if the engine had
+  // stopped under it (UNAVAILABLE: the outcome is unknown to the caller).
+  std::atomic<bool> stop_after_start{false};
+  // get_flow takes this long (a process that is slow or frozen).
+  std::atomic<int64_t> get_flow_delay_ms{0};
+
+  std::atomic<int> results_held{0};
+  std::atomic<int> results_forwarded{0};
+  std::atomic<int> starts{0};
+  std::atomic<int> gets{0};
+
+  void stop() override {}
+  std::string local_store_report() const override { return inner_.local_store_report(); }
+  StatusOr<SnapshotInfo> snapshot_now() override { return inner_.snapshot_now(); }
+  Snapshotter::Stats snapshot_stats() const override { return inner_.snapshot_stats(); }
+  StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest& r) override {
+    return inner_.register_flow_type(r);
+  }
+  StatusOr<FlowType> get_flow_type(const std::string& name) override {
+    return inner_.get_flow_type(name);
+  }
+  StatusOr<ListFlowTypesResponse> list_flow_types() override { return inner_.list_flow_types(); }
+  StatusOr<StartFlowResponse> start_flow(const StartFlowRequest& r) override {
+    ++starts;
+    auto started = inner_.start_flow(r);
+    if (stop_after_start && started.is_ok()) {
+      return Status::stopped("the engine stopped (the lease was lost or released)");
+    }
+    return started;
+  }
+  StatusOr<Flow> get_flow(const std::string& flow_id) override {
+    ++gets;
+    if (int64_t ms = get_flow_delay_ms.load(); ms > 0) {
+      std::this_thread::sleep_for(milliseconds(ms));
+    }
+    return inner_.get_flow(flow_id);
+  }
+  StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest& r) override {
+    return inner_.list_flows(r);
+  }
+  StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest& r) override {
+    return inner_.cancel_flow(r);
+  }
+  StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, TimePoint deadline,
+                                       const std::function<bool()>& cancelled) override {
+    return inner_.wait_flow(flow_id, deadline, cancelled);
+  }
+  StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
+                                        std::shared_ptr<WorkerSink> sink) override {
+    return inner_.connect_worker(hello, std::move(sink));
+  }
+  void disconnect_worker(WorkerHandle worker) override { inner_.disconnect_worker(worker); }
+  HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) override {
+    return inner_.heartbeat(worker, heartbeat);
+  }
+  std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) override {
+    if (hold_results) {
+      ++results_held;
+      std::promise<ResultAck> never;
+      never.set_exception(
+          std::make_exception_ptr(EngineStoppedError("the engine stopped before the result")));
+      return never.get_future();
+    }
+    ++results_forwarded;
+    return inner_.complete_task(worker, result);
+  }
+
+ private:
+  Engine& inner_;
+};
+
+std::unique_ptr<ApiServer> start_api(int port = 0) {
+  ApiServerOptions options;
+  options.listen = "127.0.0.1:" + std::to_string(port);
+  // A port just released may take a moment to bind again.
+  for (int i = 0; i < 50; ++i) {
+    auto server = ApiServer::start(options);
+    if (server.is_ok()) return std::move(server).value();
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ADD_FAILURE() << "cannot listen on " << options.listen;
+  return nullptr;
+}
+
+std::string address_of(const ApiServer& api) { return "127.0.0.1:" + std::to_string(api.port()); }
+
+// An address where nothing listens: a port that was just free.
+std::string dead_address() {
+  auto api = start_api();
+  std::string address = address_of(*api);
+  api->shutdown(seconds(0));
+  return address;
+}
+
+bool eventually(const std::function<bool()>& done, Duration timeout = kWait) {
+  auto until = SystemClock::instance().now() + timeout;
+  while (SystemClock::instance().now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return done();
+}
+
+class MultiAddressTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    standby_ = start_api();
+    active_ = start_api();
+    ASSERT_TRUE(standby_ && active_);
+    active_->set_active(&on_active_, {"n1", Epoch(1), "p1"});
+  }
+  void TearDown() override {
+    stop_worker();
+    for (auto* api : {&standby_, &active_}) {
+      if (*api) (*api)->shutdown(seconds(0));
+    }
+  }
+
+  ClientOptions client_options(std::vector<std::string> addresses) {
+    ClientOptions options;
+    options.server_addresses = std::move(addresses);
+    options.timeout = seconds(5);
+    return options;
+  }
+  // A Worker serving queue q with `handler`, running on its own thread.
+  Worker& start_worker(std::vector<std::string> addresses,
+                       std::function<json(TaskContext&)> handler) {
+    WorkerOptions options;
+    options.server_addresses = std::move(addresses);
+    options.worker_id = "w-multi";
+    options.max_concurrent_tasks = 2;
+    options.reconnect_backoff_initial = milliseconds(20);
+    options.reconnect_backoff_max = milliseconds(200);
+    options.shutdown_timeout = seconds(3);
+    worker_ = std::make_unique<Worker>(options);
+    worker_->handle("q", std::move(handler));
+    run_ = std::async(std::launch::async, [this] { return worker_->run(); });
+    return *worker_;
+  }
+  void stop_worker() {
+    if (!worker_) return;
+    worker_->shutdown();
+    ASSERT_EQ(run_.wait_for(kWait), std::future_status::ready) << "run() did not return";
+    EXPECT_TRUE(run_.get().is_ok());
+    worker_.reset();
+  }
+  void register_one_step(Client& client) {
+    auto registered = client.register_flow_type(kOneStep);
+    ASSERT_TRUE(registered.is_ok()) << registered.status().message();
+  }
+  std::optional<Flow> wait_ended(Client& client, const std::string& flow_id) {
+    auto waited = client.wait_flow(flow_id, kWait);
+    if (!waited.is_ok()) {
+      ADD_FAILURE() << waited.status().message();
+      return std::nullopt;
+    }
+    EXPECT_TRUE(waited->ended());
+    return waited->flow();
+  }
+
+  NodeEngine node_;
+  ProcessEngine on_active_{node_.engine()};
+  ProcessEngine on_standby_{node_.engine()};
+  std::unique_ptr<ApiServer> standby_;  // never active unless a test switches roles
+  std::unique_ptr<ApiServer> active_;
+  std::unique_ptr<Worker> worker_;
+  std::future<Status> run_;
+};
+
+TEST_F(MultiAddressTest, ClientFindsTheActiveProcessWhicheverOrderTheAddressesAreGiven) {
+  for (auto addresses : {std::vector<std::string>{address_of(*standby_), address_of(*active_)},
+                         std::vector<std::string>{address_of(*active_), address_of(*standby_)}}) {
+    Client client(client_options(addresses));
+    register_one_step(client);
+    EXPECT_EQ(client.preferred_address(), address_of(*active_));
+    auto started = client.start_flow("one-step", R"({"n":1})");
+    ASSERT_TRUE(started.is_ok()) << started.status().message();
+    EXPECT_EQ(started->flow().flow_id().size(), 32u);  // picked by the client, as the server would
+    EXPECT_FALSE(started->already_existed());
+    auto flow = client.get_flow(started->flow().flow_id());
+    ASSERT_TRUE(flow.is_ok()) << flow.status().message();
+    EXPECT_EQ(flow->status(), FLOW_STATUS_RUNNING);
+    auto described = client.describe();
+    ASSERT_TRUE(described.is_ok()) << described.status().message();
+    EXPECT_EQ(described->node_id(), "n1");
+  }
+  // Errors other than UNAVAILABLE come back as they are, from the active process.
+  Client client(client_options({address_of(*standby_), address_of(*active_)}));
+  auto missing = client.get_flow("nope");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_TRUE(missing.status().is_not_found()) << missing.status().message();
+}
+
+TEST_F(MultiAddressTest, WorkerFindsTheActiveProcessWhicheverOrderTheAddressesAreGiven) {
+  Client client(client_options({address_of(*active_)}));
+  register_one_step(client);
+  int round = 0;
+  for (auto addresses : {std::vector<std::string>{address_of(*standby_), address_of(*active_)},
+                         std::vector<std::string>{address_of(*active_), address_of(*standby_)}}) {
+    Worker& worker =
+        start_worker(addresses, [](TaskContext& task) -> json { return task.flow_input(); });
+    auto started =
+        client.start_flow("one-step", json{{"round", round}}.dump(), "f-" + std::to_string(round));
+    ASSERT_TRUE(started.is_ok()) << started.status().message();
+    auto flow = wait_ended(client, "f-" + std::to_string(round));
+    ASSERT_TRUE(flow);
+    EXPECT_EQ(flow->status(), FLOW_STATUS_COMPLETED);
+    EXPECT_EQ(json::parse(flow->steps(0).output()), (json{{"round", round}}));
+    WorkerStats stats = worker.stats();
+    EXPECT_EQ(stats.connected_address, address_of(*active_));
+    EXPECT_EQ(stats.streams_accepted, 1u);
+    // The standby first: its refusal cost one stream and nothing else.
+    EXPECT_EQ(stats.streams_refused, round == 0 ? 1u : 0u);
+    EXPECT_EQ(stats.results_resent, 0u);
+    stop_worker();
+    ++round;
+  }
+}
+
+TEST_F(MultiAddressTest, RolesSwitchAndTheWorkerDeliversItsUnacknowledgedResultOnce) {
+  // The active process takes the result but stops before it is durable: no ack.
+  on_active_.hold_results = true;
+  const std::string old_active = address_of(*active_);
+  const std::string new_active = address_of(*standby_);
+  std::vector<std::string> addresses = {old_active, new_active};
+  Client client(client_options(addresses));
+  register_one_step(client);
+  std::atomic<int> handled{0};
+  Worker& worker = start_worker(addresses, [&](TaskContext& task) -> json {
+    ++handled;
+    return task.flow_input();
+  });
+  ASSERT_TRUE(client.start_flow("one-step", R"({"x":1})", "f-switch").is_ok());
+  ASSERT_TRUE(eventually([&] { return on_active_.results_held.load() == 1; }));
+  EXPECT_EQ(worker.stats().connected_address, old_active);
+
+  // The switch: the old active process steps down and goes away (a standby
+  // takes its place on its port), the standby becomes the active one.
+  auto switched_at = SystemClock::instance().now();
+  active_->set_inactive("this process stepped down");
+  standby_->set_active(&on_standby_, {"n1", Epoch(2), "p2"});
+  int old_port = active_->port();
+  active_->shutdown(seconds(0));
+  active_ = start_api(old_port);
+  ASSERT_TRUE(active_);
+
+  ASSERT_TRUE(eventually([&] { return worker.stats().connected_address == new_active; }))
+      << "the worker did not move to " << new_active;
+  auto moved_after = SystemClock::instance().now() - switched_at;
+  auto flow = wait_ended(client, "f-switch");
+  ASSERT_TRUE(flow);
+  EXPECT_EQ(client.preferred_address(), new_active);
+  EXPECT_EQ(flow->status(), FLOW_STATUS_COMPLETED);
+  ASSERT_EQ(flow->steps_size(), 1);
+  ASSERT_EQ(flow->steps(0).attempts_size(), 1) << "the result was delivered more than once";
+  EXPECT_EQ(flow->steps(0).attempts(0).outcome(), ATTEMPT_OUTCOME_COMPLETED);
+  EXPECT_EQ(json::parse(flow->steps(0).output()), (json{{"x", 1}}));
+  EXPECT_EQ(handled.load(), 1);
+
+  ASSERT_TRUE(eventually([&] { return worker.stats().results_accepted == 1; }));
+  WorkerStats stats = worker.stats();
+  EXPECT_EQ(stats.results_resent, 1u);
+  EXPECT_EQ(stats.results_refused, 0u);
+  EXPECT_EQ(on_standby_.results_forwarded.load(), 1);
+  std::printf("[ figure ] the worker moved to the new active process %lld ms after the switch\n",
+              static_cast<long long>(to_ms(moved_after)));
+
+  // And back again: the client follows, starting at the address that answered last.
+  standby_->set_inactive("this process stepped down");
+  active_->set_active(&on_active_, {"n1", Epoch(3), "p3"});
+  on_active_.hold_results = false;
+  auto listed = client.list_flows();
+  ASSERT_TRUE(listed.is_ok()) << listed.status().message();
+  EXPECT_EQ(listed->flows_size(), 1);
+  EXPECT_EQ(client.preferred_address(), old_active);
+}
+
+TEST_F(MultiAddressTest, StartFlowThatReachedAnEngineWhichThenStoppedIsNotDoneTwice) {
+  // Both processes serve the node's engine; the first one starts the flow and
+  // then answers UNAVAILABLE, as an engine that stopped under the call does.
+  standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
+  on_active_.stop_after_start = true;
+  Client client(client_options({address_of(*active_), address_of(*standby_)}));
+  register_one_step(client);
+  auto started = client.start_flow("one-step", "{}");
+  ASSERT_TRUE(started.is_ok()) << started.status().message();
+  EXPECT_FALSE(started->already_existed());
+  EXPECT_EQ(on_active_.starts.load(), 1);
+  EXPECT_EQ(on_standby_.starts.load(), 1);
+  auto listed = client.list_flows();
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->flows_size(), 1) << "the flow was started twice";
+  EXPECT_EQ(listed->flows(0).flow_id(), started->flow().flow_id());
+}
+
+TEST_F(MultiAddressTest, DeadlineExceededIsNotTriedOnAnotherAddress) {
+  standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
+  on_active_.get_flow_delay_ms = 1000;
+  ClientOptions options = client_options({address_of(*active_), address_of(*standby_)});
+  options.timeout = milliseconds(300);
+  Client client(options);
+  auto flow = client.get_flow("f-1");
+  ASSERT_FALSE(flow.is_ok());
+  EXPECT_EQ(flow.status().message().rfind(
+                "DEADLINE_EXCEEDED: no answer from " + address_of(*active_) + " within 300ms", 0),
+            0u)
+      << flow.status().message();
+  EXPECT_EQ(on_standby_.gets.load(), 0);
+}
+
+TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
+  auto second_standby = start_api();
+  ASSERT_TRUE(second_standby);
+  const std::string a = address_of(*standby_), b = address_of(*second_standby);
+  ClientOptions options = client_options({a, b});
+  options.timeout = seconds(1);
+  Client client(options);
+  auto begin = SystemClock::instance().now();
+  auto flow = client.get_flow("f-1");
+  auto took = SystemClock::instance().now() - begin;
+  ASSERT_FALSE(flow.is_ok());
+  EXPECT_TRUE(flow.status().is_transient());
+  const std::string& message = flow.status().message();
+  EXPECT_EQ(message.rfind("UNAVAILABLE: no active dex process at any of 2 addresses (kept trying "
+                          "for 1s)",
+                          0),
+            0u)
+      << message;
+  for (const std::string& address : {a, b}) {
+    EXPECT_NE(message.find("the server at " + address +
+                           " is not serving: this process is "
+                           "starting up"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_GE(took, seconds(1));
+  EXPECT_LT(took, milliseconds(1500));
+
+  // Nothing listening anywhere: no process could become active, the call fails at once.
+  const std::string dead1 = dead_address(), dead2 = dead_address();
+  options = client_options({dead1, dead2});
+  options.timeout = seconds(10);
+  Client nobody(options);
+  begin = SystemClock::instance().now();
+  flow = nobody.get_flow("f-1");
+  took = SystemClock::instance().now() - begin;
+  ASSERT_FALSE(flow.is_ok());
+  EXPECT_EQ(
+      flow.status().message().rfind(
+          "UNAVAILABLE: no active dex process at any of 2 addresses (none could be reached)", 0),
+      0u)
+      << flow.status().message();
+  for (const std::string& address : {dead1, dead2}) {
+    EXPECT_NE(flow.status().message().find("the server is not reachable at " + address),
+              std::string::npos)
+        << flow.status().message();
+  }
+  EXPECT_LT(took, seconds(3));
+
+  // A Worker keeps looking (it has no deadline) and stops promptly when asked.
+  Worker& worker = start_worker({a, b}, [](TaskContext&) -> json { return {}; });
+  ASSERT_TRUE(eventually([&] { return worker.stats().streams_refused >= 4; }));
+  EXPECT_EQ(worker.stats().streams_accepted, 0u);
+  EXPECT_TRUE(worker.stats().connected_address.empty());
+  auto stopping = SystemClock::instance().now();
+  stop_worker();
+  EXPECT_LT(SystemClock::instance().now() - stopping, seconds(2));
+  second_standby->shutdown(seconds(0));
+}
+
+TEST(ServerAddresses, BadListsAreRefusedNamingTheBadEntry) {
+  struct Case {
+    std::string list;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", "empty server address at position 1 of ''"},
+           {"a:1,,b:2", "empty server address at position 2 of 'a:1,,b:2'"},
+           {"a:1,", "empty server address at position 2 of 'a:1,'"},
+           {"a:1,b", "invalid server address 'b': use host:port"},
+           {"a:1,b:0", "invalid server address 'b:0': the port must be a number from 1 to 65535"},
+           {"a:99999", "invalid server address 'a:99999': the port must be"},
+           {"a:x", "invalid server address 'a:x': the port must be"},
+           {":8801", "invalid server address ':8801': the host is missing"},
+           {"a b:1", "invalid server address 'a b:1': the host may hold only"},
+           {"::1:8801", "invalid server address '::1:8801': put an IPv6 address in brackets"},
+           {"[::1:8801", "invalid server address '[::1:8801': use [IPv6 address]:port"},
+           {"a:1, a:1", "server address 'a:1' is listed twice"},
+       }) {
+    auto parsed = parse_server_addresses(c.list);
+    ASSERT_FALSE(parsed.is_ok()) << c.list;
+    EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument) << c.list;
+    EXPECT_NE(parsed.status().message().find(c.message), std::string::npos)
+        << c.list << ": " << parsed.status().message();
+  }
+  auto good = parse_server_addresses(" 10.0.0.1:8801 , dex-1.dex.svc:8801,[::1]:9000");
+  ASSERT_TRUE(good.is_ok()) << good.status().message();
+  EXPECT_EQ(good.value(),
+            (std::vector<std::string>{"10.0.0.1:8801", "dex-1.dex.svc:8801", "[::1]:9000"}));
+
+  // The Client refuses every call, and the Worker its run(), naming the entry.
+  ClientOptions client_options;
+  client_options.server_addresses = {"127.0.0.1:8801", "127.0.0.1"};
+  Client client(client_options);
+  auto flow = client.get_flow("f");
+  ASSERT_FALSE(flow.is_ok());
+  EXPECT_EQ(flow.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(flow.status().message().find("invalid server address '127.0.0.1'"), std::string::npos)
+      << flow.status().message();
+  WorkerOptions worker_options;
+  worker_options.server_addresses = {"127.0.0.1:8801", "127.0.0.1:8801"};
+  Worker worker(worker_options);
+  worker.handle("q", [](TaskContext&) -> json { return {}; });
+  Status run = worker.run();
+  EXPECT_EQ(run.code(), Code::kInvalidArgument);
+  EXPECT_NE(run.message().find("'127.0.0.1:8801' is listed twice"), std::string::npos)
+      << run.message();
+  // The single-address convenience still works and is checked the same way.
+  ClientOptions single;
+  single.server_address = "localhost";
+  EXPECT_EQ(Client(single).list_flows().status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dex
