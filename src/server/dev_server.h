@@ -16,6 +16,7 @@ namespace dex {
 
 class ObjectStore;
 class ApiServer;
+class Metrics;
 
 // What the role loop of one node process needs, whatever its subcommand.
 struct NodeRun {
@@ -27,7 +28,18 @@ struct NodeRun {
   std::filesystem::path local_store_path;
   std::string data_description;  // for the ready line: where the data lives
   SnapshotSettings snapshots;
+  // standby.* (serve): cold waits idle; hot follows the log (docs/standby.md).
+  std::string standby_mode = "cold";
+  Duration held_lease_poll_interval{0};  // 0: the lease's default poll
+  Duration lagging_takeover_delay = milliseconds(1500);
+  Duration behind_lag_threshold = seconds(10);
+  Metrics* metrics = nullptr;  // null: metrics are kept but not served
 };
+
+// Spec (Hot standby, Takeover): after a takeover fails before the lease is
+// held, a hot standby keeps following and tries again after 1 s, doubling up
+// to 30 s.
+Duration takeover_retry_backoff(uint32_t failures);
 
 // Acquires the node's lease in `store` (waiting as a cold standby while another
 // process holds it: public calls answer UNAVAILABLE meanwhile), opens the log
