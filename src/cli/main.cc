@@ -8,6 +8,7 @@
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
 // "dexcli: <what failed>: <gRPC code>: <message>"); 2 bad flags or input
 // (nothing was sent); 3 `flow wait` gave up before the flow ended.
+#include <grpcpp/grpcpp.h>
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 
 #include "cli/output.h"
 #include "config/config.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "lease/lease_record.h"
 #include "log/log_format.h"
 #include "log/log_reader.h"
@@ -169,6 +171,27 @@ dex::Status check_definition_syntax(const std::string& path, const std::string& 
 
 }  // namespace
 
+// gRPC health Check of one process (grpc.health.v1, proto/grpc/health).
+int check_health(const std::string& server, const std::string& service, dex::Duration timeout) {
+  auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) {
+    return fail("checking the health of '" + service + "' at " + server + ": " +
+                std::to_string(status.error_code()) + ": " + status.error_message());
+  }
+  const std::string name =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  (void)print(json{{"server", server}, {"service", service}, {"status", name}});
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{
       "dexcli: the dex command-line client. Prints JSON on stdout; errors go to stderr as\n"
@@ -239,6 +262,17 @@ int main(int argc, char** argv) {
   a_describe->add_option("--credential-file", credential_file,
                          "File holding the admin credential (sent as a bearer token)");
 
+  // health: one process's gRPC health, as a probe sees it
+  std::string health_service;
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "Print one process's gRPC health for a service name (default \"\": readiness; "
+      "dex.HotStandby: a following hot standby) as JSON; exit 0 if SERVING, 1 otherwise. "
+      "Asks exactly one --server: it checks that process, not the active one");
+  health->add_option("--service", health_service,
+                     "Health service name: \"\", dex.FlowService, dex.WorkerTaskService, "
+                     "dex.HotStandby");
+
   // inspect (local, no server)
   CLI::App* inspect = app.add_subcommand(
       "inspect",
@@ -302,6 +336,13 @@ int main(int argc, char** argv) {
   }
   if (auto s = dex::validate_server_addresses(servers); !s.is_ok()) {
     return usage_error("--server: " + s.message());
+  }
+  if (*health) {
+    if (servers.size() != 1) {
+      return usage_error("health checks one process: give exactly one --server, not " +
+                         std::to_string(servers.size()));
+    }
+    return check_health(servers.front(), health_service, timeout.value());
   }
   dex::ClientOptions options;
   options.server_addresses = servers;
