@@ -292,6 +292,7 @@ class NodeMonitor {
     std::lock_guard<std::mutex> lock(mu_);
     keeper_ = keeper;
     seen_ = {};
+    lease_invalid_reported_ = false;
   }
 
  private:
@@ -305,6 +306,13 @@ class NodeMonitor {
         metrics_.set_standby_lag(st.lag);
       }
       if (keeper_ != nullptr) {
+        // Spec (Health and probes): a process whose lease is no longer valid
+        // (resumed after a freeze) reports NOT_SERVING at once, even if no
+        // public call arrives to notice it.
+        if (!keeper_->is_valid() && !lease_invalid_reported_) {
+          lease_invalid_reported_ = true;
+          api_.set_inactive("the lease of this process is no longer valid");
+        }
         LeaseCounters c = keeper_->counters();
         report(c.renewal_puts_ok - c.adoptions, seen_.renewal_puts_ok - seen_.adoptions,
                LeaseRenewal::kRenewed);
@@ -323,10 +331,11 @@ class NodeMonitor {
   Metrics& metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;              // guarded by mu_
-  Follower* follower_ = nullptr;   // guarded by mu_
-  LeaseKeeper* keeper_ = nullptr;  // guarded by mu_
-  LeaseCounters seen_;             // guarded by mu_
+  bool stop_ = false;                    // guarded by mu_
+  Follower* follower_ = nullptr;         // guarded by mu_
+  LeaseKeeper* keeper_ = nullptr;        // guarded by mu_
+  LeaseCounters seen_;                   // guarded by mu_
+  bool lease_invalid_reported_ = false;  // guarded by mu_
   std::thread thread_;
 };
 

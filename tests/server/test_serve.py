@@ -118,6 +118,10 @@ def test_frozen_active_resumed_after_takeover_answers_nothing_and_exits_1(serve,
         b.wait_ready(LEASE_S + 1 + 30)
     finally:
         a.proc.signal(signal.SIGCONT)
+    # Readiness turns NOT_SERVING at once, without any public call to notice the lease
+    # (or the process has already stopped listening): never SERVING.
+    h = run(binary("dexcli"), "--server", a.address, "--timeout", "2s", "health")
+    assert '"SERVING"' not in h.stdout, h.stdout
     # Resumed past its lease: nothing answered from its old state...
     r = a.cli("admin", "describe")
     assert r.returncode != 0 and "UNAVAILABLE" in r.stderr, r.stdout + r.stderr
