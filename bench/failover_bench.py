@@ -1,0 +1,596 @@
+#!/usr/bin/env python3
+"""Failover benchmark: hot vs cold standby, against a real MinIO (bench/README.md).
+
+For each standby mode (hot, cold), each log length (log slots built under load before the
+first failover) and each repetition, on a fresh node (its own key prefix in one MinIO):
+
+  1. `dex-server-zd serve` A becomes active; B starts as a standby with an empty local store
+     (hot: until dexzd_hot_standby_state{state="following"} is 1; cold: until it waits for the
+     lease). A `dex-example-worker` and closed-loop `dexcli flow start` clients are given both
+     addresses; the clients build the log to the wanted length, then keep a steady load.
+  2. SIGTERM of A. Measured: SIGTERM -> B's ready line, and A's "released the lease" -> B's
+     ready line. A is started again as the new standby, with an empty local store (a new
+     volume: a cold standby then replays the whole log, a hot one bootstraps before following).
+  3. SIGKILL of B. Measured: SIGKILL -> A's ready line (the lease's expiry + 1 s + replay).
+  4. The load stops; every flow whose start was acknowledged must complete (else the run fails).
+
+Per takeover: log slots at takeover (the new EpochStart slot, "log from slot N"), slots
+replayed (hot: from the "took over" line; cold: N, the whole log), open ms ("acquired the lease"
+-> "local store ...: <how>", i.e. the log open and the engine's replay) and lease->serving ms
+("acquired the lease" -> ready). Times are from the processes' own log timestamps (ms) where a
+line has one, else from when this program read the line.
+
+Python 3 standard library plus boto3 (to create the bucket). Started by scripts/bench-failover.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ACCESS, SECRET = "dexminio", "dexminio-secret-key"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+) .*log from slot (\d+)\)")
+TOOK_OVER = re.compile(r"took over as the active process: (\d+) log slots replayed after following, "
+                       r"engine open (\d+) ms, lease to serving (\d+) ms")
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
+
+
+def die(message):
+    raise SystemExit(f"failover_bench: FAILED: {message}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stamp_of(line, fallback):
+    """The wall-clock time of a server log line (spdlog, local time, ms), else `fallback`."""
+    m = STAMP.match(line)
+    if not m:
+        return fallback
+    return datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+
+
+class Proc:
+    """A running process; its combined output is kept as (arrival wall time, line)."""
+
+    def __init__(self, name, args, env=None, log_dir=None):
+        self.name = name
+        self.log = open(os.path.join(log_dir, f"{name}.log"), "a") if log_dir else None
+        self.p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines = []
+        self.cv = threading.Condition()
+        self.eof = False
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.p.stdout:
+            now = time.time()
+            line = line.rstrip("\n")
+            if self.log:
+                self.log.write(line + "\n")
+                self.log.flush()
+            with self.cv:
+                self.lines.append((now, line))
+                self.cv.notify_all()
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
+
+    def wait_for(self, needle, timeout):
+        """(arrival, line) of the first line containing `needle` (a string or a compiled regex)."""
+        deadline = time.monotonic() + timeout
+        i = 0
+        with self.cv:
+            while True:
+                while i < len(self.lines):
+                    arrival, line = self.lines[i]
+                    i += 1
+                    if (needle.search(line) if hasattr(needle, "search") else needle in line):
+                        return arrival, line
+                left = deadline - time.monotonic()
+                if self.eof or left <= 0:
+                    what = needle.pattern if hasattr(needle, "pattern") else needle
+                    die(f"{self.name}: no line with {what!r} within {timeout}s "
+                        f"(exit status {self.p.poll()}); last lines:\n" + self.tail())
+                self.cv.wait(min(left, 0.2))
+
+    def tail(self, n=25):
+        with self.cv:
+            return "\n".join(f"  {line}" for _, line in self.lines[-n:])
+
+    def signal(self, sig):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+
+    def stop(self, timeout=10):
+        """SIGTERM, then SIGKILL after `timeout` s; returns the exit status."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+        return self.p.wait()
+
+
+class MinIO:
+    def __init__(self, binary, data_dir, log_dir):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, MINIO_ROOT_USER=ACCESS, MINIO_ROOT_PASSWORD=SECRET,
+                   MINIO_BROWSER="off", MINIO_UPDATE="off")
+        self.proc = Proc("minio", [binary, "server", os.path.join(data_dir, "d"),
+                                   "--address", f"127.0.0.1:{self.port}",
+                                   "--console-address", f"127.0.0.1:{free_port()}"],
+                         env=env, log_dir=log_dir)
+        import boto3
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS,
+                          aws_secret_access_key=SECRET, region_name="us-east-1")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                s3.create_bucket(Bucket="dex")
+                return
+            except Exception as e:  # not up yet
+                if time.monotonic() > deadline or self.proc.p.poll() is not None:
+                    die(f"MinIO did not start: {e}\n" + self.proc.tail())
+                time.sleep(0.2)
+
+
+class Server:
+    """One `dex-server-zd serve` process slot of a node: fixed ports, a new local store per start."""
+
+    def __init__(self, bench, node_id, prefix, name, mode):
+        self.bench, self.node_id, self.prefix, self.name, self.mode = bench, node_id, prefix, name, mode
+        self.api_port, self.metrics_port = free_port(), free_port()
+        self.address = f"127.0.0.1:{self.api_port}"
+        self.starts = 0
+        self.proc = None
+
+    def start(self):
+        """Starts the process with an empty local store (a new volume)."""
+        self.starts += 1
+        b = self.bench
+        tag = f"{self.node_id}-{self.name}{self.starts}"
+        self.local = os.path.join(b.work, f"{tag}-local")
+        config = os.path.join(b.work, f"{tag}.yaml")
+        with open(config, "w") as f:
+            f.write(f"nodeId: {self.node_id}\napi:\n  listen: {self.address}\n"
+                    f"metrics:\n  listen: 127.0.0.1:{self.metrics_port}\n"
+                    f"objectStore:\n  type: s3\n  bucket: dex\n  prefix: {self.prefix}\n"
+                    f"  endpoint: {b.minio.endpoint}\n"
+                    f"localStore:\n  path: {self.local}\n"
+                    f"lease:\n  duration: {b.args.lease}s\nstandby:\n  mode: {self.mode}\n")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
+        self.proc = Proc(tag, [b.bin("dex-server-zd"), "serve", "--config", config], env=env,
+                         log_dir=b.logs)
+        self.proc.wait_for("API on", 30)
+        return self
+
+    def metrics(self):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                      timeout=5).read().decode()
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                values[key] = float(value)
+        return values
+
+    def wait_standing_by(self, timeout=300):
+        """Hot: following (bootstrapped and caught up). Cold: waiting for the held lease."""
+        if self.mode == "cold":
+            self.proc.wait_for("waiting for it to expire", timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.metrics().get('dexzd_hot_standby_state{state="following"}') == 1:
+                    return
+            except OSError:
+                pass
+            if self.proc.p.poll() is not None:
+                break
+            time.sleep(0.1)
+        die(f"{self.proc.name} never followed the log within {timeout}s:\n" + self.proc.tail())
+
+    def log_length(self, epoch_start):
+        """Slots in the log, by the active process's count of its acknowledged batches."""
+        return epoch_start + 1 + int(self.metrics().get("dexzd_log_batches_total", 0))
+
+
+class Load:
+    """Closed-loop clients: `dexcli flow start one-step` with known flow IDs through every address.
+
+    `active` clients run, each pausing `pause` s after a start; both can change while it runs.
+    """
+
+    def __init__(self, bench, tag, servers, clients):
+        self.bench, self.tag, self.servers = bench, tag, ",".join(servers)
+        self.acknowledged, self.failed_calls = set(), 0
+        self.active, self.pause = clients, 0.0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(c,), daemon=True)
+                        for c in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, c):
+        i = 0
+        while not self.stopping.is_set():
+            if c >= self.active:
+                time.sleep(0.05)
+                continue
+            flow_id = f"{self.tag}-c{c}-{i:05d}"
+            i += 1
+            try:
+                r = subprocess.run([self.bench.bin("dexcli"), "--server", self.servers, "--timeout",
+                                    "30s", "flow", "start", "one-step", "--flow-id", flow_id,
+                                    "--input", "{}"], capture_output=True, text=True, timeout=60)
+                ok = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            with self.lock:
+                if ok:
+                    self.acknowledged.add(flow_id)
+                else:
+                    self.failed_calls += 1
+            if self.pause:
+                time.sleep(self.pause)
+
+    def steady(self, clients, pause):
+        self.active, self.pause = clients, pause
+
+    def finish(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(90)
+
+
+def list_flows(bench, servers):
+    flows, token = {}, ""
+    for _ in range(1000):
+        args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+        r = subprocess.run([bench.bin("dexcli"), "--server", ",".join(servers), "--timeout", "10s",
+                            *args], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            return None
+        page = json.loads(r.stdout)
+        flows.update({f["flowId"]: f for f in page.get("flows", [])})
+        token = page.get("nextPageToken", "")
+        if not token:
+            return flows
+    return flows
+
+
+def check_flows(bench, servers, acknowledged, timeout=180):
+    """Waits until every acknowledged flow ended; returns (flows, problems, attempt outcomes)."""
+    deadline = time.monotonic() + timeout
+    flows = {}
+    while time.monotonic() < deadline:
+        flows = list_flows(bench, servers) or flows
+        if acknowledged <= set(flows) and all(flows[i]["status"] != "RUNNING" for i in acknowledged):
+            break
+        time.sleep(0.5)
+    problems, outcomes = [], {}
+    for flow_id in sorted(acknowledged):
+        f = flows.get(flow_id)
+        if f is None:
+            problems.append(f"{flow_id}: acknowledged but not listed (lost)")
+        elif f["status"] != "COMPLETED":
+            problems.append(f"{flow_id}: {f['status']} {f.get('error', '')}")
+    for f in flows.values():
+        for step in f.get("steps", []):
+            for a in step.get("attempts", []):
+                outcomes[a["outcome"]] = outcomes.get(a["outcome"], 0) + 1
+    return flows, problems, outcomes
+
+
+def requests(metrics, operation):
+    """(count, seconds) of the process's object-storage requests of one operation so far."""
+    count = sum(v for k, v in metrics.items() if k.startswith("dexzd_object_store_requests_total{")
+                and f'operation="{operation}"' in k)
+    seconds = sum(v for k, v in metrics.items() if k.startswith("dexzd_object_store_request_seconds_sum{")
+                  and f'operation="{operation}"' in k)
+    return count, seconds
+
+
+def takeover(new, before, t_signal, kind, old=None):
+    """Reads the new active process's lines after a failover; returns one result row.
+
+    `before`: the standby's metrics just before the signal, so that the row has the
+    object-storage requests of the takeover (and of the standby's own polls meanwhile).
+    """
+    ready_at, ready = new.proc.wait_for(READY, 120)
+    after = new.metrics()
+    epoch_start = int(READY.search(ready).group(2))
+    acq_at, acq = new.proc.wait_for("acquired the lease", 5)
+    acq_ts = stamp_of(acq, acq_at)
+    store_at, store = new.proc.wait_for(f"local store {new.local}:", 5)
+    store_ts = stamp_of(store, store_at)
+    row = {
+        "failover": kind,
+        "log_slots": epoch_start,
+        "takeover_s": ready_at - t_signal,
+        "signal_to_lease_s": acq_ts - t_signal,
+        "open_ms": (store_ts - acq_ts) * 1000,
+        "lease_to_serving_ms": (ready_at - acq_ts) * 1000,
+        "local_store": store.split(f"local store {new.local}: ", 1)[1],
+    }
+    for op in ("list", "get"):
+        (n0, s0), (n1, s1) = requests(before, op), requests(after, op)
+        row[f"{op}_requests"] = int(n1 - n0)
+        row[f"{op}_ms"] = (s1 - s0) * 1000
+    if new.mode == "hot":
+        m = TOOK_OVER.search(new.proc.wait_for(TOOK_OVER, 5)[1])
+        row["slots_replayed"] = int(m.group(1))
+        row["server_engine_open_ms"] = int(m.group(2))
+        row["server_lease_to_serving_ms"] = int(m.group(3))
+    else:
+        row["slots_replayed"] = epoch_start  # a cold standby replays the whole log
+    if old is not None:  # SIGTERM: the old process released the lease
+        rel_at, rel = old.proc.wait_for("released the lease", 30)
+        rel_ts = stamp_of(rel, rel_at)
+        row["signal_to_release_s"] = rel_ts - t_signal
+        row["release_to_lease_s"] = acq_ts - rel_ts
+        row["release_to_serving_s"] = ready_at - rel_ts
+    return row
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="dex-failover-bench-", dir=args.dir)
+        self.logs = os.path.join(self.work, "logs")
+        os.makedirs(self.logs)
+        # Private copies: others may relink build/bin while this runs.
+        self.bindir = os.path.join(self.work, "bin")
+        os.makedirs(self.bindir)
+        for name in ("dex-server-zd", "dexcli", "dex-example-worker"):
+            src = os.path.join(args.bin_dir, name)
+            if not os.path.exists(src):
+                die(f"{src} is missing: build it first (scripts/bench-failover does)")
+            shutil.copy2(src, self.bindir)
+        self.minio = None
+        self.procs = []
+
+    def bin(self, name):
+        return os.path.join(self.bindir, name)
+
+    def log(self, message):
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    def run_case(self, mode, target, rep):
+        a = self.args
+        node_id = f"fb-{mode}-{target}-{rep}"
+        A = Server(self, node_id, node_id, "a", mode)
+        B = Server(self, node_id, node_id, "b", mode)
+        servers = [A.address, B.address]
+        load = worker = None
+        try:
+            A.start()
+            self.procs.append(A)
+            A.proc.wait_for(READY, 60)
+            B.start()
+            self.procs.append(B)
+            B.wait_standing_by()
+            worker = Proc(f"{node_id}-worker", [self.bin("dex-example-worker"), "--server",
+                                                ",".join(servers), "--concurrency", "32",
+                                                "--work-time", a.work_time],
+                          log_dir=self.logs)
+            self.procs.append(worker)
+            worker.wait_for("connected", 30)
+
+            # Build the log to `target` slots, then keep a steady load through both failovers.
+            t0 = time.monotonic()
+            load = Load(self, node_id, servers, a.build_clients)
+            epoch_start = int(READY.search(A.proc.wait_for(READY, 1)[1]).group(2))
+            while A.log_length(epoch_start) < target:
+                if time.monotonic() - t0 > 600:
+                    die(f"{node_id}: the log did not reach {target} slots in 600 s")
+                time.sleep(0.1)
+            built_s = time.monotonic() - t0
+            load.steady(a.steady_clients, a.steady_pause)
+            time.sleep(a.settle)
+
+            # Graceful: SIGTERM of the active A; B takes over.
+            before = B.metrics()
+            t_term = time.time()
+            A.proc.signal(signal.SIGTERM)
+            term = takeover(B, before, t_term, "SIGTERM", old=A)
+            rc = A.proc.p.wait(timeout=30)
+            if rc != 0:
+                die(f"{A.proc.name} exited {rc} after SIGTERM:\n" + A.proc.tail())
+            self.log(f"{mode} {target} #{rep}: log built in {built_s:.1f}s; SIGTERM at "
+                     f"{term['log_slots']} slots: serving after {term['takeover_s']:.2f}s "
+                     f"(released {term['signal_to_release_s']:.2f}s after the signal; lease taken "
+                     f"{term['release_to_lease_s']:.2f}s and serving {term['release_to_serving_s']:.2f}s "
+                     f"after the release), "
+                     f"{term['slots_replayed']} slots replayed, open {term['open_ms']:.0f} ms, "
+                     f"{term['list_requests']} LISTs ({term['list_ms']:.0f} ms)")
+
+            # A comes back as the new standby, with an empty local store.
+            t_restart = time.monotonic()
+            A.start()
+            A.wait_standing_by()
+            standby_ready_s = time.monotonic() - t_restart
+            time.sleep(a.settle)
+
+            # Crash: SIGKILL of the active B; A waits for the expiry + 1 s, then replays.
+            before = A.metrics()
+            t_kill = time.time()
+            B.proc.signal(signal.SIGKILL)
+            kill = takeover(A, before, t_kill, "SIGKILL")
+            B.proc.p.wait(timeout=10)
+            self.log(f"{mode} {target} #{rep}: new standby ready in {standby_ready_s:.1f}s; SIGKILL at "
+                     f"{kill['log_slots']} slots: serving after {kill['takeover_s']:.2f}s "
+                     f"(lease taken {kill['signal_to_lease_s']:.2f}s after the kill), "
+                     f"{kill['slots_replayed']} slots replayed, open {kill['open_ms']:.0f} ms, "
+                     f"lease to serving {kill['lease_to_serving_ms']:.0f} ms, "
+                     f"{kill['list_requests']} LISTs ({kill['list_ms']:.0f} ms)")
+
+            time.sleep(a.settle)
+            load.finish()
+            flows, problems, outcomes = check_flows(self, servers, load.acknowledged)
+            self.log(f"{mode} {target} #{rep}: {len(load.acknowledged)} flows acknowledged "
+                     f"({load.failed_calls} start calls failed and were not retried), "
+                     f"{len(flows)} listed; attempt outcomes {outcomes}")
+            if not load.acknowledged or problems:
+                die(f"{node_id}: {len(problems)} acknowledged flows did not complete:\n  "
+                    + "\n  ".join(problems[:20]))
+            rows = []
+            for row in (term, kill):
+                row.update(mode=mode, target=target, rep=rep, flows_acknowledged=len(load.acknowledged),
+                           standby_ready_s=standby_ready_s if row is kill else "")
+                rows.append(row)
+            return rows
+        finally:
+            if load is not None:
+                load.finish()
+            for p in (worker, A.proc, B.proc):
+                if p is not None:
+                    p.stop()
+            for s in (A, B):
+                if s in self.procs:
+                    self.procs.remove(s)
+            if worker in self.procs:
+                self.procs.remove(worker)
+
+    def cleanup(self):
+        for p in self.procs:
+            (p.proc if isinstance(p, Server) else p).stop(5)
+        if self.minio is not None:
+            self.minio.proc.stop()
+        if self.args.keep:
+            print(f"failover_bench: kept {self.work} (logs in {self.logs})")
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def med_max(values, fmt):
+    values = [v for v in values if v != "" and v is not None]
+    if not values:
+        return "-"
+    return f"{format(statistics.median(values), fmt)} / {format(max(values), fmt)}"
+
+
+def print_table(rows, args):
+    head = ("mode", "log slots", "failover", "slots at", "takeover s", "release->", "slots",
+            "open ms", "lease->", "LISTs", "LIST ms")
+    head2 = ("", "(target)", "", "takeover", "med / max", "serving s", "replayed", "med / max",
+             "serving ms", "", "")
+    widths = (5, 9, 8, 9, 13, 13, 11, 13, 13, 5, 7)
+    out = ["", f"failover_bench: lease.duration {args.lease}s, heldLeasePollInterval 250ms (default), "
+           f"{args.reps} repetition(s); {os.cpu_count()} CPUs; medians / maxima",
+           "  ".join(h.rjust(w) for h, w in zip(head, widths)),
+           "  ".join(h.rjust(w) for h, w in zip(head2, widths))]
+    for mode in args.modes:
+        for target in args.sizes:
+            for kind in ("SIGTERM", "SIGKILL"):
+                sel = [r for r in rows if r["mode"] == mode and r["target"] == target and r["failover"] == kind]
+                if not sel:
+                    continue
+                cells = (mode, str(target), kind,
+                         str(int(statistics.median(r["log_slots"] for r in sel))),
+                         med_max([r["takeover_s"] for r in sel], ".2f"),
+                         med_max([r.get("release_to_serving_s") for r in sel], ".2f"),
+                         med_max([r["slots_replayed"] for r in sel], ".0f"),
+                         med_max([r["open_ms"] for r in sel], ".0f"),
+                         med_max([r["lease_to_serving_ms"] for r in sel], ".0f"),
+                         str(int(statistics.median(r["list_requests"] for r in sel))),
+                         f'{statistics.median(r["list_ms"] for r in sel):.0f}')
+                out.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    print("\n".join(out), flush=True)
+
+
+FIELDS = ["mode", "target", "rep", "failover", "log_slots", "takeover_s", "signal_to_release_s",
+          "release_to_lease_s", "release_to_serving_s", "signal_to_lease_s", "slots_replayed", "open_ms",
+          "lease_to_serving_ms", "server_engine_open_ms", "server_lease_to_serving_ms",
+          "list_requests", "list_ms", "get_requests", "get_ms", "local_store", "standby_ready_s",
+          "flows_acknowledged"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", default="hot,cold", help="standby modes, comma-separated")
+    p.add_argument("--sizes", default="300,3000", help="log slots to build before the failovers")
+    p.add_argument("--reps", type=int, default=3, help="repetitions of each (mode, size)")
+    p.add_argument("--lease", type=int, default=3, help="lease.duration in seconds (3 to 3600)")
+    p.add_argument("--build-clients", type=int, default=4, help="clients while the log is built")
+    p.add_argument("--steady-clients", type=int, default=1, help="clients through the failovers")
+    p.add_argument("--steady-pause", type=float, default=0.2, help="pause after each steady start, s")
+    p.add_argument("--work-time", default="20ms", help="dex-example-worker --work-time per Step")
+    p.add_argument("--settle", type=float, default=2.0, help="steady load before each failover, s")
+    p.add_argument("--bin-dir", default=os.path.join(REPO, "build", "bin"))
+    p.add_argument("--minio", default=os.environ.get("DEX_MINIO_BIN")
+                   or os.path.expanduser("~/.cache/dex/bin/minio"))
+    p.add_argument("--csv", default=None, help="default bench/results/failover-<time>.csv")
+    p.add_argument("--dir", default=None, help="scratch directory (default $TMPDIR or /tmp)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch directory and its logs")
+    args = p.parse_args()
+    args.modes = [m for m in args.modes.split(",") if m]
+    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    if not os.path.exists(args.minio):
+        die(f"MinIO is not installed at {args.minio}: run scripts/install-minio")
+    csv_path = args.csv or os.path.join(REPO, "bench", "results",
+                                        time.strftime("failover-%Y%m%d-%H%M%S.csv"))
+
+    bench = Bench(args)
+    stop = {"sig": None}
+
+    def on_signal(sig, _frame):
+        stop["sig"] = sig
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    rows = []
+    started = time.monotonic()
+    try:
+        bench.minio = MinIO(args.minio, bench.work, bench.logs)
+        bench.log(f"MinIO on {bench.minio.endpoint}; scratch {bench.work}")
+        for target in args.sizes:
+            for rep in range(1, args.reps + 1):
+                for mode in args.modes:
+                    rows.extend(bench.run_case(mode, target, rep))
+    except KeyboardInterrupt:
+        print("failover_bench: interrupted", file=sys.stderr)
+        bench.cleanup()
+        return 130
+    except SystemExit:
+        bench.args.keep = True  # keep the logs of a failure
+        bench.cleanup()
+        raise
+    bench.cleanup()
+
+    print_table(rows, args)
+    os.makedirs(os.path.dirname(os.path.abspath(csv_path)), exist_ok=True)
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()})
+    print(f"\nfailover_bench: {len(rows)} takeovers in {time.monotonic() - started:.0f} s; "
+          f"every acknowledged flow completed; CSV {csv_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
