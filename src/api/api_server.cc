@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -106,6 +108,53 @@ class ApiServer::Impl {
     if (serving) hot_standby_ = false;
     apply_health_locked();
   }
+  // The admin credential check (spec: admin credentials): with tokens
+  // configured, the call must carry "authorization: Bearer <token>" whose
+  // SHA-256 equals one of them, compared in constant time over all of them.
+  grpc::Status check_admin(const grpc::ServerContext* context) const {
+    if (options_.admin_token_sha256.empty()) return grpc::Status::OK;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find("authorization");
+    std::string token;
+    if (it != metadata.end()) {
+      std::string value(it->second.data(), it->second.size());
+      if (value.rfind("Bearer ", 0) == 0) token = value.substr(7);
+    }
+    if (token.empty()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this call needs an admin credential (authorization: Bearer <token>)");
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_Digest(token.data(), token.size(), digest, &length, EVP_sha256(), nullptr);
+    static const char* kHex = "0123456789abcdef";
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i) {
+      hex += kHex[digest[i] >> 4];
+      hex += kHex[digest[i] & 15];
+    }
+    int matched = 0;
+    for (const std::string& accepted : options_.admin_token_sha256) {
+      if (accepted.size() == hex.size()) {
+        matched |= CRYPTO_memcmp(accepted.data(), hex.data(), hex.size()) == 0 ? 1 : 0;
+      }
+    }
+    if (matched == 0) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the admin credential was refused");
+    }
+    return grpc::Status::OK;
+  }
+  StepDownHandler step_down_handler() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return step_down_handler_;
+  }
+  void set_step_down_handler(StepDownHandler handler) {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_down_handler_ = std::move(handler);
+  }
+  bool stepping_down() const { return stepping_down_.load(); }
+  void set_stepping_down(bool value) { stepping_down_ = value; }
+
   void set_hot_standby(bool hot) {
     std::lock_guard<std::mutex> lock(server_mu_);
     if (serving_) hot = false;  // the active process is never a hot standby
@@ -121,7 +170,7 @@ class ApiServer::Impl {
     services_.clear();
     services_.push_back(make_flow_service(*this));
     services_.push_back(make_worker_service(*this));
-    services_.push_back(make_admin_service(*this));
+    if (options_.admin_enabled) services_.push_back(make_admin_service(*this));
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -200,6 +249,8 @@ class ApiServer::Impl {
   std::function<bool()> lease_valid_;                            // guarded by mu_
   NodeIdentity identity_;                                        // guarded by mu_
   std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
+  StepDownHandler step_down_handler_;                            // guarded by mu_
+  std::atomic<bool> stepping_down_{false};
 };
 
 namespace {
@@ -407,14 +458,33 @@ class AdminServiceImpl final : public AdminService::Service {
  public:
   explicit AdminServiceImpl(ApiServer::Impl& api) : api_(api) {}
 
-  grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
+  grpc::Status Describe(grpc::ServerContext* context, const DescribeRequest*,
                         DescribeResponse* response) override {
+    if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
+    if (api_.stepping_down()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "a step down or its hold-off is in progress: wait past the hold-off "
+                          "and describe again");
+    }
     auto engine = api_.engine();
     if (!engine.is_ok()) return to_grpc(engine.status());
     NodeIdentity identity = api_.identity();
     response->set_node_id(identity.node_id);
     response->set_node_epoch(identity.epoch.to_string());  // epochs are decimal strings
     response->set_holder_process_id(identity.holder_process_id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StepDown(grpc::ServerContext* context, const StepDownRequest* request,
+                        StepDownResponse* response) override {
+    if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
+    StepDownHandler handler = api_.step_down_handler();
+    if (!handler) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot step down");
+    }
+    auto result = handler(*request);
+    if (!result.is_ok()) return to_grpc(result.status());
+    *response = std::move(result).value();
     return grpc::Status::OK;
   }
 
@@ -482,6 +552,12 @@ Status ApiServer::set_standby(bool hot) {
 }
 
 void ApiServer::set_hot_standby(bool hot) { impl_->set_hot_standby(hot); }
+
+void ApiServer::set_step_down_handler(StepDownHandler handler) {
+  impl_->set_step_down_handler(std::move(handler));
+}
+
+void ApiServer::set_stepping_down(bool stepping_down) { impl_->set_stepping_down(stepping_down); }
 
 void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
 

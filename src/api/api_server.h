@@ -14,6 +14,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/engine.h"
@@ -35,7 +36,15 @@ struct ApiServerOptions {
   // client that reached it reconnects and finds the active process (spec:
   // Health and probes).
   Duration standby_connection_age = seconds(3);
+  // admin.enabled: false leaves dex.AdminService out (calls answer UNIMPLEMENTED).
+  bool admin_enabled = true;
+  // SHA-256 (hex) of every accepted admin token; empty: admin calls need none.
+  std::vector<std::string> admin_token_sha256;
 };
+
+// Runs a step down for the AdminService (the node's role loop implements it).
+// Errors: PreconditionFailed (does not match, or one is in progress), Stopped.
+using StepDownHandler = std::function<StatusOr<StepDownResponse>(const StepDownRequest&)>;
 
 // Who answers Describe.
 struct NodeIdentity {
@@ -82,6 +91,10 @@ class ApiServer {
   Status set_standby(bool hot);
   // Updates dex.HotStandby on a standby (no effect while active).
   void set_hot_standby(bool hot);
+  // Step down: the handler runs StepDown calls (unset: UNIMPLEMENTED); while
+  // `stepping_down` Describe answers FAILED_PRECONDITION (spec: Step down).
+  void set_step_down_handler(StepDownHandler handler);
+  void set_stepping_down(bool stepping_down);
   // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
   // Calls already inside the engine finish with the engine's answer.
   void set_inactive(std::string why);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 namespace dex {
 
@@ -329,10 +330,70 @@ std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotte
 
 // Keys of later releases: refused with a message that says so, not as typos.
 const std::map<std::string, std::string>& later_serve_keys() {
-  static const std::map<std::string, std::string> keys = {
-      {"auth", "admin credentials (auth) come with the step-down release"},
-  };
+  static const std::map<std::string, std::string> keys = {};
   return keys;
+}
+
+// SHA-256 of `bytes` as lower-case hex (OpenSSL's EVP).
+std::string sha256_hex_of(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+// auth.adminTokenFiles and auth.adminTokenSha256: the accepted admin tokens as
+// SHA-256 digests. A token file holds one token (surrounding whitespace is
+// trimmed); its content is never logged or printed.
+Status read_admin_tokens(const YAML::Node& root, std::string_view source,
+                         std::vector<std::string>& digests) {
+  const YAML::Node auth = root["auth"];
+  if (!auth) return Status::ok();
+  auto bad = [&](std::string msg) {
+    return Status::invalid_argument(fmt::format("{}: {}", source, msg));
+  };
+  auto list = [&](const char* key) -> StatusOr<std::vector<std::string>> {
+    const YAML::Node node = auth[key];
+    std::vector<std::string> out;
+    if (!node) return out;
+    if (!node.IsSequence()) return bad(fmt::format("auth.{} must be a list", key));
+    for (const auto& item : node) {
+      if (!item.IsScalar() || item.as<std::string>().empty()) {
+        return bad(fmt::format("auth.{} entries must be non-empty strings", key));
+      }
+      out.push_back(item.as<std::string>());
+    }
+    return out;
+  };
+  auto files = list("adminTokenFiles");
+  if (!files.is_ok()) return files.status();
+  auto hashes = list("adminTokenSha256");
+  if (!hashes.is_ok()) return hashes.status();
+  for (const auto& file : files.value()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return bad(fmt::format("auth.adminTokenFiles: cannot read '{}'", file));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string token = text.str();
+    token.erase(token.find_last_not_of(" \t\r\n") + 1);
+    token.erase(0, token.find_first_not_of(" \t\r\n"));
+    if (token.empty()) return bad(fmt::format("auth.adminTokenFiles: '{}' is empty", file));
+    digests.push_back(sha256_hex_of(token));
+  }
+  for (std::string hash : hashes.value()) {
+    for (char& c : hash) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (hash.size() != 64 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return bad("auth.adminTokenSha256 entries must be 64 hex digits (the SHA-256 of a token)");
+    }
+    digests.push_back(hash);
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -373,7 +434,10 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "lifecycle.attemptDrainTimeout",
                                                 "snapshots.interval",
                                                 "snapshots.everyRecords",
-                                                "snapshots.keep"};
+                                                "snapshots.keep",
+                                                "auth.adminTokenFiles",
+                                                "auth.adminTokenSha256",
+                                                "admin.enabled"};
   if (auto s = check_keys(root.value(), "", allowed, source); !s.is_ok()) return s;
   ServeConfig c;
   auto text = [&](std::string_view key, std::string& out, bool required) -> Status {
@@ -433,7 +497,9 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              duration("standby.behindLagThreshold", c.behind_lag_threshold),
              text("metrics.listen", c.metrics_listen, false),
              duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
-             read_snapshot_settings(root.value(), source, c.snapshots)};
+             read_snapshot_settings(root.value(), source, c.snapshots),
+             boolean("admin.enabled", c.admin_enabled),
+             read_admin_tokens(root.value(), source, c.admin_token_sha256)};
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
@@ -545,6 +611,12 @@ std::string describe_serve_config(const ServeConfig& c) {
       c.snapshots.interval == Duration(0) ? std::string("0")
                                           : format_duration(c.snapshots.interval),
       c.snapshots.every_records, c.snapshots.keep);
+  // Never the tokens or their digests: only how many are accepted.
+  out += fmt::format("admin:\n  enabled: {}\nauth:\n  adminTokens: {} accepted{}\n",
+                     c.admin_enabled, c.admin_token_sha256.size(),
+                     c.admin_token_sha256.empty()
+                         ? " (none: anyone who reaches api.listen can step this node down)"
+                         : "");
   return out;
 }
 

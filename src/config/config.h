@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/durability.h"
@@ -88,6 +89,11 @@ struct ServeConfig {
   std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
   Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
   SnapshotSettings snapshots;                    // snapshots.*
+  // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
+  bool admin_enabled = true;
+  // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted
+  // admin token. Empty: admin calls need no credential (the server warns).
+  std::vector<std::string> admin_token_sha256;
 };
 
 StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file);

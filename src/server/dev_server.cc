@@ -224,6 +224,14 @@ int run_serve_server(const ServeConfig& config) {
   MeteredObjectStore store(*opened.value(), metrics);
   ApiServerOptions api_options;
   api_options.listen = config.listen;
+  api_options.admin_enabled = config.admin_enabled;
+  api_options.admin_token_sha256 = config.admin_token_sha256;
+  if (config.admin_enabled && config.admin_token_sha256.empty()) {
+    spdlog::warn(
+        "no admin credentials are configured (auth.adminTokenFiles / auth.adminTokenSha256): "
+        "anyone who can reach {} can describe this node and step it down",
+        config.listen);
+  }
   auto api = ApiServer::start(api_options);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
   NodeRun run;

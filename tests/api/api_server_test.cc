@@ -3,8 +3,10 @@
 // stream's framing and acknowledgements, and request size limits.
 #include "api/api_server.h"
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include <thread>
 
@@ -188,6 +190,65 @@ TEST_F(ApiServerTest, AStandbyClosesEachConnectionAfterAboutThreeSecondsAndTheAc
                                  grpc::InsecureChannelCredentials());
   const Duration on_active = watch_lifetime(channel_, seconds(6));
   EXPECT_GE(on_active, milliseconds(5900)) << "the active process closed a connection";
+}
+
+// Spec (admin credentials): Describe and StepDown need a credential when one
+// is configured; a server without AdminService answers UNIMPLEMENTED.
+TEST(ApiServerAdmin, CredentialsAreCheckedAndTheServiceCanBeDisabled) {
+  FakeEngine engine;
+  const std::string token = "s3cret-admin-token";
+  // sha256("s3cret-admin-token"), as `auth.adminTokenSha256` would name it.
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(token.data(), token.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < n; ++i) hex += fmt::format("{:02x}", digest[i]);
+  ApiServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.admin_token_sha256 = {std::string(64, '0'), hex};
+  auto server = ApiServer::start(options);
+  ASSERT_TRUE(server.is_ok());
+  server.value()->set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server.value()->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto admin = AdminService::NewStub(channel);
+  auto describe = [&](const std::string& authorization) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) c.AddMetadata("authorization", authorization);
+    DescribeResponse r;
+    return admin->Describe(&c, DescribeRequest(), &r);
+  };
+  EXPECT_EQ(describe("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(describe("Bearer wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(describe(token).error_code(), grpc::StatusCode::UNAUTHENTICATED);  // no "Bearer "
+  grpc::Status refused = describe("Bearer wrong");
+  EXPECT_EQ(refused.error_message().find("wrong"), std::string::npos) << "the token was echoed";
+  EXPECT_TRUE(describe("Bearer " + token).ok());
+  {
+    grpc::ClientContext c;
+    StepDownResponse r;
+    EXPECT_EQ(admin->StepDown(&c, StepDownRequest(), &r).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  // While a step down or its hold-off is in progress, Describe is FAILED_PRECONDITION.
+  server.value()->set_stepping_down(true);
+  EXPECT_EQ(describe("Bearer " + token).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  server.value()->set_stepping_down(false);
+  EXPECT_TRUE(describe("Bearer " + token).ok());
+
+  ApiServerOptions disabled;
+  disabled.listen = "127.0.0.1:0";
+  disabled.admin_enabled = false;
+  auto off = ApiServer::start(disabled);
+  ASSERT_TRUE(off.is_ok());
+  off.value()->set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  auto off_admin = AdminService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(off.value()->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext c;
+  DescribeResponse r;
+  EXPECT_EQ(off_admin->Describe(&c, DescribeRequest(), &r).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(ApiServerTest, ActiveProcessServesAndReportsReadiness) {

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 namespace dex {
 namespace {
 
@@ -208,7 +213,13 @@ TEST(ServeConfig, RefusalsNameTheKey) {
        "standby.behindLagThreshold"},
       {std::string(kServeS3) + "metrics:\n  listen: nowhere\n", "metrics.listen"},
       {std::string(kServeS3) + "metrics:\n  path: /m\n", "metrics.path"},
-      {std::string(kServeS3) + "auth:\n  adminTokens: []\n", "auth"},
+      {std::string(kServeS3) + "auth:\n  adminTokens: []\n", "auth.adminTokens"},
+      {std::string(kServeS3) + "auth:\n  adminTokenFiles: /one/file\n",
+       "auth.adminTokenFiles must be a list"},
+      {std::string(kServeS3) + "auth:\n  adminTokenFiles: [/no/such/token]\n",
+       "cannot read '/no/such/token'"},
+      {std::string(kServeS3) + "auth:\n  adminTokenSha256: [abc]\n", "64 hex digits"},
+      {std::string(kServeS3) + "admin:\n  enabled: maybe\n", "admin.enabled"},
       {std::string(kServeS3) + "api:\n  listen: nowhere\n", "api.listen"},
       {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n  addressing: dns\nlocalStore:\n  path: "
        "x\n",
@@ -250,6 +261,36 @@ TEST(ServeConfig, HotStandbyFieldsHaveTheSpecDefaultsAndAreShownByCheck) {
                                   "serve.yaml");
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_EQ(m->metrics_listen, "0.0.0.0:9090");
+}
+
+TEST(ServeConfig, AdminTokensAreReadAsDigestsAndNeverShown) {
+  const auto file =
+      std::filesystem::temp_directory_path() / ("dex-admin-token-" + std::to_string(::getpid()));
+  std::ofstream(file) << "  token-from-a-file\n";
+  auto c =
+      load_serve_config_yaml(std::string(kServeS3) + "auth:\n  adminTokenFiles: [" + file.string() +
+                                 "]\n  adminTokenSha256: [" + std::string(64, 'A') + "]\n",
+                             "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  ASSERT_EQ(c->admin_token_sha256.size(), 2u);
+  // sha256("token-from-a-file"): the file's content, trimmed.
+  EXPECT_EQ(c->admin_token_sha256[0].size(), 64u);
+  EXPECT_EQ(c->admin_token_sha256[1], std::string(64, 'a'));
+  std::string described = describe_serve_config(c.value());
+  EXPECT_NE(described.find("adminTokens: 2 accepted"), std::string::npos) << described;
+  EXPECT_EQ(described.find("token-from-a-file"), std::string::npos);
+  EXPECT_EQ(described.find(c->admin_token_sha256[0]), std::string::npos);
+  std::ofstream(file, std::ios::trunc) << " \n";
+  auto empty = load_serve_config_yaml(
+      std::string(kServeS3) + "auth:\n  adminTokenFiles: [" + file.string() + "]\n", "serve.yaml");
+  ASSERT_FALSE(empty.is_ok());
+  EXPECT_NE(empty.status().message().find("is empty"), std::string::npos);
+  std::filesystem::remove(file);
+  auto none = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->admin_enabled);
+  EXPECT_NE(describe_serve_config(none.value()).find("anyone who reaches api.listen"),
+            std::string::npos);
 }
 
 TEST(ServeConfig, FilesystemStoreWithDurability) {
