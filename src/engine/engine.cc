@@ -104,6 +104,8 @@ class EngineImpl final : public Engine {
   Status start();
   void stop() override;
   std::string local_store_report() const override { return local_store_report_; }
+  void begin_drain() override;
+  size_t attempts_running() const override;
   StatusOr<SnapshotInfo> snapshot_now() override;
   Snapshotter::Stats snapshot_stats() const override {
     return snapshotter_ ? snapshotter_->stats() : Snapshotter::Stats{};
@@ -166,6 +168,8 @@ class EngineImpl final : public Engine {
   void mark_sending_locked(Running& running);
   // A send failed: withdraw the attempt, mark the stream broken.
   void withdraw_undelivered(const StepTask& task);
+  // Proposes AttemptWithdrawn for a task no Worker received.
+  void propose_withdrawal(const StepTask& task);
   Status check_open();
 
   void run_scheduler();
@@ -190,12 +194,13 @@ class EngineImpl final : public Engine {
   mutable std::shared_mutex sm_mu_;
   std::unique_ptr<StateMachine> sm_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable sched_cv_;  // wake_ set or stopped_
   std::condition_variable flow_cv_;   // a flow ended (flow_version_), or stopped_
   bool stopped_ = false;              // guarded by mu_
   bool wake_ = false;                 // guarded by mu_
   bool log_stopped_ = false;          // guarded by mu_
+  bool draining_ = false;             // guarded by mu_: a step down hands out nothing new
   uint64_t flow_version_ = 0;         // guarded by mu_
   uint64_t next_proposal_ = 1;        // guarded by mu_
   uint64_t next_task_ = 1;            // guarded by mu_
@@ -854,7 +859,7 @@ void EngineImpl::dispatch() {
   if (!log_.lease_valid()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ || log_stopped_) return;
+    if (stopped_ || log_stopped_ || draining_) return;
     auto add = [&](const auto& entry) {
       const WorkerConn& w = entry.second;
       if (!w.broken && w.in_use < w.capacity) {
@@ -984,7 +989,12 @@ void EngineImpl::withdraw_undelivered(const StepTask& task) {
     if (auto w = workers_.find(it->second.worker); w != workers_.end()) w->second.broken = true;
   }
   // The stream was gone: the Worker never received the task (docs/engine.md,
-  // "Undelivered tasks"). Appended after its AttemptStarted, so applied after it.
+  // "Undelivered tasks").
+  propose_withdrawal(task);
+}
+
+void EngineImpl::propose_withdrawal(const StepTask& task) {
+  // Appended after its AttemptStarted, so applied after it.
   proto::EngineRecord withdraw;
   auto* wd = withdraw.mutable_attempt_withdrawn();
   wd->set_flow_id(task.flow_id());
@@ -994,7 +1004,27 @@ void EngineImpl::withdraw_undelivered(const StepTask& task) {
   propose(std::move(withdraw), [](StatusOr<RecordResult>) {});
 }
 
+void EngineImpl::begin_drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+  wake_ = true;
+  sched_cv_.notify_all();
+}
+
+size_t EngineImpl::attempts_running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_.size();
+}
+
 void EngineImpl::send_queued() {
+  std::vector<StepTask> withdraw;  // draining: queued SYNC tasks never sent
+  struct Withdraw {
+    EngineImpl* self;
+    std::vector<StepTask>* tasks;
+    ~Withdraw() {
+      for (const StepTask& t : *tasks) self->propose_withdrawal(t);
+    }
+  } withdraw_at_exit{this, &withdraw};
   // Bounded by the SYNC starts applied since the last round.
   while (true) {
     StepTask task;
@@ -1007,6 +1037,13 @@ void EngineImpl::send_queued() {
       auto it = running_.find(task_id);
       if (it == running_.end()) continue;  // ended meanwhile (cancel)
       task = it->second.task;
+      if (draining_) {
+        // Stepping down: never handed to a Worker, so withdrawn, not failed:
+        // the next active process dispatches it again with the same number.
+        it->second.ending = true;
+        withdraw.push_back(task);
+        continue;
+      }
       if (auto w = workers_.find(it->second.worker); w != workers_.end() && !w->second.broken) {
         sink = w->second.sink;
       }

@@ -140,6 +140,14 @@ class Engine {
   // the local store. Idempotent. Call it before closing the log writer.
   virtual void stop() = 0;
 
+  // Step down (spec: Step down the active process): from now on no new Step
+  // task is handed out; SYNC tasks recorded but not yet sent are withdrawn
+  // (they do not fail: the next active dispatches them). Heartbeats and
+  // results are still accepted. Default: nothing (engines without tasks).
+  virtual void begin_drain() {}
+  // Attempts this process handed to Workers that have not ended yet.
+  virtual size_t attempts_running() const { return 0; }
+
   // How open() made the local store usable ("opened ...", "restored the
   // snapshot at log slot N because ..."), for the startup log.
   virtual std::string local_store_report() const = 0;

@@ -545,6 +545,34 @@ TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
   EXPECT_TRUE(worker->next().has_value() || other->next().has_value());
 }
 
+// Spec (Step down): stop handing out new Step tasks; drain running attempts
+// while accepting heartbeats and final output.
+TEST_F(EngineTest, DrainHandsOutNothingNewButAcceptsResultsOfRunningAttempts) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  register_type(e, kThreeSteps);
+  auto w = std::make_shared<FakeWorker>();
+  auto h = connect(e, w, /*capacity=*/2);
+  start(e, "three", "f1");
+  start(e, "three", "f2");
+  auto t1 = w->next();
+  auto t2 = w->next();
+  ASSERT_TRUE(t1 && t2);
+  ASSERT_TRUE(eventually([&] { return e.attempts_running() == 2; }));
+  e.begin_drain();
+  start(e, "three", "f3");  // accepted, but its Step is not handed out
+  TaskHeartbeat hb;
+  hb.set_task_id(t1->task_id());
+  EXPECT_FALSE(e.heartbeat(h, hb).cancel_requested());
+  EXPECT_TRUE(complete(e, h, *t1, "1").accepted());
+  EXPECT_TRUE(complete(e, h, *t2, "1").accepted());
+  EXPECT_TRUE(eventually([&] { return e.attempts_running() == 0; }));
+  clock_.advance(seconds(5));
+  EXPECT_FALSE(w->next(std::chrono::milliseconds(300))) << "a task was handed out while draining";
+  EXPECT_EQ(step_of(e.get_flow("f3").value(), "a").status(), STEP_STATUS_READY);
+}
+
 TEST_F(EngineTest, IdleWorkerStreamsArePinged) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
