@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/random.h"
 #include "config/config.h"
 #include "dex/api.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/grpc_status.h"
 
@@ -65,6 +68,9 @@ struct Client::Stubs {
   std::vector<std::string> addresses;
   std::vector<Endpoint> endpoints;
   std::atomic<size_t> preferred{0};
+  // True once an address answered (preferred is then that address, not just
+  // the first one by default).
+  std::atomic<bool> preferred_known{false};
   std::mutex random_mu;
   Random random{std::random_device{}()};
 
@@ -106,6 +112,32 @@ namespace {
 // One attempt of a call on one endpoint: fills the caller's response on OK.
 using Attempt = std::function<grpc::Status(Endpoint&, grpc::ClientContext&, TimePoint deadline)>;
 
+// Whether a call may be sent to another address after it may have reached a
+// process (src/sdk/README.md, "Several addresses").
+enum class Repeat {
+  // Safe to repeat: UNAVAILABLE moves on to the next address.
+  kSafe,
+  // Not to be repeated (StepDown): the search moves on only when no connection
+  // was made, so nothing was sent; any answer, UNAVAILABLE included, ends it.
+  kOnlyIfNotSent,
+};
+
+// How one call searches: its admin credential ("authorization: Bearer"),
+// whether it may be repeated, when its deadline started counting (default:
+// now), and where to note the address it was sent to (left empty when it was
+// sent nowhere).
+struct CallPolicy {
+  std::string credential;
+  Repeat repeat = Repeat::kSafe;
+  std::optional<TimePoint> started;
+  std::string* sent_to = nullptr;
+};
+
+void set_preferred(Client::Stubs& stubs, size_t i) {
+  stubs.preferred = i;
+  stubs.preferred_known = true;
+}
+
 // The search for the active process (src/sdk/README.md, "Several addresses"):
 // starting at the preferred address, each address in turn; UNAVAILABLE or no
 // connection moves on to the next, any other answer ends the call (and makes
@@ -113,11 +145,17 @@ using Attempt = std::function<grpc::Status(Endpoint&, grpc::ClientContext&, Time
 // whole within `timeout`. A round in which no process could even be reached
 // ends the call at once: nothing listens, and waiting would not help the
 // caller more than its own retry would.
+//
+// Repeat::kOnlyIfNotSent narrows the move-on to "no connection was made": an
+// address whose channel is not READY after the connect wait is skipped without
+// sending anything, and the first call actually sent ends the search whatever
+// it answers. There is then only one round.
 Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
-                const Attempt& attempt, const std::string& credential = "") {
+                const Attempt& attempt, const CallPolicy& policy = {}) {
   if (!stubs.invalid.is_ok()) return stubs.invalid;
   const size_t n = stubs.endpoints.size();
-  const TimePoint start = SystemClock::instance().now();
+  const TimePoint start = policy.started.value_or(SystemClock::instance().now());
+  const Repeat repeat = policy.repeat;
   const TimePoint deadline = start + timeout;
   const size_t first = stubs.preferred.load() % n;
   std::vector<Status> said(n, Status::ok());  // the last answer of each address
@@ -175,21 +213,44 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
             endpoint.address, format_duration(std::min(options.connect_timeout, deadline - now))));
         continue;
       }
+      if (repeat == Repeat::kOnlyIfNotSent && state != GRPC_CHANNEL_READY) {
+        // TRANSIENT_FAILURE or SHUTDOWN: the connection failed. Not even
+        // trying the call here is what makes "nothing was sent" certain: the
+        // channel could turn READY between this check and the call.
+        said[i] = Status::transient(fmt::format(
+            "UNAVAILABLE: the server is not reachable at {} (the connection failed; nothing "
+            "was sent)",
+            endpoint.address));
+        continue;
+      }
       // READY, or TRANSIENT_FAILURE: then the call fails at once with gRPC's
       // reason and sends nothing.
       grpc::ClientContext context;
       context.set_deadline(system_deadline(deadline));
-      if (!credential.empty()) context.AddMetadata("authorization", "Bearer " + credential);
+      if (!policy.credential.empty()) {
+        context.AddMetadata("authorization", "Bearer " + policy.credential);
+      }
+      if (policy.sent_to != nullptr) *policy.sent_to = endpoint.address;
       grpc::Status status = attempt(endpoint, context, deadline);
       if (status.ok()) {
-        stubs.preferred = i;
+        set_preferred(stubs, i);
         return Status::ok();
       }
       Status mapped = sdk_internal::status_from_grpc(status, endpoint.address, timeout);
+      if (repeat == Repeat::kOnlyIfNotSent) {
+        // The call may have reached a process that acted (an UNAVAILABLE can
+        // come from a process that stopped under it, or a connection lost
+        // after the request went out): never sent elsewhere.
+        if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+            status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          set_preferred(stubs, i);
+        }
+        return mapped;
+      }
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
         // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
         // deadline is spent): it ends the search.
-        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) stubs.preferred = i;
+        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) set_preferred(stubs, i);
         return mapped;
       }
       if (!sdk_internal::is_connection_failure(status.error_message())) reached_a_process = true;
@@ -206,7 +267,7 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
 // A unary call: a fresh response per attempt, moved out on success.
 template <typename Response, typename Call>
 StatusOr<Response> unary(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
-                         Call&& call, const std::string& credential = "") {
+                         Call&& call, const CallPolicy& policy = {}) {
   Response response;
   Status s = call_any(
       stubs, options, timeout,
@@ -216,12 +277,60 @@ StatusOr<Response> unary(Client::Stubs& stubs, const ClientOptions& options, Dur
         if (status.ok()) response = std::move(r);
         return status;
       },
-      credential);
+      policy);
   if (!s.is_ok()) return s;
   return response;
 }
 
+// With several addresses and none known to answer yet, looks for the active
+// process by its gRPC readiness (health name "", a read that changes nothing)
+// and makes it the preferred address, so that a call that is never sent twice
+// goes to it first rather than to a standby whose refusal would end the call.
+// Only a hint: with no address SERVING (or no health service) the order stays
+// as it was. Each address costs at most connect_timeout to connect and as much
+// for its answer, all before `until`.
+void prefer_a_ready_address(Client::Stubs& stubs, const ClientOptions& options, TimePoint until) {
+  if (stubs.endpoints.size() < 2 || stubs.preferred_known.load()) return;
+  const size_t n = stubs.endpoints.size();
+  const size_t first = stubs.preferred.load() % n;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    Endpoint& endpoint = stubs.endpoints[i];
+    TimePoint now = SystemClock::instance().now();
+    if (now >= until) return;
+    if (wait_for_connection(*endpoint.channel, std::min(until, now + options.connect_timeout)) !=
+        GRPC_CHANNEL_READY) {
+      continue;
+    }
+    now = SystemClock::instance().now();
+    grpc::ClientContext context;
+    context.set_deadline(system_deadline(std::min(until, now + options.connect_timeout)));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service("");
+    grpc::health::v1::HealthCheckResponse response;
+    auto health = grpc::health::v1::Health::NewStub(endpoint.channel);
+    if (health->Check(&context, request, &response).ok() &&
+        response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      stubs.preferred = i;
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+Status validate_node_epoch(std::string_view epoch) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(epoch.data(), epoch.data() + epoch.size(), value);
+  if (epoch.empty() || error != std::errc() || end != epoch.data() + epoch.size() || value == 0 ||
+      std::to_string(value) != epoch) {
+    return Status::invalid_argument(
+        fmt::format("invalid node epoch '{}': a node epoch is a decimal number from 1 to "
+                    "18446744073709551615 without leading zeros",
+                    epoch));
+  }
+  return Status::ok();
+}
 
 // Every call below may be repeated on another process (docs/engine.md: an
 // identical RegisterFlowType, a StartFlow of an existing ID and a CancelFlow of
@@ -328,6 +437,32 @@ StatusOr<WaitFlowResponse> Client::wait_flow(const std::string& flow_id, Duratio
       });
 }
 
+// Not repeated: see the header and src/sdk/README.md ("Step down").
+StatusOr<StepDownResponse> Client::step_down(const std::string& expected_node_id,
+                                             const std::string& expected_node_epoch,
+                                             Duration timeout, std::string* sent_to) {
+  if (sent_to != nullptr) sent_to->clear();
+  if (!stubs_->invalid.is_ok()) return stubs_->invalid;
+  if (Status s = validate_node_id(expected_node_id); !s.is_ok()) {
+    return Status::invalid_argument("step down: the expected node ID: " + s.message());
+  }
+  if (Status s = validate_node_epoch(expected_node_epoch); !s.is_ok()) {
+    return Status::invalid_argument("step down: the expected node epoch: " + s.message());
+  }
+  if (timeout <= Duration::zero()) timeout = options_.timeout;
+  const TimePoint start = SystemClock::instance().now();
+  prefer_a_ready_address(*stubs_, options_, start + timeout);
+  StepDownRequest request;
+  request.set_expected_node_id(expected_node_id);
+  request.set_expected_node_epoch(expected_node_epoch);
+  return unary<StepDownResponse>(
+      *stubs_, options_, timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, StepDownResponse* r) {
+        return e.admin->StepDown(c, request, r);
+      },
+      CallPolicy{options_.admin_credential, Repeat::kOnlyIfNotSent, start, sent_to});
+}
+
 StatusOr<DescribeResponse> Client::describe() {
   DescribeRequest request;
   return unary<DescribeResponse>(
@@ -335,7 +470,7 @@ StatusOr<DescribeResponse> Client::describe() {
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, DescribeResponse* r) {
         return e.admin->Describe(c, request, r);
       },
-      options_.admin_credential);
+      CallPolicy{options_.admin_credential, Repeat::kSafe, std::nullopt, nullptr});
 }
 
 }  // namespace dex

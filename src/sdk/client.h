@@ -8,14 +8,17 @@
 // Several addresses (the active process of a node and its standbys, in any
 // order): a call goes to the address that answered last, and on UNAVAILABLE
 // or no connection to the next one, round after round with a short backoff,
-// within the call's deadline. Any other answer ends the search. Every call is
-// safe to repeat (start_flow without a flow ID picks one here), so a call that
-// may have reached an engine that then stopped is not done twice; a
-// DEADLINE_EXCEEDED is not tried elsewhere. src/sdk/README.md has the rule.
+// within the call's deadline. Any other answer ends the search. Every call
+// but step_down is safe to repeat (start_flow without a flow ID picks one
+// here), so a call that may have reached an engine that then stopped is not
+// done twice; a DEADLINE_EXCEEDED is not tried elsewhere. step_down is sent
+// to another address only when no connection to the first was made.
+// src/sdk/README.md has the rule.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -39,6 +42,11 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on AdminService calls when set.
   std::string admin_credential;
 };
+
+// A node epoch as the API writes it (DescribeResponse.node_epoch,
+// StepDownRequest.expected_node_epoch): a decimal number from 1 to 2^64-1
+// without leading zeros. InvalidArgument naming the text otherwise.
+Status validate_node_epoch(std::string_view epoch);
 
 // Options that are not valid (a bad or repeated address, see addresses.h)
 // make every call fail with InvalidArgument naming what is wrong.
@@ -70,7 +78,30 @@ class Client {
   StatusOr<CancelFlowResponse> cancel_flow(const std::string& flow_id);
   // Blocks until the flow ends or `wait_timeout` passes (ended = false).
   StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, Duration wait_timeout);
+  // The active process: node ID, node epoch (decimal), holder process ID.
   StatusOr<DescribeResponse> describe();
+  // Asks the active process to step down (docs/api.md, "Step down"): it
+  // drains, releases the lease and waits for another process to take over or
+  // for its hold-off to pass. The precondition names the process to step
+  // down: a process whose node ID or node epoch differs (or a standby)
+  // answers FAILED_PRECONDITION and changes nothing. `expected_node_epoch` is
+  // decimal text as describe() returns it. `timeout` zero: options().timeout;
+  // the call can last the attempt drain plus the hold-off, so give it minutes.
+  //
+  // Never repeated: the call goes to another address only when no connection
+  // to this one was made (nothing was sent). Any answer ends it; UNAVAILABLE,
+  // DEADLINE_EXCEEDED and CANCELLED leave the outcome unknown, and the only
+  // safe retry is with the same expectations. With several addresses and no
+  // call answered yet, the address whose gRPC readiness is SERVING is tried
+  // first. A bad node ID or epoch is InvalidArgument, and nothing is sent.
+  //
+  // `sent_to`, when given, is set to the address the request went out to, and
+  // left empty when it went nowhere (bad arguments, or no connection to any
+  // address): only then is a failure known to have changed nothing.
+  StatusOr<StepDownResponse> step_down(const std::string& expected_node_id,
+                                       const std::string& expected_node_epoch,
+                                       Duration timeout = Duration::zero(),
+                                       std::string* sent_to = nullptr);
 
   const ClientOptions& options() const { return options_; }
   // The addresses calls go to, in the order given.
