@@ -1,8 +1,11 @@
 // dexcli: the dex command-line client.
-//   flow-type register|get|list, flow start|get|list|cancel|wait, admin describe:
-//     calls to a server over gRPC (--server, --timeout), JSON on stdout; with
-//     several --server addresses (a node's active process and its standbys)
-//     each call goes to whichever is active (src/sdk/README.md);
+//   flow-type register|get|list, flow start|get|list|cancel|wait,
+//   admin describe|step-down: calls to a server over gRPC (--server,
+//     --timeout), JSON on stdout; with several --server addresses (a node's
+//     active process and its standbys) each call goes to whichever is active
+//     (src/sdk/README.md); admin step-down combines its expectation flags as
+//     the spec says ("Step down the active process", docs/api.md "Step down");
+//   health: one process's gRPC health;
 //   inspect lease|log: reads a node's lease and log straight from a dev/local
 //     data directory (read-only).
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
@@ -13,6 +16,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +34,7 @@
 #include "objstore/filesystem_store.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
+#include "sdk/grpc_status.h"
 
 namespace {
 
@@ -169,6 +177,207 @@ dex::Status check_definition_syntax(const std::string& path, const std::string& 
   return dex::Status::ok();
 }
 
+// ----------------------------------------------------------------- admin
+
+// The admin credential: the file's content without surrounding whitespace.
+// Unreadable or empty: InvalidArgument naming the file. The token itself never
+// appears in a message.
+dex::StatusOr<std::string> read_credential(const std::string& path) {
+  auto text = read_file(path);
+  if (!text.is_ok()) return text.status();
+  std::string token = text.value();
+  token.erase(token.find_last_not_of(" \t\r\n") + 1);
+  token.erase(0, token.find_first_not_of(" \t\r\n"));
+  if (token.empty()) {
+    return dex::Status::invalid_argument(path + " is empty: it must hold the admin credential");
+  }
+  return token;
+}
+
+// `arg` quoted for a POSIX shell when it needs it.
+std::string shell_word(const std::string& arg) {
+  bool plain = !arg.empty() && arg.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                   "QRSTUVWXYZ0123456789._-/:,@%+=[]") == std::string::npos;
+  if (plain) return arg;
+  std::string quoted = "'";
+  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// What the admin calls need to say about a failure beyond the server's words:
+// the extra lines for the codes an operator can act on.
+std::string admin_hint(std::string_view code, const std::string& credential_file) {
+  if (code == "UNAUTHENTICATED" || code == "PERMISSION_DENIED") {
+    if (credential_file.empty()) {
+      return "dexcli: this server needs an admin credential: give --credential-file FILE (the "
+             "file holds the token)\n";
+    }
+    return "dexcli: the server refused the admin credential in " + credential_file + "\n";
+  }
+  if (code == "UNIMPLEMENTED") {
+    return "dexcli: this server does not serve this dex.AdminService call (admin.enabled is "
+           "false, or the server is older)\n";
+  }
+  return "";
+}
+
+int fail_admin(const std::string& what, const dex::Status& status,
+               const std::string& credential_file, const std::string& more = "") {
+  std::cerr << "dexcli: " << what << ": " << status.message() << "\n"
+            << admin_hint(dex::sdk_internal::grpc_code_of(status), credential_file) << more;
+  return kExitFailed;
+}
+
+// The unknown-outcome text, prepared before the StepDown call so that a
+// signal handler can write it as it is.
+std::string g_interrupted_text;
+
+extern "C" void on_interrupt_while_stepping_down(int) {
+  ssize_t ignored = ::write(STDERR_FILENO, g_interrupted_text.data(), g_interrupted_text.size());
+  (void)ignored;
+  ::_exit(kExitFailed);
+}
+
+struct StepDownFlags {
+  std::vector<std::string> servers;
+  std::string timeout_text;  // empty when --timeout was not given
+  std::string credential_file;
+};
+
+// The command that retries a step down for the same process: every address,
+// --timeout if it was given, and the expectations this call used.
+std::string retry_command(const StepDownFlags& flags, const std::string& node_id,
+                          const std::string& epoch) {
+  std::string servers;
+  for (const std::string& s : flags.servers) servers += (servers.empty() ? "" : ",") + s;
+  std::string retry = "dexcli --server " + shell_word(servers);
+  if (!flags.timeout_text.empty()) retry += " --timeout " + shell_word(flags.timeout_text);
+  retry += " admin step-down --yes --expected-node-id " + shell_word(node_id) +
+           " --expected-node-epoch " + epoch;
+  if (!flags.credential_file.empty()) {
+    retry += " --credential-file " + shell_word(flags.credential_file);
+  }
+  return retry;
+}
+
+// Spec, "Retry a step down safely": the outcome is unknown; the only safe
+// retry names the same process, with the expectations this call used.
+std::string unknown_outcome_text(const StepDownFlags& flags, const std::string& node_id,
+                                 const std::string& epoch) {
+  const std::string retry = retry_command(flags, node_id, epoch);
+  return "dexcli: the outcome of the step down is unknown: the process may or may not have "
+         "stepped down. The call used:\n"
+         "  expectedNodeId: " +
+         node_id +
+         "\n"
+         "  expectedNodeEpoch: " +
+         epoch +
+         "\n"
+         "Retry only with these values, which identify the process you meant to step down:\n"
+         "  " +
+         retry +
+         "\n"
+         "If that process already stepped down, the retry answers FAILED_PRECONDITION and "
+         "changes nothing.\n"
+         "Never retry with a node epoch that 'dexcli admin describe' prints after this failure: "
+         "describe shows whichever process is active by then (a standby that took over, or this "
+         "process after taking the lease back), and stepping that one down would cause another "
+         "switchover, or on a single replica a second outage. Do not run the command again "
+         "without --expected-node-id and --expected-node-epoch either: it would describe and "
+         "step down whichever process is active now. 'dexcli admin describe' shows what "
+         "happened: a different node epoch or holder process ID means the step down (or another "
+         "takeover) already happened, so do not retry.\n";
+}
+
+// dexcli admin step-down, after its flags were checked (spec: "Step down the
+// active process"): without expectations it describes the active process and
+// expects what describe returns; with the node ID alone it describes first and
+// refuses another node ID; with both it sends them as they are.
+int step_down(dex::Client& client, const StepDownFlags& flags, std::string node_id,
+              std::string epoch, dex::Duration timeout) {
+  if (epoch.empty()) {
+    auto described = client.describe();
+    if (!described.is_ok()) {
+      std::string more;
+      if (dex::sdk_internal::grpc_code_of(described.status()) == "FAILED_PRECONDITION") {
+        more =
+            "dexcli: a step down or its hold-off is in progress (one that you or someone else "
+            "started): wait past the hold-off, run 'dexcli admin describe', and step down again "
+            "only if the switchover you wanted has not happened\n";
+      }
+      return fail_admin("describing the active process before stepping it down", described.status(),
+                        flags.credential_file, more + "dexcli: nothing was stepped down\n");
+    }
+    if (!node_id.empty() && described->node_id() != node_id) {
+      return fail("the server reports node ID '" + described->node_id() + "', not '" + node_id +
+                  "' (--expected-node-id): nothing was stepped down; check --server");
+    }
+    if (auto s = dex::validate_node_epoch(described->node_epoch()); !s.is_ok()) {
+      return fail("describe answered " + s.message() + ": nothing was stepped down");
+    }
+    node_id = described->node_id();
+    epoch = described->node_epoch();
+  }
+
+  // From here on the outcome may be unknown: Ctrl-C or SIGTERM prints how to
+  // retry safely instead of dying silently.
+  g_interrupted_text = "\ndexcli: interrupted while stepping down node " + node_id +
+                       " at node epoch " + epoch + "\n" +
+                       unknown_outcome_text(flags, node_id, epoch);
+  struct sigaction action = {};
+  struct sigaction old_int = {}, old_term = {};
+  action.sa_handler = on_interrupt_while_stepping_down;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+  std::string sent_to;
+  auto result = client.step_down(node_id, epoch, timeout, &sent_to);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+
+  const std::string what = "stepping down node " + node_id + " at node epoch " + epoch;
+  if (result.is_ok()) {
+    dex::StepDownResponse response = std::move(result).value();
+    // The precondition that was sent, should a server leave it out.
+    if (response.expected_node_id().empty()) response.set_expected_node_id(node_id);
+    if (response.expected_node_epoch().empty()) response.set_expected_node_epoch(epoch);
+    return print(dex::cli::to_json(response));
+  }
+  const std::string_view code = dex::sdk_internal::grpc_code_of(result.status());
+  if (sent_to.empty()) {
+    // No connection to any address: the request never went out.
+    return fail_admin(what, result.status(), flags.credential_file,
+                      "dexcli: the step down was not sent (no connection could be made), so "
+                      "nothing was stepped down. To try again for the same process:\n  " +
+                          retry_command(flags, node_id, epoch) + "\n");
+  }
+  if (code == "DEADLINE_EXCEEDED" || code == "CANCELLED" || code == "UNAVAILABLE") {
+    return fail_admin(what, result.status(), flags.credential_file,
+                      unknown_outcome_text(flags, node_id, epoch));
+  }
+  if (code == "FAILED_PRECONDITION") {
+    return fail_admin(
+        what, result.status(), flags.credential_file,
+        "dexcli: this call stepped nothing down: the process that answered does not match node " +
+            node_id + " at node epoch " + epoch +
+            " (or is already stepping down). Another process may be active now (a takeover, or a "
+            "step down that already happened), a step down may be in progress (one that you or "
+            "someone else started), "
+            "or the call reached a standby connection of a process that has just taken over. "
+            "Wait past the hold-off (standby.stepDownHoldOff), run 'dexcli admin describe', and "
+            "step down again only if the switchover you wanted has not happened.\n");
+  }
+  if (code == "INTERNAL") {
+    return fail_admin(what, result.status(), flags.credential_file,
+                      "dexcli: the process released the lease but could not compete for it again "
+                      "(its local store did not close in time); it exits without taking the "
+                      "lease, and another process, or its restart, takes over. Run 'dexcli admin "
+                      "describe' to see which process is active.\n");
+  }
+  return fail_admin(what, result.status(), flags.credential_file);
+}
+
 }  // namespace
 
 // gRPC health Check of one process (grpc.health.v1, proto/grpc/health).
@@ -210,10 +419,11 @@ int main(int argc, char** argv) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  app.add_option("--timeout", timeout_text,
-                 "Deadline of each call, the search for the active process included: 250ms, "
-                 "10s, 2m")
-      ->capture_default_str();
+  CLI::Option* timeout_option =
+      app.add_option("--timeout", timeout_text,
+                     "Deadline of each call, the search for the active process included: 250ms, "
+                     "10s, 2m. admin step-down: default 2m, for the step down call itself")
+          ->capture_default_str();
 
   // flow-type
   CLI::App* flow_type = app.add_subcommand("flow-type", "Register and read flow types");
@@ -254,13 +464,53 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   // admin
-  CLI::App* admin = app.add_subcommand("admin", "Administer the server");
+  CLI::App* admin = app.add_subcommand(
+      "admin", "Describe the active process of a node or step it down (admin credential)");
   admin->require_subcommand(1);
   std::string credential_file;
+  const std::string credential_help =
+      "File holding the admin credential: its content, without surrounding whitespace, is sent "
+      "as 'authorization: Bearer <token>' (never printed). Needed when the server has admin "
+      "credentials configured";
   CLI::App* a_describe = admin->add_subcommand(
-      "describe", "Print the active process: nodeId, nodeEpoch (decimal string), holderProcessId");
-  a_describe->add_option("--credential-file", credential_file,
-                         "File holding the admin credential (sent as a bearer token)");
+      "describe",
+      "Print the active process: nodeId, nodeEpoch (decimal string), holderProcessId. Changes "
+      "nothing. FAILED_PRECONDITION while a step down or its hold-off is in progress");
+  a_describe->add_option("--credential-file", credential_file, credential_help);
+  bool step_down_yes = false;
+  std::string expected_node_id, expected_node_epoch;
+  CLI::App* a_step_down = admin->add_subcommand(
+      "step-down",
+      "Step the active process down: it stops handing out Step tasks, drains running attempts "
+      "(lifecycle.attemptDrainTimeout), releases the lease and keeps running as a standby. "
+      "Another process of the node takes over; if none does within the hold-off "
+      "(standby.stepDownHoldOff), the same process takes the lease back with a new node epoch "
+      "(on a single replica: an outage of about one hold-off). The request names the process to "
+      "step down (node ID and node epoch); a process that does not match answers "
+      "FAILED_PRECONDITION and changes nothing. Without expectation flags it describes the "
+      "active process first and expects what describe returns. Waits up to --timeout (default "
+      "2m: raise it by as much as you raise lifecycle.attemptDrainTimeout above 30s). Prints "
+      "expectedNodeId, expectedNodeEpoch, nodeId, releasedNodeEpoch, leaseReacquisitionHoldOff, "
+      "leaseHolderAfterStepDown (takenOverByAnotherProcess, takenBackByThisProcess, unknown with "
+      "leaseHolderUnknownDetail), activeNodeEpoch and activeHolderProcessId. On "
+      "DEADLINE_EXCEEDED, CANCELLED or UNAVAILABLE the outcome is unknown: retry only with the "
+      "expectations that the error prints");
+  a_step_down->add_flag("--yes", step_down_yes,
+                        "Required: confirms that the active process is to stop serving (it drains "
+                        "and releases the lease; on a single replica nothing serves for about "
+                        "one hold-off)");
+  a_step_down->add_option(
+      "--expected-node-id", expected_node_id,
+      "Step down only a process of this node ID. Alone: describe first, refuse (stepping "
+      "nothing down) if the server reports another node ID, which guards against a wrong "
+      "--server, and expect the described node epoch");
+  a_step_down->add_option(
+      "--expected-node-epoch", expected_node_epoch,
+      "Step down only the process holding this node epoch (a decimal number). Needs "
+      "--expected-node-id; with both, nothing is described first and the two are sent as they "
+      "are. To retry a step down whose outcome is unknown, give the values its error printed, "
+      "never an epoch that describe prints afterwards");
+  a_step_down->add_option("--credential-file", credential_file, credential_help);
 
   // health: one process's gRPC health, as a probe sees it
   std::string health_service;
@@ -325,6 +575,35 @@ int main(int argc, char** argv) {
   }
 
   // Everything below talks to a server: check all input before sending anything.
+  if (*a_step_down) {
+    if (!step_down_yes) {
+      return usage_error(
+          "admin step-down needs --yes: stepping down makes the active process stop serving (it "
+          "drains its running attempts, releases the lease and stays as a standby until another "
+          "process takes over); on a single replica nothing serves for about one hold-off "
+          "(standby.stepDownHoldOff), until the same process takes the lease back");
+    }
+    const bool id_given = a_step_down->get_option("--expected-node-id")->count() > 0;
+    const bool epoch_given = a_step_down->get_option("--expected-node-epoch")->count() > 0;
+    if (epoch_given && !id_given) {
+      return usage_error(
+          "--expected-node-epoch needs --expected-node-id: an epoch alone does not say which "
+          "node's process to step down (with a wrong --server it could match another node). Give "
+          "both, or --expected-node-id alone to take the epoch from describe");
+    }
+    if (id_given) {
+      if (auto s = dex::validate_node_id(expected_node_id); !s.is_ok()) {
+        return usage_error("--expected-node-id: " + s.message());
+      }
+    }
+    if (epoch_given) {
+      if (auto s = dex::validate_node_epoch(expected_node_epoch); !s.is_ok()) {
+        return usage_error("--expected-node-epoch: " + s.message());
+      }
+    }
+  }
+  const bool timeout_given = timeout_option->count() > 0;
+  if (*a_step_down && !timeout_given) timeout_text = "2m";
   auto timeout = dex::parse_duration(timeout_text);
   if (!timeout.is_ok()) return usage_error("--timeout: " + timeout.status().message());
   std::vector<std::string> servers;
@@ -347,14 +626,12 @@ int main(int argc, char** argv) {
   dex::ClientOptions options;
   options.server_addresses = servers;
   options.timeout = timeout.value();
-  if (*a_describe && !credential_file.empty()) {
-    auto token = read_file(credential_file);
+  if ((*a_describe || *a_step_down) &&
+      (a_describe->get_option("--credential-file")->count() > 0 ||
+       a_step_down->get_option("--credential-file")->count() > 0)) {
+    auto token = read_credential(credential_file);
     if (!token.is_ok()) return usage_error("--credential-file: " + token.status().message());
-    std::string t = token.value();
-    t.erase(t.find_last_not_of(" \t\r\n") + 1);
-    t.erase(0, t.find_first_not_of(" \t\r\n"));
-    if (t.empty()) return usage_error("--credential-file: " + credential_file + " is empty");
-    options.admin_credential = t;
+    options.admin_credential = std::move(token).value();
   }
 
   if (*ft_register) {
@@ -424,7 +701,25 @@ int main(int argc, char** argv) {
   }
   if (*a_describe) {
     dex::Client client(options);
-    return print_result(client.describe(), "describing the server");
+    auto described = client.describe();
+    if (!described.is_ok()) {
+      std::string more;
+      if (dex::sdk_internal::grpc_code_of(described.status()) == "FAILED_PRECONDITION") {
+        more =
+            "dexcli: a step down or its hold-off is in progress: wait past the hold-off "
+            "(standby.stepDownHoldOff) and describe again\n";
+      }
+      return fail_admin("describing the server", described.status(), credential_file, more);
+    }
+    return print(dex::cli::to_json(described.value()));
+  }
+  if (*a_step_down) {
+    // --timeout bounds the step down call itself (default 2m); the describe
+    // before it keeps the usual 30 s, or less when --timeout is shorter.
+    options.timeout = std::min(timeout.value(), dex::Duration(dex::seconds(30)));
+    dex::Client client(options);
+    StepDownFlags flags{servers, timeout_given ? timeout_text : "", credential_file};
+    return step_down(client, flags, expected_node_id, expected_node_epoch, timeout.value());
   }
   return kExitUsage;
 }

@@ -148,6 +148,42 @@ json to_json(const WaitFlowResponse& response) {
   return {{"flow", to_json(response.flow())}, {"ended", response.ended()}};
 }
 
+std::string lease_holder_name(LeaseHolderAfterStepDown holder) {
+  switch (holder) {
+    case TAKEN_OVER_BY_ANOTHER_PROCESS:
+      return "takenOverByAnotherProcess";
+    case TAKEN_BACK_BY_THIS_PROCESS:
+      return "takenBackByThisProcess";
+    default:
+      return "unknown";
+  }
+}
+
+json to_json(const StepDownResponse& response) {
+  json out = {
+      {"expectedNodeId", response.expected_node_id()},
+      {"expectedNodeEpoch", response.expected_node_epoch()},
+      {"nodeId", response.node_id()},
+      {"releasedNodeEpoch", response.released_node_epoch()},
+      {"leaseReacquisitionHoldOff",
+       format_duration(milliseconds(response.lease_reacquisition_hold_off_ms()))},
+      {"leaseHolderAfterStepDown", lease_holder_name(response.lease_holder_after_step_down())}};
+  const bool known = response.lease_holder_after_step_down() == TAKEN_OVER_BY_ANOTHER_PROCESS ||
+                     response.lease_holder_after_step_down() == TAKEN_BACK_BY_THIS_PROCESS;
+  if (!known) {
+    std::string detail = response.lease_holder_unknown_detail();
+    if (detail.empty() && response.lease_holder_after_step_down() != UNKNOWN) {
+      detail = "the server did not say which process holds the lease";
+    }
+    out["leaseHolderUnknownDetail"] = detail;
+  }
+  if (!response.active_node_epoch().empty()) out["activeNodeEpoch"] = response.active_node_epoch();
+  if (!response.active_holder_process_id().empty()) {
+    out["activeHolderProcessId"] = response.active_holder_process_id();
+  }
+  return out;
+}
+
 std::optional<FlowStatus> parse_flow_status(std::string_view name) {
   std::string upper(name);
   std::transform(upper.begin(), upper.end(), upper.begin(),

@@ -24,6 +24,16 @@ nlohmann::ordered_json to_json(const StartFlowResponse& response);
 nlohmann::ordered_json to_json(const ListFlowsResponse& response);
 nlohmann::ordered_json to_json(const CancelFlowResponse& response);
 nlohmann::ordered_json to_json(const WaitFlowResponse& response);
+// expectedNodeId, expectedNodeEpoch, nodeId, releasedNodeEpoch,
+// leaseReacquisitionHoldOff ("5s"), leaseHolderAfterStepDown,
+// leaseHolderUnknownDetail (only when unknown), activeNodeEpoch and
+// activeHolderProcessId (only when known). Epochs stay decimal strings.
+nlohmann::ordered_json to_json(const StepDownResponse& response);
+
+// TAKEN_OVER_BY_ANOTHER_PROCESS → "takenOverByAnotherProcess",
+// TAKEN_BACK_BY_THIS_PROCESS → "takenBackByThisProcess", anything else
+// (UNKNOWN, or a value this dexcli does not know) → "unknown".
+std::string lease_holder_name(LeaseHolderAfterStepDown holder);
 
 // "RUNNING" → FLOW_STATUS_RUNNING (any case); nullopt for anything else.
 std::optional<FlowStatus> parse_flow_status(std::string_view name);
