@@ -102,8 +102,9 @@ class ProgramsTest : public ::testing::Test {
 TEST_F(ProgramsTest, NoCommandIsAUsageErrorListingTheCommands) {
   Ran ran = dexcli({});
   EXPECT_EQ(ran.exit_code, 2);
-  EXPECT_NE(ran.err.find("'dexcli' needs one of these commands: flow-type, flow, admin, inspect"),
-            std::string::npos)
+  EXPECT_NE(
+      ran.err.find("'dexcli' needs one of these commands: flow-type, flow, admin, health, inspect"),
+      std::string::npos)
       << ran.err;
   ran = dexcli({"flow"});
   EXPECT_EQ(ran.exit_code, 2);
