@@ -33,7 +33,9 @@ struct NodeRun {
   Duration held_lease_poll_interval{0};  // 0: the lease's default poll
   Duration lagging_takeover_delay = milliseconds(1500);
   Duration behind_lag_threshold = seconds(10);
-  Metrics* metrics = nullptr;  // null: metrics are kept but not served
+  Duration step_down_hold_off = seconds(5);      // standby.stepDownHoldOff
+  Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
+  Metrics* metrics = nullptr;                    // null: metrics are kept but not served
 };
 
 // Spec (Hot standby, Takeover): after a takeover fails before the lease is
