@@ -224,7 +224,7 @@ class Load:
 
     def __init__(self, bench, tag, servers, clients):
         self.bench, self.tag, self.servers = bench, tag, ",".join(servers)
-        self.acknowledged, self.failed_calls = set(), 0
+        self.acknowledged, self.failed_calls, self.last_error = set(), 0, ""
         self.active, self.pause = clients, 0.0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -245,14 +245,15 @@ class Load:
                 r = subprocess.run([self.bench.bin("dexcli"), "--server", self.servers, "--timeout",
                                     "30s", "flow", "start", "one-step", "--flow-id", flow_id,
                                     "--input", "{}"], capture_output=True, text=True, timeout=60)
-                ok = r.returncode == 0
-            except subprocess.TimeoutExpired:
-                ok = False
+                ok, error = r.returncode == 0, r.stderr.strip()
+            except (OSError, subprocess.SubprocessError) as e:
+                ok, error = False, str(e)
             with self.lock:
                 if ok:
                     self.acknowledged.add(flow_id)
                 else:
                     self.failed_calls += 1
+                    self.last_error = error
             if self.pause:
                 time.sleep(self.pause)
 
@@ -365,12 +366,24 @@ class Bench:
         self.bindir = os.path.join(self.work, "bin")
         os.makedirs(self.bindir)
         for name in ("dex-server-zd", "dexcli", "dex-example-worker"):
-            src = os.path.join(args.bin_dir, name)
-            if not os.path.exists(src):
-                die(f"{src} is missing: build it first (scripts/bench-failover does)")
-            shutil.copy2(src, self.bindir)
+            self.copy_binary(name)
         self.minio = None
         self.procs = []
+
+    def copy_binary(self, name):
+        """Copies a program that is not being relinked right now and checks that it runs."""
+        src, dst = os.path.join(self.args.bin_dir, name), os.path.join(self.bindir, name)
+        for _ in range(60):
+            if not os.path.exists(src):
+                die(f"{src} is missing: build it first (scripts/bench-failover does)")
+            st = os.stat(src)
+            if st.st_size > 0 and os.access(src, os.X_OK) and time.time() - st.st_mtime > 2:
+                shutil.copy2(src, dst)
+                if os.stat(src).st_mtime == st.st_mtime and subprocess.run(
+                        [dst, "--help"], capture_output=True, timeout=30).returncode == 0:
+                    return
+            time.sleep(2)  # being relinked by a build
+        die(f"{src} kept changing or does not run (--help failed)")
 
     def bin(self, name):
         return os.path.join(self.bindir, name)
@@ -403,9 +416,14 @@ class Bench:
             t0 = time.monotonic()
             load = Load(self, node_id, servers, a.build_clients)
             epoch_start = int(READY.search(A.proc.wait_for(READY, 1)[1]).group(2))
-            while A.log_length(epoch_start) < target:
-                if time.monotonic() - t0 > 600:
-                    die(f"{node_id}: the log did not reach {target} slots in 600 s")
+            progress, length = time.monotonic(), 0
+            while length < target:
+                now_length = A.log_length(epoch_start)
+                if now_length > length:
+                    progress, length = time.monotonic(), now_length
+                elif time.monotonic() - progress > 30:
+                    die(f"{node_id}: the log stayed at {length} slots for 30 s; "
+                        f"{load.failed_calls} start calls failed, the last with: {load.last_error}")
                 time.sleep(0.1)
             built_s = time.monotonic() - t0
             load.steady(a.steady_clients, a.steady_pause)
