@@ -208,7 +208,9 @@ class ApiServer::Impl {
   // Clients see the connection close and reconnect. REQUIRES: server_mu_ held.
   Status swap_locked(bool standby) {
     if (server_ == nullptr || standby_server_ == standby) return Status::ok();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    // At once: a standby's calls are refusals, and an active process's calls
+    // were answered before it stepped down (the StepDown call itself included).
+    server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
     server_.reset();
     // Rebinding right after the close: retry briefly in case the kernel is slow.

@@ -388,7 +388,8 @@ Status EngineImpl::start() {
         options_.local_store_path.string(), last->value().value, epoch_slot.value));
   }
   Slot start_slot;
-  auto bounds = find_log_bounds(store_, options_.node_id);
+  auto bounds = find_log_bounds(store_, options_.node_id, {},
+                                last->has_value() ? last->value().next() : kFirstSlot);
   if (!bounds.is_ok()) return bounds.status();
   if (last->has_value()) {
     start_slot = last->value().next();

@@ -51,8 +51,15 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
   fs::remove_all(restoring, ec);  // an interrupted restore: never half used
   fs::create_directories(path.parent_path(), ec);
 
-  auto bounds = with_retries([&] { return find_log_bounds(store, node_id, request); });
-  if (!bounds.is_ok()) return bounds.status();
+  // The log's bounds; `hint` is a slot the local store says exists (listing
+  // then starts there, not at the log's start).
+  std::optional<LogBounds> bounds_cache;
+  auto log_bounds = [&](Slot hint) -> StatusOr<LogBounds> {
+    if (bounds_cache) return *bounds_cache;
+    auto found = with_retries([&] { return find_log_bounds(store, node_id, request, hint); });
+    if (found.is_ok()) bounds_cache = found.value();
+    return found;
+  };
 
   LocalStoreOpened out;
   Need need = Need::kNothing;
@@ -79,6 +86,8 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
       need = Need::kCorrupt;
     }
     if (need == Need::kNothing) {
+      auto bounds = log_bounds(last ? last->next() : kFirstSlot);
+      if (!bounds.is_ok()) return bounds.status();
       if (!last) {
         need = Need::kMissing;
         why = "is empty";
@@ -93,6 +102,8 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
     }
   }
 
+  auto bounds = log_bounds(kFirstSlot);
+  if (!bounds.is_ok()) return bounds.status();
   auto snapshots = with_retries([&] { return list_snapshots(store, node_id, request); });
   if (!snapshots.is_ok()) return snapshots.status();
   // A missing or empty store on a log that was never collected and never

@@ -62,28 +62,58 @@ StatusOr<proto::LogBatch> decode_batch(std::string_view key, std::string_view by
 }
 
 StatusOr<LogBounds> find_log_bounds(ObjectStore& store, const NodeId& node_id,
-                                    const RequestOptions& options) {
+                                    const RequestOptions& options, Slot hint) {
   std::string prefix = log_prefix(node_id);
+  // Lists from `after` to the end; returns the first and last slots seen.
+  auto scan = [&](std::string after, std::optional<Slot>& first,
+                  std::optional<Slot>& last) -> Status {
+    // Bounded: every page advances `after`; the slot count is bounded by GC.
+    while (true) {
+      auto page = store.list(prefix, after, kListKeysMax, options);
+      if (!page.is_ok()) return page.status();
+      for (const auto& key : page->keys) {
+        auto slot = parse_slot_key(node_id, key);
+        if (!slot.is_ok()) {
+          return Status::corruption(
+              fmt::format("junk key in the log: {}", slot.status().message()));
+        }
+        if (!first) first = slot.value();
+        // The store lists in ascending byte order, which is slot order.
+        assert(!last || *last < slot.value());
+        last = slot.value();
+      }
+      if (!page->truncated || page->keys.empty()) return Status::ok();
+      after = page->keys.back();
+    }
+  };
   LogBounds bounds;
   std::optional<Slot> first, last;
-  std::string after;
-  // Bounded: every page advances `after`; the slot count is bounded by GC.
-  while (true) {
-    auto page = store.list(prefix, after, kListKeysMax, options);
-    if (!page.is_ok()) return page.status();
-    for (const auto& key : page->keys) {
-      auto slot = parse_slot_key(node_id, key);
-      if (!slot.is_ok()) {
-        return Status::corruption(fmt::format("junk key in the log: {}", slot.status().message()));
-      }
-      if (!first) first = slot.value();
-      // The store lists in ascending byte order, which is slot order.
-      assert(!last || *last < slot.value());
-      last = slot.value();
+  if (hint > kFirstSlot) {
+    // The log is contiguous (writers never skip a slot; GC deletes a prefix):
+    // its first key, then only the keys from the hint on. A reader that has
+    // applied most of the log pays for the tail, not for the whole log.
+    auto head = store.list(prefix, "", 1, options);
+    if (!head.is_ok()) return head.status();
+    if (head->keys.empty()) return bounds;
+    auto head_slot = parse_slot_key(node_id, head->keys.front());
+    if (!head_slot.is_ok()) {
+      return Status::corruption(
+          fmt::format("junk key in the log: {}", head_slot.status().message()));
     }
-    if (!page->truncated || page->keys.empty()) break;
-    after = page->keys.back();
+    if (head_slot.value() < hint) {
+      std::optional<Slot> tail_first;
+      if (Status s = scan(slot_key(node_id, Slot(hint.value - 1)), tail_first, last); !s.is_ok()) {
+        return s;
+      }
+      if (last) {
+        bounds.first = head_slot.value();
+        bounds.end = last->next();
+        return bounds;
+      }
+      // Nothing from the hint on: the log ends below it; list it all.
+    }
   }
+  if (Status s = scan("", first, last); !s.is_ok()) return s;
   if (first) {
     bounds.first = *first;
     bounds.end = last->next();

@@ -52,7 +52,10 @@ struct LogBounds {
 // Lists the node's log prefix (paging with start_after) and returns its bounds.
 // A key under the prefix that is not a slot key is Corruption naming the key: only
 // dex writes there. Each request uses `options` (its timeout).
+// `hint`: a slot the caller believes exists (say, one past what its local store
+// applied); listing then starts just below it instead of at the log's start.
+// A wrong hint costs a full listing, never a wrong answer.
 StatusOr<LogBounds> find_log_bounds(ObjectStore& store, const NodeId& node_id,
-                                    const RequestOptions& options = {});
+                                    const RequestOptions& options = {}, Slot hint = kFirstSlot);
 
 }  // namespace dex

@@ -174,7 +174,8 @@ Status LogWriter::open() {
   while (true) {
     TimePoint now = clock_.now();
     if (now >= deadline) return limit_status("listing the log", first_attempt, last);
-    auto found = find_log_bounds(store_, options_.node_id, RequestOptions{deadline - now});
+    auto found = find_log_bounds(store_, options_.node_id, RequestOptions{deadline - now},
+                                 options_.end_hint);
     if (found.is_ok()) {
       bounds = found.value();
       break;

@@ -56,6 +56,9 @@ struct LogWriterOptions {
   Duration backoff_initial = milliseconds(50);  // after a transient error; doubles
   Duration backoff_max = seconds(1);
   uint64_t jitter_seed = 0;  // backoff jitter; 0 draws a seed from the OS
+  // A slot the caller believes exists (a hot standby's last applied): open()
+  // lists the log from there instead of from its start (find_log_bounds).
+  Slot end_hint = kFirstSlot;
   // Called on the writer thread, in slot order, for every acknowledged batch:
   // after the batch is durable and the lease check passed, before the futures of
   // its appends resolve (so a caller that sees its slot also sees the batch

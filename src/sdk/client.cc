@@ -142,14 +142,17 @@ void set_preferred(Client::Stubs& stubs, size_t i) {
 // starting at the preferred address, each address in turn; UNAVAILABLE or no
 // connection moves on to the next, any other answer ends the call (and makes
 // its address the preferred one). Between full rounds a short backoff; the
-// whole within `timeout`. A round in which no process could even be reached
-// ends the call at once: nothing listens, and waiting would not help the
-// caller more than its own retry would.
+// whole within `timeout`. When no process could even be reached, the call
+// keeps trying for kUnreachableGrace only: nothing listens, and waiting longer
+// would not help the caller more than its own retry would.
 //
 // Repeat::kOnlyIfNotSent narrows the move-on to "no connection was made": an
 // address whose channel is not READY after the connect wait is skipped without
 // sending anything, and the first call actually sent ends the search whatever
 // it answers. There is then only one round.
+// How long a call keeps trying when no address could even be reached.
+constexpr Duration kUnreachableGrace = milliseconds(1500);
+
 Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
                 const Attempt& attempt, const CallPolicy& policy = {}) {
   if (!stubs.invalid.is_ok()) return stubs.invalid;
@@ -256,8 +259,11 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       if (!sdk_internal::is_connection_failure(status.error_message())) reached_a_process = true;
       said[i] = std::move(mapped);
     }
-    if (!reached_a_process) return exhausted();
     TimePoint now = SystemClock::instance().now();
+    // Nothing listens anywhere: keep trying only briefly, which covers a
+    // server replacing its listener at a role change or a quick restart, and
+    // still fails fast on a wrong address.
+    if (!reached_a_process && now - start >= kUnreachableGrace) return exhausted();
     if (now >= deadline) return exhausted();
     std::this_thread::sleep_for(std::min(stubs.jitter(backoff), deadline - now));
     backoff = std::min(backoff * 2, kRoundBackoffMax);

@@ -731,6 +731,7 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
       metrics.log_append(latency, records);
     };
     log_options.epoch_start_unix_ms = unix_ms_now();
+    if (followed_to) log_options.end_hint = *followed_to;  // list the log's tail only
     LeaseKeeper& held = *keeper;
     LogWriter log(
         store, clock, log_options, [&held] { return held.is_valid(); },
@@ -881,10 +882,12 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
       api.shutdown(seconds(0));
       return 1;
     }
-    api.shutdown(seconds(1));
-    engine.reset();
+    // Release before waiting for the API's open calls (a Worker's task stream
+    // stays open until the grace ends): the successor takes over at once.
     Status closed = log.close();
     Status released = keeper->release();
+    api.shutdown(seconds(1));
+    engine.reset();
     if (!closed.is_ok()) spdlog::warn("log close: {}", closed.to_string());
     if (!released.is_ok()) {
       spdlog::warn("lease release failed ({}); a successor waits for it to expire",

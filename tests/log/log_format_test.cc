@@ -134,6 +134,27 @@ TEST(LogBounds, PagesThroughLongLogsAndSeesACollectedPrefix) {
   EXPECT_GE(store.counts().lists, 3u);  // 2300 keys in pages of kListKeysMax
 }
 
+// A takeover by a hot standby lists only the log's tail (its applied slot is
+// the hint); any hint gives the same answer as a full listing.
+TEST(LogBounds, AHintListsOnlyTheTailAndNeverChangesTheAnswer) {
+  MemoryObjectStore store;
+  for (uint64_t s = 300; s < 5600; ++s) put_batch(store, "n1", s, 1, s == 300);
+  for (uint64_t hint : {0, 1, 299, 300, 301, 4000, 5599, 5600, 5601, 90000}) {
+    auto bounds = find_log_bounds(store, kNode, {}, Slot(hint));
+    ASSERT_TRUE(bounds.is_ok()) << hint;
+    EXPECT_EQ(bounds->first, Slot(300)) << hint;
+    EXPECT_EQ(bounds->end, Slot(5600)) << hint;
+  }
+  const uint64_t before = store.counts().lists;
+  ASSERT_TRUE(find_log_bounds(store, kNode, {}, Slot(5590)).is_ok());
+  EXPECT_EQ(store.counts().lists - before, 2u);  // the first key, then one page of the tail
+  const uint64_t full_before = store.counts().lists;
+  ASSERT_TRUE(find_log_bounds(store, kNode).is_ok());
+  EXPECT_GE(store.counts().lists - full_before, 6u);
+  MemoryObjectStore empty;
+  EXPECT_TRUE(find_log_bounds(empty, kNode, {}, Slot(7))->empty());
+}
+
 TEST(LogBounds, JunkKeyUnderTheLogPrefixIsCorruption) {
   MemoryObjectStore store;
   put_batch(store, "n1", 0, 1, true);
