@@ -390,11 +390,12 @@ class StepDownCoordinator {
     Duration stuck_store_limit = seconds(64);
   };
   StepDownCoordinator(ObjectStore& store, StopSignal& stop, Settings settings,
-                      std::function<void()> after_call)
+                      std::function<void()> after_call, std::function<void()> on_settled)
       : store_(store),
         stop_(stop),
         settings_(std::move(settings)),
-        after_call_(std::move(after_call)) {}
+        after_call_(std::move(after_call)),
+        on_settled_(std::move(on_settled)) {}
   ~StepDownCoordinator() {
     if (after_thread_.joinable()) after_thread_.join();
   }
@@ -518,6 +519,9 @@ class StepDownCoordinator {
       if (data.is_ok()) {
         auto record = decode_lease_record(data->body);
         if (record.is_ok() && record->epoch > released) {
+          // Settled: Describe on this process need not refuse any longer (a
+          // client that lists every address then finds the new active one).
+          if (on_settled_) on_settled_();
           const bool ours = record->holder_process_id.value == settings_.process_id;
           response.set_lease_holder_after_step_down(ours ? TAKEN_BACK_BY_THIS_PROCESS
                                                          : TAKEN_OVER_BY_ANOTHER_PROCESS);
@@ -556,6 +560,7 @@ class StepDownCoordinator {
   StopSignal& stop_;
   const Settings settings_;
   std::function<void()> after_call_;
+  std::function<void()> on_settled_;  // another process (or this one) holds the lease again
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Epoch> serving_;                         // guarded by mu_
@@ -612,14 +617,17 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
   sd.process_id = lease_options.process_id.value;
   sd.hold_off = run.step_down_hold_off;
   sd.acquisition_budget = (hot ? run.lagging_takeover_delay : Duration(0)) + seconds(3);
-  StepDownCoordinator step_down(store, stop, sd, [&] {
-    std::lock_guard<std::mutex> lock(role_mu);
-    if (serving || stop.done()) return;
-    Follower* f = current_follower.load();
-    if (Status s = api.set_standby(f != nullptr && f->hot()); !s.is_ok()) {
-      spdlog::error("cannot serve as a standby: {}", s.to_string());
-    }
-  });
+  StepDownCoordinator step_down(
+      store, stop, sd,
+      [&] {
+        std::lock_guard<std::mutex> lock(role_mu);
+        if (serving || stop.done()) return;
+        Follower* f = current_follower.load();
+        if (Status s = api.set_standby(f != nullptr && f->hot()); !s.is_ok()) {
+          spdlog::error("cannot serve as a standby: {}", s.to_string());
+        }
+      },
+      [&api] { api.set_stepping_down(false); });
   api.set_step_down_handler(
       [&step_down](const StepDownRequest& request) { return step_down.handle(request); });
 

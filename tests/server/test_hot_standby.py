@@ -93,13 +93,16 @@ class Load:
 
     def __init__(self, servers, clients=4):
         self.servers, self.acknowledged, self.stop = servers, set(), threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(c,)) for c in range(clients)]
+        # Daemon threads: a failing test must not leave pytest waiting for them.
+        self.threads = [threading.Thread(target=self.run, args=(c,), daemon=True)
+                        for c in range(clients)]
         for t in self.threads:
             t.start()
 
     def run(self, c):
         i = 0
-        while not self.stop.is_set() and i < 2000:
+        deadline = time.monotonic() + 600
+        while not self.stop.is_set() and i < 2000 and time.monotonic() < deadline:
             flow_id = f"c{c}-{i:04d}"
             r = run(binary("dexcli"), "--server", ",".join(self.servers), "--timeout", "30s",
                     "flow", "start", "e2e-three-step", "--flow-id", flow_id, "--input", "{}", timeout=60)
