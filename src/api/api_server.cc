@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -14,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/digest.h"
 #include "dex/api.grpc.pb.h"
 
 namespace dex {
@@ -124,15 +124,7 @@ class ApiServer::Impl {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "this call needs an admin credential (authorization: Bearer <token>)");
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_Digest(token.data(), token.size(), digest, &length, EVP_sha256(), nullptr);
-    static const char* kHex = "0123456789abcdef";
-    std::string hex;
-    for (unsigned int i = 0; i < length; ++i) {
-      hex += kHex[digest[i] >> 4];
-      hex += kHex[digest[i] & 15];
-    }
+    const std::string hex = sha256_hex(token);
     int matched = 0;
     for (const std::string& accepted : options_.admin_token_sha256) {
       if (accepted.size() == hex.size()) {

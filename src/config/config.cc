@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "common/digest.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 namespace dex {
 
@@ -334,20 +335,6 @@ const std::map<std::string, std::string>& later_serve_keys() {
   return keys;
 }
 
-// SHA-256 of `bytes` as lower-case hex (OpenSSL's EVP).
-std::string sha256_hex_of(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
-}
-
 // auth.adminTokenFiles and auth.adminTokenSha256: the accepted admin tokens as
 // SHA-256 digests. A token file holds one token (surrounding whitespace is
 // trimmed); its content is never logged or printed.
@@ -384,7 +371,7 @@ Status read_admin_tokens(const YAML::Node& root, std::string_view source,
     token.erase(token.find_last_not_of(" \t\r\n") + 1);
     token.erase(0, token.find_first_not_of(" \t\r\n"));
     if (token.empty()) return bad(fmt::format("auth.adminTokenFiles: '{}' is empty", file));
-    digests.push_back(sha256_hex_of(token));
+    digests.push_back(sha256_hex(token));
   }
   for (std::string hash : hashes.value()) {
     for (char& c : hash) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

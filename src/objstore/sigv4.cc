@@ -1,5 +1,7 @@
 #include "objstore/sigv4.h"
 
+#include "common/digest.h"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <time.h>
@@ -97,14 +99,7 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
-std::string sha256_hex(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  const int ok = EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  assert(ok == 1 && length == 32);
-  (void)ok;
-  return hex(std::string_view(reinterpret_cast<const char*>(digest), length));
-}
+std::string sha256_hex(std::string_view bytes) { return dex::sha256_hex(bytes); }
 
 std::string hmac_sha256(std::string_view key, std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/digest.h"
 #include "common/framing.h"
 #include "common/random.h"
 #include "log/log_format.h"
-#include "objstore/sigv4.h"
 
 namespace dex {
 namespace fs = std::filesystem;
@@ -256,7 +256,7 @@ StatusOr<SnapshotInfo> SnapshotUploader::upload(const fs::path& dir, Slot slot,
     } else {
       auto bytes = read_file(e.path());
       if (!bytes.is_ok()) return bytes.status();
-      sha = sigv4::sha256_hex(bytes.value());
+      sha = sha256_hex(bytes.value());
       body = std::move(bytes).value();
     }
     if (is_immutable_file(name)) seen[name] = {size, sha};
@@ -380,7 +380,7 @@ StatusOr<proto::SnapshotManifest> download_snapshot(ObjectStore& store, const No
                          fmt::format("snapshot at slot {}: file '{}' ({}): {}", slot.value,
                                      f.name(), f.key(), body.status().message())));
     }
-    if (body->body.size() != f.size() || sigv4::sha256_hex(body->body) != f.sha256()) {
+    if (body->body.size() != f.size() || sha256_hex(body->body) != f.sha256()) {
       return fail(Status::corruption(fmt::format(
           "snapshot at slot {}: file '{}' ({}) does not match its manifest ({} bytes, expected {})",
           slot.value, f.name(), f.key(), body->body.size(), f.size())));
