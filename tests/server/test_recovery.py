@@ -28,15 +28,15 @@ READY = re.compile(r"dex-server-zd dev ready: .* epoch (\d+) .* listening on (\S
 class Node:
     """One dev data directory on a fixed free port, restartable."""
 
-    def __init__(self, procs, data, durability):
-        self.procs, self.data, self.durability = procs, data, durability
+    def __init__(self, procs, data, durability="strict", *extra):
+        self.procs, self.data, self.durability, self.extra = procs, data, durability, extra
         self.port = None
         self.server = None
 
     def start(self):
         listen = f"127.0.0.1:{self.port or 0}"
         self.server = self.procs(binary("dex-server-zd"), "dev", "--data-dir", self.data,
-                                 "--listen", listen, "--durability", self.durability)
+                                 "--listen", listen, "--durability", self.durability, *self.extra)
         line = self.server.wait_for_line("dex-server-zd dev ready", 60)
         m = READY.search(line)
         self.port = int(m.group(2).rsplit(":", 1)[1])

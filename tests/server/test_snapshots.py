@@ -12,33 +12,15 @@ import signal
 import time
 
 from conftest import binary, run
-from test_recovery import FLOW_TYPE, check_recovery_rules, list_flows, wait_all_ended
+from test_recovery import FLOW_TYPE, Node, check_recovery_rules, list_flows, wait_all_ended
 
-READY = re.compile(r"dex-server-zd dev ready: .* epoch (\d+) .* listening on (\S+)")
 SNAPSHOT = re.compile(r"snapshot of node dev at log slot (\d+)")
 FLOWS = 120
 
 
-class DevNode:
-    def __init__(self, procs, data, config):
-        self.procs, self.data, self.config = procs, data, config
-        self.port = 0
-        self.server = None
-
-    def start(self):
-        self.server = self.procs(binary("dex-server-zd"), "dev", "--data-dir", self.data,
-                                 "--listen", f"127.0.0.1:{self.port}", "--config", self.config)
-        m = READY.search(self.server.wait_for_line("dex-server-zd dev ready", 60))
-        self.port = int(m.group(2).rsplit(":", 1)[1])
-        return int(m.group(1))
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-    def cli(self, *args, timeout=30):
-        return run(binary("dexcli"), "--server", self.address, "--timeout", "10s", *args,
-                   timeout=timeout)
+def DevNode(procs, data, config):
+    """A dev node whose override file sets the snapshot triggers."""
+    return Node(procs, data, "strict", "--config", config)
 
 
 def manifests(data):
