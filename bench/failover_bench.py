@@ -46,10 +46,12 @@ READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+) .*log from 
 TOOK_OVER = re.compile(r"took over as the active process: (\d+) log slots replayed after following, "
                        r"engine open (\d+) ms, lease to serving (\d+) ms")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
+# The benchmark that runs (step_down_bench.py imports these helpers), for its messages.
+PROGRAM = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "failover_bench"
 
 
 def die(message):
-    raise SystemExit(f"failover_bench: FAILED: {message}")
+    raise SystemExit(f"{PROGRAM}: FAILED: {message}")
 
 
 def free_port():
@@ -93,10 +95,16 @@ class Proc:
             self.eof = True
             self.cv.notify_all()
 
-    def wait_for(self, needle, timeout):
-        """(arrival, line) of the first line containing `needle` (a string or a compiled regex)."""
+    def mark(self):
+        """The number of lines so far: `wait_for(..., after=mark)` looks only at later lines."""
+        with self.cv:
+            return len(self.lines)
+
+    def wait_for(self, needle, timeout, after=0):
+        """(arrival, line) of the first line containing `needle` (a string or a compiled regex),
+        among the lines from index `after` on."""
         deadline = time.monotonic() + timeout
-        i = 0
+        i = after
         with self.cv:
             while True:
                 while i < len(self.lines):
@@ -220,12 +228,14 @@ class Load:
     """Closed-loop clients: `dexcli flow start one-step` with known flow IDs through every address.
 
     `active` clients run, each pausing `pause` s after a start; both can change while it runs.
+    `calls` has (sent, answered, ok) of every start call, in wall-clock seconds.
     """
 
-    def __init__(self, bench, tag, servers, clients):
+    def __init__(self, bench, tag, servers, clients, pause=0.0):
         self.bench, self.tag, self.servers = bench, tag, ",".join(servers)
         self.acknowledged, self.failed_calls, self.last_error = set(), 0, ""
-        self.active, self.pause = clients, 0.0
+        self.calls = []
+        self.active, self.pause = clients, pause
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self.run, args=(c,), daemon=True)
@@ -241,6 +251,7 @@ class Load:
                 continue
             flow_id = f"{self.tag}-c{c}-{i:05d}"
             i += 1
+            sent = time.time()
             try:
                 r = subprocess.run([self.bench.bin("dexcli"), "--server", self.servers, "--timeout",
                                     "30s", "flow", "start", "one-step", "--flow-id", flow_id,
@@ -249,6 +260,7 @@ class Load:
             except (OSError, subprocess.SubprocessError) as e:
                 ok, error = False, str(e)
             with self.lock:
+                self.calls.append((sent, time.time(), ok))
                 if ok:
                     self.acknowledged.add(flow_id)
                 else:
@@ -357,9 +369,12 @@ def takeover(new, before, t_signal, kind, old=None):
 
 
 class Bench:
+    """Scratch directory, private copies of the programs, one MinIO; `run_case` is the failover
+    benchmark's case (step_down_bench.py has its own)."""
+
     def __init__(self, args):
         self.args = args
-        self.work = tempfile.mkdtemp(prefix="dex-failover-bench-", dir=args.dir)
+        self.work = tempfile.mkdtemp(prefix=f"dex-{PROGRAM.replace('_', '-')}-", dir=args.dir)
         self.logs = os.path.join(self.work, "logs")
         os.makedirs(self.logs)
         # Private copies: others may relink build/bin while this runs.
@@ -405,12 +420,7 @@ class Bench:
             B.start()
             self.procs.append(B)
             B.wait_standing_by()
-            worker = Proc(f"{node_id}-worker", [self.bin("dex-example-worker"), "--server",
-                                                ",".join(servers), "--concurrency", "32",
-                                                "--work-time", a.work_time],
-                          log_dir=self.logs)
-            self.procs.append(worker)
-            worker.wait_for("connected", 30)
+            worker = self.start_worker(node_id, servers)
 
             # Build the log to `target` slots, then keep a steady load through both failovers.
             t0 = time.monotonic()
@@ -481,16 +491,28 @@ class Bench:
                 rows.append(row)
             return rows
         finally:
-            if load is not None:
-                load.finish()
-            for p in (worker, A.proc, B.proc):
-                if p is not None:
-                    p.stop()
-            for s in (A, B):
-                if s in self.procs:
-                    self.procs.remove(s)
-            if worker in self.procs:
-                self.procs.remove(worker)
+            self.end_case(load, worker, [A, B])
+
+    def start_worker(self, node_id, servers):
+        """A dex-example-worker (--concurrency 32, --work-time) given every address."""
+        worker = Proc(f"{node_id}-worker", [self.bin("dex-example-worker"), "--server",
+                                            ",".join(servers), "--concurrency", "32",
+                                            "--work-time", self.args.work_time],
+                      log_dir=self.logs)
+        self.procs.append(worker)
+        worker.wait_for("connected", 30)
+        return worker
+
+    def end_case(self, load, worker, servers):
+        """Stops what a case started: its load first, then its worker and `serve` processes."""
+        if load is not None:
+            load.finish()
+        for p in [worker] + [s.proc for s in servers]:
+            if p is not None:
+                p.stop()
+        for x in [worker] + servers:
+            if x in self.procs:
+                self.procs.remove(x)
 
     def cleanup(self):
         for p in self.procs:
@@ -498,7 +520,7 @@ class Bench:
         if self.minio is not None:
             self.minio.proc.stop()
         if self.args.keep:
-            print(f"failover_bench: kept {self.work} (logs in {self.logs})")
+            print(f"{PROGRAM}: kept {self.work} (logs in {self.logs})")
         else:
             shutil.rmtree(self.work, ignore_errors=True)
 
@@ -546,68 +568,95 @@ FIELDS = ["mode", "target", "rep", "failover", "log_slots", "takeover_s", "signa
           "flows_acknowledged"]
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--modes", default="hot,cold", help="standby modes, comma-separated")
-    p.add_argument("--sizes", default="300,3000", help="log slots to build before the failovers")
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each (mode, size)")
+def add_common_args(p, csv_name, settle, what):
+    """The options both benchmarks have (the node, the worker, the programs, the output)."""
+    p.add_argument("--reps", type=int, default=3, help=f"repetitions of each {what}")
+    p.add_argument("--settle", type=float, default=settle, help="load before each measured event, s")
     p.add_argument("--lease", type=int, default=3, help="lease.duration in seconds (3 to 3600)")
-    p.add_argument("--build-clients", type=int, default=4, help="clients while the log is built")
-    p.add_argument("--steady-clients", type=int, default=1, help="clients through the failovers")
-    p.add_argument("--steady-pause", type=float, default=0.2, help="pause after each steady start, s")
     p.add_argument("--work-time", default="20ms", help="dex-example-worker --work-time per Step")
-    p.add_argument("--settle", type=float, default=2.0, help="steady load before each failover, s")
     p.add_argument("--bin-dir", default=os.path.join(REPO, "build", "bin"))
     p.add_argument("--minio", default=os.environ.get("DEX_MINIO_BIN")
                    or os.path.expanduser("~/.cache/dex/bin/minio"))
-    p.add_argument("--csv", default=None, help="default bench/results/failover-<time>.csv")
+    p.add_argument("--csv", default=None, help=f"default bench/results/{csv_name}-<time>.csv")
     p.add_argument("--dir", default=None, help="scratch directory (default $TMPDIR or /tmp)")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory and its logs")
-    args = p.parse_args()
-    args.modes = [m for m in args.modes.split(",") if m]
-    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+
+
+def check_common_args(args, csv_name):
     if not os.path.exists(args.minio):
         die(f"MinIO is not installed at {args.minio}: run scripts/install-minio")
-    csv_path = args.csv or os.path.join(REPO, "bench", "results",
-                                        time.strftime("failover-%Y%m%d-%H%M%S.csv"))
+    args.csv = args.csv or os.path.join(REPO, "bench", "results",
+                                        time.strftime(f"{csv_name}-%Y%m%d-%H%M%S.csv"))
 
-    bench = Bench(args)
-    stop = {"sig": None}
 
-    def on_signal(sig, _frame):
-        stop["sig"] = sig
+def run_cases(bench, cases, print_table, fields, noun):
+    """Starts MinIO, runs each case (a callable returning result rows), cleans up, prints the
+    table and writes the CSV; returns the exit status (130 when interrupted by Ctrl-C or
+    SIGTERM). A failure (die) keeps the scratch directory with its logs and exits; so does a
+    row with a "problem" (a case that measured what it could but found acknowledged flows
+    that did not complete), after the table, with exit status 1.
+    """
+    def on_signal(_sig, _frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     rows = []
     started = time.monotonic()
     try:
-        bench.minio = MinIO(args.minio, bench.work, bench.logs)
+        bench.minio = MinIO(bench.args.minio, bench.work, bench.logs)
         bench.log(f"MinIO on {bench.minio.endpoint}; scratch {bench.work}")
-        for target in args.sizes:
-            for rep in range(1, args.reps + 1):
-                for mode in args.modes:
-                    rows.extend(bench.run_case(mode, target, rep))
+        for case in cases:
+            rows.extend(case())
     except KeyboardInterrupt:
-        print("failover_bench: interrupted", file=sys.stderr)
+        print(f"{PROGRAM}: interrupted", file=sys.stderr)
         bench.cleanup()
         return 130
     except SystemExit:
         bench.args.keep = True  # keep the logs of a failure
         bench.cleanup()
         raise
+    failed = [r for r in rows if r.get("problem")]
+    bench.args.keep = bench.args.keep or bool(failed)
     bench.cleanup()
+    print_table(rows, bench.args)
+    write_csv(bench.args.csv, fields, rows)
+    elapsed = time.monotonic() - started
+    if failed:
+        print(f"\n{PROGRAM}: FAILED: {len(failed)} of {len(rows)} {noun} in {elapsed:.0f} s "
+              f"lost acknowledged flows:\n  " + "\n  ".join(r["problem"] for r in failed)
+              + f"\nCSV {bench.args.csv}", flush=True)
+        return 1
+    print(f"\n{PROGRAM}: {len(rows)} {noun} in {elapsed:.0f} s; "
+          f"every acknowledged flow completed; CSV {bench.args.csv}")
+    return 0
 
-    print_table(rows, args)
-    os.makedirs(os.path.dirname(os.path.abspath(csv_path)), exist_ok=True)
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+
+def write_csv(path, fields, rows):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()})
-    print(f"\nfailover_bench: {len(rows)} takeovers in {time.monotonic() - started:.0f} s; "
-          f"every acknowledged flow completed; CSV {csv_path}")
-    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", default="hot,cold", help="standby modes, comma-separated")
+    p.add_argument("--sizes", default="300,3000", help="log slots to build before the failovers")
+    p.add_argument("--build-clients", type=int, default=4, help="clients while the log is built")
+    p.add_argument("--steady-clients", type=int, default=1, help="clients through the failovers")
+    p.add_argument("--steady-pause", type=float, default=0.2, help="pause after each steady start, s")
+    add_common_args(p, "failover", settle=2.0, what="(mode, size)")
+    args = p.parse_args()
+    args.modes = [m for m in args.modes.split(",") if m]
+    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    check_common_args(args, "failover")
+
+    bench = Bench(args)
+    return run_cases(bench, [lambda mode=mode, target=target, rep=rep: bench.run_case(mode, target, rep)
+                             for target in args.sizes for rep in range(1, args.reps + 1)
+                             for mode in args.modes], print_table, FIELDS, "takeovers")
 
 
 if __name__ == "__main__":
