@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -136,6 +137,28 @@ class ApiServer::Impl {
     }
     return grpc::Status::OK;
   }
+  // Open PollWorkerTask streams, so that a step down can end them at its
+  // release (their Workers then reconnect and find the active process).
+  class OpenStream {
+   public:
+    OpenStream(Impl& impl, grpc::ServerContext* context) : impl_(impl), context_(context) {
+      std::lock_guard<std::mutex> lock(impl_.streams_mu_);
+      impl_.streams_.insert(context_);
+    }
+    ~OpenStream() {
+      std::lock_guard<std::mutex> lock(impl_.streams_mu_);
+      impl_.streams_.erase(context_);
+    }
+
+   private:
+    Impl& impl_;
+    grpc::ServerContext* context_;
+  };
+  void end_worker_streams() {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    for (grpc::ServerContext* context : streams_) context->TryCancel();
+  }
+
   StepDownHandler step_down_handler() const {
     std::lock_guard<std::mutex> lock(mu_);
     return step_down_handler_;
@@ -244,6 +267,8 @@ class ApiServer::Impl {
   NodeIdentity identity_;                                        // guarded by mu_
   std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
   StepDownHandler step_down_handler_;                            // guarded by mu_
+  std::mutex streams_mu_;
+  std::set<grpc::ServerContext*> streams_;  // guarded by streams_mu_
   std::atomic<bool> stepping_down_{false};
 };
 
@@ -404,10 +429,11 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
   explicit WorkerTaskServiceImpl(ApiServer::Impl& api) : api_(api) {}
 
   grpc::Status PollWorkerTask(
-      grpc::ServerContext*,
+      grpc::ServerContext* context,
       grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override {
     auto engine = api_.engine();
     if (!engine.is_ok()) return to_grpc(engine.status());
+    ApiServer::Impl::OpenStream open(api_, context);
     WorkerMessage first;
     if (!stream->Read(&first)) return grpc::Status::OK;
     if (!first.has_hello()) {
@@ -552,6 +578,8 @@ void ApiServer::set_step_down_handler(StepDownHandler handler) {
 }
 
 void ApiServer::set_stepping_down(bool stepping_down) { impl_->set_stepping_down(stepping_down); }
+
+void ApiServer::end_worker_streams() { impl_->end_worker_streams(); }
 
 void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
 

@@ -95,6 +95,9 @@ class ApiServer {
   // `stepping_down` Describe answers FAILED_PRECONDITION (spec: Step down).
   void set_step_down_handler(StepDownHandler handler);
   void set_stepping_down(bool stepping_down);
+  // Ends every open PollWorkerTask stream (a step down's release: their
+  // Workers reconnect and find the active process).
+  void end_worker_streams();
   // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
   // Calls already inside the engine finish with the engine's answer.
   void set_inactive(std::string why);

@@ -828,6 +828,7 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
                           run.node_id, epoch.value));
         }
         engine->stop();
+        api.end_worker_streams();  // their Workers reconnect to whoever is active
         Status closed = log.close();
         monitor.watch_keeper(nullptr);
         Status released = keeper->release();

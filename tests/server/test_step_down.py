@@ -101,8 +101,11 @@ def test_step_down_with_a_hot_standby_is_taken_over_and_loses_nothing(nodes, pro
 
 def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(nodes, procs):
     a = nodes("a", mode="cold", extra="").start()
-    a.config.write_text(a.config.read_text())
     assert a.wait_ready(60) == 1
+    assert dexcli([a.address], "flow-type", "register", FLOW_TYPE).returncode == 0
+    worker = procs(binary("dex-example-worker"), "--server", a.address, "--no-register",
+                   "--concurrency", "4", "--work-time", "5ms")
+    worker.wait_for_line("connected", 30)
     t0 = time.monotonic()
     r = dexcli([a.address], "admin", "step-down", "--yes", "--expected-node-id", "node-h")
     took = time.monotonic() - t0
@@ -114,6 +117,11 @@ def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(n
     assert took < 5 + 10, took
     assert describe([a.address])["nodeEpoch"] == "2"
     a.proc.wait_for_line("epoch 2", 10)
+    # The Worker's stream ended at the release; it reconnects and gets new tasks at once.
+    r = dexcli([a.address], "flow", "start", "e2e-three-step", "--flow-id", "after", "--input", "{}")
+    assert r.returncode == 0, r.stderr
+    r = dexcli([a.address], "flow", "wait", "after", "--wait-timeout", "20s", timeout="30s")
+    assert r.returncode == 0 and json.loads(r.stdout)["flow"]["status"] == "COMPLETED", r.stdout + r.stderr
 
 
 def test_describe_is_failed_precondition_during_the_hold_off(nodes):
