@@ -593,8 +593,8 @@ def run_cases(bench, cases, print_table, fields, noun):
     """Starts MinIO, runs each case (a callable returning result rows), cleans up, prints the
     table and writes the CSV; returns the exit status (130 when interrupted by Ctrl-C or
     SIGTERM). A failure (die) keeps the scratch directory with its logs and exits; so does a
-    row with a "problem" (a case that measured what it could but found acknowledged flows
-    that did not complete), after the table, with exit status 1.
+    row with a "problem" (a case that measured what it could but found, say, acknowledged flows
+    that did not complete or a server that crashed), after the table, with exit status 1.
     """
     def on_signal(_sig, _frame):
         raise KeyboardInterrupt
@@ -623,7 +623,7 @@ def run_cases(bench, cases, print_table, fields, noun):
     elapsed = time.monotonic() - started
     if failed:
         print(f"\n{PROGRAM}: FAILED: {len(failed)} of {len(rows)} {noun} in {elapsed:.0f} s "
-              f"lost acknowledged flows:\n  " + "\n  ".join(r["problem"] for r in failed)
+              f"had a problem:\n  " + "\n  ".join(r["problem"] for r in failed)
               + f"\nCSV {bench.args.csv}", flush=True)
         return 1
     print(f"\n{PROGRAM}: {len(rows)} {noun} in {elapsed:.0f} s; "

@@ -10,7 +10,8 @@ For each setup and each repetition, on a fresh node (its own key prefix in one M
 A `dex-example-worker` and closed-loop probe clients (`dexcli flow start one-step`, no pause,
 each a new process, given every address) run for --settle seconds; then
 `dexcli --server <A> admin step-down --yes` is called, the probe runs --after seconds more, and
-every flow whose start was acknowledged must complete (else the run fails and keeps its logs).
+every flow whose start was acknowledged must complete within --flow-wait seconds, with every
+`serve` process still running (else the run fails after the table and keeps its logs).
 
 Per step down: the call's duration and its outcome (leaseHolderAfterStepDown, released and
 active node epochs); from A's lines the drain and release ("stepping down" -> "stepped down:
@@ -24,6 +25,7 @@ Python 3 standard library plus boto3; the processes, MinIO and the flow check ar
 failover_bench.py's. Started by scripts/bench-step-down.
 """
 import argparse
+import datetime
 import json
 import os
 import re
@@ -38,6 +40,8 @@ from failover_bench import (READY, Bench, Load, Server, add_common_args, check_c
 
 STEPPING = "stepping down node"
 RELEASED = re.compile(r"stepped down: released the lease of epoch (\d+) \((\d+) attempts interrupted\)")
+# The worker's own time stamps (spdlog's default pattern).
+WORKER_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
 # setup -> (standby.mode, serve processes)
 SETUPS = {"hot": ("hot", 2), "single": ("cold", 1)}
 
@@ -52,6 +56,19 @@ def successes_gap(calls, t_from, t_to):
         return None, None, None
     width, start, end = max((b - a, a, b) for a, b in zip(seq, seq[1:]))
     return width, start, end
+
+
+def worker_moved(worker, node_id, epoch, after):
+    """When the worker connected to the process of node epoch `epoch` (its own time stamp, else
+    when the line was read), looking at its lines from index `after`; None if it has not."""
+    needle = f"(node {node_id}, epoch {epoch})"
+    with worker.cv:
+        lines = worker.lines[after:]
+    for arrival, line in lines:
+        if "connected to" in line and needle in line:
+            m = WORKER_STAMP.match(line)
+            return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp() if m else arrival
+    return None
 
 
 class StepDownBench(Bench):
@@ -76,6 +93,7 @@ class StepDownBench(Bench):
             time.sleep(a.settle)
 
             marks = {s.name: s.proc.mark() for s in servers}
+            worker_mark = worker.mark()
             t_req = time.time()
             r = subprocess.run([self.bin("dexcli"), "--server", A.address, "--timeout", "2m",
                                 "admin", "step-down", "--yes"], capture_output=True, text=True,
@@ -109,6 +127,8 @@ class StepDownBench(Bench):
             flows, problems, outcomes = check_flows(self, addresses, load.acknowledged, a.flow_wait)
             if not load.acknowledged:
                 die(f"{node_id}: no start was acknowledged; the last error: {load.last_error}")
+            exited = [f"{s.proc.name} exited with status {s.proc.p.poll()}" for s in servers
+                      if s.proc.p.poll() is not None]
 
             calls = list(load.calls)
             gap, gap_from, gap_to = successes_gap(calls, t_req, t_end)
@@ -117,6 +137,7 @@ class StepDownBench(Bench):
             latencies = [ans - sent for sent, ans, ok in calls if ok and ans > t_req]
             flow_s = [(f["endedAtMs"] - f["createdAtMs"]) / 1000 for i, f in flows.items()
                       if i in load.acknowledged and "endedAtMs" in f and "createdAtMs" in f]
+            moved = worker_moved(worker, node_id, out.get("activeNodeEpoch"), worker_mark)
             m = RELEASED.search(released)
             row = {
                 "setup": setup, "rep": rep, "outcome": outcome,
@@ -129,6 +150,7 @@ class StepDownBench(Bench):
                 "interrupted": int(m.group(2)),
                 "release_to_lease_s": acq_ts - rel_ts,
                 "release_to_serving_s": ready_at - rel_ts,
+                "release_to_worker_s": moved - rel_ts if moved else "",
                 "gap_s": gap,
                 "gap_from_s": gap_from - t_req if gap_from else "",
                 "gap_to_s": gap_to - t_req if gap_to else "",
@@ -136,13 +158,17 @@ class StepDownBench(Bench):
                 "first_success_s": min(new_answers) - t_req if new_answers else "",
                 "max_start_s": max(latencies) if latencies else "",
                 "max_flow_s": max(flow_s) if flow_s else "",
+                "median_flow_s": statistics.median(flow_s) if flow_s else "",
                 "standby_again_s": standby_again_s,
                 "flows_acknowledged": len(load.acknowledged),
                 "flows_not_completed": len(problems),
-                "problem": (f"{node_id}: {len(problems)} of {len(load.acknowledged)} acknowledged "
-                            f"flows did not complete within {a.flow_wait:.0f} s, e.g. "
-                            + "; ".join(problems[:3])) if problems else "",
+                "problem": "; ".join(
+                    ([f"{node_id}: {len(problems)} of {len(load.acknowledged)} acknowledged flows "
+                      f"did not complete within {a.flow_wait:.0f} s, e.g. " + "; ".join(problems[:3])]
+                     if problems else []) + exited),
+                "exited": "; ".join(exited),
                 "failed_calls": load.failed_calls,
+                "last_error": load.last_error,
                 "start_calls": len(calls),
                 "attempt_outcomes": " ".join(f"{k}={v}" for k, v in sorted(outcomes.items())),
             }
@@ -151,13 +177,17 @@ class StepDownBench(Bench):
                      f"{row['request_to_release_s']:.2f}s after the request (drain+release "
                      f"{row['drain_release_s']:.3f}s, {row['interrupted']} interrupted); lease "
                      f"{row['release_to_lease_s']:.2f}s, serving {row['release_to_serving_s']:.2f}s "
-                     f"after the release; no successful start for {gap:.2f}s (+{row['gap_from_s']:.2f} "
-                     f"to +{row['gap_to_s']:.2f}s; {baseline:.3f}s before); first start on the new "
+                     f"after the release, worker there "
+                     + (f"{row['release_to_worker_s']:.2f}s after it" if moved else "never")
+                     + f"; no successful start for {gap:.2f}s ({row['gap_from_s']:+.2f} "
+                     f"to {row['gap_to_s']:+.2f}s; {baseline:.3f}s before); first start on the new "
                      f"active {row['first_success_s']:.2f}s after the request; longest start "
                      f"{row['max_start_s']:.2f}s, longest flow {row['max_flow_s']:.2f}s; "
                      f"{len(load.acknowledged)} flows acknowledged, {len(problems)} of them not "
-                     f"completed; {load.failed_calls} start calls failed; attempts {outcomes}")
-            if problems:
+                     f"completed; {load.failed_calls} start calls failed"
+                     + (f" (the last: {load.last_error})" if load.failed_calls else "")
+                     + f"; attempts {outcomes}")
+            if row["problem"]:
                 self.log(f"{setup} #{rep}: FAILED: " + row["problem"])
             return [row]
         finally:
@@ -167,9 +197,11 @@ class StepDownBench(Bench):
 def print_table(rows, args):
     cols = [("call s", "call_s", ".2f"), ("drain+rel s", "drain_release_s", ".3f"),
             ("rel->lease s", "release_to_lease_s", ".2f"),
-            ("rel->serve s", "release_to_serving_s", ".2f"), ("gap s", "gap_s", ".2f"),
+            ("rel->serve s", "release_to_serving_s", ".2f"),
+            ("rel->worker s", "release_to_worker_s", ".2f"), ("gap s", "gap_s", ".2f"),
             ("1st start s", "first_success_s", ".2f"), ("max start s", "max_start_s", ".2f"),
-            ("max flow s", "max_flow_s", ".2f"), ("gap before s", "baseline_gap_s", ".3f")]
+            ("max flow s", "max_flow_s", ".2f"), ("med flow s", "median_flow_s", ".3f"),
+            ("gap before s", "baseline_gap_s", ".3f")]
     width = 15
     hold_offs = ",".join(sorted({str(r["hold_off"]) for r in rows}))
     out = ["", f"step_down_bench: lease.duration {args.lease}s; heldLeasePollInterval 250ms, "
@@ -177,7 +209,7 @@ def print_table(rows, args):
            f"{args.probe_clients} probe client(s); {args.reps} repetition(s); {os.cpu_count()} CPUs; "
            "medians / maxima",
            f"{'setup':>6}  {'outcome':<28}" + "".join(h.rjust(width) for h, _, _ in cols)
-           + f"{'flows':>7}{'lost':>6}{'failed':>7}"]
+           + f"{'flows':>7}{'lost':>6}{'failed':>7}{'crashed':>8}"]
     for setup in args.setups:
         sel = [r for r in rows if r["setup"] == setup]
         if not sel:
@@ -187,15 +219,17 @@ def print_table(rows, args):
         out.append(f"{setup:>6}  {', '.join(outcomes):<28}{cells}"
                    f"{int(statistics.median(r['flows_acknowledged'] for r in sel)):>7}"
                    f"{sum(r['flows_not_completed'] for r in sel):>6}"
-                   f"{sum(r['failed_calls'] for r in sel):>7}")
+                   f"{sum(r['failed_calls'] for r in sel):>7}"
+                   f"{sum(1 for r in sel if r['exited']):>8}")
     print("\n".join(out), flush=True)
 
 
 FIELDS = ["setup", "rep", "outcome", "released_epoch", "active_epoch", "hold_off", "call_s",
           "request_to_release_s", "drain_release_s", "interrupted", "release_to_lease_s",
-          "release_to_serving_s", "gap_s", "gap_from_s", "gap_to_s", "baseline_gap_s",
-          "first_success_s", "max_start_s", "max_flow_s", "standby_again_s", "flows_acknowledged",
-          "flows_not_completed", "failed_calls", "start_calls", "attempt_outcomes"]
+          "release_to_serving_s", "release_to_worker_s", "gap_s", "gap_from_s", "gap_to_s",
+          "baseline_gap_s", "first_success_s", "max_start_s", "max_flow_s", "median_flow_s",
+          "standby_again_s", "flows_acknowledged", "flows_not_completed", "failed_calls",
+          "start_calls", "attempt_outcomes", "last_error", "exited"]
 
 
 def main():
@@ -204,7 +238,7 @@ def main():
     p.add_argument("--probe-clients", type=int, default=2, help="closed-loop start clients")
     p.add_argument("--probe-pause", type=float, default=0.0, help="pause after each start, s")
     p.add_argument("--after", type=float, default=3.0, help="load after the call returns, s")
-    p.add_argument("--flow-wait", type=float, default=60.0,
+    p.add_argument("--flow-wait", type=float, default=90.0,
                    help="how long acknowledged flows may take to complete after the load, s")
     add_common_args(p, "step-down", settle=3.0, what="setup")
     args = p.parse_args()
