@@ -117,8 +117,8 @@ class StepDownBench(Bench):
 
             standby_again_s = ""
             if mode == "hot":  # A keeps running and follows the log again
-                A.wait_standing_by(60)
-                standby_again_s = time.time() - rel_ts
+                fol_at, fol = A.proc.wait_for("-> following", 60, marks["a"])
+                standby_again_s = stamp_of(fol, fol_at) - rel_ts
             time.sleep(max(0.0, t_ret + a.after - time.time()))
             t_end = time.time()
             load.finish()
@@ -132,7 +132,8 @@ class StepDownBench(Bench):
 
             calls = list(load.calls)
             gap, gap_from, gap_to = successes_gap(calls, t_req, t_end)
-            baseline, _, _ = successes_gap(calls, t_req - a.settle + 1, t_req)
+            # Before the step down, past the load's first second (the probe's resolution).
+            baseline, _, _ = successes_gap(calls, t_req - max(a.settle - 1, a.settle / 2), t_req)
             new_answers = [ans for _, ans, ok in calls if ok and ans > acq_ts]
             latencies = [ans - sent for sent, ans, ok in calls if ok and ans > t_req]
             flow_s = [(f["endedAtMs"] - f["createdAtMs"]) / 1000 for i, f in flows.items()
@@ -180,7 +181,7 @@ class StepDownBench(Bench):
                      f"after the release, worker there "
                      + (f"{row['release_to_worker_s']:.2f}s after it" if moved else "never")
                      + f"; no successful start for {gap:.2f}s ({row['gap_from_s']:+.2f} "
-                     f"to {row['gap_to_s']:+.2f}s; {baseline:.3f}s before); first start on the new "
+                     f"to {row['gap_to_s']:+.2f}s; {baseline or 0:.3f}s before); first start on the new "
                      f"active {row['first_success_s']:.2f}s after the request; longest start "
                      f"{row['max_start_s']:.2f}s, longest flow {row['max_flow_s']:.2f}s; "
                      f"{len(load.acknowledged)} flows acknowledged, {len(problems)} of them not "
