@@ -611,7 +611,7 @@ def run_cases(bench, cases, print_table, fields, noun):
         print(f"{PROGRAM}: interrupted", file=sys.stderr)
         bench.cleanup()
         return 130
-    except SystemExit:
+    except BaseException:  # die(), or a bug in the benchmark: stop MinIO and the servers too
         bench.args.keep = True  # keep the logs of a failure
         bench.cleanup()
         raise
