@@ -1,0 +1,500 @@
+// The client of dex.FlowService (and AdminService.Describe): promises, an
+// optional AbortSignal per call, DexErrors whose message starts with the gRPC
+// code name. Finds the active process among several addresses the way the C++
+// SDK does (src/sdk/client.cc; src/sdk/README.md, "Several addresses").
+import { randomBytes } from "node:crypto";
+import * as grpc from "@grpc/grpc-js";
+
+import { effectiveAddresses, validateServerAddresses } from "./addresses";
+import { DexError, errorFromGrpc, formatDuration, isConnectionFailure } from "./errors";
+import { abortReason, isServiceError, jitter, sleep, unaryCall, waitForConnection } from "./internal";
+import {
+  channelOptions,
+  services,
+  type WireCancelFlowResponse,
+  type WireDescribeResponse,
+  type WireFlow,
+  type WireFlowType,
+  type WireListFlowsResponse,
+  type WireListFlowTypesResponse,
+  type WireRegisterFlowTypeResponse,
+  type WireStartFlowResponse,
+  type WireWaitFlowResponse,
+} from "./proto";
+import { flowStatusToWire, toFlow, toFlowType, type Flow, type FlowStatus, type FlowType } from "./types";
+
+export interface ClientOptions {
+  /**
+   * The addresses (host:port) of the processes of one dex node: the active
+   * one and its standbys, in any order. Default: [address].
+   */
+  addresses?: string[];
+  /** One address, used when `addresses` is not given. Default "127.0.0.1:8801". */
+  address?: string;
+  /**
+   * Deadline of each call, the search for the active process included
+   * (waitFlow: each server-side wait plus this). Default 30000.
+   */
+  timeoutMs?: number;
+  /**
+   * How long one attempt waits for a connection to an address before the
+   * next address is tried (nothing has been sent then). Default 2000.
+   */
+  connectTimeoutMs?: number;
+  /** Sent as "authorization: Bearer <token>" on AdminService calls. */
+  adminCredential?: string;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** This call's deadline instead of the client's timeoutMs. */
+  timeoutMs?: number;
+  /** Aborting it cancels the call, which then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface RegisterFlowTypeResult {
+  /** As stored, defaults filled in. */
+  flowType: FlowType;
+  /** false: an identical definition was already registered. */
+  changed: boolean;
+}
+
+export interface StartFlowRequest {
+  flowType: string;
+  /** Any JSON value (JSON.stringify'd). Default {}. */
+  input?: unknown;
+  /**
+   * Caller-chosen: startFlow is idempotent on it. When not given the client
+   * picks one (32 random hex digits) before the first attempt, so that a
+   * repeat on another process returns the flow instead of starting a second.
+   */
+  flowId?: string;
+}
+
+export interface StartFlowResult {
+  flowId: string;
+  flow: Flow;
+  /**
+   * A flow with this ID existed and nothing was started. With a caller-chosen
+   * ID it may also be this call's own earlier attempt (see the README).
+   */
+  alreadyExisted: boolean;
+}
+
+export interface ListFlowsRequest {
+  /** Only flows with this status. Default: every status. */
+  status?: FlowStatus;
+  /** 0 or not set: the server's default (100); at most 1000. */
+  pageSize?: number;
+  /** nextPageToken of the previous page. */
+  pageToken?: string;
+}
+
+export interface ListFlowsResult {
+  flows: Flow[];
+  /** "" on the last page. */
+  nextPageToken: string;
+}
+
+export interface WaitFlowOptions {
+  /**
+   * How long to wait for the flow to end. Default: no limit (then `signal` is
+   * the way to stop waiting). Past it, waitFlow rejects with a
+   * WaitTimeoutError that holds the flow as it was.
+   */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface NodeDescription {
+  nodeId: string;
+  /** A decimal string. */
+  nodeEpoch: string;
+  holderProcessId: string;
+}
+
+/** waitFlow's timeout passed before the flow ended. `flow` is its last state. */
+export class WaitTimeoutError extends DexError {
+  readonly flow: Flow;
+  constructor(details: string, flow: Flow) {
+    super("DEADLINE_EXCEEDED", details);
+    this.name = "WaitTimeoutError";
+    this.flow = flow;
+  }
+}
+
+// The pause between two rounds over every address: 50 ms doubling to 1 s.
+const ROUND_BACKOFF_INITIAL_MS = 50;
+const ROUND_BACKOFF_MAX_MS = 1000;
+// How long a call keeps trying when no address could even be reached.
+const UNREACHABLE_GRACE_MS = 1500;
+// waitFlow waits on the server in pieces of at most this, so that an
+// unbounded wait never needs an unbounded deadline.
+const WAIT_PIECE_MS = 60_000;
+
+interface Endpoint {
+  address: string;
+  flows: grpc.Client;
+  admin: grpc.Client;
+}
+
+type Service = "flows" | "admin";
+
+interface CallSpec {
+  service: Service;
+  method: string;
+  /** Made again for every attempt (waitFlow's remaining wait shrinks). */
+  request: () => unknown;
+  timeoutMs: number;
+  signal: AbortSignal | undefined;
+  credential?: string;
+}
+
+/**
+ * A client of one dex node. Every call may be repeated safely on another
+ * process (reads; RegisterFlowType of an identical definition; StartFlow on a
+ * flow ID, picked here when the caller gives none; CancelFlow of an ended
+ * flow), so a call moves on to the next address on UNAVAILABLE or when no
+ * connection is made. DEADLINE_EXCEEDED is never tried elsewhere.
+ */
+export class Client {
+  readonly addresses: readonly string[];
+  private readonly timeoutMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly adminCredential: string | undefined;
+  private endpoints: Endpoint[] | undefined;
+  private preferred = 0;
+  private closed = false;
+
+  /** Throws a DexError (INVALID_ARGUMENT) naming a bad or repeated address. */
+  constructor(options: ClientOptions = {}) {
+    this.addresses = effectiveAddresses(options.addresses, options.address);
+    validateServerAddresses(this.addresses);
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 2_000;
+    if (!(this.timeoutMs > 0)) throw new DexError("INVALID_ARGUMENT", "ClientOptions.timeoutMs must be positive");
+    if (!(this.connectTimeoutMs > 0)) {
+      throw new DexError("INVALID_ARGUMENT", "ClientOptions.connectTimeoutMs must be positive");
+    }
+    this.adminCredential = options.adminCredential;
+  }
+
+  /** The address that answered the last call (the next call starts there). */
+  get preferredAddress(): string {
+    return this.addresses[this.preferred] ?? "";
+  }
+
+  /**
+   * Registers a flow type: `definition` is JSON or YAML text as the server
+   * takes it (examples/flow-types/), or an object of the same shape.
+   * `changed` may be false when an earlier attempt of this call registered it.
+   */
+  async registerFlowType(definition: string | object, options: CallOptions = {}): Promise<RegisterFlowTypeResult> {
+    const text = typeof definition === "string" ? definition : JSON.stringify(definition);
+    const response = await this.call<WireRegisterFlowTypeResponse>("RegisterFlowType", { definition: text }, options);
+    return { flowType: toFlowType(orEmptyFlowType(response.flowType)), changed: response.changed };
+  }
+
+  async getFlowType(name: string, options: CallOptions = {}): Promise<FlowType> {
+    return toFlowType(await this.call<WireFlowType>("GetFlowType", { name }, options));
+  }
+
+  async listFlowTypes(options: CallOptions = {}): Promise<FlowType[]> {
+    const response = await this.call<WireListFlowTypesResponse>("ListFlowTypes", {}, options);
+    return response.flowTypes.map(toFlowType);
+  }
+
+  /** Starts a flow; idempotent on `flowId` (see StartFlowRequest). */
+  async startFlow(request: StartFlowRequest, options: CallOptions = {}): Promise<StartFlowResult> {
+    if (typeof request.flowType !== "string" || request.flowType === "") {
+      throw new DexError("INVALID_ARGUMENT", "startFlow: flowType is required");
+    }
+    const pickedHere = request.flowId === undefined || request.flowId === "";
+    const flowId = pickedHere ? randomBytes(16).toString("hex") : (request.flowId as string);
+    const input = request.input === undefined ? "" : jsonText(request.input, "startFlow: input");
+    const response = await this.call<WireStartFlowResponse>(
+      "StartFlow",
+      { flowType: request.flowType, input, flowId },
+      options,
+    );
+    const flow = toFlow(orEmptyFlow(response.flow));
+    // 128 random bits: a flow with this ID can only have been started by an
+    // earlier attempt of this very call.
+    return { flowId: flow.flowId || flowId, flow, alreadyExisted: pickedHere ? false : response.alreadyExisted };
+  }
+
+  async getFlow(flowId: string, options: CallOptions = {}): Promise<Flow> {
+    return toFlow(await this.call<WireFlow>("GetFlow", { flowId }, options));
+  }
+
+  /** One page of flows, newest first as the server lists them. */
+  async listFlows(request: ListFlowsRequest = {}, options: CallOptions = {}): Promise<ListFlowsResult> {
+    const response = await this.call<WireListFlowsResponse>(
+      "ListFlows",
+      {
+        status: flowStatusToWire(request.status),
+        pageSize: request.pageSize ?? 0,
+        pageToken: request.pageToken ?? "",
+      },
+      options,
+    );
+    return { flows: response.flows.map(toFlow), nextPageToken: response.nextPageToken };
+  }
+
+  /** Every flow (matching `status`), page after page. */
+  async *iterateFlows(request: ListFlowsRequest = {}, options: CallOptions = {}): AsyncGenerator<Flow> {
+    let pageToken = request.pageToken ?? "";
+    do {
+      const page = await this.listFlows({ ...request, pageToken }, options);
+      yield* page.flows;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /** Cancels a running flow; an ended flow is returned unchanged. */
+  async cancelFlow(flowId: string, options: CallOptions = {}): Promise<Flow> {
+    const response = await this.call<WireCancelFlowResponse>("CancelFlow", { flowId }, options);
+    return toFlow(orEmptyFlow(response.flow));
+  }
+
+  /**
+   * Resolves with the flow once it has ended (COMPLETED, FAILED or
+   * CANCELLED). Rejects with a WaitTimeoutError when `timeoutMs` passes first,
+   * and with the signal's reason when it aborts.
+   */
+  async waitFlow(flowId: string, options: WaitFlowOptions = {}): Promise<Flow> {
+    const { signal } = options;
+    if (options.timeoutMs !== undefined && !(options.timeoutMs >= 0)) {
+      throw new DexError("INVALID_ARGUMENT", "waitFlow: timeoutMs must not be negative");
+    }
+    const waitEnd = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    for (;;) {
+      const piece = Math.min(waitEnd - Date.now(), WAIT_PIECE_MS);
+      // Time spent finding the active process comes off the wait.
+      const pieceEnd = Date.now() + piece;
+      const response = await this.callSpec<WireWaitFlowResponse>({
+        service: "flows",
+        method: "WaitFlow",
+        request: () => ({ flowId, timeoutMs: Math.max(1, Math.round(pieceEnd - Date.now())) }),
+        timeoutMs: Math.max(piece, 0) + this.timeoutMs,
+        signal,
+      });
+      const flow = toFlow(orEmptyFlow(response.flow));
+      if (response.ended) return flow;
+      if (Date.now() >= waitEnd) {
+        const running = flow.steps
+          .filter((s) => s.status !== "COMPLETED")
+          .map((s) => `${s.name} ${s.status}`)
+          .join(", ");
+        throw new WaitTimeoutError(
+          `flow ${flowId} did not end within ${formatDuration(options.timeoutMs ?? 0)} ` +
+            `(it is ${flow.status}${running === "" ? "" : `; steps: ${running}`})`,
+          flow,
+        );
+      }
+    }
+  }
+
+  /** AdminService.Describe: the active process's node ID, epoch and holder. */
+  async describe(options: CallOptions = {}): Promise<NodeDescription> {
+    const response = await this.callSpec<WireDescribeResponse>({
+      service: "admin",
+      method: "Describe",
+      request: () => ({}),
+      timeoutMs: options.timeoutMs ?? this.timeoutMs,
+      signal: options.signal,
+      ...(this.adminCredential === undefined ? {} : { credential: this.adminCredential }),
+    });
+    return { nodeId: response.nodeId, nodeEpoch: response.nodeEpoch, holderProcessId: response.holderProcessId };
+  }
+
+  /** Closes the connections. Calls after close() reject with CANCELLED. */
+  close(): void {
+    this.closed = true;
+    for (const endpoint of this.endpoints ?? []) {
+      endpoint.flows.close();
+      endpoint.admin.close();
+    }
+    this.endpoints = undefined;
+  }
+
+  // ------------------------------------------------------------------ inside
+
+  private call<Response>(method: string, request: unknown, options: CallOptions): Promise<Response> {
+    return this.callSpec<Response>({
+      service: "flows",
+      method,
+      request: () => request,
+      timeoutMs: options.timeoutMs ?? this.timeoutMs,
+      signal: options.signal,
+    });
+  }
+
+  private getEndpoints(): Endpoint[] {
+    if (this.closed) throw new DexError("CANCELLED", "the client is closed");
+    if (this.endpoints === undefined) {
+      const { FlowService, AdminService } = services();
+      const credentials = grpc.credentials.createInsecure();
+      this.endpoints = this.addresses.map((address) => {
+        const flows = new FlowService(address, credentials, channelOptions(100, 1000));
+        // The same channel for both services.
+        const admin = new AdminService(address, credentials, { channelOverride: flows.getChannel() });
+        return { address, flows, admin };
+      });
+    }
+    return this.endpoints;
+  }
+
+  /**
+   * The search for the active process: starting at the preferred address,
+   * each address in turn; UNAVAILABLE or no connection moves on to the next,
+   * any other answer ends the call (and makes its address the preferred one).
+   * A short backoff between full rounds, the whole within the deadline. When
+   * no process could be reached at all for UNREACHABLE_GRACE_MS, the call
+   * ends: nothing listens.
+   */
+  private async callSpec<Response>(spec: CallSpec): Promise<Response> {
+    const endpoints = this.getEndpoints();
+    const { signal } = spec;
+    if (signal?.aborted) throw abortReason(signal);
+    const n = endpoints.length;
+    const start = Date.now();
+    const deadline = start + spec.timeoutMs;
+    const first = this.preferred % n;
+    const said: (DexError | undefined)[] = new Array<DexError | undefined>(n).fill(undefined);
+    let backoff = ROUND_BACKOFF_INITIAL_MS;
+    // Since when no address could even be reached (undefined: one was).
+    let unreachableSince: number | undefined;
+    const metadata = new grpc.Metadata();
+    if (spec.credential !== undefined && spec.credential !== "") {
+      metadata.set("authorization", `Bearer ${spec.credential}`);
+    }
+
+    const exhausted = (): DexError => {
+      const elapsed = Date.now() - start;
+      const answered = said.filter((s): s is DexError => s !== undefined);
+      if (answered.length === 0) {
+        return new DexError(
+          "DEADLINE_EXCEEDED",
+          `the deadline (${formatDuration(spec.timeoutMs)}) passed before ${this.addresses.join(", ")} could be called`,
+        );
+      }
+      const keptTrying = `kept trying for ${formatDuration(elapsed)}`;
+      if (n === 1 && answered[0] !== undefined) {
+        const only = answered[0];
+        return new DexError(only.code, elapsed >= spec.timeoutMs ? `${only.details} (${keptTrying})` : only.details, {
+          address: only.address ?? "",
+          cause: only,
+        });
+      }
+      const parts: string[] = [];
+      for (let k = 0; k < n; k++) {
+        const i = (first + k) % n;
+        const s = said[i];
+        parts.push(s === undefined ? `${endpoints[i]?.address}: not tried (no time left)` : s.details);
+      }
+      return new DexError(
+        "UNAVAILABLE",
+        `no active dex process at any of ${n} addresses (${
+          elapsed >= spec.timeoutMs ? keptTrying : "none could be reached"
+        }); ${parts.join("; ")}`,
+      );
+    };
+
+    for (;;) {
+      let reachedAProcess = false;
+      let firstFailure: number | undefined; // when this round first found an address unreachable
+      for (let k = 0; k < n; k++) {
+        const i = (first + k) % n;
+        const endpoint = endpoints[i] as Endpoint;
+        if (signal?.aborted) throw abortReason(signal);
+        const now = Date.now();
+        if (now >= deadline) throw exhausted();
+        // Connect first, bounded: an address where nothing answers costs at
+        // most connectTimeoutMs, and nothing has been sent to it.
+        const connectUntil = Math.min(deadline, now + this.connectTimeoutMs);
+        const state = await waitForConnection(endpoint.flows.getChannel(), connectUntil);
+        if (signal?.aborted) throw abortReason(signal);
+        if (state === grpc.connectivityState.IDLE || state === grpc.connectivityState.CONNECTING) {
+          said[i] = new DexError(
+            "UNAVAILABLE",
+            `the server is not reachable at ${endpoint.address} (no connection within ${formatDuration(
+              connectUntil - now,
+            )})`,
+            { address: endpoint.address },
+          );
+          firstFailure ??= Date.now();
+          continue;
+        }
+        // READY, or TRANSIENT_FAILURE: then the call fails at once with
+        // gRPC's reason and sends nothing.
+        const client = spec.service === "flows" ? endpoint.flows : endpoint.admin;
+        try {
+          const response = await unaryCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal);
+          this.preferred = i;
+          return response;
+        } catch (error) {
+          if (signal?.aborted) throw abortReason(signal);
+          if (!isServiceError(error)) throw error;
+          const mapped = errorFromGrpc(error, endpoint.address, spec.timeoutMs);
+          if (mapped.code !== "UNAVAILABLE") {
+            // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
+            // deadline is spent): it ends the search.
+            if (mapped.code !== "DEADLINE_EXCEEDED") this.preferred = i;
+            throw mapped;
+          }
+          if (isConnectionFailure(error.details ?? "")) firstFailure ??= Date.now();
+          else reachedAProcess = true;
+          said[i] = mapped;
+        }
+      }
+      const now = Date.now();
+      if (reachedAProcess) {
+        unreachableSince = undefined;
+      } else {
+        // Nothing listens anywhere: keep trying only briefly, which covers a
+        // server replacing its listener at a role change or a quick restart,
+        // and still fails fast on a wrong address. Counted from the first
+        // failure of the rounds that reached nobody (the C++ client counts
+        // from the call's start), so that a long call (waitFlow) broken by a
+        // restart gets the same grace as a new one.
+        unreachableSince ??= firstFailure ?? now;
+        if (now - unreachableSince >= UNREACHABLE_GRACE_MS) throw exhausted();
+      }
+      if (now >= deadline) throw exhausted();
+      await sleep(Math.min(jitter(backoff), deadline - now), signal);
+      backoff = Math.min(backoff * 2, ROUND_BACKOFF_MAX_MS);
+    }
+  }
+}
+
+function jsonText(value: unknown, what: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    throw new DexError("INVALID_ARGUMENT", `${what} is not JSON-serializable: ${String(error)}`);
+  }
+  if (text === undefined) throw new DexError("INVALID_ARGUMENT", `${what} is not JSON-serializable`);
+  return text;
+}
+
+function orEmptyFlow(flow: WireFlow | null): WireFlow {
+  return (
+    flow ?? {
+      flowId: "",
+      flowType: "",
+      status: "FLOW_STATUS_UNSPECIFIED",
+      input: "",
+      steps: [],
+      error: "",
+      createdAtMs: 0,
+      endedAtMs: 0,
+    }
+  );
+}
+
+function orEmptyFlowType(flowType: WireFlowType | null): WireFlowType {
+  return flowType ?? { name: "", steps: [] };
+}

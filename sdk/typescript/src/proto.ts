@@ -1,0 +1,198 @@
+// Internal: loads proto/dex/api.proto (the repository's single source of the
+// API) at run time with @grpc/proto-loader, and the shapes of its messages as
+// proto-loader hands them over (camelCase fields, enums as names, int64 as
+// numbers, `kind` naming the field set in a oneof).
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+
+// ----------------------------------------------------------------- messages
+
+export interface WireRetryPolicy {
+  maxAttempts: number;
+  initialIntervalMs: number;
+  backoffCoefficient: number;
+  maxIntervalMs: number;
+}
+
+export interface WireStepDef {
+  name: string;
+  taskQueue: string;
+  after: string[];
+  retry: WireRetryPolicy | null;
+  startToCloseTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+  dispatch: string;
+  sleepMs: number;
+}
+
+export interface WireFlowType {
+  name: string;
+  steps: WireStepDef[];
+}
+
+export interface WireAttempt {
+  number: number;
+  outcome: string;
+  workerId: string;
+  startedAtMs: number;
+  endedAtMs: number;
+  error: string;
+}
+
+export interface WireStep {
+  name: string;
+  status: string;
+  attempts: WireAttempt[];
+  output: string;
+  error: string;
+  wakeAtMs: number;
+}
+
+export interface WireFlow {
+  flowId: string;
+  flowType: string;
+  status: string;
+  input: string;
+  steps: WireStep[];
+  error: string;
+  createdAtMs: number;
+  endedAtMs: number;
+}
+
+export interface WireRegisterFlowTypeResponse {
+  flowType: WireFlowType | null;
+  changed: boolean;
+}
+export interface WireListFlowTypesResponse {
+  flowTypes: WireFlowType[];
+}
+export interface WireStartFlowResponse {
+  flow: WireFlow | null;
+  alreadyExisted: boolean;
+}
+export interface WireListFlowsResponse {
+  flows: WireFlow[];
+  nextPageToken: string;
+}
+export interface WireCancelFlowResponse {
+  flow: WireFlow | null;
+}
+export interface WireWaitFlowResponse {
+  flow: WireFlow | null;
+  ended: boolean;
+}
+export interface WireDescribeResponse {
+  nodeId: string;
+  nodeEpoch: string;
+  holderProcessId: string;
+}
+
+export interface WireStepTask {
+  taskId: string;
+  flowId: string;
+  flowType: string;
+  step: string;
+  attempt: number;
+  taskQueue: string;
+  input: string;
+  startToCloseTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+}
+
+export interface WireTaskResult {
+  taskId: string;
+  output?: string;
+  failure?: { message: string; nonRetryable: boolean };
+}
+
+export type WireWorkerMessage =
+  | { hello: { workerId: string; taskQueues: string[]; maxConcurrentTasks: number } }
+  | { heartbeat: { taskId: string; details: string } }
+  | { result: WireTaskResult };
+
+export interface WireServerMessage {
+  kind?: "helloAck" | "task" | "ping" | "resultAck" | "heartbeatAck";
+  helloAck?: { nodeId: string; nodeEpoch: string };
+  task?: WireStepTask;
+  ping?: Record<string, never>;
+  resultAck?: { taskId: string; accepted: boolean; reason: string };
+  heartbeatAck?: { taskId: string; cancelRequested: boolean };
+}
+
+// ------------------------------------------------------------------ loading
+
+/**
+ * Where proto/dex/api.proto is: $DEX_PROTO_DIR (the folder that holds dex/),
+ * the copy a build puts beside the compiled code (dist/proto), or the
+ * repository's proto/ found by walking up from here.
+ */
+function protoRoot(): string {
+  const candidates: string[] = [];
+  const fromEnv = process.env["DEX_PROTO_DIR"];
+  if (fromEnv !== undefined && fromEnv !== "") candidates.push(fromEnv);
+  candidates.push(path.join(__dirname, "proto"));
+  let dir = __dirname;
+  for (let i = 0; i < 8; i++) {
+    candidates.push(path.join(dir, "proto"));
+    const parent = path.dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  for (const candidate of candidates) {
+    if (fs.existsSync(path.join(candidate, "dex", "api.proto"))) return candidate;
+  }
+  throw new Error(
+    `dex-sdk: cannot find dex/api.proto (looked in ${candidates.join(", ")}); ` +
+      "set DEX_PROTO_DIR to the folder that holds dex/api.proto",
+  );
+}
+
+export interface DexServices {
+  FlowService: grpc.ServiceClientConstructor;
+  WorkerTaskService: grpc.ServiceClientConstructor;
+  AdminService: grpc.ServiceClientConstructor;
+}
+
+let loaded: DexServices | undefined;
+
+/** The service constructors, loaded once. */
+export function services(): DexServices {
+  if (loaded !== undefined) return loaded;
+  const root = protoRoot();
+  const definition = protoLoader.loadSync("dex/api.proto", {
+    includeDirs: [root],
+    keepCase: false,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    arrays: true,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(definition) as unknown as { dex: DexServices };
+  loaded = {
+    FlowService: pkg.dex.FlowService,
+    WorkerTaskService: pkg.dex.WorkerTaskService,
+    AdminService: pkg.dex.AdminService,
+  };
+  return loaded;
+}
+
+/**
+ * Channel settings of every dex connection: its own connection state (no
+ * subchannel shared with other clients), reconnect backoff bounded by the
+ * arguments so a restarted server is found as soon as the caller retries, and
+ * room for large flows (each Step output may be up to 1 MiB).
+ */
+export function channelOptions(reconnectInitialMs: number, reconnectMaxMs: number): grpc.ChannelOptions {
+  const initial = Math.max(10, Math.round(reconnectInitialMs));
+  const max = Math.max(initial, Math.round(reconnectMaxMs));
+  return {
+    "grpc.use_local_subchannel_pool": 1,
+    "grpc.initial_reconnect_backoff_ms": initial,
+    "grpc.max_reconnect_backoff_ms": max,
+    "grpc.max_receive_message_length": 64 << 20,
+    "grpc.max_send_message_length": 64 << 20,
+  };
+}

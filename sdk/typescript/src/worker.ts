@@ -1,0 +1,842 @@
+// The Worker: serves task queues over one WorkerTaskService.PollWorkerTask
+// stream at a time (docs/api.md, "The Worker stream") and runs the Step tasks
+// it receives with async handlers, at most maxConcurrentTasks at once.
+//
+// Semantics of the C++ SDK (src/sdk/worker.h, src/sdk/README.md):
+//   - WorkerHello first on every stream; the stream counts once its HelloAck
+//     arrives (a standby refuses it with UNAVAILABLE before that);
+//   - every final result is kept until its ResultAck; when a new stream is
+//     accepted the unacknowledged ones are sent first, whichever address
+//     accepted it; accepted: false drops the result (stale) with a warning;
+//   - with several addresses they are tried in turn; the reconnect backoff
+//     (exponential, jittered to [d/2, d]) comes after a full round of
+//     refusals, or after an accepted stream broke;
+//   - shutdown(): running and queued tasks finish, their results are sent and
+//     acknowledged, bounded by shutdownTimeoutMs; tasks that arrive after
+//     shutdown() are neither run nor answered until the end, then handed back
+//     as retryable failures.
+import { hostname } from "node:os";
+import * as grpc from "@grpc/grpc-js";
+
+import { effectiveAddresses, validateServerAddresses } from "./addresses";
+import { Client } from "./client";
+import { DexError, errorFromGrpc, StepFailure } from "./errors";
+import { jitter } from "./internal";
+import {
+  channelOptions,
+  services,
+  type WireServerMessage,
+  type WireStepTask,
+  type WireTaskResult,
+  type WireWorkerMessage,
+} from "./proto";
+
+/** Where the Worker's log lines go. `console` fits. */
+export interface Logger {
+  debug?(message: string): void;
+  info?(message: string): void;
+  warn?(message: string): void;
+  error?(message: string): void;
+}
+
+export interface WorkerOptions {
+  /**
+   * The addresses (host:port) of the processes of one dex node: the active
+   * one and its standbys, in any order. Default: [address].
+   */
+  addresses?: string[];
+  /** One address, used when `addresses` is not given. Default "127.0.0.1:8801". */
+  address?: string;
+  /** Stable across reconnects of one Worker process. Default "<hostname>-<pid>". */
+  workerId?: string;
+  /** How many handlers run at once, whatever the server sends. Default 16. */
+  maxConcurrentTasks?: number;
+  /**
+   * Reconnect delays double from initial to max; each is jittered to
+   * [d/2, d]. With several addresses the delay comes after each full round.
+   * Defaults 100 and 10000.
+   */
+  reconnectBackoffInitialMs?: number;
+  reconnectBackoffMaxMs?: number;
+  /**
+   * After shutdown(): how long to wait for running tasks to finish and their
+   * results to be acknowledged. Past it, running handlers see their signal
+   * aborted and their results are dropped (the server times those attempts
+   * out). Default 30000.
+   */
+  shutdownTimeoutMs?: number;
+  /** Default: warnings and errors to console.error. */
+  logger?: Logger;
+}
+
+/** The input of a Step: {"flow": <flow input>, "steps": {<dependency>: <its output>}}. */
+export interface StepInput<FlowInput = unknown> {
+  flow: FlowInput;
+  steps: Record<string, unknown>;
+}
+
+/** What a handler sees of one attempt of a Step. */
+export interface Task<FlowInput = unknown> {
+  /** Unique per dispatch; names the attempt. */
+  readonly taskId: string;
+  readonly flowId: string;
+  readonly flowType: string;
+  /** The Step's name. */
+  readonly step: string;
+  readonly taskQueue: string;
+  /** From 1. */
+  readonly attempt: number;
+  /** The whole input: the flow's input and the outputs of the Steps this one depends on. */
+  readonly input: StepInput<FlowInput>;
+  /** input.flow. */
+  readonly flowInput: FlowInput;
+  /** input.steps: the outputs of the Steps this one depends on, by name. */
+  readonly stepOutputs: Record<string, unknown>;
+  readonly startToCloseTimeoutMs: number;
+  /** 0: the Step needs no heartbeat. */
+  readonly heartbeatTimeoutMs: number;
+  /**
+   * Aborted when the server asks to stop (the attempt ended or its flow was
+   * cancelled, seen in the answer to a heartbeat), when the start-to-close
+   * timeout has passed, or when the Worker's shutdown timeout has passed.
+   * `signal.reason` says which. Pass it on to fetch() and friends.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * Tells the server the attempt is alive (needed when the Step has a
+   * heartbeat timeout); `details` travel as JSON. Its answer may abort
+   * `signal`. Returns false when it was dropped: no stream is open now, or the
+   * task has ended.
+   */
+  heartbeat(details?: unknown): boolean;
+}
+
+/**
+ * A handler: returns (or resolves with) the Step's output, any JSON value;
+ * throws StepFailure to fail the attempt (nonRetryable: fail the flow), or
+ * anything else for a retryable failure with that error's message.
+ */
+export type Handler<FlowInput = unknown, Output = unknown> = (task: Task<FlowInput>) => Output | Promise<Output>;
+
+/** Counters, for tests and monitoring. */
+export interface WorkerStats {
+  /** Streams whose hello was sent. */
+  streamsOpened: number;
+  /** Streams the server accepted (HelloAck received). */
+  streamsAccepted: number;
+  /** Streams that ended without a HelloAck (a standby, nothing listening, no answer). */
+  streamsRefused: number;
+  /** StepTasks received (duplicates excluded). */
+  tasksReceived: number;
+  /** Handler calls that returned or threw. */
+  tasksFinished: number;
+  resultsAccepted: number;
+  /** Results the server refused as stale (dropped). */
+  resultsRefused: number;
+  /** Results sent again on a new stream. */
+  resultsResent: number;
+  heartbeatsSent: number;
+  /** Handlers running now. */
+  running: number;
+  /** The address whose process accepted the current stream; "" while searching. */
+  connectedAddress: string;
+}
+
+// Tasks queued beyond the handlers are bounded; past this a task is answered
+// with a retryable failure instead of being queued.
+const QUEUED_TASKS_MIN = 1000;
+// A stream that received nothing (not even a Ping) for this long is treated as
+// broken. The server pings idle streams every 10 s.
+const STREAM_SILENCE_MAX_MS = 60_000;
+// A new stream without a HelloAck after this long is given up.
+const HELLO_WAIT_MAX_MS = 10_000;
+const SUPERVISOR_TICK_MS = 200;
+// At the end of a shutdown: how long to wait for the acks of handed-back tasks.
+const HAND_BACK_ACK_WAIT_MS = 1_000;
+
+/** Why a task's signal was aborted. */
+export class TaskCancelledError extends Error {
+  /** "cancel-requested" | "start-to-close-timeout" | "shutdown-timeout" */
+  readonly reason: "cancel-requested" | "start-to-close-timeout" | "shutdown-timeout";
+  constructor(reason: TaskCancelledError["reason"], message: string) {
+    super(message);
+    this.name = "TaskCancelledError";
+    this.reason = reason;
+  }
+}
+
+interface TaskState {
+  wire: WireStepTask;
+  input: unknown;
+  inputError: string | undefined;
+  controller: AbortController;
+  timer: NodeJS.Timeout | undefined;
+  ended: boolean;
+}
+
+interface Connection {
+  address: string;
+  client: grpc.Client;
+  call: grpc.ClientDuplexStream<WireWorkerMessage, WireServerMessage>;
+  openedAt: number;
+  lastReceive: number;
+  accepted: boolean;
+  closed: boolean;
+}
+
+const defaultLogger: Logger = {
+  warn: (message) => console.error(message),
+  error: (message) => console.error(message),
+};
+
+/** "<hostname>-<pid>": the default worker ID. */
+export function defaultWorkerId(): string {
+  return `${hostname() || "unknown"}-${process.pid}`;
+}
+
+export class Worker {
+  readonly workerId: string;
+  readonly addresses: readonly string[];
+  private readonly maxConcurrent: number;
+  private readonly backoffInitialMs: number;
+  private readonly backoffMaxMs: number;
+  private readonly shutdownTimeoutMs: number;
+  private readonly log: Logger;
+  private readonly queuedMax: number;
+
+  private readonly handlers = new Map<string, Handler>();
+  private readonly definitions: (string | object)[] = [];
+  private ran = false;
+  private stopping = false;
+  private finished = false;
+  private runPromise: Promise<void> | undefined;
+  private current: Connection | undefined;
+  private connecting: Connection | undefined;
+  private readonly queue: TaskState[] = [];
+  private readonly tasks = new Map<string, TaskState>(); // queued or running
+  private running = 0;
+  private readonly pending = new Map<string, WireTaskResult>(); // sent or not, until acknowledged
+  private readonly held = new Set<string>(); // received after shutdown(): neither run nor answered
+  private handingBack = false;
+  private backoffMs: number;
+  private readonly counters: Omit<WorkerStats, "running" | "connectedAddress"> = {
+    streamsOpened: 0,
+    streamsAccepted: 0,
+    streamsRefused: 0,
+    tasksReceived: 0,
+    tasksFinished: 0,
+    resultsAccepted: 0,
+    resultsRefused: 0,
+    resultsResent: 0,
+    heartbeatsSent: 0,
+  };
+  private connectedAddress = "";
+  // Waiters for a change of state (idleness, finished): woken by changed().
+  private waiters: (() => void)[] = [];
+
+  /** Throws a DexError (INVALID_ARGUMENT) for bad options, naming what is wrong. */
+  constructor(options: WorkerOptions = {}) {
+    this.addresses = effectiveAddresses(options.addresses, options.address);
+    validateServerAddresses(this.addresses);
+    this.workerId = options.workerId !== undefined && options.workerId !== "" ? options.workerId : defaultWorkerId();
+    this.maxConcurrent = options.maxConcurrentTasks ?? 16;
+    if (!Number.isInteger(this.maxConcurrent) || this.maxConcurrent < 1) {
+      throw new DexError("INVALID_ARGUMENT", `maxConcurrentTasks must be an integer of at least 1, not ${this.maxConcurrent}`);
+    }
+    this.backoffInitialMs = options.reconnectBackoffInitialMs ?? 100;
+    this.backoffMaxMs = options.reconnectBackoffMaxMs ?? 10_000;
+    if (!(this.backoffInitialMs > 0) || !(this.backoffMaxMs >= this.backoffInitialMs)) {
+      throw new DexError(
+        "INVALID_ARGUMENT",
+        "the reconnect backoff needs 0 < reconnectBackoffInitialMs <= reconnectBackoffMaxMs",
+      );
+    }
+    this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    if (!(this.shutdownTimeoutMs >= 0)) {
+      throw new DexError("INVALID_ARGUMENT", "shutdownTimeoutMs must not be negative");
+    }
+    this.log = options.logger ?? defaultLogger;
+    this.queuedMax = Math.max(QUEUED_TASKS_MIN, 4 * this.maxConcurrent);
+    this.backoffMs = this.backoffInitialMs;
+  }
+
+  /**
+   * Serves `taskQueue` with `handler`. Call before run(); a second handler
+   * for the same queue replaces the first.
+   */
+  handle<FlowInput = unknown, Output = unknown>(taskQueue: string, handler: Handler<FlowInput, Output>): this {
+    if (this.ran) throw new DexError("FAILED_PRECONDITION", "handle() must be called before run()");
+    if (taskQueue === "") throw new DexError("INVALID_ARGUMENT", "handle(): the task queue name is empty");
+    this.handlers.set(taskQueue, handler as Handler);
+    return this;
+  }
+
+  /**
+   * A flow type definition (JSON or YAML text, or an object of that shape)
+   * that run() registers before it opens the stream, retrying while no
+   * active process answers. Call before run().
+   */
+  registerFlowType(definition: string | object): this {
+    if (this.ran) throw new DexError("FAILED_PRECONDITION", "registerFlowType() must be called before run()");
+    this.definitions.push(definition);
+    return this;
+  }
+
+  /**
+   * Serves until shutdown(); resolves once the shutdown completed. Rejects
+   * with a DexError when there is no handler, when a flow type definition is
+   * refused, or when called twice.
+   */
+  run(): Promise<void> {
+    if (this.ran) return Promise.reject(new DexError("FAILED_PRECONDITION", "Worker.run() may be called once"));
+    if (this.handlers.size === 0) {
+      return Promise.reject(new DexError("INVALID_ARGUMENT", "the worker has no handler: call handle() before run()"));
+    }
+    this.ran = true;
+    this.runPromise = this.serve();
+    return this.runPromise;
+  }
+
+  /**
+   * Graceful: stops taking tasks, lets running and queued ones finish, sends
+   * their results and waits for their acks, bounded by shutdownTimeoutMs.
+   * Resolves when run() has returned (at once if run() was never called).
+   * Idempotent.
+   */
+  shutdown(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      if (this.ran) {
+        this.log.info?.(`worker ${this.workerId}: shutting down`);
+        void this.shutdownSequence();
+      } else {
+        this.finished = true;
+      }
+      this.changed();
+    }
+    return this.runPromise === undefined ? Promise.resolve() : this.runPromise.then(() => undefined, () => undefined);
+  }
+
+  stats(): WorkerStats {
+    return { ...this.counters, running: this.running, connectedAddress: this.connectedAddress };
+  }
+
+  // ------------------------------------------------------------------ serving
+
+  private async serve(): Promise<void> {
+    const supervisor = setInterval(() => this.supervise(), SUPERVISOR_TICK_MS);
+    try {
+      await this.registerDefinitions();
+      this.log.info?.(
+        `worker ${this.workerId}: serving ${[...this.handlers.keys()].join(", ")} on ${this.addresses.join(
+          ", ",
+        )} with up to ${this.maxConcurrent} concurrent tasks`,
+      );
+      const n = this.addresses.length;
+      let index = 0;
+      let refusedInRound = 0;
+      while (!this.finished) {
+        const address = this.addresses[index] as string;
+        const accepted = await this.serveStream(address);
+        if (this.finished) break;
+        if (accepted) {
+          // The active process went away, or only the connection broke:
+          // search again, starting at the same address, after the initial backoff.
+          this.backoffMs = this.backoffInitialMs;
+          refusedInRound = 0;
+        } else {
+          index = (index + 1) % n;
+          if (++refusedInRound < n) continue; // the next address at once
+          refusedInRound = 0;
+        }
+        const delay = jitter(this.backoffMs);
+        this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMaxMs);
+        if (n === 1) {
+          this.log.info?.(`worker ${this.workerId}: reconnecting to ${address} in ${Math.round(delay)} ms`);
+        } else if (accepted) {
+          this.log.info?.(
+            `worker ${this.workerId}: looking for the active process, from ${address}, in ${Math.round(delay)} ms`,
+          );
+        } else {
+          this.log.info?.(
+            `worker ${this.workerId}: none of the ${n} addresses accepted the task stream; trying them again in ${Math.round(
+              delay,
+            )} ms`,
+          );
+        }
+        await this.sleepUnlessFinished(delay);
+      }
+      this.log.info?.(`worker ${this.workerId}: stopped`);
+    } finally {
+      clearInterval(supervisor);
+      // A run() that failed (a refused definition) leaves nothing running.
+      this.finished = true;
+      this.changed();
+    }
+  }
+
+  private async registerDefinitions(): Promise<void> {
+    if (this.definitions.length === 0) return;
+    const client = new Client({ addresses: [...this.addresses], timeoutMs: 10_000 });
+    try {
+      let backoff = this.backoffInitialMs;
+      for (let i = 0; i < this.definitions.length && !this.stopping; ) {
+        try {
+          const registered = await client.registerFlowType(this.definitions[i] as string | object);
+          this.log.info?.(
+            `worker ${this.workerId}: flow type ${registered.flowType.name} registered${
+              registered.changed ? "" : " (unchanged)"
+            }`,
+          );
+          i++;
+        } catch (error) {
+          if (!(error instanceof DexError)) throw error;
+          if (!error.transient) {
+            throw new DexError(error.code, `registering flow type definition #${i + 1}: ${error.details}`, {
+              cause: error,
+            });
+          }
+          this.log.warn?.(`worker ${this.workerId}: registering flow types: ${error.message}; retrying`);
+          const delay = jitter(backoff);
+          backoff = Math.min(backoff * 2, this.backoffMaxMs);
+          await this.waitFor(() => this.stopping, delay);
+        }
+      }
+    } finally {
+      client.close();
+    }
+  }
+
+  /** Opens one stream to `address` and serves it until it ends. Resolves whether it was accepted. */
+  private serveStream(address: string): Promise<boolean> {
+    const { WorkerTaskService } = services();
+    const client = new WorkerTaskService(
+      address,
+      grpc.credentials.createInsecure(),
+      // A fresh channel each time: whichever process answers at the address now.
+      channelOptions(this.backoffInitialMs, this.backoffMaxMs),
+    );
+    const call = (
+      client as unknown as { PollWorkerTask(): grpc.ClientDuplexStream<WireWorkerMessage, WireServerMessage> }
+    ).PollWorkerTask();
+    const now = Date.now();
+    const conn: Connection = { address, client, call, openedAt: now, lastReceive: now, accepted: false, closed: false };
+
+    return new Promise<boolean>((resolve) => {
+      let ended = false;
+      let endStatus: { code?: number; details?: string } | undefined;
+      const end = (status?: { code?: number; details?: string }): void => {
+        if (status !== undefined && endStatus === undefined) endStatus = status;
+        if (ended) return;
+        ended = true;
+        if (this.current === conn) {
+          this.current = undefined;
+          this.connectedAddress = "";
+        }
+        if (this.connecting === conn) this.connecting = undefined;
+        if (!conn.accepted) this.counters.streamsRefused++;
+        this.closeConnection(conn);
+        if (!this.finished) {
+          const why =
+            endStatus === undefined || endStatus.code === grpc.status.OK
+              ? "the server closed the stream"
+              : errorFromGrpc(endStatus, address, 0).message;
+          if (conn.accepted) this.log.warn?.(`worker ${this.workerId}: task stream ended: ${why}`);
+          else this.log.info?.(`worker ${this.workerId}: ${address} did not accept the task stream: ${why}`);
+        }
+        this.changed();
+        resolve(conn.accepted);
+      };
+      call.on("data", (message: WireServerMessage) => this.onMessage(conn, message));
+      call.on("error", (error: grpc.ServiceError) => end(error));
+      call.on("status", (status: grpc.StatusObject) => end(status));
+      call.on("end", () => {
+        // The server half-closed: the status follows; bound the wait for it.
+        setTimeout(() => end(), 1000).unref();
+      });
+
+      const hello: WireWorkerMessage = {
+        hello: {
+          workerId: this.workerId,
+          taskQueues: [...this.handlers.keys()],
+          maxConcurrentTasks: this.maxConcurrent,
+        },
+      };
+      call.write(hello);
+      this.counters.streamsOpened++;
+      if (this.finished) this.closeConnection(conn);
+      else this.connecting = conn; // the supervisor bounds the wait for the HelloAck
+    });
+  }
+
+  private closeConnection(conn: Connection): void {
+    if (conn.closed) return;
+    conn.closed = true;
+    conn.call.cancel();
+    conn.client.close();
+  }
+
+  private write(conn: Connection | undefined, message: WireWorkerMessage): boolean {
+    if (conn === undefined || conn.closed) return false;
+    try {
+      conn.call.write(message);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private onMessage(conn: Connection, message: WireServerMessage): void {
+    if (conn.closed) return;
+    conn.lastReceive = Date.now();
+    switch (message.kind) {
+      case "helloAck": {
+        if (conn.accepted) return;
+        conn.accepted = true;
+        if (this.connecting === conn) this.connecting = undefined;
+        if (this.finished) {
+          this.closeConnection(conn);
+          return;
+        }
+        // Results go to this stream only once the process accepted it: a
+        // standby's refusal loses nothing, and the unacknowledged ones go first.
+        this.current = conn;
+        this.counters.streamsAccepted++;
+        this.connectedAddress = conn.address;
+        const resend = [...this.pending.values()];
+        this.counters.resultsResent += resend.length;
+        const ack = message.helloAck;
+        this.log.info?.(
+          `worker ${this.workerId}: connected to ${conn.address} (node ${ack?.nodeId ?? "?"}, epoch ${
+            ack?.nodeEpoch ?? "?"
+          })${resend.length === 0 ? "" : `; re-sending ${resend.length} unacknowledged result(s)`}`,
+        );
+        for (const result of resend) {
+          if (!this.write(conn, { result })) break;
+        }
+        this.changed();
+        return;
+      }
+      case "task":
+        if (message.task !== undefined) this.onTask(message.task);
+        return;
+      case "ping":
+        return;
+      case "resultAck": {
+        const ack = message.resultAck;
+        if (ack === undefined || !this.pending.has(ack.taskId)) {
+          this.log.debug?.(`worker ${this.workerId}: ack for task ${ack?.taskId ?? "?"} with no pending result`);
+          return;
+        }
+        this.pending.delete(ack.taskId);
+        if (ack.accepted) {
+          this.counters.resultsAccepted++;
+        } else {
+          this.counters.resultsRefused++;
+          this.log.warn?.(
+            `worker ${this.workerId}: the result of task ${ack.taskId} was refused and is dropped: ${
+              ack.reason === "" ? "(no reason given)" : ack.reason
+            }`,
+          );
+        }
+        this.changed();
+        return;
+      }
+      case "heartbeatAck": {
+        const ack = message.heartbeatAck;
+        if (ack === undefined || !ack.cancelRequested) return;
+        const state = this.tasks.get(ack.taskId);
+        if (state !== undefined && !state.controller.signal.aborted) {
+          state.controller.abort(
+            new TaskCancelledError(
+              "cancel-requested",
+              `the server asked to stop task ${ack.taskId}: its attempt ended or its flow was cancelled`,
+            ),
+          );
+        }
+        return;
+      }
+      default:
+        this.log.warn?.(`worker ${this.workerId}: ignoring a server message of unknown kind ${String(message.kind)}`);
+    }
+  }
+
+  private onTask(task: WireStepTask): void {
+    const id = task.taskId;
+    if (this.tasks.has(id) || this.pending.has(id) || this.held.has(id)) {
+      this.log.debug?.(`worker ${this.workerId}: task ${id} received again; ignored`);
+      return;
+    }
+    this.counters.tasksReceived++;
+    if (this.stopping) {
+      // Not started, and not answered yet: an answer would free the stream's
+      // capacity on the server, which would send the next task at once, and
+      // each refusal costs the Step an attempt. Handed back at the end.
+      if (this.handingBack) {
+        this.log.warn?.(
+          `worker ${this.workerId}: task ${id} arrived while the worker hands tasks back; ignored (the server times it out)`,
+        );
+      } else {
+        this.held.add(id);
+      }
+      return;
+    }
+    if (this.queue.length >= this.queuedMax) {
+      const message = `worker ${this.workerId} has ${this.queue.length} tasks queued; the task was not started`;
+      this.log.warn?.(`worker ${this.workerId}: ${message}`);
+      this.deliver({ taskId: id, failure: { message, nonRetryable: false } });
+      return;
+    }
+    let input: unknown;
+    let inputError: string | undefined;
+    try {
+      input = JSON.parse(task.input === "" ? "{}" : task.input) as unknown;
+    } catch (error) {
+      inputError = error instanceof Error ? error.message : String(error);
+    }
+    const state: TaskState = {
+      wire: task,
+      input,
+      inputError,
+      controller: new AbortController(),
+      timer: undefined,
+      ended: false,
+    };
+    if (task.startToCloseTimeoutMs > 0) {
+      state.timer = setTimeout(() => {
+        state.controller.abort(
+          new TaskCancelledError(
+            "start-to-close-timeout",
+            `task ${id} passed its start-to-close timeout of ${task.startToCloseTimeoutMs} ms`,
+          ),
+        );
+      }, task.startToCloseTimeoutMs);
+      state.timer.unref();
+    }
+    this.tasks.set(id, state);
+    this.queue.push(state);
+    this.pump();
+  }
+
+  /** Starts queued tasks while fewer than maxConcurrentTasks run. */
+  private pump(): void {
+    while (this.running < this.maxConcurrent && this.queue.length > 0 && !this.finished) {
+      const state = this.queue.shift() as TaskState;
+      this.running++;
+      void this.runTask(state);
+    }
+  }
+
+  private async runTask(state: TaskState): Promise<void> {
+    const result = await this.runHandler(state);
+    state.ended = true;
+    if (state.timer !== undefined) clearTimeout(state.timer);
+    this.tasks.delete(state.wire.taskId);
+    this.running--;
+    this.counters.tasksFinished++;
+    if (this.finished) {
+      this.log.warn?.(
+        `worker ${this.workerId}: task ${state.wire.taskId} finished after the shutdown timeout; its result is dropped`,
+      );
+    } else {
+      this.deliver(result);
+    }
+    this.changed();
+    this.pump();
+  }
+
+  private async runHandler(state: TaskState): Promise<WireTaskResult> {
+    const wire = state.wire;
+    const taskId = wire.taskId;
+    const fail = (message: string, nonRetryable: boolean): WireTaskResult => ({
+      taskId,
+      failure: { message, nonRetryable },
+    });
+    const handler = this.handlers.get(wire.taskQueue);
+    if (handler === undefined) {
+      return fail(`worker ${this.workerId} has no handler for task queue ${wire.taskQueue}`, false);
+    }
+    if (state.inputError !== undefined) {
+      return fail(`the task's input is not valid JSON: ${state.inputError}`, true);
+    }
+    const input = state.input;
+    const inputObject: Record<string, unknown> =
+      typeof input === "object" && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
+    const stepOutputs = (
+      typeof inputObject["steps"] === "object" && inputObject["steps"] !== null ? inputObject["steps"] : {}
+    ) as Record<string, unknown>;
+    const task: Task = {
+      taskId,
+      flowId: wire.flowId,
+      flowType: wire.flowType,
+      step: wire.step,
+      taskQueue: wire.taskQueue,
+      attempt: wire.attempt,
+      input: input as StepInput,
+      flowInput: inputObject["flow"] ?? null,
+      stepOutputs,
+      startToCloseTimeoutMs: wire.startToCloseTimeoutMs,
+      heartbeatTimeoutMs: wire.heartbeatTimeoutMs,
+      signal: state.controller.signal,
+      heartbeat: (details?: unknown) => this.sendHeartbeat(state, details),
+    };
+    let output: unknown;
+    try {
+      output = await handler(task);
+    } catch (error) {
+      if (error instanceof StepFailure) return fail(error.message, error.nonRetryable);
+      return fail(describeError(error), false);
+    }
+    let text: string | undefined;
+    try {
+      text = output === undefined ? "null" : JSON.stringify(output);
+    } catch (error) {
+      return fail(`the handler's output is not JSON-serializable: ${describeError(error)}`, true);
+    }
+    if (text === undefined) {
+      return fail(`the handler's output is not JSON-serializable (a ${typeof output})`, true);
+    }
+    return { taskId, output: text };
+  }
+
+  private sendHeartbeat(state: TaskState, details: unknown): boolean {
+    if (state.ended) return false;
+    let text = "";
+    if (details !== undefined && details !== null) {
+      try {
+        text = JSON.stringify(details) ?? "";
+      } catch (error) {
+        throw new DexError("INVALID_ARGUMENT", `heartbeat details are not JSON-serializable: ${describeError(error)}`);
+      }
+    }
+    const conn = this.current;
+    if (conn === undefined) return false;
+    this.counters.heartbeatsSent++;
+    return this.write(conn, { heartbeat: { taskId: state.wire.taskId, details: text } });
+  }
+
+  /** Keeps `result` until acknowledged and writes it to the current stream, if any. */
+  private deliver(result: WireTaskResult): void {
+    this.pending.set(result.taskId, result);
+    this.write(this.current, { result }); // otherwise sent when the next stream is accepted
+  }
+
+  /** Every 200 ms: give up a stream that says nothing. */
+  private supervise(): void {
+    const now = Date.now();
+    const connecting = this.connecting;
+    if (connecting !== undefined && now - connecting.openedAt > HELLO_WAIT_MAX_MS) {
+      this.log.warn?.(
+        `worker ${this.workerId}: no answer to the hello from ${connecting.address} within ${
+          HELLO_WAIT_MAX_MS / 1000
+        } s; trying the next address`,
+      );
+      this.connecting = undefined;
+      this.closeConnection(connecting);
+    }
+    const current = this.current;
+    if (current !== undefined && now - current.lastReceive > STREAM_SILENCE_MAX_MS) {
+      this.log.warn?.(`worker ${this.workerId}: nothing received for ${STREAM_SILENCE_MAX_MS / 1000} s; reconnecting`);
+      this.current = undefined;
+      this.closeConnection(current);
+    }
+  }
+
+  private idle(): boolean {
+    return this.queue.length === 0 && this.running === 0 && this.pending.size === 0;
+  }
+
+  private async shutdownSequence(): Promise<void> {
+    // Wait until idle (every task finished, every result acknowledged) or the bound passes.
+    const idle = await this.waitFor(() => this.idle() || this.finished, this.shutdownTimeoutMs);
+    if (!idle) {
+      this.log.warn?.(
+        `worker ${this.workerId}: shutdown timeout passed with ${this.running} task(s) running, ${this.queue.length} queued and ${this.pending.size} result(s) unacknowledged; giving up on them`,
+      );
+    }
+    // Hand back the tasks that arrived after shutdown() as retryable
+    // failures, so the server dispatches them again after the Step's retry
+    // interval instead of waiting for their start-to-close timeout.
+    if (this.held.size > 0 && !this.finished) {
+      this.handingBack = true;
+      this.log.info?.(`worker ${this.workerId}: handing back ${this.held.size} task(s) that arrived after shutdown`);
+      for (const id of this.held) {
+        this.deliver({
+          taskId: id,
+          failure: { message: `worker ${this.workerId} is shutting down; the task was not started`, nonRetryable: false },
+        });
+      }
+      this.held.clear();
+      await this.waitFor(() => this.pending.size === 0 || this.finished, HAND_BACK_ACK_WAIT_MS);
+    }
+    this.finished = true;
+    for (const state of this.tasks.values()) {
+      if (!state.controller.signal.aborted) {
+        state.controller.abort(
+          new TaskCancelledError(
+            "shutdown-timeout",
+            `worker ${this.workerId} passed its shutdown timeout of ${this.shutdownTimeoutMs} ms`,
+          ),
+        );
+      }
+    }
+    for (const state of this.queue) {
+      if (state.timer !== undefined) clearTimeout(state.timer);
+      this.tasks.delete(state.wire.taskId);
+    }
+    this.queue.length = 0;
+    const current = this.current;
+    const connecting = this.connecting;
+    this.current = undefined;
+    this.connecting = undefined;
+    this.connectedAddress = "";
+    if (current !== undefined) this.closeConnection(current);
+    if (connecting !== undefined) this.closeConnection(connecting);
+    this.changed();
+  }
+
+  // ------------------------------------------------------------- waiting
+
+  private changed(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves true once `predicate` holds (checked on every change), false after `ms`. */
+  private waitFor(predicate: () => boolean, ms: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      if (predicate()) {
+        resolve(true);
+        return;
+      }
+      let done = false;
+      const timer = setTimeout(() => {
+        done = true;
+        resolve(predicate());
+      }, ms);
+      const check = (): void => {
+        if (done) return;
+        if (predicate()) {
+          done = true;
+          clearTimeout(timer);
+          resolve(true);
+        } else {
+          this.waiters.push(check);
+        }
+      };
+      this.waiters.push(check);
+    });
+  }
+
+  private async sleepUnlessFinished(ms: number): Promise<void> {
+    await this.waitFor(() => this.finished, ms);
+  }
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    return error.name === "Error" || error.name === "" ? error.message : `${error.name}: ${error.message}`;
+  }
+  return String(error);
+}
