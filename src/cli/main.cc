@@ -6,11 +6,13 @@
 //     (src/sdk/README.md); admin step-down combines its expectation flags as
 //     the spec says ("Step down the active process", docs/api.md "Step down");
 //   health: one process's gRPC health;
-//   inspect lease|log: reads a node's lease and log straight from a dev/local
-//     data directory (read-only).
+//   inspect lease|log: reads a node's lease and log straight from object
+//     storage (read-only): a dev/local data directory (--data-dir) or the
+//     store a serve config names (--config: S3 or filesystem).
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
 // "dexcli: <what failed>: <gRPC code>: <message>"); 2 bad flags or input
 // (nothing was sent); 3 `flow wait` gave up before the flow ended.
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/output.h"
@@ -32,6 +35,7 @@
 #include "log/log_format.h"
 #include "log/log_reader.h"
 #include "objstore/filesystem_store.h"
+#include "objstore/s3_store.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/grpc_status.h"
@@ -63,13 +67,58 @@ int print(const json& out) {
 // ------------------------------------------------------------------- inspect
 
 // Opens <data-dir>/objects without creating anything.
-dex::StatusOr<std::unique_ptr<dex::FilesystemObjectStore>> open_objects(
-    const std::string& data_dir) {
+dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_objects(const std::string& data_dir) {
   fs::path objects = fs::path(data_dir) / "objects";
   if (!fs::is_directory(objects)) {
     return dex::Status::not_found("no dex data in " + data_dir + " (no objects/ directory)");
   }
-  return dex::FilesystemObjectStore::open(objects, dex::Durability::kProcessCrashSafe);
+  auto store = dex::FilesystemObjectStore::open(objects, dex::Durability::kProcessCrashSafe);
+  if (!store.is_ok()) return store.status();
+  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
+}
+
+// Opens the object store a serve config names, as `dex-server-zd serve` does
+// (S3 with the credentials of the config or the AWS_* environment, or a
+// filesystem store). Only reads are made through it.
+dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_config_store(const dex::ServeConfig& config) {
+  const auto& c = config.object_store;
+  if (c.type == "filesystem") {
+    if (!fs::is_directory(c.path)) {
+      return dex::Status::not_found("no object store at " + c.path.string() +
+                                    " (objectStore.path is not a directory)");
+    }
+    auto store = dex::FilesystemObjectStore::open(c.path, dex::Durability::kProcessCrashSafe);
+    if (!store.is_ok()) return store.status();
+    return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
+  }
+  dex::S3Options options;
+  options.bucket = c.bucket;
+  options.prefix = c.prefix;
+  options.endpoint = c.endpoint;
+  options.region = c.region;
+  options.addressing =
+      c.addressing == "virtualHost" ? dex::S3Addressing::kVirtualHost : dex::S3Addressing::kPath;
+  auto credentials = c.credentials_file.empty()
+                         ? dex::s3_credentials_from_environment()
+                         : dex::s3_credentials_from_file(c.credentials_file, c.credentials_profile);
+  if (!credentials.is_ok()) return credentials.status();
+  options.credentials = std::move(credentials).value();
+  auto store = dex::S3ObjectStore::open(std::move(options));
+  if (!store.is_ok()) return store.status();
+  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
+}
+
+// Where `inspect` reads: a dev/local data directory, or a serve config's store.
+struct InspectSource {
+  std::string data_dir;
+  std::string config_file;  // set: the serve config's store
+};
+
+dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_source(const InspectSource& source) {
+  if (source.config_file.empty()) return open_objects(source.data_dir);
+  auto config = dex::load_serve_config_file(source.config_file);
+  if (!config.is_ok()) return config.status();
+  return open_config_store(config.value());
 }
 
 const char* record_kind(const dex::proto::LogRecord& record) {
@@ -78,13 +127,15 @@ const char* record_kind(const dex::proto::LogRecord& record) {
       return "epochStart";
     case dex::proto::LogRecord::kOpaque:
       return "opaque";
+    case dex::proto::LogRecord::kEngine:
+      return "engine";
     default:
       return "unknown";
   }
 }
 
-int inspect_lease(const std::string& data_dir, const std::string& node_id) {
-  auto store = open_objects(data_dir);
+int inspect_lease(const InspectSource& source, const std::string& node_id) {
+  auto store = open_source(source);
   if (!store.is_ok()) return fail(store.status().message());
   auto data = store.value()->get(dex::lease_key(dex::NodeId(node_id)));
   if (!data.is_ok()) return fail("reading the lease: " + data.status().to_string());
@@ -102,31 +153,86 @@ int inspect_lease(const std::string& data_dir, const std::string& node_id) {
   return print(out);
 }
 
-int inspect_log(const std::string& data_dir, const std::string& node_id, uint64_t limit) {
-  auto store = open_objects(data_dir);
+struct InspectLogFlags {
+  uint64_t limit = 1000;
+  // Every slot from the first one listed (or --from-slot) to the end, read
+  // one by one without the reader's skipping of lower epochs: what a checker
+  // needs to see a fenced writer's batch. A missing slot is an entry
+  // {"slot", "missing": true} instead of an error.
+  bool raw = false;
+  // Each record in full (protobuf JSON mapping: epochStart, engine records
+  // with flow IDs, task IDs, outcomes), plus the batch's writeId.
+  bool records = false;
+  std::optional<uint64_t> from_slot;
+};
+
+json batch_json(const dex::proto::LogBatch& batch, bool records) {
+  json kinds = json::array();
+  for (const auto& record : batch.records()) kinds.push_back(record_kind(record));
+  json out = {{"slot", std::to_string(batch.slot())},
+              {"epoch", std::to_string(batch.epoch())},
+              {"writerProcessId", batch.writer_process_id()},
+              {"records", batch.records_size()},
+              {"kinds", kinds}};
+  if (records) {
+    out["writeId"] = batch.write_id();
+    json details = json::array();
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = false;  // camelCase, as the API's JSON
+    for (const auto& record : batch.records()) {
+      std::string text;
+      if (google::protobuf::util::MessageToJsonString(record, &text, options).ok()) {
+        details.push_back(json::parse(text, nullptr, /*allow_exceptions=*/false));
+      } else {
+        details.push_back(json{{"error", "not representable as JSON"}});
+      }
+    }
+    out["recordDetails"] = details;
+  }
+  return out;
+}
+
+int inspect_log(const InspectSource& source, const std::string& node_id,
+                const InspectLogFlags& flags) {
+  auto store = open_source(source);
   if (!store.is_ok()) return fail(store.status().message());
   dex::NodeId node(node_id);
   auto bounds = dex::find_log_bounds(*store.value(), node);
   if (!bounds.is_ok()) return fail("listing the log: " + bounds.status().to_string());
-  dex::LogReader reader(*store.value(), node, bounds->first);
+  const dex::Slot start =
+      flags.from_slot ? dex::Slot(std::max(*flags.from_slot, bounds->first.value)) : bounds->first;
+  dex::LogReader reader(*store.value(), node, start);
   json batches = json::array();
-  dex::Status s = reader.read_to_end([&](const dex::LogEntry& entry) {
-    if (batches.size() >= limit) return dex::Status::ok();
-    json kinds = json::array();
-    for (const auto& record : entry.batch.records()) kinds.push_back(record_kind(record));
-    batches.push_back({{"slot", entry.slot.to_string()},
-                       {"epoch", std::to_string(entry.batch.epoch())},
-                       {"writerProcessId", entry.batch.writer_process_id()},
-                       {"records", entry.batch.records_size()},
-                       {"kinds", kinds}});
-    return dex::Status::ok();
-  });
-  if (!s.is_ok()) return fail("reading the log: " + s.to_string());
+  uint64_t missing = 0;
+  if (flags.raw) {
+    // Bounded by the listing's end and --limit.
+    for (uint64_t slot = start.value; slot < bounds->end.value && batches.size() < flags.limit;
+         ++slot) {
+      auto read = reader.read(dex::Slot(slot));
+      if (!read.is_ok()) {
+        return fail("reading slot " + std::to_string(slot) + ": " + read.status().to_string());
+      }
+      if (!read->has_value()) {
+        ++missing;
+        batches.push_back({{"slot", std::to_string(slot)}, {"missing", true}});
+        continue;
+      }
+      batches.push_back(batch_json(read->value(), flags.records));
+    }
+  } else {
+    dex::Status s = reader.read_to_end([&](const dex::LogEntry& entry) {
+      if (batches.size() >= flags.limit) return dex::Status::ok();
+      batches.push_back(batch_json(entry.batch, flags.records));
+      return dex::Status::ok();
+    });
+    if (!s.is_ok()) return fail("reading the log: " + s.to_string());
+  }
   json out = {{"nodeId", node_id},
               {"firstSlot", bounds->first.to_string()},
               {"endSlot", bounds->end.to_string()},
-              {"skippedLowerEpochBatches", reader.skipped()},
-              {"batches", batches}};
+              {"skippedLowerEpochBatches", reader.skipped()}};
+  if (flags.raw) out["missingSlots"] = missing;
+  out["batches"] = batches;
   return print(out);
 }
 
@@ -523,25 +629,42 @@ int main(int argc, char** argv) {
                      "Health service name: \"\", dex.FlowService, dex.WorkerTaskService, "
                      "dex.HotStandby");
 
-  // inspect (local, no server)
+  // inspect (no server: reads object storage)
   CLI::App* inspect = app.add_subcommand(
       "inspect",
-      "Read a node's durable state from a dev data directory (read-only) and print JSON");
+      "Read a node's durable state straight from object storage (read-only) and print JSON: "
+      "from a dev/local data directory (--data-dir) or from the object store a serve config "
+      "names (--config)");
   inspect->require_subcommand(1);
-  std::string data_dir = ".dex-data";
+  InspectSource source{".dex-data", ""};
   std::string node_id = "dev";
-  uint64_t limit = 1000;
+  InspectLogFlags log_flags;
+  uint64_t from_slot = 0;
   CLI::App* lease = inspect->add_subcommand(
       "lease", "Print the lease record: nodeId, nodeEpoch, holderProcessId, duration, released");
   CLI::App* log = inspect->add_subcommand("log", "Print the log's batches in slot order");
   for (CLI::App* cmd : {lease, log}) {
-    cmd->add_option("--data-dir", data_dir, "Data directory of dex-server-zd dev")
-        ->capture_default_str();
-    cmd->add_option("--node-id", node_id, "Node ID")->capture_default_str();
+    CLI::Option* dir = cmd->add_option("--data-dir", source.data_dir,
+                                       "Data directory of dex-server-zd dev or local")
+                           ->capture_default_str();
+    CLI::Option* config = cmd->add_option(
+        "--config", source.config_file,
+        "A dex-server-zd serve config (YAML): read the object store it names (objectStore: s3 "
+        "with the credentials it names or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or "
+        "filesystem); the node ID defaults to its nodeId");
+    config->excludes(dir);
+    cmd->add_option("--node-id", node_id, "Node ID (default: dev, or the config's nodeId)");
   }
-  log->add_option("--limit", limit, "Print at most this many batches")
+  log->add_option("--limit", log_flags.limit, "Print at most this many batches")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  log->add_flag("--raw", log_flags.raw,
+                "Read every slot from the first one to the end without skipping batches of a "
+                "lower epoch (a fenced writer's), listing missing slots as {\"missing\": true}");
+  log->add_flag("--records", log_flags.records,
+                "Print each record in full (recordDetails: epochStart, engine records) and the "
+                "batch's writeId");
+  log->add_option("--from-slot", from_slot, "Start at this slot (default: the log's first)");
 
   try {
     app.parse(argc, argv);
@@ -568,9 +691,16 @@ int main(int argc, char** argv) {
   }
 
   if (*inspect) {
+    CLI::App* cmd = *lease ? lease : log;
+    if (!source.config_file.empty() && cmd->get_option("--node-id")->count() == 0) {
+      auto config = dex::load_serve_config_file(source.config_file);
+      if (!config.is_ok()) return usage_error("--config: " + config.status().message());
+      node_id = config->node_id;
+    }
     if (auto s = dex::validate_node_id(node_id); !s.is_ok()) return usage_error(s.message());
-    if (*lease) return inspect_lease(data_dir, node_id);
-    if (*log) return inspect_log(data_dir, node_id, limit);
+    if (*lease) return inspect_lease(source, node_id);
+    if (log->get_option("--from-slot")->count() > 0) log_flags.from_slot = from_slot;
+    if (*log) return inspect_log(source, node_id, log_flags);
     return kExitUsage;
   }
 
