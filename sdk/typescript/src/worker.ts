@@ -233,6 +233,9 @@ export class Worker {
   private connectedAddress = "";
   // Waiters for a change of state (idleness, finished): woken by changed().
   private waiters: (() => void)[] = [];
+  private readyResolve: (() => void) | undefined;
+  private readyReject: ((error: unknown) => void) | undefined;
+  private readonly readyPromise: Promise<void>;
 
   /** Throws a DexError (INVALID_ARGUMENT) for bad options, naming what is wrong. */
   constructor(options: WorkerOptions = {}) {
@@ -258,6 +261,11 @@ export class Worker {
     this.log = options.logger ?? defaultLogger;
     this.queuedMax = Math.max(QUEUED_TASKS_MIN, 4 * this.maxConcurrent);
     this.backoffMs = this.backoffInitialMs;
+    this.readyPromise = new Promise<void>((resolve, reject) => {
+      this.readyResolve = resolve;
+      this.readyReject = reject;
+    });
+    this.readyPromise.catch(() => undefined); // run() reports the same error
   }
 
   /**
@@ -311,10 +319,20 @@ export class Worker {
         void this.shutdownSequence();
       } else {
         this.finished = true;
+        this.readyReject?.(new DexError("CANCELLED", `worker ${this.workerId} was shut down before run()`));
       }
       this.changed();
     }
     return this.runPromise === undefined ? Promise.resolve() : this.runPromise.then(() => undefined, () => undefined);
+  }
+
+  /**
+   * Resolves once run() has registered the flow types and a process accepted
+   * the task stream: flows started from then on find their flow types and
+   * this Worker. Rejects when run() fails, or when the Worker stops first.
+   */
+  ready(): Promise<void> {
+    return this.readyPromise;
   }
 
   stats(): WorkerStats {
@@ -367,10 +385,14 @@ export class Worker {
         await this.sleepUnlessFinished(delay);
       }
       this.log.info?.(`worker ${this.workerId}: stopped`);
+    } catch (error) {
+      this.readyReject?.(error);
+      throw error;
     } finally {
       clearInterval(supervisor);
       // A run() that failed (a refused definition) leaves nothing running.
       this.finished = true;
+      this.readyReject?.(new DexError("CANCELLED", `worker ${this.workerId} stopped before it was ready`));
       this.changed();
     }
   }
@@ -502,6 +524,7 @@ export class Worker {
         // standby's refusal loses nothing, and the unacknowledged ones go first.
         this.current = conn;
         this.counters.streamsAccepted++;
+        this.readyResolve?.();
         this.connectedAddress = conn.address;
         const resend = [...this.pending.values()];
         this.counters.resultsResent += resend.length;
