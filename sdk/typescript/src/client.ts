@@ -149,6 +149,12 @@ interface CallSpec {
   timeoutMs: number;
   signal: AbortSignal | undefined;
   credential?: string;
+  /**
+   * Once a process was reached in this call, keep trying unreachable
+   * addresses until the deadline instead of for UNREACHABLE_GRACE_MS only
+   * (waitFlow: a wait that a server restart broke goes on waiting).
+   */
+  keepTryingOnceReached?: boolean;
 }
 
 /**
@@ -279,6 +285,7 @@ export class Client {
         request: () => ({ flowId, timeoutMs: Math.max(1, Math.round(pieceEnd - Date.now())) }),
         timeoutMs: Math.max(piece, 0) + this.timeoutMs,
         signal,
+        keepTryingOnceReached: true,
       });
       const flow = toFlow(orEmptyFlow(response.flow));
       if (response.ended) return flow;
@@ -366,6 +373,8 @@ export class Client {
     let backoff = ROUND_BACKOFF_INITIAL_MS;
     // Since when no address could even be reached (undefined: one was).
     let unreachableSince: number | undefined;
+    // A connection was made, or a process answered, in this call.
+    let everReached = false;
     const metadata = new grpc.Metadata();
     if (spec.credential !== undefined && spec.credential !== "") {
       metadata.set("authorization", `Bearer ${spec.credential}`);
@@ -430,6 +439,7 @@ export class Client {
         // READY, or TRANSIENT_FAILURE: then the call fails at once with
         // gRPC's reason and sends nothing.
         const client = spec.service === "flows" ? endpoint.flows : endpoint.admin;
+        if (state === grpc.connectivityState.READY) everReached = true;
         try {
           const response = await unaryCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal);
           this.preferred = i;
@@ -445,7 +455,10 @@ export class Client {
             throw mapped;
           }
           if (isConnectionFailure(error.details ?? "")) firstFailure ??= Date.now();
-          else reachedAProcess = true;
+          else {
+            reachedAProcess = true;
+            everReached = true;
+          }
           said[i] = mapped;
         }
       }
@@ -460,7 +473,8 @@ export class Client {
         // from the call's start), so that a long call (waitFlow) broken by a
         // restart gets the same grace as a new one.
         unreachableSince ??= firstFailure ?? now;
-        if (now - unreachableSince >= UNREACHABLE_GRACE_MS) throw exhausted();
+        const keepTrying = spec.keepTryingOnceReached === true && everReached;
+        if (!keepTrying && now - unreachableSince >= UNREACHABLE_GRACE_MS) throw exhausted();
       }
       if (now >= deadline) throw exhausted();
       await sleep(Math.min(jitter(backoff), deadline - now), signal);

@@ -1,0 +1,174 @@
+// The Worker and Client across a server crash, and with an address where
+// nothing listens: every acknowledged start completes, the Worker reconnects
+// and re-sends the results the crashed process never acknowledged.
+import assert from "node:assert/strict";
+import { afterEach, describe, test } from "node:test";
+
+import { Client, DexError, Worker } from "../src/index";
+import { DevServer, eventually, freePort, MemoryLogger } from "./helpers";
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Three Steps in a row; recovery ends the attempts a Worker had received with
+// NOT_COMPLETED, which consumes a retry, so the Steps get a few.
+const CHAIN = {
+  name: "failover-chain",
+  steps: [
+    { name: "a", taskQueue: "failover", startToCloseTimeout: "10s", retry: { maxAttempts: 5, initialInterval: "100ms" } },
+    {
+      name: "b",
+      taskQueue: "failover",
+      after: ["a"],
+      startToCloseTimeout: "10s",
+      retry: { maxAttempts: 5, initialInterval: "100ms" },
+    },
+    {
+      name: "c",
+      taskQueue: "failover",
+      after: ["b"],
+      startToCloseTimeout: "10s",
+      retry: { maxAttempts: 5, initialInterval: "100ms" },
+    },
+  ],
+};
+
+describe("failover", () => {
+  const cleanup: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const step of cleanup.reverse()) await step();
+    cleanup.length = 0;
+  });
+
+  test("kill -9 of the server mid-run: it restarts on the same directory and port, every flow completes", async () => {
+    const server = await DevServer.start();
+    cleanup.push(() => server.stop());
+    const client = new Client({ addresses: [server.address], timeoutMs: 20_000 });
+    cleanup.push(() => client.close());
+    const logger = new MemoryLogger();
+    const worker = new Worker({
+      addresses: [server.address],
+      maxConcurrentTasks: 8,
+      logger,
+      reconnectBackoffInitialMs: 50,
+      reconnectBackoffMaxMs: 500,
+    });
+    cleanup.push(() => worker.shutdown());
+    worker.handle<{ i: number }>("failover", async (task) => {
+      await sleep(150);
+      return { i: task.flowInput.i, step: task.step, previous: task.stepOutputs };
+    });
+    worker.registerFlowType(CHAIN);
+    const running = worker.run();
+    await worker.ready();
+
+    const count = 24;
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      ids.push((await client.startFlow({ flowType: CHAIN.name, input: { i }, flowId: `failover-${i}` })).flowId);
+    }
+    // Waits that are in flight across the crash.
+    const waits = ids.map((id) => client.waitFlow(id, { timeoutMs: 60_000 }));
+
+    await eventually("some results acknowledged", () => worker.stats().resultsAccepted >= 8);
+    const before = worker.stats();
+    assert.ok(before.running > 0, "no handler running at the kill");
+    await server.kill9();
+
+    // The running handlers finish while no process is there: their results
+    // wait for the next stream.
+    await eventually("the handlers to finish while the server is down", () => worker.stats().running === 0, 5_000);
+    const stranded = worker.stats();
+    assert.equal(stranded.connectedAddress, "");
+    assert.ok(stranded.tasksFinished > before.tasksFinished);
+
+    // Down for longer than a new call's 1.5 s grace: the waits that a
+    // process answered before go on waiting through the outage.
+    await sleep(2_000);
+    await server.restart();
+    const flows = await Promise.all(waits);
+    for (const flow of flows) {
+      assert.equal(flow.status, "COMPLETED", JSON.stringify(flow));
+      assert.deepEqual((flow.output as { step: string }).step, "c");
+    }
+    // Some attempt was ended by the recovery (NOT_COMPLETED) and retried.
+    const outcomes = flows.flatMap((f) => f.steps.flatMap((s) => s.attempts.map((a) => a.outcome)));
+    assert.ok(outcomes.includes("NOT_COMPLETED"), outcomes.join(","));
+
+    const after = worker.stats();
+    assert.ok(after.streamsAccepted >= 2, `streams accepted: ${after.streamsAccepted}`);
+    assert.equal(after.connectedAddress, server.address);
+    assert.ok(after.resultsResent >= 1, `results re-sent: ${after.resultsResent}`);
+    // Those attempts had been ended by the recovery: the new process refuses them as stale.
+    assert.ok(after.resultsRefused >= 1, `results refused: ${after.resultsRefused}`);
+    assert.ok(logger.lines.some((l) => /re-sending \d+ unacknowledged result\(s\)/.test(l)), logger.lines.join("\n"));
+
+    await worker.shutdown();
+    await running;
+  });
+
+  test("two addresses, one with nothing listening: the Client and the Worker find the active process", async () => {
+    const server = await DevServer.start();
+    cleanup.push(() => server.stop());
+    const nowhere = `127.0.0.1:${await freePort()}`;
+    const addresses = [nowhere, server.address];
+    const client = new Client({ addresses, timeoutMs: 10_000 });
+    cleanup.push(() => client.close());
+    const worker = new Worker({ addresses, logger: new MemoryLogger(), reconnectBackoffInitialMs: 50 });
+    cleanup.push(() => worker.shutdown());
+    worker.handle("two-addresses", (task) => ({ echoed: task.flowInput }));
+    worker.registerFlowType({ name: "two-addresses", steps: [{ name: "echo", taskQueue: "two-addresses" }] });
+    const running = worker.run();
+    await worker.ready();
+
+    const stats = worker.stats();
+    assert.equal(stats.connectedAddress, server.address);
+    assert.ok(stats.streamsRefused >= 1, `streams refused: ${stats.streamsRefused}`);
+
+    const { flowId } = await client.startFlow({ flowType: "two-addresses", input: { x: 1 } });
+    assert.equal(client.preferredAddress, server.address);
+    const done = await client.waitFlow(flowId, { timeoutMs: 10_000 });
+    assert.equal(done.status, "COMPLETED");
+    assert.deepEqual(done.output, { echoed: { x: 1 } });
+    await worker.shutdown();
+    await running;
+
+    // Nobody at either address: the error names both.
+    await server.stop();
+    const t0 = Date.now();
+    await assert.rejects(client.getFlow(flowId), (error: unknown) => {
+      assert.ok(error instanceof DexError);
+      assert.equal(error.code, "UNAVAILABLE");
+      assert.match(error.message, /^UNAVAILABLE: no active dex process at any of 2 addresses \(none could be reached\); /);
+      assert.ok(error.message.includes(nowhere) && error.message.includes(server.address), error.message);
+      return true;
+    });
+    assert.ok(Date.now() - t0 < 6_000, `took ${Date.now() - t0} ms`);
+  });
+
+  test("a Worker started before the server waits for it, then serves", async () => {
+    const port = await freePort();
+    const address = `127.0.0.1:${port}`;
+    const worker = new Worker({
+      addresses: [address],
+      logger: new MemoryLogger(),
+      reconnectBackoffInitialMs: 50,
+      reconnectBackoffMaxMs: 200,
+    });
+    cleanup.push(() => worker.shutdown());
+    worker.handle("late-server", () => "served");
+    worker.registerFlowType({ name: "late-server", steps: [{ name: "s", taskQueue: "late-server" }] });
+    const running = worker.run();
+    await sleep(500);
+    assert.equal(worker.stats().streamsAccepted, 0);
+
+    const server = await DevServer.start({ port });
+    cleanup.push(() => server.stop());
+    await worker.ready();
+    const client = new Client({ addresses: [address] });
+    cleanup.push(() => client.close());
+    const { flowId } = await client.startFlow({ flowType: "late-server" });
+    assert.equal((await client.waitFlow(flowId, { timeoutMs: 10_000 })).output, "served");
+    await worker.shutdown();
+    await running;
+  });
+});
