@@ -17,6 +17,7 @@ namespace dex {
 inline constexpr std::string_view kLeaseMagic = "DXLS";
 inline constexpr std::string_view kLogBatchMagic = "DXLB";
 inline constexpr std::string_view kSnapshotManifestMagic = "DXSM";
+inline constexpr std::string_view kLogStartMagic = "DXGC";
 inline constexpr uint8_t kFrameVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 13;
 inline constexpr uint32_t kFramePayloadBytesMax = 256u << 20;

@@ -26,6 +26,21 @@ StatusOr<uint64_t> collect_garbage(ObjectStore& store, const NodeId& node_id, Sl
   if (!guard.lease_valid()) {
     return Status::stopped("log GC refused: the lease is not valid");
   }
+  // Record the GC point first: once a slot below it is gone, a fenced writer's
+  // late retry may re-create it, and readers must know to ignore that slot.
+  auto gc_point = read_log_start(store, node_id, guard.request);
+  if (!gc_point.is_ok()) return gc_point.status();
+  if (below_slot > gc_point.value()) {
+    proto::LogStart start;
+    start.set_node_id(node_id.value);
+    start.set_first_slot(below_slot.value);
+    if (!guard.lease_valid()) {
+      return Status::stopped("log GC refused: the lease is not valid");
+    }
+    auto put = store.put(log_start_key(node_id), encode_log_start(start), PutCondition::overwrite(),
+                         guard.request);
+    if (!put.is_ok()) return put.status();
+  }
   const std::string prefix = log_prefix(node_id);
   uint64_t deleted = 0;
   std::string after;

@@ -867,6 +867,16 @@ TEST_F(EngineRestoreTest, LocalStoreBehindTheCollectedLogIsRestoredAndWithoutSna
   EXPECT_EQ(bounds->first.value, end_slot.value - kGcKeepSlotsMin);
   EXPECT_GT(bounds->first.value, 2u);
   end(p2);
+  // A fenced writer's late retry re-created slot 2, far below the GC point
+  // (docs/log.md, "GC safety"): it must not make the stale copy look current.
+  proto::LogBatch stray;
+  stray.set_node_id(kNode.value);
+  stray.set_epoch(1);
+  stray.set_slot(2);
+  stray.set_writer_process_id("p1");
+  stray.set_write_id("late-retry");
+  ASSERT_TRUE(
+      store.put(slot_key(kNode, Slot(2)), encode_batch(stray), PutCondition::create()).is_ok());
 
   // The stale copy applied slot 1 only; the log now starts far above it.
   auto p3 = start_process(store, 3, dir_.sub("stale"));

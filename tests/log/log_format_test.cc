@@ -164,5 +164,85 @@ TEST(LogBounds, JunkKeyUnderTheLogPrefixIsCorruption) {
   EXPECT_NE(bounds.status().message().find("nodes/n1/log/junk"), std::string::npos);
 }
 
+// A fenced writer's late retry can re-create a slot that GC already deleted
+// (docs/log.md, "GC safety"). Below a hole it is not the log's start, with or
+// without a hint, and without any GC point recorded.
+TEST(LogBounds, AStraySlotBelowAHoleIsNotTheLogsStart) {
+  MemoryObjectStore store;
+  put_batch(store, "n1", 7, 1, false);  // the stray
+  for (uint64_t s = 300; s < 2600; ++s) put_batch(store, "n1", s, 2, s == 300);
+  for (uint64_t hint : {0, 8, 9, 299, 2600, 3000}) {
+    auto bounds = find_log_bounds(store, kNode, {}, Slot(hint));
+    ASSERT_TRUE(bounds.is_ok()) << bounds.status().to_string();
+    EXPECT_EQ(bounds->first, Slot(300)) << hint;
+    EXPECT_EQ(bounds->end, Slot(2600)) << hint;
+  }
+  // A hint inside the log lists only the tail: [hint, end) is the log's, and
+  // `first` is at most the hint (the head below it is not examined).
+  for (uint64_t hint : {300, 2000}) {
+    auto bounds = find_log_bounds(store, kNode, {}, Slot(hint));
+    ASSERT_TRUE(bounds.is_ok());
+    EXPECT_LE(bounds->first, Slot(hint)) << hint;
+    EXPECT_EQ(bounds->end, Slot(2600)) << hint;
+  }
+  // A hint on the stray itself: the log from the hint has a hole, so the
+  // caller (a local store at slot 7) is behind the log's start.
+  auto on_stray = find_log_bounds(store, kNode, {}, Slot(7));
+  ASSERT_TRUE(on_stray.is_ok());
+  EXPECT_GT(on_stray->first, Slot(7));
+}
+
+// A stray right below the GC point leaves no hole: only the recorded GC point
+// tells it apart.
+TEST(LogBounds, TheGcPointHidesAStraySlotRightBelowIt) {
+  MemoryObjectStore store;
+  for (uint64_t s = 299; s < 1500; ++s) put_batch(store, "n1", s, s == 299 ? 1 : 2, s == 300);
+  proto::LogStart start;
+  start.set_node_id("n1");
+  start.set_first_slot(300);
+  ASSERT_TRUE(
+      store.put(log_start_key(kNode), encode_log_start(start), PutCondition::create()).is_ok());
+  for (uint64_t hint : {0, 299, 300, 301, 1499}) {
+    auto bounds = find_log_bounds(store, kNode, {}, Slot(hint));
+    ASSERT_TRUE(bounds.is_ok()) << bounds.status().to_string();
+    EXPECT_EQ(bounds->first, Slot(300)) << hint;
+    EXPECT_EQ(bounds->end, Slot(1500)) << hint;
+  }
+  auto read = read_log_start(store, kNode);
+  ASSERT_TRUE(read.is_ok());
+  EXPECT_EQ(read.value(), Slot(300));
+}
+
+TEST(LogBounds, ALogWithNothingAboveItsGcPointIsEmptyThere) {
+  MemoryObjectStore store;
+  put_batch(store, "n1", 3, 1, true);  // a stray below the GC point
+  proto::LogStart start;
+  start.set_node_id("n1");
+  start.set_first_slot(5000);
+  ASSERT_TRUE(
+      store.put(log_start_key(kNode), encode_log_start(start), PutCondition::create()).is_ok());
+  auto bounds = find_log_bounds(store, kNode);
+  ASSERT_TRUE(bounds.is_ok());
+  EXPECT_TRUE(bounds->empty());
+  // A writer opening this log writes its EpochStart at the GC point, never below.
+  EXPECT_EQ(bounds->end, Slot(5000));
+}
+
+TEST(LogBounds, ACorruptOrForeignGcPointIsCorruptionNamingTheKey) {
+  MemoryObjectStore store;
+  put_batch(store, "n1", 0, 1, true);
+  ASSERT_TRUE(store.put(log_start_key(kNode), "junk", PutCondition::create()).is_ok());
+  auto bounds = find_log_bounds(store, kNode);
+  EXPECT_EQ(bounds.status().code(), Code::kCorruption);
+  EXPECT_NE(bounds.status().message().find("nodes/n1/log-start"), std::string::npos)
+      << bounds.status().message();
+  proto::LogStart other;
+  other.set_node_id("n2");
+  other.set_first_slot(1);
+  ASSERT_TRUE(
+      store.put(log_start_key(kNode), encode_log_start(other), PutCondition::overwrite()).is_ok());
+  EXPECT_EQ(find_log_bounds(store, kNode).status().code(), Code::kCorruption);
+}
+
 }  // namespace
 }  // namespace dex

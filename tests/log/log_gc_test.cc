@@ -138,5 +138,36 @@ TEST(LogGc, HolderOverloadUsesTheWritersEndAndEpochStart) {
   (void)writer.close();
 }
 
+// The model check found it (docs/model.md): a fenced writer's retry lands after
+// GC and re-creates a collected slot. The recorded GC point keeps it out of the
+// log's bounds, so a local store that is behind still looks behind.
+TEST(LogGc, RecordsItsPointSoARecreatedSlotIsNotTheLogsStart) {
+  MemoryObjectStore store;
+  fill(store, 1500);
+  bool lease = true;
+  ASSERT_TRUE(collect_garbage(store, kNode, Slot(400), guard_for(1500, 1499, &lease)).is_ok());
+  EXPECT_EQ(read_log_start(store, kNode).value(), Slot(400));
+  put_batch(store, "n1", 399, 1, false);  // right below the GC point: no hole
+  put_batch(store, "n1", 10, 1, false);
+  for (uint64_t hint : {0, 11, 400, 1400}) {
+    auto bounds = find_log_bounds(store, kNode, {}, Slot(hint));
+    ASSERT_TRUE(bounds.is_ok()) << bounds.status().to_string();
+    EXPECT_EQ(bounds->first, Slot(400)) << hint;
+  }
+  // A lower point never moves it back; later runs delete the strays.
+  auto lower = collect_garbage(store, kNode, Slot(300), guard_for(1500, 1499, &lease));
+  ASSERT_TRUE(lower.is_ok());
+  EXPECT_EQ(lower.value(), 1u);  // slot 10
+  EXPECT_EQ(read_log_start(store, kNode).value(), Slot(400));
+  auto again = collect_garbage(store, kNode, Slot(400), guard_for(1500, 1499, &lease));
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again.value(), 1u);  // slot 399
+  // Without the lease nothing is recorded.
+  lease = false;
+  EXPECT_EQ(collect_garbage(store, kNode, Slot(450), guard_for(1500, 1499, &lease)).status().code(),
+            Code::kStopped);
+  EXPECT_EQ(read_log_start(store, kNode).value(), Slot(400));
+}
+
 }  // namespace
 }  // namespace dex
