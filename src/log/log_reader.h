@@ -9,7 +9,8 @@
 // Errors never move the cursor, so a transient error can be retried with next().
 // Corruption names the slot key and the reason. A missing slot followed by a
 // present one (a hole) is Corruption: writers never skip a slot, and GC deletes
-// only a prefix of the log, below where readers start.
+// only a prefix of the log, below where readers start (a slot re-created below
+// the GC point is outside the bounds find_log_bounds reports).
 //
 // Not thread-safe: one thread uses a reader at a time.
 #pragma once
