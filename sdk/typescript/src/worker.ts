@@ -400,11 +400,22 @@ export class Worker {
   private async registerDefinitions(): Promise<void> {
     if (this.definitions.length === 0) return;
     const client = new Client({ addresses: [...this.addresses], timeoutMs: 10_000 });
+    // shutdown() ends a registration in progress.
+    const stop = new AbortController();
+    let registering = true;
+    const onChange = (): void => {
+      if (!registering) return;
+      if (this.stopping) stop.abort(new DexError("CANCELLED", `worker ${this.workerId} is shutting down`));
+      else this.waiters.push(onChange);
+    };
+    this.waiters.push(onChange);
     try {
       let backoff = this.backoffInitialMs;
       for (let i = 0; i < this.definitions.length && !this.stopping; ) {
         try {
-          const registered = await client.registerFlowType(this.definitions[i] as string | object);
+          const registered = await client.registerFlowType(this.definitions[i] as string | object, {
+            signal: stop.signal,
+          });
           this.log.info?.(
             `worker ${this.workerId}: flow type ${registered.flowType.name} registered${
               registered.changed ? "" : " (unchanged)"
@@ -412,6 +423,7 @@ export class Worker {
           );
           i++;
         } catch (error) {
+          if (this.stopping) break;
           if (!(error instanceof DexError)) throw error;
           if (!error.transient) {
             throw new DexError(error.code, `registering flow type definition #${i + 1}: ${error.details}`, {
@@ -425,6 +437,7 @@ export class Worker {
         }
       }
     } finally {
+      registering = false;
       client.close();
     }
   }

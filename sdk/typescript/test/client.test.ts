@@ -139,6 +139,13 @@ describe("Client", () => {
     await client.cancelFlow(flowId);
   });
 
+  test("describe names the active process", async () => {
+    const node = await client.describe();
+    assert.equal(node.nodeId, "dev");
+    assert.match(node.nodeEpoch, /^[1-9][0-9]*$/);
+    assert.notEqual(node.holderProcessId, "");
+  });
+
   test("errors name the code and say what went wrong", async () => {
     await assert.rejects(client.getFlow("no-such-flow"), (error: unknown) => {
       assert.ok(error instanceof DexError);

@@ -145,6 +145,20 @@ describe("failover", () => {
     assert.ok(Date.now() - t0 < 6_000, `took ${Date.now() - t0} ms`);
   });
 
+  test("shutdown() ends a Worker that is still looking for a server to register its flow types with", async () => {
+    const worker = new Worker({ addresses: [`127.0.0.1:${await freePort()}`], logger: new MemoryLogger() });
+    cleanup.push(() => worker.shutdown());
+    worker.handle("nobody", () => null).registerFlowType({ name: "nobody", steps: [{ name: "s", taskQueue: "nobody" }] });
+    const running = worker.run();
+    const ready = worker.ready();
+    await sleep(300);
+    const t0 = Date.now();
+    await worker.shutdown();
+    await running;
+    assert.ok(Date.now() - t0 < 1_000, `took ${Date.now() - t0} ms`);
+    await assert.rejects(ready, /CANCELLED: worker .* stopped before it was ready/);
+  });
+
   test("a Worker started before the server waits for it, then serves", async () => {
     const port = await freePort();
     const address = `127.0.0.1:${port}`;

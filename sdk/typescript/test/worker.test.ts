@@ -291,6 +291,44 @@ describe("Worker", () => {
     await assert.rejects(worker.run(), /FAILED_PRECONDITION: Worker.run\(\) may be called once/);
   });
 
+  test("tasks that arrive after shutdown() are not run but handed back as retryable failures", async () => {
+    await client.registerFlowType({
+      name: "w-handback",
+      steps: [{ name: "s", taskQueue: "w-handback", retry: { maxAttempts: 3, initialInterval: "100ms" } }],
+    });
+    const { worker: first } = newWorker({ maxConcurrentTasks: 2 });
+    const ran: string[] = [];
+    first.handle("w-handback", async (task) => {
+      ran.push(task.flowId);
+      await sleep(800);
+      return "first";
+    });
+    const firstRunning = first.run();
+    const one = await client.startFlow({ flowType: "w-handback" });
+    await eventually("the first task to start", () => ran.length === 1);
+    const stopped = first.shutdown();
+    // The Worker still has room for a task: the server sends it, the Worker holds it.
+    const two = await client.startFlow({ flowType: "w-handback" });
+    await eventually("the second task to arrive", () => first.stats().tasksReceived === 2);
+    await stopped;
+    await firstRunning;
+    assert.deepEqual(ran, [one.flowId]);
+    assert.equal((await client.getFlow(one.flowId)).status, "COMPLETED");
+    const handedBack = await client.getFlow(two.flowId);
+    assert.equal(handedBack.steps[0]?.attempts[0]?.outcome, "FAILED");
+    assert.match(handedBack.steps[0]?.attempts[0]?.error ?? "", /is shutting down; the task was not started/);
+
+    // Another Worker runs its retry.
+    const { worker: second } = newWorker();
+    second.handle("w-handback", () => "second");
+    const secondRunning = second.run();
+    const done = await client.waitFlow(two.flowId, { timeoutMs: 10_000 });
+    assert.equal(done.status, "COMPLETED");
+    assert.equal(done.output, "second");
+    await second.shutdown();
+    await secondRunning;
+  });
+
   test("past shutdownTimeoutMs the running handlers' signals abort and shutdown ends", async () => {
     await client.registerFlowType({
       name: "w-stuck",
