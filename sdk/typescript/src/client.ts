@@ -234,7 +234,7 @@ export class Client {
     return toFlow(await this.call<WireFlow>("GetFlow", { flowId }, options));
   }
 
-  /** One page of flows, newest first as the server lists them. */
+  /** One page of flows, in flow ID order. */
   async listFlows(request: ListFlowsRequest = {}, options: CallOptions = {}): Promise<ListFlowsResult> {
     const response = await this.call<WireListFlowsResponse>(
       "ListFlows",
