@@ -100,6 +100,7 @@ class Model:
         self.started_tasks = {}   # task id -> (flow, step, attempt) for applied AttemptStarted
         self.logged_tasks = {}    # task id -> (flow, step, attempt, applied) for every AttemptStarted
         self.withdrawn = set()
+        self.task_origin = {}     # task id -> (epoch of its batch, the proposer's at_unix_ms)
         self.explicit_not_completed = []
         self.completions = Counter()  # (flow, step) -> accepted COMPLETED results
 
@@ -142,6 +143,7 @@ class Model:
             r = rec["attemptStarted"]
             key = (r["flowId"], r["step"], int(r.get("attempt", 0)))
             self.logged_tasks.setdefault(r["taskId"], key + (False,))
+            self.task_origin.setdefault(r["taskId"], (int(batch["epoch"]), int(r.get("atUnixMs", 0))))
             f, i = self.target(r)
             if f is None:
                 return
@@ -643,6 +645,16 @@ class Checker:
             if not applied and not is_async:
                 self.violation("attempts", f"SYNC task {task} ran on {r['worker']} although its "
                                "start was stale in the log")
+            # The task was handed out between its proposal and its run: its epoch's holder must
+            # have held a lease period then (a process outside its lease hands out no task).
+            epoch, at_ms = self.model.task_origin[task]
+            holder = self.acquired.get(epoch, (None,))[0]
+            t_run = min(x["t"] for x in runs) / 1000.0
+            if holder is not None and not self.valid_between(holder, at_ms / 1000.0 - SLACK_S,
+                                                             t_run, epoch):
+                self.violation("answer", f"task {task} was handed to {r['worker']} (run at "
+                               f"{t_run:.3f}, proposed at {at_ms / 1000:.3f}) outside the lease "
+                               f"periods of epoch {epoch}'s holder {holder}")
         self.stats["not_completed"] = dict(not_completed)
         self.stats["async_not_durable_reruns"] = async_rerun
         self.stats["tasks_run"] = len(ran)
