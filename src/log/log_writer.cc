@@ -155,6 +155,10 @@ StatusOr<LogWriter::CreateOutcome> LogWriter::create_slot(const proto::LogBatch&
 }
 
 Status LogWriter::open() {
+#ifdef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
+  spdlog::warn("BROKEN BUILD (DEX_CHAOS_BREAK=ack-before-durable): log writes are acknowledged "
+               "before they are durable; for the chaos harness's self-test only");
+#endif
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (opened_) return Status::invalid_argument("LogWriter::open called twice");
@@ -341,6 +345,22 @@ void LogWriter::run() {
       slot = next_slot_;
       space_cv_.notify_all();
     }
+#ifdef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
+    // BROKEN ON PURPOSE (DEX_CHAOS_BREAK=ack-before-durable, src/log/CMakeLists.txt): the
+    // callers are answered and the engine applies the batch before its PUT is even sent. Only
+    // for the chaos harness's self-test, which must report this build's lost acknowledgements.
+    {
+      proto::LogBatch early = make_batch(slot);
+      std::vector<Pending> copies;
+      for (auto& pending : batch) {
+        *early.add_records() = pending.record;
+        copies.push_back(Pending{pending.record, {}});
+      }
+      if (options_.on_durable) options_.on_durable(slot, early);
+      for (auto& pending : batch) pending.promise.set_value(slot);
+      batch.swap(copies);  // the write below answers nobody
+    }
+#endif
     proto::LogBatch written;
     Duration latency{0};
     Status status = write_batch(slot, batch, written, latency);
@@ -357,7 +377,9 @@ void LogWriter::run() {
     if (options_.on_batch_written) options_.on_batch_written(latency, batch.size());
     // Durable and acknowledged: the layer above applies it before any caller
     // hears of it (LogWriterOptions::on_durable).
+#ifndef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
     if (options_.on_durable) options_.on_durable(slot, written);
+#endif
     for (auto& pending : batch) pending.promise.set_value(slot);
   }
 }

@@ -726,7 +726,16 @@ class Run:
         acknowledged = checker.acknowledged_flows(os.path.join(self.out, "history.jsonl"))
         say(f"clients stopped: {len(acknowledged)} flows acknowledged; waiting for them to end")
         self.wait_flows_end(acknowledged, timeout=240)
-        flows = self.list_flows()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                flows = self.list_flows()
+                break
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                if time.monotonic() > deadline:
+                    raise
+                say(f"listing flows: {e}; retrying")
+                time.sleep(2)
         with open(os.path.join(self.out, "final", "flows.json"), "w") as f:
             json.dump(flows, f)
         self.final_state()
