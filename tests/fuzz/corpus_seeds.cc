@@ -1,0 +1,449 @@
+#include "corpus_seeds.h"
+
+#include <cassert>
+
+#include "common/framing.h"
+#include "dex/records.pb.h"
+#include "engine/flow_type.h"
+#include "fuzz_util.h"
+#include "lease/lease_record.h"
+#include "log/log_format.h"
+#include "snapshot/snapshot.h"
+
+namespace dex::fuzz {
+namespace {
+
+const NodeId kNode("n1");
+constexpr int64_t kAtUnixMs = 1'700'000'000'000;
+
+std::string serialized(const google::protobuf::Message& m) {
+  std::string out;
+  bool ok = m.SerializeToString(&out);
+  assert(ok);
+  (void)ok;
+  return out;
+}
+
+const char kThreeStepYaml[] = R"(# examples/flow-types/three-step.yaml
+name: three-step
+steps:
+  - name: fetch
+    taskQueue: example
+    startToCloseTimeout: 10s
+  - name: transform
+    taskQueue: example
+    after: [fetch]
+    retry:
+      maxAttempts: 3
+      initialInterval: 200ms
+      backoffCoefficient: 2.0
+      maxInterval: 1s
+    startToCloseTimeout: 10s
+  - name: store
+    taskQueue: example
+    after: [transform]
+    startToCloseTimeout: 10s
+)";
+
+FlowType three_step() {
+  auto t = parse_flow_type(kThreeStepYaml);
+  assert(t.is_ok());
+  return std::move(t).value();
+}
+
+proto::LogRecord epoch_start_record(const std::string& holder, uint64_t previous_end) {
+  proto::LogRecord r;
+  auto* es = r.mutable_epoch_start();
+  es->set_holder_process_id(holder);
+  es->set_previous_end_slot(previous_end);
+  es->set_at_unix_ms(kAtUnixMs);
+  return r;
+}
+
+proto::LogBatch batch(uint64_t slot, uint64_t epoch, bool epoch_start, int opaque_records) {
+  proto::LogBatch b;
+  b.set_node_id(kNode.value);
+  b.set_epoch(epoch);
+  b.set_slot(slot);
+  b.set_writer_process_id("host-1-" + std::to_string(epoch));
+  b.set_write_id("w" + std::to_string(slot));
+  if (epoch_start) *b.add_records() = epoch_start_record(b.writer_process_id(), slot);
+  for (int i = 0; i < opaque_records; ++i) b.add_records()->set_opaque("payload " + std::to_string(i));
+  return b;
+}
+
+// One of each engine record, as the engine appends them.
+proto::LogBatch engine_batch() {
+  proto::LogBatch b = batch(5, 2, false, 0);
+  auto add = [&]() { return b.add_records()->mutable_engine(); };
+  auto* reg = add();
+  reg->set_proposal_id(1);
+  *reg->mutable_register_flow_type()->mutable_flow_type() = three_step();
+  auto* start = add()->mutable_start_flow();
+  start->set_flow_id("flow-1");
+  start->set_flow_type("three-step");
+  start->set_input(R"({"n":1})");
+  start->set_at_unix_ms(kAtUnixMs);
+  auto* started = add()->mutable_attempt_started();
+  started->set_flow_id("flow-1");
+  started->set_step("fetch");
+  started->set_attempt(1);
+  started->set_task_id("t1");
+  started->set_worker_id("worker-1");
+  started->set_at_unix_ms(kAtUnixMs + 1);
+  auto* ended = add()->mutable_attempt_ended();
+  ended->set_flow_id("flow-1");
+  ended->set_step("fetch");
+  ended->set_task_id("t1");
+  ended->set_outcome(ATTEMPT_OUTCOME_COMPLETED);
+  ended->set_output(R"({"fetched":true})");
+  ended->set_at_unix_ms(kAtUnixMs + 2);
+  auto* withdrawn = add()->mutable_attempt_withdrawn();
+  withdrawn->set_flow_id("flow-1");
+  withdrawn->set_step("transform");
+  withdrawn->set_task_id("t2");
+  auto* timer = add()->mutable_timer_fired();
+  timer->set_flow_id("flow-1");
+  timer->set_step("transform");
+  timer->set_wake_at_ms(kAtUnixMs + 200);
+  add()->mutable_cancel_flow()->set_flow_id("flow-1");
+  return b;
+}
+
+void log_batch_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, bool raw, const std::string& key, std::string body) {
+    out.push_back({"log_batch", std::move(name), join_input(raw, key, true, body)});
+  };
+  const std::string key0 = slot_key(kNode, Slot(0));
+  const std::string key5 = slot_key(kNode, Slot(5));
+  const proto::LogBatch first = batch(0, 1, true, 0);
+  const proto::LogBatch engine = engine_batch();
+  add("epoch_start_payload", false, key0, serialized(first));
+  add("epoch_start_object", true, key0, encode_batch(first));
+  add("engine_records_payload", false, key5, serialized(engine));
+  add("engine_records_object", true, key5, encode_batch(engine));
+  add("opaque_records_payload", false, slot_key(kNode, Slot(7)), serialized(batch(7, 3, false, 3)));
+  add("empty_batch_payload", false, key0, "");
+  // The frame checks, one each.
+  std::string object = encode_batch(first);
+  add("edge_empty_object", true, key0, "");
+  add("edge_short_object", true, key0, object.substr(0, 7));
+  add("edge_torn_tail", true, key0, object.substr(0, object.size() - 3));
+  std::string flipped = object;
+  flipped.back() = static_cast<char>(flipped.back() ^ 0x40);
+  add("edge_crc_mismatch", true, key0, flipped);
+  std::string version = object;
+  version[4] = 2;
+  add("edge_version_2", true, key0, version);
+  add("edge_lease_magic", true, key0, frame(kLeaseMagic, serialized(first)));
+  add("edge_length_overflow", true, key0,
+      std::string(kLogBatchMagic) + std::string("\x01\xff\xff\xff\xff\0\0\0\0", 9));
+  add("edge_not_protobuf", false, key0, "\xff\xff\xff\xff\xff");
+  // Keys parse_slot_key refuses.
+  add("key_other_node", false, "nodes/n2/log/00000000000000000001", serialized(first));
+  add("key_overflow", false, "nodes/n1/log/99999999999999999999", serialized(first));
+  add("key_max", false, slot_key(kNode, Slot(UINT64_MAX)), serialized(first));
+  add("key_short", false, "nodes/n1/log/1", serialized(first));
+}
+
+std::string join_slots(const std::vector<std::string>& pieces) {
+  std::string out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i > 0) out += "|SLOT|";
+    out += pieces[i];
+  }
+  return out;
+}
+
+void log_reader_seeds(std::vector<Seed>& out) {
+  // Mode byte: bit 0 raw objects, bits 1-3 the reader's start slot.
+  auto add = [&](std::string name, uint8_t start, bool raw,
+                 const std::vector<proto::LogBatch*>& slots) {
+    std::vector<std::string> pieces;
+    for (auto* b : slots) {
+      pieces.push_back(b == nullptr ? std::string() : raw ? encode_batch(*b) : serialized(*b));
+    }
+    std::string bytes(1, static_cast<char>((start << 1) | (raw ? 1 : 0)));
+    out.push_back({"log_reader", std::move(name), bytes + join_slots(pieces)});
+  };
+  proto::LogBatch s0 = batch(0, 1, true, 0), s1 = batch(1, 1, false, 2), s2 = batch(2, 1, false, 1);
+  add("one_epoch", 0, false, {&s0, &s1, &s2});
+  add("one_epoch_objects", 0, true, {&s0, &s1, &s2});
+  // A fenced epoch-1 writer lands at slot 3 after epoch 2 started at slot 2.
+  proto::LogBatch e2 = batch(2, 2, true, 0), late = batch(3, 1, false, 1), e2b = batch(4, 2, false, 1);
+  add("fenced_writer", 0, false, {&s0, &s1, &e2, &late, &e2b});
+  add("fenced_writer_from_3", 3, false, {&s0, &s1, &e2, &late, &e2b});
+  add("hole", 0, false, {&s0, &s1, nullptr, &late});
+  add("collected_prefix", 2, false, {nullptr, nullptr, &e2, &e2b});
+  proto::LogBatch liar = batch(7, 1, false, 1);
+  add("slot_mismatch", 0, false, {&s0, &liar});
+  proto::LogBatch no_start = batch(1, 2, false, 1);
+  add("new_epoch_without_epoch_start", 0, false, {&s0, &no_start});
+  proto::LogBatch zero = batch(1, 0, false, 1);
+  add("epoch_zero", 0, false, {&s0, &zero});
+  proto::LogBatch other = batch(1, 1, false, 1);
+  other.set_node_id("n2");
+  add("other_node", 0, false, {&s0, &other});
+}
+
+LeaseRecordValue lease(uint64_t epoch, uint64_t renewals, bool released) {
+  LeaseRecordValue r;
+  r.node_id = kNode;
+  r.epoch = Epoch(epoch);
+  r.holder_process_id = ProcessId("host-1-4242-9f3a");
+  r.duration = seconds(10);
+  r.renewal_count = renewals;
+  r.released = released;
+  r.write_id = "w-" + std::to_string(epoch) + "-" + std::to_string(renewals);
+  return r;
+}
+
+void lease_record_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, bool raw, std::string body) {
+    out.push_back({"lease_record", std::move(name), join_input(raw, "", false, body)});
+  };
+  auto payload = [](const std::string& object) {
+    auto p = unframe(kLeaseMagic, object);
+    assert(p.is_ok());
+    return std::string(p.value());
+  };
+  const std::string acquired = encode_lease_record(lease(1, 0, false));
+  add("acquired_object", true, acquired);
+  add("acquired_payload", false, payload(acquired));
+  add("renewed_payload", false, payload(encode_lease_record(lease(7, 123, false))));
+  add("released_payload", false, payload(encode_lease_record(lease(8, 4, true))));
+  proto::LeaseRecord pb;
+  pb.set_node_id("n1");
+  pb.set_epoch(3);
+  pb.set_holder_process_id("p");
+  add("edge_no_write_id", false, serialized(pb));
+  pb.set_epoch(0);
+  add("edge_epoch_zero", false, serialized(pb));
+  add("edge_empty_payload", false, "");
+  add("edge_torn_tail", true, acquired.substr(0, acquired.size() - 1));
+  add("edge_log_magic", true, frame(kLogBatchMagic, payload(acquired)));
+}
+
+proto::SnapshotManifest manifest(uint64_t slot) {
+  proto::SnapshotManifest m;
+  m.set_node_id(kNode.value);
+  m.set_slot(slot);
+  m.set_epoch(4);
+  m.set_writer_process_id("host-1-4242-9f3a");
+  m.set_write_id("w-manifest");
+  m.set_created_unix_ms(kAtUnixMs);
+  const char* names[] = {"CURRENT", "MANIFEST-000005", "OPTIONS-000007", "000009.sst"};
+  for (int i = 0; i < 4; ++i) {
+    auto* f = m.add_files();
+    f->set_name(names[i]);
+    f->set_sha256(std::string(63, "0123456789abcdef"[i]) + "a");
+    f->set_key(snapshot_file_prefix(kNode) + f->sha256());
+    f->set_size(100u * (i + 1));
+  }
+  return m;
+}
+
+void snapshot_manifest_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, bool raw, const std::string& key, std::string body) {
+    out.push_back({"snapshot_manifest", std::move(name), join_input(raw, key, true, body)});
+  };
+  const std::string key = snapshot_manifest_key(kNode, Slot(42));
+  const proto::SnapshotManifest m = manifest(42);
+  add("valid_object", true, key, encode_snapshot_manifest(m));
+  add("valid_payload", false, key, serialized(m));
+  add("key_other_slot", false, snapshot_manifest_key(kNode, Slot(41)), serialized(m));
+  add("key_other_node", false, "nodes/n2/snapshots/manifests/00000000000000000042", serialized(m));
+  add("key_junk", false, "nodes/n1/snapshots/manifests/0000000000000000004x", serialized(m));
+  proto::SnapshotManifest escape = m;
+  escape.mutable_files(0)->set_name("../../etc/passwd");
+  add("edge_escaping_name", false, key, serialized(escape));
+  proto::SnapshotManifest twice = m;
+  *twice.add_files() = m.files(0);
+  add("edge_file_twice", false, key, serialized(twice));
+  proto::SnapshotManifest bad_sha = m;
+  bad_sha.mutable_files(1)->set_sha256("ABC");
+  add("edge_bad_sha256", false, key, serialized(bad_sha));
+  proto::SnapshotManifest no_files = m;
+  no_files.clear_files();
+  add("edge_no_files", false, key, serialized(no_files));
+}
+
+void config_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, std::string text) {
+    out.push_back({"config", std::move(name), std::move(text)});
+  };
+  add("dev_override.yaml", R"(nodeId: dev-2
+api:
+  listen: 127.0.0.1:8802
+lease:
+  duration: 15s
+  failIfHeld: true
+dev:
+  durabilityMode: processCrashSafe
+standby:
+  mode: cold
+snapshots:
+  interval: 0
+  everyRecords: 5000
+  keep: 3
+)");
+  add("local.yaml", R"(nodeId: local-1
+local:
+  dataDir: /var/lib/dex
+  durabilityMode: strict
+api: {listen: "0.0.0.0:8801"}
+lease: {duration: 2m}
+)");
+  add("serve_s3.yaml", R"(nodeId: prod-1
+api:
+  listen: 0.0.0.0:8801
+objectStore:
+  type: s3
+  bucket: dex-state
+  prefix: team-a
+  endpoint: http://127.0.0.1:9000
+  region: eu-west-1
+  addressing: virtualHost
+  credentials:
+    profile: dex
+localStore:
+  path: /var/lib/dex/store
+lease:
+  duration: 10s
+  failIfHeld: false
+standby:
+  mode: hot
+  heldLeasePollInterval: 250ms
+  stepDownHoldOff: 5s
+  laggingTakeoverDelay: 1500ms
+  behindLagThreshold: 10s
+metrics:
+  listen: 0.0.0.0:9100
+lifecycle:
+  attemptDrainTimeout: 30s
+snapshots:
+  interval: 10m
+  everyRecords: 100000
+  keep: 2
+admin:
+  enabled: true
+auth:
+  adminTokenSha256:
+    - 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+)");
+  add("serve_filesystem.yaml", R"(nodeId: fs-1
+objectStore: {type: filesystem, path: /srv/dex/objects, durability: processCrashSafe}
+localStore: {path: /srv/dex/store}
+)");
+  add("duration_first_line.txt", "1500ms\nnodeId: x\n");
+  add("edge_empty.yaml", "");
+  add("edge_unknown_key.yaml", "nodeId: a\nstandby:\n  mod: cold\n");
+  add("edge_anchor.yaml", "a: &x {nodeId: b}\nlease: *x\n");
+}
+
+void flow_type_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, std::string bytes) {
+    out.push_back({"flow_type", std::move(name), std::move(bytes)});
+  };
+  add("three_step.yaml", kThreeStepYaml);
+  add("three_step.json", R"({"name": "three-step", "steps": [
+  {"name": "fetch", "taskQueue": "example", "startToCloseTimeout": "10s"},
+  {"name": "transform", "taskQueue": "example", "after": ["fetch"], "dispatch": "ASYNC",
+   "retry": {"maxAttempts": 3, "initialInterval": "200ms", "backoffCoefficient": 2.5,
+             "maxInterval": "1s"}, "heartbeatTimeout": "2s"},
+  {"name": "cool-down", "after": "transform", "sleep": "5s"}]})");
+  add("diamond.yaml", R"(name: diamond
+steps:
+  - {name: a, taskQueue: q}
+  - {name: b, taskQueue: q, after: [a]}
+  - {name: c, taskQueue: q, after: [a]}
+  - {name: d, taskQueue: q, after: [b, c], dispatch: sync}
+)");
+  add("edge_cycle.yaml", R"(name: cycle
+steps:
+  - {name: a, taskQueue: q, after: [c]}
+  - {name: b, taskQueue: q, after: [a]}
+  - {name: c, taskQueue: q, after: [b]}
+)");
+  add("edge_sleep_with_queue.yaml", "name: s\nsteps:\n  - {name: a, taskQueue: q, sleep: 1s}\n");
+  add("edge_bad_duration.yaml", "name: s\nsteps:\n  - {name: a, taskQueue: q, startToCloseTimeout: 10x}\n");
+  add("edge_not_a_mapping.yaml", "- a\n- b\n");
+  add("edge_key_not_a_name.yaml", "name: s\nsteps:\n  - {[name]: a}\n");
+  // The same types as an API request's FlowType protobuf (0x01 first).
+  add("three_step.pb", std::string(1, '\x01') + serialized(three_step()));
+  FlowType raw;
+  raw.set_name("raw");
+  auto* step = raw.add_steps();
+  step->set_name("a");
+  step->set_task_queue("q");
+  step->mutable_retry()->set_backoff_coefficient(1.5);
+  step->set_sleep_ms(0);
+  add("defaults_unset.pb", std::string(1, '\x01') + serialized(raw));
+  step->set_sleep_ms(-5);
+  add("edge_negative_sleep.pb", std::string(1, '\x01') + serialized(raw));
+}
+
+void s3_xml_seeds(std::vector<Seed>& out) {
+  // Selector: bits 0-2 operation (% 5: get, put, delete, list, create bucket),
+  // bit 3 put with If-Match, bits 4-7 the HTTP status (fuzz_s3_xml.cc's table).
+  auto add = [&](std::string name, uint8_t op, uint8_t status_index, std::string body) {
+    out.push_back({"s3_xml", std::move(name),
+                   std::string(1, static_cast<char>((status_index << 4) | op)) + body});
+  };
+  const std::string prolog = R"(<?xml version="1.0" encoding="UTF-8"?>)" "\n";
+  add("no_such_key_get_404", 0, 6,
+      prolog + "<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
+               "<Key>nodes/n1/lease</Key><RequestId>17A</RequestId></Error>");
+  add("no_such_key_replace_404", 1 | 8, 6,
+      prolog + "<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>");
+  add("precondition_failed_put_412", 1, 10,
+      prolog + "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
+               "you specified did not hold</Message><Condition>If-None-Match</Condition></Error>");
+  add("slow_down_503", 1, 13,
+      prolog + "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
+               "</Error>");
+  add("internal_error_in_200_put", 1, 0,
+      "\xEF\xBB\xBF" + prolog + "<Error>\n  <Code>InternalError</Code>\n  <Message>We encountered "
+      "an internal error &amp; retried.</Message>\n</Error>\n");
+  add("bucket_owned_create_409", 4, 9,
+      prolog + "<Error><Code>BucketAlreadyOwnedByYou</Code><Message>yours</Message></Error>");
+  add("forbidden_403_no_body", 2, 5, "");
+  add("html_502", 0, 12, "<html><body><h1>502 Bad Gateway</h1></body></html>");
+  add("list_page", 3, 0,
+      prolog + R"(<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)"
+               "<Name>dex</Name><Prefix>nodes/n1/log/</Prefix><KeyCount>2</KeyCount>"
+               "<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
+               "<Contents><Key>nodes/n1/log/00000000000000000000</Key><Size>120</Size>"
+               "<ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag></Contents>"
+               "<Contents><Key>nodes/n1/log/00000000000000000001</Key></Contents>"
+               "<NextContinuationToken>1ueGcxLPRx1Tr</NextContinuationToken></ListBucketResult>");
+  add("list_empty", 3, 0,
+      "<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>");
+  add("xml_features", 3, 0,
+      "<?xml version='1.0'?><!-- a comment --><s3:ListBucketResult a='1' b=\"x>y\">"
+      "<?pi data?><Contents><Key><![CDATA[a<b&c]]>&#x41;&#66;&lt;&gt;&apos;</Key></Contents>"
+      "<IsTruncated>false</IsTruncated><Empty/></s3:ListBucketResult>\n");
+  add("edge_doctype", 0, 12, "<!DOCTYPE x [<!ENTITY a 'b'>]><Error><Code>&a;</Code></Error>");
+  add("edge_mismatched_end", 1, 13, "<Error><Code>SlowDown</Message></Error>");
+  std::string deep;
+  for (int i = 0; i < 40; ++i) deep += "<a>";
+  add("edge_deep", 3, 0, deep);
+  add("edge_unterminated_cdata", 3, 0, "<a><![CDATA[xx</a>");
+  add("edge_char_ref_range", 0, 12, "<Error><Code>&#x110000;</Code></Error>");
+}
+
+}  // namespace
+
+std::vector<Seed> corpus_seeds() {
+  std::vector<Seed> out;
+  log_batch_seeds(out);
+  log_reader_seeds(out);
+  lease_record_seeds(out);
+  snapshot_manifest_seeds(out);
+  config_seeds(out);
+  flow_type_seeds(out);
+  s3_xml_seeds(out);
+  return out;
+}
+
+}  // namespace dex::fuzz

@@ -1,0 +1,18 @@
+// The fuzz targets, one per decoder of untrusted bytes (README.md here). Each
+// takes one input and returns 0; a broken invariant aborts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dex::fuzz {
+
+int log_batch(const uint8_t* data, size_t size);          // decode_batch, parse_slot_key
+int log_reader(const uint8_t* data, size_t size);         // LogReader, find_log_bounds
+int lease_record(const uint8_t* data, size_t size);       // decode_lease_record
+int snapshot_manifest(const uint8_t* data, size_t size);  // decode_snapshot_manifest
+int config(const uint8_t* data, size_t size);             // the YAML config loaders
+int flow_type(const uint8_t* data, size_t size);          // parse/validate_flow_type
+int s3_xml(const uint8_t* data, size_t size);             // S3 XML, error classification
+
+}  // namespace dex::fuzz
