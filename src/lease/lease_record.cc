@@ -6,6 +6,14 @@
 #include "dex/records.pb.h"
 
 namespace dex {
+namespace {
+
+// A record's duration_ms above this is Corruption: far above lease.duration's
+// 1 h maximum, and far below what the clock arithmetic on it can hold (a huge
+// value overflowed the conversion to Duration; found by tests/fuzz).
+constexpr uint64_t kRecordDurationMsMax = 24ull * 3600 * 1000;
+
+}  // namespace
 
 std::string lease_key(const NodeId& node_id) {
   return fmt::format("nodes/{}/lease", node_id.value);
@@ -45,6 +53,10 @@ StatusOr<LeaseRecordValue> decode_lease_record(std::string_view bytes) {
   if (pb.epoch() == 0) return Status::corruption("lease record: epoch 0");
   if (pb.holder_process_id().empty())
     return Status::corruption("lease record: no holder_process_id");
+  if (pb.duration_ms() > kRecordDurationMsMax) {
+    return Status::corruption(fmt::format("lease record: duration_ms {} is over {}",
+                                          pb.duration_ms(), kRecordDurationMsMax));
+  }
   LeaseRecordValue record;
   record.node_id = NodeId(pb.node_id());
   record.epoch = Epoch(pb.epoch());
