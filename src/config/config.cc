@@ -87,6 +87,12 @@ Status check_keys(const YAML::Node& node, const std::string& path,
         fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
   }
   for (const auto& entry : node) {
+    // A key that is a list or mapping ("? [a]") has no name; as<string>() would
+    // throw (found by tests/fuzz).
+    if (!entry.first.IsScalar()) {
+      return Status::invalid_argument(
+          fmt::format("{}: a key of '{}' is not a name", source, path.empty() ? "<top>" : path));
+    }
     std::string key = entry.first.as<std::string>();
     std::string full = path.empty() ? key : path + "." + key;
     bool is_section = false;
@@ -617,8 +623,12 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
 StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source) {
   auto root = load_yaml(yaml, source);
   if (!root.is_ok()) return root.status();
-  if (root->IsNull() || !root->IsMap() || !root.value()["nodeId"] || !root.value()["local"] ||
-      !root.value()["local"]["dataDir"]) {
+  // Const lookups, and local.dataDir only inside a mapping: operator[] on a
+  // scalar throws (a 'local: 5' file did; found by tests/fuzz). A 'local' that
+  // is not a mapping is refused by apply_yaml's key check, naming it.
+  const YAML::Node& doc = root.value();
+  if (doc.IsNull() || !doc.IsMap() || !doc["nodeId"] || !doc["local"] ||
+      (doc["local"].IsMap() && !doc["local"]["dataDir"])) {
     return Status::invalid_argument(fmt::format(
         "{}: dex-server-zd local needs nodeId and local.dataDir (see docs/configuration.md)",
         source));
