@@ -758,6 +758,9 @@ def main():
     parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     parser.add_argument("--rate", type=float, default=12.0, help="flow starts per second")
     parser.add_argument("--keep", action="store_true", help="keep MinIO's data (default: deleted)")
+    parser.add_argument("--self-test-checker", action="store_true",
+                        help="after a clean check, break the run's data in the ways real bugs "
+                             "would and fail unless the checker reports each (checker.py)")
     parser.add_argument("--expect-violations", action="store_true",
                         help="for a deliberately broken build (scripts/chaos --broken): exit 0 "
                              "only if the checker reports violations")
@@ -797,7 +800,15 @@ def main():
             return 0
         print("chaos: the broken build went unnoticed: no violations")
         return 1
-    return 1 if result["violations"] else 0
+    if result["violations"]:
+        return 1
+    if args.self_test_checker:
+        failures = checker.self_test(args.out)
+        for f in failures:
+            print("CHECKER SELF-TEST FAILURE " + f, flush=True)
+        if failures:
+            return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """checker: verifies one chaos run from its run directory (tests/chaos/README.md).
 
     checker.py RUN_DIR [--json]
+    checker.py RUN_DIR --self-test     # breaks a clean run's data; every break must be caught
 
 Reads what the run recorded -- the clients' history (history.jsonl), every attempt the Workers
 ran (workers/*.jsonl), every request that reached object storage through the proxy with the
@@ -421,22 +422,27 @@ class Checker:
 
     # ------------------------------------------------------------------------ answers
 
-    def check_answers(self):
-        self.model = Model()
-        for b in self.effective:
-            self.model.apply_batch(b)
-        first_start = {}  # flow -> batch with its first StartFlow
+    def index_log(self):
+        """The first batch with each flow's StartFlow, and when each batch landed: the arrival
+        (plus an injected delay) of the proxied PUT that carried its write ID and got a 200."""
+        first_start = {}
         for b in self.effective:
             for r in b.get("recordDetails", []):
                 sf = r.get("engine", {}).get("startFlow")
                 if sf and sf["flowId"] not in first_start:
                     first_start[sf["flowId"]] = b
-        # Where each slot landed: the proxy's PUT that carried the batch's write ID.
         landed = {}
         for e in self.proxy:
             if e["c"] == "log" and e["m"] == "PUT" and e.get("u") == 200 and "batch" in e:
                 landed.setdefault((e["slot"], e["batch"].get("write_id")),
                                   e["t"] + e.get("delay", 0))
+        return first_start, landed
+
+    def check_answers(self):
+        self.model = Model()
+        for b in self.effective:
+            self.model.apply_batch(b)
+        first_start, landed = self.index_log()
         starts_ok = starts_failed = gets_ok = gets_failed = 0
         for h in self.history:
             t0, t1 = h["t0"] / 1000.0, h["t1"] / 1000.0
@@ -661,6 +667,9 @@ class Checker:
 
     def run(self):
         self.load()
+        return self.check_all()
+
+    def check_all(self):
         self.check_log()
         self.check_lease()
         self.check_answers()
@@ -680,6 +689,118 @@ class Checker:
 
 def check(run_dir):
     return Checker(run_dir).run()
+
+
+# ---------------------------------------------------------------------------- self-test
+
+def _mutations(base):
+    """(name, the check that must fire, a function that breaks a loaded Checker's data the way
+    a real bug would), built from a clean run's data."""
+    import copy
+    acked = [h for h in base.history if h["op"] == "start" and h.get("ok") and not h.get("existed")]
+    victim = acked[len(acked) // 2]
+    flow = victim["flow"]
+    done = next(f for f in base.final.values() if f["status"] == "COMPLETED")
+    out = []
+
+    def lose_start(c):  # an acknowledged batch that never made it to the log
+        for b in c.log["batches"]:
+            recs = b.get("recordDetails", [])
+            keep = [r for r in recs if r.get("engine", {}).get("startFlow", {}).get("flowId") != flow]
+            if len(keep) != len(recs):
+                b["recordDetails"] = keep
+    out.append(("acknowledged start missing from the log", "durable", lose_start))
+
+    def early_ack(c):  # the answer arrived just before the batch reached the store
+        first_start, landed = c.index_log()
+        b = first_start[flow]
+        landing = landed[(int(b["slot"]), b.get("writeId"))]
+        h = next(h for h in c.history if h.get("flow") == flow and h["op"] == "start" and h.get("ok"))
+        h["t1"] = (landing - 0.002) * 1000.0
+        h["t0"] = min(h["t0"], h["t1"] - 1.0)
+    out.append(("start acknowledged before durable", "durable", early_ack))
+
+    def stale_answer(c):  # an answer from a process well past its last lease period
+        h = next(h for h in c.history if h["op"] == "get" and h.get("ok"))
+        name, holder = c.process_at(h["addr"], h["t1"] / 1000.0)
+        last = max(e for _, e, _ in c.periods[holder])
+        h["t0"], h["t1"] = (last + 5) * 1000.0, (last + 5.01) * 1000.0
+    out.append(("answer outside the lease period", "answer", stale_answer))
+
+    def fenced_batch(c):  # a fenced writer's batch after the newer epoch's EpochStart
+        bs = c.log["batches"]
+        e2 = next(i for i, b in enumerate(bs) if int(b["epoch"]) >= 2)
+        late = copy.deepcopy(bs[e2 + 1])
+        late["epoch"] = str(int(bs[e2]["epoch"]) - 1)
+        late["recordDetails"] = []
+        bs[e2 + 1] = late
+    out.append(("epoch going backwards along the log", "log", fenced_batch))
+
+    def hole(c):
+        c.log["batches"][len(c.log["batches"]) // 2] = {
+            "slot": c.log["batches"][len(c.log["batches"]) // 2]["slot"], "missing": True}
+    out.append(("a hole in the log", "log", hole))
+
+    def lost_flow(c):
+        del c.final[flow]
+    out.append(("acknowledged flow lost", "flows", lost_flow))
+
+    def second_output(c):  # a second completion accepted for a completed Step
+        for b in c.log["batches"]:
+            for r in b.get("recordDetails", []):
+                ae = r.get("engine", {}).get("attemptEnded")
+                if ae and ae["flowId"] == done["flowId"] and ae.get("outcome", "").endswith("COMPLETED") \
+                        and ae["step"] == "a":
+                    ae["output"] = json.dumps({"attempt": 99, "task": "forged", "nonce": -1})
+                    return
+    out.append(("a Step output no Worker produced", "attempts", second_output))
+
+    def served_differs(c):
+        c.final[done["flowId"]]["steps"][0]["attempts"].append({"number": 9, "outcome": "FAILED"})
+    out.append(("served state differs from the log", "state", served_differs))
+
+    def phantom_not_completed(c):  # an attempt ended NOT_COMPLETED by a record, not recovery
+        for b in c.log["batches"]:
+            for r in b.get("recordDetails", []):
+                ae = r.get("engine", {}).get("attemptEnded")
+                if ae and ae.get("outcome", "").endswith("_FAILED"):
+                    ae["outcome"] = "ATTEMPT_OUTCOME_NOT_COMPLETED"
+                    return
+    out.append(("NOT_COMPLETED outside recovery", "attempts", phantom_not_completed))
+
+    def stale_read(c):
+        h = next(h for h in c.history if h["op"] == "get" and h.get("ok"))
+        h.update(ok=False, code="NOT_FOUND", msg="NOT_FOUND: no flow")
+    out.append(("stale read", "reads", stale_read))
+    return out
+
+
+def self_test(run_dir):
+    """Breaks a clean run's data in the ways real bugs would and checks that each is reported
+    (by the expected check). Returns a list of failures (empty: every mutation was caught)."""
+    base = Checker(run_dir)
+    base.load()
+    failures = []
+    for name, expected, mutate in _mutations(base):
+        c = Checker(run_dir)
+        c.load()
+        try:
+            if expected in ("answer", "durable"):  # the mutation needs the periods or the index
+                c.check_log()
+                c.check_lease()
+            mutate(c)
+            c.violations, c.by_check = [], Counter()
+            result = c.check_all()
+        except Exception as e:  # a mutation that crashes the checker is a failure too
+            failures.append(f"{name}: the checker crashed: {e!r}")
+            continue
+        if not result["violations_by_check"].get(expected):
+            failures.append(f"{name}: not reported by '{expected}' "
+                            f"(got {result['violations_by_check']})")
+        else:
+            print(f"checker self-test: {name}: caught by '{expected}' "
+                  f"({result['violations_by_check'][expected]})")
+    return failures
 
 
 def summary_line(result):
@@ -713,6 +834,11 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    if "--self-test" in sys.argv:
+        failures = self_test(sys.argv[1])
+        for f in failures:
+            print("SELF-TEST FAILURE " + f)
+        return 1 if failures else 0
     result = check(sys.argv[1])
     if "--json" in sys.argv:
         print(json.dumps(result, indent=1))
