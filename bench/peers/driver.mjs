@@ -7,6 +7,7 @@
 //   node driver.mjs load --system dex --address 127.0.0.1:8801 --flow-type peers-one \
 //        --concurrency 64 --warmup 3 --seconds 20 --pids server=123,worker=456
 //   node driver.mjs load --system restate --url http://127.0.0.1:8080/bench/one ...
+//   node driver.mjs probe --system dex|restate ... --timeout 30   (one flow, retried until it completes)
 //   node driver.mjs rtt --grpc 127.0.0.1:8801 --seconds 1       (gRPC health Check)
 //   node driver.mjs rtt --http http://127.0.0.1:8080/restate/health --seconds 1
 //
@@ -144,9 +145,7 @@ async function load(args) {
   const warmupMs = Number(args.warmup ?? 3) * 1000;
   const measureMs = Number(args.seconds ?? 20) * 1000;
   const pids = readPids(args.pids);
-  const run = args.system === "dex" ? dexRunner(args)
-            : args.system === "restate" ? restateRunner(args, concurrency)
-            : die(`--system dex|restate, not ${args.system}`);
+  const run = runner(args, concurrency);
 
   const t0 = nowMs();
   const measureStart = t0 + warmupMs;
@@ -188,6 +187,31 @@ async function load(args) {
            firstErrors: [...new Set(errors)].slice(0, 3) };
 }
 
+function runner(args, concurrency) {
+  return args.system === "dex" ? dexRunner(args)
+       : args.system === "restate" ? restateRunner(args, concurrency)
+       : die(`--system dex|restate, not ${args.system}`);
+}
+
+// One flow, retried until it completes: the server, the worker or service and the flow type
+// are all there.
+async function probe(args) {
+  const run = runner(args, 1);
+  const deadline = nowMs() + Number(args.timeout ?? 30) * 1000;
+  let tries = 0;
+  for (;;) {
+    tries++;
+    const t = nowMs();
+    try {
+      await run({ probe: tries });
+      return { mode: "probe", tries, latencyMs: nowMs() - t };
+    } catch (err) {
+      if (nowMs() > deadline) die(`probe: no flow completed after ${tries} tries: ${err?.message ?? err}`);
+      await sleep(100);
+    }
+  }
+}
+
 // Round trips, one at a time, for `seconds`: gRPC health Check or an HTTP GET.
 async function rtt(args) {
   const seconds = Number(args.seconds ?? 1);
@@ -225,7 +249,8 @@ async function rtt(args) {
 const args = parseArgs(process.argv.slice(2));
 const mode = args._[0];
 const result = mode === "load" ? await load(args)
+             : mode === "probe" ? await probe(args)
              : mode === "rtt" ? await rtt(args)
-             : die("usage: driver.mjs load|rtt ...");
+             : die("usage: driver.mjs load|probe|rtt ...");
 console.log(JSON.stringify(result));
 process.exit(0);

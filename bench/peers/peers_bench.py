@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""dex against Restate, side by side, on this machine in one run (bench/peers/README.md).
+
+The same workload on both: a flow of one Step and a flow of three sequential Steps, each Step
+trivial work in a Node.js handler (it returns the flow's input), closed-loop clients at
+concurrency 1 and 64, durable settings on both. Setups (--setups):
+
+  dex-ts-strict     dex-server-zd dev --durability strict, the TypeScript Worker (sdk/typescript)
+  restate           restate-server with its defaults, the Restate service (ctx.run steps)
+  dex-cpp-strict    dex-server-zd dev --durability strict, dex-example-worker (C++)
+  dex-ts-pcs        dex-server-zd dev --durability processCrashSafe, the TypeScript Worker
+  dex-cpp-pcs       dex-server-zd dev --durability processCrashSafe, dex-example-worker
+
+Every row (flow x concurrency x setup) gets fresh processes and a fresh data directory; the
+rows of one workload run one after the other, so the machine's noise hits the setups they
+compare alike. Per row: the server and the worker (or service) start, a probe flow completes,
+a loopback round trip is timed (1 s), then bench/peers/driver.mjs (one Node.js program for
+both systems) runs `concurrency` closed loops: warm-up, then the measured period. CPU seconds
+of each process come from /proc/<pid>/stat over the measured period.
+
+Floors, at the start and at the end: a 4 KiB append + fdatasync of a file (one durable log
+append, what a RocksDB WAL sync is), a new 4 KiB file + fsync + fsync of its directory (what
+dex's log writes per batch: one object per batch), in the scratch directory (the data's file
+system); a loopback gRPC round trip (grpc-js health Check on the dex server of each dex row)
+and an HTTP/1.1 round trip (Restate's ingress /restate/health, each Restate row).
+
+Python 3 standard library; node, gnuplot (for the PNG). Started by scripts/bench-peers.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from failover_bench import Proc, die, free_port  # noqa: E402  (shared helpers of bench/)
+
+SETUPS = {
+    # name: (system, worker, durability)
+    "dex-ts-strict": ("dex", "ts", "strict"),
+    "restate": ("restate", "restate-ts", "default"),
+    "dex-cpp-strict": ("dex", "cpp", "strict"),
+    "dex-ts-pcs": ("dex", "ts", "processCrashSafe"),
+    "dex-cpp-pcs": ("dex", "cpp", "processCrashSafe"),
+}
+FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three")}  # dex type, Restate handler
+WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
+DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
+
+
+def run(args, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p * len(v)))] if v else float("nan")
+
+
+# ------------------------------------------------------------------------------------ floors
+
+def fsync_floor(directory, seconds):
+    """(append+fdatasync samples, create+fsync+dir-fsync samples) in ms, `seconds` each."""
+    block = os.urandom(4096)
+    append, create = [], []
+    path = os.path.join(directory, "floor-append")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            os.write(fd, block)
+            os.fdatasync(fd)
+            append.append((time.perf_counter() - t) * 1e3)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    sub = os.path.join(directory, "floor-create")
+    os.makedirs(sub, exist_ok=True)
+    dir_fd = os.open(sub, os.O_RDONLY)
+    try:
+        end, i = time.monotonic() + seconds, 0
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            fd = os.open(os.path.join(sub, f"{i:08d}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, block)
+            os.fsync(fd)
+            os.close(fd)
+            os.fsync(dir_fd)
+            create.append((time.perf_counter() - t) * 1e3)
+            i += 1
+    finally:
+        os.close(dir_fd)
+        shutil.rmtree(sub, ignore_errors=True)
+    return append, create
+
+
+# ------------------------------------------------------------------------------------ bench
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="dex-peers-", dir=args.dir)
+        self.logs = os.path.join(self.work, "logs")
+        os.makedirs(self.logs)
+        self.node = shutil.which("node") or die("node is not installed (scripts/install-bench-peers)")
+        self.deps = HERE  # node_modules of bench/peers/package.json (scripts/install-bench-peers)
+        self.restate_bin = os.path.join(self.deps, "node_modules", "@restatedev",
+                                        "restate-server-linux-x64", "bin", "restate-server")
+        self.procs = []
+        self.rm_seconds = []
+
+    def bin(self, name):
+        return os.path.join(self.args.bin_dir, name)
+
+    def driver(self, mode, *extra, timeout):
+        r = run([self.node, os.path.join(HERE, "driver.mjs"), mode, *extra], timeout=timeout)
+        if r.returncode != 0 or not r.stdout.strip():
+            die(f"driver {mode} {' '.join(map(str, extra))}: exit {r.returncode}\n{r.stderr[-3000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def start(self, name, argv, env=None):
+        p = Proc(name, argv, env=env, log_dir=self.logs)
+        self.procs.append(p)
+        return p
+
+    def stop_all(self):
+        for p in reversed(self.procs):
+            p.stop(timeout=30)
+        self.procs = []
+
+    def remove(self, path):
+        t = time.monotonic()
+        shutil.rmtree(path, ignore_errors=True)
+        self.rm_seconds.append(time.monotonic() - t)
+
+    # -------------------------------------------------------------------------------- dex
+
+    def dex_row(self, tag, worker, durability, flow, concurrency):
+        a = self.args
+        data = os.path.join(self.work, tag)
+        server = self.start(f"{tag}-server", [self.bin("dex-server-zd"), "dev", "--data-dir", data,
+                                              "--listen", "127.0.0.1:0", "--durability", durability])
+        address = DEX_READY.search(server.wait_for(DEX_READY, 60)[1]).group(1)
+        for f in ("peers-one", "peers-three"):
+            r = run([self.bin("dexcli"), "--server", address, "flow-type", "register",
+                     os.path.join(HERE, "flow-types", f"{f}.yaml")], timeout=60)
+            if r.returncode != 0:
+                die(f"dexcli flow-type register {f}: {r.stderr}")
+        if worker == "ts":
+            w = self.start(f"{tag}-worker", [self.node, os.path.join(HERE, "dex", "worker.mjs"),
+                                             "--server", address, "--sdk", a.sdk,
+                                             "--concurrency", a.worker_concurrency])
+            w.wait_for("dex-ts-worker ready", 60)
+        else:
+            w = self.start(f"{tag}-worker", [self.bin("dex-example-worker"), "--server", address,
+                                             "--queue", "peers", "--no-register",
+                                             "--concurrency", a.worker_concurrency])
+            w.wait_for("connected to", 60)
+        target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0]]
+        self.driver("probe", *target, "--timeout", 60, timeout=120)
+        rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
+        load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
+                           "--seconds", a.seconds, "--pids", f"server={server.p.pid},worker={w.p.pid}",
+                           "--id-prefix", tag, timeout=a.warmup + a.seconds + 180)
+        w_status = w.stop(timeout=30)
+        s_status = server.stop(timeout=30)
+        self.procs = []
+        if s_status != 0:
+            die(f"{tag}: dex-server-zd exited {s_status}; last lines:\n{server.tail()}")
+        if w_status != 0:
+            print(f"peers_bench: note: {tag}: the worker exited {w_status}", file=sys.stderr)
+        self.remove(data)
+        return load, rtt
+
+    # -------------------------------------------------------------------------------- Restate
+
+    def restate_row(self, tag, flow, concurrency):
+        a = self.args
+        base = os.path.join(self.work, tag)
+        node_port, ingress_port, admin_port, service_port = (free_port() for _ in range(4))
+        env = dict(os.environ,
+                   RESTATE_INGRESS__BIND_ADDRESS=f"127.0.0.1:{ingress_port}",
+                   RESTATE_ADMIN__BIND_ADDRESS=f"127.0.0.1:{admin_port}",
+                   RESTATE_DISABLE_TELEMETRY="true",  # no usage reports (loopback only)
+                   RESTATE_LOG_DISABLE_ANSI_CODES="true")
+        server = self.start(f"{tag}-server", [self.restate_bin, "--no-logo", "--listen-mode", "tcp",
+                                              "--bind-address", f"127.0.0.1:{node_port}",
+                                              "--base-dir", base, "--node-name", "bench"], env=env)
+        admin = f"http://127.0.0.1:{admin_port}"
+        ingress = f"http://127.0.0.1:{ingress_port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{admin}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() > deadline or server.p.poll() is not None:
+                die(f"{tag}: restate-server did not answer on {admin}/health; last lines:\n"
+                    + server.tail())
+            time.sleep(0.1)
+        # The SDK logs two INFO lines per invocation by default; WARN keeps the service as
+        # quiet as the dex Worker (which logs nothing per task).
+        service = self.start(f"{tag}-service",
+                             [self.node, os.path.join(HERE, "restate", "service.mjs"),
+                              "--port", service_port],
+                             env=dict(os.environ, RESTATE_LOGGING="WARN"))
+        service.wait_for("restate-service listening", 30)
+        body = json.dumps({"uri": f"http://127.0.0.1:{service_port}"}).encode()
+        req = urllib.request.Request(f"{admin}/deployments", data=body, method="POST",
+                                     headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                json.load(r)
+        except urllib.error.HTTPError as e:
+            die(f"{tag}: registering the deployment: HTTP {e.code} {e.read()[:500]!r}")
+        target = ["--system", "restate", "--url", f"{ingress}/bench/{FLOWS[flow][1]}"]
+        self.driver("probe", *target, "--timeout", 60, timeout=120)
+        rtt = self.driver("rtt", "--http", f"{ingress}/restate/health", "--seconds", a.rtt_seconds,
+                          timeout=60)
+        load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
+                           "--seconds", a.seconds,
+                           "--pids", f"server={server.p.pid},worker={service.p.pid}",
+                           timeout=a.warmup + a.seconds + 180)
+        service.stop(timeout=30)
+        s_status = server.stop(timeout=60)
+        self.procs = []
+        if s_status != 0:
+            print(f"peers_bench: note: {tag}: restate-server exited {s_status}", file=sys.stderr)
+        self.remove(base)
+        return load, rtt
+
+
+# ------------------------------------------------------------------------------------ output
+
+COLUMNS = [
+    # (header, unit, key, format)
+    ("system", "", "system", "{}"), ("worker", "", "worker_name", "{}"),
+    ("durability", "", "durability", "{}"), ("flow", "", "flow", "{}"), ("conc", "", "concurrency", "{}"),
+    ("flows/s", "", "per_second", "{:.0f}"), ("p50", "ms", "p50_ms", "{:.2f}"),
+    ("p99", "ms", "p99_ms", "{:.2f}"), ("srv CPU", "s", "server_cpu_s", "{:.2f}"),
+    ("wkr CPU", "s", "worker_cpu_s", "{:.2f}"), ("drv CPU", "s", "driver_cpu_s", "{:.2f}"),
+    ("srv CPU/flow", "ms", "server_cpu_ms_per_flow", "{:.3f}"),
+    ("flows/s", "dex/R", "ratio_per_second", "{:.2f}x"), ("p50", "dex/R", "ratio_p50", "{:.2f}x"),
+    ("p50/fsync", "", "p50_per_fsync", "{:.1f}x"), ("p50/rtt", "", "p50_per_rtt", "{:.1f}x"),
+]
+
+
+def fmt(col, row):
+    v = row.get(col[2])
+    if v is None or v == "" or (isinstance(v, float) and v != v):
+        return "-"
+    return col[3].format(v)
+
+
+def print_table(rows, out=sys.stdout):
+    widths = [max(len(c[0]), len(c[1]), *(len(fmt(c, r)) for r in rows)) for c in COLUMNS]
+    left = {"system", "worker_name", "durability", "flow"}
+    def line(cells):
+        return "  ".join(c.ljust(w) if COLUMNS[i][2] in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    print(line([c[0] for c in COLUMNS]), file=out)
+    print(line([c[1] for c in COLUMNS]), file=out)
+    for r in rows:
+        print(line([fmt(c, r) for c in COLUMNS]), file=out)
+
+
+def markdown_table(rows):
+    head = "| " + " | ".join(f"{c[0]} {c[1]}".strip() for c in COLUMNS) + " |"
+    sep = "| " + " | ".join("---" if c[2] in {"system", "worker_name", "durability", "flow"}
+                            else "---:" for c in COLUMNS) + " |"
+    body = ["| " + " | ".join(fmt(c, r) for c in COLUMNS) + " |" for r in rows]
+    return "\n".join([head, sep, *body])
+
+
+def write_png(rows, setups, flows, concs, path, title):
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot:
+        print("peers_bench: gnuplot is not installed: no PNG (scripts/install-bench-peers)",
+              file=sys.stderr)
+        return False
+    data = path[:-4] + ".dat"
+    labels = {s: f"{SETUPS[s][0]} {WORKER_NAMES[SETUPS[s][1]]} {SETUPS[s][2]}".replace("default", "defaults")
+              for s in setups}
+    by = {(r["setup"], r["flow"], r["concurrency"]): r for r in rows}
+    with open(data, "w") as f:
+        for metric in ("per_second", "p50_ms", "p99_ms"):
+            f.write("workload " + " ".join(f'"{labels[s]}"' for s in setups) + "\n")
+            for fl in flows:
+                for c in concs:
+                    vals = [by.get((s, fl, c), {}).get(metric) for s in setups]
+                    f.write(f'"{fl} x{c}" ' + " ".join("NaN" if v is None else f"{v:.4f}" for v in vals) + "\n")
+            f.write("\n\n")
+    n = len(setups)
+    plots = []
+    for index, (ylabel, name) in enumerate([("flows per second (log)", "throughput"),
+                                            ("p50 latency, ms (log)", "p50 latency"),
+                                            ("p99 latency, ms (log)", "p99 latency")]):
+        title = (lambda i: f"title columnheader({i + 2})") if index == 0 else (lambda i: "notitle")
+        series = ", ".join(f"'{data}' index {index} using {i + 2}:xtic(1) {title(i)}"
+                           if i == 0 else f"'' index {index} using {i + 2} {title(i)}"
+                           for i in range(n))
+        plots.append(f"set title '{name}'\nset ylabel '{ylabel}'\nplot {series}\n")
+    script = f"""set terminal pngcairo size 1500,1300 font ',10'
+set output '{path}'
+set multiplot layout 3,1 title "{title}"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set logscale y
+set grid ytics
+set key outside right top vertical
+set yrange [1:*]
+{''.join(plots)}unset multiplot
+"""
+    script_path = path[:-4] + ".gp"
+    with open(script_path, "w") as f:
+        f.write(script)
+    r = run([gnuplot, script_path], timeout=60)
+    if r.returncode != 0:
+        print(f"peers_bench: gnuplot failed: {r.stderr[-2000:]}", file=sys.stderr)
+        return False
+    return True
+
+
+def machine():
+    model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} CPUs ({model}), {mem:.0f} GiB RAM, Linux {platform.release()}"
+
+
+def filesystem(path):
+    r = run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", path])
+    return r.stdout.strip() or "?"
+
+
+def versions(bench):
+    commit = run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]).stdout.strip() or "?"
+    dirty = run(["git", "-C", REPO, "status", "--porcelain", "--", "src", "proto", "sdk"]).stdout.strip()
+    restate = run([bench.restate_bin, "--version"]).stdout.strip()
+    node = run([bench.node, "--version"]).stdout.strip()
+    sdk = "?"
+    try:
+        with open(os.path.join(bench.deps, "node_modules", "@restatedev", "restate-sdk", "package.json")) as f:
+            sdk = json.load(f)["version"]
+    except OSError:
+        pass
+    return {"dex": commit + ("+local changes" if dirty else ""), "restate": restate,
+            "restate_sdk": sdk, "node": node}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20, help="measured period per row (default 20)")
+    ap.add_argument("--warmup", type=float, default=3, help="discarded warm-up per row (default 3)")
+    ap.add_argument("--concurrency", default="1,64", help="closed-loop clients per row (default 1,64)")
+    ap.add_argument("--flows", default="one,three", help="flows: one,three")
+    ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
+    ap.add_argument("--worker-concurrency", type=int, default=128,
+                    help="tasks a dex Worker runs at once (default 128, as flow_bench)")
+    ap.add_argument("--rtt-seconds", type=float, default=1)
+    ap.add_argument("--floor-seconds", type=float, default=2)
+    ap.add_argument("--bin-dir", default=os.path.join(REPO, "build-bench", "bin"))
+    ap.add_argument("--sdk", default=os.path.join(REPO, "sdk", "typescript"),
+                    help="the built TypeScript SDK (its dist/)")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"),
+                    help="folder for the CSV, PNG and table (default bench/results)")
+    ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"), help="scratch (data) folder")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder and logs")
+    a = ap.parse_args()
+    concs = [int(c) for c in a.concurrency.split(",") if c]
+    flows = [f for f in a.flows.split(",") if f]
+    setups = [s for s in a.setups.split(",") if s]
+    for s in setups:
+        if s not in SETUPS:
+            die(f"unknown setup {s!r} (known: {', '.join(SETUPS)})")
+    for f in flows:
+        if f not in FLOWS:
+            die(f"unknown flow {f!r} (known: one, three)")
+
+    b = Bench(a)
+    for needed in ([b.bin("dex-server-zd"), b.bin("dexcli"), b.bin("dex-example-worker")]
+                   if any(SETUPS[s][0] == "dex" for s in setups) else []):
+        if not os.path.exists(needed):
+            die(f"{needed} is missing (build it: scripts/bench-peers does)")
+    if "restate" in setups and not os.path.exists(b.restate_bin):
+        die(f"{b.restate_bin} is missing (scripts/install-bench-peers)")
+    if any(SETUPS[s][1] == "ts" for s in setups) and not os.path.exists(
+            os.path.join(a.sdk, "dist", "index.js")):
+        die(f"the TypeScript SDK is not built in {a.sdk}/dist (cd sdk/typescript && npm ci && npm run build)")
+    os.makedirs(a.out, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    ver = versions(b)
+    started = time.monotonic()
+    header = (f"peers_bench {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}: "
+              f"{a.seconds:g} s per row after {a.warmup:g} s warm-up; {machine()}; "
+              f"data on {filesystem(b.work)}\n"
+              f"versions: dex {ver['dex']} ({os.path.basename(os.path.dirname(os.path.abspath(a.bin_dir)))}), "
+              f"{ver['restate']}, @restatedev/restate-sdk {ver['restate_sdk']}, node {ver['node']}; "
+              f"dex Workers run {a.worker_concurrency} tasks at once")
+    print(header, flush=True)
+
+    rows = []
+    floors = {"append": [], "create": []}
+    try:
+        ap1, cr1 = fsync_floor(b.work, a.floor_seconds)
+        floors["append"] += ap1
+        floors["create"] += cr1
+        print(f"floor (start): 4 KiB append+fdatasync p50 {pct(ap1, .5):.3f} ms; "
+              f"new 4 KiB file+fsync+dir fsync p50 {pct(cr1, .5):.3f} ms", flush=True)
+        for fl in flows:
+            for c in concs:
+                for s in setups:
+                    system, worker, durability = SETUPS[s]
+                    tag = f"{s}-{fl}-x{c}"
+                    load1 = os.getloadavg()[0]
+                    t = time.monotonic()
+                    if system == "dex":
+                        load, rtt = b.dex_row(tag, worker, durability, fl, c)
+                    else:
+                        load, rtt = b.restate_row(tag, fl, c)
+                    lat = load["latencyMs"]
+                    row = {"setup": s, "system": system, "worker": worker,
+                           "worker_name": WORKER_NAMES[worker], "durability": durability,
+                           "flow": fl, "concurrency": c, "seconds": load["seconds"],
+                           "flows": load["flows"], "per_second": load["perSecond"],
+                           "p50_ms": lat["p50"], "p90_ms": lat["p90"], "p99_ms": lat["p99"],
+                           "max_ms": lat["max"], "server_cpu_s": load["cpuSeconds"]["server"],
+                           "worker_cpu_s": load["cpuSeconds"]["worker"],
+                           "driver_cpu_s": load["cpuSeconds"]["driver"],
+                           "server_cpu_ms_per_flow": (load["cpuSeconds"]["server"] * 1e3 / load["flows"]
+                                                      if load["flows"] else None),
+                           "errors": load["errors"], "first_error": "; ".join(load["firstErrors"]),
+                           "rtt_kind": rtt["what"], "rtt_p50_ms": rtt["latencyMs"]["p50"],
+                           "loadavg_1m_before": load1, "loadavg_1m_after": os.getloadavg()[0],
+                           "row_wall_s": time.monotonic() - t}
+                    rows.append(row)
+                    print(f"  {tag:<24} {row['per_second']:8.0f} flows/s  p50 {row['p50_ms']:8.2f} ms  "
+                          f"p99 {row['p99_ms']:8.2f} ms  srv {row['server_cpu_s']:5.2f} s  "
+                          f"wkr {row['worker_cpu_s']:5.2f} s  drv {row['driver_cpu_s']:5.2f} s  "
+                          f"rtt {row['rtt_p50_ms']:.3f} ms  load {load1:.1f}"
+                          + (f"  ERRORS {row['errors']}: {row['first_error']}" if row["errors"] else ""),
+                          flush=True)
+        ap2, cr2 = fsync_floor(b.work, a.floor_seconds)
+        floors["append"] += ap2
+        floors["create"] += cr2
+        print(f"floor (end):   4 KiB append+fdatasync p50 {pct(ap2, .5):.3f} ms; "
+              f"new 4 KiB file+fsync+dir fsync p50 {pct(cr2, .5):.3f} ms", flush=True)
+    except BaseException:
+        b.stop_all()
+        print(f"peers_bench: logs kept in {b.logs}", file=sys.stderr)
+        raise
+
+    fsync_p50 = pct(floors["append"], .5)
+    create_p50 = pct(floors["create"], .5)
+    grpc = [r["rtt_p50_ms"] for r in rows if r["system"] == "dex"]
+    http = [r["rtt_p50_ms"] for r in rows if r["system"] == "restate"]
+    grpc_p50 = statistics.median(grpc) if grpc else None
+    http_p50 = statistics.median(http) if http else None
+    restate = {(r["flow"], r["concurrency"]): r for r in rows if r["system"] == "restate"}
+    for r in rows:
+        r["fsync_p50_ms"], r["create_fsync_p50_ms"] = fsync_p50, create_p50
+        r["grpc_rtt_p50_ms"], r["http_rtt_p50_ms"] = grpc_p50, http_p50
+        r["p50_per_fsync"] = r["p50_ms"] / fsync_p50
+        r["p50_per_rtt"] = r["p50_ms"] / grpc_p50 if grpc_p50 else None
+        peer = restate.get((r["flow"], r["concurrency"]))
+        if r["system"] == "dex" and peer and peer["per_second"]:
+            r["ratio_per_second"] = r["per_second"] / peer["per_second"]
+            r["ratio_p50"] = r["p50_ms"] / peer["p50_ms"]
+    # The table: grouped by workload, dex rows first.
+    order = {s: i for i, s in enumerate(SETUPS)}
+    rows.sort(key=lambda r: (flows.index(r["flow"]), concs.index(r["concurrency"]), order[r["setup"]]))
+
+    floor_line = (f"floors: 4 KiB append+fdatasync p50 {fsync_p50:.3f} ms (p99 {pct(floors['append'], .99):.3f}); "
+                  f"new 4 KiB file+fsync+dir fsync p50 {create_p50:.3f} ms (p99 {pct(floors['create'], .99):.3f}); "
+                  + (f"gRPC round trip (grpc-js health Check) p50 {grpc_p50:.3f} ms; " if grpc_p50 else "")
+                  + (f"HTTP/1.1 round trip (Restate ingress /restate/health) p50 {http_p50:.3f} ms" if http_p50 else ""))
+    elapsed = time.monotonic() - started
+    print()
+    print(floor_line)
+    print()
+    print_table(rows)
+    print()
+    loads = [r["loadavg_1m_before"] for r in rows]
+    note = (f"ran {elapsed / 60:.1f} min; load average (1 min) at the rows' starts "
+            f"{min(loads):.1f}-{max(loads):.1f}; data directories removed in "
+            f"{sum(b.rm_seconds):.1f} s (longest {max(b.rm_seconds):.1f} s)")
+    print(note)
+
+    csv_path = os.path.join(a.out, f"peers-{stamp}.csv")
+    keys = list(rows[0].keys())
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    md_path = os.path.join(a.out, f"peers-{stamp}.md")
+    with open(md_path, "w") as f:
+        f.write(header + "\n\n" + floor_line + "\n\n" + markdown_table(rows) + "\n\n" + note + "\n")
+    png_path = os.path.join(a.out, f"peers-{stamp}.png")
+    title = f"dex vs Restate, {machine()}, {stamp}"
+    png = write_png(rows, setups, flows, concs, png_path, title.replace("'", ""))
+    print(f"wrote {csv_path}, {md_path}" + (f", {png_path}" if png else ""))
+    if a.keep:
+        print(f"kept {b.work}")
+    else:
+        shutil.rmtree(b.work, ignore_errors=True)
+    bad = [r for r in rows if r["errors"]]
+    if bad:
+        die(f"{len(bad)} row(s) had failed flows: " + ", ".join(f"{r['setup']}-{r['flow']}-x{r['concurrency']}"
+                                                              for r in bad))
+
+
+if __name__ == "__main__":
+    main()
