@@ -63,8 +63,10 @@ TimePoint steady_deadline(const grpc::ServerContext* context) {
 // Shared by the services: the role and the engine to call.
 class ApiServer::Impl {
  public:
-  // The engine to serve with, or UNAVAILABLE naming why there is none.
-  StatusOr<Engine*> engine() {
+  // The engine to serve with, or UNAVAILABLE naming why there is none. The
+  // pointer counts as a use until it is dropped: wait_engine_unused() lets the
+  // owner delete the engine only after every call that got it is done with it.
+  StatusOr<std::shared_ptr<Engine>> engine() {
     std::function<bool()> lease_valid;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -80,7 +82,16 @@ class ApiServer::Impl {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (engine_ == nullptr) return Status::stopped(inactive_reason_);
-    return engine_;
+    ++engine_users_;
+    // Not an owner: the deleter only ends the use.
+    return std::shared_ptr<Engine>(engine_, [this](Engine*) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--engine_users_ == 0) engine_unused_.notify_all();
+    });
+  }
+  bool wait_engine_unused(Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return engine_unused_.wait_for(lock, timeout, [this] { return engine_users_ == 0; });
   }
   NodeIdentity identity() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -223,9 +234,11 @@ class ApiServer::Impl {
   // Clients see the connection close and reconnect. REQUIRES: server_mu_ held.
   Status swap_locked(bool standby) {
     if (server_ == nullptr || standby_server_ == standby) return Status::ok();
-    // At once: a standby's calls are refusals, and an active process's calls
-    // were answered before it stepped down (the StepDown call itself included).
-    server_->Shutdown(std::chrono::system_clock::now());
+    // A standby's calls are refusals, and an active process's calls were
+    // answered before it stepped down (the StepDown call itself included), so
+    // this returns at once; the short grace lets a call that arrived just now
+    // get its UNAVAILABLE instead of being cancelled.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
     server_->Wait();
     server_.reset();
     // Rebinding right after the close: retry briefly in case the kernel is slow.
@@ -262,7 +275,9 @@ class ApiServer::Impl {
 
  private:
   mutable std::mutex mu_;
-  Engine* engine_ = nullptr;                                     // guarded by mu_
+  Engine* engine_ = nullptr;   // guarded by mu_
+  uint64_t engine_users_ = 0;  // guarded by mu_
+  std::condition_variable engine_unused_;
   std::function<bool()> lease_valid_;                            // guarded by mu_
   NodeIdentity identity_;                                        // guarded by mu_
   std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
@@ -580,6 +595,8 @@ void ApiServer::set_step_down_handler(StepDownHandler handler) {
 void ApiServer::set_stepping_down(bool stepping_down) { impl_->set_stepping_down(stepping_down); }
 
 void ApiServer::end_worker_streams() { impl_->end_worker_streams(); }
+
+bool ApiServer::wait_engine_unused(Duration timeout) { return impl_->wait_engine_unused(timeout); }
 
 void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
 

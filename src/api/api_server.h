@@ -98,6 +98,11 @@ class ApiServer {
   // Ends every open PollWorkerTask stream (a step down's release: their
   // Workers reconnect and find the active process).
   void end_worker_streams();
+  // Waits until no call still uses the engine it got before the last
+  // set_inactive() (a Worker stream ending, a unary call finishing); false
+  // after `timeout`. Call after set_inactive() and Engine::stop() and before
+  // deleting the engine.
+  bool wait_engine_unused(Duration timeout);
   // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
   // Calls already inside the engine finish with the engine's answer.
   void set_inactive(std::string why);

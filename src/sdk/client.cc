@@ -250,7 +250,11 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
         }
         return mapped;
       }
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      // CANCELLED here is the server's doing (this context is never cancelled):
+      // a process replacing its listener at a role change ends the calls still
+      // open on it. Like UNAVAILABLE, the call is safe to send again.
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          status.error_code() != grpc::StatusCode::CANCELLED) {
         // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
         // deadline is spent): it ends the search.
         if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) set_preferred(stubs, i);

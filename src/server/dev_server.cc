@@ -849,7 +849,12 @@ int run_node(const NodeRun& run, ObjectStore& store, ApiServer& api) {
         // Close the local store of the stopped serving period, bounded by about
         // 64 s (spec): a stuck store means exit 1 without taking the lease.
         auto closer_done = std::make_shared<std::atomic<bool>>(false);
-        std::thread closer([e = engine.release(), closer_done] {
+        std::thread closer([e = engine.release(), closer_done, &api] {
+          // Calls that got the engine before the release (a Worker stream
+          // ending, a start waiting for its batch) finish first. Never past
+          // the 64 s limit below (which would then exit 1): a call stuck in
+          // the engine leaves it undeleted rather than deleted under it.
+          if (!api.wait_engine_unused(seconds(60))) return;
           delete e;
           *closer_done = true;
         });

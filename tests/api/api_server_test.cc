@@ -447,6 +447,44 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
   EXPECT_EQ(engine_.disconnected, 7u);
 }
 
+// A step down deletes the engine after its release: every call that got the
+// engine before it (here a Worker stream and a WaitFlow) must be done with it.
+TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
+  activate();
+  EXPECT_TRUE(server_->wait_engine_unused(std::chrono::milliseconds(0)));
+  auto workers = WorkerTaskService::NewStub(channel_);
+  auto c = context();
+  auto stream = workers->PollWorkerTask(c.get());
+  WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w1");
+  hello.mutable_hello()->add_task_queues("q");
+  ASSERT_TRUE(stream->Write(hello));
+  ServerMessage reply;
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_hello_ack());
+  std::thread waiter([&] {
+    WaitFlowRequest request;
+    request.set_flow_id("f");
+    request.set_timeout_ms(1500);
+    WaitFlowResponse response;
+    auto wc = context();
+    EXPECT_TRUE(flows_->WaitFlow(wc.get(), request, &response).ok());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server_->set_inactive("stepped down");
+  // The stream and the wait still hold the engine.
+  EXPECT_FALSE(server_->wait_engine_unused(std::chrono::milliseconds(200)));
+  server_->end_worker_streams();
+  while (stream->Read(&reply)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The WaitFlow (the fake sleeps to its deadline) is the last user.
+  EXPECT_TRUE(server_->wait_engine_unused(std::chrono::seconds(10)));
+  waiter.join();
+  std::lock_guard<std::mutex> lock(engine_.mu);
+  EXPECT_EQ(engine_.disconnected, 7u);  // the stream's cleanup ran before the release
+}
+
 TEST_F(ApiServerTest, ListenErrorNamesTheAddress) {
   ApiServerOptions options;
   options.listen = "127.0.0.1:" + std::to_string(server_->port());

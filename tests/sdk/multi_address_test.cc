@@ -404,6 +404,27 @@ TEST_F(MultiAddressTest, DeadlineExceededIsNotTriedOnAnotherAddress) {
   EXPECT_EQ(on_standby_.gets.load(), 0);
 }
 
+// A process replacing its listener (a role change) ends the calls still open
+// on it (UNAVAILABLE or CANCELLED, depending on how far the call got; the
+// client never cancels its own): the client sends the call, safe to repeat,
+// to the next address.
+TEST_F(MultiAddressTest, ACallEndedByTheServerShuttingDownMovesOnToTheNextAddress) {
+  standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
+  on_active_.get_flow_delay_ms = 1500;
+  Client client(client_options({address_of(*active_), address_of(*standby_)}));
+  std::thread closer([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    active_->shutdown(seconds(0));
+  });
+  auto flow = client.get_flow("f-1");
+  closer.join();
+  // The flow does not exist: NOT_FOUND is the second process's answer.
+  ASSERT_FALSE(flow.is_ok());
+  EXPECT_EQ(flow.status().message().rfind("NOT_FOUND", 0), 0u) << flow.status().message();
+  EXPECT_EQ(on_active_.gets.load(), 1);
+  EXPECT_EQ(on_standby_.gets.load(), 1);
+}
+
 TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
   auto second_standby = start_api();
   ASSERT_TRUE(second_standby);
