@@ -447,9 +447,14 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override {
     auto engine = api_.engine();
-    if (!engine.is_ok()) return to_grpc(engine.status());
-    ApiServer::Impl::OpenStream open(api_, context);
     WorkerMessage first;
+    if (!engine.is_ok()) {
+      // Read the hello before refusing: answering a stream whose first message
+      // is still unread can reach the Worker as CANCELLED instead of the reason.
+      (void)stream->Read(&first);
+      return to_grpc(engine.status());
+    }
+    ApiServer::Impl::OpenStream open(api_, context);
     if (!stream->Read(&first)) return grpc::Status::OK;
     if (!first.has_hello()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

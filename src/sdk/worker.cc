@@ -50,6 +50,9 @@ inline constexpr Duration kStreamSilenceMax = seconds(60);
 // standby refuses the stream at once.
 inline constexpr Duration kHelloWaitMax = seconds(10);
 inline constexpr Duration kSupervisorTick = milliseconds(200);
+// The longest wait between rounds while a standby answers: the node serves
+// again soon (the step-down hold-off is 5 s by default).
+inline constexpr Duration kStandbyRetryMax = milliseconds(500);
 // At the end of a shutdown, how long the Worker waits for the acks of the
 // tasks it hands back (those that arrived after shutdown()).
 inline constexpr Duration kHandBackAckWait = seconds(1);
@@ -79,6 +82,11 @@ class Connection {
   // Unblocks the reader and any writer; later writes do nothing. Idempotent.
   void close() {
     context.TryCancel();
+    end_writes();
+  }
+  // Later writes do nothing; the call is not cancelled, so that Finish() after
+  // the reader saw the end returns the server's own status (a standby's reason).
+  void end_writes() {
     std::lock_guard<std::mutex> lock(write_mu_);
     closed_ = true;
   }
@@ -149,7 +157,9 @@ class WorkerCore {
   Status register_definitions();
   // Opens one stream to `address` and serves it until it breaks. Returns
   // whether the server accepted it (HelloAck): the process was the active one.
-  bool serve_stream(const std::string& address);
+  // One stream to `address`: true if a process accepted it. Sets
+  // *refused_by_standby when a process answered and refused it (a standby).
+  bool serve_stream(const std::string& address, bool* refused_by_standby);
   void on_task(const StepTask& task);
   void on_result_ack(const ResultAck& ack);
   void on_heartbeat_ack(const HeartbeatAck& ack);
@@ -242,13 +252,16 @@ Status WorkerCore::run() {
                options_.max_concurrent_tasks);
   const size_t n = addresses_.size();
   size_t index = 0;
-  size_t refused_in_round = 0;  // streams not accepted since the last backoff or acceptance
+  size_t refused_in_round = 0;    // streams not accepted since the last backoff or acceptance
+  bool standby_in_round = false;  // a process answered this round, refusing as a standby
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) break;
     }
-    bool accepted = serve_stream(addresses_[index]);
+    bool refused_by_standby = false;
+    bool accepted = serve_stream(addresses_[index], &refused_by_standby);
+    standby_in_round = standby_in_round || refused_by_standby;
     Duration delay;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -258,12 +271,19 @@ Status WorkerCore::run() {
         // again, starting at the same address, after the initial backoff.
         backoff_ = options_.reconnect_backoff_initial;
         refused_in_round = 0;
+        standby_in_round = false;
       } else {
         index = (index + 1) % n;
         if (++refused_in_round < n) continue;  // the next address at once
         refused_in_round = 0;
       }
       delay = next_backoff_locked();
+      // A standby answered: the node is changing hands (a step down's hold-off,
+      // a takeover) and will serve again within seconds. Polling it is one
+      // cheap refusal, so keep the wait short rather than let the backoff grow
+      // past the moment the node serves again.
+      if (standby_in_round) delay = std::min(delay, kStandbyRetryMax);
+      if (!accepted) standby_in_round = false;
     }
     if (n == 1) {
       spdlog::info("worker {}: reconnecting to {} in {} ms", options_.worker_id, addresses_[0],
@@ -330,7 +350,7 @@ bool WorkerCore::sleep_unless_finished(Duration d) {
   return !cv_.wait_for(lock, d, [&] { return finished_; });
 }
 
-bool WorkerCore::serve_stream(const std::string& address) {
+bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_standby) {
   // A fresh channel each time: whichever process answers at the address now.
   auto channel =
       make_channel(address, options_.reconnect_backoff_initial, options_.reconnect_backoff_max);
@@ -422,7 +442,13 @@ bool WorkerCore::serve_stream(const std::string& address) {
     if (connecting_ == conn) connecting_.reset();
     if (!accepted) ++stats_.streams_refused;
   }
-  conn->close();
+  // The reader saw the end: the server's status is there to read. Otherwise
+  // (the hello could not be written) cancel, so Finish() cannot wait.
+  if (hello_sent) {
+    conn->end_writes();
+  } else {
+    conn->close();
+  }
   grpc::Status status = conn->stream->Finish();
   bool finished;
   {
@@ -438,6 +464,12 @@ bool WorkerCore::serve_stream(const std::string& address) {
                    why);
     }
   }
+  // A process answered (a standby's UNAVAILABLE, or a CANCELLED this Worker
+  // did not ask for), rather than nothing listening.
+  *refused_by_standby = !accepted && hello_sent &&
+                        ((status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                          !sdk_internal::is_connection_failure(status.error_message())) ||
+                         status.error_code() == grpc::StatusCode::CANCELLED);
   return accepted;
 }
 

@@ -425,6 +425,30 @@ TEST_F(MultiAddressTest, ACallEndedByTheServerShuttingDownMovesOnToTheNextAddres
   EXPECT_EQ(on_standby_.gets.load(), 1);
 }
 
+// A single replica stepping down refuses its Workers for its hold-off (5 s)
+// and then serves again. The Worker's backoff grows between refusals by an
+// absent server, but a standby's answer keeps the wait at 500 ms at most, so
+// the Worker is back within a second of the node serving (it was 3-6 s with
+// the backoff alone after 6 s of refusals).
+TEST_F(MultiAddressTest, AWorkerRefusedByAStandbyPollsItOftenAndIsBackSoonAfterItServes) {
+  WorkerOptions options;
+  options.server_addresses = {address_of(*standby_)};
+  options.worker_id = "w-standby";
+  options.reconnect_backoff_initial = milliseconds(100);
+  options.reconnect_backoff_max = seconds(10);
+  options.shutdown_timeout = seconds(3);
+  worker_ = std::make_unique<Worker>(options);
+  worker_->handle("q", [](TaskContext& task) -> json { return task.flow_input(); });
+  run_ = std::async(std::launch::async, [this] { return worker_->run(); });
+  std::this_thread::sleep_for(seconds(6));
+  const uint64_t refused = worker_->stats().streams_refused;
+  EXPECT_GE(refused, 10u);  // every <= 500 ms, not 100, 200, 400 ... ms
+  const auto serving = SystemClock::instance().now();
+  standby_->set_active(&on_standby_, {"n1", Epoch(2), "p1"});
+  ASSERT_TRUE(eventually([&] { return worker_->stats().streams_accepted == 1; }));
+  EXPECT_LT(SystemClock::instance().now() - serving, milliseconds(1500));
+}
+
 TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
   auto second_standby = start_api();
   ASSERT_TRUE(second_standby);
