@@ -129,6 +129,8 @@ const ROUND_BACKOFF_INITIAL_MS = 50;
 const ROUND_BACKOFF_MAX_MS = 1000;
 // How long a call keeps trying when no address could even be reached.
 const UNREACHABLE_GRACE_MS = 1500;
+// A new attempt needs at least this much of the deadline left.
+const MIN_ATTEMPT_MS = 10;
 // waitFlow waits on the server in pieces of at most this, so that an
 // unbounded wait never needs an unbounded deadline.
 const WAIT_PIECE_MS = 60_000;
@@ -389,10 +391,10 @@ export class Client {
           `the deadline (${formatDuration(spec.timeoutMs)}) passed before ${this.addresses.join(", ")} could be called`,
         );
       }
-      const keptTrying = `kept trying for ${formatDuration(elapsed)}`;
+      const keptTrying = `kept trying for ${formatDuration(spec.timeoutMs)}`;
       if (n === 1 && answered[0] !== undefined) {
         const only = answered[0];
-        return new DexError(only.code, elapsed >= spec.timeoutMs ? `${only.details} (${keptTrying})` : only.details, {
+        return new DexError(only.code, elapsed >= spec.timeoutMs - MIN_ATTEMPT_MS ? `${only.details} (${keptTrying})` : only.details, {
           address: only.address ?? "",
           cause: only,
         });
@@ -406,7 +408,7 @@ export class Client {
       return new DexError(
         "UNAVAILABLE",
         `no active dex process at any of ${n} addresses (${
-          elapsed >= spec.timeoutMs ? keptTrying : "none could be reached"
+          elapsed >= spec.timeoutMs - MIN_ATTEMPT_MS ? keptTrying : "none could be reached"
         }); ${parts.join("; ")}`,
       );
     };
@@ -419,6 +421,9 @@ export class Client {
         const endpoint = endpoints[i] as Endpoint;
         if (signal?.aborted) throw abortReason(signal);
         const now = Date.now();
+        // An attempt with next to no time left could only end in
+        // DEADLINE_EXCEEDED, hiding what the addresses answered so far.
+        if (now >= deadline - MIN_ATTEMPT_MS && said.some((s) => s !== undefined)) throw exhausted();
         if (now >= deadline) throw exhausted();
         // Connect first, bounded: an address where nothing answers costs at
         // most connectTimeoutMs, and nothing has been sent to it.
@@ -451,8 +456,16 @@ export class Client {
           if (mapped.code !== "UNAVAILABLE") {
             // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
             // deadline is spent): it ends the search.
-            if (mapped.code !== "DEADLINE_EXCEEDED") this.preferred = i;
-            throw mapped;
+            if (mapped.code !== "DEADLINE_EXCEEDED") {
+              this.preferred = i;
+              throw mapped;
+            }
+            const before = said.filter((x): x is DexError => x !== undefined).map((x) => x.details);
+            if (before.length === 0) throw mapped;
+            throw new DexError(mapped.code, `${mapped.details}; before that: ${before.join("; ")}`, {
+              address: endpoint.address,
+              cause: error,
+            });
           }
           if (isConnectionFailure(error.details ?? "")) firstFailure ??= Date.now();
           else {

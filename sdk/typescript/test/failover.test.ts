@@ -4,7 +4,10 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, test } from "node:test";
 
+import * as grpc from "@grpc/grpc-js";
+
 import { Client, DexError, Worker } from "../src/index";
+import { services } from "../src/proto";
 import { DevServer, eventually, freePort, MemoryLogger } from "./helpers";
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -31,6 +34,40 @@ const CHAIN = {
     },
   ],
 };
+
+/**
+ * A process that answers every call and refuses every Worker stream with
+ * UNAVAILABLE, as a standby does ("this process is a standby").
+ */
+async function fakeStandby(): Promise<{ address: string; calls: () => number; stop: () => Promise<void> }> {
+  const server = new grpc.Server();
+  let calls = 0;
+  const refuse = { code: grpc.status.UNAVAILABLE, details: "this process is a standby" };
+  const unary = (_call: unknown, callback: grpc.sendUnaryData<unknown>): void => {
+    calls++;
+    callback(refuse);
+  };
+  const { FlowService, WorkerTaskService } = services();
+  const flowImpl: grpc.UntypedServiceImplementation = {};
+  for (const method of Object.keys(FlowService.service)) flowImpl[method] = unary;
+  server.addService(FlowService.service, flowImpl);
+  server.addService(WorkerTaskService.service, {
+    PollWorkerTask: (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+      calls++;
+      call.emit("error", refuse);
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error === null ? resolve(bound) : reject(error),
+    ),
+  );
+  return {
+    address: `127.0.0.1:${port}`,
+    calls: () => calls,
+    stop: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+  };
+}
 
 describe("failover", () => {
   const cleanup: (() => Promise<void> | void)[] = [];
@@ -143,6 +180,48 @@ describe("failover", () => {
       return true;
     });
     assert.ok(Date.now() - t0 < 6_000, `took ${Date.now() - t0} ms`);
+  });
+
+  test("a standby listed first: the Worker and the Client move on to the active process", async () => {
+    const standby = await fakeStandby();
+    cleanup.push(() => standby.stop());
+    const server = await DevServer.start();
+    cleanup.push(() => server.stop());
+    const addresses = [standby.address, server.address];
+    const worker = new Worker({ addresses, logger: new MemoryLogger(), reconnectBackoffInitialMs: 50 });
+    cleanup.push(() => worker.shutdown());
+    worker.handle("behind-a-standby", () => "active");
+    worker.registerFlowType({ name: "behind-a-standby", steps: [{ name: "s", taskQueue: "behind-a-standby" }] });
+    const running = worker.run();
+    await worker.ready();
+    assert.equal(worker.stats().connectedAddress, server.address);
+    assert.ok(worker.stats().streamsRefused >= 1);
+
+    const client = new Client({ addresses, timeoutMs: 10_000 });
+    cleanup.push(() => client.close());
+    const { flowId } = await client.startFlow({ flowType: "behind-a-standby" });
+    assert.equal(client.preferredAddress, server.address);
+    assert.equal((await client.waitFlow(flowId, { timeoutMs: 10_000 })).output, "active");
+    assert.ok(standby.calls() >= 3, `the standby saw ${standby.calls()} calls`);
+    await worker.shutdown();
+    await running;
+
+    // With only the standby, a call keeps trying until its deadline (a
+    // process answered: it may become active), then names what it said.
+    const onlyStandby = new Client({ addresses: [standby.address], timeoutMs: 1_000 });
+    cleanup.push(() => onlyStandby.close());
+    const t0 = Date.now();
+    await assert.rejects(onlyStandby.getFlow(flowId), (error: unknown) => {
+      assert.ok(error instanceof DexError);
+      // UNAVAILABLE, or DEADLINE_EXCEEDED when the last attempt ran into the deadline.
+      assert.match(
+        error.message,
+        /^(UNAVAILABLE: the server at \S+ is not serving: this process is a standby \(kept trying for 1s\)|DEADLINE_EXCEEDED: .*; before that: the server at \S+ is not serving: this process is a standby)$/,
+      );
+      return true;
+    });
+    const took = Date.now() - t0;
+    assert.ok(took >= 900 && took < 3_000, `took ${took} ms`);
   });
 
   test("shutdown() ends a Worker that is still looking for a server to register its flow types with", async () => {
