@@ -112,7 +112,11 @@ StatusOr<LogWriter::CreateOutcome> LogWriter::create_slot(const proto::LogBatch&
       return limit_status(fmt::format("log batch '{}'", key), first_attempt, last);
     }
     // Nothing to write for a lease that is gone; the answer would be refused anyway.
+#ifdef DEX_CHAOS_BREAK_NO_FENCING
+    if (false) {  // BROKEN ON PURPOSE (DEX_CHAOS_BREAK=no-fencing): writes without a lease
+#else
     if (!lease_valid_()) {
+#endif
       return Status::stopped(
           fmt::format("the lease of epoch {} is no longer valid; log batch '{}' not acknowledged",
                       options_.epoch.value, key));
@@ -156,8 +160,14 @@ StatusOr<LogWriter::CreateOutcome> LogWriter::create_slot(const proto::LogBatch&
 
 Status LogWriter::open() {
 #ifdef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
-  spdlog::warn("BROKEN BUILD (DEX_CHAOS_BREAK=ack-before-durable): log writes are acknowledged "
-               "before they are durable; for the chaos harness's self-test only");
+  spdlog::warn(
+      "BROKEN BUILD (DEX_CHAOS_BREAK=ack-before-durable): log writes are acknowledged "
+      "before they are durable; for the chaos harness's self-test only");
+#endif
+#ifdef DEX_CHAOS_BREAK_NO_FENCING
+  spdlog::warn(
+      "BROKEN BUILD (DEX_CHAOS_BREAK=no-fencing): the log writer ignores its lease and "
+      "slots taken by newer epochs; for the chaos harness's self-test only");
 #endif
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -295,6 +305,20 @@ Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
   const TimePoint first_attempt = clock_.now();
   auto outcome = create_slot(batch, first_attempt, first_attempt + options_.write_limit);
   if (!outcome.is_ok()) return outcome.status();
+#ifdef DEX_CHAOS_BREAK_NO_FENCING
+  // BROKEN ON PURPOSE (DEX_CHAOS_BREAK=no-fencing, src/log/CMakeLists.txt): a slot taken by
+  // another writer, even of a newer epoch, does not fence this writer; it writes at the end
+  // of the log instead. Only for the chaos harness's self-test.
+  for (int moves = 0; outcome->result == CreateResult::kTaken && moves < 100; ++moves) {
+    auto bounds = find_log_bounds(store_, options_.node_id, RequestOptions{seconds(5)});
+    if (!bounds.is_ok()) return bounds.status();
+    batch = make_batch(bounds->end);
+    for (auto& pending : batch_records) *batch.add_records() = pending.record;
+    outcome = create_slot(batch, first_attempt, first_attempt + options_.write_limit);
+    if (!outcome.is_ok()) return outcome.status();
+  }
+  slot = Slot(batch.slot());
+#endif
   if (outcome->result == CreateResult::kTaken) {
     const proto::LogBatch& other = outcome->taken_by;
     return Status::fenced(fmt::format(
@@ -304,7 +328,11 @@ Status LogWriter::write_batch(Slot slot, std::vector<Pending>& batch_records,
   }
   // Acknowledge only while the lease is valid (docs/log.md, "Acknowledge only under
   // a valid lease"): a newer holder may collect slots once our period has ended.
+#ifdef DEX_CHAOS_BREAK_NO_FENCING
+  if (false) {  // BROKEN ON PURPOSE (DEX_CHAOS_BREAK=no-fencing): acknowledges without a lease
+#else
   if (!lease_valid_()) {
+#endif
     return Status::stopped(fmt::format(
         "log batch at slot {} was written but the lease of epoch {} is no longer valid: not "
         "acknowledged, outcome unknown",
@@ -368,6 +396,13 @@ void LogWriter::run() {
       stop(status, batch, /*fatal=*/true);
       return;
     }
+#ifdef DEX_CHAOS_BREAK_NO_FENCING
+    if (Slot(written.slot()) != slot) {  // moved past another writer (broken on purpose)
+      std::lock_guard<std::mutex> lock(mu_);
+      slot = Slot(written.slot());
+      next_slot_ = slot;
+    }
+#endif
     {
       std::lock_guard<std::mutex> lock(mu_);
       // Never skip a slot: the next batch goes to the slot right after this one.
@@ -375,9 +410,9 @@ void LogWriter::run() {
       next_slot_ = slot.next();
     }
     if (options_.on_batch_written) options_.on_batch_written(latency, batch.size());
+#ifndef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
     // Durable and acknowledged: the layer above applies it before any caller
     // hears of it (LogWriterOptions::on_durable).
-#ifndef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
     if (options_.on_durable) options_.on_durable(slot, written);
 #endif
     for (auto& pending : batch) pending.promise.set_value(slot);
