@@ -234,11 +234,13 @@ class ApiServer::Impl {
   // Clients see the connection close and reconnect. REQUIRES: server_mu_ held.
   Status swap_locked(bool standby) {
     if (server_ == nullptr || standby_server_ == standby) return Status::ok();
-    // A standby's calls are refusals, and an active process's calls were
-    // answered before it stepped down (the StepDown call itself included), so
-    // this returns at once; the short grace lets a call that arrived just now
-    // get its UNAVAILABLE instead of being cancelled.
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
+    // A standby's calls are refusals: at once, a takeover waits for nothing.
+    // An active process's calls were answered before it stepped down (the
+    // StepDown call itself included); the short grace lets one that arrived
+    // just now get its UNAVAILABLE instead of being cancelled.
+    const auto grace =
+        standby_server_ ? std::chrono::milliseconds(0) : std::chrono::milliseconds(250);
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
     server_.reset();
     // Rebinding right after the close: retry briefly in case the kernel is slow.
