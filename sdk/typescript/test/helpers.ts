@@ -14,9 +14,18 @@ export const BIN_DIR = path.resolve(process.env["DEX_BIN_DIR"] ?? path.join(REPO
 const READY = "dex-server-zd dev ready";
 
 const live = new Set<ChildProcess>();
-process.on("exit", () => {
+const dataDirs = new Set<string>();
+function killAll(): void {
   for (const child of live) child.kill("SIGKILL");
-});
+  for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+}
+process.on("exit", killAll);
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    killAll();
+    process.exit(1);
+  });
+}
 
 export function binary(name: string): string {
   const file = path.join(BIN_DIR, name);
@@ -60,6 +69,7 @@ export class DevServer {
   /** Starts a dev server on a free port (or `port`) with a fresh data directory. */
   static async start(options: { port?: number; durability?: string } = {}): Promise<DevServer> {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "dex-sdk-ts-"));
+    dataDirs.add(dataDir);
     const server = new DevServer(dataDir);
     server.port = options.port ?? 0;
     await server.launch(options.durability);
@@ -138,6 +148,7 @@ export class DevServer {
       clearTimeout(timer);
     }
     fs.rmSync(this.dataDir, { recursive: true, force: true });
+    dataDirs.delete(this.dataDir);
   }
 }
 
