@@ -14,30 +14,23 @@
 //   build/bin/flow_bench [--seconds 5] [--modes strict,processCrashSafe,relaxed]
 //                        [--concurrency 1,64] [--csv FILE]
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
-#include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bench_process.h"
 #include "flow_bench_flow_types.h"
 #include "sdk/client.h"
 
@@ -45,162 +38,27 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using dex::bench::add_scratch;
+using dex::bench::check_alive;
+using dex::bench::Child;
+using dex::bench::cleanup;
+using dex::bench::cpu_seconds;
+using dex::bench::die;
+using dex::bench::die_on_signals;
+using dex::bench::own_bin_dir;
+using dex::bench::percentile;
+using dex::bench::require_programs;
+using dex::bench::set_program;
+using dex::bench::spawn_split;
+using dex::bench::stop;
+using dex::bench::tail;
+using dex::bench::warn_unless_clean_exit;
 
 constexpr int kWorkerConcurrency = 128;
 constexpr auto kStartTimeout = std::chrono::seconds(60);
 constexpr auto kStopGrace = std::chrono::seconds(15);
 
-// ------------------------------------------------------------------ cleanup
-
-// Every child process and scratch directory, so that any failure (or Ctrl-C)
-// kills the processes this run started and removes its data.
-std::mutex g_mu;
-std::vector<pid_t> g_children;
-std::vector<fs::path> g_scratch;
-
-void cleanup() {
-  std::lock_guard lock(g_mu);
-  for (pid_t pid : g_children) kill(pid, SIGKILL);
-  for (pid_t pid : g_children) waitpid(pid, nullptr, 0);
-  g_children.clear();
-  for (const fs::path& dir : g_scratch) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  g_scratch.clear();
-}
-
-[[noreturn]] void die(const std::string& message) {
-  std::cout.flush();
-  std::cerr << "flow_bench: " << message << std::endl;
-  cleanup();
-  std::fflush(nullptr);
-  _exit(1);  // other threads may be inside gRPC calls: no static destructors
-}
-
-std::string tail(const fs::path& file, size_t lines) {
-  std::ifstream in(file);
-  std::vector<std::string> all;
-  for (std::string line; std::getline(in, line);) all.push_back(line);
-  std::string out;
-  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
-    out += "    " + all[i] + "\n";
-  }
-  return out.empty() ? "    (empty)\n" : out;
-}
-
-// ------------------------------------------------------------------ processes
-
-struct Child {
-  std::string name;
-  pid_t pid = -1;
-  fs::path log;  // stdout and stderr (the server: stderr; stdout in `out`)
-  fs::path out;
-};
-
-// Starts `argv` with stdout to `out` and stderr to `err`; it dies with us.
-Child spawn(const std::string& name, const std::vector<std::string>& argv, const fs::path& out,
-            const fs::path& err) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::string out_path = out.string(), err_path = err.string();
-  pid_t parent = getpid();
-  std::unique_lock lock(g_mu);
-  pid_t pid = fork();
-  if (pid < 0) {
-    int error = errno;
-    lock.unlock();
-    die(fmt::format("cannot fork for {}: {}", name, std::strerror(error)));
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // we block SIGINT/SIGTERM; the child must not
-    int in_fd = open("/dev/null", O_RDONLY);
-    int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    int err_fd = err_path == out_path
-                     ? out_fd
-                     : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    if (in_fd < 0 || out_fd < 0 || err_fd < 0) _exit(126);
-    dup2(in_fd, 0);
-    dup2(out_fd, 1);
-    dup2(err_fd, 2);
-    execv(args[0], args.data());
-    const char msg[] = "flow_bench: exec failed\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
-  g_children.push_back(pid);
-  return Child{name, pid, err, out};
-}
-
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
-  return "ended";
-}
-
-void forget(pid_t pid) {
-  std::lock_guard lock(g_mu);
-  std::erase(g_children, pid);
-}
-
-// Dies with the child's last log lines if it has exited.
-void check_alive(const Child& child) {
-  int status = 0;
-  if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-    forget(child.pid);
-    die(fmt::format("{} {}; last lines of {}:\n{}", child.name, describe_exit(status),
-                    child.log.string(), tail(child.log, 20)));
-  }
-}
-
-// SIGTERM, then SIGKILL after the grace period. Returns the wait status.
-int stop(const Child& child) {
-  kill(child.pid, SIGTERM);
-  auto deadline = Clock::now() + kStopGrace;
-  int status = 0;
-  while (waitpid(child.pid, &status, WNOHANG) != child.pid) {
-    if (Clock::now() > deadline) {
-      std::cerr << fmt::format("flow_bench: {} did not stop within {} s of SIGTERM; killing it\n",
-                               child.name, kStopGrace.count());
-      kill(child.pid, SIGKILL);
-      waitpid(child.pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  forget(child.pid);
-  return status;
-}
-
-// utime + stime of `pid` in seconds (/proc/<pid>/stat fields 14 and 15).
-double cpu_seconds(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) die(fmt::format("cannot read /proc/{}/stat", pid));
-  std::istringstream fields(stat.substr(paren + 1));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 // ------------------------------------------------------------------ figures
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -412,13 +270,6 @@ void wait_worker(const std::string& address, const Child& server, const Child& w
   }
 }
 
-fs::path own_bin_dir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) die("cannot read /proc/self/exe: " + ec.message());
-  return self.parent_path();
-}
-
 struct Options {
   double seconds = 5, warmup = 1;
   std::vector<std::string> modes{"strict", "processCrashSafe", "relaxed"};
@@ -432,17 +283,17 @@ std::vector<Row> run_mode(const Options& o, const std::string& mode, const fs::p
   fs::path mode_dir = root / mode;
   fs::create_directories(mode_dir);
   Child server =
-      spawn("dex-server-zd dev (" + mode + ")",
-            {(bin / "dex-server-zd").string(), "dev", "--data-dir", (mode_dir / "data").string(),
-             "--listen", "127.0.0.1:0", "--durability", mode},
-            mode_dir / "server.out", mode_dir / "server.log");
+      spawn_split("dex-server-zd dev (" + mode + ")",
+                  {(bin / "dex-server-zd").string(), "dev", "--data-dir",
+                   (mode_dir / "data").string(), "--listen", "127.0.0.1:0", "--durability", mode},
+                  mode_dir / "server.out", mode_dir / "server.log");
   std::string address = wait_ready(server);
-  Child worker =
-      spawn("dex-example-worker",
-            {(bin / "dex-example-worker").string(), "--server", address, "--concurrency",
-             std::to_string(kWorkerConcurrency), "--flow-type", (root / "bench-one.yaml").string(),
-             "--flow-type", (root / "bench-three.yaml").string()},
-            mode_dir / "worker.log", mode_dir / "worker.log");
+  Child worker = spawn_split(
+      "dex-example-worker",
+      {(bin / "dex-example-worker").string(), "--server", address, "--concurrency",
+       std::to_string(kWorkerConcurrency), "--flow-type", (root / "bench-one.yaml").string(),
+       "--flow-type", (root / "bench-three.yaml").string()},
+      mode_dir / "worker.log", mode_dir / "worker.log");
   wait_worker(address, server, worker);
   Floor rtt = rtt_floor(address, 1);
   std::cerr << fmt::format(
@@ -464,16 +315,10 @@ std::vector<Row> run_mode(const Options& o, const std::string& mode, const fs::p
       rows.push_back(row);
     }
   }
-  int worker_status = stop(worker);
-  int server_status = stop(server);
-  if (!WIFEXITED(server_status) || WEXITSTATUS(server_status) != 0) {
-    std::cerr << fmt::format("flow_bench: warning: {} {} after SIGTERM; last lines:\n{}",
-                             server.name, describe_exit(server_status), tail(server.log, 10));
-  }
-  if (!WIFEXITED(worker_status) || WEXITSTATUS(worker_status) != 0) {
-    std::cerr << fmt::format("flow_bench: warning: {} {} after SIGTERM\n", worker.name,
-                             describe_exit(worker_status));
-  }
+  int worker_status = stop(worker, kStopGrace);
+  int server_status = stop(server, kStopGrace);
+  warn_unless_clean_exit(server, server_status, 10);
+  warn_unless_clean_exit(worker, worker_status);
   fs::remove_all(mode_dir);
   return rows;
 }
@@ -513,6 +358,7 @@ void write_csv(const std::string& file, const std::vector<Row>& rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_program("flow_bench");
   CLI::App app{
       "flow_bench: flows/s and flow and step latency through dex-server-zd dev and "
       "dex-example-worker, per durability mode, next to the fsync and gRPC round-trip floor"};
@@ -539,31 +385,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // SIGINT/SIGTERM are taken by one thread that cleans up; children unblock them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    die(fmt::format("signal {}: stopped; the server and worker are killed", signal));
-  }).detach();
+  die_on_signals("the server and worker are killed");
 
   fs::path bin = own_bin_dir();
-  for (const char* program : {"dex-server-zd", "dex-example-worker"}) {
-    if (access((bin / program).c_str(), X_OK) != 0) {
-      die(
-          fmt::format("{} is not next to flow_bench in {} (build it: cmake --build <build> "
-                      "--target {})",
-                      program, bin.string(), program));
-    }
-  }
+  require_programs(bin, {"dex-server-zd", "dex-example-worker"});
   fs::path root = fs::path(o.dir) / fmt::format("dex-flow-bench-{}", getpid());
-  {
-    std::lock_guard lock(g_mu);
-    g_scratch.push_back(root);
-  }
+  add_scratch(root);
   fs::create_directories(root);
   std::ofstream(root / "bench-one.yaml") << dex::bench::kBenchOneDefinition;
   std::ofstream(root / "bench-three.yaml") << dex::bench::kBenchThreeDefinition;

@@ -25,12 +25,8 @@
 //   build/bin/objstore_cost_bench [--parts lease,log] [--lease-durations 10,60]
 //       [--sim-hours 1] [--real-seconds 60] [--flows 1000] [--concurrency 1,32]
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -57,6 +53,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_process.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "dex/engine.pb.h"
@@ -69,14 +66,26 @@
 #include "objstore/s3_store.h"
 #include "sdk/client.h"
 
-extern char** environ;
-
 namespace {
 
 namespace fs = std::filesystem;
 using RealClock = std::chrono::steady_clock;
 using dex::Duration;
 using dex::TimePoint;
+using dex::bench::add_scratch;
+using dex::bench::check_alive;
+using dex::bench::Child;
+using dex::bench::cleanup;
+using dex::bench::die;
+using dex::bench::die_on_signals;
+using dex::bench::own_bin_dir;
+using dex::bench::percentile;
+using dex::bench::require_programs;
+using dex::bench::set_program;
+using dex::bench::spawn;
+using dex::bench::stop;
+using dex::bench::tail;
+using dex::bench::warn_unless_clean_exit;
 
 constexpr std::string_view kAccessKey = "dexcost";
 constexpr std::string_view kSecretKey = "dexcost-secret-key";
@@ -87,138 +96,11 @@ constexpr auto kStopGrace = std::chrono::seconds(15);
 // for this long (real time).
 constexpr auto kQuiescenceTimeout = std::chrono::seconds(60);
 
-// ------------------------------------------------------------------ cleanup
-
-std::mutex g_mu;
-std::vector<pid_t> g_children;
-std::vector<fs::path> g_scratch;
-
-void cleanup() {
-  std::lock_guard lock(g_mu);
-  for (pid_t pid : g_children) kill(pid, SIGKILL);
-  for (pid_t pid : g_children) waitpid(pid, nullptr, 0);
-  g_children.clear();
-  for (const fs::path& dir : g_scratch) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  g_scratch.clear();
-}
-
-[[noreturn]] void die(const std::string& message) {
-  std::cout.flush();
-  std::cerr << "objstore_cost_bench: " << message << std::endl;
-  cleanup();
-  std::fflush(nullptr);
-  _exit(1);  // other threads may be inside gRPC or curl calls: no static destructors
-}
-
-std::string tail(const fs::path& file, size_t lines) {
-  std::ifstream in(file);
-  std::vector<std::string> all;
-  for (std::string line; std::getline(in, line);) all.push_back(line);
-  std::string out;
-  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
-    out += "    " + all[i] + "\n";
-  }
-  return out.empty() ? "    (empty)\n" : out;
-}
-
 double seconds_since(RealClock::time_point t0) {
   return std::chrono::duration<double>(RealClock::now() - t0).count();
 }
 
 // ------------------------------------------------------------------ processes
-
-struct Child {
-  std::string name;
-  pid_t pid = -1;
-  fs::path log;  // stdout and stderr
-};
-
-// Starts `argv` with `extra_env` added to ours, stdout and stderr to `log`; it
-// dies with us.
-Child spawn(const std::string& name, const std::vector<std::string>& argv,
-            const std::vector<std::string>& extra_env, const fs::path& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> env;
-  for (const std::string& e : env_strings) env.push_back(const_cast<char*>(e.c_str()));
-  env.push_back(nullptr);
-  std::string log_path = log.string();
-  pid_t parent = getpid();
-  std::unique_lock lock(g_mu);
-  pid_t pid = fork();
-  if (pid < 0) {
-    int error = errno;
-    lock.unlock();
-    die(fmt::format("cannot fork for {}: {}", name, std::strerror(error)));
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // we block SIGINT/SIGTERM; the child must not
-    int in_fd = open("/dev/null", O_RDONLY);
-    int out_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    if (in_fd < 0 || out_fd < 0) _exit(126);
-    dup2(in_fd, 0);
-    dup2(out_fd, 1);
-    dup2(out_fd, 2);
-    execve(args[0], args.data(), env.data());
-    const char msg[] = "objstore_cost_bench: exec failed\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
-  g_children.push_back(pid);
-  return Child{name, pid, log};
-}
-
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
-  return "ended";
-}
-
-void forget(pid_t pid) {
-  std::lock_guard lock(g_mu);
-  std::erase(g_children, pid);
-}
-
-void check_alive(const Child& child) {
-  int status = 0;
-  if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-    forget(child.pid);
-    die(fmt::format("{} {}; last lines of {}:\n{}", child.name, describe_exit(status),
-                    child.log.string(), tail(child.log, 20)));
-  }
-}
-
-// SIGTERM, then SIGKILL after the grace period. Returns the wait status.
-int stop(const Child& child) {
-  kill(child.pid, SIGTERM);
-  auto deadline = RealClock::now() + kStopGrace;
-  int status = 0;
-  while (waitpid(child.pid, &status, WNOHANG) != child.pid) {
-    if (RealClock::now() > deadline) {
-      std::cerr << fmt::format(
-          "objstore_cost_bench: {} did not stop within {} s of SIGTERM; killing it\n", child.name,
-          kStopGrace.count());
-      kill(child.pid, SIGKILL);
-      waitpid(child.pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  forget(child.pid);
-  return status;
-}
 
 // The first line of `child`'s log matching `pattern`; dies after the timeout.
 std::smatch wait_for_line(const Child& child, const std::regex& pattern, std::string& line_out) {
@@ -265,13 +147,6 @@ std::string which(const std::string& name) {
     start = end + 1;
   }
   die(fmt::format("{} is not in PATH", name));
-}
-
-fs::path own_bin_dir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) die("cannot read /proc/self/exe: " + ec.message());
-  return self.parent_path();
 }
 
 // ------------------------------------------------------------------ MinIO
@@ -493,12 +368,6 @@ class EventClock final : public dex::Clock {
 };
 
 // ------------------------------------------------------------------ lease part
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 struct LeaseRow {
   std::string mode;  // "simulated" or "real time"
@@ -1002,17 +871,11 @@ std::vector<LogRow> run_log_part(const LogOptions& o, const Minio& minio, const 
       rows.push_back(row);
     }
   }
-  int worker_status = stop(worker);
-  int server_status = stop(server);
-  if (!WIFEXITED(server_status) || WEXITSTATUS(server_status) != 0) {
-    std::cerr << fmt::format("objstore_cost_bench: warning: {} {} after SIGTERM; last lines:\n{}",
-                             server.name, describe_exit(server_status), tail(server.log, 10));
-  }
-  if (!WIFEXITED(worker_status) || WEXITSTATUS(worker_status) != 0) {
-    std::cerr << fmt::format("objstore_cost_bench: warning: {} {} after SIGTERM\n", worker.name,
-                             describe_exit(worker_status));
-  }
-  if (proxy) stop(proxy->child());
+  int worker_status = stop(worker, kStopGrace);
+  int server_status = stop(server, kStopGrace);
+  warn_unless_clean_exit(server, server_status, 10);
+  warn_unless_clean_exit(worker, worker_status);
+  if (proxy) stop(proxy->child(), kStopGrace);
   return rows;
 }
 
@@ -1086,6 +949,7 @@ struct Options {
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_program("objstore_cost_bench");
   CLI::App app{
       "objstore_cost_bench: object-storage requests of the lease (PUTs per hour) and of the log "
       "(PUTs per 1,000 Step completions) against a MinIO on loopback"};
@@ -1135,35 +999,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   curl_global_init(CURL_GLOBAL_DEFAULT);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    die(fmt::format("signal {}: stopped; MinIO, the server and the worker are killed", signal));
-  }).detach();
+  die_on_signals("MinIO, the server and the worker are killed");
 
   const bool want_lease = std::ranges::find(o.parts, "lease") != o.parts.end();
   const bool want_log = std::ranges::find(o.parts, "log") != o.parts.end();
   fs::path bin = own_bin_dir();
-  if (want_log) {
-    for (const char* program : {"dex-server-zd", "dex-example-worker"}) {
-      if (access((bin / program).c_str(), X_OK) != 0) {
-        die(
-            fmt::format("{} is not next to objstore_cost_bench in {} (build it: cmake --build "
-                        "<build> --target {})",
-                        program, bin.string(), program));
-      }
-    }
-  }
+  if (want_log) require_programs(bin, {"dex-server-zd", "dex-example-worker"});
   fs::path root = fs::path(o.dir) / fmt::format("dex-objstore-cost-{}", getpid());
-  {
-    std::lock_guard lock(g_mu);
-    g_scratch.push_back(root);
-  }
+  add_scratch(root);
   fs::create_directories(root);
   std::ofstream(root / "bench-one.yaml") << dex::bench::kBenchOneDefinition;
   std::ofstream(root / "bench-three.yaml") << dex::bench::kBenchThreeDefinition;
@@ -1180,7 +1023,7 @@ int main(int argc, char** argv) {
   std::vector<LogRow> log_rows;
   bool counted_by_proxy = false;
   if (want_log) log_rows = run_log_part(o.log, minio, root, bin, counted_by_proxy);
-  stop(minio.child);
+  stop(minio.child, kStopGrace);
 
   fmt::print("objstore_cost_bench: MinIO on loopback; {} CPUs\n",
              std::thread::hardware_concurrency());
