@@ -4,8 +4,6 @@
 // of earlier epochs, but this epoch's recovery (its EpochStart) is reported.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <deque>
 #include <map>
 
 #include "engine/engine.h"
@@ -18,33 +16,8 @@ namespace {
 
 using namespace dex::testing;
 
-const NodeId kNode("n1");
-constexpr int64_t kWallBaseMs = 1'700'000'000'000;
-
-class QueueWorker final : public WorkerSink {
- public:
-  bool send_task(const StepTask& task) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(task);
-    cv_.notify_all();
-    return true;
-  }
-  bool send_ping() override { return true; }
-  std::optional<StepTask> next(std::chrono::milliseconds wait = std::chrono::milliseconds(5000)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, wait, [&] { return !tasks_.empty(); })) {
-      return std::nullopt;
-    }
-    StepTask t = tasks_.front();
-    tasks_.pop_front();
-    return t;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<StepTask> tasks_;
-};
+// Tasks come within 5 s (next() without an argument).
+constexpr auto kTaskWait = std::chrono::milliseconds(5000);
 
 // What the hooks reported, by outcome / status.
 struct Ended {
@@ -61,52 +34,28 @@ struct Ended {
   }
 };
 
-struct Process {
-  std::atomic<bool> lease{true};
-  std::shared_ptr<EngineLogHook> hook = std::make_shared<EngineLogHook>();
+// `ended` is in a base before EngineProcess: it outlives the engine whose hooks
+// write to it.
+struct Reported {
   Ended ended;
-  std::unique_ptr<LogWriter> writer;
-  std::unique_ptr<Engine> engine;
 };
+struct Process : Reported, EngineProcess {};
 
-class EngineObserverTest : public ::testing::Test {
+class EngineObserverTest : public EngineProcessTest {
  protected:
-  int64_t wall_ms() const {
-    return kWallBaseMs + to_ms(clock_.now() - TimePoint(seconds(1'000'000)));
-  }
-
   std::unique_ptr<Process> start_process(uint64_t epoch, const std::filesystem::path& local) {
     auto p = std::make_unique<Process>();
-    LogWriterOptions wo;
-    wo.node_id = kNode;
-    wo.process_id = ProcessId("p" + std::to_string(epoch));
-    wo.epoch = Epoch(epoch);
-    wo.jitter_seed = epoch;
-    wo.on_durable = p->hook->on_durable();
-    wo.epoch_start_unix_ms = wall_ms();
     Process* raw = p.get();
-    p->writer = std::make_unique<LogWriter>(
-        store_, clock_, wo, [raw] { return raw->lease.load(); }, [](const Status&) {});
-    Status opened = p->writer->open();
-    EXPECT_TRUE(opened.is_ok()) << opened.to_string();
-    EngineOptions eo;
-    eo.node_id = kNode;
-    eo.process_id = wo.process_id;
-    eo.epoch = Epoch(epoch);
-    eo.local_store_path = local;
-    eo.now_unix_ms = [this] { return wall_ms(); };
-    eo.log_hook = p->hook;
-    eo.on_attempt_ended = [raw](AttemptOutcome outcome) {
-      std::lock_guard<std::mutex> lock(raw->ended.mu);
-      ++raw->ended.attempts[outcome];
-    };
-    eo.on_flow_ended = [raw](FlowStatus status) {
-      std::lock_guard<std::mutex> lock(raw->ended.mu);
-      ++raw->ended.flows[status];
-    };
-    auto engine = Engine::open(eo, store_, *p->writer, clock_);
-    EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
-    if (engine.is_ok()) p->engine = std::move(engine).value();
+    open_process(*p, store_, epoch, local, [raw](EngineOptions& eo) {
+      eo.on_attempt_ended = [raw](AttemptOutcome outcome) {
+        std::lock_guard<std::mutex> lock(raw->ended.mu);
+        ++raw->ended.attempts[outcome];
+      };
+      eo.on_flow_ended = [raw](FlowStatus status) {
+        std::lock_guard<std::mutex> lock(raw->ended.mu);
+        ++raw->ended.flows[status];
+      };
+    });
     return p;
   }
 
@@ -116,15 +65,6 @@ class EngineObserverTest : public ::testing::Test {
         "name: one\nsteps: [{name: a, taskQueue: q, retry: {maxAttempts: 3, initialInterval: "
         "1s}}]");
     ASSERT_TRUE(e.register_flow_type(req).is_ok());
-  }
-  static Engine::WorkerHandle connect(Engine& e, std::shared_ptr<QueueWorker> worker) {
-    WorkerHello hello;
-    hello.set_worker_id("w1");
-    hello.add_task_queues("q");
-    hello.set_max_concurrent_tasks(100);
-    auto handle = e.connect_worker(hello, worker);
-    EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
-    return handle.is_ok() ? handle.value() : 0;
   }
   static void start(Engine& e, const std::string& id) {
     StartFlowRequest req;
@@ -147,8 +87,6 @@ class EngineObserverTest : public ::testing::Test {
     return f.get();
   }
 
-  ManualClock clock_;
-  TempDir dir_;
   MemoryObjectStore store_;
 };
 
@@ -157,7 +95,7 @@ TEST_F(EngineObserverTest, CompletedFailedAndCancelledAreReportedBeforeTheCaller
   ASSERT_TRUE(p->engine);
   Engine& e = *p->engine;
   register_one_step(e);
-  auto worker = std::make_shared<QueueWorker>();
+  auto worker = std::make_shared<FakeWorker>(kTaskWait);
   auto w = connect(e, worker);
   EXPECT_TRUE(p->ended.attempts_snapshot().empty());
 
@@ -206,7 +144,7 @@ class EngineObserverReplayTest : public EngineObserverTest {
     ASSERT_TRUE(p1->engine);
     Engine& e1 = *p1->engine;
     register_one_step(e1);
-    auto w1 = std::make_shared<QueueWorker>();
+    auto w1 = std::make_shared<FakeWorker>(kTaskWait);
     auto h1 = connect(e1, w1);
     start(e1, "done");
     auto t1 = w1->next();
@@ -234,7 +172,7 @@ class EngineObserverReplayTest : public EngineObserverTest {
     EXPECT_EQ(p2->engine->get_flow("done")->status(), FLOW_STATUS_COMPLETED);
 
     // Live applies after the open are reported as before.
-    auto w2 = std::make_shared<QueueWorker>();
+    auto w2 = std::make_shared<FakeWorker>(kTaskWait);
     auto h2 = connect(*p2->engine, w2);
     // The retry waits its backoff (1 s) on the durable timer. Bounded.
     std::optional<StepTask> t2;

@@ -27,40 +27,6 @@ namespace {
 using namespace dex::testing;
 using json = nlohmann::json;
 
-const NodeId kNode("n1");
-constexpr int64_t kWallBaseMs = 1'700'000'000'000;
-
-// A Worker stream: collects the tasks the engine sends; `alive = false` makes
-// send_task fail as on a dead stream.
-class FakeWorker final : public WorkerSink {
- public:
-  bool send_task(const StepTask& task) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!alive) return false;
-    tasks_.push_back(task);
-    cv_.notify_all();
-    return true;
-  }
-  bool send_ping() override {
-    pings++;
-    return alive.load();
-  }
-  std::optional<StepTask> next(std::chrono::milliseconds wait = std::chrono::milliseconds(2000)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, wait, [&] { return !tasks_.empty(); })) return std::nullopt;
-    StepTask t = tasks_.front();
-    tasks_.pop_front();
-    return t;
-  }
-  std::atomic<bool> alive{true};
-  std::atomic<int> pings{0};
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<StepTask> tasks_;
-};
-
 // Forwards to a MemoryObjectStore; a test can hold log writes: after `allow`
 // more puts, a put waits until crash() and then fails permanently (never written).
 class GateStore final : public ObjectStore {
@@ -115,59 +81,8 @@ class GateStore final : public ObjectStore {
   bool crashed_ = false;
 };
 
-// One active process: a writer of `epoch` and an engine over `local`.
-struct Process {
-  std::atomic<bool> lease{true};
-  std::shared_ptr<EngineLogHook> hook = std::make_shared<EngineLogHook>();
-  std::unique_ptr<LogWriter> writer;
-  std::unique_ptr<Engine> engine;
-};
-
-class EngineTest : public ::testing::Test {
+class EngineTest : public EngineProcessTest {
  protected:
-  int64_t wall_ms() const {
-    return kWallBaseMs + to_ms(clock_.now() - TimePoint(seconds(1'000'000)));
-  }
-
-  std::unique_ptr<Process> start_process(ObjectStore& store, uint64_t epoch,
-                                         const std::filesystem::path& local) {
-    auto p = std::make_unique<Process>();
-    LogWriterOptions wo;
-    wo.node_id = kNode;
-    wo.process_id = ProcessId("p" + std::to_string(epoch));
-    wo.epoch = Epoch(epoch);
-    wo.jitter_seed = epoch;
-    wo.on_durable = p->hook->on_durable();
-    wo.epoch_start_unix_ms = wall_ms();
-    Process* raw = p.get();
-    p->writer = std::make_unique<LogWriter>(
-        store, clock_, wo, [raw] { return raw->lease.load(); }, [](const Status&) {});
-    Status opened = p->writer->open();
-    EXPECT_TRUE(opened.is_ok()) << opened.to_string();
-    EngineOptions eo;
-    eo.node_id = kNode;
-    eo.process_id = wo.process_id;
-    eo.epoch = Epoch(epoch);
-    eo.local_store_path = local;
-    eo.now_unix_ms = [this] { return wall_ms(); };
-    eo.log_hook = p->hook;
-    auto engine = Engine::open(eo, store, *p->writer, clock_);
-    EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
-    if (engine.is_ok()) p->engine = std::move(engine).value();
-    return p;
-  }
-
-  Engine::WorkerHandle connect(Engine& engine, std::shared_ptr<FakeWorker> worker,
-                               uint32_t capacity = 100, std::string id = "w1") {
-    WorkerHello hello;
-    hello.set_worker_id(id);
-    hello.add_task_queues("q");
-    hello.set_max_concurrent_tasks(capacity);
-    auto handle = engine.connect_worker(hello, worker);
-    EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
-    return handle.is_ok() ? handle.value() : 0;
-  }
-
   static ResultAck complete(Engine& engine, Engine::WorkerHandle w, const StepTask& task,
                             const std::string& output) {
     TaskResult r;
@@ -204,12 +119,6 @@ class EngineTest : public ::testing::Test {
     EXPECT_TRUE(r.is_ok()) << r.status().to_string();
     return r.is_ok() ? r->flow() : Flow();
   }
-  static const Step& step_of(const Flow& f, const std::string& name) {
-    for (const auto& s : f.steps()) {
-      if (s.name() == name) return s;
-    }
-    throw std::runtime_error("no step " + name);
-  }
   // Waits (real time, bounded) until `done` holds.
   static bool eventually(const std::function<bool()>& done) {
     for (int i = 0; i < 2000; ++i) {
@@ -244,17 +153,32 @@ class EngineTest : public ::testing::Test {
     ADD_FAILURE() << "flows did not end";
   }
 
-  ManualClock clock_;
-  TempDir dir_;
+  // For an open that is to be refused: a writer of `epoch` on `store`
+  // (process "p<epoch>", always leased, not opened yet) and the options of an
+  // engine over `local` with that writer's hook, but with neither a process
+  // id nor a wall clock (unlike start_process).
+  struct BareProcess {
+    std::shared_ptr<EngineLogHook> hook = std::make_shared<EngineLogHook>();
+    std::unique_ptr<LogWriter> writer;
+    EngineOptions options;
+  };
+  std::unique_ptr<BareProcess> bare_process(ObjectStore& store, uint64_t epoch,
+                                            const std::filesystem::path& local) {
+    auto p = std::make_unique<BareProcess>();
+    LogWriterOptions wo;
+    wo.node_id = kNode;
+    wo.process_id = ProcessId("p" + std::to_string(epoch));
+    wo.epoch = Epoch(epoch);
+    wo.on_durable = p->hook->on_durable();
+    p->writer = std::make_unique<LogWriter>(
+        store, clock_, wo, [] { return true; }, [](const Status&) {});
+    p->options.node_id = kNode;
+    p->options.epoch = Epoch(epoch);
+    p->options.local_store_path = local;
+    p->options.log_hook = p->hook;
+    return p;
+  }
 };
-
-const char* kThreeSteps = R"(
-name: three
-steps:
-  - {name: a, taskQueue: q}
-  - {name: b, taskQueue: q, after: [a], retry: {maxAttempts: 3, initialInterval: 1s}}
-  - {name: c, taskQueue: q, after: [a, b]}
-)";
 
 TEST_F(EngineTest, ThreeStepFlowWithOneFailureRetriedCompletes) {
   MemoryObjectStore store;
@@ -590,27 +514,16 @@ TEST_F(EngineTest, LocalStoreAheadOfTheLogIsRefusedAsCorruption) {
     p->engine->stop();
   }
   MemoryObjectStore other;  // another node's (empty) log
-  auto p2 = std::make_unique<Process>();
-  LogWriterOptions wo;
-  wo.node_id = kNode;
-  wo.process_id = ProcessId("p2");
-  wo.epoch = Epoch(2);
-  wo.on_durable = p2->hook->on_durable();
-  LogWriter writer(
-      other, clock_, wo, [] { return true; }, [](const Status&) {});
-  ASSERT_TRUE(writer.open().is_ok());
-  EngineOptions eo;
-  eo.node_id = kNode;
-  eo.epoch = Epoch(2);
-  eo.local_store_path = dir_.sub("local");
-  eo.log_hook = p2->hook;
-  auto engine = Engine::open(eo, other, writer, clock_);
+  auto p2 = bare_process(other, 2, dir_.sub("local"));
+  ASSERT_TRUE(p2->writer->open().is_ok());
+  auto engine = Engine::open(p2->options, other, *p2->writer, clock_);
   ASSERT_FALSE(engine.is_ok());
   EXPECT_EQ(engine.status().code(), Code::kCorruption);
   EXPECT_NE(engine.status().message().find("ahead of the node's log"), std::string::npos)
       << engine.status().message();
-  eo.log_hook = nullptr;
-  EXPECT_EQ(Engine::open(eo, other, writer, clock_).status().code(), Code::kInvalidArgument);
+  p2->options.log_hook = nullptr;
+  EXPECT_EQ(Engine::open(p2->options, other, *p2->writer, clock_).status().code(),
+            Code::kInvalidArgument);
 }
 
 // The crash test (docs/engine.md, "Recovery"). `fresh_store`: the new process
@@ -764,7 +677,7 @@ TEST_F(EngineCrashTest, EveryStartedFlowCompletesAfterACrashOnAFreshLocalStore) 
 class EngineRestoreTest : public EngineTest {
  protected:
   // Ends a process cleanly: the engine stops, the writer closes.
-  static void end(std::unique_ptr<Process>& p) {
+  static void end(std::unique_ptr<EngineProcess>& p) {
     p->engine->stop();
     EXPECT_TRUE(p->writer->close().is_ok());
     p.reset();
@@ -894,21 +807,9 @@ TEST_F(EngineRestoreTest, LocalStoreBehindTheCollectedLogIsRestoredAndWithoutSna
   for (const auto& key : manifests.value()) {
     ASSERT_TRUE(store.remove(key).is_ok());
   }
-  auto p4 = std::make_unique<Process>();
-  LogWriterOptions wo;
-  wo.node_id = kNode;
-  wo.process_id = ProcessId("p4");
-  wo.epoch = Epoch(4);
-  wo.on_durable = p4->hook->on_durable();
-  LogWriter writer(
-      store, clock_, wo, [] { return true; }, [](const Status&) {});
-  ASSERT_TRUE(writer.open().is_ok());
-  EngineOptions eo;
-  eo.node_id = kNode;
-  eo.epoch = Epoch(4);
-  eo.local_store_path = dir_.sub("stale2");
-  eo.log_hook = p4->hook;
-  auto refused = Engine::open(eo, store, writer, clock_);
+  auto p4 = bare_process(store, 4, dir_.sub("stale2"));
+  ASSERT_TRUE(p4->writer->open().is_ok());
+  auto refused = Engine::open(p4->options, store, *p4->writer, clock_);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), Code::kCorruption);
   EXPECT_NE(refused.status().message().find("no snapshot can replace it"), std::string::npos)

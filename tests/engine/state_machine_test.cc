@@ -43,12 +43,7 @@ class Harness {
     EXPECT_TRUE(f.is_ok() && f->has_value()) << id;
     return f->value().flow();
   }
-  const Step& step(const Flow& f, const std::string& name) {
-    for (const auto& s : f.steps()) {
-      if (s.name() == name) return s;
-    }
-    throw std::runtime_error("no step " + name);
-  }
+  const Step& step(const Flow& f, const std::string& name) { return step_of(f, name); }
   std::map<std::string, std::string> dump() { return sm_->dump().value(); }
   StateMachine& sm() { return *sm_; }
   const std::vector<proto::LogBatch>& log() const { return log_; }
@@ -58,14 +53,6 @@ class Harness {
   std::vector<proto::LogBatch> log_;
   uint64_t next_slot_ = 1;  // slot 0 is the first EpochStart, not applied here
 };
-
-const char* kThreeSteps = R"(
-name: three
-steps:
-  - {name: a, taskQueue: q}
-  - {name: b, taskQueue: q, after: [a], retry: {maxAttempts: 3, initialInterval: 1s}}
-  - {name: c, taskQueue: q, after: [a, b]}
-)";
 
 TEST(StateMachine, StartFlowIsIdempotentOnTheFlowId) {
   TempDir dir;
