@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "api/api_server.h"
 #include "fake_server.h"
+#include "run_program.h"
 
 namespace dex {
 namespace {
@@ -24,25 +24,10 @@ using testing::FakeAdminService;
 using testing::FakeFlowService;
 using testing::FakeServer;
 using testing::FakeWorkerTaskService;
-
-struct Ran {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& arg) {
-  std::string q = "'";
-  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::quote;
+using testing::Ran;
+using testing::run_program;
+using testing::slurp;
 
 class ProgramsTest : public ::testing::Test {
  protected:
@@ -56,16 +41,7 @@ class ProgramsTest : public ::testing::Test {
 
   // Runs dexcli with `args` (bounded by `timeout 20`).
   Ran dexcli(const std::vector<std::string>& args) {
-    std::string command = "timeout 20 " + quote(DEXCLI_PATH);
-    for (const auto& a : args) command += " " + quote(a);
-    fs::path out = dir_ / "out", err = dir_ / "err";
-    command += " >" + quote(out.string()) + " 2>" + quote(err.string());
-    int status = std::system(command.c_str());
-    Ran ran;
-    ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    ran.out = slurp(out);
-    ran.err = slurp(err);
-    return ran;
+    return run_program("timeout 20", DEXCLI_PATH, args, dir_);
   }
   // dexcli against the fake server.
   Ran call(std::vector<std::string> args) {

@@ -8,7 +8,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,10 +15,10 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "dex/api.grpc.pb.h"
+#include "run_program.h"
 #include "sdk/client.h"
 
 namespace dex {
@@ -27,6 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+using testing::Ran;
+using testing::run_program;
 
 // --------------------------------------------------------------- the fake
 
@@ -339,25 +340,6 @@ TEST(ClientStepDownTest, AfterDescribeGoesToTheAddressThatDescribed) {
 
 // ---------------------------------------------------------------- dexcli
 
-struct Ran {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& arg) {
-  std::string q = "'";
-  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -375,15 +357,7 @@ class DexcliStepDownTest : public ::testing::Test {
 
   // Runs dexcli with `args`; `prefix` wraps it (default: a 30 s bound).
   Ran dexcli(const std::vector<std::string>& args, const std::string& prefix = "timeout 30") {
-    std::string command = prefix + " " + quote(DEXCLI_PATH);
-    for (const auto& a : args) command += " " + quote(a);
-    fs::path out = dir_ / "out", err = dir_ / "err";
-    command += " >" + quote(out.string()) + " 2>" + quote(err.string());
-    int status = std::system(command.c_str());
-    Ran ran;
-    ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    ran.out = slurp(out);
-    ran.err = slurp(err);
+    Ran ran = run_program(prefix, DEXCLI_PATH, args, dir_);
     // The token is never printed, whatever happened.
     EXPECT_FALSE(contains(ran.out, "XYZZY")) << ran.out;
     EXPECT_FALSE(contains(ran.err, "XYZZY")) << ran.err;
