@@ -47,6 +47,16 @@ StatusOr<Slot> wait(std::future<StatusOr<Slot>>& f) {
   return f.get();
 }
 
+// Once the writer has stopped: a further append fails kStopped without a
+// write, and close() reports kStopped.
+void expect_writes_nothing_more(LogWriter& writer, InterceptStore& store) {
+  int puts = store.puts();
+  auto g = writer.append(opaque_record("b"));
+  EXPECT_EQ(wait(g).status().code(), Code::kStopped);
+  EXPECT_EQ(store.puts(), puts);
+  EXPECT_EQ(writer.close().code(), Code::kStopped);
+}
+
 TEST(LogWriter, OpenWritesEpochStartAtTheFirstFreeSlot) {
   MemoryObjectStore store;
   FatalLog fatal;
@@ -310,12 +320,7 @@ TEST(LogWriter, WriteNotAcceptedWithinTenSecondsStopsTheNode) {
     EXPECT_GT(timeouts.front(), seconds(9));
     for (size_t i = 1; i < timeouts.size(); ++i) EXPECT_LT(timeouts[i], timeouts[i - 1]);
   }
-  // No further writes.
-  int puts = store.puts();
-  auto g = writer.append(opaque_record("b"));
-  EXPECT_EQ(wait(g).status().code(), Code::kStopped);
-  EXPECT_EQ(store.puts(), puts);
-  EXPECT_EQ(writer.close().code(), Code::kStopped);
+  expect_writes_nothing_more(writer, store);
 }
 
 TEST(LogWriter, EpochStartNotAcceptedWithinTenSecondsFailsOpen) {
@@ -416,11 +421,7 @@ TEST(LogWriter, BatchIsNotAcknowledgedWhenTheLeaseEndedBeforeTheAnswer) {
   EXPECT_NE(result.status().message().find("not acknowledged"), std::string::npos);
   EXPECT_EQ(fatal.count(), 1u);
   EXPECT_EQ(raw_batches(memory, "n1").size(), 2u);  // in the log: the outcome is unknown
-  int puts = store.puts();
-  auto g = writer.append(opaque_record("b"));
-  EXPECT_EQ(wait(g).status().code(), Code::kStopped);
-  EXPECT_EQ(store.puts(), puts);
-  EXPECT_EQ(writer.close().code(), Code::kStopped);
+  expect_writes_nothing_more(writer, store);
 }
 
 TEST(LogWriter, WritesNothingOnceTheLeaseIsGone) {
