@@ -141,6 +141,36 @@ class Bench:
             p.stop(timeout=30)
         self.procs = []
 
+    def profile_start(self, tag, pid):
+        """With --perf DIR: `perf record -g` (CPU, call graphs) and `perf trace -s` (time in
+        syscalls, per thread) of the server `pid` over the warm-up and measured period."""
+        if not self.args.perf:
+            return []
+        os.makedirs(self.args.perf, exist_ok=True)
+        span = str(self.args.warmup + self.args.seconds)
+        base = os.path.join(self.args.perf, tag)
+        return [subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(pid), "-o",
+                                  f"{base}.perf.data", "--", "sleep", span],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                subprocess.Popen(["perf", "trace", "-s", "-p", str(pid), "-o", f"{base}.trace.txt",
+                                  "--", "sleep", span],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+
+    def profile_end(self, tag, perfs):
+        if not perfs:
+            return
+        for p in perfs:
+            p.wait(timeout=120)
+        base = os.path.join(self.args.perf, tag)
+        with open(f"{base}.report.txt", "w") as out:
+            for extra in (["--no-children", "--sort", "dso,symbol"], ["--children", "--sort", "symbol"]):
+                out.write(f"==== perf report {' '.join(extra)}\n")
+                out.flush()
+                subprocess.run(["perf", "report", "--stdio", "-i", f"{base}.perf.data", "-g", "none",
+                                "--percent-limit", "0.7", *extra], stdout=out,
+                               stderr=subprocess.DEVNULL, timeout=600)
+        print(f"  perf: {base}.report.txt, {base}.trace.txt, {base}.perf.data", flush=True)
+
     def remove(self, path):
         t = time.monotonic()
         shutil.rmtree(path, ignore_errors=True)
@@ -172,9 +202,11 @@ class Bench:
         target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0]]
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
+        perfs = self.profile_start(tag, server.p.pid)
         load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
                            "--seconds", a.seconds, "--pids", f"server={server.p.pid},worker={w.p.pid}",
                            "--id-prefix", tag, timeout=a.warmup + a.seconds + 180)
+        self.profile_end(tag, perfs)
         w_status = w.stop(timeout=30)
         s_status = server.stop(timeout=30)
         self.procs = []
@@ -232,10 +264,12 @@ class Bench:
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--http", f"{ingress}/restate/health", "--seconds", a.rtt_seconds,
                           timeout=60)
+        perfs = self.profile_start(tag, server.p.pid)
         load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
                            "--seconds", a.seconds,
                            "--pids", f"server={server.p.pid},worker={service.p.pid}",
                            timeout=a.warmup + a.seconds + 180)
+        self.profile_end(tag, perfs)
         service.stop(timeout=30)
         s_status = server.stop(timeout=60)
         self.procs = []
@@ -388,6 +422,8 @@ def main():
                     help="folder for the CSV, PNG and table (default bench/results)")
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"), help="scratch (data) folder")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder and logs")
+    ap.add_argument("--perf", metavar="DIR", help="profile each row's server with perf record -g "
+                    "and perf trace -s into DIR (the figures then include perf's own cost)")
     a = ap.parse_args()
     concs = [int(c) for c in a.concurrency.split(",") if c]
     flows = [f for f in a.flows.split(",") if f]
