@@ -134,6 +134,10 @@ const CONNECTION_FAILURE_MARKERS = [
   "no route to host",
   "network is unreachable",
   "call cancelled because the channel",
+  // grpc-js reports a connection that the server's death reset as INTERNAL
+  // with these words: the client made them, not the server.
+  "triggered by internal client error",
+  "session closed with error code",
 ];
 
 /**
@@ -144,6 +148,12 @@ const CONNECTION_FAILURE_MARKERS = [
 export function isConnectionFailure(details: string): boolean {
   const lower = details.toLowerCase();
   return lower === "" || CONNECTION_FAILURE_MARKERS.some((marker) => lower.includes(marker));
+}
+
+/** grpc-js's words for an HTTP/2 stream it reset itself because the connection broke. */
+export function isClientSideConnectionLoss(details: string): boolean {
+  const lower = details.toLowerCase();
+  return lower.includes("triggered by internal client error") || lower.includes("session closed with error code");
 }
 
 /** "250ms", "10s", "2m", "1m30s" like dex's durations. */
@@ -163,8 +173,11 @@ export function errorFromGrpc(
   address: string,
   timeoutMs: number,
 ): DexError {
-  const code = grpcCodeName(error.code ?? GrpcStatus.UNKNOWN);
   const raw = error.details ?? error.message ?? "";
+  let code = grpcCodeName(error.code ?? GrpcStatus.UNKNOWN);
+  // A connection lost under the call, which grpc-js may report as INTERNAL
+  // (an RST_STREAM it made itself), is UNAVAILABLE: the server did not answer.
+  if (code === "INTERNAL" && isClientSideConnectionLoss(raw)) code = "UNAVAILABLE";
   let details: string;
   if (code === "UNAVAILABLE") {
     details = isConnectionFailure(raw)

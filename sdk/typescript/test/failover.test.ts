@@ -88,6 +88,7 @@ describe("failover", () => {
       logger,
       reconnectBackoffInitialMs: 50,
       reconnectBackoffMaxMs: 500,
+      shutdownTimeoutMs: 5_000,
     });
     cleanup.push(() => worker.shutdown());
     worker.handle<{ i: number }>("failover", async (task) => {
@@ -106,16 +107,22 @@ describe("failover", () => {
     // Waits that are in flight across the crash.
     const waits = ids.map((id) => client.waitFlow(id, { timeoutMs: 60_000 }));
 
+    logger.info(`test: ${count} flows started`);
     await eventually("some results acknowledged", () => worker.stats().resultsAccepted >= 8);
     const before = worker.stats();
+    logger.info(`test: killing the server; ${JSON.stringify(before)}`);
     assert.ok(before.running > 0, "no handler running at the kill");
     await server.kill9();
 
     // The running handlers finish while no process is there: their results
     // wait for the next stream.
-    await eventually("the handlers to finish while the server is down", () => worker.stats().running === 0, 5_000);
+    await eventually(
+      "the handlers to finish and the stream to end while the server is down",
+      () => worker.stats().running === 0 && worker.stats().connectedAddress === "",
+      5_000,
+    );
     const stranded = worker.stats();
-    assert.equal(stranded.connectedAddress, "");
+    logger.info(`test: handlers finished; ${JSON.stringify(stranded)}`);
     assert.ok(stranded.tasksFinished > before.tasksFinished);
 
     // Down for longer than a new call's 1.5 s grace: the waits that a

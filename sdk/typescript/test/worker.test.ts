@@ -203,6 +203,9 @@ describe("Worker", () => {
         });
       });
       reason = task.signal.reason;
+      // Past the server's own timeout too (it may sweep a little after the
+      // deadline, and a result before that is still accepted).
+      await sleep(1_000);
       return "late";
     });
     const running = worker.run();
