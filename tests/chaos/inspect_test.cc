@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../sdk/run_program.h"
 #include "lease/lease_record.h"
 #include "log/log_format.h"
 #include "objstore/filesystem_store.h"
@@ -22,24 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Ran {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& arg) {
-  std::string q = "'";
-  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::Ran;
+using testing::run_program;
 
 class InspectConfigTest : public ::testing::Test {
  protected:
@@ -56,16 +41,7 @@ class InspectConfigTest : public ::testing::Test {
   ~InspectConfigTest() override { fs::remove_all(dir_); }
 
   Ran dexcli(const std::vector<std::string>& args) {
-    std::string command = "timeout 20 " + quote(DEXCLI_PATH);
-    for (const auto& a : args) command += " " + quote(a);
-    fs::path out = dir_ / "out", err = dir_ / "err";
-    command += " >" + quote(out.string()) + " 2>" + quote(err.string());
-    int status = std::system(command.c_str());
-    Ran ran;
-    ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    ran.out = slurp(out);
-    ran.err = slurp(err);
-    return ran;
+    return run_program("timeout 20", DEXCLI_PATH, args, dir_);
   }
 
   // A serve config whose object store is the filesystem store of this test.
