@@ -72,7 +72,8 @@ def pct(values, p):
 # ------------------------------------------------------------------------------------ floors
 
 def fsync_floor(directory, seconds):
-    """(append+fdatasync samples, create+fsync+dir-fsync samples) in ms, `seconds` each."""
+    """(append+fdatasync samples, create+fsync+dir-fsync samples) in ms, `seconds` each.
+    The created files stay until the end of the run (see Bench.remove)."""
     block = os.urandom(4096)
     append, create = [], []
     path = os.path.join(directory, "floor-append")
@@ -87,8 +88,7 @@ def fsync_floor(directory, seconds):
     finally:
         os.close(fd)
         os.unlink(path)
-    sub = os.path.join(directory, "floor-create")
-    os.makedirs(sub, exist_ok=True)
+    sub = tempfile.mkdtemp(prefix="floor-create-", dir=directory)
     dir_fd = os.open(sub, os.O_RDONLY)
     try:
         end, i = time.monotonic() + seconds, 0
@@ -103,7 +103,6 @@ def fsync_floor(directory, seconds):
             i += 1
     finally:
         os.close(dir_fd)
-        shutil.rmtree(sub, ignore_errors=True)
     return append, create
 
 
@@ -120,7 +119,7 @@ class Bench:
         self.restate_bin = os.path.join(self.deps, "node_modules", "@restatedev",
                                         "restate-server-linux-x64", "bin", "restate-server")
         self.procs = []
-        self.rm_seconds = []
+        self.to_remove = []
 
     def bin(self, name):
         return os.path.join(self.args.bin_dir, name)
@@ -142,8 +141,8 @@ class Bench:
         self.procs = []
 
     def profile_start(self, tag, pid):
-        """With --perf DIR: `perf record -g` (CPU, call graphs) and `perf trace -s` (time in
-        syscalls, per thread) of the server `pid` over the warm-up and measured period."""
+        """With --perf DIR: `perf record -g` (CPU, call graphs) and `perf trace -s` (time in the
+        file-system calls, per thread) of the server `pid` over the warm-up and measured period."""
         if not self.args.perf:
             return []
         os.makedirs(self.args.perf, exist_ok=True)
@@ -153,6 +152,7 @@ class Bench:
                                   f"{base}.perf.data", "--", "sleep", span],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
                 subprocess.Popen(["perf", "trace", "-s", "-p", str(pid), "-o", f"{base}.trace.txt",
+                                  "-e", "fsync,fdatasync,openat,link,unlink,mkdir,rename,write,pwrite64",
                                   "--", "sleep", span],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
 
@@ -163,7 +163,8 @@ class Bench:
             p.wait(timeout=120)
         base = os.path.join(self.args.perf, tag)
         with open(f"{base}.report.txt", "w") as out:
-            for extra in (["--no-children", "--sort", "dso,symbol"], ["--children", "--sort", "symbol"]):
+            for extra in (["--no-children", "--sort", "dso,symbol", "-F", "overhead,dso,sym"],
+                          ["--children", "--sort", "symbol", "-F", "children,self,sym"]):
                 out.write(f"==== perf report {' '.join(extra)}\n")
                 out.flush()
                 subprocess.run(["perf", "report", "--stdio", "-i", f"{base}.perf.data", "-g", "none",
@@ -172,9 +173,18 @@ class Bench:
         print(f"  perf: {base}.report.txt, {base}.trace.txt, {base}.perf.data", flush=True)
 
     def remove(self, path):
+        """Data directories are removed at the end of the run, not between rows: on ext4
+        without a journal (this machine's) creating a file skips every inode deleted in the
+        last 1-6 minutes (the kernel's recently_deleted()), so removing one row's 10,000s of
+        files would slow the next rows' file creation, which is all of dex's log writes."""
+        self.to_remove.append(path)
+
+    def remove_all(self):
         t = time.monotonic()
-        shutil.rmtree(path, ignore_errors=True)
-        self.rm_seconds.append(time.monotonic() - t)
+        for path in self.to_remove:
+            shutil.rmtree(path, ignore_errors=True)
+        self.to_remove = []
+        return time.monotonic() - t
 
     # -------------------------------------------------------------------------------- dex
 
@@ -532,16 +542,16 @@ def main():
                   f"new 4 KiB file+fsync+dir fsync p50 {create_p50:.3f} ms (p99 {pct(floors['create'], .99):.3f}); "
                   + (f"gRPC round trip (grpc-js health Check) p50 {grpc_p50:.3f} ms; " if grpc_p50 else "")
                   + (f"HTTP/1.1 round trip (Restate ingress /restate/health) p50 {http_p50:.3f} ms" if http_p50 else ""))
-    elapsed = time.monotonic() - started
     print()
     print(floor_line)
     print()
     print_table(rows)
     print()
     loads = [r["loadavg_1m_before"] for r in rows]
-    note = (f"ran {elapsed / 60:.1f} min; load average (1 min) at the rows' starts "
-            f"{min(loads):.1f}-{max(loads):.1f}; data directories removed in "
-            f"{sum(b.rm_seconds):.1f} s (longest {max(b.rm_seconds):.1f} s)")
+    removed = 0.0 if a.keep else b.remove_all()
+    note = (f"ran {(time.monotonic() - started) / 60:.1f} min; load average (1 min) at the rows' "
+            f"starts {min(loads):.1f}-{max(loads):.1f}"
+            + ("" if a.keep else f"; data directories removed at the end in {removed:.1f} s"))
     print(note)
 
     csv_path = os.path.join(a.out, f"peers-{stamp}.csv")
