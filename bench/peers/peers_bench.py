@@ -195,9 +195,15 @@ class Bench:
                                               "--listen", "127.0.0.1:0", "--durability", durability])
         address = DEX_READY.search(server.wait_for(DEX_READY, 60)[1]).group(1)
         for f in ("peers-one", "peers-three"):
-            r = run([self.bin("dexcli"), "--server", address, "flow-type", "register",
-                     os.path.join(HERE, "flow-types", f"{f}.yaml")], timeout=60)
-            if r.returncode != 0:
+            for attempt in range(5):  # a loaded machine can miss dexcli's connect deadline
+                r = run([self.bin("dexcli"), "--server", address, "--timeout", "10s", "flow-type",
+                         "register", os.path.join(HERE, "flow-types", f"{f}.yaml")], timeout=60)
+                if r.returncode == 0:
+                    break
+                print(f"peers_bench: note: {tag}: dexcli flow-type register {f} failed "
+                      f"(try {attempt + 1}): {r.stderr.strip()}", file=sys.stderr, flush=True)
+                time.sleep(0.5)
+            else:
                 die(f"dexcli flow-type register {f}: {r.stderr}")
         if worker == "ts":
             w = self.start(f"{tag}-worker", [self.node, os.path.join(HERE, "dex", "worker.mjs"),
