@@ -138,8 +138,12 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
   int initial_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_initial), 10));
   int max_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_max), initial_ms));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_ms);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left at gRPC's 20 s: despite its name
+  // it is the least time a connection attempt gets for its handshake. Set to
+  // the backoff (100 ms) it made every attempt to a loaded machine time out
+  // ("tcp handshaker shutdown"). Callers bound their own wait for a connection
+  // (ClientOptions::connect_timeout, the Worker's hello wait).
   // Flows carry every Step's output (each up to 1 MiB).
   args.SetMaxReceiveMessageSize(64 << 20);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);

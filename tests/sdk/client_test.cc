@@ -1,5 +1,13 @@
 // dex::Client against the fake FlowService/AdminService, and against nothing.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include "fake_server.h"
 #include "sdk/client.h"
@@ -50,6 +58,90 @@ TEST(ClientErrors, UnavailableWithNoServerNamesTheAddress) {
   EXPECT_EQ(message.rfind("UNAVAILABLE: the server is not reachable at " + address, 0), 0u)
       << message;
   EXPECT_EQ(sdk_internal::grpc_code_of(flow.status()), "UNAVAILABLE");
+}
+
+// A TCP relay to `upstream_port` on 127.0.0.1 that holds each new connection
+// for `delay` before relaying it: a server whose connection handshake is slow,
+// as on a loaded machine.
+class SlowHandshakeRelay {
+ public:
+  SlowHandshakeRelay(int upstream_port, Duration delay) : upstream_(upstream_port), delay_(delay) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(listen(listener_, 16), 0);
+    socklen_t len = sizeof addr;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { accept_loop(); });
+  }
+  ~SlowHandshakeRelay() {
+    stop_ = true;
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    thread_.join();
+    for (auto& t : relays_) t.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void accept_loop() {
+    while (!stop_) {
+      int client = accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      relays_.emplace_back([this, client] { relay(client); });
+    }
+  }
+  void relay(int client) {
+    std::this_thread::sleep_for(delay_);
+    int server = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(upstream_));
+    if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      char buf[16384];
+      // Bounded by the test: the relay ends when either side closes or stop_.
+      while (!stop_ && poll(fds, 2, 100) >= 0) {
+        bool closed = false;
+        for (int k = 0; k < 2; ++k) {
+          if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+          ssize_t n = read(fds[k].fd, buf, sizeof buf);
+          if (n <= 0 || write(fds[1 - k].fd, buf, static_cast<size_t>(n)) != n) closed = true;
+        }
+        if (closed) break;
+      }
+    }
+    close(server);
+    close(client);
+  }
+  int upstream_;
+  Duration delay_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<std::thread> relays_;
+};
+
+// gRPC gives each connection attempt max(backoff, GRPC_ARG_MIN_RECONNECT_BACKOFF_MS)
+// to complete its handshake. With that minimum at 100 ms, a machine slow to
+// answer a new connection (the CI machines under load) made every attempt
+// time out ("tcp handshaker shutdown") until the client's 1.5 s grace ran out.
+TEST_F(ClientTest, ASlowConnectionHandshakeIsWaitedFor) {
+  const std::string direct = server_.address();
+  SlowHandshakeRelay relay(std::stoi(direct.substr(direct.rfind(':') + 1)), milliseconds(700));
+  ClientOptions options;
+  options.server_address = relay.address();
+  options.timeout = seconds(10);
+  Client client(options);
+  auto flow = client.get_flow("missing");
+  ASSERT_FALSE(flow.is_ok());
+  // The server's own answer, not UNAVAILABLE from the connection.
+  EXPECT_TRUE(flow.status().is_not_found()) << flow.status().message();
 }
 
 TEST_F(ClientTest, ServerErrorKeepsItsCodeAndMessage) {
