@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -368,7 +369,23 @@ Status read_admin_tokens(const YAML::Node& root, std::string_view source,
   if (!files.is_ok()) return files.status();
   auto hashes = list("adminTokenSha256");
   if (!hashes.is_ok()) return hashes.status();
+  // A token file is small and regular (a mounted Secret is a symlink to one);
+  // anything else (a device such as /dev/zero, a FIFO) could block or never end.
+  constexpr uintmax_t kTokenFileBytesMax = 64 * 1024;
   for (const auto& file : files.value()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+      return bad(fmt::format("auth.adminTokenFiles: cannot read '{}': no such file", file));
+    }
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      return bad(fmt::format("auth.adminTokenFiles: '{}' is not a regular file", file));
+    }
+    if (std::filesystem::file_size(file, ec) > kTokenFileBytesMax || ec) {
+      return bad(
+          fmt::format("auth.adminTokenFiles: '{}' is larger than {} bytes (a token file "
+                      "holds one token)",
+                      file, kTokenFileBytesMax));
+    }
     std::ifstream in(file, std::ios::binary);
     if (!in) return bad(fmt::format("auth.adminTokenFiles: cannot read '{}'", file));
     std::stringstream text;

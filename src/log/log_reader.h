@@ -6,7 +6,8 @@
 // (does not deliver) a batch whose epoch is lower than one it already delivered:
 // such a batch comes from a writer fenced by a newer EpochStart.
 //
-// Errors never move the cursor, so a transient error can be retried with next().
+// An error leaves the cursor at the slot that failed (fenced batches skipped on
+// the way there stay skipped), so a transient error can be retried with next().
 // Corruption names the slot key and the reason. A missing slot followed by a
 // present one (a hole) is Corruption: writers never skip a slot, and GC deletes
 // only a prefix of the log, below where readers start (a slot re-created below

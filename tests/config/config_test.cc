@@ -218,6 +218,9 @@ TEST(ServeConfig, RefusalsNameTheKey) {
        "auth.adminTokenFiles must be a list"},
       {std::string(kServeS3) + "auth:\n  adminTokenFiles: [/no/such/token]\n",
        "cannot read '/no/such/token'"},
+      // A device would never end (found by the config fuzz target's author).
+      {std::string(kServeS3) + "auth:\n  adminTokenFiles: [/dev/zero]\n",
+       "'/dev/zero' is not a regular file"},
       {std::string(kServeS3) + "auth:\n  adminTokenSha256: [abc]\n", "64 hex digits"},
       {std::string(kServeS3) + "admin:\n  enabled: maybe\n", "admin.enabled"},
       {std::string(kServeS3) + "api:\n  listen: nowhere\n", "api.listen"},

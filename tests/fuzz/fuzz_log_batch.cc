@@ -2,6 +2,7 @@
 // slot key holds, decode_batch answers a batch or Corruption, and a batch it
 // accepts re-encodes to bytes that decode to the same batch. The key line goes
 // through parse_slot_key, which must accept exactly the keys slot_key makes.
+// The same bytes also go through decode_log_start (the GC point object).
 //
 // Input: mode byte | key line '\n' | object (mode bit 0) or LogBatch payload.
 #include "common/framing.h"
@@ -33,6 +34,19 @@ int log_batch(const uint8_t* data, size_t size) {
     } else {
       FUZZ_CHECK(payload.status().is_corruption(), "{}", payload.status().to_string());
     }
+  }
+
+  // The GC point (nodes/<id>/log-start) is framed the same way with its own
+  // magic: the same bytes must decode to a LogStart or to Corruption.
+  const std::string start_object = in.raw ? std::string(in.body) : frame(kLogStartMagic, in.body);
+  auto start = decode_log_start(log_start_key(node), start_object);
+  if (start.is_ok()) {
+    auto start_again = decode_log_start(log_start_key(node), encode_log_start(start.value()));
+    FUZZ_CHECK(start_again.is_ok() && start_again->first_slot() == start->first_slot() &&
+                   start_again->node_id() == start->node_id(),
+               "a re-encoded LogStart differs");
+  } else {
+    FUZZ_CHECK(start.status().is_corruption(), "{}", start.status().to_string());
   }
 
   auto batch = decode_batch(in.key, object);
