@@ -360,20 +360,24 @@ def write_png(rows, setups, flows, concs, path, title):
     for index, (ylabel, name) in enumerate([("flows per second (log)", "throughput"),
                                             ("p50 latency, ms (log)", "p50 latency"),
                                             ("p99 latency, ms (log)", "p99 latency")]):
-        title = (lambda i: f"title columnheader({i + 2})") if index == 0 else (lambda i: "notitle")
-        series = ", ".join(f"'{data}' index {index} using {i + 2}:xtic(1) {title(i)}"
-                           if i == 0 else f"'' index {index} using {i + 2} {title(i)}"
+        # columnheader in every panel (it also skips each block's header line); one key.
+        series = ", ".join(f"'{data}' index {index} using {i + 2}:xtic(1) title columnheader({i + 2})"
+                           if i == 0 else f"'' index {index} using {i + 2} title columnheader({i + 2})"
                            for i in range(n))
-        plots.append(f"set title '{name}'\nset ylabel '{ylabel}'\nplot {series}\n")
+        plots.append(("" if index == 0 else "unset key\n")
+                     + f"set title '{name}'\nset ylabel '{ylabel}'\nplot {series}\n")
     script = f"""set terminal pngcairo size 1500,1300 font ',10'
 set output '{path}'
-set multiplot layout 3,1 title "{title}"
+set multiplot layout 3,1 title "{title}" noenhanced
+set rmargin at screen 0.78
+set lmargin at screen 0.07
+set xrange [-0.6:{len(flows) * len(concs) - 0.4}]
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set logscale y
 set grid ytics
-set key outside right top vertical
+set key at screen 0.99, screen 0.93 right top vertical noenhanced
 set yrange [1:*]
 {''.join(plots)}unset multiplot
 """
@@ -385,6 +389,22 @@ set yrange [1:*]
         print(f"peers_bench: gnuplot failed: {r.stderr[-2000:]}", file=sys.stderr)
         return False
     return True
+
+
+def replot(csv_path):
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["concurrency"] = int(r["concurrency"])
+        for k in ("per_second", "p50_ms", "p99_ms"):
+            r[k] = float(r[k])
+    setups = [s for s in SETUPS if any(r["setup"] == s for r in rows)]
+    flows = [f for f in FLOWS if any(r["flow"] == f for r in rows)]
+    concs = sorted({r["concurrency"] for r in rows})
+    png = csv_path[:-4] + ".png"
+    stamp = os.path.basename(csv_path)[len("peers-"):-4]
+    if write_png(rows, setups, flows, concs, png, f"dex vs Restate, {machine()}, {stamp}"):
+        print(f"wrote {png}")
 
 
 def machine():
@@ -443,7 +463,11 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder and logs")
     ap.add_argument("--perf", metavar="DIR", help="profile each row's server with perf record -g "
                     "and perf trace -s into DIR (the figures then include perf's own cost)")
+    ap.add_argument("--replot", metavar="CSV", help="only draw the PNG of an earlier run's CSV")
     a = ap.parse_args()
+    if a.replot:
+        replot(a.replot)
+        return
     concs = [int(c) for c in a.concurrency.split(",") if c]
     flows = [f for f in a.flows.split(",") if f]
     setups = [s for s in a.setups.split(",") if s]
