@@ -554,6 +554,8 @@ def main():
               f"new 4 KiB file+fsync+dir fsync p50 {pct(cr2, .5):.3f} ms", flush=True)
     except BaseException:
         b.stop_all()
+        if not a.keep:
+            b.remove_all()  # the data directories, not the logs
         print(f"peers_bench: logs kept in {b.logs}", file=sys.stderr)
         raise
 
