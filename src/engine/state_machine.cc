@@ -786,13 +786,25 @@ std::string StateMachine::ScanHints::start(const std::string& prefix, uint64_t* 
   return it->second.from.empty() ? prefix : it->second.from;
 }
 
+// The first key after every key that starts with `prefix` (prefixes here are
+// non-empty and end in a separator, never in 0xff).
+static std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 void StateMachine::ScanHints::scanned(const std::string& prefix, uint64_t generation,
                                       const std::string* first_key) {
-  if (first_key == nullptr) return;  // nothing live at or after the start: keep it
   std::lock_guard<std::mutex> lock(mu_);
   Hint& hint = hints_[prefix];
   if (hint.generation != generation) return;  // an insert raced with the scan
-  hint.from = *first_key;
+  // Nothing live at or after the start: the next scan starts at the prefix's
+  // end (and finds nothing at once) until an insert lowers the hint. Keeping
+  // the old start made every scan of an empty queue walk the same deleted
+  // entries again: 35-48 % of server CPU in the peers benchmark.
+  hint.from = first_key != nullptr ? *first_key : prefix_end(prefix);
 }
 
 void StateMachine::ScanHints::inserted(const std::string& prefix, const std::string& key) {
@@ -811,7 +823,13 @@ StatusOr<std::vector<ApplyEffects::StepRef>> StateMachine::ready_steps(
   const std::string prefix = ready_prefix(task_queue);
   uint64_t generation = 0;
   const std::string start = hints_.start(prefix, &generation);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  // The upper bound stops the iterator at the queue's end instead of letting it
+  // skip deleted entries of whatever follows the queue in key order.
+  const std::string end = prefix_end(prefix);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions read_options;
+  read_options.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
   std::optional<std::string> first_key;
   // Bounded by `limit` plus the skipped entries (the in-flight dispatches).
   for (it->Seek(start); it->Valid() && it->key().starts_with(prefix) && out.size() < limit;
@@ -835,7 +853,11 @@ StatusOr<std::vector<StateMachine::Timer>> StateMachine::timers(int64_t until_ms
   const std::string prefix(kTimerPrefix);
   uint64_t generation = 0;
   const std::string start = hints_.start(prefix, &generation);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string end = prefix_end(prefix);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions read_options;
+  read_options.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
   std::optional<std::string> first_key;
   for (it->Seek(start); it->Valid() && it->key().starts_with(kTimerPrefix) && out.size() < limit;
        it->Next()) {

@@ -132,8 +132,9 @@ class StateMachine {
   // are added; RocksDB keeps the deletions as tombstones until compaction, and a
   // scan from the prefix would step over every one of them (it made dispatch cost
   // grow with the number of flows ever run). Invariant: every live key under a
-  // prefix is >= its hint. A scan raises the hint to the first live key it saw,
-  // unless an apply inserted under the prefix meanwhile (the generation moved);
+  // prefix is >= its hint. A scan raises the hint to the first live key it saw
+  // (to the prefix's end when it saw none), unless an apply inserted under the
+  // prefix meanwhile (the generation moved);
   // an insert lowers it. The hints are a cache, not state: replay ignores them.
   class ScanHints {
    public:

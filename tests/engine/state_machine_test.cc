@@ -3,6 +3,8 @@
 #include "engine/state_machine.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 
 #include <limits>
 
@@ -408,6 +410,34 @@ TEST(StateMachine, ScansThatSkipDeletedEntriesStillSeeEveryLiveOne) {
   ASSERT_EQ(timers.size(), 2u);
   EXPECT_EQ(timers[0].flow_id, "soon");
   EXPECT_EQ(h.sm().next_timer_ms().value(), std::optional<int64_t>(3000));
+}
+
+TEST(StateMachine, AScanOfAnEmptiedQueueStepsOverNoDeletedEntryAndStillSeesANewOne) {
+  TempDir dir;
+  Harness h(dir.sub("db"));
+  h.one(register_type(must_parse("name: t\nsteps: [{name: a, taskQueue: q}]")));
+  h.one(register_type(must_parse("name: u\nsteps: [{name: a, taskQueue: r}]")));
+  for (int i = 0; i < 50; ++i) h.one(start_flow("f" + std::to_string(i), "t", "{}", i));
+  // Queue "r" follows "q" in key order; its entries are deleted too.
+  for (int i = 0; i < 50; ++i) h.one(start_flow("g" + std::to_string(i), "u", "{}", i));
+  ASSERT_EQ(h.sm().ready_steps("q", 100, nullptr)->size(), 50u);
+  for (int i = 0; i < 50; ++i) h.one(cancel_flow("f" + std::to_string(i), 100));
+  for (int i = 0; i < 50; ++i) h.one(cancel_flow("g" + std::to_string(i), 100));
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  rocksdb::get_perf_context()->Reset();
+  EXPECT_TRUE(h.sm().ready_steps("q", 100, nullptr)->empty());
+  // The first scan of the emptied queue steps over its own deleted entries
+  // (at most the 50 of "q", never those of "r" after it) ...
+  EXPECT_LE(rocksdb::get_perf_context()->internal_delete_skipped_count, 50u);
+  rocksdb::get_perf_context()->Reset();
+  EXPECT_TRUE(h.sm().ready_steps("q", 100, nullptr)->empty());
+  // ... and the next one over none.
+  EXPECT_EQ(rocksdb::get_perf_context()->internal_delete_skipped_count, 0u);
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  h.one(start_flow("new", "t", "{}", 200));
+  auto ready = h.sm().ready_steps("q", 100, nullptr).value();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].flow_id, "new");
 }
 
 TEST(StateMachine, ListFlowsFiltersByStatusAndPages) {
