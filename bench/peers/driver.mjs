@@ -218,7 +218,9 @@ async function rtt(args) {
   let call;
   let what;
   if (args.grpc) {
-    const pkg = loadProto(path.join(HERE, "health.proto"), [HERE]);
+    // The repository's copy of grpc.health.v1 (proto/grpc/health/v1).
+    const protoRoot = path.join(HERE, "..", "..", "proto");
+    const pkg = loadProto(path.join(protoRoot, "grpc", "health", "v1", "health.proto"), [protoRoot]);
     const client = new pkg.grpc.health.v1.Health(args.grpc, grpc.credentials.createInsecure());
     call = () => unary(client, "check", { service: "" }, 5000);
     what = "gRPC health Check (grpc-js)";
