@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -60,66 +61,90 @@ TimePoint steady_deadline(const grpc::ServerContext* context) {
 
 }  // namespace
 
-// Shared by the services: the role and the engine to call.
+// Shared by the services: the role (read through NodeRoleView) and the
+// gRPC server that follows it.
 class ApiServer::Impl {
  public:
-  // The engine to serve with, or UNAVAILABLE naming why there is none. The
-  // pointer counts as a use until it is dropped: wait_engine_unused() lets the
-  // owner delete the engine only after every call that got it is done with it.
-  StatusOr<std::shared_ptr<Engine>> engine() {
-    std::function<bool()> lease_valid;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (engine_ == nullptr) return Status::stopped(inactive_reason_);
-      lease_valid = lease_valid_;
+  explicit Impl(NodeRoleView& role) : role_(role) {}
+
+  StatusOr<std::shared_ptr<Engine>> engine() { return role_.engine(); }
+  NodeIdentity identity() const { return role_.state().identity; }
+  bool describe_refused() const { return role_.state().describe_refused; }
+  NodeRoleView& role() { return role_; }
+
+  // A StepDown call is open: the server is not replaced under it, and not in
+  // the moment after it answered (so its answer reaches the client).
+  void step_down_call(bool open) {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (open) {
+      ++step_down_calls_;
+    } else {
+      --step_down_calls_;
+      step_down_answered_at_ = SystemClock::instance().now();
     }
-    // Checked on every call, outside the lock: a process resumed after a freeze
-    // longer than its lease must not answer from state another process may have
-    // changed since (spec: Health and probes).
-    if (!lease_valid()) {
-      set_inactive(fmt::format("the lease of node {} is no longer valid", identity().node_id));
-      return Status::stopped("the lease of this process is no longer valid");
+    watch_cv_.notify_all();
+  }
+
+  // The watcher thread: applies every change of the role. Bounded by stop_watch.
+  void watch() {
+    uint64_t seen_streams = role_.state().worker_streams_generation;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        if (watch_stop_) return;
+      }
+      const RoleState state = role_.state();
+      const bool applied = apply(state, seen_streams);
+      {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        if (applied) applied_version_ = state.version;
+        watch_cv_.notify_all();
+      }
+      // A postponed swap is tried again soon; otherwise wait for a change.
+      role_.wait_changed(state.version, applied ? milliseconds(200) : milliseconds(50));
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (engine_ == nullptr) return Status::stopped(inactive_reason_);
-    ++engine_users_;
-    // Not an owner: the deleter only ends the use.
-    return std::shared_ptr<Engine>(engine_, [this](Engine*) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--engine_users_ == 0) engine_unused_.notify_all();
-    });
   }
-  bool wait_engine_unused(Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return engine_unused_.wait_for(lock, timeout, [this] { return engine_users_ == 0; });
-  }
-  NodeIdentity identity() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return identity_;
-  }
-  void set_active(Engine* engine, NodeIdentity identity, std::function<bool()> lease_valid) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      engine_ = engine;
-      identity_ = std::move(identity);
-      lease_valid_ = std::move(lease_valid);
+  // True when everything `state` asks for is in place.
+  bool apply(const RoleState& state, uint64_t& seen_streams) {
+    if (state.worker_streams_generation != seen_streams) {
+      seen_streams = state.worker_streams_generation;
+      end_worker_streams();
     }
-    set_readiness(true);
-  }
-  void set_inactive(std::string why) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      engine_ = nullptr;
-      inactive_reason_ = std::move(why);
-    }
-    set_readiness(false);
-  }
-  void set_readiness(bool serving) {
     std::lock_guard<std::mutex> lock(server_mu_);
-    serving_ = serving;
-    if (serving) hot_standby_ = false;
+    serving_ = state.active;
+    hot_standby_ = state.hot_standby && !state.active;
     apply_health_locked();
+    if (state.standby_connections == standby_server_) return true;
+    if (state.standby_connections && step_down_call_recent()) return false;
+    if (Status s = swap_locked(state.standby_connections); !s.is_ok()) {
+      spdlog::error("cannot serve on {} as {}: {}; retrying", listen_,
+                    state.standby_connections ? "a standby" : "the active process", s.to_string());
+      return false;
+    }
+    return true;
   }
+  bool step_down_call_recent() {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    return step_down_calls_ > 0 ||
+           (step_down_answered_at_ &&
+            SystemClock::instance().now() - *step_down_answered_at_ < milliseconds(300));
+  }
+  bool wait_applied(Duration timeout) {
+    const uint64_t version = role_.state().version;
+    std::unique_lock<std::mutex> lock(watch_mu_);
+    return watch_cv_.wait_for(lock, timeout, [&] { return applied_version_ >= version; });
+  }
+  void stop_watch() {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      watch_stop_ = true;
+    }
+    if (watcher_.joinable()) watcher_.join();
+  }
+  void start_watch() {
+    watcher_ = std::thread([this] { watch(); });
+  }
+
   // The admin credential check (spec: admin credentials): with tokens
   // configured, the call must carry "authorization: Bearer <token>" whose
   // SHA-256 equals one of them, compared in constant time over all of them.
@@ -168,25 +193,6 @@ class ApiServer::Impl {
   void end_worker_streams() {
     std::lock_guard<std::mutex> lock(streams_mu_);
     for (grpc::ServerContext* context : streams_) context->TryCancel();
-  }
-
-  StepDownHandler step_down_handler() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return step_down_handler_;
-  }
-  void set_step_down_handler(StepDownHandler handler) {
-    std::lock_guard<std::mutex> lock(mu_);
-    step_down_handler_ = std::move(handler);
-  }
-  bool stepping_down() const { return stepping_down_.load(); }
-  void set_stepping_down(bool value) { stepping_down_ = value; }
-
-  void set_hot_standby(bool hot) {
-    std::lock_guard<std::mutex> lock(server_mu_);
-    if (serving_) hot = false;  // the active process is never a hot standby
-    if (hot == hot_standby_) return;
-    hot_standby_ = hot;
-    apply_health_locked();
   }
 
   // Builds and starts a server on `address` for the given role; the services
@@ -276,17 +282,16 @@ class ApiServer::Impl {
   bool hot_standby_ = false;
 
  private:
-  mutable std::mutex mu_;
-  Engine* engine_ = nullptr;   // guarded by mu_
-  uint64_t engine_users_ = 0;  // guarded by mu_
-  std::condition_variable engine_unused_;
-  std::function<bool()> lease_valid_;                            // guarded by mu_
-  NodeIdentity identity_;                                        // guarded by mu_
-  std::string inactive_reason_ = "this process is starting up";  // guarded by mu_
-  StepDownHandler step_down_handler_;                            // guarded by mu_
+  NodeRoleView& role_;
   std::mutex streams_mu_;
   std::set<grpc::ServerContext*> streams_;  // guarded by streams_mu_
-  std::atomic<bool> stepping_down_{false};
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;                         // guarded by watch_mu_
+  uint64_t applied_version_ = 0;                    // guarded by watch_mu_
+  int step_down_calls_ = 0;                         // guarded by watch_mu_
+  std::optional<TimePoint> step_down_answered_at_;  // guarded by watch_mu_
+  std::thread watcher_;
 };
 
 namespace {
@@ -503,7 +508,7 @@ class AdminServiceImpl final : public AdminService::Service {
   grpc::Status Describe(grpc::ServerContext* context, const DescribeRequest*,
                         DescribeResponse* response) override {
     if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
-    if (api_.stepping_down()) {
+    if (api_.describe_refused()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "a step down or its hold-off is in progress: wait past the hold-off "
                           "and describe again");
@@ -520,11 +525,12 @@ class AdminServiceImpl final : public AdminService::Service {
   grpc::Status StepDown(grpc::ServerContext* context, const StepDownRequest* request,
                         StepDownResponse* response) override {
     if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
-    StepDownHandler handler = api_.step_down_handler();
-    if (!handler) {
+    if (!api_.role().can_step_down()) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot step down");
     }
-    auto result = handler(*request);
+    api_.step_down_call(true);
+    auto result = api_.role().step_down(*request);
+    api_.step_down_call(false);
     if (!result.is_ok()) return to_grpc(result.status());
     *response = std::move(result).value();
     return grpc::Status::OK;
@@ -546,16 +552,20 @@ std::unique_ptr<grpc::Service> ApiServer::Impl::make_admin_service(Impl& impl) {
   return std::make_unique<AdminServiceImpl>(impl);
 }
 
-StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& options) {
-  auto impl = std::make_unique<Impl>();
+StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& options,
+                                                      NodeRoleView& role) {
+  auto impl = std::make_unique<Impl>(role);
   impl->options_ = options;
-  std::lock_guard<std::mutex> lock(impl->server_mu_);
-  // Every process starts as a standby: it serves nothing until it holds the lease.
-  if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
-  impl->listen_ = options.listen;
-  if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
-    impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
+  {
+    std::lock_guard<std::mutex> lock(impl->server_mu_);
+    // Every process starts as a standby: it serves nothing until it holds the lease.
+    if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
+    impl->listen_ = options.listen;
+    if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
+      impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
+    }
   }
+  impl->start_watch();
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 
@@ -566,49 +576,10 @@ ApiServer::~ApiServer() { shutdown(seconds(0)); }
 int ApiServer::port() const { return impl_->port_; }
 const std::string& ApiServer::listen_address() const { return impl_->listen_; }
 
-void ApiServer::set_active(Engine* engine, NodeIdentity identity,
-                           std::function<bool()> lease_valid) {
-  if (Status s = activate(engine, std::move(identity), std::move(lease_valid)); !s.is_ok()) {
-    spdlog::error("cannot serve as the active process: {}", s.to_string());
-  }
-}
-
-Status ApiServer::activate(Engine* engine, NodeIdentity identity,
-                           std::function<bool()> lease_valid) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->server_mu_);
-    if (Status s = impl_->swap_locked(/*standby=*/false); !s.is_ok()) return s;
-  }
-  impl_->set_active(engine, std::move(identity), std::move(lease_valid));
-  return Status::ok();
-}
-
-Status ApiServer::set_standby(bool hot) {
-  impl_->set_inactive("this process is a standby: the active process of the node serves");
-  {
-    std::lock_guard<std::mutex> lock(impl_->server_mu_);
-    if (Status s = impl_->swap_locked(/*standby=*/true); !s.is_ok()) return s;
-  }
-  impl_->set_hot_standby(hot);
-  return Status::ok();
-}
-
-void ApiServer::set_hot_standby(bool hot) { impl_->set_hot_standby(hot); }
-
-void ApiServer::set_step_down_handler(StepDownHandler handler) {
-  impl_->set_step_down_handler(std::move(handler));
-}
-
-void ApiServer::set_stepping_down(bool stepping_down) { impl_->set_stepping_down(stepping_down); }
-
-void ApiServer::end_worker_streams() { impl_->end_worker_streams(); }
-
-bool ApiServer::wait_engine_unused(Duration timeout) { return impl_->wait_engine_unused(timeout); }
-
-void ApiServer::set_inactive(std::string why) { impl_->set_inactive(std::move(why)); }
+bool ApiServer::wait_role_applied(Duration timeout) { return impl_->wait_applied(timeout); }
 
 void ApiServer::shutdown(Duration grace) {
-  impl_->set_inactive("this process is shutting down");
+  impl_->stop_watch();
   std::lock_guard<std::mutex> lock(impl_->server_mu_);
   if (impl_->server_ == nullptr) return;
   impl_->server_->Shutdown(std::chrono::system_clock::now() +

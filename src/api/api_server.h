@@ -3,11 +3,12 @@
 // services are thin: they check the process's role, translate to the Engine
 // and map Status codes to gRPC codes. docs/api.md describes the API.
 //
-// Role: while this process is the active one (set_active with an engine),
-// public calls reach the engine and readiness names are SERVING. Otherwise
-// (starting, lease lost, shutting down) every public call answers UNAVAILABLE
-// and readiness names are NOT_SERVING — at once, before the process exits
-// (spec: Health and probes). Thread-safe.
+// Role: the server reads the process's role through NodeRoleView
+// (src/node/role_view.h). While the role is active, public calls reach the
+// engine and readiness names are SERVING. Otherwise (a standby, the lease
+// lost, shutting down) every public call answers UNAVAILABLE and readiness
+// names are NOT_SERVING — at once, before the process exits (spec: Health and
+// probes). Thread-safe.
 #pragma once
 
 #include <functional>
@@ -18,6 +19,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "node/role_view.h"
 
 namespace grpc {
 class Server;
@@ -42,72 +44,31 @@ struct ApiServerOptions {
   std::vector<std::string> admin_token_sha256;
 };
 
-// Runs a step down for the AdminService (the node's role loop implements it).
-// Errors: PreconditionFailed (does not match, or one is in progress), Stopped.
-using StepDownHandler = std::function<StatusOr<StepDownResponse>(const StepDownRequest&)>;
-
-// Who answers Describe.
-struct NodeIdentity {
-  std::string node_id;
-  Epoch epoch;
-  std::string holder_process_id;
-};
-
 // gRPC status code for a dex Status (the codes of grpc::StatusCode).
 int grpc_code_for(const Status& status);
 
 class ApiServer {
  public:
-  // Binds and starts serving as a standby: UNAVAILABLE and NOT_SERVING until
-  // set_active, connections closed after standby_connection_age.
+  // Binds and serves whatever `role` says (it must outlive the server): a
+  // watcher thread applies each change of the role — readiness, the
+  // standby's short-lived connections (changing between the two replaces the
+  // gRPC server on the same port, as gRPC has no per-connection control, so
+  // clients reconnect once), ending Worker streams at a release.
   // InvalidArgument if the address cannot be bound, naming it.
-  static StatusOr<std::unique_ptr<ApiServer>> start(const ApiServerOptions& options);
+  static StatusOr<std::unique_ptr<ApiServer>> start(const ApiServerOptions& options,
+                                                    NodeRoleView& role);
   ~ApiServer();
 
   // The port actually bound (useful with port 0).
   int port() const;
   const std::string& listen_address() const;
 
-  // This process became the active one: serve `engine` (which must outlive the
-  // call to set_inactive or the destructor) as `identity`. `lease_valid` is
-  // asked on every public call: once it answers false (say, the process was
-  // frozen past its lease), the call and every later one answer UNAVAILABLE
-  // and readiness turns NOT_SERVING, before anything is read from the engine.
-  //
-  // A standby's connections are closed after about 3 s; the active process's
-  // are not. Changing between the two replaces the gRPC server on the same
-  // port (gRPC has no per-connection control), so clients reconnect once.
-  // Fails only if the port cannot be bound again.
-  Status activate(
-      Engine* engine, NodeIdentity identity,
-      std::function<bool()> lease_valid = [] { return true; });
-  // activate() for callers that cannot act on a failure (tests): logs it.
-  void set_active(
-      Engine* engine, NodeIdentity identity,
-      std::function<bool()> lease_valid = [] { return true; });
-  // This process is (again) a standby: public calls UNAVAILABLE, readiness
-  // NOT_SERVING, connections closed after about 3 s, and dex.HotStandby
-  // SERVING only while `hot` (a following hot standby).
-  Status set_standby(bool hot);
-  // Updates dex.HotStandby on a standby (no effect while active).
-  void set_hot_standby(bool hot);
-  // Step down: the handler runs StepDown calls (unset: UNIMPLEMENTED); while
-  // `stepping_down` Describe answers FAILED_PRECONDITION (spec: Step down).
-  void set_step_down_handler(StepDownHandler handler);
-  void set_stepping_down(bool stepping_down);
-  // Ends every open PollWorkerTask stream (a step down's release: their
-  // Workers reconnect and find the active process).
-  void end_worker_streams();
-  // Waits until no call still uses the engine it got before the last
-  // set_inactive() (a Worker stream ending, a unary call finishing); false
-  // after `timeout`. Call after set_inactive() and Engine::stop() and before
-  // deleting the engine.
-  bool wait_engine_unused(Duration timeout);
-  // Stop serving public calls at once: UNAVAILABLE and NOT_SERVING from now on.
-  // Calls already inside the engine finish with the engine's answer.
-  void set_inactive(std::string why);
+  // Waits until the role's current version is applied (tests, and a shell
+  // that prints a ready line only once readiness says so); false after `timeout`.
+  bool wait_role_applied(Duration timeout);
 
-  // Stops accepting calls; open calls are cancelled after `grace`.
+  // Stops accepting calls; open calls are cancelled after `grace`. The owner
+  // turns the role inactive first, so calls answer UNAVAILABLE meanwhile.
   void shutdown(Duration grace);
 
   class Impl;

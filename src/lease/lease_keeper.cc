@@ -97,6 +97,17 @@ LeaseCounters LeaseKeeper::counters() const {
   return machine_.counters();
 }
 
+std::optional<LeaseRecordValue> LeaseKeeper::observed_holder() const {
+  Lock lock(mu_);
+  return machine_.held_record();
+}
+
+StatusOr<LeaseRecordValue> LeaseKeeper::read_lease(Duration timeout) const {
+  auto data = store_.get(lease_key(machine_.config().node_id), {timeout});
+  if (!data.is_ok()) return data.status();
+  return decode_lease_record(data->body);
+}
+
 Status LeaseKeeper::release() {
   Lock lock(mu_);
   if (stop_requested_) return Status::stopped("lease keeper stopped");

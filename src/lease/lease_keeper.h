@@ -71,6 +71,11 @@ class LeaseKeeper {
   Epoch epoch() const;
   LeaseState state() const;
   LeaseCounters counters() const;
+  // While waiting for the lease: the holder's record as last read.
+  std::optional<LeaseRecordValue> observed_holder() const;
+  // Reads the lease object once (a step down watches for a takeover through
+  // this), within `timeout`. Errors: NotFound, Transient, Corruption, ...
+  StatusOr<LeaseRecordValue> read_lease(Duration timeout) const;
 
   // Graceful shutdown: marks the lease released under the same epoch so that a
   // successor takes over at once; is_valid() is false from the call on. Blocks

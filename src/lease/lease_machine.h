@@ -186,6 +186,9 @@ class LeaseMachine {
   const LeaseConfig& config() const { return config_; }
   const LeaseCounters& counters() const { return counters_; }
   bool op_outstanding() const { return outstanding_.has_value(); }
+  // While acquiring: the record of the process that holds the lease, as last
+  // read (for operators: who is active, at which epoch).
+  const std::optional<LeaseRecordValue>& held_record() const { return held_record_; }
 
  private:
   enum class Phase {

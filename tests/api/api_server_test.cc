@@ -2,6 +2,7 @@
 // and NOT_SERVING while not active), health names, status mapping, the Worker
 // stream's framing and acknowledgements, and request size limits.
 #include "api/api_server.h"
+#include "node/role_board.h"
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -93,14 +94,19 @@ class ApiServerTest : public ::testing::Test {
     ApiServerOptions options;
     options.listen = "127.0.0.1:0";
     options.message_bytes_max = 64 * 1024;
-    auto server = ApiServer::start(options);
+    auto server = ApiServer::start(options, role_);
     ASSERT_TRUE(server.is_ok()) << server.status().to_string();
     server_ = std::move(server).value();
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                    grpc::InsecureChannelCredentials());
     flows_ = FlowService::NewStub(channel_);
   }
-  void activate() { server_->set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}); }
+  void activate() {
+    role_.set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"});
+    applied();
+  }
+  // The API applies each role change on its watcher thread.
+  void applied() { ASSERT_TRUE(server_->wait_role_applied(seconds(5))); }
   std::unique_ptr<grpc::ClientContext> context() {
     auto c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -118,6 +124,7 @@ class ApiServerTest : public ::testing::Test {
   }
 
   FakeEngine engine_;
+  RoleBoard role_;
   std::unique_ptr<ApiServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<FlowService::Stub> flows_;
@@ -140,25 +147,31 @@ TEST_F(ApiServerTest, InactiveProcessAnswersUnavailableAndNotServing) {
 // dex.HotStandby is SERVING only on a hot standby that follows.
 TEST_F(ApiServerTest, HotStandbyIsServingOnlyWhileAStandbyFollows) {
   using HS = grpc::health::v1::HealthCheckResponse;
-  ASSERT_TRUE(server_->set_standby(/*hot=*/true).is_ok());
+  role_.set_standby("this process is a hot standby", /*hot=*/true);
+  applied();
   EXPECT_EQ(health("dex.HotStandby"), HS::SERVING);
   for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
     EXPECT_EQ(health(name), HS::NOT_SERVING) << name;
   }
-  server_->set_hot_standby(false);  // behind, restarting, bootstrapping: not hot
+  role_.set_hot_standby(false);  // behind, restarting, bootstrapping: not hot
+  applied();
   EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
-  server_->set_hot_standby(true);
+  role_.set_hot_standby(true);
+  applied();
   EXPECT_EQ(health("dex.HotStandby"), HS::SERVING);
   // Taking over: the active process is never a hot standby.
-  ASSERT_TRUE(server_->activate(&engine_, {"node-a", Epoch(8), "host-1-abc"}).is_ok());
+  role_.set_active(&engine_, {"node-a", Epoch(8), "host-1-abc"});
+  applied();
   channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                  grpc::InsecureChannelCredentials());
   EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
   EXPECT_EQ(health(""), HS::SERVING);
-  server_->set_hot_standby(true);  // ignored while active
+  role_.set_hot_standby(true);  // ignored while active
+  applied();
   EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
   // Back to a cold standby.
-  ASSERT_TRUE(server_->set_standby(/*hot=*/false).is_ok());
+  role_.set_standby("this process is a cold standby", /*hot=*/false);
+  applied();
   EXPECT_EQ(health("dex.HotStandby"), HS::NOT_SERVING);
   EXPECT_EQ(health(""), HS::NOT_SERVING);
 }
@@ -206,9 +219,11 @@ TEST(ApiServerAdmin, CredentialsAreCheckedAndTheServiceCanBeDisabled) {
   ApiServerOptions options;
   options.listen = "127.0.0.1:0";
   options.admin_token_sha256 = {std::string(64, '0'), hex};
-  auto server = ApiServer::start(options);
+  RoleBoard role;
+  auto server = ApiServer::start(options, role);
   ASSERT_TRUE(server.is_ok());
-  server.value()->set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  role.set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  ASSERT_TRUE(server.value()->wait_role_applied(seconds(5)));
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server.value()->port()),
                                      grpc::InsecureChannelCredentials());
   auto admin = AdminService::NewStub(channel);
@@ -232,17 +247,20 @@ TEST(ApiServerAdmin, CredentialsAreCheckedAndTheServiceCanBeDisabled) {
               grpc::StatusCode::UNAUTHENTICATED);
   }
   // While a step down or its hold-off is in progress, Describe is FAILED_PRECONDITION.
-  server.value()->set_stepping_down(true);
+  role.set_describe_refused(true);
+  ASSERT_TRUE(server.value()->wait_role_applied(seconds(5)));
   EXPECT_EQ(describe("Bearer " + token).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  server.value()->set_stepping_down(false);
+  role.set_describe_refused(false);
   EXPECT_TRUE(describe("Bearer " + token).ok());
 
   ApiServerOptions disabled;
   disabled.listen = "127.0.0.1:0";
   disabled.admin_enabled = false;
-  auto off = ApiServer::start(disabled);
+  RoleBoard off_role;
+  auto off = ApiServer::start(disabled, off_role);
   ASSERT_TRUE(off.is_ok());
-  off.value()->set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  off_role.set_active(&engine, {"node-a", Epoch(7), "host-1-abc"});
+  ASSERT_TRUE(off.value()->wait_role_applied(seconds(5)));
   auto off_admin = AdminService::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(off.value()->port()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext c;
@@ -268,7 +286,8 @@ TEST_F(ApiServerTest, ActiveProcessServesAndReportsReadiness) {
 
 TEST_F(ApiServerTest, LostRoleAnswersUnavailableAtOnceNamingWhy) {
   activate();
-  server_->set_inactive("the lease of node node-a was lost");
+  role_.set_inactive("the lease of node node-a was lost");
+  applied();
   GetFlowRequest request;
   Flow response;
   auto c = context();
@@ -282,7 +301,8 @@ TEST_F(ApiServerTest, LeaseThatIsNoLongerValidRefusesCallsAtOnceBeforeTheEngine)
   // A process resumed after a freeze longer than its lease: its lease keeper
   // has not noticed yet, but the lease period has ended by its own clock.
   std::atomic<bool> valid{true};
-  server_->set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}, [&] { return valid.load(); });
+  role_.set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}, [&] { return valid.load(); });
+  applied();
   StartFlowRequest request;
   request.set_flow_type("t");
   StartFlowResponse response;
@@ -293,6 +313,7 @@ TEST_F(ApiServerTest, LeaseThatIsNoLongerValidRefusesCallsAtOnceBeforeTheEngine)
   grpc::Status s = flows_->StartFlow(c2.get(), request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(s.error_message().find("no longer valid"), std::string::npos) << s.error_message();
+  applied();
   for (const char* name : {"", "dex.FlowService", "dex.WorkerTaskService"}) {
     EXPECT_EQ(health(name), grpc::health::v1::HealthCheckResponse::NOT_SERVING) << name;
   }
@@ -451,7 +472,7 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
 // engine before it (here a Worker stream and a WaitFlow) must be done with it.
 TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
   activate();
-  EXPECT_TRUE(server_->wait_engine_unused(std::chrono::milliseconds(0)));
+  EXPECT_TRUE(role_.wait_engine_unused(std::chrono::milliseconds(0)));
   auto workers = WorkerTaskService::NewStub(channel_);
   auto c = context();
   auto stream = workers->PollWorkerTask(c.get());
@@ -471,15 +492,15 @@ TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
     EXPECT_TRUE(flows_->WaitFlow(wc.get(), request, &response).ok());
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  server_->set_inactive("stepped down");
+  role_.set_inactive("stepped down");
   // The stream and the wait still hold the engine.
-  EXPECT_FALSE(server_->wait_engine_unused(std::chrono::milliseconds(200)));
-  server_->end_worker_streams();
+  EXPECT_FALSE(role_.wait_engine_unused(std::chrono::milliseconds(200)));
+  role_.end_worker_streams();
   while (stream->Read(&reply)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
   // The WaitFlow (the fake sleeps to its deadline) is the last user.
-  EXPECT_TRUE(server_->wait_engine_unused(std::chrono::seconds(10)));
+  EXPECT_TRUE(role_.wait_engine_unused(std::chrono::seconds(10)));
   waiter.join();
   std::lock_guard<std::mutex> lock(engine_.mu);
   EXPECT_EQ(engine_.disconnected, 7u);  // the stream's cleanup ran before the release
@@ -488,7 +509,8 @@ TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
 TEST_F(ApiServerTest, ListenErrorNamesTheAddress) {
   ApiServerOptions options;
   options.listen = "127.0.0.1:" + std::to_string(server_->port());
-  auto second = ApiServer::start(options);
+  RoleBoard role;
+  auto second = ApiServer::start(options, role);
   ASSERT_FALSE(second.is_ok());
   EXPECT_NE(second.status().message().find(options.listen), std::string::npos);
 }

@@ -237,3 +237,15 @@ def test_embedded_config_passes_serve_check(variant, tmp_path):
     r = subprocess.run([str(server), "serve", "--config", str(path), "--check"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"--check refused the {variant} config:\n{r.stdout}{r.stderr}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_termination_grace_period_exceeds_the_attempt_drain_timeout(variant):
+    """SIGTERM drains running attempts for up to lifecycle.attemptDrainTimeout before the release
+    (docs/node.md); Kubernetes kills the process at terminationGracePeriodSeconds, so the grace
+    period must leave room for the drain and the release (a few seconds)."""
+    sts = one(variant, "StatefulSet")
+    grace = sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    config, _ = config_of(variant)
+    drain = duration_seconds(config.get("lifecycle", {}).get("attemptDrainTimeout", "30s"))
+    assert grace >= drain + 10, f"{variant}: grace {grace}s, drain {drain}s"

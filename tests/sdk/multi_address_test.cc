@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/api_server.h"
+#include "api_process.h"
 #include "engine/engine.h"
 #include "log/log.h"
 #include "objstore/memory_store.h"
@@ -165,12 +166,12 @@ class ProcessEngine final : public Engine {
   Engine& inner_;
 };
 
-std::unique_ptr<ApiServer> start_api(int port = 0) {
+std::unique_ptr<ApiProcess> start_api(int port = 0) {
   ApiServerOptions options;
   options.listen = "127.0.0.1:" + std::to_string(port);
   // A port just released may take a moment to bind again.
   for (int i = 0; i < 50; ++i) {
-    auto server = ApiServer::start(options);
+    auto server = ApiProcess::start(options);
     if (server.is_ok()) return std::move(server).value();
     std::this_thread::sleep_for(milliseconds(100));
   }
@@ -178,7 +179,7 @@ std::unique_ptr<ApiServer> start_api(int port = 0) {
   return nullptr;
 }
 
-std::string address_of(const ApiServer& api) { return "127.0.0.1:" + std::to_string(api.port()); }
+std::string address_of(const ApiProcess& api) { return "127.0.0.1:" + std::to_string(api.port()); }
 
 // An address where nothing listens: a port that was just free.
 std::string dead_address() {
@@ -257,8 +258,8 @@ class MultiAddressTest : public ::testing::Test {
   NodeEngine node_;
   ProcessEngine on_active_{node_.engine()};
   ProcessEngine on_standby_{node_.engine()};
-  std::unique_ptr<ApiServer> standby_;  // never active unless a test switches roles
-  std::unique_ptr<ApiServer> active_;
+  std::unique_ptr<ApiProcess> standby_;  // never active unless a test switches roles
+  std::unique_ptr<ApiProcess> active_;
   std::unique_ptr<Worker> worker_;
   std::future<Status> run_;
 };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/api_server.h"
+#include "api_process.h"
 #include "fake_server.h"
 #include "run_program.h"
 
@@ -50,14 +51,14 @@ class ProgramsTest : public ::testing::Test {
   }
   // A process that is not the active one (never set active): it answers every
   // call UNAVAILABLE, as a standby does.
-  std::unique_ptr<ApiServer> start_standby() {
+  std::unique_ptr<ApiProcess> start_standby() {
     ApiServerOptions options;
     options.listen = "127.0.0.1:0";
-    auto server = ApiServer::start(options);
+    auto server = ApiProcess::start(options);
     EXPECT_TRUE(server.is_ok()) << server.status().message();
     return server.is_ok() ? std::move(server).value() : nullptr;
   }
-  static std::string address_of(const ApiServer& api) {
+  static std::string address_of(const ApiProcess& api) {
     return "127.0.0.1:" + std::to_string(api.port());
   }
   fs::path write_file(const std::string& name, const std::string& text) {

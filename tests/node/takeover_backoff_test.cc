@@ -2,7 +2,7 @@
 // is tried again "after a backoff from 1 to 30 seconds".
 #include <gtest/gtest.h>
 
-#include "server/dev_server.h"
+#include "node/node_machine.h"
 
 namespace dex {
 namespace {

@@ -1,0 +1,618 @@
+#include "node/node.h"
+
+#include <charconv>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/random.h"
+#include "dex/api.pb.h"
+#include "engine/engine.h"
+#include "lease/lease_keeper.h"
+#include "log/log_writer.h"
+#include "metrics/metrics.h"
+#include "objstore/object_store.h"
+#include "standby/follower.h"
+
+namespace dex {
+namespace {
+
+constexpr Duration kTick = milliseconds(100);
+// Calls that got the engine before a release finish first; never past the
+// stuck-store limit (which would then exit 1): a call stuck in the engine
+// leaves it undeleted rather than deleted under it.
+constexpr Duration kEngineUseWait = seconds(60);
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+StandbyState standby_state_of(FollowerState state) {
+  switch (state) {
+    case FollowerState::kBootstrapping:
+      return StandbyState::kBootstrapping;
+    case FollowerState::kFollowing:
+      return StandbyState::kFollowing;
+    case FollowerState::kBehind:
+      return StandbyState::kBehind;
+    case FollowerState::kRestarting:
+      return StandbyState::kRestarting;
+    case FollowerState::kFailed:
+      return StandbyState::kFailed;
+  }
+  return StandbyState::kNotStandby;
+}
+
+NodeMachineConfig machine_config(const NodeRun& run) {
+  NodeMachineConfig c;
+  c.hot = run.standby_mode == "hot";
+  c.attempt_drain_timeout = run.attempt_drain_timeout;
+  c.step_down_hold_off = run.step_down_hold_off;
+  c.acquisition_budget = (c.hot ? run.lagging_takeover_delay : Duration(0)) + seconds(3);
+  c.stuck_store_limit = run.stuck_store_limit;
+  return c;
+}
+
+}  // namespace
+
+// What one active period holds, in the order it was built.
+class Node::Serving {
+ public:
+  std::unique_ptr<LeaseKeeper> keeper;
+  std::shared_ptr<EngineLogHook> hook;
+  std::unique_ptr<LogWriter> log;
+  std::unique_ptr<Engine> engine;
+  LeaseCounters counters_seen;
+};
+
+Node::Node(NodeRun run, ObjectStore& store, Clock& clock)
+    : run_(std::move(run)),
+      store_(store),
+      clock_(clock),
+      process_id_(make_process_id()),
+      hot_(run_.standby_mode == "hot"),
+      own_metrics_(run_.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
+      metrics_(run_.metrics != nullptr ? *run_.metrics : *own_metrics_),
+      machine_(machine_config(run_), process_id_) {
+  board_.set_standby(fmt::format("this process of node {} is starting up", run_.node_id), false);
+}
+
+Node::~Node() {
+  if (acquirer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(acquire_mu_);
+      if (acquiring_) acquiring_->stop();
+    }
+    acquirer_.join();
+  }
+  if (closer_.joinable()) {
+    // A stuck close is left behind: the process exits (its restart frees the store).
+    if (closer_finished_.wait_for(seconds(2)) == std::future_status::ready) {
+      closer_.join();
+    } else {
+      closer_.detach();
+    }
+  }
+  stop_following();
+  if (serving_ && serving_->engine) serving_->engine->stop();
+}
+
+void Node::set_listen_description(std::string listen) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listen_ = std::move(listen);
+}
+
+void Node::take_locked(NodeActions actions) {
+  for (NodeCommand& c : actions.commands) pending_.push_back(std::move(c));
+  wake_at_ = actions.wake_at;
+  cv_.notify_all();
+}
+
+void Node::signal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  take_locked(machine_.signal(now()));
+}
+
+int Node::run() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spdlog::info("API on {}: it answers UNAVAILABLE until this process holds the lease", listen_);
+    take_locked(machine_.start(now()));
+  }
+  TimePoint next_tick = now();
+  // Bounded by the machine: it ends in kStopped, which sets exit_code_.
+  while (true) {
+    std::optional<NodeCommand> command;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (exit_code_) break;
+      TimePoint until = next_tick;
+      if (wake_at_ && *wake_at_ < until) until = *wake_at_;
+      clock_.wait_until(lock, cv_, until, [&] { return !pending_.empty(); });
+      if (!pending_.empty()) {
+        command = std::move(pending_.front());
+        pending_.pop_front();
+      } else if (wake_at_ && now() >= *wake_at_) {
+        if (machine_.phase() == NodePhase::kDraining) {
+          const size_t running =
+              serving_ && serving_->engine ? serving_->engine->attempts_running() : 0;
+          take_locked(machine_.attempts_running(now(), running));
+        } else {
+          take_locked(machine_.on_wake(now()));
+        }
+      }
+    }
+    if (command) execute(*command);
+    if (now() >= next_tick) {
+      tick();
+      next_tick = now() + kTick;
+    }
+  }
+  if (acquirer_.joinable()) acquirer_.join();
+  stop_following();
+  std::lock_guard<std::mutex> lock(mu_);
+  return *exit_code_;
+}
+
+void Node::execute(const NodeCommand& command) {
+  spdlog::debug("node {}: {}", run_.node_id, node_command_name(command.kind));
+  switch (command.kind) {
+    case NodeCommandKind::kFollow:
+      start_following();
+      break;
+    case NodeCommandKind::kAcquire:
+      start_acquire();
+      break;
+    case NodeCommandKind::kInterruptAcquire: {
+      std::lock_guard<std::mutex> lock(acquire_mu_);
+      if (acquiring_ && acquiring_->state() == LeaseState::kAcquiring) acquiring_->stop();
+      break;
+    }
+    case NodeCommandKind::kOpen:
+      open_serving();
+      break;
+    case NodeCommandKind::kBeginDrain:
+      if (serving_ && serving_->engine) {
+        spdlog::info(
+            "node {} epoch {}: handing out no new task, draining running attempts for up to {}",
+            run_.node_id, serving_->keeper->epoch().value,
+            format_duration(run_.attempt_drain_timeout));
+        serving_->engine->begin_drain();
+      }
+      break;
+    case NodeCommandKind::kRelease:
+      release_serving(command.stays_standby);
+      break;
+    case NodeCommandKind::kCloseStore:
+      close_store();
+      break;
+    case NodeCommandKind::kReadLease:
+      read_lease();
+      break;
+    case NodeCommandKind::kAnswerStepDown:
+      answer_step_down(command.step_down);
+      break;
+    case NodeCommandKind::kStopAtOnce:
+      stop_at_once(command.reason);
+      break;
+    case NodeCommandKind::kReleaseAndFail:
+      release_and_fail(command.reason);
+      break;
+    case NodeCommandKind::kExit:
+      exit_with(command);
+      break;
+  }
+  board_.set_describe_refused(machine_describe_refused());
+}
+
+bool Node::machine_describe_refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return machine_.describe_refused();
+}
+
+LeaseKeeperOptions Node::lease_options() const {
+  LeaseKeeperOptions o;
+  o.node_id = NodeId(run_.node_id);
+  o.process_id = ProcessId(process_id_);
+  o.duration = run_.lease_duration;
+  o.fail_if_held = run_.fail_if_held;
+  o.holder_is_stopped = run_.holder_is_stopped;
+  o.held_poll_interval = run_.held_lease_poll_interval;
+  if (hot_) {
+    o.lagging_takeover_delay = run_.lagging_takeover_delay;
+    Follower* f = follower_.get();
+    o.standby_is_hot = [f] { return f != nullptr && f->hot(); };
+  }
+  return o;
+}
+
+void Node::start_acquire() {
+  if (acquirer_.joinable()) acquirer_.join();
+  spdlog::info("acquiring the lease of node {} in {} (lease {}, standby {})", run_.node_id,
+               store_.describe(), format_duration(run_.lease_duration), run_.standby_mode);
+  auto keeper = std::make_unique<LeaseKeeper>(store_, clock_, lease_options());
+  LeaseKeeper* k = keeper.get();
+  {
+    std::lock_guard<std::mutex> lock(acquire_mu_);
+    acquiring_ = std::move(keeper);
+  }
+  acquirer_ = std::thread([this, k] {
+    Status s = k->acquire();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.is_ok()) {
+      take_locked(machine_.acquired(now(), k->epoch()));
+    } else {
+      if (s.code() != Code::kStopped && hot_) {
+        spdlog::warn(
+            "takeover failed before holding the lease ({}); still following the log, trying "
+            "again after a backoff",
+            s.to_string());
+      }
+      take_locked(machine_.acquire_failed(now(), s));
+    }
+  });
+}
+
+void Node::start_following() {
+  if (!hot_ || follower_) return;
+  FollowerOptions fo;
+  fo.node_id = NodeId(run_.node_id);
+  fo.local_store_path = run_.local_store_path;
+  if (run_.held_lease_poll_interval > Duration(0)) fo.poll = run_.held_lease_poll_interval;
+  fo.behind_lag_threshold = run_.behind_lag_threshold;
+  follower_ = std::make_unique<Follower>(store_, clock_, fo);
+  follower_->start();
+}
+
+void Node::stop_following() {
+  if (!follower_) return;
+  follower_->stop();
+  follower_.reset();
+  metrics_.set_standby_state(StandbyState::kNotStandby);
+}
+
+void Node::open_serving() {
+  const TimePoint took_lease = now();
+  serving_ = std::make_unique<Serving>();
+  Serving& s = *serving_;
+  {
+    std::lock_guard<std::mutex> lock(acquire_mu_);
+    s.keeper = std::move(acquiring_);
+  }
+  assert(s.keeper != nullptr);
+  released_keeper_.reset();
+  const Epoch epoch = s.keeper->epoch();
+  s.keeper->start_renewing([this](const Status& why) {
+    metrics_.lease_renewal(LeaseRenewal::kLost);
+    spdlog::error("lease lost: {}", why.to_string());
+    board_.set_inactive(fmt::format("lease lost for node {}: {}", run_.node_id, why.message()));
+    std::lock_guard<std::mutex> lock(mu_);
+    take_locked(machine_.fatal(now(), why));
+  });
+  std::optional<Slot> followed_to;
+  if (follower_) followed_to = follower_->status().applied;
+  stop_following();  // closes the follower's local store: the engine opens it next
+
+  auto fail = [&](const std::string& message) {
+    spdlog::error("{}", message);
+    std::lock_guard<std::mutex> lock(mu_);
+    take_locked(machine_.open_failed(now(), Status::permanent(message)));
+  };
+  s.hook = std::make_shared<EngineLogHook>();
+  LogWriterOptions log_options;
+  log_options.node_id = NodeId(run_.node_id);
+  log_options.process_id = ProcessId(process_id_);
+  log_options.epoch = epoch;
+  log_options.on_durable = s.hook->on_durable();
+  log_options.on_batch_written = [this](Duration latency, size_t records) {
+    metrics_.log_append(latency, records);
+  };
+  log_options.epoch_start_unix_ms = unix_ms_now();
+  if (followed_to) log_options.end_hint = *followed_to;  // list the log's tail only
+  LeaseKeeper* held = s.keeper.get();
+  s.log = std::make_unique<LogWriter>(
+      store_, clock_, log_options, [held] { return held->is_valid(); },
+      [this](const Status& why) {
+        spdlog::error("log stopped: {}", why.to_string());
+        board_.set_inactive(
+            fmt::format("log stopped for node {}: {}", run_.node_id, why.message()));
+        std::lock_guard<std::mutex> lock(mu_);
+        take_locked(machine_.fatal(now(), why));
+      });
+  if (Status st = s.log->open(); !st.is_ok()) {
+    return fail(fmt::format("cannot open the log: {}", st.to_string()));
+  }
+  EngineOptions eo;
+  eo.node_id = NodeId(run_.node_id);
+  eo.process_id = ProcessId(process_id_);
+  eo.epoch = epoch;
+  eo.local_store_path = run_.local_store_path;
+  eo.log_hook = s.hook;
+  eo.snapshots.interval = run_.snapshots.interval;
+  eo.snapshots.every_records = run_.snapshots.every_records;
+  eo.snapshots.keep = run_.snapshots.keep;
+  eo.on_attempt_ended = [this](AttemptOutcome o) { metrics_.attempt_ended(o); };
+  eo.on_flow_ended = [this](FlowStatus st) { metrics_.flow_ended(st); };
+  const TimePoint engine_opening = now();
+  auto opened = Engine::open(eo, store_, *s.log, clock_);
+  if (!opened.is_ok()) {
+    (void)s.log->close();  // nothing was acknowledged; the writer stops either way
+    return fail(fmt::format("cannot open the engine: {}", opened.status().to_string()));
+  }
+  s.engine = std::move(opened).value();
+  spdlog::info("local store {}: {}", run_.local_store_path.string(),
+               s.engine->local_store_report());
+  board_.set_active(s.engine.get(), {run_.node_id, epoch, process_id_},
+                    [held] { return held->is_valid(); });
+  metrics_.set_active(true);
+  metrics_.set_node_epoch(epoch.value);
+  if (hot_) {
+    const uint64_t replayed = followed_to ? s.log->epoch_start_slot().value - followed_to->value
+                                          : s.log->epoch_start_slot().value + 1;
+    spdlog::info(
+        "took over as the active process: {} log slots replayed after following, engine open "
+        "{} ms, lease to serving {} ms",
+        replayed, to_ms(now() - engine_opening), to_ms(now() - took_lease));
+  }
+  std::string listen;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    listen = listen_;
+  }
+  // Tests and users wait for this line.
+  std::cout << fmt::format(
+                   "dex-server-zd {} ready: node {} epoch {} holder {} listening on {} ({}, "
+                   "lease {}, log from slot {})",
+                   run_.program, run_.node_id, epoch.value, process_id_, listen,
+                   run_.data_description, format_duration(run_.lease_duration),
+                   s.log->epoch_start_slot().value)
+            << std::endl;
+  std::lock_guard<std::mutex> lock(mu_);
+  take_locked(machine_.opened(now()));
+}
+
+void Node::release_serving(bool stays_standby) {
+  Status closed = Status::ok();
+  Status released = Status::ok();
+  if (serving_ && serving_->keeper) {
+    Serving& s = *serving_;
+    const Epoch epoch = s.keeper->epoch();
+    const size_t interrupted = s.engine ? s.engine->attempts_running() : 0;
+    // Calls still open at the release answer UNAVAILABLE.
+    const std::string why =
+        stays_standby
+            ? fmt::format("node {} epoch {} stepped down: another process of the node serves",
+                          run_.node_id, epoch.value)
+            : std::string("this process is shutting down");
+    if (stays_standby) {
+      board_.set_standby(why, false);
+    } else {
+      board_.set_inactive(why);
+    }
+    if (s.engine) s.engine->stop();
+    board_.end_worker_streams();  // their Workers reconnect to whoever is active
+    if (s.log) closed = s.log->close();
+    released = s.keeper->release();
+    metrics_.set_active(false);
+    if (stays_standby) {
+      spdlog::info(
+          "stepped down: released the lease of epoch {} ({} attempts interrupted); competing "
+          "again in {}",
+          epoch.value, interrupted, format_duration(run_.step_down_hold_off));
+    } else {
+      spdlog::info("released the lease of epoch {} ({} attempts interrupted)", epoch.value,
+                   interrupted);
+    }
+    if (!closed.is_ok()) spdlog::warn("log close: {}", closed.to_string());
+    if (!released.is_ok()) {
+      // The release did not land: the lease is ours until it expires.
+      spdlog::warn("lease release failed ({}); a successor waits for it to expire",
+                   released.to_string());
+    }
+    released_keeper_ = std::move(s.keeper);
+  } else {
+    // A signal raced an acquisition that succeeded: give the lease back.
+    std::lock_guard<std::mutex> lock(acquire_mu_);
+    if (acquiring_) released = acquiring_->release();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  take_locked(machine_.released(now(), closed.is_ok() && released.is_ok()));
+}
+
+void Node::close_store() {
+  std::unique_ptr<Engine> engine;
+  if (serving_) engine = std::move(serving_->engine);
+  // The log writer is closed; it goes with the period (the engine first).
+  std::unique_ptr<Serving> period = std::move(serving_);
+  if (closer_.joinable()) closer_.join();
+  std::promise<void> finished;
+  closer_finished_ = finished.get_future();
+  closer_ = std::thread([this, e = engine.release(), period = period.release(),
+                         finished = std::move(finished)]() mutable {
+    if (run_.before_store_close) run_.before_store_close();
+    // Stuck calls leave the engine undeleted; the machine exits 1 at its limit.
+    if (board_.wait_engine_unused(kEngineUseWait)) {
+      delete e;
+      delete period;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (machine_.phase() == NodePhase::kClosingStore) take_locked(machine_.store_closed(now()));
+    }
+    finished.set_value();
+  });
+}
+
+void Node::read_lease() {
+  LeaseKeeper* keeper = released_keeper_.get();
+  StatusOr<LeaseRecordValue> record =
+      keeper != nullptr ? keeper->read_lease(seconds(1))
+                        : StatusOr<LeaseRecordValue>(Status::stopped("no lease keeper"));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (record.is_ok()) {
+    take_locked(machine_.lease_seen(
+        now(), {record->epoch, record->holder_process_id.value, record->released}));
+  } else {
+    take_locked(machine_.lease_unreadable(now(), record.status()));
+  }
+}
+
+void Node::answer_step_down(const StepDownAnswer& answer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_down_answer_ = answer;
+  cv_.notify_all();
+}
+
+void Node::stop_at_once(const std::string& why) {
+  board_.set_inactive(fmt::format("node {} stopped: {}", run_.node_id, why));
+  if (!serving_) return;
+  if (serving_->engine) serving_->engine->stop();
+  // No more log writes and no release: the lease is not ours or cannot be trusted.
+  if (serving_->keeper) serving_->keeper->stop();
+}
+
+void Node::release_and_fail(const std::string& why) {
+  board_.set_inactive(why);
+  if (!serving_ || !serving_->keeper) return;
+  if (serving_->engine) serving_->engine->stop();
+  Status released = serving_->keeper->release();
+  if (!released.is_ok()) spdlog::warn("lease release failed: {}", released.to_string());
+}
+
+void Node::exit_with(const NodeCommand& command) {
+  if (command.exit_code == 0) {
+    spdlog::info("node {}: {}; exiting", run_.node_id, command.reason);
+  } else {
+    spdlog::error("stopping node {}: {}; exiting 1", run_.node_id, command.reason);
+  }
+  board_.set_inactive(command.exit_code == 0
+                          ? std::string("this process is shutting down")
+                          : fmt::format("node {} stopped: {}", run_.node_id, command.reason));
+  std::lock_guard<std::mutex> lock(mu_);
+  exit_code_ = command.exit_code;
+}
+
+std::string Node::standby_reason() const {
+  std::optional<LeaseRecordValue> holder;
+  {
+    std::lock_guard<std::mutex> lock(acquire_mu_);
+    if (acquiring_) holder = acquiring_->observed_holder();
+  }
+  const std::string kind = hot_ ? "a hot standby" : "a cold standby";
+  if (!holder) {
+    return fmt::format("this process is {} of node {}; the active process is not known yet", kind,
+                       run_.node_id);
+  }
+  if (holder->released) {
+    return fmt::format("this process is {} of node {}; {} released the lease at epoch {}", kind,
+                       run_.node_id, holder->holder_process_id.value, holder->epoch.value);
+  }
+  return fmt::format("this process is {} of node {}; the active process is {} at epoch {}", kind,
+                     run_.node_id, holder->holder_process_id.value, holder->epoch.value);
+}
+
+void Node::tick() {
+  if (follower_) {
+    Follower::Status_ st = follower_->status();
+    board_.set_hot_standby(st.state == FollowerState::kFollowing);
+    metrics_.set_standby_state(standby_state_of(st.state));
+    metrics_.set_standby_lag(st.lag);
+  }
+  if (serving_ && serving_->keeper) {
+    Serving& s = *serving_;
+    // Spec (Health and probes): a process whose lease is no longer valid
+    // (resumed after a freeze) reports NOT_SERVING at once, even if no public
+    // call arrives to notice it.
+    if (board_.state().active && !s.keeper->is_valid()) {
+      board_.set_inactive(fmt::format("the lease of node {} is no longer valid", run_.node_id));
+    }
+    const LeaseCounters c = s.keeper->counters();
+    auto report = [&](uint64_t now_count, uint64_t before, LeaseRenewal outcome) {
+      for (uint64_t i = before; i < now_count && i < before + 10'000; ++i) {
+        metrics_.lease_renewal(outcome);
+      }
+    };
+    const LeaseCounters& seen = s.counters_seen;
+    report(c.renewal_puts_ok - c.adoptions, seen.renewal_puts_ok - seen.adoptions,
+           LeaseRenewal::kRenewed);
+    report(c.adoptions, seen.adoptions, LeaseRenewal::kAdopted);
+    report(c.renewal_puts_transient, seen.renewal_puts_transient, LeaseRenewal::kRetried);
+    s.counters_seen = c;
+    return;
+  }
+  // A standby: say who is active, and report the epoch last seen.
+  board_.set_unavailable_reason(standby_reason());
+  std::lock_guard<std::mutex> lock(acquire_mu_);
+  if (acquiring_) {
+    if (auto holder = acquiring_->observed_holder()) metrics_.set_node_epoch(holder->epoch.value);
+  }
+}
+
+StatusOr<StepDownResponse> Node::step_down(const StepDownRequest& request) {
+  StepDownResponse response;
+  response.set_expected_node_id(request.expected_node_id());
+  response.set_expected_node_epoch(request.expected_node_epoch());
+  response.set_node_id(run_.node_id);
+  response.set_lease_reacquisition_hold_off_ms(
+      static_cast<uint64_t>(to_ms(run_.step_down_hold_off)));
+  uint64_t expected_epoch = 0;
+  const std::string& e = request.expected_node_epoch();
+  auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), expected_epoch);
+  if (e.empty() || ec != std::errc() || end != e.data() + e.size()) {
+    return Status::invalid_argument(
+        fmt::format("expected_node_epoch '{}' is not a decimal node epoch", e));
+  }
+  StepDownAnswer answer;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (machine_.step_down_in_progress() || machine_.describe_refused()) {
+      return machine_.can_step_down();  // "already in progress"
+    }
+    if (request.expected_node_id() != run_.node_id) {
+      return Status::precondition_failed(
+          fmt::format("this process serves node '{}', not the expected node '{}'; nothing changed",
+                      run_.node_id, request.expected_node_id()));
+    }
+    if (Status s = machine_.can_step_down(); !s.is_ok()) return s;
+    if (machine_.epoch().value != expected_epoch) {
+      return Status::precondition_failed(
+          fmt::format("the active process of node '{}' is at node epoch {}, not the expected "
+                      "{}; nothing changed",
+                      run_.node_id, machine_.epoch().value, expected_epoch));
+    }
+    step_down_answer_.reset();
+    take_locked(machine_.step_down(now()));
+    spdlog::info("stepping down node {} epoch {}", run_.node_id, expected_epoch);
+    // Bounded by the machine: the drain timeout, the release, the hold-off and
+    // one acquisition attempt, or the stuck-store limit.
+    cv_.wait(lock, [&] { return step_down_answer_.has_value(); });
+    answer = std::move(*step_down_answer_);
+    step_down_answer_.reset();
+  }
+  switch (answer.outcome) {
+    case StepDownOutcome::kAbandoned:
+      return Status::stopped(fmt::format("the step down did not complete: {}", answer.detail));
+    case StepDownOutcome::kStuckStore:
+      return Status::permanent(answer.detail);
+    case StepDownOutcome::kTakenOverByAnotherProcess:
+    case StepDownOutcome::kTakenBackByThisProcess:
+      response.set_released_node_epoch(answer.released_epoch.to_string());
+      response.set_lease_holder_after_step_down(answer.outcome ==
+                                                        StepDownOutcome::kTakenBackByThisProcess
+                                                    ? TAKEN_BACK_BY_THIS_PROCESS
+                                                    : TAKEN_OVER_BY_ANOTHER_PROCESS);
+      response.set_active_node_epoch(answer.active_epoch.to_string());
+      response.set_active_holder_process_id(answer.active_holder);
+      return response;
+    case StepDownOutcome::kUnknown:
+      response.set_released_node_epoch(answer.released_epoch.to_string());
+      response.set_lease_holder_after_step_down(UNKNOWN);
+      response.set_lease_holder_unknown_detail(answer.detail);
+      return response;
+  }
+  return Status::permanent("unknown step-down outcome");
+}
+
+}  // namespace dex

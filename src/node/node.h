@@ -1,0 +1,147 @@
+// Node: the I/O shell around NodeMachine (docs/node.md). It performs the
+// machine's commands — acquire the lease (LeaseKeeper), follow the log when
+// hot (Follower), open the log and the engine, drain, release, close the
+// local store, watch the lease after a step down — and reports their
+// outcomes back. Every decision is the machine's. The API reads the role
+// through NodeRoleView; a signal and a step down reach the node as calls.
+//
+//   Node node(run, store, SystemClock::instance());
+//   auto api = ApiServer::start(options, node);   // reads node's role
+//   node.set_listen_description(api->listen_address());
+//   int code = node.run();                          // until it stops
+//
+// Thread contract: run() on one thread (it returns the exit code); signal()
+// and the NodeRoleView methods from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "config/config.h"
+#include "node/node_machine.h"
+#include "node/role_board.h"
+
+namespace dex {
+
+class ObjectStore;
+class Metrics;
+class Follower;
+class LeaseKeeper;
+struct LeaseKeeperOptions;
+
+// What the role loop of one node process needs, whatever its subcommand.
+struct NodeRun {
+  std::string program;  // "dev", "local", "serve": for messages
+  std::string node_id;
+  Duration lease_duration{0};
+  bool fail_if_held = false;
+  bool holder_is_stopped = false;  // the dev lock is held (dev, local)
+  std::filesystem::path local_store_path;
+  std::string data_description;  // for the ready line: where the data lives
+  SnapshotSettings snapshots;
+  // standby.* (serve): cold waits idle; hot follows the log (docs/standby.md).
+  std::string standby_mode = "cold";
+  Duration held_lease_poll_interval{0};  // 0: the lease's default poll
+  Duration lagging_takeover_delay = milliseconds(1500);
+  Duration behind_lag_threshold = seconds(10);
+  Duration step_down_hold_off = seconds(5);      // standby.stepDownHoldOff
+  Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
+  Metrics* metrics = nullptr;                    // null: metrics are kept but not served
+  // Tests only: a shorter bound for the stuck local store (spec: about 64 s),
+  // and a hook that runs before the stopped serving period's store closes
+  // (a test makes it block, as a stuck task would).
+  Duration stuck_store_limit = kStuckStoreLimit;
+  std::function<void()> before_store_close;
+};
+
+class Node final : public NodeRoleView {
+ public:
+  // `store` and `clock` must outlive the node.
+  Node(NodeRun run, ObjectStore& store, Clock& clock);
+  ~Node() override;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Where the API listens, for the ready line.
+  void set_listen_description(std::string listen);
+  // Runs the role loop until the process must exit; returns its exit code
+  // (0: stopped on a signal after releasing the lease; 1: the node had to
+  // stop). Call once.
+  int run();
+  // SIGTERM / SIGINT: drain, release, exit 0; a second call skips the drain.
+  void signal();
+
+  // NodeRoleView.
+  RoleState state() const override { return board_.state(); }
+  bool wait_changed(uint64_t version, Duration timeout) const override {
+    return board_.wait_changed(version, timeout);
+  }
+  StatusOr<std::shared_ptr<Engine>> engine() override { return board_.engine(); }
+  bool can_step_down() const override { return true; }
+  StatusOr<StepDownResponse> step_down(const StepDownRequest& request) override;
+
+  class Serving;  // what an active period holds: lease, log, engine
+
+ private:
+  // Feeds the machine's output to the loop. REQUIRES: mu_ held.
+  void take_locked(NodeActions actions);
+  void execute(const NodeCommand& command);
+  void start_acquire();
+  void open_serving();
+  void release_serving(bool stays_standby);
+  void release_and_fail(const std::string& why);
+  bool machine_describe_refused() const;
+  LeaseKeeperOptions lease_options() const;
+  void close_store();
+  void read_lease();
+  void answer_step_down(const StepDownAnswer& answer);
+  void stop_at_once(const std::string& why);
+  void exit_with(const NodeCommand& command);
+  void tick();  // every 100 ms: the follower's state, the lease's validity, metrics
+  void start_following();
+  void stop_following();
+  std::string standby_reason() const;
+  TimePoint now() const { return clock_.now(); }
+
+  // Constant after construction.
+  const NodeRun run_;
+  ObjectStore& store_;
+  Clock& clock_;
+  const std::string process_id_;
+  const bool hot_;
+  std::unique_ptr<Metrics> own_metrics_;
+  Metrics& metrics_;
+
+  RoleBoard board_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  NodeMachine machine_;                             // guarded by mu_
+  std::deque<NodeCommand> pending_;                 // guarded by mu_
+  std::optional<TimePoint> wake_at_;                // guarded by mu_
+  std::string listen_;                              // guarded by mu_
+  std::optional<StepDownAnswer> step_down_answer_;  // guarded by mu_
+  uint64_t step_down_calls_answered_ = 0;           // guarded by mu_
+  std::optional<int> exit_code_;                    // guarded by mu_
+
+  // Owned by the loop thread.
+  std::unique_ptr<Follower> follower_;
+  std::unique_ptr<LeaseKeeper> acquiring_;  // also read by signal() under acquire_mu_
+  mutable std::mutex acquire_mu_;
+  std::unique_ptr<Serving> serving_;
+  std::unique_ptr<LeaseKeeper> released_keeper_;  // a step down watches the lease through it
+  std::thread acquirer_;
+  std::thread closer_;
+  std::future<void> closer_finished_;  // ready once the closer thread is done
+};
+
+}  // namespace dex

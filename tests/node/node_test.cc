@@ -1,0 +1,168 @@
+// The Node shell over a real filesystem object store, local RocksDB stores
+// and the real lease keeper and engine (no API: the role is read directly).
+// Spec (Step down): "If a stuck task keeps that store open, the process waits
+// up to about 64 seconds after the release. If no other process has taken
+// over by then, the call returns INTERNAL. Either way, the process then exits
+// 1 without taking the lease." The store close is made to block through the
+// test hook, and the limit is shortened to 2 s.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "dex/api.pb.h"
+#include "lease/lease_record.h"
+#include "node/node.h"
+#include "objstore/filesystem_store.h"
+
+namespace dex {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Blocks the store close until released, as a stuck task would.
+class Gate {
+ public:
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class NodeShellTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dex-node-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto store = FilesystemObjectStore::open(dir_ / "objects", Durability::kProcessCrashSafe);
+    ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+    store_ = std::move(store).value();
+  }
+  void TearDown() override {
+    gate_.open();
+    fs::remove_all(dir_);
+  }
+  NodeRun run(const std::string& name) {
+    NodeRun r;
+    r.program = "test";
+    r.node_id = "n1";
+    r.lease_duration = seconds(3);
+    r.local_store_path = dir_ / (name + "-local");
+    r.step_down_hold_off = milliseconds(500);
+    r.attempt_drain_timeout = seconds(1);
+    r.stuck_store_limit = seconds(2);
+    return r;
+  }
+  static bool wait_active(Node& node, Duration timeout = seconds(30)) {
+    const TimePoint until = SystemClock::instance().now() + timeout;
+    while (SystemClock::instance().now() < until) {
+      if (node.state().active) return true;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  }
+  LeaseRecordValue lease() {
+    auto data = store_->get(lease_key(NodeId("n1")));
+    EXPECT_TRUE(data.is_ok()) << data.status().to_string();
+    auto record = decode_lease_record(data->body);
+    EXPECT_TRUE(record.is_ok());
+    return record.value();
+  }
+  static StepDownRequest request(const std::string& epoch) {
+    StepDownRequest r;
+    r.set_expected_node_id("n1");
+    r.set_expected_node_epoch(epoch);
+    return r;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<ObjectStore> store_;
+  Gate gate_;
+};
+
+TEST_F(NodeShellTest, AStuckStoreWithNoTakeoverAnswersInternalAndExitsOneWithoutTheLease) {
+  NodeRun r = run("a");
+  r.before_store_close = [this] { gate_.wait(); };
+  Node a(r, *store_, SystemClock::instance());
+  auto code = std::async(std::launch::async, [&] { return a.run(); });
+  ASSERT_TRUE(wait_active(a));
+  const TimePoint t0 = SystemClock::instance().now();
+  auto answer = a.step_down(request("1"));
+  const Duration took = SystemClock::instance().now() - t0;
+  ASSERT_FALSE(answer.is_ok());
+  EXPECT_TRUE(answer.status().is_permanent()) << answer.status().to_string();  // INTERNAL
+  EXPECT_NE(answer.status().message().find("did not close"), std::string::npos);
+  EXPECT_GE(took, seconds(2));
+  EXPECT_LT(took, seconds(6));
+  ASSERT_EQ(code.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_EQ(code.get(), 1);
+  // The lease stays released at epoch 1: the process did not take it back.
+  LeaseRecordValue held = lease();
+  EXPECT_EQ(held.epoch, Epoch(1));
+  EXPECT_TRUE(held.released);
+  gate_.open();
+}
+
+TEST_F(NodeShellTest, AStuckStoreWithATakeoverAnswersTakenOverAndStillExitsOne) {
+  NodeRun ra = run("a");
+  ra.before_store_close = [this] { gate_.wait(); };
+  Node a(ra, *store_, SystemClock::instance());
+  auto code_a = std::async(std::launch::async, [&] { return a.run(); });
+  ASSERT_TRUE(wait_active(a));
+  Node b(run("b"), *store_, SystemClock::instance());  // a cold standby
+  auto code_b = std::async(std::launch::async, [&] { return b.run(); });
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_FALSE(b.state().active);
+  auto answer = a.step_down(request("1"));
+  ASSERT_TRUE(answer.is_ok()) << answer.status().to_string();
+  EXPECT_EQ(answer->lease_holder_after_step_down(), TAKEN_OVER_BY_ANOTHER_PROCESS);
+  EXPECT_EQ(answer->released_node_epoch(), "1");
+  EXPECT_EQ(answer->active_node_epoch(), "2");
+  // Still stuck at the limit: exit 1, and b keeps the lease.
+  ASSERT_EQ(code_a.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_EQ(code_a.get(), 1);
+  EXPECT_TRUE(wait_active(b, seconds(5)));
+  EXPECT_EQ(lease().epoch, Epoch(2));
+  gate_.open();
+  b.signal();
+  ASSERT_EQ(code_b.wait_for(seconds(20)), std::future_status::ready);
+  EXPECT_EQ(code_b.get(), 0);
+  EXPECT_TRUE(lease().released);
+}
+
+TEST_F(NodeShellTest, AStoreThatClosesTakesTheLeaseBackAfterTheHoldOff) {
+  Node a(run("a"), *store_, SystemClock::instance());
+  auto code = std::async(std::launch::async, [&] { return a.run(); });
+  ASSERT_TRUE(wait_active(a));
+  auto answer = a.step_down(request("1"));
+  ASSERT_TRUE(answer.is_ok()) << answer.status().to_string();
+  EXPECT_EQ(answer->lease_holder_after_step_down(), TAKEN_BACK_BY_THIS_PROCESS);
+  EXPECT_EQ(answer->active_node_epoch(), "2");
+  EXPECT_TRUE(wait_active(a, seconds(10)));
+  EXPECT_EQ(a.state().identity.epoch, Epoch(2));
+  // A stale precondition changes nothing.
+  auto stale = a.step_down(request("1"));
+  EXPECT_TRUE(stale.status().is_precondition_failed()) << stale.status().to_string();
+  a.signal();
+  ASSERT_EQ(code.wait_for(seconds(20)), std::future_status::ready);
+  EXPECT_EQ(code.get(), 0);
+}
+
+}  // namespace
+}  // namespace dex
