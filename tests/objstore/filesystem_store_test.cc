@@ -3,8 +3,10 @@
 #include "objstore/filesystem_store.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +16,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -344,14 +348,48 @@ TEST(FilesystemStore, OpenFailsPermanentlyOnAnUnusableRoot) {
   EXPECT_THAT(store.status().message(), HasSubstr((dir.path() / "file").string()));
 }
 
+// Root passes file permission checks through CAP_DAC_OVERRIDE (and CAP_DAC_READ_SEARCH,
+// CAP_FOWNER): for its scope, the calling thread drops them from its effective set, so that the
+// checks apply to root too (tests run as root in containers; a skip there would test nothing).
+// Capabilities are per thread on Linux; they stay permitted and come back at the end.
+class WithoutPermissionOverride {
+ public:
+  WithoutPermissionOverride() {
+    header_.version = _LINUX_CAPABILITY_VERSION_3;
+    header_.pid = 0;  // this thread
+    ok_ = ::syscall(SYS_capget, &header_, saved_) == 0;
+    if (!ok_) return;
+    __user_cap_data_struct lowered[2] = {saved_[0], saved_[1]};
+    for (int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER}) {
+      lowered[CAP_TO_INDEX(cap)].effective &= ~CAP_TO_MASK(cap);
+    }
+    ok_ = ::syscall(SYS_capset, &header_, lowered) == 0;
+  }
+  ~WithoutPermissionOverride() {
+    if (ok_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  WithoutPermissionOverride(const WithoutPermissionOverride&) = delete;
+  WithoutPermissionOverride& operator=(const WithoutPermissionOverride&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  __user_cap_header_struct header_{};
+  __user_cap_data_struct saved_[2]{};
+  bool ok_ = false;
+};
+
 TEST(FilesystemStore, PermissionDeniedIsPermanentWithPathAndReason) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores file permissions";
   TempDir dir;
   auto store = open_store(dir.path(), Durability::kProcessCrashSafe);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->put("locked/k", "v", PutCondition::create()).is_ok());
   fs::permissions(dir.path() / "locked", fs::perms::owner_read | fs::perms::owner_exec);
-  auto r = store->put("locked/j", "v", PutCondition::create());
+  StatusOr<std::string> r = Status::permanent("not run");
+  {
+    WithoutPermissionOverride as_a_user;
+    ASSERT_TRUE(as_a_user.ok()) << "capget/capset: " << std::strerror(errno);
+    r = store->put("locked/j", "v", PutCondition::create());
+  }
   fs::permissions(dir.path() / "locked", fs::perms::owner_all);
   EXPECT_TRUE(r.status().is_permanent()) << r.status().to_string();
   EXPECT_THAT(r.status().message(), HasSubstr("Permission denied"));

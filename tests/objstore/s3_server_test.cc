@@ -23,36 +23,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-void skip_with(const std::string& reason) { GTEST_SKIP() << reason; }
-
-// Stands in when the server binary is absent: SetUp's emptiness check passes and
-// the skip recorded by the factory keeps the test body from running.
-class AbsentStore final : public ObjectStore {
- public:
-  StatusOr<ObjectData> get(std::string_view, const RequestOptions&) override { return absent(); }
-  StatusOr<std::string> put(std::string_view, std::string_view, const PutCondition&,
-                            const RequestOptions&) override {
-    return absent();
-  }
-  Status remove(std::string_view, const RequestOptions&) override { return absent(); }
-  StatusOr<ListResult> list(std::string_view, std::string_view, size_t,
-                            const RequestOptions&) override {
-    return ListResult{};
-  }
-  std::string describe() const override { return "absent S3 server"; }
-
- private:
-  static Status absent() { return Status::permanent("the S3 server is not installed"); }
-};
-
+// A missing server binary is a failure, not a skip: the conformance SetUp then
+// fails on the null store, after this failure that says how to install it.
 std::unique_ptr<ObjectStore> make_store(S3ServerKind kind) {
-  std::string skip_reason, error;
-  S3TestServer* server = S3TestServer::shared(kind, &skip_reason, &error);
+  std::string error;
+  S3TestServer* server = S3TestServer::shared(kind, &error);
   if (server == nullptr) {
-    if (!skip_reason.empty()) {
-      skip_with(skip_reason);
-      return std::make_unique<AbsentStore>();
-    }
     ADD_FAILURE() << error;
     return nullptr;
   }
@@ -64,13 +40,12 @@ DEX_INSTANTIATE_OBJECT_STORE_CONFORMANCE(
 DEX_INSTANTIATE_OBJECT_STORE_CONFORMANCE(
     MotoS3, ObjectStoreBackend{"moto", [] { return make_store(S3ServerKind::kMoto); }});
 
-// MinIO-only tests: a fixture that skips if MinIO is not installed.
+// MinIO-only tests: a fixture that fails if MinIO is not installed.
 class MinioS3 : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string skip_reason, error;
-    server_ = S3TestServer::shared(S3ServerKind::kMinio, &skip_reason, &error);
-    if (server_ == nullptr && !skip_reason.empty()) GTEST_SKIP() << skip_reason;
+    std::string error;
+    server_ = S3TestServer::shared(S3ServerKind::kMinio, &error);
     ASSERT_NE(server_, nullptr) << error;
   }
   S3TestServer* server_ = nullptr;

@@ -244,8 +244,7 @@ StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::start(S3ServerKind kind) {
 
 S3TestServer::~S3TestServer() { stop_process(pid_); }
 
-S3TestServer* S3TestServer::shared(S3ServerKind kind, std::string* skip_reason,
-                                   std::string* error) {
+S3TestServer* S3TestServer::shared(S3ServerKind kind, std::string* error) {
   const int i = kind == S3ServerKind::kMinio ? 0 : 1;
   std::lock_guard<std::mutex> lock(shared_mu);
   if (!shared_tried[i]) {
@@ -262,11 +261,7 @@ S3TestServer* S3TestServer::shared(S3ServerKind kind, std::string* skip_reason,
     }
   }
   if (shared_servers[i] != nullptr) return shared_servers[i].get();
-  if (!find_binary(kind)) {
-    *skip_reason = shared_errors[i];
-  } else {
-    *error = shared_errors[i];
-  }
+  *error = shared_errors[i];
   return nullptr;
 }
 

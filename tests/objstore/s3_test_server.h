@@ -6,7 +6,8 @@
 //  - MinIO: the binary from $DEX_MINIO_BIN, else ${DEX_CACHE_DIR:-~/.cache/dex}/bin/minio
 //    (where scripts/install-minio puts it), else $GOBIN, $GOPATH/bin, ~/go/bin, PATH.
 //  - moto: `moto_server` from $DEX_MOTO_SERVER or PATH.
-// A missing binary makes the tests skip with a message saying how to install it.
+// A missing binary fails the tests (it never skips them) with a message saying how to install
+// it: scripts/test installs both, so a broken install cannot leave the S3 backend untested.
 #pragma once
 
 #include <sys/types.h>
@@ -40,8 +41,8 @@ class S3TestServer {
   ~S3TestServer();
 
   // The process-wide server of `kind`, started on first use; nullptr if the
-  // binary is absent (*skip_reason says so) or it failed to start (*error).
-  static S3TestServer* shared(S3ServerKind kind, std::string* skip_reason, std::string* error);
+  // binary is absent (*error says how to install it) or it failed to start (*error says why).
+  static S3TestServer* shared(S3ServerKind kind, std::string* error);
   // Stops the shared servers (called at the end of the test program).
   static void stop_shared();
 

@@ -8,7 +8,7 @@ import re
 import signal
 import time
 
-from conftest import Proc, binary, free_port, run
+from conftest import Proc, binary, free_port, log_time, run
 
 LEASE_S = 3
 
@@ -87,13 +87,19 @@ def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(pro
     assert a.proc.wait_exit(30) == 0, a.proc.output()
     b.wait_ready(30)
     ready_s = time.monotonic() - t_stop
+    # Spec (Lease): the graceful shutdown releases the lease, so the replacement starts at once:
+    # the cold standby reads a held lease every LEASE_S/4 and takes it at its next read.
+    released = log_time(a.proc.wait_for_line("released the lease", 1))
+    acquired = log_time(b.proc.wait_for_line("acquired the lease", 1))
+    assert acquired - released <= LEASE_S / 4 + 0.3, f"release to lease taken {acquired - released:.3f}s"
     worker.wait_for_line(f"connected to {b.address}", 30)
     moved_s = time.monotonic() - t_stop
     wait_completed(servers, second)
     third = [f"o-{i:02d}" for i in range(5)]
     start_flows(servers, third)  # the old address is gone: refused, then the new active one
     wait_completed(servers, third)
-    print(f"\n[multi-address] after SIGTERM to the old active process: the new one ready in "
+    print(f"\n[multi-address] after SIGTERM to the old active process: lease taken "
+          f"{acquired - released:.3f}s after the release, the new one ready in "
           f"{ready_s:.2f}s, the worker connected to it in {moved_s:.2f}s")
 
     # The old active process comes back as the standby: nothing changes for the clients.

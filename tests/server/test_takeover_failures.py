@@ -3,12 +3,18 @@
 - "If a takeover fails before the standby holds the lease, the standby keeps following the log.
   It tries again after a backoff from 1 to 30 seconds."
 - "A failure after it holds the lease releases the lease and exits the process with status 1."
+  Both for a process that starts on a free lease and for a hot standby that took the lease from
+  an active process: the lease shows released and a next process takes it at once.
 """
-import os
+import json
 import re
+import signal
 import time
 
-from conftest import Proc, binary, free_port, inspect
+import pytest
+
+from conftest import Proc, binary, free_port, inspect, run
+from test_hot_standby import HotNode
 
 
 def write_config(tmp_path, name, objects, local, mode="hot"):
@@ -62,3 +68,42 @@ def test_a_failure_after_holding_the_lease_releases_it_and_exits_1(procs, tmp_pa
     line = good.wait_for_line("dex-server-zd serve ready", 30)
     assert time.monotonic() - t0 < 3, "the released lease must be taken at once"
     assert re.search(r"epoch 2 ", line), line
+
+
+@pytest.mark.parametrize("store", ["filesystem"], indirect=True)
+def test_a_hot_standby_that_fails_after_taking_the_lease_releases_it_and_exits_1(procs, tmp_path, store):
+    def node(name, mode="hot"):
+        return HotNode(procs, tmp_path, store, name, mode)
+
+    a = node("a").start()
+    assert a.wait_ready(60) == 1
+    b = node("b").start()
+    b.wait_following()
+    # Take b's local store away under its follower: the follower keeps its open files (and stays
+    # hot), but once b holds the lease its engine cannot reopen the path, a regular file now.
+    local = tmp_path / "b-local"
+    local.rename(tmp_path / "b-local.moved")
+    local.write_text("not a local store")
+    time.sleep(0.5)
+    assert b.health("dex.HotStandby") == "SERVING", "b must still be a hot standby"
+    a.proc.signal(signal.SIGTERM)
+    assert a.proc.wait_exit(30) == 0, a.proc.output()
+    assert b.proc.wait_exit(30) == 1, b.proc.output()
+    # It took the lease as a hot standby (no laggingTakeoverDelay), then failed.
+    assert "(hot standby)" in b.proc.wait_for_line("is available; taking it", 1), b.proc.output()
+    assert "cannot open the engine" in b.proc.output(), b.proc.output()
+    assert "dex-server-zd serve ready" not in b.proc.output()
+    r = run(binary("dexcli"), "inspect", "lease", "--config", b.config)
+    assert r.returncode == 0, r.stderr
+    lease = json.loads(r.stdout)
+    # b took the lease (epoch 2) and released it before exiting.
+    assert lease["nodeEpoch"] == "2" and lease["released"] is True, lease
+    # A released lease is taken at once: a next process serves well before the LEASE_S + 1 s
+    # that an unreleased one would make it wait.
+    c = node("c", mode="cold")
+    t0 = time.monotonic()
+    c.start()
+    assert c.wait_ready(30) == 3
+    took = time.monotonic() - t0
+    assert "waiting for it to expire" not in c.proc.output(), c.proc.output()
+    assert took < 3, f"the released lease must be taken at once ({took:.2f}s)"
