@@ -7,6 +7,7 @@
 
 #include <iostream>
 
+#include "common/version.h"
 #include "config/config.h"
 #include "server/dev_server.h"
 #include "server/serve_check.h"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
       "credentials present; no request is sent), print the effective settings as a config "
       "that --config accepts again, and exit: 0 valid, 2 refused");
 
+  app.set_version_flag("--version", dex::version_line("dex-server-zd"));
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr; stdout carries only the ready line.
