@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "bench_process.h"
+#include "common/version.h"
 #include "flow_bench_flow_types.h"
 #include "sdk/client.h"
 
@@ -382,6 +383,7 @@ int main(int argc, char** argv) {
                  "Parent of the scratch directory (server data and the fsync floor; removed "
                  "afterwards)")
       ->capture_default_str();
+  app.set_version_flag("--version", dex::version_line("flow_bench"));
   CLI11_PARSE(app, argc, argv);
 
   // SIGINT/SIGTERM are taken by one thread that cleans up; children unblock them.

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "common/version.h"
 #include "log/log_writer.h"
 #include "objstore/filesystem_store.h"
 
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   std::string dir = (fs::temp_directory_path() / "dex-log-bench").string();
   app.add_option("--seconds", seconds, "Seconds per measurement")->capture_default_str();
   app.add_option("--dir", dir, "Scratch directory (deleted and recreated)")->capture_default_str();
+  app.set_version_flag("--version", dex::version_line("log_append_bench"));
   CLI11_PARSE(app, argc, argv);
 
   Figures floor = fsync_floor(fs::path(dir) / "floor", seconds);

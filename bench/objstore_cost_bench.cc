@@ -56,6 +56,7 @@
 #include "bench_process.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "common/version.h"
 #include "dex/engine.pb.h"
 #include "flow_bench_flow_types.h"
 #include "lease/lease_keeper.h"
@@ -995,6 +996,7 @@ int main(int argc, char** argv) {
                  "MinIO binary (default: $DEX_MINIO_BIN, else ~/.cache/dex/bin/minio)");
   app.add_option("--dir", o.dir, "Parent of the scratch directory (removed afterwards)")
       ->capture_default_str();
+  app.set_version_flag("--version", dex::version_line("objstore_cost_bench"));
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   curl_global_init(CURL_GLOBAL_DEFAULT);

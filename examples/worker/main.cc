@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/version.h"
 #include "config/config.h"
 #include "embedded_flow_types.h"
 #include "handlers.h"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   std::string work_time;
   app.add_option("--work-time", work_time,
                  "Make every Step take this long (e.g. 50ms), as real work would; default: none");
+  app.set_version_flag("--version", dex::version_line("dex-example-worker"));
   CLI11_PARSE(app, argc, argv);
   if (server_args.empty()) server_args.push_back(options.server_address);
   for (const std::string& arg : server_args) {

@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "cli/output.h"
+#include "common/version.h"
 #include "config/config.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "lease/lease_record.h"
@@ -666,9 +667,12 @@ int main(int argc, char** argv) {
                 "batch's writeId");
   log->add_option("--from-slot", from_slot, "Start at this slot (default: the log's first)");
 
+  app.set_version_flag("--version", dex::version_line("dexcli"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);

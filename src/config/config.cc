@@ -135,6 +135,44 @@ Status validate_listen_address(std::string_view listen) {
   return Status::ok();
 }
 
+bool listen_is_loopback(std::string_view listen) {
+  auto colon = listen.rfind(':');
+  std::string_view host = listen.substr(0, colon == std::string_view::npos ? 0 : colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8: four decimal octets, the first 127.
+  if (!host.starts_with("127.")) return false;
+  int octets = 0;
+  size_t start = 0;
+  while (start <= host.size() && octets < 5) {
+    size_t dot = host.find('.', start);
+    std::string_view part =
+        host.substr(start, dot == std::string_view::npos ? host.npos : dot - start);
+    unsigned value = 0;
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || part.size() > 3 || ec != std::errc() || ptr != part.data() + part.size() ||
+        value > 255) {
+      return false;
+    }
+    ++octets;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return octets == 4;
+}
+
+std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
+                                   size_t admin_token_count) {
+  if (!admin_enabled || admin_token_count > 0 || listen_is_loopback(listen)) return {};
+  return fmt::format(
+      "AdminService is reachable beyond loopback on {} without an admin credential: anyone who "
+      "can reach it can describe this node and step it down. Set auth.adminTokenFiles (or "
+      "auth.adminTokenSha256), set admin.enabled: false, or listen on 127.0.0.1",
+      listen);
+}
+
 namespace {
 
 // snapshots.* of any config file (all optional).
@@ -190,6 +228,11 @@ struct Schema {
   std::string data_dir_key;  // empty: not settable
   const char* program;
 };
+
+// auth.* of any config file; defined below.
+Status read_admin_tokens(const YAML::Node& root, std::string_view source,
+                         std::vector<std::string>& digests, std::vector<std::string>* files,
+                         size_t* inline_digests);
 
 Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema& schema,
                   DevConfig& config) {
@@ -281,6 +324,23 @@ Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema&
       }
     }
     if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
+    if (root["admin"] && root["admin"]["enabled"]) {
+      auto v = read(root["admin"]["enabled"], "admin.enabled");
+      if (!v.is_ok()) return v.status();
+      if (v.value() != "true" && v.value() != "false") {
+        return Status::invalid_argument(
+            fmt::format("{}: admin.enabled must be true or false, not '{}'", source, v.value()));
+      }
+      next.admin_enabled = v.value() == "true";
+    }
+    if (root["auth"]) {
+      // The file's tokens replace any earlier ones: what it lists is what is accepted.
+      next.admin_token_sha256.clear();
+      if (auto s = read_admin_tokens(root, source, next.admin_token_sha256, nullptr, nullptr);
+          !s.is_ok()) {
+        return s;
+      }
+    }
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
@@ -307,16 +367,18 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
 
 const Schema kDevSchema{
     {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
-     "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep"},
+     "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep",
+     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256"},
     "dev.durabilityMode",
     "",
     "dex-server-zd dev"};
-const Schema kLocalSchema{{"nodeId", "api.listen", "local.dataDir", "local.durabilityMode",
-                           "lease.duration", "lease.failIfHeld", "standby.mode",
-                           "snapshots.interval", "snapshots.everyRecords", "snapshots.keep"},
-                          "local.durabilityMode",
-                          "local.dataDir",
-                          "dex-server-zd local"};
+const Schema kLocalSchema{
+    {"nodeId", "api.listen", "local.dataDir", "local.durabilityMode", "lease.duration",
+     "lease.failIfHeld", "standby.mode", "snapshots.interval", "snapshots.everyRecords",
+     "snapshots.keep", "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256"},
+    "local.durabilityMode",
+    "local.dataDir",
+    "dex-server-zd local"};
 
 // Reads a scalar at a dotted path ("a.b.c"), if present.
 std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotted) {
@@ -346,7 +408,8 @@ const std::map<std::string, std::string>& later_serve_keys() {
 // SHA-256 digests. A token file holds one token (surrounding whitespace is
 // trimmed); its content is never logged or printed.
 Status read_admin_tokens(const YAML::Node& root, std::string_view source,
-                         std::vector<std::string>& digests) {
+                         std::vector<std::string>& digests, std::vector<std::string>* files_out,
+                         size_t* inline_digests) {
   const YAML::Node auth = root["auth"];
   if (!auth) return Status::ok();
   auto bad = [&](std::string msg) {
@@ -403,6 +466,8 @@ Status read_admin_tokens(const YAML::Node& root, std::string_view source,
     }
     digests.push_back(hash);
   }
+  if (files_out != nullptr) *files_out = files.value();
+  if (inline_digests != nullptr) *inline_digests = hashes.value().size();
   return Status::ok();
 }
 
@@ -509,7 +574,8 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
              read_snapshot_settings(root.value(), source, c.snapshots),
              boolean("admin.enabled", c.admin_enabled),
-             read_admin_tokens(root.value(), source, c.admin_token_sha256)};
+             read_admin_tokens(root.value(), source, c.admin_token_sha256, &c.admin_token_files,
+                               &c.admin_token_sha256_entries)};
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
@@ -591,42 +657,82 @@ StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file) 
   return load_serve_config_yaml(text.value(), file.string());
 }
 
+namespace {
+
+// A YAML double-quoted scalar: any path or name reads back unchanged.
+std::string yaml_quote(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 std::string describe_serve_config(const ServeConfig& c) {
   const auto& os = c.object_store;
-  std::string out = fmt::format("nodeId: {}\napi:\n  listen: {}\nobjectStore:\n  type: {}\n",
-                                c.node_id, c.listen, os.type);
+  std::string out =
+      "# The effective settings of dex-server-zd serve. This is a config: `serve --config` reads\n"
+      "# it back with the same settings. Secrets appear only as the paths of their files.\n";
+  out += fmt::format("nodeId: {}\napi:\n  listen: {}\nobjectStore:\n  type: {}\n",
+                     yaml_quote(c.node_id), yaml_quote(c.listen), os.type);
   if (os.type == "s3") {
-    out += fmt::format(
-        "  bucket: {}\n  prefix: \"{}\"\n  endpoint: \"{}\"\n  region: {}\n  addressing: {}\n",
-        os.bucket, os.prefix, os.endpoint, os.region, os.addressing);
+    out +=
+        fmt::format("  bucket: {}\n  prefix: {}\n  endpoint: {}\n  region: {}\n  addressing: {}\n",
+                    yaml_quote(os.bucket), yaml_quote(os.prefix), yaml_quote(os.endpoint),
+                    yaml_quote(os.region), yaml_quote(os.addressing));
     out += os.credentials_file.empty()
-               ? std::string("  credentials: from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY\n")
-               : fmt::format("  credentials:\n    file: {}\n    profile: {}\n", os.credentials_file,
-                             os.credentials_profile);
+               ? std::string(
+                     "  # credentials: from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
+                     "(/ AWS_SESSION_TOKEN)\n")
+               : fmt::format("  credentials:\n    file: {}\n    profile: {}\n",
+                             yaml_quote(os.credentials_file), yaml_quote(os.credentials_profile));
   } else {
-    out += fmt::format("  path: {}\n  durability: {}\n", os.path.string(),
+    out += fmt::format("  path: {}\n  durability: {}\n", yaml_quote(os.path.string()),
                        durability_name(os.durability));
   }
   out += fmt::format(
       "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
       "  heldLeasePollInterval: {}\n  stepDownHoldOff: {}\n  laggingTakeoverDelay: {}\n"
-      "  behindLagThreshold: {}\nmetrics:\n  listen: \"{}\"\n"
+      "  behindLagThreshold: {}\nmetrics:\n  listen: {}\n"
       "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
       "  keep: {}\n",
-      c.local_store_path.string(), format_duration(c.lease_duration), c.lease_fail_if_held,
-      c.standby_mode, format_duration(c.held_lease_poll_interval),
+      yaml_quote(c.local_store_path.string()), format_duration(c.lease_duration),
+      c.lease_fail_if_held, c.standby_mode, format_duration(c.held_lease_poll_interval),
       format_duration(c.step_down_hold_off), format_duration(c.lagging_takeover_delay),
-      format_duration(c.behind_lag_threshold), c.metrics_listen,
+      format_duration(c.behind_lag_threshold), yaml_quote(c.metrics_listen),
       format_duration(c.attempt_drain_timeout),
       c.snapshots.interval == Duration(0) ? std::string("0")
                                           : format_duration(c.snapshots.interval),
       c.snapshots.every_records, c.snapshots.keep);
-  // Never the tokens or their digests: only how many are accepted.
-  out += fmt::format("admin:\n  enabled: {}\nauth:\n  adminTokens: {} accepted{}\n",
-                     c.admin_enabled, c.admin_token_sha256.size(),
-                     c.admin_token_sha256.empty()
-                         ? " (none: anyone who reaches api.listen can step this node down)"
-                         : "");
+  out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
+  // Never a token or its digest. Digests given inline are replaced by a value
+  // that reading back refuses, so a copy of this output cannot silently run
+  // without the credential.
+  if (c.admin_token_files.empty() && c.admin_token_sha256_entries == 0) {
+    out += "# auth: no admin credential: anyone who reaches api.listen can step this node down\n";
+    return out;
+  }
+  out += "auth:\n";
+  if (!c.admin_token_files.empty()) {
+    out += "  adminTokenFiles:\n";
+    for (const auto& file : c.admin_token_files) out += fmt::format("    - {}\n", yaml_quote(file));
+  }
+  if (c.admin_token_sha256_entries > 0) {
+    out += fmt::format(
+        "  # {} digest(s) not shown: copy them from the config file\n  adminTokenSha256:\n"
+        "    - \"(not shown)\"\n",
+        c.admin_token_sha256_entries);
+  }
   return out;
 }
 

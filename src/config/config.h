@@ -41,6 +41,9 @@ struct DevConfig {
   bool lease_fail_if_held = false;
   Durability durability = Durability::kStrict;
   SnapshotSettings snapshots;
+  // admin.enabled and auth.*: the same keys and meaning as in ServeConfig.
+  bool admin_enabled = true;
+  std::vector<std::string> admin_token_sha256;
 };
 
 inline constexpr Duration kLeaseDurationMin = seconds(3);
@@ -48,19 +51,31 @@ inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
 // api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only), snapshots.*. A bad file changes nothing.
+// standby.mode (cold only), snapshots.*, admin.enabled, auth.adminTokenFiles,
+// auth.adminTokenSha256. A bad file changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
 // The same from YAML text; `source` names it in errors.
 Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
 
 // `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
-// api.listen, local.durabilityMode, lease.duration, lease.failIfHeld and
-// standby.mode (cold only) are optional, with the dev defaults.
+// api.listen, local.durabilityMode, lease.duration, lease.failIfHeld,
+// standby.mode (cold only), snapshots.*, admin.enabled and auth.* are optional,
+// with the dev defaults.
 StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
 StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source);
 
 // "host:port" with a port in 0..65535 (0: any free port).
 Status validate_listen_address(std::string_view listen);
+
+// True when the host of a valid listen address is loopback only: localhost,
+// 127.0.0.0/8 or ::1. 0.0.0.0, :: and every other host are reachable beyond.
+bool listen_is_loopback(std::string_view listen);
+
+// The startup warning when AdminService is served beyond loopback without an
+// admin credential (anyone who reaches `listen` can step the node down);
+// empty when there is nothing to warn about.
+std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
+                                   size_t admin_token_count);
 
 // `dex-server-zd serve --config FILE`: production settings (docs/configuration.md).
 struct ServeConfig {
@@ -92,14 +107,22 @@ struct ServeConfig {
   // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
   bool admin_enabled = true;
   // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted
-  // admin token. Empty: admin calls need no credential (the server warns).
+  // admin token. Empty: admin calls need no credential (the server warns when
+  // api.listen is beyond loopback).
   std::vector<std::string> admin_token_sha256;
+  // Where those came from, for `serve --check`: the token files as written, and
+  // how many digests auth.adminTokenSha256 listed.
+  std::vector<std::string> admin_token_files;
+  size_t admin_token_sha256_entries = 0;
 };
 
 StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file);
 StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_view source);
-// The effective settings as YAML, for `serve --check` (no secrets: only the
-// credentials file's path is shown).
+// The effective settings as a YAML document that load_serve_config_yaml accepts
+// again with the same settings, for `serve --check`. No secrets: the S3
+// credentials and admin tokens appear as file paths, and auth.adminTokenSha256
+// digests are replaced by a placeholder that is refused when read back (so a
+// copy never silently drops the credential).
 std::string describe_serve_config(const ServeConfig& config);
 
 // Node IDs become object keys: 1–64 of [A-Za-z0-9._-], not starting with '.'.

@@ -24,6 +24,7 @@
 #include "node/node.h"
 #include "objstore/filesystem_store.h"
 #include "objstore/s3_store.h"
+#include "server/serve_check.h"
 
 namespace dex {
 namespace {
@@ -126,6 +127,13 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
 
   ApiServerOptions api_options;
   api_options.listen = config.listen;
+  api_options.admin_enabled = config.admin_enabled;
+  api_options.admin_token_sha256 = config.admin_token_sha256;
+  if (std::string warning = admin_exposure_warning(config.listen, config.admin_enabled,
+                                                   config.admin_token_sha256.size());
+      !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
 
   auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
   if (!store.is_ok())
@@ -162,19 +170,9 @@ StatusOr<std::unique_ptr<ObjectStore>> open_serve_store(const ServeConfig::Objec
     if (!store.is_ok()) return store.status();
     return std::unique_ptr<ObjectStore>(std::move(store).value());
   }
-  S3Options options;
-  options.bucket = c.bucket;
-  options.prefix = c.prefix;
-  options.endpoint = c.endpoint;
-  options.region = c.region;
-  options.addressing =
-      c.addressing == "virtualHost" ? S3Addressing::kVirtualHost : S3Addressing::kPath;
-  auto credentials = c.credentials_file.empty()
-                         ? s3_credentials_from_environment()
-                         : s3_credentials_from_file(c.credentials_file, c.credentials_profile);
-  if (!credentials.is_ok()) return credentials.status();
-  options.credentials = std::move(credentials).value();
-  auto store = S3ObjectStore::open(std::move(options));
+  auto options = serve_s3_options(c);  // the same options `serve --check` validates
+  if (!options.is_ok()) return options.status();
+  auto store = S3ObjectStore::open(std::move(options).value());
   if (!store.is_ok()) return store.status();
   return std::unique_ptr<ObjectStore>(std::move(store).value());
 }
@@ -201,11 +199,10 @@ int run_serve_server(const ServeConfig& config) {
   api_options.listen = config.listen;
   api_options.admin_enabled = config.admin_enabled;
   api_options.admin_token_sha256 = config.admin_token_sha256;
-  if (config.admin_enabled && config.admin_token_sha256.empty()) {
-    spdlog::warn(
-        "no admin credentials are configured (auth.adminTokenFiles / auth.adminTokenSha256): "
-        "anyone who can reach {} can describe this node and step it down",
-        config.listen);
+  if (std::string warning = admin_exposure_warning(config.listen, config.admin_enabled,
+                                                   config.admin_token_sha256.size());
+      !warning.empty()) {
+    spdlog::warn("{}", warning);
   }
   NodeRun run;
   run.program = "serve";

@@ -7,8 +7,10 @@
 
 #include <iostream>
 
+#include "common/version.h"
 #include "config/config.h"
 #include "server/dev_server.h"
+#include "server/serve_check.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dex-server-zd: the dex durable-execution server"};
@@ -40,14 +42,19 @@ int main(int argc, char** argv) {
       "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
       "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only), snapshots.interval "
       "(default 10m), snapshots.everyRecords (default 100000), snapshots.keep "
-      "(default 2)");
+      "(default 2), admin.enabled (default true; false: AdminService answers UNIMPLEMENTED), "
+      "auth.adminTokenFiles / auth.adminTokenSha256 (admin calls then need the credential; "
+      "without one, a listen address beyond loopback is warned about)");
 
   std::string local_config;
   CLI::App* local_cmd = app.add_subcommand(
       "local",
       "Run one node on a configured data directory: the same lease, lock, takeover and durability "
       "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
-      "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*).");
+      "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*, "
+      "admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256). AdminService answers "
+      "without a credential unless auth.* gives one; on an api.listen beyond loopback "
+      "(not 127.0.0.0/8, ::1, localhost) that is warned about at startup.");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();
 
   std::string serve_config;
@@ -62,8 +69,11 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--config", serve_config, "YAML config file")->required();
   serve_cmd->add_flag(
       "--check", serve_check,
-      "Validate the config, print the effective settings and exit without starting");
+      "Validate the config and what startup would refuse (S3 bucket name, region, endpoint, "
+      "credentials present; no request is sent), print the effective settings as a config "
+      "that --config accepts again, and exit: 0 valid, 2 refused");
 
+  app.set_version_flag("--version", dex::version_line("dex-server-zd"));
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr; stdout carries only the ready line.
@@ -95,6 +105,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (serve_check) {
+      if (dex::Status s = dex::check_serve_config(config.value()); !s.is_ok()) {
+        spdlog::error("{}: {}", serve_config, s.message());
+        return 2;
+      }
       std::cout << dex::describe_serve_config(config.value());
       return 0;
     }

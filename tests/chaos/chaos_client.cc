@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/version.h"
 #include "config/config.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
@@ -188,6 +189,7 @@ int main(int argc, char** argv) {
   app.add_option("--duration", settings.duration_s, "Seconds to run")->check(CLI::PositiveNumber);
   app.add_option("--stop-file", settings.stop_file, "Stop when this file exists");
   app.add_option("--seed", settings.seed, "Seed of the lanes' choices");
+  app.set_version_flag("--version", dex::version_line("chaos_client"));
   CLI11_PARSE(app, argc, argv);
   auto servers = dex::parse_server_addresses(servers_text);
   if (!servers.is_ok()) {

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "common/version.h"
 #include "sdk/addresses.h"
 #include "sdk/worker.h"
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--worker-id", worker_id, "Worker ID")->required();
   app.add_option("--concurrency", concurrency, "Tasks run at once")->check(CLI::Range(1u, 256u));
   app.add_option("--seed", seed, "Seed of the Step durations");
+  app.set_version_flag("--version", dex::version_line("chaos_worker"));
   CLI11_PARSE(app, argc, argv);
   auto servers = dex::parse_server_addresses(servers_text);
   if (!servers.is_ok()) {

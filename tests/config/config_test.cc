@@ -179,7 +179,7 @@ TEST(ServeConfig, DefaultsFollowTheSpec) {
   EXPECT_EQ(c->object_store.addressing, "path");
   std::string described = describe_serve_config(c.value());
   EXPECT_NE(described.find("duration: 10s"), std::string::npos) << described;
-  EXPECT_NE(described.find("bucket: b"), std::string::npos);
+  EXPECT_NE(described.find("bucket: \"b\""), std::string::npos) << described;
 }
 
 TEST(ServeConfig, TypoIsRefusedByItsPathNotIgnored) {
@@ -280,7 +280,11 @@ TEST(ServeConfig, AdminTokensAreReadAsDigestsAndNeverShown) {
   EXPECT_EQ(c->admin_token_sha256[0].size(), 64u);
   EXPECT_EQ(c->admin_token_sha256[1], std::string(64, 'a'));
   std::string described = describe_serve_config(c.value());
-  EXPECT_NE(described.find("adminTokens: 2 accepted"), std::string::npos) << described;
+  // The file by its path, the inline digest by a placeholder.
+  EXPECT_NE(described.find("adminTokenFiles:\n    - \"" + file.string() + "\""), std::string::npos)
+      << described;
+  EXPECT_NE(described.find("1 digest(s) not shown"), std::string::npos) << described;
+  EXPECT_EQ(described.find(std::string(64, 'a')), std::string::npos) << described;
   EXPECT_EQ(described.find("token-from-a-file"), std::string::npos);
   EXPECT_EQ(described.find(c->admin_token_sha256[0]), std::string::npos);
   std::ofstream(file, std::ios::trunc) << " \n";
@@ -363,6 +367,202 @@ TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
     EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
     EXPECT_EQ(dev.snapshots.keep, 2u);
   }
+}
+
+}  // namespace
+}  // namespace dex
+
+namespace dex {
+namespace {
+
+// A token file for the admin tests, removed at the end of the test.
+class TokenFile {
+ public:
+  explicit TokenFile(const std::string& token)
+      : path_(std::filesystem::temp_directory_path() /
+              ("dex-config-test-token-" + std::to_string(::getpid()) + "-" +
+               std::to_string(counter_++))) {
+    std::ofstream(path_) << token << "\n";
+  }
+  ~TokenFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+// Issue 13 item 5: dev and local accept admin.enabled and auth.* like serve.
+TEST(DevConfig, OverrideFileAcceptsAdminEnabledAndAdminTokens) {
+  TokenFile token("dev-secret-token");
+  DevConfig c;
+  EXPECT_TRUE(c.admin_enabled);
+  EXPECT_TRUE(c.admin_token_sha256.empty());
+  ASSERT_TRUE(apply_dev_override_yaml("auth:\n  adminTokenFiles: [" + token.path() +
+                                          "]\n  adminTokenSha256: [" + std::string(64, 'B') + "]\n",
+                                      "dev.yaml", c)
+                  .is_ok());
+  ASSERT_EQ(c.admin_token_sha256.size(), 2u);
+  EXPECT_EQ(c.admin_token_sha256[1], std::string(64, 'b'));
+  EXPECT_TRUE(c.admin_enabled);
+  ASSERT_TRUE(apply_dev_override_yaml("admin:\n  enabled: false\n", "dev.yaml", c).is_ok());
+  EXPECT_FALSE(c.admin_enabled);
+}
+
+TEST(LocalConfig, AcceptsAdminEnabledAndAdminTokens) {
+  TokenFile token("local-secret-token");
+  auto c = load_local_config_yaml("nodeId: n1\nlocal:\n  dataDir: /d\nauth:\n  adminTokenFiles: [" +
+                                      token.path() + "]\nadmin:\n  enabled: true\n",
+                                  "local.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->admin_token_sha256.size(), 1u);
+  EXPECT_TRUE(c->admin_enabled);
+  auto off = load_local_config_yaml("nodeId: n1\nlocal:\n  dataDir: /d\nadmin:\n  enabled: false\n",
+                                    "local.yaml");
+  ASSERT_TRUE(off.is_ok()) << off.status().to_string();
+  EXPECT_FALSE(off->admin_enabled);
+  EXPECT_TRUE(off->admin_token_sha256.empty());
+}
+
+TEST(DevAndLocalConfig, AdminRefusalsNameTheKeyNeverTheDigestAndChangeNothing) {
+  TokenFile empty(" ");
+  const std::string digest_like = std::string(63, 'c') + "x";  // not hex: refused
+  struct Case {
+    std::string yaml, needle;
+  };
+  std::vector<Case> cases = {
+      {"admin:\n  enabled: maybe\n", "admin.enabled"},
+      {"admin:\n  enable: false\n", "admin.enable"},
+      {"auth:\n  adminTokens: []\n", "auth.adminTokens"},
+      {"auth: open\n", "'auth' must be a mapping"},
+      {"auth:\n  adminTokenFiles: /one/file\n", "auth.adminTokenFiles must be a list"},
+      {"auth:\n  adminTokenFiles: [/no/such/token]\n", "cannot read '/no/such/token'"},
+      {"auth:\n  adminTokenFiles: [/dev/zero]\n", "'/dev/zero' is not a regular file"},
+      {"auth:\n  adminTokenFiles: [" + empty.path() + "]\n", "is empty"},
+      {"auth:\n  adminTokenSha256: [" + digest_like + "]\n",
+       "auth.adminTokenSha256 entries must be 64 hex digits"},
+  };
+  for (const auto& c : cases) {
+    DevConfig dev;
+    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "dev.yaml", dev);
+    ASSERT_FALSE(s.is_ok()) << c.yaml;
+    EXPECT_NE(s.message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << s.message();
+    EXPECT_NE(s.message().find("dev.yaml"), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find(digest_like), std::string::npos) << s.message();
+    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+    EXPECT_TRUE(dev.admin_enabled);
+    EXPECT_TRUE(dev.admin_token_sha256.empty());
+    auto local =
+        load_local_config_yaml("nodeId: n1\nlocal:\n  dataDir: /d\n" + c.yaml, "local.yaml");
+    ASSERT_FALSE(local.is_ok()) << c.yaml;
+    EXPECT_NE(local.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << local.status().message();
+    EXPECT_EQ(local.status().message().find(digest_like), std::string::npos);
+  }
+}
+
+TEST(ListenAddress, LoopbackIs127Slash8AndIpv6LoopbackAndLocalhost) {
+  for (const char* loopback :
+       {"127.0.0.1:8801", "127.1.2.3:0", "127.255.255.255:1", "localhost:8801", "[::1]:8801"}) {
+    EXPECT_TRUE(listen_is_loopback(loopback)) << loopback;
+  }
+  for (const char* beyond : {"0.0.0.0:8801", "[::]:8801", "10.0.0.5:8801", "dex.internal:8801",
+                             "127.0.0:8801", "127.0.0.1.5:8801", "127.0.0.256:8801",
+                             "128.0.0.1:8801", "localhost.example.com:8801", "[::2]:8801"}) {
+    EXPECT_FALSE(listen_is_loopback(beyond)) << beyond;
+  }
+}
+
+TEST(AdminExposureWarning, OnlyBeyondLoopbackWithoutACredential) {
+  std::string warning = admin_exposure_warning("0.0.0.0:8801", true, 0);
+  EXPECT_NE(warning.find("AdminService is reachable beyond loopback on 0.0.0.0:8801"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("auth.adminTokenFiles"), std::string::npos) << warning;
+  EXPECT_FALSE(admin_exposure_warning("[::]:8801", true, 0).empty());
+  EXPECT_TRUE(admin_exposure_warning("127.0.0.1:8801", true, 0).empty());
+  EXPECT_TRUE(admin_exposure_warning("[::1]:8801", true, 0).empty());
+  EXPECT_TRUE(admin_exposure_warning("0.0.0.0:8801", true, 1).empty());
+  EXPECT_TRUE(admin_exposure_warning("0.0.0.0:8801", false, 0).empty());
+}
+
+// Issue 13 item 8: `serve --check` prints a config that reads back with the
+// same effective settings.
+TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
+  TokenFile token("serve-secret-token");
+  const std::vector<std::string> configs = {
+      std::string(kServeS3),
+      "nodeId: node-b\napi:\n  listen: \"[::1]:9001\"\nobjectStore:\n  type: s3\n  bucket: "
+      "dex-bucket\n  prefix: \"a b/\\\"q\\\"\"\n  region: eu-west-1\n  addressing: virtualHost\n"
+      "  credentials:\n    file: /etc/dex/aws credentials\n    profile: prod\n"
+      "localStore:\n  path: \"/var/lib/dex #1\"\nlease:\n  duration: 90s\n  failIfHeld: false\n"
+      "standby:\n  mode: hot\n  heldLeasePollInterval: 100ms\n  stepDownHoldOff: 7s\n"
+      "  laggingTakeoverDelay: 2s\n  behindLagThreshold: 20s\nmetrics:\n  listen: 0.0.0.0:9090\n"
+      "lifecycle:\n  attemptDrainTimeout: 1m\nsnapshots:\n  interval: 0\n  everyRecords: 7\n"
+      "  keep: 5\nadmin:\n  enabled: false\nauth:\n  adminTokenFiles: [" +
+          token.path() + "]\n",
+      "nodeId: fs\nobjectStore:\n  type: filesystem\n  path: /srv/objects\n  durability: "
+      "processCrashSafe\nlocalStore:\n  path: /srv/local\nlease:\n  failIfHeld: true\n",
+  };
+  for (const auto& yaml : configs) {
+    auto first = load_serve_config_yaml(yaml, "serve.yaml");
+    ASSERT_TRUE(first.is_ok()) << first.status().to_string() << "\n" << yaml;
+    const std::string described = describe_serve_config(first.value());
+    auto again = load_serve_config_yaml(described, "check-output.yaml");
+    ASSERT_TRUE(again.is_ok()) << again.status().to_string() << "\n" << described;
+    EXPECT_EQ(describe_serve_config(again.value()), described);
+    const ServeConfig& a = first.value();
+    const ServeConfig& b = again.value();
+    EXPECT_EQ(a.node_id, b.node_id);
+    EXPECT_EQ(a.listen, b.listen);
+    EXPECT_EQ(a.object_store.type, b.object_store.type);
+    EXPECT_EQ(a.object_store.bucket, b.object_store.bucket);
+    EXPECT_EQ(a.object_store.prefix, b.object_store.prefix);
+    EXPECT_EQ(a.object_store.endpoint, b.object_store.endpoint);
+    EXPECT_EQ(a.object_store.region, b.object_store.region);
+    EXPECT_EQ(a.object_store.addressing, b.object_store.addressing);
+    EXPECT_EQ(a.object_store.credentials_file, b.object_store.credentials_file);
+    EXPECT_EQ(a.object_store.credentials_profile, b.object_store.credentials_profile);
+    EXPECT_EQ(a.object_store.path, b.object_store.path);
+    EXPECT_EQ(a.object_store.durability, b.object_store.durability);
+    EXPECT_EQ(a.local_store_path, b.local_store_path);
+    EXPECT_EQ(a.lease_duration, b.lease_duration);
+    EXPECT_EQ(a.lease_fail_if_held, b.lease_fail_if_held);
+    EXPECT_EQ(a.standby_mode, b.standby_mode);
+    EXPECT_EQ(a.held_lease_poll_interval, b.held_lease_poll_interval);
+    EXPECT_EQ(a.step_down_hold_off, b.step_down_hold_off);
+    EXPECT_EQ(a.lagging_takeover_delay, b.lagging_takeover_delay);
+    EXPECT_EQ(a.behind_lag_threshold, b.behind_lag_threshold);
+    EXPECT_EQ(a.metrics_listen, b.metrics_listen);
+    EXPECT_EQ(a.attempt_drain_timeout, b.attempt_drain_timeout);
+    EXPECT_EQ(a.snapshots.interval, b.snapshots.interval);
+    EXPECT_EQ(a.snapshots.every_records, b.snapshots.every_records);
+    EXPECT_EQ(a.snapshots.keep, b.snapshots.keep);
+    EXPECT_EQ(a.admin_enabled, b.admin_enabled);
+    EXPECT_EQ(a.admin_token_sha256, b.admin_token_sha256);
+    EXPECT_EQ(a.admin_token_files, b.admin_token_files);
+    // Never the token or its digest.
+    EXPECT_EQ(described.find("serve-secret-token"), std::string::npos) << described;
+    for (const auto& digest : a.admin_token_sha256) {
+      EXPECT_EQ(described.find(digest), std::string::npos) << described;
+    }
+  }
+}
+
+TEST(ServeConfig, InlineDigestsAreNotShownAndTheCopyIsRefusedNotOpened) {
+  const std::string digest(64, 'd');
+  auto c = load_serve_config_yaml(
+      std::string(kServeS3) + "auth:\n  adminTokenSha256: [" + digest + "]\n", "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  const std::string described = describe_serve_config(c.value());
+  EXPECT_EQ(described.find(digest), std::string::npos) << described;
+  // Read back, the placeholder is refused by its key: a copy never runs
+  // without the credential the original had.
+  auto again = load_serve_config_yaml(described, "check-output.yaml");
+  ASSERT_FALSE(again.is_ok()) << described;
+  EXPECT_NE(again.status().message().find("auth.adminTokenSha256"), std::string::npos)
+      << again.status().message();
 }
 
 }  // namespace

@@ -217,6 +217,23 @@ def test_prometheus_rule_has_the_three_alerts_of_the_reference_page_verbatim():
     assert [r["expr"] for r in rules] == SPEC_ALERTS
 
 
+def test_every_alert_with_a_for_says_why_in_a_comment_above_it():
+    # Issue 13 item 7: the expressions are the spec's; a `for:` added to one is explained.
+    lines = (KUBE / "hot-standby" / "prometheusrule.yaml").read_text().splitlines()
+    rules = [r for g in one("hot-standby", "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    fors = [i for i, line in enumerate(lines) if line.strip().startswith("for:")]
+    assert len(fors) == sum(1 for r in rules if "for" in r)
+    for i in fors:
+        comment = []
+        j = i - 1
+        while j >= 0 and lines[j].strip().startswith("#"):
+            comment.insert(0, lines[j].strip().lstrip("#").strip())
+            j -= 1
+        why = " ".join(comment)
+        assert why.startswith("Why `for`:") and len(why) > 40, (
+            f"line {i + 1} ({lines[i].strip()}) needs a comment above it saying why: {why!r}")
+
+
 def test_operations_guide_shows_the_same_alert_expressions():
     text = (ROOT / "docs" / "operations.md").read_text()
     for expr in SPEC_ALERTS:

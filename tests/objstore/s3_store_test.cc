@@ -59,6 +59,40 @@ TEST(S3Store, OpenRefusesBadOptions) {
   EXPECT_TRUE(bad([](S3Options&) {}).is_ok());
 }
 
+// S3's bucket naming rules, checked before any request (so `serve --check`
+// finds them): each refusal says which rule.
+TEST(S3Store, OpenRefusesBucketNamesThatS3Refuses) {
+  auto open_bucket = [](std::string bucket) {
+    S3Options o = options_for("http://127.0.0.1:9000");
+    o.bucket = std::move(bucket);
+    return S3ObjectStore::open(std::move(o)).status();
+  };
+  const std::pair<std::string, std::string> refused[] = {
+      {"ab", "3 to 63 characters"},
+      {std::string(64, 'a'), "3 to 63 characters"},
+      {"Dex-Bucket", "only lowercase letters"},
+      {"dex_bucket", "only lowercase letters"},
+      {"-dex", "begin and end with a letter or digit"},
+      {"dex.", "begin and end with a letter or digit"},
+      {"dex..bucket", "two adjacent periods"},
+      {"192.168.5.4", "IP address"},
+      {"xn--dex", "reserved by S3"},
+      {"sthree-dex", "reserved by S3"},
+      {"dex-s3alias", "reserved by S3"},
+      {"dex--ol-s3", "reserved by S3"},
+  };
+  for (const auto& [bucket, why] : refused) {
+    Status s = open_bucket(bucket);
+    EXPECT_TRUE(s.is_permanent()) << bucket;
+    EXPECT_THAT(s.message(), HasSubstr("'" + bucket + "'")) << bucket;
+    EXPECT_THAT(s.message(), HasSubstr(why)) << bucket;
+  }
+  const std::string accepted[] = {"dex", "dex-bucket.v2", "1-2-3", std::string(63, 'a')};
+  for (const auto& ok : accepted) {
+    EXPECT_TRUE(open_bucket(ok).is_ok()) << ok;
+  }
+}
+
 TEST(S3Store, PathStyleAndVirtualHostAddressingEncodeTheKeyOnce) {
   auto path = open_or_die(options_for("http://127.0.0.1:9000/"));
   ASSERT_NE(path, nullptr);

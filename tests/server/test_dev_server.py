@@ -204,3 +204,71 @@ def inspect_node(what, data_dir, node_id):
     r = run(binary("dexcli"), "inspect", what, "--data-dir", data_dir, "--node-id", node_id)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def port_of(ready_line):
+    return ready_line.split(" listening on ", 1)[1].split()[0].rsplit(":", 1)[1]
+
+
+def admin_describe(port, *extra):
+    return run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "--timeout", "10s", "admin",
+               "describe", *extra)
+
+
+ADMIN_WARNING = "AdminService is reachable beyond loopback"
+
+
+def test_dev_with_an_admin_token_refuses_admin_calls_without_it(procs, tmp_path):
+    # Issue 13 item 5: dev accepts the same auth.* keys as serve.
+    token = tmp_path / "admin-token"
+    token.write_text("dev-admin-token-1\n")
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token\n")
+    config = write_config(tmp_path, f"auth:\n  adminTokenFiles: [{token}]\n")
+    a = start_dev(procs, tmp_path / "data", "--config", config)
+    port = port_of(a.wait_for_line(READY, 60))
+    r = admin_describe(port)
+    assert r.returncode == 1, r.stdout
+    assert "UNAUTHENTICATED" in r.stderr and "--credential-file" in r.stderr, r.stderr
+    r = admin_describe(port, "--credential-file", wrong)
+    assert r.returncode == 1 and "UNAUTHENTICATED" in r.stderr, r.stderr
+    r = admin_describe(port, "--credential-file", token)
+    assert r.returncode == 0, r.stderr
+    described = json.loads(r.stdout)
+    assert described["nodeId"] == "dev" and described["nodeEpoch"] == "1", described
+    # The token is never logged.
+    assert "dev-admin-token-1" not in a.output()
+
+
+def test_dev_with_admin_disabled_answers_unimplemented(procs, tmp_path):
+    config = write_config(tmp_path, "admin:\n  enabled: false\n")
+    a = start_dev(procs, tmp_path / "data", "--config", config)
+    port = port_of(a.wait_for_line(READY, 60))
+    r = admin_describe(port)
+    assert r.returncode == 1 and "UNIMPLEMENTED" in r.stderr, r.stderr
+    # The rest of the API still serves.
+    assert run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "flow", "list").returncode == 0
+
+
+def test_local_beyond_loopback_without_a_credential_logs_a_warning(procs, tmp_path):
+    def start_local(name, listen, extra=""):
+        config = write_config(tmp_path, f"nodeId: {name}\nlocal:\n  dataDir: {tmp_path / name}\n"
+                                        f"api:\n  listen: {listen}\n{extra}", name=f"{name}.yaml")
+        p = procs(binary("dex-server-zd"), "local", "--config", config)
+        return p, p.wait_for_line("dex-server-zd local ready", 60)
+
+    # 0.0.0.0 reaches beyond loopback: warned, naming the address and the keys that fix it.
+    a, line = start_local("open", "0.0.0.0:0")
+    warning = next((l for l in a.lines if ADMIN_WARNING in l), None)
+    assert warning is not None, a.output()
+    assert "0.0.0.0:0" in warning and "auth.adminTokenFiles" in warning, warning
+    # Still answers (on loopback too) without a credential: it is a warning, not a refusal.
+    assert admin_describe(port_of(line)).returncode == 0
+    # Loopback only, or a credential, or AdminService off: no warning.
+    token = tmp_path / "admin-token"
+    token.write_text("local-admin-token\n")
+    for name, listen, extra in [("loopback", "127.0.0.1:0", ""),
+                                ("token", "0.0.0.0:0", f"auth:\n  adminTokenFiles: [{token}]\n"),
+                                ("off", "0.0.0.0:0", "admin:\n  enabled: false\n")]:
+        p, _ = start_local(name, listen, extra)
+        assert not any(ADMIN_WARNING in l for l in p.lines), (name, p.output())
