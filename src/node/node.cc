@@ -246,13 +246,15 @@ void Node::start_acquire() {
     if (s.is_ok()) {
       take_locked(machine_.acquired(now(), k->epoch()));
     } else {
-      if (s.code() != Code::kStopped && hot_) {
+      const TimePoint failed_at = now();
+      NodeActions actions = machine_.acquire_failed(failed_at, s);
+      if (machine_.phase() == NodePhase::kTakeoverBackoff && actions.wake_at) {
         spdlog::warn(
             "takeover failed before holding the lease ({}); still following the log, trying "
-            "again after a backoff",
-            s.to_string());
+            "again in {} s",
+            s.to_string(), to_ms(*actions.wake_at - failed_at) / 1000);
       }
-      take_locked(machine_.acquire_failed(now(), s));
+      take_locked(std::move(actions));
     }
   });
 }
