@@ -1203,8 +1203,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::open(EngineOptions options, ObjectStor
         "on_durable)");
   }
   if (!log.is_open()) return Status::stopped("the log writer is not open");
-  auto local = open_local_store(store, options.node_id, options.local_store_path,
-                                log.epoch_start_slot(), options.snapshot_request);
+  std::unique_ptr<StateMachine> handed;
+  if (options.handed_store) handed = std::move(options.handed_store->sm);
+  auto local =
+      open_local_store(store, options.node_id, options.local_store_path, log.epoch_start_slot(),
+                       options.snapshot_request, std::move(handed));
   if (!local.is_ok()) return local.status();
   auto engine =
       std::make_unique<EngineImpl>(std::move(options), store, log, clock, std::move(local->sm));

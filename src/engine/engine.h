@@ -27,6 +27,8 @@
 
 namespace dex {
 
+struct HandedLocalStore;
+
 // Limits on what a request may carry; a request over one is InvalidArgument
 // with a message naming the limit, and changes nothing.
 inline constexpr size_t kFlowInputBytesMax = 1u << 20;
@@ -95,6 +97,10 @@ struct EngineOptions {
   Duration worker_ping_interval = seconds(10);
   // Required: the hook installed in the LogWriter's on_durable (see EngineLogHook).
   std::shared_ptr<EngineLogHook> log_hook;
+  // A hot standby's takeover: the local store its follower kept open (see
+  // Follower::stop_and_hand_over). Engine::open takes it out of the box; null
+  // or empty: the engine opens local_store_path itself.
+  std::shared_ptr<HandedLocalStore> handed_store;
   // Snapshots of the local store taken while this engine runs, and the log
   // collected behind them (docs/snapshots.md). Checkpoints are made in
   // <local_store_path>.checkpoint.

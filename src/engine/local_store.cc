@@ -44,7 +44,8 @@ enum class Need { kNothing, kMissing, kCorrupt, kBehind };
 
 StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& node_id,
                                             const fs::path& path, Slot epoch_slot,
-                                            const RequestOptions& request) {
+                                            const RequestOptions& request,
+                                            std::unique_ptr<StateMachine> already_open) {
   std::error_code ec;
   const fs::path restoring = fs::path(path.string() + ".restoring");
   const fs::path corrupt_aside = fs::path(path.string() + ".corrupt");
@@ -64,11 +65,13 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
   LocalStoreOpened out;
   Need need = Need::kNothing;
   std::string why;
-  if (!fs::exists(path, ec) || fs::is_empty(path, ec)) {
+  if (!already_open && (!fs::exists(path, ec) || fs::is_empty(path, ec))) {
     need = Need::kMissing;
     why = "is missing";
   } else {
-    auto sm = StateMachine::open(path);
+    const bool handed = already_open != nullptr;
+    auto sm = handed ? StatusOr<std::unique_ptr<StateMachine>>(std::move(already_open))
+                     : StateMachine::open(path);
     if (!sm.is_ok() && !sm.status().is_corruption()) return sm.status();
     std::optional<Slot> last;
     if (sm.is_ok()) {
@@ -96,7 +99,9 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
         why = fmt::format("has applied the log through slot {}, but the log now starts at slot {}",
                           last->value, bounds->first.value);
       } else {
-        out.how = fmt::format("opened; it has applied the log through slot {}", last->value);
+        out.how =
+            fmt::format("{}; it has applied the log through slot {}",
+                        handed ? "handed over open by the hot standby" : "opened", last->value);
         return out;
       }
     }

@@ -29,8 +29,17 @@ struct LocalStoreOpened {
 
 // Opens (creating, or restoring from a snapshot) the local store at `path` for
 // a holder whose EpochStart is at `epoch_slot`. Every request uses `request`.
+// `already_open`: the store at `path` as a hot standby's follower handed it
+// over, checked like one opened here (a store behind the log's start is still
+// replaced by a snapshot) but neither closed nor opened again.
 StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& node_id,
                                             const std::filesystem::path& path, Slot epoch_slot,
-                                            const RequestOptions& request = {});
+                                            const RequestOptions& request = {},
+                                            std::unique_ptr<StateMachine> already_open = nullptr);
+
+// A store handed from the follower to the engine at a takeover (EngineOptions).
+struct HandedLocalStore {
+  std::unique_ptr<StateMachine> sm;
+};
 
 }  // namespace dex

@@ -10,6 +10,7 @@
 #include "common/random.h"
 #include "dex/api.pb.h"
 #include "engine/engine.h"
+#include "engine/local_store.h"
 #include "lease/lease_keeper.h"
 #include "log/log_writer.h"
 #include "metrics/metrics.h"
@@ -295,9 +296,16 @@ void Node::open_serving() {
     std::lock_guard<std::mutex> lock(mu_);
     take_locked(machine_.fatal(now(), why));
   });
+  // A hot standby hands its open local store and the last slot it applied to
+  // the engine: no close and reopen, and the log writer lists only the tail.
   std::optional<Slot> followed_to;
-  if (follower_) followed_to = follower_->status().applied;
-  stop_following();  // closes the follower's local store: the engine opens it next
+  std::shared_ptr<HandedLocalStore> handed;
+  if (follower_) {
+    auto store = follower_->stop_and_hand_over();
+    followed_to = follower_->status().applied;
+    if (store) handed = std::make_shared<HandedLocalStore>(HandedLocalStore{std::move(store)});
+    stop_following();
+  }
 
   auto fail = [&](const std::string& message) {
     spdlog::error("{}", message);
@@ -334,6 +342,7 @@ void Node::open_serving() {
   eo.epoch = epoch;
   eo.local_store_path = run_.local_store_path;
   eo.log_hook = s.hook;
+  eo.handed_store = std::move(handed);
   eo.snapshots.interval = run_.snapshots.interval;
   eo.snapshots.every_records = run_.snapshots.every_records;
   eo.snapshots.keep = run_.snapshots.keep;

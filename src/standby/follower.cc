@@ -51,12 +51,17 @@ void Follower::start() {
 }
 
 void Follower::stop() {
+  (void)stop_and_hand_over();  // closes the store
+}
+
+std::unique_ptr<StateMachine> Follower::stop_and_hand_over() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  return std::move(sm_);
 }
 
 Follower::Status_ Follower::status() const {
@@ -89,6 +94,9 @@ void Follower::run() {
       if (stopping_) return;
     }
     Status ended = session();
+    // A session that failed closes its store: the next one opens it afresh,
+    // and a takeover never gets a store in an unknown state.
+    if (!ended.is_ok()) sm_.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -119,7 +127,9 @@ Status Follower::session() {
   auto opened = open_local_store(store_, options_.node_id, options_.local_store_path,
                                  Slot(std::numeric_limits<uint64_t>::max()), options_.request);
   if (!opened.is_ok()) return opened.status();
-  std::unique_ptr<StateMachine> sm = std::move(opened->sm);
+  sm_.reset();  // the previous session's store, if any, closes first
+  sm_ = std::move(opened->sm);
+  StateMachine* sm = sm_.get();
   spdlog::info("hot standby of node {}: local store {}", options_.node_id.value, opened->how);
   auto last = sm->last_applied();
   if (!last.is_ok()) return last.status();

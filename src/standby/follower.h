@@ -19,6 +19,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,6 +32,8 @@
 #include "objstore/object_store.h"
 
 namespace dex {
+
+class StateMachine;
 
 enum class FollowerState { kBootstrapping, kFollowing, kBehind, kRestarting, kFailed };
 std::string_view follower_state_name(FollowerState state);
@@ -69,6 +72,12 @@ class Follower {
   // Stops following and closes the local store, so that the engine can open it.
   // Waits for a batch being applied. Idempotent.
   void stop();
+  // A takeover: stops following and hands over the local store still open,
+  // at the last slot it applied (status().applied), so the engine neither
+  // closes and reopens it nor lists the log from its start. Null when no
+  // healthy store is open (bootstrapping failed, restarting); the engine then
+  // opens the store itself.
+  std::unique_ptr<StateMachine> stop_and_hand_over();
 
   Status_ status() const;
   // Hot: following (the lease takeover asks this).
@@ -89,6 +98,9 @@ class Follower {
   bool stopping_ = false;                    // guarded by mu_
   Status_ status_;                           // guarded by mu_ (lag computed from last_caught_up_)
   std::optional<TimePoint> last_caught_up_;  // guarded by mu_
+  // The open local store of the current session; used by the follower thread
+  // alone while it runs, handed over or closed after it is joined.
+  std::unique_ptr<StateMachine> sm_;
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "../engine/engine_test_util.h"
+#include "engine/local_store.h"
 #include "engine/state_machine.h"
 #include "log/log.h"
 #include "objstore/faulty_store.h"
@@ -179,6 +180,29 @@ TEST_F(FollowerTest, StopClosesTheLocalStoreSoTheEngineCanOpenIt) {
   auto opened = StateMachine::open(dir_.sub("standby"));
   ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
   EXPECT_EQ(opened.value()->last_applied().value(), Slot(3));
+}
+
+// Issue 13 (item 9): at a takeover the standby hands its open store to the
+// engine instead of closing it and letting the engine open it again.
+TEST_F(FollowerTest, StopAndHandOverKeepsTheLocalStoreOpenAtTheLastAppliedSlot) {
+  LogFiller log(memory_, clock_);
+  log.flows(0, 3);
+  Follower f(memory_, clock_, options());
+  f.start();
+  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  std::unique_ptr<StateMachine> handed = f.stop_and_hand_over();
+  ASSERT_NE(handed, nullptr);
+  EXPECT_EQ(handed->last_applied().value(), Slot(3));
+  EXPECT_EQ(f.status().applied, Slot(3));
+  // Still open (RocksDB's LOCK is held by the handed store), and usable.
+  EXPECT_FALSE(StateMachine::open(dir_.sub("standby")).is_ok());
+  auto local =
+      open_local_store(memory_, kNode, dir_.sub("standby"), Slot(4), {}, std::move(handed));
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_NE(local->how.find("handed over"), std::string::npos) << local->how;
+  EXPECT_EQ(local->sm->last_applied().value(), Slot(3));
+  // A second hand-over has nothing to give.
+  EXPECT_EQ(f.stop_and_hand_over(), nullptr);
 }
 
 }  // namespace
