@@ -88,6 +88,22 @@ int serve_node(Node& node, ApiServer& api) {
   return code;
 }
 
+// The API's options, the same in every mode; warns when AdminService is
+// reachable beyond loopback without a credential.
+ApiServerOptions api_options_for(const std::string& listen, bool admin_enabled,
+                                 const std::vector<std::string>& admin_token_sha256) {
+  ApiServerOptions options;
+  options.listen = listen;
+  options.admin_enabled = admin_enabled;
+  options.admin_token_sha256 = admin_token_sha256;
+  if (std::string warning =
+          admin_exposure_warning(listen, admin_enabled, admin_token_sha256.size());
+      !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
+  return options;
+}
+
 }  // namespace
 
 void block_stop_signals() {
@@ -125,15 +141,8 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
         program, data_dir.string(), data_dir.string()));
   }
 
-  ApiServerOptions api_options;
-  api_options.listen = config.listen;
-  api_options.admin_enabled = config.admin_enabled;
-  api_options.admin_token_sha256 = config.admin_token_sha256;
-  if (std::string warning = admin_exposure_warning(config.listen, config.admin_enabled,
-                                                   config.admin_token_sha256.size());
-      !warning.empty()) {
-    spdlog::warn("{}", warning);
-  }
+  const ApiServerOptions api_options =
+      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256);
 
   auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
   if (!store.is_ok())
@@ -195,15 +204,8 @@ int run_serve_server(const ServeConfig& config) {
     return fail(fmt::format("cannot open the object store: {}", opened.status().message()));
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
-  ApiServerOptions api_options;
-  api_options.listen = config.listen;
-  api_options.admin_enabled = config.admin_enabled;
-  api_options.admin_token_sha256 = config.admin_token_sha256;
-  if (std::string warning = admin_exposure_warning(config.listen, config.admin_enabled,
-                                                   config.admin_token_sha256.size());
-      !warning.empty()) {
-    spdlog::warn("{}", warning);
-  }
+  const ApiServerOptions api_options =
+      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256);
   NodeRun run;
   run.program = "serve";
   run.node_id = config.node_id;

@@ -15,34 +15,19 @@ import re
 import signal
 import time
 
-from conftest import Proc, binary, free_port, run
+from conftest import binary, run
+from test_multi_address import ServeProc
 
-LEASE_S = 3
 STEP_S = 2
 
 
-class Serve:
+class Serve(ServeProc):
+    """A `serve` process of node-m (test_multi_address.py) in hot mode with the given drain."""
+
     def __init__(self, procs, tmp_path, name, drain):
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.config = tmp_path / f"{name}.yaml"
-        self.config.write_text(
-            f"nodeId: node-g\napi:\n  listen: {self.address}\n"
-            f"objectStore:\n  type: filesystem\n  path: {tmp_path / 'objects'}\n"
-            f"  durability: processCrashSafe\n"
-            f"localStore:\n  path: {tmp_path / name}-local\nlease:\n  duration: {LEASE_S}s\n"
-            f"standby:\n  mode: hot\nlifecycle:\n  attemptDrainTimeout: {drain}\n")
-        self.procs, self.proc = procs, None
-
-    def start(self):
-        self.proc = Proc([binary("dex-server-zd"), "serve", "--config", str(self.config)])
-        self.procs.register(self.proc)
-        self.proc.wait_for_line("API on", 30)
-        return self
-
-    def wait_ready(self, timeout):
-        line = self.proc.wait_for_line("dex-server-zd serve ready", timeout)
-        return int(re.search(r"epoch (\d+)", line).group(1))
+        super().__init__(procs, tmp_path, name)
+        self.config.write_text(self.config.read_text() +
+                               f"standby:\n  mode: hot\nlifecycle:\n  attemptDrainTimeout: {drain}\n")
 
 
 def cli(servers, *args, timeout="10s"):
