@@ -163,7 +163,7 @@ LeaseActions LeaseMachine::on_wake(TimePoint now) {
       break;
     case Phase::kAcqWaitHeld:
       if (now >= held_since_ + held_duration() + kExpiryMargin) {
-        take_available(now, held_record_, held_etag_, out);
+        take_expired(now, out);
       } else {
         send_acquire_read(now, out);
       }
@@ -406,7 +406,7 @@ void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
   const Duration held = held_duration();
   // §3: expiry counts only from our first sight of this version.
   const TimePoint expiry = held_since_ + held + kExpiryMargin;
-  if (now >= expiry) return take_available(now, held_record_, held_etag_, out);
+  if (now >= expiry) return take_expired(now, out);
   phase_ = Phase::kAcqWaitHeld;
   const Duration poll = config_.held_poll_interval > Duration(0) ? config_.held_poll_interval
                                                                  : held_poll_interval(held);
@@ -426,6 +426,19 @@ void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
   assert(next > now);
   assert(next - now <= poll);
   wake(next, out);
+}
+
+void LeaseMachine::take_expired(TimePoint now, LeaseActions& out) {
+  assert(now >= held_since_ + held_duration() + kExpiryMargin);
+  // The moment of the takeover decision, for the log (and the crash-wait e2e
+  // test, which measures from a SIGKILL to it).
+  emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
+       fmt::format("lease of node {} expired: held by {}, unchanged for {:.3f}s since first seen; "
+                   "taking it over",
+                   config_.node_id.value, describe_holder(*held_record_),
+                   seconds_of(now - held_since_)))
+      .epoch = held_record_->epoch;
+  take_available(now, held_record_, held_etag_, out);
 }
 
 std::optional<HeldLeaseView> LeaseMachine::watching(TimePoint now) const {

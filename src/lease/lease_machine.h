@@ -256,6 +256,8 @@ class LeaseMachine {
   void take_available(TimePoint now, std::optional<LeaseRecordValue> current,
                       const std::string& etag, LeaseActions& out);
   void wait_held(TimePoint now, LeaseActions& out);
+  // The held version stayed unchanged for its duration + 1 s: take it.
+  void take_expired(TimePoint now, LeaseActions& out);
   // A new held version was first seen at held_since_: plan when its successor
   // is due (§3a). `landed_after`: a local time before which it had not landed,
   // when known.

@@ -315,6 +315,9 @@ void expect_crash_waits_within_bound(CrashScenario sc, const char* what) {
         sc.seed = static_cast<uint64_t>(offset_ms * 7 + crash_after);
         CrashOutcome o = run_crash(sc);
         ++runs;
+        // Announced once for the holder through all its renewals, then the
+        // expiry (and for hot mode the jitter).
+        EXPECT_EQ(o.waiting_events, sc.hot ? 3 : 2) << what;
         EXPECT_TRUE(o.safe) << what << ": offset " << offset_ms << " ms, crash after "
                             << crash_after;
         EXPECT_GE(o.wait, sc.duration + kExpiryMargin);

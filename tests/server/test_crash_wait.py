@@ -5,11 +5,16 @@ lease.duration plus 1 second."
 `dex-server-zd serve` on a filesystem object store with a 3 s lease: an active process and a
 standby. The test watches the lease object's file and SIGKILLs the active right after a renewal
 write lands, the worst case: the standby counts expiry only from when it first saw that version
-(docs/lease.md §3, §3a). Takeover is the time stamp of the standby's "acquired the lease" log
-line; it must come at most duration + 1 s + 100 ms after the kill, plus KILL_TO_LOG_ALLOWANCE_S
-for the standby's own work between the takeover decision and that line (the lease write and its
-answer, the log call; the log's time stamps are truncated to the millisecond). Several kills per
-mode: a process takes over, a fresh standby starts, and the new active is killed in turn.
+(docs/lease.md §3, §3a). Several kills per mode: a process takes over, a fresh standby starts, and
+the new active is killed in turn.
+
+Takeover is when the standby sends its lease write: the time stamp of its "lease of node cw
+expired" line (the decision), plus the jitter its "is available; taking it in N ms (hot standby)"
+line states in hot mode. It must come at most duration + 1 s + 100 ms after the kill, plus
+LOG_ALLOWANCE_S for the log call and the time stamps' truncation to the millisecond. The
+"acquired the lease" line comes after the write and its answer; on the filesystem store that is
+two fsyncs, which take up to hundreds of ms on a disk shared with builds, so it gets the looser
+WRITE_ALLOWANCE_S.
 
 Each standby also logs "lease held by ..." once per holder, not at every renewal (docs/lease.md §8).
 """
@@ -24,11 +29,14 @@ from conftest import Proc, binary
 LEASE_S = 3
 # The spec's bound plus the issue's 100 ms for seeing a renewal late.
 BOUND_S = LEASE_S + 1 + 0.1
-# The standby's own work between deciding to take over and logging it (one write to the
-# filesystem store and its answer, the log call, millisecond truncation of the time stamp).
-KILL_TO_LOG_ALLOWANCE_S = 0.05
+# The log call and millisecond truncation of the decision line's time stamp.
+LOG_ALLOWANCE_S = 0.01
+# The takeover write and its answer (two fsyncs on the filesystem store) before "acquired".
+WRITE_ALLOWANCE_S = 0.5
 KILLS_PER_MODE = 4
 NODE = "cw"
+EXPIRED = re.compile(r"^(\S+) info lease of node cw expired: held by process (\S+) ")
+JITTER = re.compile(r"^(\S+) info lease of node cw is available; taking it in (\d+) ms \(hot standby\)")
 ACQUIRED = re.compile(r"^(\S+) info acquired the lease for node cw at epoch (\d+)")
 
 
@@ -76,7 +84,7 @@ def measure_crash_waits(procs, tmp_path, mode):
     active = start(tmp_path, objects, f"{mode}-0", mode)
     procs.register(active)
     active.wait_for_line("dex-server-zd serve ready", 30)
-    waits, waiting_lines = [], []
+    waits, acquired, waiting_lines = [], [], []
     for i in range(1, KILLS_PER_MODE + 1):
         standby = start(tmp_path, objects, f"{mode}-{i}", mode)
         procs.register(standby)
@@ -91,23 +99,36 @@ def measure_crash_waits(procs, tmp_path, mode):
         m = ACQUIRED.match(line)
         assert m, line
         assert int(m.group(2)) == i + 1, line
-        waits.append(log_time(line) - killed_at)
+        acquired.append(log_time(line) - killed_at)
+        expired = [EXPIRED.match(l) for l in standby.lines if EXPIRED.match(l)]
+        assert len(expired) == 1, standby.output()
+        decided = log_time(expired[0].group(0))
+        if mode == "hot":
+            jitter = [JITTER.match(l) for l in standby.lines if JITTER.match(l)]
+            assert len(jitter) == 1, standby.output()  # hot: not laggingTakeoverDelay
+            decided += int(jitter[0].group(2)) / 1000
+        waits.append(decided - killed_at)
+        if waits[-1] > BOUND_S + LOG_ALLOWANCE_S:
+            print(f"kill at {datetime.datetime.fromtimestamp(killed_at).isoformat()}; standby:\n"
+                  + "\n".join(standby.lines[-12:]))
         # Checked by check(): it waited for one holder through several of its renewals.
         waiting_lines.append([l for l in standby.lines if "lease held by" in l])
         standby.wait_for_line("dex-server-zd serve ready", 30)
         active = standby
-    return waits, waiting_lines
+    return waits, acquired, waiting_lines
 
 
 def check(measured, mode):
-    waits, waiting_lines = measured
-    print(f"{mode} standby: takeover - kill = " + ", ".join(f"{w:.3f}s" for w in waits))
+    waits, acquired, waiting_lines = measured
+    print(f"{mode} standby: takeover write - kill = " + ", ".join(f"{w:.3f}s" for w in waits)
+          + "; acquired - kill = " + ", ".join(f"{w:.3f}s" for w in acquired))
     # Never early: the kill came at most a few ms after the write landed, and the standby
     # counts duration + 1 s from its first sight of that write.
     assert min(waits) >= LEASE_S + 1 - 0.05, waits
-    assert max(waits) <= BOUND_S + KILL_TO_LOG_ALLOWANCE_S, (
+    assert max(waits) <= BOUND_S + LOG_ALLOWANCE_S, (
         f"{mode} standby waited {max(waits):.3f}s after a SIGKILL right after a renewal; the bound "
-        f"is {BOUND_S}s + {KILL_TO_LOG_ALLOWANCE_S}s: {waits}")
+        f"is {BOUND_S}s + {LOG_ALLOWANCE_S}s: {waits}")
+    assert max(acquired) <= BOUND_S + WRITE_ALLOWANCE_S, acquired
     # Once per holder, not at every renewal.
     for lines in waiting_lines:
         assert len(lines) == 1, "\n".join(lines)
