@@ -162,7 +162,7 @@ LeaseActions LeaseMachine::on_wake(TimePoint now) {
       send_acquire_write(now, takeover_current_, takeover_etag_, out);
       break;
     case Phase::kAcqWaitHeld:
-      if (now >= held_since_ + held_duration() + kExpiryMargin) {
+      if (now >= held_expiry()) {
         take_expired(now, out);
       } else {
         send_acquire_read(now, out);
@@ -382,6 +382,12 @@ Duration LeaseMachine::held_duration() const {
   return held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
 }
 
+TimePoint LeaseMachine::held_expiry() const {
+  // §3: the record's duration + 1 s from our first sight of this version, never
+  // from an earlier read.
+  return held_since_ + held_duration() + kExpiryMargin;
+}
+
 void LeaseMachine::plan_dense_window(std::optional<TimePoint> landed_after) {
   // §3a. The version first seen at held_since_ was sent at some S <= held_since_;
   // its holder sends the next one at S + D/3 and, if that first attempt is
@@ -397,7 +403,7 @@ void LeaseMachine::plan_dense_window(std::optional<TimePoint> landed_after) {
   assert(!landed_after || *landed_after <= held_since_);
   assert(dense_from_ < dense_until_);
   // The window closes before the takeover time: the wake at expiry is exact anyway.
-  assert(dense_until_ < held_since_ + held + kExpiryMargin);
+  assert(dense_until_ < held_expiry());
 }
 
 void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
@@ -405,7 +411,7 @@ void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
   assert(held_since_ <= now);
   const Duration held = held_duration();
   // §3: expiry counts only from our first sight of this version.
-  const TimePoint expiry = held_since_ + held + kExpiryMargin;
+  const TimePoint expiry = held_expiry();
   if (now >= expiry) return take_expired(now, out);
   phase_ = Phase::kAcqWaitHeld;
   const Duration poll = config_.held_poll_interval > Duration(0) ? config_.held_poll_interval
@@ -429,7 +435,7 @@ void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
 }
 
 void LeaseMachine::take_expired(TimePoint now, LeaseActions& out) {
-  assert(now >= held_since_ + held_duration() + kExpiryMargin);
+  assert(now >= held_expiry());
   // The moment of the takeover decision, for the log (and the crash-wait e2e
   // test, which measures from a SIGKILL to it).
   emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
@@ -448,7 +454,7 @@ std::optional<HeldLeaseView> LeaseMachine::watching(TimePoint now) const {
   v.epoch = held_record_->epoch;
   v.renewal_count = held_record_->renewal_count;
   v.version_first_seen = held_since_;
-  v.takeover_at = held_since_ + held_duration() + kExpiryMargin;
+  v.takeover_at = held_expiry();
   v.overdue = now - held_since_ > renewal_delay(held_duration()) + attempt_cutoff(held_duration());
   return v;
 }

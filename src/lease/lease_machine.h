@@ -263,6 +263,8 @@ class LeaseMachine {
   // when known.
   void plan_dense_window(std::optional<TimePoint> landed_after);
   Duration held_duration() const;
+  // When the watched version, unchanged, may be taken over.
+  TimePoint held_expiry() const;
   void become_holder(TimePoint now, const WriteAttempt& attempt, const std::string& etag,
                      bool adopted, LeaseActions& out);
 
