@@ -7,8 +7,12 @@
 namespace dex {
 namespace {
 
-// How often acquire() repeats that it is still waiting.
-constexpr Duration kWaitProgressLogInterval = seconds(5);
+// How often acquire() repeats that it is still waiting: often while the
+// holder is overdue (a countdown to the takeover), rarely while it renews.
+constexpr Duration kWaitProgressLogIntervalOverdue = seconds(5);
+constexpr Duration kWaitProgressLogInterval = std::chrono::minutes(5);
+
+double seconds_of(Duration d) { return std::chrono::duration<double>(d).count(); }
 
 LeaseConfig machine_config(const LeaseKeeperOptions& o) {
   LeaseConfig c;
@@ -172,13 +176,7 @@ void LeaseKeeper::drive(Lock& lock, const std::function<bool()>& until) {
       });
       if (interrupted) continue;
       TimePoint now = clock_.now();
-      if (machine_.state() == LeaseState::kAcquiring && last_wait_ &&
-          now - last_progress_log_ >= kWaitProgressLogInterval) {
-        last_progress_log_ = now;
-        Duration left = last_wait_->at + last_wait_->wait_max - now;
-        spdlog::info("still waiting for the lease of node {} (at most {}s more)",
-                     machine_.config().node_id.value, std::max<int64_t>(0, to_ms(left) / 1000));
-      }
+      log_wait_progress(now);
       apply(lock, machine_.on_wake(now));
       continue;
     }
@@ -200,8 +198,13 @@ void LeaseKeeper::apply(Lock& lock, LeaseActions actions) {
     switch (e.kind) {
       case LeaseEventKind::kWaiting:
         spdlog::info("{}", e.message);
-        last_wait_ = e;
         last_progress_log_ = e.at;
+        break;
+      case LeaseEventKind::kAcquireRetry:
+        // Every failed attempt, naming the store: an unreachable or refusing
+        // store must not look like a silent wait (the backoff bounds the rate).
+        spdlog::warn("lease of node {} in {}: {}", machine_.config().node_id.value,
+                     store_.describe(), e.message);
         break;
       case LeaseEventKind::kAcquired:
       case LeaseEventKind::kReleased:
@@ -216,13 +219,37 @@ void LeaseKeeper::apply(Lock& lock, LeaseActions actions) {
         }
         break;
       case LeaseEventKind::kLost:
-      case LeaseEventKind::kAcquireFailed:
         spdlog::error("{}", e.message);
+        break;
+      case LeaseEventKind::kAcquireFailed:
+        spdlog::error("{} (object store {})", e.message, store_.describe());
         break;
       case LeaseEventKind::kReleaseFailed:
         spdlog::warn("{}", e.message);
         break;
     }
+  }
+}
+
+void LeaseKeeper::log_wait_progress(TimePoint now) {
+  // The waiting line itself comes once per holder (kWaiting); this one is sparse.
+  std::optional<HeldLeaseView> view = machine_.watching(now);
+  if (!view) return;
+  const Duration interval =
+      view->overdue ? kWaitProgressLogIntervalOverdue : kWaitProgressLogInterval;
+  if (last_progress_log_ && now - *last_progress_log_ < interval) return;
+  last_progress_log_ = now;
+  const NodeId& node = machine_.config().node_id;
+  if (view->overdue) {
+    spdlog::info(
+        "lease of node {} held by {} (epoch {}) not renewed for {:.1f}s; taking it over in at "
+        "most {:.1f}s",
+        node.value, view->holder.value, view->epoch.value,
+        seconds_of(now - view->version_first_seen),
+        seconds_of(std::max<Duration>(Duration(0), view->takeover_at - now)));
+  } else {
+    spdlog::info("still waiting for the lease of node {}: held by {} (epoch {}, renewal {})",
+                 node.value, view->holder.value, view->epoch.value, view->renewal_count);
   }
 }
 

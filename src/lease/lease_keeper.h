@@ -56,8 +56,10 @@ class LeaseKeeper {
 
   // Blocks until this process holds the lease (ok), acquisition fails
   // (failIfHeld: Fenced naming the holder; Permanent; Corruption), or stop() is
-  // called (Stopped). While another process holds it, logs that it waits and
-  // for how long at most. Call once.
+  // called (Stopped). While another process holds it, logs once per holder that
+  // it waits and for how long at most, then a sparse progress line (every 5 s
+  // once the holder is overdue, every 5 min otherwise). Every failed attempt
+  // (read or write) is a warning naming the store and the error. Call once.
   Status acquire();
 
   // After acquire() returned ok: starts the keeper thread, which renews the
@@ -94,6 +96,8 @@ class LeaseKeeper {
   void drive(Lock& lock, const std::function<bool()>& until);
   void apply(Lock& lock, LeaseActions actions);
   LeaseResult perform(const LeaseOp& op);
+  // While waiting for a held lease: a sparse progress line. REQUIRES: mu_ held.
+  void log_wait_progress(TimePoint now);
   void run_thread();
 
   // Constant after construction.
@@ -111,8 +115,7 @@ class LeaseKeeper {
   bool release_sent_ = false;                   // guarded by mu_
   bool lost_reported_ = false;                  // guarded by mu_
   std::function<void(const Status&)> on_lost_;  // guarded by mu_
-  std::optional<LeaseEvent> last_wait_;         // guarded by mu_
-  TimePoint last_progress_log_;                 // guarded by mu_
+  std::optional<TimePoint> last_progress_log_;  // guarded by mu_
   std::thread thread_;                          // the keeper thread; joined by release() / stop()
 };
 

@@ -47,6 +47,8 @@ std::string_view lease_event_name(LeaseEventKind kind) {
       return "acquire-failed";
     case LeaseEventKind::kReleaseFailed:
       return "release-failed";
+    case LeaseEventKind::kAcquireRetry:
+      return "acquire-retry";
   }
   return "?";
 }
@@ -159,16 +161,13 @@ LeaseActions LeaseMachine::on_wake(TimePoint now) {
     case Phase::kAcqTakeoverDelay:
       send_acquire_write(now, takeover_current_, takeover_etag_, out);
       break;
-    case Phase::kAcqWaitHeld: {
-      const Duration held =
-          held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
-      if (now >= held_since_ + held + kExpiryMargin) {
-        take_available(now, held_record_, held_etag_, out);
+    case Phase::kAcqWaitHeld:
+      if (now >= held_expiry()) {
+        take_expired(now, out);
       } else {
         send_acquire_read(now, out);
       }
       break;
-    }
     case Phase::kHoldIdle:
     case Phase::kRenewBackoff:
       if (now >= renewal_cutoff()) {
@@ -213,6 +212,8 @@ LeaseActions LeaseMachine::on_result(TimePoint now, const LeaseResult& in) {
   }
   LeaseOp op = std::move(*outstanding_);
   outstanding_.reset();
+  result_sent_at_ = op.sent_at;
+  result_kind_ = op.kind;
   LeaseResult result = in;
   if (result.status.is_ok() && now > op.deadline) {
     // The driver should have cut this off; an answer after the deadline counts
@@ -275,18 +276,33 @@ LeaseActions LeaseMachine::request_release(TimePoint now) {
 // ---------------------------------------------------------------- acquisition (§3)
 
 void LeaseMachine::send_acquire_read(TimePoint now, LeaseActions& out) {
+  if (phase_ == Phase::kAcqWaitHeld && now >= dense_from_ && now < dense_until_) {
+    ++counters_.acquire_reads_dense;
+  }
   phase_ = Phase::kAcqRead;
   ++counters_.acquire_reads;
   issue(now, LeaseOpKind::kRead, now + attempt_cutoff(config_.duration), out);
 }
 
-void LeaseMachine::acquire_retry_later(TimePoint now, LeaseActions& out) {
+void LeaseMachine::acquire_retry_later(TimePoint now, LeaseOpKind failed, const Status& why,
+                                       LeaseActions& out) {
+  assert(why.is_transient());
+  // Bounded: 100 ms doubling to 1 s (next_backoff), so a store that refuses
+  // every request sees at most about one attempt a second, each one warned.
+  const Duration backoff = next_backoff();
+  assert(backoff > Duration(0) && backoff <= kBackoffMax);
   phase_ = Phase::kAcqBackoff;
-  wake(now + next_backoff(), out);
+  emit(out, LeaseEventKind::kAcquireRetry, now, why,
+       fmt::format("{} of the lease {} failed: {}; retrying in {} ms", lease_op_name(failed), key_,
+                   why.to_string(), to_ms(backoff)))
+      .wait_max = backoff;
+  wake(now + backoff, out);
 }
 
 void LeaseMachine::on_acquire_read(TimePoint now, const LeaseResult& result, LeaseActions& out) {
-  if (result.status.is_transient()) return acquire_retry_later(now, out);
+  if (result.status.is_transient()) {
+    return acquire_retry_later(now, LeaseOpKind::kRead, result.status, out);
+  }
   if (result.status.is_not_found()) return take_available(now, std::nullopt, "", out);
   if (!result.status.is_ok()) {
     return fail(now, Status::permanent("reading the lease: " + result.status.to_string()), out);
@@ -336,30 +352,111 @@ void LeaseMachine::on_acquire_read(TimePoint now, const LeaseResult& result, Lea
   if (result.etag != held_etag_) {
     // A new version: (re)start the wait. Observed at the answer's arrival,
     // which is no earlier than the write landed, which is no earlier than its
-    // sender's period began (§3).
+    // sender's period began (§3). Never from an earlier time: that is the
+    // safety argument.
+    std::optional<TimePoint> landed_after;
+    if (!held_etag_.empty()) landed_after = held_last_read_sent_;  // it showed the old version
     held_etag_ = result.etag;
     held_since_ = now;
     held_record_ = record;
-    const Duration held = record.duration > Duration(0) ? record.duration : config_.duration;
-    LeaseEvent& e = emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
-                         fmt::format("lease held by {}; waiting for it to expire (up to {:.1f}s)",
-                                     describe_holder(record), seconds_of(held + kExpiryMargin)));
-    e.epoch = record.epoch;
-    e.wait_max = held + kExpiryMargin;
+    plan_dense_window(landed_after);
+    // Logged once per holder (process and epoch), not at every renewal.
+    const std::pair<ProcessId, Epoch> holder{record.holder_process_id, record.epoch};
+    if (announced_holder_ != holder) {
+      announced_holder_ = holder;
+      const Duration held = held_duration();
+      LeaseEvent& e = emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
+                           fmt::format("lease held by {}; waiting for it to expire (up to {:.1f}s)",
+                                       describe_holder(record), seconds_of(held + kExpiryMargin)));
+      e.epoch = record.epoch;
+      e.wait_max = held + kExpiryMargin;
+    }
   }
+  assert(result_sent_at_ <= now);
+  held_last_read_sent_ = std::max(held_last_read_sent_, result_sent_at_);
   wait_held(now, out);
+}
+
+Duration LeaseMachine::held_duration() const {
+  assert(held_record_.has_value());
+  return held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
+}
+
+TimePoint LeaseMachine::held_expiry() const {
+  // §3: the record's duration + 1 s from our first sight of this version, never
+  // from an earlier read.
+  return held_since_ + held_duration() + kExpiryMargin;
+}
+
+void LeaseMachine::plan_dense_window(std::optional<TimePoint> landed_after) {
+  // §3a. The version first seen at held_since_ was sent at some S <= held_since_;
+  // its holder sends the next one at S + D/3 and, if that first attempt is
+  // healthy, it lands before S + D/3 + cut-off. When an earlier read showed
+  // the previous version, this one landed after that read was sent, so S is
+  // at least `landed_after` less the write's own latency (kRenewalWindowLead).
+  // Without such a read (the first version we see) S is unknown: the next
+  // version may come at any time from now on.
+  const Duration held = held_duration();
+  const Duration renew = renewal_delay(held);
+  dense_from_ = landed_after ? *landed_after + renew - kRenewalWindowLead : held_since_;
+  dense_until_ = held_since_ + renew + attempt_cutoff(held);
+  assert(!landed_after || *landed_after <= held_since_);
+  assert(dense_from_ < dense_until_);
+  // The window closes before the takeover time: the wake at expiry is exact anyway.
+  assert(dense_until_ < held_expiry());
 }
 
 void LeaseMachine::wait_held(TimePoint now, LeaseActions& out) {
   assert(held_record_.has_value());
-  const Duration held =
-      held_record_->duration > Duration(0) ? held_record_->duration : config_.duration;
-  const TimePoint expiry = held_since_ + held + kExpiryMargin;
-  if (now >= expiry) return take_available(now, held_record_, held_etag_, out);
+  assert(held_since_ <= now);
+  const Duration held = held_duration();
+  // §3: expiry counts only from our first sight of this version.
+  const TimePoint expiry = held_expiry();
+  if (now >= expiry) return take_expired(now, out);
   phase_ = Phase::kAcqWaitHeld;
   const Duration poll = config_.held_poll_interval > Duration(0) ? config_.held_poll_interval
                                                                  : held_poll_interval(held);
-  wake(std::min(now + poll, expiry), out);
+  const Duration dense = std::min(kHeldPollDenseInterval, poll);
+  // §3a: dense reads inside the window, the regular interval outside it, a wake
+  // exactly when the window opens, and one exactly at expiry (not at the next
+  // regular poll).
+  TimePoint next;
+  if (now < dense_from_) {
+    next = std::min(now + poll, dense_from_);
+  } else if (now < dense_until_) {
+    next = now + dense;
+  } else {
+    next = now + poll;
+  }
+  next = std::min(next, expiry);
+  assert(next > now);
+  assert(next - now <= poll);
+  wake(next, out);
+}
+
+void LeaseMachine::take_expired(TimePoint now, LeaseActions& out) {
+  assert(now >= held_expiry());
+  // The moment of the takeover decision, for the log (and the crash-wait e2e
+  // test, which measures from a SIGKILL to it).
+  emit(out, LeaseEventKind::kWaiting, now, Status::ok(),
+       fmt::format("lease of node {} expired: held by {}, unchanged for {:.3f}s since first seen; "
+                   "taking it over",
+                   config_.node_id.value, describe_holder(*held_record_),
+                   seconds_of(now - held_since_)))
+      .epoch = held_record_->epoch;
+  take_available(now, held_record_, held_etag_, out);
+}
+
+std::optional<HeldLeaseView> LeaseMachine::watching(TimePoint now) const {
+  if (state() != LeaseState::kAcquiring || !held_record_) return std::nullopt;
+  HeldLeaseView v;
+  v.holder = held_record_->holder_process_id;
+  v.epoch = held_record_->epoch;
+  v.renewal_count = held_record_->renewal_count;
+  v.version_first_seen = held_since_;
+  v.takeover_at = held_expiry();
+  v.overdue = now - held_since_ > renewal_delay(held_duration()) + attempt_cutoff(held_duration());
+  return v;
 }
 
 void LeaseMachine::take_available(TimePoint now, std::optional<LeaseRecordValue> current,
@@ -403,7 +500,9 @@ void LeaseMachine::on_acquire_write(TimePoint now, const LeaseResult& result, Le
     return send_acquire_read(now, out);
   }
   // Ambiguous: the write may have landed. The next read tells (§5).
-  if (result.status.is_transient()) return acquire_retry_later(now, out);
+  if (result.status.is_transient()) {
+    return acquire_retry_later(now, result_kind_, result.status, out);
+  }
   fail(now, Status::permanent("writing the lease: " + result.status.to_string()), out);
 }
 
@@ -416,6 +515,7 @@ void LeaseMachine::become_holder(TimePoint now, const WriteAttempt& attempt,
   acquire_attempts_.clear();
   held_record_.reset();
   held_etag_.clear();
+  announced_holder_.reset();
   reset_backoff();
   phase_ = Phase::kHoldIdle;
   emit(out, LeaseEventKind::kAcquired, now, Status::ok(),

@@ -46,6 +46,16 @@ inline constexpr Duration kBackoffInitial = milliseconds(100);
 inline constexpr Duration kBackoffMax = seconds(1);
 // A waiting process reads a held lease at least this often.
 inline constexpr Duration kHeldPollIntervalMax = seconds(1);
+// docs/lease.md §3a: around the time a held lease's next version is due, a
+// waiter reads this often, so that it first sees a renewal at most this plus
+// two read latencies after it landed; the crash wait then stays within
+// duration + 1 s + 100 ms, hot mode's 0-50 ms takeover jitter included, for
+// reads answered within 10 ms (cold: 40 ms).
+inline constexpr Duration kHeldPollDenseInterval = milliseconds(20);
+// The dense window opens this long before the earliest time the next version
+// can be due by our observations: it absorbs the previous write's unknown
+// latency (send to landing).
+inline constexpr Duration kRenewalWindowLead = milliseconds(100);
 // Hot mode (spec: Hot standby, Takeover): a hot standby waits 0 to this long
 // before it writes an available lease.
 inline constexpr Duration kHotTakeoverJitterMax = milliseconds(50);
@@ -61,6 +71,18 @@ Duration attempt_cutoff(Duration lease_duration);
 Duration renewal_delay(Duration lease_duration);
 // min(1 s, duration / 4): how often a waiter re-reads a held lease.
 Duration held_poll_interval(Duration lease_duration);
+
+// What a waiting process knows about the held lease it watches (docs/lease.md §3).
+struct HeldLeaseView {
+  ProcessId holder;
+  Epoch epoch;
+  uint64_t renewal_count = 0;
+  TimePoint version_first_seen;  // local time we first saw the current version
+  TimePoint takeover_at;         // version_first_seen + its duration + 1 s
+  // The holder missed its renewal: the current version is older than its
+  // renewal delay plus a first attempt's cut-off (a crash, or storage trouble).
+  bool overdue = false;
+};
 
 struct LeaseConfig {
   NodeId node_id;
@@ -115,6 +137,7 @@ enum class LeaseEventKind {
   kReleased,       // the release landed; a successor can take over at once
   kLost,           // we held the lease and stopped holding it; `status` says why
   kAcquireFailed,  // acquisition gave up: failIfHeld, permanent error, corrupt record
+  kAcquireRetry,   // an acquisition read or write failed transiently; retried after `wait_max`
   kReleaseFailed,  // the release did not land; a successor waits for expiry
 };
 std::string_view lease_event_name(LeaseEventKind kind);
@@ -123,9 +146,10 @@ struct LeaseEvent {
   LeaseEventKind kind = LeaseEventKind::kWaiting;
   TimePoint at;
   Epoch epoch;
-  Status status;         // the reason, for kLost / kAcquireFailed / kReleaseFailed
-  std::string message;   // one line for the log
-  Duration wait_max{0};  // kWaiting: the longest the wait can last from now
+  Status status;        // the reason, for kLost / kAcquireFailed / kAcquireRetry / kReleaseFailed
+  std::string message;  // one line for the log
+  // kWaiting: the longest the wait can last from now; kAcquireRetry: the backoff.
+  Duration wait_max{0};
 };
 
 // The output of every input. At most one of `op` and `wake_at` is set.
@@ -155,6 +179,7 @@ struct LeaseCounters {
   uint64_t renewal_reads = 0;
   uint64_t adoptions = 0;
   uint64_t acquire_reads = 0;
+  uint64_t acquire_reads_dense = 0;  // of acquire_reads: sent inside a dense window (§3a)
   uint64_t acquire_writes = 0;
   uint64_t release_puts = 0;
   uint64_t renewal_puts() const {
@@ -189,6 +214,9 @@ class LeaseMachine {
   // While acquiring: the record of the process that holds the lease, as last
   // read (for operators: who is active, at which epoch).
   const std::optional<LeaseRecordValue>& held_record() const { return held_record_; }
+  // While acquiring and watching a lease held by another process: what we know
+  // of it at `now` (for progress logs). Otherwise nullopt.
+  std::optional<HeldLeaseView> watching(TimePoint now) const;
 
  private:
   enum class Phase {
@@ -224,11 +252,22 @@ class LeaseMachine {
   void send_acquire_write(TimePoint now, std::optional<LeaseRecordValue> current,
                           const std::string& etag, LeaseActions& out);
   void on_acquire_write(TimePoint now, const LeaseResult& result, LeaseActions& out);
-  void acquire_retry_later(TimePoint now, LeaseActions& out);
+  // After a transient error of an acquisition op: warn (kAcquireRetry) and
+  // read again after a backoff.
+  void acquire_retry_later(TimePoint now, LeaseOpKind failed, const Status& why, LeaseActions& out);
   // Writes an available lease, after hot mode's takeover delay if configured.
   void take_available(TimePoint now, std::optional<LeaseRecordValue> current,
                       const std::string& etag, LeaseActions& out);
   void wait_held(TimePoint now, LeaseActions& out);
+  // The held version stayed unchanged for its duration + 1 s: take it.
+  void take_expired(TimePoint now, LeaseActions& out);
+  // A new held version was first seen at held_since_: plan when its successor
+  // is due (§3a). `landed_after`: a local time before which it had not landed,
+  // when known.
+  void plan_dense_window(std::optional<TimePoint> landed_after);
+  Duration held_duration() const;
+  // When the watched version, unchanged, may be taken over.
+  TimePoint held_expiry() const;
   void become_holder(TimePoint now, const WriteAttempt& attempt, const std::string& etag,
                      bool adopted, LeaseActions& out);
 
@@ -293,6 +332,18 @@ class LeaseMachine {
   std::optional<LeaseRecordValue> held_record_;
   std::string held_etag_;
   TimePoint held_since_;  // local time we first saw held_etag_
+  // Send time of the latest read that showed held_etag_: the next version
+  // lands after it (§3a).
+  TimePoint held_last_read_sent_;
+  // §3a: reads are dense (kHeldPollDenseInterval) in [dense_from_, dense_until_).
+  TimePoint dense_from_;
+  TimePoint dense_until_;
+  // The holder and epoch last announced by a kWaiting event: it is logged once
+  // per holder, not at every renewal.
+  std::optional<std::pair<ProcessId, Epoch>> announced_holder_;
+  // Send time and kind of the op whose result is being handled.
+  TimePoint result_sent_at_;
+  LeaseOpKind result_kind_ = LeaseOpKind::kRead;
 
   // Holding: the last confirmed version of our record.
   Epoch epoch_;

@@ -9,10 +9,16 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <memory>
+#include <sstream>
 #include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "lease/dev_lock.h"
 #include "lease/lease_record.h"
+#include "objstore/faulty_store.h"
 #include "objstore/memory_store.h"
 
 namespace dex {
@@ -146,6 +152,104 @@ TEST(LeaseKeeper, ManualClockDrivesRenewalAndLoss) {
   }
   keeper.stop();
   EXPECT_EQ(lost.load(), 1);  // once
+}
+
+// ------------------------------------------------------------------ logs
+
+// Captures what spdlog's default logger writes ("<level> <message>" lines)
+// while it lives; restores the previous default logger afterwards.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_, /*force_flush=*/true);
+    sink->set_pattern("%l %v");
+    auto logger = std::make_shared<spdlog::logger>("capture", sink);
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  // The captured lines that contain `needle`.
+  std::vector<std::string> lines_with(const std::string& needle) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::string> found;
+    std::istringstream in(snapshot());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(needle) != std::string::npos) found.push_back(line);
+    }
+    return found;
+  }
+
+ private:
+  std::string snapshot() {
+    spdlog::default_logger()->flush();
+    return out_.str();
+  }
+  std::mutex mu_;
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// Issue 13 item 7: "'lease held ... waiting' is logged when the holder
+// changes, not at every renewal".
+TEST(LeaseKeeperLogs, WaitingIsLoggedOncePerHolderNotAtEveryRenewal) {
+  LogCapture logs;
+  MemoryObjectStore store;
+  LeaseKeeper holder(store, SystemClock::instance(), options_for("holder-1"));
+  ASSERT_TRUE(holder.acquire().is_ok());
+  holder.start_renewing([](const Status&) {});
+  LeaseKeeper waiter(store, SystemClock::instance(), options_for("waiter"));
+  Status result = Status::stopped("not yet");
+  std::thread t([&] { result = waiter.acquire(); });
+  // Four renewals (every second with a 3 s lease) while the waiter watches.
+  std::this_thread::sleep_for(milliseconds(4300));
+  EXPECT_GE(holder.counters().renewal_puts_ok, 4u);
+  holder.stop();  // a crash: the waiter takes over after expiry
+  t.join();
+  ASSERT_TRUE(result.is_ok()) << result.to_string();
+  std::vector<std::string> held = logs.lines_with("lease held by");
+  ASSERT_EQ(held.size(), 1u) << held.size() << " lines, the first: " << held.front();
+  EXPECT_NE(held[0].find("holder-1"), std::string::npos) << held[0];
+  EXPECT_EQ(held[0].rfind("info ", 0), 0u) << held[0];
+  EXPECT_EQ(logs.lines_with("acquired the lease for node n1 at epoch 2").size(), 1u);
+  // The sparse progress line: none while the holder renewed; once it stopped,
+  // a countdown (every 5 s, so one before the takeover 4 s after its last write).
+  EXPECT_TRUE(logs.lines_with("still waiting").empty());
+  std::vector<std::string> overdue = logs.lines_with("not renewed for");
+  ASSERT_EQ(overdue.size(), 1u);
+  EXPECT_NE(overdue[0].find("holder-1 (epoch 1)"), std::string::npos) << overdue[0];
+  EXPECT_NE(overdue[0].find("taking it over in at most"), std::string::npos) << overdue[0];
+  waiter.stop();
+}
+
+// Issue 13 item 8: an unreachable or refusing store is "a warning naming the
+// store's endpoint and the error, on every failed attempt, with backoff".
+TEST(LeaseKeeperLogs, EveryFailedAcquisitionAttemptIsAWarningNamingTheStore) {
+  LogCapture logs;
+  MemoryObjectStore inner;
+  FaultyObjectStore store(inner, SystemClock::instance(), 1);
+  store.set_outage(Status::transient("connect to 127.0.0.1:1 failed: Connection refused"));
+  LeaseKeeper keeper(store, SystemClock::instance(), options_for("a"));
+  Status result = Status::stopped("not yet");
+  std::thread t([&] { result = keeper.acquire(); });
+  std::this_thread::sleep_for(milliseconds(2500));
+  const uint64_t refused = store.injected().outages;
+  std::vector<std::string> warned = logs.lines_with("Connection refused");
+  store.set_outage(std::nullopt);
+  t.join();
+  ASSERT_TRUE(result.is_ok()) << result.to_string();
+  // One warning per failed attempt: 100 ms doubling to 1 s gives about 5 in 2.5 s.
+  ASSERT_GE(warned.size(), 3u);
+  EXPECT_LE(warned.size(), 10u) << "hammering the store";
+  EXPECT_GE(warned.size() + 1,
+            refused);  // the one failing as the sleep ended may not be logged yet
+  EXPECT_LE(warned.size(), refused);
+  for (const std::string& line : warned) {
+    EXPECT_EQ(line.rfind("warning ", 0), 0u) << line;
+    EXPECT_NE(line.find(store.describe()), std::string::npos) << line;
+    EXPECT_NE(line.find("read of the lease nodes/n1/lease failed"), std::string::npos) << line;
+    EXPECT_NE(line.find("retrying in"), std::string::npos) << line;
+  }
+  keeper.stop();
 }
 
 // ------------------------------------------------------------------ dev lock
