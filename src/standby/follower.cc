@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <limits>
+#include <utility>
 
 #include "engine/local_store.h"
 #include "engine/state_machine.h"
@@ -39,6 +42,17 @@ Duration follower_restart_backoff(const FollowerOptions& options, uint32_t resta
   return std::min(d, options.restart_backoff_max);
 }
 
+namespace {
+
+// The device and inode of `path` (0, 0 if it cannot be read).
+std::pair<uint64_t, uint64_t> directory_id(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+}  // namespace
+
 Follower::Follower(ObjectStore& store, Clock& clock, FollowerOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {}
 
@@ -61,6 +75,16 @@ std::unique_ptr<StateMachine> Follower::stop_and_hand_over() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  // The path must still name the directory the store was opened from: one
+  // moved or replaced meanwhile (by an operator) is not handed on; the engine
+  // then opens the path as it finds it.
+  if (sm_ && directory_id(options_.local_store_path) != sm_directory_) {
+    spdlog::warn(
+        "the local store {} was moved or replaced while the standby followed; not "
+        "handing over the store it had open",
+        options_.local_store_path.string());
+    sm_.reset();
+  }
   return std::move(sm_);
 }
 
@@ -129,6 +153,7 @@ Status Follower::session() {
   if (!opened.is_ok()) return opened.status();
   sm_.reset();  // the previous session's store, if any, closes first
   sm_ = std::move(opened->sm);
+  sm_directory_ = directory_id(options_.local_store_path);
   StateMachine* sm = sm_.get();
   spdlog::info("hot standby of node {}: local store {}", options_.node_id.value, opened->how);
   auto last = sm->last_applied();

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -101,6 +102,7 @@ class Follower {
   // The open local store of the current session; used by the follower thread
   // alone while it runs, handed over or closed after it is joined.
   std::unique_ptr<StateMachine> sm_;
+  std::pair<uint64_t, uint64_t> sm_directory_{0, 0};  // device and inode of its directory
   std::thread thread_;
 };
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "../engine/engine_test_util.h"
@@ -202,6 +204,18 @@ TEST_F(FollowerTest, StopAndHandOverKeepsTheLocalStoreOpenAtTheLastAppliedSlot) 
   EXPECT_NE(local->how.find("handed over"), std::string::npos) << local->how;
   EXPECT_EQ(local->sm->last_applied().value(), Slot(3));
   // A second hand-over has nothing to give.
+  EXPECT_EQ(f.stop_and_hand_over(), nullptr);
+}
+
+TEST_F(FollowerTest, AStoreMovedAwayWhileFollowingIsNotHandedOver) {
+  LogFiller log(memory_, clock_);
+  log.flows(0, 3);
+  Follower f(memory_, clock_, options());
+  f.start();
+  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  std::filesystem::rename(dir_.sub("standby"), dir_.sub("standby.moved"));
+  std::ofstream(dir_.sub("standby")) << "not a local store";
+  // The engine must open the path as it finds it (and fail), not use the old files.
   EXPECT_EQ(f.stop_and_hand_over(), nullptr);
 }
 
