@@ -278,6 +278,47 @@ void Node::stop_following() {
   metrics_.set_standby_state(StandbyState::kNotStandby);
 }
 
+Status Node::open_log(Serving& s, std::optional<Slot> followed_to) {
+  s.hook = std::make_shared<EngineLogHook>();
+  LogWriterOptions o;
+  o.node_id = NodeId(run_.node_id);
+  o.process_id = ProcessId(process_id_);
+  o.epoch = s.keeper->epoch();
+  o.on_durable = s.hook->on_durable();
+  o.on_batch_written = [this](Duration latency, size_t records) {
+    metrics_.log_append(latency, records);
+  };
+  o.epoch_start_unix_ms = unix_ms_now();
+  if (followed_to) o.end_hint = *followed_to;  // list the log's tail only
+  LeaseKeeper* held = s.keeper.get();
+  s.log = std::make_unique<LogWriter>(
+      store_, clock_, o, [held] { return held->is_valid(); },
+      [this](const Status& why) {
+        spdlog::error("log stopped: {}", why.to_string());
+        board_.set_inactive(
+            fmt::format("log stopped for node {}: {}", run_.node_id, why.message()));
+        std::lock_guard<std::mutex> lock(mu_);
+        take_locked(machine_.fatal(now(), why));
+      });
+  return s.log->open();
+}
+
+EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore> handed) {
+  EngineOptions eo;
+  eo.node_id = NodeId(run_.node_id);
+  eo.process_id = ProcessId(process_id_);
+  eo.epoch = s.keeper->epoch();
+  eo.local_store_path = run_.local_store_path;
+  eo.log_hook = s.hook;
+  eo.handed_store = std::move(handed);
+  eo.snapshots.interval = run_.snapshots.interval;
+  eo.snapshots.every_records = run_.snapshots.every_records;
+  eo.snapshots.keep = run_.snapshots.keep;
+  eo.on_attempt_ended = [this](AttemptOutcome o) { metrics_.attempt_ended(o); };
+  eo.on_flow_ended = [this](FlowStatus st) { metrics_.flow_ended(st); };
+  return eo;
+}
+
 void Node::open_serving() {
   const TimePoint took_lease = now();
   serving_ = std::make_unique<Serving>();
@@ -312,42 +353,11 @@ void Node::open_serving() {
     std::lock_guard<std::mutex> lock(mu_);
     take_locked(machine_.open_failed(now(), Status::permanent(message)));
   };
-  s.hook = std::make_shared<EngineLogHook>();
-  LogWriterOptions log_options;
-  log_options.node_id = NodeId(run_.node_id);
-  log_options.process_id = ProcessId(process_id_);
-  log_options.epoch = epoch;
-  log_options.on_durable = s.hook->on_durable();
-  log_options.on_batch_written = [this](Duration latency, size_t records) {
-    metrics_.log_append(latency, records);
-  };
-  log_options.epoch_start_unix_ms = unix_ms_now();
-  if (followed_to) log_options.end_hint = *followed_to;  // list the log's tail only
-  LeaseKeeper* held = s.keeper.get();
-  s.log = std::make_unique<LogWriter>(
-      store_, clock_, log_options, [held] { return held->is_valid(); },
-      [this](const Status& why) {
-        spdlog::error("log stopped: {}", why.to_string());
-        board_.set_inactive(
-            fmt::format("log stopped for node {}: {}", run_.node_id, why.message()));
-        std::lock_guard<std::mutex> lock(mu_);
-        take_locked(machine_.fatal(now(), why));
-      });
-  if (Status st = s.log->open(); !st.is_ok()) {
+  if (Status st = open_log(s, followed_to); !st.is_ok()) {
     return fail(fmt::format("cannot open the log: {}", st.to_string()));
   }
-  EngineOptions eo;
-  eo.node_id = NodeId(run_.node_id);
-  eo.process_id = ProcessId(process_id_);
-  eo.epoch = epoch;
-  eo.local_store_path = run_.local_store_path;
-  eo.log_hook = s.hook;
-  eo.handed_store = std::move(handed);
-  eo.snapshots.interval = run_.snapshots.interval;
-  eo.snapshots.every_records = run_.snapshots.every_records;
-  eo.snapshots.keep = run_.snapshots.keep;
-  eo.on_attempt_ended = [this](AttemptOutcome o) { metrics_.attempt_ended(o); };
-  eo.on_flow_ended = [this](FlowStatus st) { metrics_.flow_ended(st); };
+  LeaseKeeper* held = s.keeper.get();
+  EngineOptions eo = engine_options(s, std::move(handed));
   const TimePoint engine_opening = now();
   auto opened = Engine::open(eo, store_, *s.log, clock_);
   if (!opened.is_ok()) {

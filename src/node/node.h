@@ -37,6 +37,8 @@ class Metrics;
 class Follower;
 class LeaseKeeper;
 struct LeaseKeeperOptions;
+struct EngineOptions;
+struct HandedLocalStore;
 
 // What the role loop of one node process needs, whatever its subcommand.
 struct NodeRun {
@@ -97,6 +99,8 @@ class Node final : public NodeRoleView {
   void execute(const NodeCommand& command);
   void start_acquire();
   void open_serving();
+  Status open_log(Serving& s, std::optional<Slot> followed_to);
+  EngineOptions engine_options(Serving& s, std::shared_ptr<HandedLocalStore> handed);
   void release_serving(bool stays_standby);
   void release_and_fail(const std::string& why);
   bool machine_describe_refused() const;
