@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
       "Run one node with zero configuration: a filesystem object store and the local store under "
       "one data directory, lease 30s, durability strict, API on 127.0.0.1:8801. Holds "
       "<data-dir>/dev.lock, so a second dev process on the same directory refuses to start; after "
-      "a crash a restart takes the lease over at once with a raised epoch. SIGINT/SIGTERM release "
-      "the lease and exit 0; a lost lease exits 1.");
+      "a crash a restart takes the lease over at once with a raised epoch. SIGINT/SIGTERM drain "
+      "(no new tasks; running attempts may finish for up to lifecycle.attemptDrainTimeout, 30s), "
+      "then release the lease and exit 0; a second signal skips the drain; a lost lease exits 1.");
   dev_cmd->add_option("--data-dir", data_dir, "Data directory (created if missing)")
       ->capture_default_str();
   dev_cmd->add_option("--listen", listen, "API address host:port (default 127.0.0.1:8801)");
@@ -64,8 +65,9 @@ int main(int argc, char** argv) {
       "Run a node in production shape: its lease and log in S3-compatible object storage (or a "
       "filesystem path), its local store rebuildable from them, lease 10s, API on 0.0.0.0:8801. A "
       "second process with the same nodeId and object storage waits as a cold standby and takes "
-      "over when the lease is released (at once) or expires (duration + 1s). Settings: "
-      "docs/configuration.md.");
+      "over when the lease is released (at once) or expires (duration + 1s). SIGINT/SIGTERM drain "
+      "running attempts (up to lifecycle.attemptDrainTimeout), then release the lease and exit 0; "
+      "a second signal skips the drain. Settings: docs/configuration.md.");
   serve_cmd->add_option("--config", serve_config, "YAML config file")->required();
   serve_cmd->add_flag(
       "--check", serve_check,
