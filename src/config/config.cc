@@ -324,6 +324,13 @@ Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema&
       }
     }
     if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
+    if (root["lifecycle"] && root["lifecycle"]["attemptDrainTimeout"]) {
+      auto v = read(root["lifecycle"]["attemptDrainTimeout"], "lifecycle.attemptDrainTimeout");
+      if (!v.is_ok()) return v.status();
+      auto d = parse_duration(v.value());
+      if (!d.is_ok()) return wrap("lifecycle.attemptDrainTimeout", d.status());
+      next.attempt_drain_timeout = d.value();
+    }
     if (root["admin"] && root["admin"]["enabled"]) {
       auto v = read(root["admin"]["enabled"], "admin.enabled");
       if (!v.is_ok()) return v.status();
@@ -368,14 +375,16 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
 const Schema kDevSchema{
     {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
      "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep",
-     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256"},
+     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
+     "lifecycle.attemptDrainTimeout"},
     "dev.durabilityMode",
     "",
     "dex-server-zd dev"};
 const Schema kLocalSchema{
     {"nodeId", "api.listen", "local.dataDir", "local.durabilityMode", "lease.duration",
      "lease.failIfHeld", "standby.mode", "snapshots.interval", "snapshots.everyRecords",
-     "snapshots.keep", "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256"},
+     "snapshots.keep", "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
+     "lifecycle.attemptDrainTimeout"},
     "local.durabilityMode",
     "local.dataDir",
     "dex-server-zd local"};

@@ -41,6 +41,8 @@ struct DevConfig {
   bool lease_fail_if_held = false;
   Durability durability = Durability::kStrict;
   SnapshotSettings snapshots;
+  // lifecycle.attemptDrainTimeout: how long SIGTERM/SIGINT let running attempts finish.
+  Duration attempt_drain_timeout = seconds(30);
   // admin.enabled and auth.*: the same keys and meaning as in ServeConfig.
   bool admin_enabled = true;
   std::vector<std::string> admin_token_sha256;
@@ -51,15 +53,17 @@ inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
 // api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only), snapshots.*, admin.enabled, auth.adminTokenFiles,
-// auth.adminTokenSha256. A bad file changes nothing.
+// standby.mode (cold only), snapshots.*, lifecycle.attemptDrainTimeout,
+// admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256. A bad file
+// changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
 // The same from YAML text; `source` names it in errors.
 Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
 
 // `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
 // api.listen, local.durabilityMode, lease.duration, lease.failIfHeld,
-// standby.mode (cold only), snapshots.*, admin.enabled and auth.* are optional,
+// standby.mode (cold only), snapshots.*, lifecycle.attemptDrainTimeout,
+// admin.enabled and auth.* are optional,
 // with the dev defaults.
 StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
 StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source);

@@ -158,6 +158,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   run.data_description =
       fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
   run.snapshots = config.snapshots;
+  run.attempt_drain_timeout = config.attempt_drain_timeout;
   Node node(run, *store.value(), SystemClock::instance());
   // Listen first: a port in use fails before the lease is touched, and clients
   // that arrive early get UNAVAILABLE until this process is active.

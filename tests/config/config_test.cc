@@ -51,6 +51,24 @@ TEST(DevConfig, OverrideFileSetsLeaseDuration) {
   EXPECT_EQ(c.durability, Durability::kProcessCrashSafe);
 }
 
+// Graceful shutdown drains in every mode (docs/node.md): dev and local accept the key.
+TEST(DevConfig, AttemptDrainTimeoutDefaultsTo30sAndDevAndLocalAcceptIt) {
+  DevConfig c;
+  EXPECT_EQ(c.attempt_drain_timeout, seconds(30));
+  ASSERT_TRUE(
+      apply_dev_override_yaml("lifecycle:\n  attemptDrainTimeout: 2s\n", "test.yaml", c).is_ok());
+  EXPECT_EQ(c.attempt_drain_timeout, seconds(2));
+  Status bad = apply_dev_override_yaml("lifecycle:\n  attemptDrainTimeout: soon\n", "t.yaml", c);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("lifecycle.attemptDrainTimeout"), std::string::npos)
+      << bad.message();
+  EXPECT_EQ(c.attempt_drain_timeout, seconds(2));  // a bad file changes nothing
+  auto local = load_local_config_yaml(
+      "nodeId: n\nlocal:\n  dataDir: /tmp/x\nlifecycle:\n  attemptDrainTimeout: 1s\n", "l.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_EQ(local->attempt_drain_timeout, seconds(1));
+}
+
 TEST(DevConfig, EmptyOverrideChangesNothing) {
   DevConfig c;
   ASSERT_TRUE(apply_dev_override_yaml("", "empty.yaml", c).is_ok());
