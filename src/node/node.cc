@@ -522,6 +522,12 @@ std::string Node::standby_reason() const {
     if (acquiring_) holder = acquiring_->observed_holder();
   }
   const std::string kind = hot_ ? "a hot standby" : "a cold standby";
+  if (!holder && released_keeper_) {
+    return fmt::format(
+        "this process of node {} stepped down from epoch {} and is {} until it competes for the "
+        "lease again",
+        run_.node_id, released_keeper_->epoch().value, kind);
+  }
   if (!holder) {
     return fmt::format("this process is {} of node {}; the active process is not known yet", kind,
                        run_.node_id);
