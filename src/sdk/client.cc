@@ -203,10 +203,13 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
     bool reached_a_process = false;
     // Which address to start at, and which to skip: with several addresses,
     // when the one that answered last is not known or just failed, ask them
-    // all at once. The one SERVING goes first; one that does not answer at all
-    // (a frozen process accepts connections and then says nothing) is skipped
-    // while another answers, instead of holding the call. Not for a call that
-    // is never repeated: it keeps its single round as it was.
+    // all at once. Those SERVING go first; one that does not answer at all (a
+    // frozen process accepts connections and then says nothing) is skipped
+    // while another answers, instead of holding the call. Every answer is
+    // awaited (1 s at most), so that of two SERVING (one about to find out it
+    // lost its lease) the same goes first each round, and the other is tried
+    // in that round too. Not for a call that is never repeated: it keeps its
+    // single round as it was.
     std::vector<size_t> order;
     for (size_t k = 0; k < n; ++k) order.push_back((first + k) % n);
     if (n > 1 && repeat == Repeat::kSafe && (round > 0 || !stubs.preferred_known.load())) {
@@ -215,7 +218,8 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       std::vector<std::shared_ptr<grpc::Channel>> channels;
       for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
       auto readiness = sdk_internal::probe_readiness(
-          channels, "", std::min(deadline, now + sdk_internal::kReadinessProbeTimeout));
+          channels, "", std::min(deadline, now + sdk_internal::kReadinessProbeTimeout),
+          /*until_first_serving=*/false);
       order = sdk_internal::search_order(readiness, first);
       for (size_t i = 0; i < n; ++i) {
         if (std::find(order.begin(), order.end(), i) != order.end()) continue;
@@ -328,16 +332,24 @@ StatusOr<Response> unary(Client::Stubs& stubs, const ClientOptions& options, Dur
 // and makes it the preferred address, so that a call that is never sent twice
 // goes to it first rather than to a standby whose refusal would end the call.
 // Only a hint: with no address SERVING (or no health service) the order stays
-// as it was. Every address is asked at once; the whole costs at most
-// connect_timeout, and ends at `until`.
+// as it was; with several SERVING, the first in the current order. Every
+// address is asked at once; the whole costs at most connect_timeout, and ends
+// at `until`.
 void prefer_a_ready_address(Client::Stubs& stubs, const ClientOptions& options, TimePoint until) {
   if (stubs.endpoints.size() < 2 || stubs.preferred_known.load()) return;
+  const size_t n = stubs.endpoints.size();
+  const size_t first = stubs.preferred.load() % n;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
   auto readiness = sdk_internal::probe_readiness(
-      channels, "", std::min(until, SystemClock::instance().now() + options.connect_timeout));
-  auto serving = std::find(readiness.begin(), readiness.end(), sdk_internal::Readiness::kServing);
-  if (serving != readiness.end()) stubs.preferred = static_cast<size_t>(serving - readiness.begin());
+      channels, "", std::min(until, SystemClock::instance().now() + options.connect_timeout),
+      /*until_first_serving=*/false);
+  for (size_t k = 0; k < n; ++k) {
+    if (readiness[(first + k) % n] == sdk_internal::Readiness::kServing) {
+      stubs.preferred = (first + k) % n;
+      return;
+    }
+  }
 }
 
 }  // namespace

@@ -31,14 +31,14 @@ struct ProbeRound {
 }  // namespace
 
 std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
-                                       const std::string& service, TimePoint deadline) {
+                                       const std::string& service, TimePoint deadline,
+                                       bool until_first_serving) {
   const size_t n = channels.size();
   auto round = std::make_shared<ProbeRound>();
   round->results.assign(n, Readiness::kNoAnswer);
   Duration remaining = std::max(deadline - SystemClock::instance().now(), Duration::zero());
-  auto system_deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(remaining);
+  auto system_deadline = std::chrono::system_clock::now() +
+                         std::chrono::duration_cast<std::chrono::system_clock::duration>(remaining);
   for (size_t i = 0; i < n; ++i) {
     auto call = std::make_unique<ProbeRound::Call>();
     call->stub = grpc::health::v1::Health::NewStub(channels[i]);
@@ -48,35 +48,33 @@ std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::C
   }
   for (size_t i = 0; i < n; ++i) {
     ProbeRound::Call& call = *round->calls[i];
-    call.stub->async()->Check(&call.context, &call.request, &call.response,
-                              [round, i](grpc::Status status) {
-                                std::lock_guard<std::mutex> lock(round->mu);
-                                ProbeRound::Call& c = *round->calls[i];
-                                bool serving =
-                                    status.ok() && c.response.status() ==
-                                                       grpc::health::v1::HealthCheckResponse::SERVING;
-                                // A deadline or a connection that never came up is
-                                // no answer; anything a process said is one.
-                                bool silent =
-                                    status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                                    status.error_code() == grpc::StatusCode::CANCELLED;
-                                bool unreachable =
-                                    status.error_code() == grpc::StatusCode::UNAVAILABLE;
-                                round->results[i] = serving       ? Readiness::kServing
-                                                    : status.ok() ? Readiness::kNotServing
-                                                    : silent      ? Readiness::kNoAnswer
-                                                    : unreachable ? Readiness::kUnreachable
-                                                                  : Readiness::kAnswered;
-                                if (serving) round->serving = true;
-                                ++round->answered;
-                                round->cv.notify_all();
-                              });
+    call.stub->async()->Check(
+        &call.context, &call.request, &call.response, [round, i](grpc::Status status) {
+          std::lock_guard<std::mutex> lock(round->mu);
+          ProbeRound::Call& c = *round->calls[i];
+          bool serving =
+              status.ok() && c.response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+          // A deadline or a connection that never came up is
+          // no answer; anything a process said is one.
+          bool silent = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                        status.error_code() == grpc::StatusCode::CANCELLED;
+          bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+          round->results[i] = serving       ? Readiness::kServing
+                              : status.ok() ? Readiness::kNotServing
+                              : silent      ? Readiness::kNoAnswer
+                              : unreachable ? Readiness::kUnreachable
+                                            : Readiness::kAnswered;
+          if (serving) round->serving = true;
+          ++round->answered;
+          round->cv.notify_all();
+        });
   }
   std::vector<Readiness> results;
   {
     std::unique_lock<std::mutex> lock(round->mu);
-    SystemClock::instance().wait_until(lock, round->cv, deadline,
-                                       [&] { return round->serving || round->answered == n; });
+    SystemClock::instance().wait_until(lock, round->cv, deadline, [&] {
+      return (until_first_serving && round->serving) || round->answered == n;
+    });
     results = round->results;
   }
   // The calls still open end now; their callbacks find `round` alive.

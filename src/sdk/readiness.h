@@ -34,18 +34,21 @@ enum class Readiness {
 };
 
 // Asks the gRPC health service of every channel about `service` at once.
-// Returns as soon as one answers SERVING (the others may then still be
-// kNoAnswer), when all have answered, or at `deadline`, whichever is first.
-// Never waits past `deadline`; calls still open then are cancelled.
+// Returns when all have answered or at `deadline`, and with
+// `until_first_serving` as soon as one answers SERVING (the others may then
+// still be kNoAnswer). Never waits past `deadline`; calls still open then are
+// cancelled.
 std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
-                                       const std::string& service, TimePoint deadline);
+                                       const std::string& service, TimePoint deadline,
+                                       bool until_first_serving = true);
 
 // The order in which to try n addresses after a probe, each group in the
 // rotation that starts at `first`: those SERVING, those that answered
-// otherwise (not serving, or an error), those unreachable (they fail at once). Those that did not answer
-// come last, and only when no address answered at all (a bounded attempt on
-// each is then all that is left); otherwise they are skipped this round, so
-// that nothing waits on a frozen process.
+// otherwise (not serving, or an error), those unreachable (they fail at
+// once). Those that did not answer come last, and only when no address
+// answered at all (a bounded attempt on each is then all that is left);
+// otherwise they are skipped this round, so that nothing waits on a frozen
+// process.
 std::vector<size_t> search_order(const std::vector<Readiness>& readiness, size_t first);
 
 // Watches the process behind `channel` while a long call runs on it (a

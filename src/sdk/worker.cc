@@ -277,8 +277,8 @@ Status WorkerCore::run() {
     }
     // A process answered and is not the active one: a standby, so the node is
     // changing hands (a step down's hold-off, a takeover) and serves again soon.
-    bool standby_in_round = std::count(readiness.begin(), readiness.end(),
-                                       sdk_internal::Readiness::kNotServing) > 0;
+    bool standby_in_round =
+        std::count(readiness.begin(), readiness.end(), sdk_internal::Readiness::kNotServing) > 0;
     bool accepted = false;
     for (size_t i : order) {
       {
@@ -305,9 +305,8 @@ Status WorkerCore::run() {
       // than let the backoff grow past the moment the node serves again; the
       // round's own time (a probe that waited on a silent address) counts.
       if (!accepted && standby_in_round) {
-        delay = std::max(Duration::zero(),
-                         std::min(delay, kStandbyRetryMax) -
-                             (SystemClock::instance().now() - round_start));
+        delay = std::max(Duration::zero(), std::min(delay, kStandbyRetryMax) -
+                                               (SystemClock::instance().now() - round_start));
       }
     }
     if (n == 1) {

@@ -356,7 +356,11 @@ export class Client {
     });
   }
 
-  /** The readiness of every endpoint (health name ""), asked at once; early on SERVING. */
+  /**
+   * The readiness of every endpoint (health name ""), asked at once; every
+   * answer is awaited until `deadline`, so that of two SERVING the same goes
+   * first each round and the other is tried in that round too.
+   */
   private async probe(endpoints: Endpoint[], deadline: number): Promise<Readiness[]> {
     const results: Readiness[] = endpoints.map(() => "noAnswer");
     const calls: grpc.ClientUnaryCall[] = [];
@@ -368,7 +372,7 @@ export class Client {
         endpoints.forEach((endpoint, i) => {
           void checkReadiness(endpoint.flows, "", deadline, calls).then((r) => {
             results[i] = r;
-            if (r === "serving" || ++answered === endpoints.length) resolve();
+            if (++answered === endpoints.length) resolve();
           });
         });
       });
