@@ -11,8 +11,13 @@ namespace dex::sdk_internal {
 
 namespace {
 
-// One probe round. Shared with the callbacks, which may run after
-// probe_readiness returned (a cancelled call still completes).
+// How long probe_readiness waits, after cancelling the calls still open, for
+// their callbacks: a cancelled call completes at once, so this is only a bound.
+constexpr Duration kCancelledCallbacksWaitMax = seconds(5);
+
+// One probe round. The callbacks hold a plain pointer: the round, and with it
+// every ClientContext, is destroyed by probe_readiness once every callback
+// has run, never by a callback (gRPC may still use the call then).
 struct ProbeRound {
   struct Call {
     std::unique_ptr<grpc::health::v1::Health::Stub> stub;
@@ -34,7 +39,7 @@ std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::C
                                        const std::string& service, TimePoint deadline,
                                        bool until_first_serving) {
   const size_t n = channels.size();
-  auto round = std::make_shared<ProbeRound>();
+  auto round = std::make_unique<ProbeRound>();
   round->results.assign(n, Readiness::kNoAnswer);
   Duration remaining = std::max(deadline - SystemClock::instance().now(), Duration::zero());
   auto system_deadline = std::chrono::system_clock::now() +
@@ -46,39 +51,54 @@ std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::C
     call->request.set_service(service);
     round->calls.push_back(std::move(call));
   }
+  ProbeRound* r = round.get();
   for (size_t i = 0; i < n; ++i) {
-    ProbeRound::Call& call = *round->calls[i];
+    ProbeRound::Call& call = *r->calls[i];
     call.stub->async()->Check(
-        &call.context, &call.request, &call.response, [round, i](grpc::Status status) {
-          std::lock_guard<std::mutex> lock(round->mu);
-          ProbeRound::Call& c = *round->calls[i];
+        &call.context, &call.request, &call.response, [r, i](grpc::Status status) {
+          std::lock_guard<std::mutex> lock(r->mu);
+          ProbeRound::Call& c = *r->calls[i];
           bool serving =
               status.ok() && c.response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-          // A deadline or a connection that never came up is
-          // no answer; anything a process said is one.
+          // A deadline (or this probe's own cancel) is no answer; a connection
+          // that failed at once is nothing listening; anything a process said
+          // is an answer.
           bool silent = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
                         status.error_code() == grpc::StatusCode::CANCELLED;
           bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
-          round->results[i] = serving       ? Readiness::kServing
-                              : status.ok() ? Readiness::kNotServing
-                              : silent      ? Readiness::kNoAnswer
-                              : unreachable ? Readiness::kUnreachable
-                                            : Readiness::kAnswered;
-          if (serving) round->serving = true;
-          ++round->answered;
-          round->cv.notify_all();
+          r->results[i] = serving       ? Readiness::kServing
+                          : status.ok() ? Readiness::kNotServing
+                          : silent      ? Readiness::kNoAnswer
+                          : unreachable ? Readiness::kUnreachable
+                                        : Readiness::kAnswered;
+          if (serving) r->serving = true;
+          ++r->answered;
+          r->cv.notify_all();  // under the lock: r outlives this callback's use of it
         });
   }
   std::vector<Readiness> results;
-  {
-    std::unique_lock<std::mutex> lock(round->mu);
-    SystemClock::instance().wait_until(lock, round->cv, deadline, [&] {
-      return (until_first_serving && round->serving) || round->answered == n;
-    });
-    results = round->results;
+  std::unique_lock<std::mutex> lock(r->mu);
+  SystemClock::instance().wait_until(lock, r->cv, deadline, [&] {
+    return (until_first_serving && r->serving) || r->answered == n;
+  });
+  results = r->results;
+  if (r->answered < n) {
+    // The calls still open end now.
+    lock.unlock();
+    for (auto& call : r->calls) call->context.TryCancel();
+    lock.lock();
+    bool all = SystemClock::instance().wait_until(
+        lock, r->cv, SystemClock::instance().now() + kCancelledCallbacksWaitMax,
+        [&] { return r->answered == n; });
+    if (!all) {
+      // Never seen; leaking the round is safe where freeing it under a
+      // pending callback is not.
+      lock.unlock();
+      (void)round.release();
+      return results;
+    }
   }
-  // The calls still open end now; their callbacks find `round` alive.
-  for (auto& call : round->calls) call->context.TryCancel();
+  lock.unlock();
   return results;
 }
 
