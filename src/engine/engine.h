@@ -93,8 +93,10 @@ struct EngineOptions {
   // Wall-clock Unix milliseconds, written into records (timers survive a
   // takeover by another host). Injectable for tests; default: system_clock.
   std::function<int64_t()> now_unix_ms;
-  // How often the scheduler pings idle Worker streams.
-  Duration worker_ping_interval = seconds(10);
+  // How often the scheduler pings idle Worker streams. Workers treat a stream
+  // silent for three of these as dead (a frozen process, a partition) and look
+  // for the active process again, well within a lease (src/sdk/README.md).
+  Duration worker_ping_interval = seconds(1);
   // Required: the hook installed in the LogWriter's on_durable (see EngineLogHook).
   std::shared_ptr<EngineLogHook> log_hook;
   // A hot standby's takeover: the local store its follower kept open (see

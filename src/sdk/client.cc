@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/grpc_status.h"
+#include "sdk/readiness.h"
 
 namespace dex {
 
@@ -198,10 +199,38 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
     return Status::transient(std::move(text));
   };
 
-  while (true) {
+  for (size_t round = 0;; ++round) {
     bool reached_a_process = false;
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = (first + k) % n;
+    // Which address to start at, and which to skip: with several addresses,
+    // when the one that answered last is not known or just failed, ask them
+    // all at once. Those SERVING go first; one that does not answer at all (a
+    // frozen process accepts connections and then says nothing) is skipped
+    // while another answers, instead of holding the call. Every answer is
+    // awaited (1 s at most), so that of two SERVING (one about to find out it
+    // lost its lease) the same goes first each round, and the other is tried
+    // in that round too. Not for a call that is never repeated: it keeps its
+    // single round as it was.
+    std::vector<size_t> order;
+    for (size_t k = 0; k < n; ++k) order.push_back((first + k) % n);
+    if (n > 1 && repeat == Repeat::kSafe && (round > 0 || !stubs.preferred_known.load())) {
+      TimePoint now = SystemClock::instance().now();
+      if (now >= deadline) return exhausted();
+      std::vector<std::shared_ptr<grpc::Channel>> channels;
+      for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
+      auto readiness = sdk_internal::probe_readiness(
+          channels, "", std::min(deadline, now + sdk_internal::kReadinessProbeTimeout),
+          /*until_first_serving=*/false);
+      order = sdk_internal::search_order(readiness, first);
+      for (size_t i = 0; i < n; ++i) {
+        if (std::find(order.begin(), order.end(), i) != order.end()) continue;
+        reached_a_process = true;  // another address answered the probe
+        said[i] = Status::transient(fmt::format(
+            "UNAVAILABLE: the server at {} did not answer a health check within {} (a frozen "
+            "or cut-off process); not tried",
+            stubs.endpoints[i].address, format_duration(sdk_internal::kReadinessProbeTimeout)));
+      }
+    }
+    for (size_t i : order) {
       Endpoint& endpoint = stubs.endpoints[i];
       TimePoint now = SystemClock::instance().now();
       if (now >= deadline) return exhausted();
@@ -257,7 +286,13 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
           status.error_code() != grpc::StatusCode::CANCELLED) {
         // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
         // deadline is spent): it ends the search.
-        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) set_preferred(stubs, i);
+        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          set_preferred(stubs, i);
+        } else {
+          // The next call asks every address first rather than wait on this
+          // one again: it may be frozen.
+          stubs.preferred_known = false;
+        }
         return mapped;
       }
       if (!sdk_internal::is_connection_failure(status.error_message())) reached_a_process = true;
@@ -297,31 +332,21 @@ StatusOr<Response> unary(Client::Stubs& stubs, const ClientOptions& options, Dur
 // and makes it the preferred address, so that a call that is never sent twice
 // goes to it first rather than to a standby whose refusal would end the call.
 // Only a hint: with no address SERVING (or no health service) the order stays
-// as it was. Each address costs at most connect_timeout to connect and as much
-// for its answer, all before `until`.
+// as it was; with several SERVING, the first in the current order. Every
+// address is asked at once; the whole costs at most connect_timeout, and ends
+// at `until`.
 void prefer_a_ready_address(Client::Stubs& stubs, const ClientOptions& options, TimePoint until) {
   if (stubs.endpoints.size() < 2 || stubs.preferred_known.load()) return;
   const size_t n = stubs.endpoints.size();
   const size_t first = stubs.preferred.load() % n;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
+  auto readiness = sdk_internal::probe_readiness(
+      channels, "", std::min(until, SystemClock::instance().now() + options.connect_timeout),
+      /*until_first_serving=*/false);
   for (size_t k = 0; k < n; ++k) {
-    const size_t i = (first + k) % n;
-    Endpoint& endpoint = stubs.endpoints[i];
-    TimePoint now = SystemClock::instance().now();
-    if (now >= until) return;
-    if (wait_for_connection(*endpoint.channel, std::min(until, now + options.connect_timeout)) !=
-        GRPC_CHANNEL_READY) {
-      continue;
-    }
-    now = SystemClock::instance().now();
-    grpc::ClientContext context;
-    context.set_deadline(system_deadline(std::min(until, now + options.connect_timeout)));
-    grpc::health::v1::HealthCheckRequest request;
-    request.set_service("");
-    grpc::health::v1::HealthCheckResponse response;
-    auto health = grpc::health::v1::Health::NewStub(endpoint.channel);
-    if (health->Check(&context, request, &response).ok() &&
-        response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
-      stubs.preferred = i;
+    if (readiness[(first + k) % n] == sdk_internal::Readiness::kServing) {
+      stubs.preferred = (first + k) % n;
       return;
     }
   }
@@ -443,7 +468,15 @@ StatusOr<WaitFlowResponse> Client::wait_flow(const std::string& flow_id, Duratio
             wait_timeout <= Duration::zero()
                 ? 0
                 : std::max<int64_t>(1, to_ms(wait_end - SystemClock::instance().now())));
-        return e.flows->WaitFlow(c, request, r);
+        // A long poll sends nothing while it waits: if the process freezes or
+        // stops being the active one, only a check from the side notices, and
+        // the call then moves on to the process that took over.
+        sdk_internal::ReadinessWatch watch(e.channel, FlowService::service_full_name(), c);
+        grpc::Status status = e.flows->WaitFlow(c, request, r);
+        if (std::string why = watch.fired(); !why.empty() && !status.ok()) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "during the wait " + why);
+        }
+        return status;
       });
 }
 

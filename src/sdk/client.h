@@ -12,8 +12,12 @@
 // but step_down is safe to repeat (start_flow without a flow ID picks one
 // here), so a call that may have reached an engine that then stopped is not
 // done twice; a DEADLINE_EXCEEDED is not tried elsewhere. step_down is sent
-// to another address only when no connection to the first was made.
-// src/sdk/README.md has the rule.
+// to another address only when no connection to the first was made. Before
+// the first call, after a DEADLINE_EXCEEDED and before every further round,
+// all addresses' gRPC health is asked at once (1 s at most): the SERVING one
+// goes first, and one that does not answer at all (a frozen process) is
+// skipped while another does. wait_flow re-checks its process's health every
+// second and moves on when it stops answering. src/sdk/README.md has the rules.
 #pragma once
 
 #include <memory>

@@ -144,6 +144,15 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
   // the backoff (100 ms) it made every attempt to a loaded machine time out
   // ("tcp handshaker shutdown"). Callers bound their own wait for a connection
   // (ClientOptions::connect_timeout, the Worker's hello wait).
+  // A connection whose peer stopped answering (a frozen process, a partition)
+  // fails the calls open on it within about 13 s. Not more often than every
+  // 10 s: the server counts pings closer than 5 s apart without data as abuse
+  // (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS) and hangs up with
+  // too_many_pings. Only while calls are open; the SDK's own liveness checks
+  // (Worker stream silence, WaitFlow's readiness re-checks) act sooner.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   // Flows carry every Step's output (each up to 1 MiB).
   args.SetMaxReceiveMessageSize(64 << 20);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);

@@ -1,13 +1,15 @@
 // The Worker's machinery. Threads:
 //   - the run() thread opens PollWorkerTask streams one after another and reads
-//     each until it breaks. With several addresses it tries them in turn until
-//     a process accepts the stream (HelloAck; a standby refuses it with
-//     UNAVAILABLE) and sleeps the reconnect backoff only after a full round of
+//     each until it breaks. With several addresses each round first asks every
+//     address's gRPC health at once (sdk/readiness.h) and tries them in that
+//     order until a process accepts the stream (HelloAck; a standby refuses it
+//     with UNAVAILABLE); it sleeps the reconnect backoff only after a round of
 //     refusals, or after an accepted stream broke;
 //   - max_concurrent_tasks pool threads run handlers from a bounded queue;
-//   - a supervisor thread cancels a stream that has been silent too long and,
-//     after shutdown(), ends everything when the Worker is idle or the
-//     shutdown timeout passes.
+//   - a supervisor thread cancels a stream that has been silent too long or
+//     whose set-up and hello take too long (a frozen process) and, after
+//     shutdown(), ends everything when the Worker is idle or the shutdown
+//     timeout passes.
 // Every final result goes into pending_results_ before it is written and
 // leaves it only on its ResultAck (or when the shutdown bound passes), so a
 // result written to a stream that then breaks is re-sent on the next accepted
@@ -33,6 +35,7 @@
 #include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/grpc_status.h"
+#include "sdk/readiness.h"
 
 namespace dex {
 
@@ -42,13 +45,16 @@ namespace sdk_internal {
 // task with a retryable failure instead of queueing it.
 inline constexpr size_t kQueuedTasksMin = 1000;
 // A stream that has received nothing (not even a Ping) for this long is
-// treated as broken and reconnected. The server pings idle streams every 10 s.
-inline constexpr Duration kStreamSilenceMax = seconds(60);
-// A new stream that has no HelloAck after this long (a process that accepted
-// the connection and then said nothing: frozen, or overloaded) is given up and
-// the next address is tried. An active process answers the hello at once, a
-// standby refuses the stream at once.
-inline constexpr Duration kHelloWaitMax = seconds(10);
+// treated as dead and cancelled: the process froze (SIGSTOP, a stalled host)
+// or the network between dropped it, and its standby takes over within the
+// lease. The server pings an idle stream every second, so this is three
+// missed pings.
+inline constexpr Duration kStreamSilenceMax = seconds(3);
+// From the start of a new stream's set-up (the connection included) to its
+// HelloAck: past this the attempt is cancelled and the next address tried. A
+// frozen process accepts TCP connections and then says nothing; an active one
+// answers the hello at once, a standby refuses the stream at once.
+inline constexpr Duration kHelloWaitMax = seconds(5);
 inline constexpr Duration kSupervisorTick = milliseconds(200);
 // The longest wait between rounds while a standby answers: the node serves
 // again soon (the step-down hold-off is 5 s by default).
@@ -160,6 +166,9 @@ class WorkerCore {
   // One stream to `address`: true if a process accepted it. Sets
   // *refused_by_standby when a process answered and refused it (a standby).
   bool serve_stream(const std::string& address, bool* refused_by_standby);
+  // The readiness of every address for dex.WorkerTaskService, asked at once
+  // over fresh channels, by `deadline`.
+  std::vector<sdk_internal::Readiness> probe(TimePoint deadline);
   void on_task(const StepTask& task);
   void on_result_ack(const ResultAck& ack);
   void on_heartbeat_ack(const HeartbeatAck& ack);
@@ -251,51 +260,75 @@ Status WorkerCore::run() {
                options_.worker_id, handlers_.size(), join_addresses(addresses_),
                options_.max_concurrent_tasks);
   const size_t n = addresses_.size();
-  size_t index = 0;
-  size_t refused_in_round = 0;    // streams not accepted since the last backoff or acceptance
-  bool standby_in_round = false;  // a process answered this round, refusing as a standby
+  size_t first = 0;  // where the rotation starts: the address accepted last
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) break;
     }
-    bool refused_by_standby = false;
-    bool accepted = serve_stream(addresses_[index], &refused_by_standby);
-    standby_in_round = standby_in_round || refused_by_standby;
+    const TimePoint round_start = SystemClock::instance().now();
+    // With several addresses, ask them all at once which one is active, so
+    // that the round neither starts at a standby nor waits on a frozen process.
+    std::vector<size_t> order{0};
+    std::vector<sdk_internal::Readiness> readiness;
+    if (n > 1) {
+      readiness = probe(round_start + sdk_internal::kReadinessProbeTimeout);
+      order = sdk_internal::search_order(readiness, first);
+    }
+    // A process answered and is not the active one: a standby, so the node is
+    // changing hands (a step down's hold-off, a takeover) and serves again soon.
+    bool standby_in_round =
+        std::count(readiness.begin(), readiness.end(), sdk_internal::Readiness::kNotServing) > 0;
+    bool accepted = false;
+    for (size_t i : order) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (finished_) break;
+      }
+      bool refused_by_standby = false;
+      accepted = serve_stream(addresses_[i], &refused_by_standby);
+      standby_in_round = standby_in_round || refused_by_standby;
+      if (accepted) {
+        first = i;
+        break;
+      }
+    }
     Duration delay;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) break;
-      if (accepted) {
-        // The active process went away, or only the connection broke: search
-        // again, starting at the same address, after the initial backoff.
-        backoff_ = options_.reconnect_backoff_initial;
-        refused_in_round = 0;
-        standby_in_round = false;
-      } else {
-        index = (index + 1) % n;
-        if (++refused_in_round < n) continue;  // the next address at once
-        refused_in_round = 0;
-      }
+      // The active process went away, or only the connection broke: search
+      // again after the initial backoff.
+      if (accepted) backoff_ = options_.reconnect_backoff_initial;
       delay = next_backoff_locked();
-      // A standby answered: the node is changing hands (a step down's hold-off,
-      // a takeover) and will serve again within seconds. Polling it is one
-      // cheap refusal, so keep the wait short rather than let the backoff grow
-      // past the moment the node serves again.
-      if (standby_in_round) delay = std::min(delay, kStandbyRetryMax);
-      if (!accepted) standby_in_round = false;
+      // Polling a standby is one cheap refusal, so keep the wait short rather
+      // than let the backoff grow past the moment the node serves again; the
+      // round's own time (a probe that waited on a silent address) counts.
+      if (!accepted && standby_in_round) {
+        delay = std::max(Duration::zero(), std::min(delay, kStandbyRetryMax) -
+                                               (SystemClock::instance().now() - round_start));
+      }
     }
     if (n == 1) {
       spdlog::info("worker {}: reconnecting to {} in {} ms", options_.worker_id, addresses_[0],
                    to_ms(delay));
     } else if (accepted) {
-      spdlog::info("worker {}: looking for the active process, from {}, in {} ms",
-                   options_.worker_id, addresses_[index], to_ms(delay));
+      spdlog::info("worker {}: looking for the active process in {} ms", options_.worker_id,
+                   to_ms(delay));
     } else {
+      std::vector<std::string> silent;
+      for (size_t i = 0; i < n; ++i) {
+        if (readiness[i] == sdk_internal::Readiness::kNoAnswer) silent.push_back(addresses_[i]);
+      }
       spdlog::info(
-          "worker {}: none of the {} addresses accepted the task stream; trying them "
+          "worker {}: none of the {} addresses accepted the task stream{}; trying them "
           "again in {} ms",
-          options_.worker_id, n, to_ms(delay));
+          options_.worker_id, n,
+          silent.empty() ? std::string()
+                         : " (no answer within " +
+                               std::to_string(to_ms(sdk_internal::kReadinessProbeTimeout)) +
+                               " ms from " + join_addresses(silent) + ")",
+          to_ms(delay));
     }
     if (!sleep_unless_finished(delay)) break;
   }
@@ -350,6 +383,15 @@ bool WorkerCore::sleep_unless_finished(Duration d) {
   return !cv_.wait_for(lock, d, [&] { return finished_; });
 }
 
+std::vector<sdk_internal::Readiness> WorkerCore::probe(TimePoint deadline) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& address : addresses_) {
+    channels.push_back(
+        make_channel(address, options_.reconnect_backoff_initial, options_.reconnect_backoff_max));
+  }
+  return sdk_internal::probe_readiness(channels, WorkerTaskService::service_full_name(), deadline);
+}
+
 bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_standby) {
   // A fresh channel each time: whichever process answers at the address now.
   auto channel =
@@ -358,6 +400,13 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   auto conn = std::make_shared<Connection>();
   conn->address = address;
   conn->last_receive_ns = SystemClock::instance().now().time_since_epoch().count();
+  {
+    // The supervisor bounds everything from here to the HelloAck: opening the
+    // stream waits for the connection, which a frozen process never completes.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return false;
+    connecting_ = conn;
+  }
   conn->stream = stub_->PollWorkerTask(&conn->context);
 
   WorkerMessage hello;
@@ -371,11 +420,7 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   if (hello_sent) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.streams_opened;
-    if (finished_) {
-      conn->close();
-    } else {
-      connecting_ = conn;  // the supervisor bounds the wait for the HelloAck
-    }
+    if (finished_) conn->close();
   }
 
   bool accepted = false;
@@ -648,8 +693,8 @@ void WorkerCore::supervise() {
       TimePoint opened(Duration(connecting_->last_receive_ns.load()));
       if (SystemClock::instance().now() - opened > kHelloWaitMax) {
         spdlog::warn(
-            "worker {}: no answer to the hello from {} within {} s; trying the next "
-            "address",
+            "worker {}: no answer to the hello from {} within {} s (set-up included); "
+            "giving up on it",
             options_.worker_id, connecting_->address, to_ms(kHelloWaitMax) / 1000);
         auto conn = connecting_;
         connecting_.reset();

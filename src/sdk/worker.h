@@ -16,10 +16,13 @@
 // handlers run at once, whatever the server sends.
 //
 // Several addresses (the active process of a node and its standbys, any
-// order: {.server_addresses = {"10.0.0.1:8801", "10.0.0.2:8801"}}): the Worker
-// tries them in turn until one accepts its stream (a standby refuses it with
-// UNAVAILABLE), backing off only between full rounds, and searches again
-// whenever the stream breaks.
+// order: {.server_addresses = {"10.0.0.1:8801", "10.0.0.2:8801"}}): each round
+// the Worker asks every address's gRPC health at once and tries the one
+// SERVING first, skipping one that does not answer while another does (a
+// frozen process); a standby refuses the stream with UNAVAILABLE. It backs
+// off only between rounds, and searches again whenever the stream breaks or
+// is silent for 3 s (the server pings every second). src/sdk/README.md,
+// "Frozen processes", has every bound.
 #pragma once
 
 #include <nlohmann/json.hpp>

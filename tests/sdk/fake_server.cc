@@ -1,5 +1,6 @@
 #include "fake_server.h"
 
+#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <thread>
@@ -47,6 +48,28 @@ grpc::Status FakeWorkerTaskService::PollWorkerTask(
   stream->write(hello_ack);
   cv_.notify_all();
 
+  // Pings while the stream is open, checked every 50 ms (bounded by the
+  // stream: joined right after the read loop ends).
+  std::atomic<bool> reading{true};
+  std::thread pinger([&] {
+    TimePoint last = SystemClock::instance().now();
+    while (reading.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Duration interval;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        interval = ping_interval_;
+      }
+      TimePoint now = SystemClock::instance().now();
+      if (interval > Duration::zero() && now - last >= interval) {
+        ServerMessage ping;
+        ping.mutable_ping();
+        stream->write(ping);
+        last = now;
+      }
+    }
+  });
+
   WorkerMessage message;
   while (rw->Read(&message)) {
     if (message.has_result()) {
@@ -80,6 +103,8 @@ grpc::Status FakeWorkerTaskService::PollWorkerTask(
       stream->write(ack);
     }
   }
+  reading = false;
+  pinger.join();
   {
     std::lock_guard<std::mutex> lock(stream->write_mu);
     stream->done = true;
@@ -184,6 +209,11 @@ std::optional<TaskHeartbeat> FakeWorkerTaskService::wait_for_heartbeat(const std
 void FakeWorkerTaskService::set_cancel_on_heartbeat(bool cancel) {
   std::lock_guard<std::mutex> lock(mu_);
   cancel_on_heartbeat_ = cancel;
+}
+
+void FakeWorkerTaskService::set_ping_interval(Duration interval) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ping_interval_ = interval;
 }
 
 // ------------------------------------------------------------ FakeFlowService

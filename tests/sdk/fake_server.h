@@ -52,6 +52,10 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   std::optional<TaskHeartbeat> wait_for_heartbeat(const std::string& task_id, Duration timeout);
   // Answer every heartbeat with cancel_requested = true.
   void set_cancel_on_heartbeat(bool cancel);
+  // How often each open stream gets a Ping, as the real server sends them
+  // (1 s, like EngineOptions::worker_ping_interval); zero: never (a process
+  // that froze after its HelloAck).
+  void set_ping_interval(Duration interval);
   // Events in arrival order across both services: "hello:<worker id>", "register".
   std::function<void(const std::string&)> on_event;
 
@@ -73,6 +77,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   std::vector<TaskHeartbeat> heartbeats_;
   AckMode ack_mode_ = AckMode::kAccept;
   bool cancel_on_heartbeat_ = false;
+  Duration ping_interval_ = seconds(1);
 };
 
 // FlowService with canned answers:

@@ -8,6 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { DexError, errorFromGrpc, formatDuration, isConnectionFailure } from "./errors";
 import { abortReason, isServiceError, jitter, sleep, unaryCall, waitForConnection } from "./internal";
+import { checkReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
 import {
   channelOptions,
   services,
@@ -157,7 +158,18 @@ interface CallSpec {
    * (waitFlow: a wait that a server restart broke goes on waiting).
    */
   keepTryingOnceReached?: boolean;
+  /**
+   * While an attempt runs, re-check every second that its process is still
+   * the active one (gRPC health of dex.FlowService) and move on when it says
+   * NOT_SERVING or misses two answers in a row (waitFlow: a long poll sends
+   * nothing while it waits, so a frozen process would otherwise hold it).
+   */
+  watchReadiness?: boolean;
 }
+
+// waitFlow's re-checks of the process it waits on (watchReadiness).
+const READINESS_WATCH_INTERVAL_MS = 1_000;
+const READINESS_WATCH_MISSES = 2;
 
 /**
  * A client of one dex node. Every call may be repeated safely on another
@@ -173,6 +185,9 @@ export class Client {
   private readonly adminCredential: string | undefined;
   private endpoints: Endpoint[] | undefined;
   private preferred = 0;
+  // True once an address answered (preferred is then that address, not just
+  // the first one by default).
+  private preferredKnown = false;
   private closed = false;
 
   /** Throws a DexError (INVALID_ARGUMENT) naming a bad or repeated address. */
@@ -288,6 +303,7 @@ export class Client {
         timeoutMs: Math.max(piece, 0) + this.timeoutMs,
         signal,
         keepTryingOnceReached: true,
+        watchReadiness: true,
       });
       const flow = toFlow(orEmptyFlow(response.flow));
       if (response.ended) return flow;
@@ -338,6 +354,33 @@ export class Client {
       timeoutMs: options.timeoutMs ?? this.timeoutMs,
       signal: options.signal,
     });
+  }
+
+  /**
+   * The readiness of every endpoint (health name ""), asked at once; every
+   * answer is awaited until `deadline`, so that of two SERVING the same goes
+   * first each round and the other is tried in that round too.
+   */
+  private async probe(endpoints: Endpoint[], deadline: number): Promise<Readiness[]> {
+    const results: Readiness[] = endpoints.map(() => "noAnswer");
+    const calls: grpc.ClientUnaryCall[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve) => {
+        let answered = 0;
+        timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+        endpoints.forEach((endpoint, i) => {
+          void checkReadiness(endpoint.flows, "", deadline, calls).then((r) => {
+            results[i] = r;
+            if (++answered === endpoints.length) resolve();
+          });
+        });
+      });
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      for (const call of calls) call.cancel();
+    }
+    return results;
   }
 
   private getEndpoints(): Endpoint[] {
@@ -413,11 +456,33 @@ export class Client {
       );
     };
 
-    for (;;) {
+    for (let round = 0; ; round++) {
       let reachedAProcess = false;
       let firstFailure: number | undefined; // when this round first found an address unreachable
-      for (let k = 0; k < n; k++) {
-        const i = (first + k) % n;
+      // Which address to start at, and which to skip: with several addresses,
+      // when the one that answered last is not known or just failed, ask them
+      // all at once. The one SERVING goes first; one that does not answer at
+      // all (a frozen process accepts connections and then says nothing) is
+      // skipped while another answers, instead of holding the call.
+      let order = Array.from({ length: n }, (_, k) => (first + k) % n);
+      if (n > 1 && (round > 0 || !this.preferredKnown)) {
+        if (Date.now() >= deadline) throw exhausted();
+        const readiness = await this.probe(endpoints, Math.min(deadline, Date.now() + READINESS_PROBE_TIMEOUT_MS));
+        if (signal?.aborted) throw abortReason(signal);
+        order = searchOrder(readiness, first);
+        for (let i = 0; i < n; i++) {
+          if (order.includes(i)) continue;
+          reachedAProcess = true; // another address answered the probe
+          said[i] = new DexError(
+            "UNAVAILABLE",
+            `the server at ${endpoints[i]?.address} did not answer a health check within ${formatDuration(
+              READINESS_PROBE_TIMEOUT_MS,
+            )} (a frozen or cut-off process); not tried`,
+            { address: endpoints[i]?.address ?? "" },
+          );
+        }
+      }
+      for (const i of order) {
         const endpoint = endpoints[i] as Endpoint;
         if (signal?.aborted) throw abortReason(signal);
         const now = Date.now();
@@ -446,8 +511,12 @@ export class Client {
         const client = spec.service === "flows" ? endpoint.flows : endpoint.admin;
         if (state === grpc.connectivityState.READY) everReached = true;
         try {
-          const response = await unaryCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal);
+          const response =
+            spec.watchReadiness === true
+              ? await watchedCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal)
+              : await unaryCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal);
           this.preferred = i;
+          this.preferredKnown = true;
           return response;
         } catch (error) {
           if (signal?.aborted) throw abortReason(signal);
@@ -458,8 +527,12 @@ export class Client {
             // deadline is spent): it ends the search.
             if (mapped.code !== "DEADLINE_EXCEEDED") {
               this.preferred = i;
+              this.preferredKnown = true;
               throw mapped;
             }
+            // The next call asks every address first rather than wait on this
+            // one again: it may be frozen.
+            this.preferredKnown = false;
             const before = said.filter((x): x is DexError => x !== undefined).map((x) => x.details);
             if (before.length === 0) throw mapped;
             throw new DexError(mapped.code, `${mapped.details}; before that: ${before.join("; ")}`, {
@@ -493,6 +566,58 @@ export class Client {
       await sleep(Math.min(jitter(backoff), deadline - now), signal);
       backoff = Math.min(backoff * 2, ROUND_BACKOFF_MAX_MS);
     }
+  }
+}
+
+/**
+ * unaryCall, re-checking the process's readiness while it runs (CallSpec's
+ * watchReadiness); when the watch gives up on the process the call is
+ * cancelled and rejects with UNAVAILABLE saying why, so the search moves on.
+ */
+async function watchedCall<Response>(
+  client: grpc.Client,
+  method: string,
+  request: unknown,
+  deadline: number,
+  metadata: grpc.Metadata,
+  signal: AbortSignal | undefined,
+): Promise<Response> {
+  const stop = new AbortController();
+  const forward = (): void => stop.abort(signal?.reason);
+  signal?.addEventListener("abort", forward, { once: true });
+  let why: string | undefined;
+  let misses = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let done = false;
+  // A check starts every interval (at once after one that took longer).
+  const check = (next: number): void => {
+    timer = setTimeout(() => {
+      void checkReadiness(client, "dex.FlowService", Date.now() + READINESS_PROBE_TIMEOUT_MS).then((r) => {
+        if (done) return;
+        if (r === "serving" || r === "answered") misses = 0;
+        else if (r === "notServing") why = "it answered that it is no longer serving";
+        else if (++misses >= READINESS_WATCH_MISSES) why = `it did not answer ${misses} health checks in a row`;
+        if (why !== undefined) stop.abort();
+        else check(Math.max(next + READINESS_WATCH_INTERVAL_MS, Date.now()));
+      });
+    }, Math.max(0, next - Date.now()));
+  };
+  check(Date.now() + READINESS_WATCH_INTERVAL_MS);
+  try {
+    return await unaryCall<Response>(client, method, request, deadline, metadata, stop.signal);
+  } catch (error) {
+    if (why !== undefined && !(signal?.aborted ?? false)) {
+      throw Object.assign(new Error(`during the wait ${why}`), {
+        code: grpc.status.UNAVAILABLE,
+        details: `during the wait ${why}`,
+        metadata: new grpc.Metadata(),
+      });
+    }
+    throw error;
+  } finally {
+    done = true;
+    if (timer !== undefined) clearTimeout(timer);
+    signal?.removeEventListener("abort", forward);
   }
 }
 

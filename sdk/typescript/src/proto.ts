@@ -192,6 +192,12 @@ export function channelOptions(reconnectInitialMs: number, reconnectMaxMs: numbe
     "grpc.use_local_subchannel_pool": 1,
     "grpc.initial_reconnect_backoff_ms": initial,
     "grpc.max_reconnect_backoff_ms": max,
+    // A connection whose peer stopped answering (a frozen process, a
+    // partition) fails its open calls within about 13 s; not more often: the
+    // server hangs up with too_many_pings on pings closer than 5 s apart
+    // without data. The Worker's stream silence limit acts sooner.
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 3_000,
     "grpc.max_receive_message_length": 64 << 20,
     "grpc.max_send_message_length": 64 << 20,
   };

@@ -8,9 +8,14 @@
 //   - every final result is kept until its ResultAck; when a new stream is
 //     accepted the unacknowledged ones are sent first, whichever address
 //     accepted it; accepted: false drops the result (stale) with a warning;
-//   - with several addresses they are tried in turn; the reconnect backoff
-//     (exponential, jittered to [d/2, d]) comes after a full round of
-//     refusals, or after an accepted stream broke;
+//   - with several addresses, each round asks them all at once for their
+//     gRPC health (dex.WorkerTaskService) and tries the one SERVING first,
+//     skipping any that does not answer within 1 s while another does (a
+//     frozen process); the reconnect backoff (exponential, jittered to
+//     [d/2, d], at most 500 ms while a standby answers) comes after a round
+//     of refusals, or after an accepted stream broke;
+//   - a stream silent for 3 s (the server pings every second) is dead, and a
+//     stream without its HelloAck 5 s after it started is given up;
 //   - shutdown(): running and queued tasks finish, their results are sent and
 //     acknowledged, bounded by shutdownTimeoutMs; tasks that arrive after
 //     shutdown() are neither run nor answered until the end, then handed back
@@ -20,8 +25,9 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { Client } from "./client";
-import { DexError, errorFromGrpc, StepFailure } from "./errors";
+import { DexError, errorFromGrpc, isConnectionFailure, StepFailure } from "./errors";
 import { jitter } from "./internal";
+import { probeReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
 import {
   channelOptions,
   services,
@@ -146,10 +152,17 @@ export interface WorkerStats {
 // with a retryable failure instead of being queued.
 const QUEUED_TASKS_MIN = 1000;
 // A stream that received nothing (not even a Ping) for this long is treated as
-// broken. The server pings idle streams every 10 s.
-const STREAM_SILENCE_MAX_MS = 60_000;
-// A new stream without a HelloAck after this long is given up.
-const HELLO_WAIT_MAX_MS = 10_000;
+// dead and cancelled: the process froze (SIGSTOP, a stalled host) or the
+// network dropped it, and its standby takes over within the lease. The server
+// pings an idle stream every second, so this is three missed pings.
+const STREAM_SILENCE_MAX_MS = 3_000;
+// From a new stream's start (the connection included) to its HelloAck: past
+// this it is given up. A frozen process accepts TCP connections and then says
+// nothing; an active one answers at once, a standby refuses at once.
+const HELLO_WAIT_MAX_MS = 5_000;
+// The longest wait between rounds while a standby answers: the node serves
+// again soon (a takeover, the step-down hold-off of 5 s by default).
+const STANDBY_RETRY_MAX_MS = 500;
 const SUPERVISOR_TICK_MS = 200;
 // At the end of a shutdown: how long to wait for the acks of handed-back tasks.
 const HAND_BACK_ACK_WAIT_MS = 1_000;
@@ -351,35 +364,57 @@ export class Worker {
         )} with up to ${this.maxConcurrent} concurrent tasks`,
       );
       const n = this.addresses.length;
-      let index = 0;
-      let refusedInRound = 0;
+      let first = 0; // where the rotation starts: the address accepted last
       while (!this.finished) {
-        const address = this.addresses[index] as string;
-        const accepted = await this.serveStream(address);
-        if (this.finished) break;
-        if (accepted) {
-          // The active process went away, or only the connection broke:
-          // search again, starting at the same address, after the initial backoff.
-          this.backoffMs = this.backoffInitialMs;
-          refusedInRound = 0;
-        } else {
-          index = (index + 1) % n;
-          if (++refusedInRound < n) continue; // the next address at once
-          refusedInRound = 0;
+        const roundStart = Date.now();
+        // With several addresses, ask them all at once which one is active, so
+        // that the round neither starts at a standby nor waits on a frozen process.
+        let order = [0];
+        let readiness: Readiness[] = [];
+        if (n > 1) {
+          readiness = await probeReadiness(this.addresses, "dex.WorkerTaskService");
+          order = searchOrder(readiness, first);
         }
-        const delay = jitter(this.backoffMs);
+        // A process said it is not the active one: a standby, so the node is
+        // changing hands and serves again soon.
+        let standbyInRound = readiness.includes("notServing");
+        let accepted = false;
+        for (const i of order) {
+          if (this.finished) break;
+          const outcome = await this.serveStream(this.addresses[i] as string);
+          accepted = outcome.accepted;
+          standbyInRound ||= outcome.refusedByStandby;
+          if (accepted) {
+            first = i;
+            break;
+          }
+        }
+        if (this.finished) break;
+        // The active process went away, or only the connection broke: search
+        // again after the initial backoff.
+        if (accepted) this.backoffMs = this.backoffInitialMs;
+        let delay = jitter(this.backoffMs);
         this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMaxMs);
+        // Polling a standby is one cheap refusal: keep the wait short rather
+        // than let the backoff grow past the moment the node serves again; the
+        // round's own time (a probe that waited on a silent address) counts.
+        if (!accepted && standbyInRound) {
+          delay = Math.max(0, Math.min(delay, STANDBY_RETRY_MAX_MS) - (Date.now() - roundStart));
+        }
         if (n === 1) {
-          this.log.info?.(`worker ${this.workerId}: reconnecting to ${address} in ${Math.round(delay)} ms`);
-        } else if (accepted) {
           this.log.info?.(
-            `worker ${this.workerId}: looking for the active process, from ${address}, in ${Math.round(delay)} ms`,
+            `worker ${this.workerId}: reconnecting to ${this.addresses[0] as string} in ${Math.round(delay)} ms`,
           );
+        } else if (accepted) {
+          this.log.info?.(`worker ${this.workerId}: looking for the active process in ${Math.round(delay)} ms`);
         } else {
+          const silent = this.addresses.filter((_, i) => readiness[i] === "noAnswer");
           this.log.info?.(
-            `worker ${this.workerId}: none of the ${n} addresses accepted the task stream; trying them again in ${Math.round(
-              delay,
-            )} ms`,
+            `worker ${this.workerId}: none of the ${n} addresses accepted the task stream${
+              silent.length === 0
+                ? ""
+                : ` (no answer within ${READINESS_PROBE_TIMEOUT_MS} ms from ${silent.join(", ")})`
+            }; trying them again in ${Math.round(delay)} ms`,
           );
         }
         await this.sleepUnlessFinished(delay);
@@ -442,8 +477,11 @@ export class Worker {
     }
   }
 
-  /** Opens one stream to `address` and serves it until it ends. Resolves whether it was accepted. */
-  private serveStream(address: string): Promise<boolean> {
+  /**
+   * Opens one stream to `address` and serves it until it ends. Resolves
+   * whether it was accepted, and whether a process refused it as a standby.
+   */
+  private serveStream(address: string): Promise<{ accepted: boolean; refusedByStandby: boolean }> {
     const { WorkerTaskService } = services();
     const client = new WorkerTaskService(
       address,
@@ -457,7 +495,7 @@ export class Worker {
     const now = Date.now();
     const conn: Connection = { address, client, call, openedAt: now, lastReceive: now, accepted: false, closed: false };
 
-    return new Promise<boolean>((resolve) => {
+    return new Promise<{ accepted: boolean; refusedByStandby: boolean }>((resolve) => {
       let ended = false;
       let endStatus: { code?: number; details?: string } | undefined;
       const end = (status?: { code?: number; details?: string }): void => {
@@ -480,7 +518,13 @@ export class Worker {
           else this.log.info?.(`worker ${this.workerId}: ${address} did not accept the task stream: ${why}`);
         }
         this.changed();
-        resolve(conn.accepted);
+        // A process answered UNAVAILABLE in its own words (not gRPC's for a
+        // connection that failed): a standby.
+        const refusedByStandby =
+          !conn.accepted &&
+          endStatus?.code === grpc.status.UNAVAILABLE &&
+          !isConnectionFailure(endStatus.details ?? "");
+        resolve({ accepted: conn.accepted, refusedByStandby });
       };
       call.on("data", (message: WireServerMessage) => this.onMessage(conn, message));
       call.on("error", (error: grpc.ServiceError) => end(error));
@@ -765,7 +809,7 @@ export class Worker {
       this.log.warn?.(
         `worker ${this.workerId}: no answer to the hello from ${connecting.address} within ${
           HELLO_WAIT_MAX_MS / 1000
-        } s; trying the next address`,
+        } s (set-up included); giving up on it`,
       );
       this.connecting = undefined;
       this.closeConnection(connecting);

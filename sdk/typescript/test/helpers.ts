@@ -182,3 +182,100 @@ export class MemoryLogger {
     this.add("error", message);
   }
 }
+
+/**
+ * A `dex-server-zd serve` process of a node whose object store is a directory
+ * (a hot standby when another process holds the lease). Killed when the test
+ * process exits.
+ */
+export class ServeProcess {
+  readonly address: string;
+  private readonly configFile: string;
+  private child: ChildProcess | undefined;
+  private lines: string[] = [];
+  private waiters: (() => void)[] = [];
+  private exited: Promise<number | null> = Promise.resolve(null);
+
+  constructor(dir: string, name: string, port: number, leaseDuration: string) {
+    this.address = `127.0.0.1:${port}`;
+    this.configFile = path.join(dir, `${name}.yaml`);
+    fs.writeFileSync(
+      this.configFile,
+      `nodeId: node-ts\napi:\n  listen: ${this.address}\n` +
+        `objectStore:\n  type: filesystem\n  path: ${path.join(dir, "objects")}\n  durability: processCrashSafe\n` +
+        `localStore:\n  path: ${path.join(dir, `${name}-local`)}\nlease:\n  duration: ${leaseDuration}\n` +
+        `standby:\n  mode: hot\n`,
+    );
+  }
+
+  /** A fresh directory for the processes of one node, removed when the test process exits. */
+  static makeDir(): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "dex-sdk-ts-serve-"));
+    dataDirs.add(dir);
+    return dir;
+  }
+
+  start(): void {
+    const child = spawn(binary("dex-server-zd"), ["serve", "--config", this.configFile], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child = child;
+    live.add(child);
+    this.exited = new Promise((resolve) => {
+      child.once("exit", (code) => {
+        live.delete(child);
+        resolve(code);
+        for (const w of this.waiters.splice(0)) w();
+      });
+    });
+    let buffered = "";
+    const onData = (chunk: Buffer): void => {
+      buffered += chunk.toString("utf8");
+      let newline: number;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        this.lines.push(buffered.slice(0, newline));
+        buffered = buffered.slice(newline + 1);
+      }
+      for (const w of this.waiters.splice(0)) w();
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+  }
+
+  /** Resolves with the first output line containing `needle`; rejects after `timeoutMs`. */
+  async waitForLine(needle: string, timeoutMs: number): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = this.lines.find((l) => l.includes(needle));
+      if (line !== undefined) return line;
+      const left = deadline - Date.now();
+      if (left <= 0 || this.child?.exitCode != null || this.child?.signalCode != null) {
+        throw new Error(`no line with "${needle}" within ${timeoutMs} ms; output:\n${this.output()}`);
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 200));
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
+  }
+
+  /** SIGKILL (a stopped process too), and wait until it is gone. */
+  async kill9(): Promise<void> {
+    const child = this.child;
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+      await this.exited;
+    }
+  }
+
+  output(): string {
+    return this.lines.join("\n");
+  }
+}

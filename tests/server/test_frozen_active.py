@@ -1,0 +1,165 @@
+"""A frozen active process (SIGSTOP: a stalled host, a partition) is what the lease is for: its hot
+standby takes over once the lease expires, and the Workers and clients must follow within seconds.
+
+Two `dex-server-zd serve` processes of one node (hot standby, a 3 s lease, a filesystem object
+store), two `dex-example-worker`s and a stream of `dexcli flow start`s, all given both addresses.
+After a SIGSTOP of the active process:
+- the Workers notice the silent stream (the server pings every second, a Worker gives a stream up
+  after 3 s of silence) and find the new active process by its gRPC health, never waiting on the
+  frozen one: the first flow completion after the freeze comes within lease.duration + 3 s;
+- a `dexcli flow wait` that was waiting on the frozen process notices it too (health re-checks),
+  moves to the new active process and returns when the flow ends there.
+"""
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+from conftest import Proc, binary, free_port, run
+
+LEASE_S = 3
+FLOW_TYPE = Path(__file__).parent / "flow-types" / "e2e-three-step.yaml"
+# A flow type whose queue no Worker serves: its flow stays RUNNING until cancelled.
+IDLE_FLOW_TYPE = "name: e2e-idle\nsteps:\n  - name: wait\n    taskQueue: nobody\n"
+READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+)")
+
+
+class ServeProc:
+    def __init__(self, procs, tmp_path, name):
+        self.address = f"127.0.0.1:{free_port()}"
+        self.config = tmp_path / f"{name}.yaml"
+        self.config.write_text(
+            f"nodeId: node-f\napi:\n  listen: {self.address}\n"
+            f"objectStore:\n  type: filesystem\n  path: {tmp_path / 'objects'}\n"
+            f"  durability: processCrashSafe\n"
+            f"localStore:\n  path: {tmp_path / name}-local\nlease:\n  duration: {LEASE_S}s\n"
+            f"standby:\n  mode: hot\n")
+        self.procs, self.name, self.proc = procs, name, None
+
+    def start(self):
+        self.proc = Proc([binary("dex-server-zd"), "serve", "--config", str(self.config)])
+        self.procs.register(self.proc)
+        self.proc.wait_for_line("API on", 30)
+        return self
+
+    def wait_ready(self, timeout):
+        return int(READY.search(self.proc.wait_for_line("dex-server-zd serve ready", timeout)).group(1))
+
+    def wait_hot(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = run(binary("dexcli"), "--server", self.address, "--timeout", "2s", "health",
+                    "--service", "dex.HotStandby")
+            if r.stdout and json.loads(r.stdout).get("status") == "SERVING":
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{self.name} never became a hot standby:\n" + self.proc.output())
+
+
+def cli(servers, *args, timeout="10s"):
+    return run(binary("dexcli"), "--server", servers, "--timeout", timeout, *args, timeout=60)
+
+
+class Starter:
+    """Starts flows one after another through every address until stopped."""
+
+    def __init__(self, servers):
+        self.servers, self.stop, self.started = servers, threading.Event(), []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        for i in range(5000):  # bounded; stopped long before
+            if self.stop.is_set():
+                return
+            r = cli(self.servers, "flow", "start", "e2e-three-step", "--flow-id", f"s-{i:04d}",
+                    "--input", "{}", timeout="5s")
+            if r.returncode == 0:
+                self.started.append(f"s-{i:04d}")
+            time.sleep(0.05)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(60)
+
+
+def all_flows(servers):
+    flows, token = {}, ""
+    for _ in range(50):
+        args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+        r = cli(servers, *args)
+        assert r.returncode == 0, r.stderr
+        page = json.loads(r.stdout)
+        flows.update({f["flowId"]: f for f in page.get("flows", [])})
+        token = page.get("nextPageToken", "")
+        if not token:
+            return flows
+    raise AssertionError("more than 50 pages of flows")
+
+
+def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(procs, tmp_path):
+    a = ServeProc(procs, tmp_path, "a").start()
+    assert a.wait_ready(60) == 1
+    b = ServeProc(procs, tmp_path, "b").start()
+    b.wait_hot()
+    servers = f"{a.address},{b.address}"
+    for definition in (str(FLOW_TYPE), str(tmp_path / "idle.yaml")):
+        if definition.endswith("idle.yaml"):
+            Path(definition).write_text(IDLE_FLOW_TYPE)
+        r = cli(servers, "flow-type", "register", definition)
+        assert r.returncode == 0, r.stderr
+    workers = [procs(binary("dex-example-worker"), "--server", servers, "--no-register",
+                     "--worker-id", f"w{k}", "--concurrency", "8", "--work-time", "10ms")
+               for k in range(2)]
+    for w in workers:
+        w.wait_for_line(f"connected to {a.address}", 30)
+
+    # A long poll on the active process: the flow ends only when cancelled.
+    r = cli(servers, "flow", "start", "e2e-idle", "--flow-id", "idle-1", "--input", "{}")
+    assert r.returncode == 0, r.stderr
+    waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "flow", "wait",
+                   "idle-1", "--wait-timeout", "120s")
+
+    starter = Starter(servers)
+    time.sleep(3)
+    assert starter.started, "no flow started before the freeze"
+
+    a.proc.signal(signal.SIGSTOP)
+    t_stop = time.time()
+    try:
+        assert b.wait_ready(LEASE_S + 1 + 20) == 2
+        took_over_s = time.time() - t_stop
+        # Cancel the waited-for flow on the new active process: the wait must end with it.
+        for _ in range(100):
+            r = cli(servers, "flow", "cancel", "idle-1", timeout="5s")
+            if r.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert r.returncode == 0, r.stderr
+        t_cancel = time.time()
+        rc = waiter.wait_exit(30)
+        wait_returned_s = time.time() - t_cancel
+        assert rc == 0, waiter.output()
+        assert json.loads(waiter.output()[waiter.output().index("{"):])["flow"]["status"] == "CANCELLED"
+
+        time.sleep(max(0.0, LEASE_S + 5 - (time.time() - t_stop)))
+        starter.finish()
+        flows = all_flows(b.address)
+    finally:
+        a.proc.signal(signal.SIGCONT)
+        a.proc.kill()
+
+    stop_ms = int(t_stop * 1000)
+    after = sorted(f["endedAtMs"] for f in flows.values()
+                   if f["status"] == "COMPLETED" and f.get("endedAtMs", 0) >= stop_ms)
+    assert after, "no flow completed after the freeze"
+    gap_s = (after[0] - stop_ms) / 1000
+    print(f"\n[frozen active, C++ workers] takeover {took_over_s:.2f}s after SIGSTOP; first completion "
+          f"{gap_s:.2f}s after it ({len(after)} completions after the freeze, "
+          f"{len(starter.started)} starts); flow wait returned {wait_returned_s:.2f}s after the cancel")
+    assert gap_s <= LEASE_S + 3, gap_s
+    assert wait_returned_s < 5, wait_returned_s
+    for w in workers:
+        assert f"connected to {b.address}" in w.output() or w.wait_for_line(f"connected to {b.address}", 1)
