@@ -11,41 +11,26 @@ After a SIGSTOP of the active process:
   moves to the new active process and returns when the flow ends there.
 """
 import json
-import re
 import signal
 import threading
 import time
 from pathlib import Path
 
-from conftest import Proc, binary, free_port, run
+from conftest import binary, run
+from test_multi_address import LEASE_S, ServeProc as MultiAddressServe
 
-LEASE_S = 3
 FLOW_TYPE = Path(__file__).parent / "flow-types" / "e2e-three-step.yaml"
 # A flow type whose queue no Worker serves: its flow stays RUNNING until cancelled.
 IDLE_FLOW_TYPE = "name: e2e-idle\nsteps:\n  - name: wait\n    taskQueue: nobody\n"
-READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+)")
 
 
-class ServeProc:
+class ServeProc(MultiAddressServe):
+    """A `serve` process (test_multi_address.py's) in hot mode."""
+
     def __init__(self, procs, tmp_path, name):
-        self.address = f"127.0.0.1:{free_port()}"
-        self.config = tmp_path / f"{name}.yaml"
-        self.config.write_text(
-            f"nodeId: node-f\napi:\n  listen: {self.address}\n"
-            f"objectStore:\n  type: filesystem\n  path: {tmp_path / 'objects'}\n"
-            f"  durability: processCrashSafe\n"
-            f"localStore:\n  path: {tmp_path / name}-local\nlease:\n  duration: {LEASE_S}s\n"
-            f"standby:\n  mode: hot\n")
-        self.procs, self.name, self.proc = procs, name, None
-
-    def start(self):
-        self.proc = Proc([binary("dex-server-zd"), "serve", "--config", str(self.config)])
-        self.procs.register(self.proc)
-        self.proc.wait_for_line("API on", 30)
-        return self
-
-    def wait_ready(self, timeout):
-        return int(READY.search(self.proc.wait_for_line("dex-server-zd serve ready", timeout)).group(1))
+        super().__init__(procs, tmp_path, name)
+        self.name = name
+        self.config.write_text(self.config.read_text() + "standby:\n  mode: hot\n")
 
     def wait_hot(self, timeout=60):
         deadline = time.monotonic() + timeout
