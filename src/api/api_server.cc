@@ -111,9 +111,13 @@ class ApiServer::Impl {
       end_worker_streams();
     }
     std::lock_guard<std::mutex> lock(server_mu_);
-    serving_ = state.active;
-    hot_standby_ = state.hot_standby && !state.active;
-    apply_health_locked();
+    const bool hot = state.hot_standby && !state.active;
+    // Only a change is pushed: every SetServingStatus reaches each health Watch.
+    if (serving_ != state.active || hot_standby_ != hot) {
+      serving_ = state.active;
+      hot_standby_ = hot;
+      apply_health_locked();
+    }
     if (state.standby_connections == standby_server_) return true;
     if (state.standby_connections && step_down_call_recent()) return false;
     if (Status s = swap_locked(state.standby_connections); !s.is_ok()) {
