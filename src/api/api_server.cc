@@ -95,6 +95,7 @@ class ApiServer::Impl {
       }
       const RoleState state = role_.state();
       const bool applied = apply(state, seen_streams);
+      if (applied) role_.role_applied(state.version);
       {
         std::lock_guard<std::mutex> lock(watch_mu_);
         if (applied) applied_version_ = state.version;

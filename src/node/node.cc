@@ -379,10 +379,17 @@ void Node::open_serving() {
         "{} ms, lease to serving {} ms",
         replayed, to_ms(now() - engine_opening), to_ms(now() - took_lease));
   }
+  const uint64_t active_version = board_.state().version;
   std::string listen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     listen = listen_;
+    take_locked(machine_.opened(now()));
+  }
+  // The API serves the new role (readiness SERVING, the active server
+  // listening) before the line that tells clients so; bounded.
+  if (!board_.wait_applied(active_version, seconds(2))) {
+    spdlog::warn("the API has not applied the active role within 2 s; serving anyway");
   }
   // Tests and users wait for this line.
   std::cout << fmt::format(
@@ -392,8 +399,6 @@ void Node::open_serving() {
                    run_.data_description, format_duration(run_.lease_duration),
                    s.log->epoch_start_slot().value)
             << std::endl;
-  std::lock_guard<std::mutex> lock(mu_);
-  take_locked(machine_.opened(now()));
 }
 
 void Node::release_serving(bool stays_standby) {

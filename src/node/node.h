@@ -88,6 +88,7 @@ class Node final : public NodeRoleView {
     return board_.wait_changed(version, timeout);
   }
   StatusOr<std::shared_ptr<Engine>> engine() override { return board_.engine(); }
+  void role_applied(uint64_t version) override { board_.role_applied(version); }
   bool can_step_down() const override { return true; }
   StatusOr<StepDownResponse> step_down(const StepDownRequest& request) override;
 

@@ -69,6 +69,19 @@ bool RoleBoard::wait_engine_unused(Duration timeout) {
   return engine_unused_.wait_for(lock, timeout, [this] { return engine_users_ == 0; });
 }
 
+void RoleBoard::role_applied(uint64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (applied_ && *applied_ >= version) return;
+  applied_ = version;
+  changed_.notify_all();
+}
+
+bool RoleBoard::wait_applied(uint64_t version, Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!applied_) return true;
+  return changed_.wait_for(lock, timeout, [&] { return *applied_ >= version; });
+}
+
 RoleState RoleBoard::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;

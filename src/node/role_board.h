@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include "node/role_view.h"
 
@@ -43,11 +44,15 @@ class RoleBoard : public NodeRoleView {
   // Waits until no call uses the engine it got before the last set_inactive;
   // false after `timeout`.
   bool wait_engine_unused(Duration timeout);
+  // Waits until a reader reported `version` applied; true at once when no
+  // reader ever reported (no API attached), false after `timeout`.
+  bool wait_applied(uint64_t version, Duration timeout);
 
   // NodeRoleView.
   RoleState state() const override;
   bool wait_changed(uint64_t version, Duration timeout) const override;
   StatusOr<std::shared_ptr<Engine>> engine() override;
+  void role_applied(uint64_t version) override;
   bool can_step_down() const override { return false; }
   StatusOr<StepDownResponse> step_down(const StepDownRequest& request) override;
 
@@ -64,6 +69,7 @@ class RoleBoard : public NodeRoleView {
   Engine* engine_ = nullptr;           // guarded by mu_
   uint64_t engine_users_ = 0;          // guarded by mu_
   std::function<bool()> lease_valid_;  // guarded by mu_
+  std::optional<uint64_t> applied_;    // guarded by mu_: the last version a reader applied
 };
 
 }  // namespace dex

@@ -57,6 +57,10 @@ class NodeRoleView {
   // pointer counts as a use until dropped: the role's owner deletes an engine
   // only after every call that got it is done with it.
   virtual StatusOr<std::shared_ptr<Engine>> engine() = 0;
+  // The API reports that everything state `version` asks for is in place
+  // (readiness pushed, the server for the role listening), so that the node
+  // says "ready" only once a client that reads it is served.
+  virtual void role_applied(uint64_t version) = 0;
   // AdminService.StepDown; false: this server cannot step down (UNIMPLEMENTED).
   virtual bool can_step_down() const = 0;
   // Errors: PreconditionFailed (does not match, or one is in progress),
