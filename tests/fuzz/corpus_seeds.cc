@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "common/framing.h"
+#include "dex/flow_records.pb.h"
 #include "dex/records.pb.h"
 #include "engine/flow_type.h"
 #include "fuzz_util.h"
@@ -68,7 +69,8 @@ proto::LogBatch batch(uint64_t slot, uint64_t epoch, bool epoch_start, int opaqu
   b.set_writer_process_id("host-1-" + std::to_string(epoch));
   b.set_write_id("w" + std::to_string(slot));
   if (epoch_start) *b.add_records() = epoch_start_record(b.writer_process_id(), slot);
-  for (int i = 0; i < opaque_records; ++i) b.add_records()->set_opaque("payload " + std::to_string(i));
+  for (int i = 0; i < opaque_records; ++i)
+    b.add_records()->set_opaque("payload " + std::to_string(i));
   return b;
 }
 
@@ -170,7 +172,8 @@ void log_reader_seeds(std::vector<Seed>& out) {
   add("one_epoch", 0, false, {&s0, &s1, &s2});
   add("one_epoch_objects", 0, true, {&s0, &s1, &s2});
   // A fenced epoch-1 writer lands at slot 3 after epoch 2 started at slot 2.
-  proto::LogBatch e2 = batch(2, 2, true, 0), late = batch(3, 1, false, 1), e2b = batch(4, 2, false, 1);
+  proto::LogBatch e2 = batch(2, 2, true, 0), late = batch(3, 1, false, 1),
+                  e2b = batch(4, 2, false, 1);
   add("fenced_writer", 0, false, {&s0, &s1, &e2, &late, &e2b});
   add("fenced_writer_from_3", 3, false, {&s0, &s1, &e2, &late, &e2b});
   add("hole", 0, false, {&s0, &s1, nullptr, &late});
@@ -366,7 +369,8 @@ steps:
   - {name: c, taskQueue: q, after: [b]}
 )");
   add("edge_sleep_with_queue.yaml", "name: s\nsteps:\n  - {name: a, taskQueue: q, sleep: 1s}\n");
-  add("edge_bad_duration.yaml", "name: s\nsteps:\n  - {name: a, taskQueue: q, startToCloseTimeout: 10x}\n");
+  add("edge_bad_duration.yaml",
+      "name: s\nsteps:\n  - {name: a, taskQueue: q, startToCloseTimeout: 10x}\n");
   add("edge_not_a_mapping.yaml", "- a\n- b\n");
   add("edge_key_not_a_name.yaml", "name: s\nsteps:\n  - {[name]: a}\n");
   // The same types as an API request's FlowType protobuf (0x01 first).
@@ -383,6 +387,100 @@ steps:
   add("edge_negative_sleep.pb", std::string(1, '\x01') + serialized(raw));
 }
 
+// Frames of flow records (fuzz_flow_rules.cc): a 2-byte little-endian length,
+// then a serialized dex.flow.FlowRecord. The target's prelude has declared
+// Flow type T (A: Execute only, start; B: WaitFor; Channel c, ChannelMap m)
+// and started flow f run r with A-1's attempt 1 running as task "t".
+std::string frame(const google::protobuf::Message& m) {
+  const std::string bytes = serialized(m);
+  std::string out;
+  out.push_back(static_cast<char>(bytes.size() & 0xff));
+  out.push_back(static_cast<char>(bytes.size() >> 8));
+  return out + bytes;
+}
+
+flow::TaskRef flow_task(const std::string& exec, flow::Method method, uint32_t attempt) {
+  flow::TaskRef t;
+  t.set_flow_id("f");
+  t.set_run_id("r");
+  t.set_step_execution_id(exec);
+  t.set_method(method);
+  t.set_attempt(attempt);
+  return t;
+}
+
+flow::FlowRecord flow_result(const std::string& exec, flow::Method method,
+                             const std::string& task_id) {
+  flow::FlowRecord r;
+  auto* m = r.mutable_method_result();
+  *m->mutable_task() = flow_task(exec, method, 1);
+  m->set_task_id(task_id);
+  m->set_outcome(flow::ATTEMPT_COMPLETED);
+  m->set_at_unix_ms(2'000);
+  return r;
+}
+
+void flow_rules_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, std::string bytes) {
+    out.push_back({"flow_rules", std::move(name), std::move(bytes)});
+  };
+  // A-1 goes to B twice (the first B's WaitFor handed out in the same record);
+  // B-1 waits for c or a Timer; a client publishes; the Timer fires.
+  flow::FlowRecord go = flow_result("A-1", flow::EXECUTE, "t");
+  for (int i = 0; i < 2; ++i)
+    go.mutable_method_result()->mutable_decision()->mutable_go_to()->add_movements()->set_step_type(
+        "B");
+  go.set_at_unix_ms(2'000);
+  auto* a = go.add_assignments();
+  *a->mutable_task() = flow_task("B-1", flow::WAIT_FOR, 1);
+  a->set_task_id("t2");
+  a->set_worker_id("w");
+  flow::FlowRecord wait = flow_result("B-1", flow::WAIT_FOR, "t2");
+  auto* w = wait.mutable_method_result()->mutable_wait();
+  w->set_kind(flow::ANY_OF);
+  auto* c = w->add_conditions()->mutable_channel();
+  c->set_channel("c");
+  c->set_match(flow::FOR_ONE);
+  w->add_conditions()->mutable_timer()->set_duration_ms(500);
+  flow::FlowRecord publish;
+  publish.mutable_publish()->set_flow_id("f");
+  publish.mutable_publish()->mutable_publish()->set_channel("c");
+  publish.mutable_publish()->mutable_publish()->add_messages()->set_data("hello");
+  flow::FlowRecord fire;
+  auto* key = fire.mutable_timer_fired()->mutable_key();
+  key->set_flow_id("f");
+  key->set_run_id("r");
+  key->set_kind(flow::CONDITION);
+  key->set_step_execution_id("B-1");
+  fire.mutable_timer_fired()->set_fire_at_ms(2'500);
+  add("goto_wait_publish_timer", frame(go) + frame(wait) + frame(publish) + frame(fire));
+  // A-1 fails twice (the retry's timer fires between), then decides to close.
+  flow::FlowRecord failed = flow_result("A-1", flow::EXECUTE, "t");
+  failed.mutable_method_result()->set_outcome(flow::ATTEMPT_FAILED);
+  failed.mutable_method_result()->set_error("boom");
+  flow::FlowRecord retry;
+  auto* rk = retry.mutable_timer_fired()->mutable_key();
+  rk->set_flow_id("f");
+  rk->set_run_id("r");
+  rk->set_kind(flow::RETRY);
+  rk->set_step_execution_id("A-1");
+  rk->set_method(flow::EXECUTE);
+  retry.mutable_timer_fired()->set_fire_at_ms(3'000);
+  flow::FlowRecord done = flow_result("A-1", flow::EXECUTE, "t");
+  done.mutable_method_result()->mutable_decision()->mutable_graceful_complete()->set_data("ok");
+  add("fail_retry_complete", frame(failed) + frame(retry) + frame(done));
+  // Refused and stale records: an undeclared Step, a stop, a late result.
+  flow::FlowRecord bad = flow_result("A-1", flow::EXECUTE, "t");
+  bad.mutable_method_result()->mutable_decision()->mutable_go_to()->add_movements()->set_step_type(
+      "Z");
+  flow::FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_mode(flow::STOP_TERMINATE);
+  add("refused_then_stopped", frame(bad) + frame(stop) + frame(done));
+  add("edge_empty", "");
+  add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
+}
+
 void s3_xml_seeds(std::vector<Seed>& out) {
   // Selector: bits 0-2 operation (% 5: get, put, delete, list, create bucket),
   // bit 3 put with If-Match, bits 4-7 the HTTP status (fuzz_s3_xml.cc's table).
@@ -390,21 +488,26 @@ void s3_xml_seeds(std::vector<Seed>& out) {
     out.push_back({"s3_xml", std::move(name),
                    std::string(1, static_cast<char>((status_index << 4) | op)) + body});
   };
-  const std::string prolog = R"(<?xml version="1.0" encoding="UTF-8"?>)" "\n";
+  const std::string prolog = R"(<?xml version="1.0" encoding="UTF-8"?>)"
+                             "\n";
   add("no_such_key_get_404", 0, 6,
-      prolog + "<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
-               "<Key>nodes/n1/lease</Key><RequestId>17A</RequestId></Error>");
+      prolog +
+          "<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
+          "<Key>nodes/n1/lease</Key><RequestId>17A</RequestId></Error>");
   add("no_such_key_replace_404", 1 | 8, 6,
       prolog + "<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>");
   add("precondition_failed_put_412", 1, 10,
-      prolog + "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
-               "you specified did not hold</Message><Condition>If-None-Match</Condition></Error>");
+      prolog +
+          "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
+          "you specified did not hold</Message><Condition>If-None-Match</Condition></Error>");
   add("slow_down_503", 1, 13,
-      prolog + "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
-               "</Error>");
+      prolog +
+          "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
+          "</Error>");
   add("internal_error_in_200_put", 1, 0,
-      "\xEF\xBB\xBF" + prolog + "<Error>\n  <Code>InternalError</Code>\n  <Message>We encountered "
-      "an internal error &amp; retried.</Message>\n</Error>\n");
+      "\xEF\xBB\xBF" + prolog +
+          "<Error>\n  <Code>InternalError</Code>\n  <Message>We encountered "
+          "an internal error &amp; retried.</Message>\n</Error>\n");
   add("bucket_owned_create_409", 4, 9,
       prolog + "<Error><Code>BucketAlreadyOwnedByYou</Code><Message>yours</Message></Error>");
   add("forbidden_403_no_body", 2, 5, "");
@@ -418,7 +521,8 @@ void s3_xml_seeds(std::vector<Seed>& out) {
                "<Contents><Key>nodes/n1/log/00000000000000000001</Key></Contents>"
                "<NextContinuationToken>1ueGcxLPRx1Tr</NextContinuationToken></ListBucketResult>");
   add("list_empty", 3, 0,
-      "<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>");
+      "<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></"
+      "ListBucketResult>");
   add("xml_features", 3, 0,
       "<?xml version='1.0'?><!-- a comment --><s3:ListBucketResult a='1' b=\"x>y\">"
       "<?pi data?><Contents><Key><![CDATA[a<b&c]]>&#x41;&#66;&lt;&gt;&apos;</Key></Contents>"
@@ -443,6 +547,7 @@ std::vector<Seed> corpus_seeds() {
   config_seeds(out);
   flow_type_seeds(out);
   s3_xml_seeds(out);
+  flow_rules_seeds(out);
   return out;
 }
 

@@ -27,7 +27,7 @@ const std::map<std::string, TargetFn>& targets() {
       {"log_batch", &log_batch},       {"log_reader", &log_reader},
       {"lease_record", &lease_record}, {"snapshot_manifest", &snapshot_manifest},
       {"config", &config},             {"flow_type", &flow_type},
-      {"s3_xml", &s3_xml},
+      {"s3_xml", &s3_xml},             {"flow_rules", &flow_rules},
   };
   return all;
 }
@@ -76,6 +76,7 @@ TEST(Replay, SnapshotManifest) { replay_target("snapshot_manifest"); }
 TEST(Replay, Config) { replay_target("config"); }
 TEST(Replay, FlowType) { replay_target("flow_type"); }
 TEST(Replay, S3Xml) { replay_target("s3_xml"); }
+TEST(Replay, FlowRules) { replay_target("flow_rules"); }
 
 // A folder without a target would be silently skipped; a seed without a target
 // would never run.

@@ -1,0 +1,182 @@
+#include "flow/declaration.h"
+
+#include <set>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "flow/flow_rules.h"
+
+namespace dex::flow {
+namespace {
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+Status check_duration(int64_t ms, const std::string& what) {
+  if (ms < 0) return Status::invalid_argument(what + " must not be negative");
+  if (ms > kDurationMsMax) return Status::invalid_argument(what + " is longer than ten years");
+  return Status::ok();
+}
+
+Status validate_retry(const RetryPolicy& retry, const std::string& where) {
+  for (auto [ms, name] : {std::pair{retry.initial_interval_ms(), ".retry.initialIntervalMs"},
+                          {retry.maximum_interval_ms(), ".retry.maximumIntervalMs"},
+                          {retry.total_duration_ms(), ".retry.totalDurationMs"}}) {
+    if (auto s = check_duration(ms, where + name); !s.is_ok()) return s;
+  }
+  if (retry.initial_interval_ms() * kRetryMaximumIntervalFactor > kDurationMsMax &&
+      retry.maximum_interval_ms() == 0)
+    return Status::invalid_argument(where +
+                                    ".retry.initialIntervalMs is too long without a "
+                                    "maximumIntervalMs");
+  if (retry.initial_interval_ms() < 0)
+    return Status::invalid_argument(where + ".retry.initialIntervalMs must not be negative");
+  if (retry.backoff_coefficient() != 0 && !(retry.backoff_coefficient() >= 1.0))
+    return Status::invalid_argument(where + ".retry.backoffCoefficient must be at least 1");
+  if (retry.maximum_interval_ms() < 0)
+    return Status::invalid_argument(where + ".retry.maximumIntervalMs must not be negative");
+  if (retry.maximum_interval_ms() > 0 && retry.initial_interval_ms() > 0 &&
+      retry.maximum_interval_ms() < retry.initial_interval_ms())
+    return Status::invalid_argument(where +
+                                    ".retry.maximumIntervalMs must not be below initialIntervalMs");
+  if (retry.total_duration_ms() < 0)
+    return Status::invalid_argument(where + ".retry.totalDurationMs must not be negative");
+  return Status::ok();
+}
+
+Status validate_method(const FlowDeclaration& decl, const MethodOptions& options, bool execute,
+                       const std::string& where) {
+  if (auto s = check_duration(options.attempt_timeout_ms(), where + ".attemptTimeoutMs");
+      !s.is_ok())
+    return s;
+  if (auto s = check_duration(options.heartbeat_timeout_ms(), where + ".heartbeatTimeoutMs");
+      !s.is_ok())
+    return s;
+  if (!Durability_IsValid(options.durability()))
+    return Status::invalid_argument(where + ".durability is not SYNC or ASYNC");
+  if (auto s = validate_retry(options.retry(), where); !s.is_ok()) return s;
+  switch (options.failure_policy()) {
+    case FAILURE_POLICY_UNSPECIFIED:
+    case FAIL_FLOW:
+      if (!options.recovery_step_type().empty())
+        return Status::invalid_argument(where +
+                                        ".recoveryStepType is set but the failure policy is not "
+                                        "PROCEED_TO_STEP");
+      return Status::ok();
+    case PROCEED_TO_EXECUTE:
+      if (execute)
+        return Status::invalid_argument(
+            where + ".failurePolicy PROCEED_TO_EXECUTE applies to WaitFor only");
+      return Status::ok();
+    case PROCEED_TO_STEP:
+      if (!execute)
+        return Status::invalid_argument(where +
+                                        ".failurePolicy PROCEED_TO_STEP applies to Execute only");
+      if (find_step(decl, options.recovery_step_type()) == nullptr)
+        return Status::invalid_argument(
+            where + ".recoveryStepType " + quoted(options.recovery_step_type()) +
+            " is not a declared Step type of Flow type " + quoted(decl.flow_type()));
+      return Status::ok();
+    default:
+      return Status::invalid_argument(where + ".failurePolicy is not a known policy");
+  }
+}
+
+}  // namespace
+
+Status validate_name(std::string_view what, std::string_view name) {
+  if (name.empty()) return Status::invalid_argument(std::string(what) + " is empty");
+  if (name.size() > kNameBytesMax)
+    return Status::invalid_argument(std::string(what) + " is longer than " +
+                                    std::to_string(kNameBytesMax) + " bytes");
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f)
+      return Status::invalid_argument(std::string(what) + " contains a control character");
+  }
+  return Status::ok();
+}
+
+const StepDeclaration* find_step(const FlowDeclaration& declaration, std::string_view step_type) {
+  for (const auto& step : declaration.steps()) {  // bounded by kStepTypesMax
+    if (step.step_type() == step_type) return &step;
+  }
+  return nullptr;
+}
+
+const ChannelDeclaration* find_channel(const FlowDeclaration& declaration, std::string_view name) {
+  for (const auto& channel : declaration.channels()) {  // bounded by kChannelsMax
+    if (channel.name() == name) return &channel;
+  }
+  return nullptr;
+}
+
+Status validate_step_options(const FlowDeclaration& declaration, const StepOptions& options,
+                             std::string_view where) {
+  if (auto s =
+          validate_method(declaration, options.wait_for(), false, std::string(where) + ".waitFor");
+      !s.is_ok())
+    return s;
+  return validate_method(declaration, options.execute(), true, std::string(where) + ".execute");
+}
+
+Status validate_declaration(const FlowDeclaration& decl) {
+  if (auto s = validate_name("flowType", decl.flow_type()); !s.is_ok()) return s;
+  const std::string type = "Flow type " + quoted(decl.flow_type());
+  if (static_cast<size_t>(decl.steps_size()) > kStepTypesMax)
+    return Status::invalid_argument(type + " declares more than " + std::to_string(kStepTypesMax) +
+                                    " Step types");
+  if (static_cast<size_t>(decl.channels_size()) > kChannelsMax)
+    return Status::invalid_argument(type + " declares more than " + std::to_string(kChannelsMax) +
+                                    " Channels");
+  std::set<std::string> seen;
+  for (int i = 0; i < decl.steps_size(); ++i) {  // bounded by kStepTypesMax
+    const auto& step = decl.steps(i);
+    const std::string where = type + " steps[" + std::to_string(i) + "]";
+    if (auto s = validate_name(where + ".stepType", step.step_type()); !s.is_ok()) return s;
+    if (!seen.insert(step.step_type()).second)
+      return Status::invalid_argument(type + " declares Step type " + quoted(step.step_type()) +
+                                      " twice");
+    if (auto s = validate_step_options(decl, step.options(), where + ".options"); !s.is_ok())
+      return s;
+  }
+  if (!decl.start_step_type().empty() && find_step(decl, decl.start_step_type()) == nullptr)
+    return Status::invalid_argument(type + ": the start Step type " +
+                                    quoted(decl.start_step_type()) + " is not declared");
+  std::set<std::string> channels;
+  for (int i = 0; i < decl.channels_size(); ++i) {  // bounded by kChannelsMax
+    const auto& channel = decl.channels(i);
+    if (auto s = validate_name(type + " channels[" + std::to_string(i) + "].name", channel.name());
+        !s.is_ok())
+      return s;
+    if (!channels.insert(channel.name()).second)
+      return Status::invalid_argument(type + " declares Channel " + quoted(channel.name()) +
+                                      " twice");
+  }
+  return Status::ok();
+}
+
+MethodOptions method_with_defaults(MethodOptions options) {
+  if (options.attempt_timeout_ms() == 0) options.set_attempt_timeout_ms(kAttemptTimeoutDefaultMs);
+  auto* retry = options.mutable_retry();
+  if (retry->initial_interval_ms() == 0)
+    retry->set_initial_interval_ms(kRetryInitialIntervalDefaultMs);
+  if (retry->backoff_coefficient() == 0)
+    retry->set_backoff_coefficient(kRetryBackoffCoefficientDefault);
+  if (retry->maximum_interval_ms() == 0)
+    retry->set_maximum_interval_ms(retry->initial_interval_ms() * kRetryMaximumIntervalFactor);
+  if (!retry->has_maximum_attempts()) retry->set_maximum_attempts(kRetryMaximumAttemptsDefault);
+  if (options.failure_policy() == FAILURE_POLICY_UNSPECIFIED) options.set_failure_policy(FAIL_FLOW);
+  // SYNC unless asked otherwise: a start that is durable before the Worker
+  // gets it never runs twice with one number (docs/flow-rules.md, "Defaults").
+  if (options.durability() == DURABILITY_UNSPECIFIED) options.set_durability(SYNC);
+  return options;
+}
+
+FlowDeclaration with_defaults(FlowDeclaration declaration) {
+  for (auto& step : *declaration.mutable_steps()) {
+    *step.mutable_options()->mutable_wait_for() = method_with_defaults(step.options().wait_for());
+    *step.mutable_options()->mutable_execute() = method_with_defaults(step.options().execute());
+  }
+  return declaration;
+}
+
+}  // namespace dex::flow

@@ -1,0 +1,37 @@
+// Flow declarations: validation, defaults and lookups (docs/flow-rules.md,
+// "Declarations"). Pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "dex/flow.pb.h"
+
+namespace dex::flow {
+
+// Defaults of a method's options (docs/flow-rules.md, "Defaults").
+inline constexpr int64_t kAttemptTimeoutDefaultMs = 60'000;
+inline constexpr int64_t kRetryInitialIntervalDefaultMs = 1'000;
+inline constexpr double kRetryBackoffCoefficientDefault = 2.0;
+inline constexpr int64_t kRetryMaximumIntervalFactor = 100;  // x the initial interval
+inline constexpr uint32_t kRetryMaximumAttemptsDefault = 3;
+
+// Checks a declaration as a Worker sent it; the message names the bad field.
+Status validate_declaration(const FlowDeclaration& declaration);
+// The same declaration with every default filled in (validated first).
+FlowDeclaration with_defaults(FlowDeclaration declaration);
+// A method's options with every default filled in.
+MethodOptions method_with_defaults(MethodOptions options);
+// Checks options given per execution (a movement's override).
+Status validate_step_options(const FlowDeclaration& declaration, const StepOptions& options,
+                             std::string_view where);
+
+const StepDeclaration* find_step(const FlowDeclaration& declaration, std::string_view step_type);
+const ChannelDeclaration* find_channel(const FlowDeclaration& declaration, std::string_view name);
+
+// A name (Flow ID, type, Step type, Channel, instance key): non-empty, at most
+// kNameBytesMax bytes, no control characters.
+Status validate_name(std::string_view what, std::string_view name);
+
+}  // namespace dex::flow

@@ -1,0 +1,505 @@
+#include "flow/flow_rules.h"
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "common/invariant.h"
+#include "flow/declaration.h"
+#include "flow/result_check.h"
+#include "flow/run_scope.h"
+
+namespace dex::flow {
+
+std::string_view apply_kind_name(ApplyKind kind) {
+  switch (kind) {
+    case ApplyKind::kApplied:
+      return "applied";
+    case ApplyKind::kUnchanged:
+      return "unchanged";
+    case ApplyKind::kStale:
+      return "stale";
+    case ApplyKind::kRejected:
+      return "rejected";
+  }
+  return "?";
+}
+
+std::string_view refusal_code_name(RefusalCode code) {
+  switch (code) {
+    case RefusalCode::kNone:
+      return "none";
+    case RefusalCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case RefusalCode::kNotFound:
+      return "NOT_FOUND";
+    case RefusalCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case RefusalCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+ApplyResult applied() { return {}; }
+ApplyResult stale(std::string why) {
+  return {ApplyKind::kStale, RefusalCode::kNone, std::move(why), ""};
+}
+ApplyResult rejected(RefusalCode code, std::string why) {
+  return {ApplyKind::kRejected, code, std::move(why), ""};
+}
+ApplyResult invalid(const Status& s) {
+  return rejected(RefusalCode::kInvalidArgument, s.message());
+}
+
+const char* status_name(FlowStatus status) {
+  switch (status) {
+    case FLOW_RUNNING:
+      return "RUNNING";
+    case FLOW_COMPLETED:
+      return "COMPLETED";
+    case FLOW_FAILED:
+      return "FAILED";
+    case FLOW_CANCELED:
+      return "CANCELED";
+    case FLOW_TERMINATED:
+      return "TERMINATED";
+    case FLOW_TIMED_OUT:
+      return "TIMED_OUT";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+// One apply: the transaction, the effects and the record's time.
+class Apply {
+ public:
+  Apply(FlowTxn& txn, Effects& effects) : txn_(txn), effects_(effects) {}
+
+  ApplyResult declare(const DeclareFlows& r);
+  ApplyResult start(const StartFlow& r);
+  ApplyResult method_result(const MethodResult& r);
+  ApplyResult withdrawn(const AttemptWithdrawn& r);
+  ApplyResult timer_fired(const TimerFired& r);
+  ApplyResult publish(const PublishToChannel& r);
+  ApplyResult stop(const StopFlow& r);
+  ApplyResult skip_timer(const SkipTimer& r);
+  void assign(const TaskAssignment& a, int64_t at_ms);
+  void recover(int64_t at_ms);
+
+ private:
+  // The run a record names (run_id empty: the Flow ID's latest), with its scope.
+  std::optional<RunScope> open(const std::string& flow_id, const std::string& run_id, int64_t at_ms,
+                               std::string* why);
+  void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before);
+
+  FlowTxn& txn_;
+  Effects& effects_;
+};
+
+std::optional<RunScope> Apply::open(const std::string& flow_id, const std::string& run_id,
+                                    int64_t at_ms, std::string* why) {
+  std::string id = run_id;
+  if (id.empty()) {
+    auto entry = txn_.flow_id(flow_id);
+    if (!entry) {
+      *why = "no Flow with ID " + quoted(flow_id);
+      return std::nullopt;
+    }
+    id = entry->run_id();
+  }
+  auto run = txn_.run(flow_id, id);
+  if (!run) {
+    *why = "Flow " + quoted(flow_id) + " has no run " + quoted(id);
+    return std::nullopt;
+  }
+  auto decl = txn_.declaration(run->flow_type(), run->declaration_version());
+  DEX_INVARIANT(decl.has_value(), "a run's declaration version is stored");
+  return std::optional<RunScope>(std::in_place, txn_, effects_, std::move(*run),
+                                 decl->declaration(), at_ms);
+}
+
+ApplyResult Apply::declare(const DeclareFlows& r) {
+  for (const auto& d : r.declarations()) {  // validate all before writing any
+    if (auto s = validate_declaration(d); !s.is_ok()) return invalid(s);
+  }
+  bool changed = false;
+  for (const auto& d : r.declarations()) {  // bounded by the Worker's hello
+    FlowDeclaration filled = with_defaults(d);
+    auto latest = txn_.declaration(d.flow_type(), 0);
+    if (latest && google::protobuf::util::MessageDifferencer::Equals(latest->declaration(), filled))
+      continue;
+    DeclarationVersion version;
+    *version.mutable_declaration() = std::move(filled);
+    version.set_version(latest ? latest->version() + 1 : 1);
+    version.set_declared_at_ms(r.at_unix_ms());
+    txn_.put_declaration(version);
+    changed = true;
+  }
+  if (!changed)
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "every declaration is current", ""};
+  return applied();
+}
+
+void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before) {
+  Run run;
+  run.set_flow_id(r.flow_id());
+  run.set_run_id(r.run_id());
+  run.set_flow_type(r.flow_type());
+  run.set_declaration_version(decl.version());
+  run.set_status(FLOW_RUNNING);
+  *run.mutable_input() = r.input();
+  *run.mutable_options() = r.options();
+  run.set_start_ms(r.at_unix_ms());
+  FlowIdEntry entry;
+  entry.set_flow_id(r.flow_id());
+  entry.set_run_id(r.run_id());
+  entry.set_status(FLOW_RUNNING);
+  entry.set_request_id(r.options().request_id());
+  entry.set_runs(runs_before + 1);
+  txn_.put_flow_id(entry);
+  RunScope scope(txn_, effects_, std::move(run), decl.declaration(), r.at_unix_ms());
+  HistoryEvent event;
+  event.set_kind(FLOW_STARTED);
+  scope.add_event(std::move(event));
+  const auto& options = r.options();
+  if (options.timeout_ms() > 0) {
+    TimerKey key;
+    key.set_flow_id(r.flow_id());
+    key.set_run_id(r.run_id());
+    key.set_kind(FLOW_TIMEOUT);
+    txn_.put_timer(key, later_ms(r.at_unix_ms(), options.timeout_ms()));
+    effects_.timers_set.push_back(later_ms(r.at_unix_ms(), options.timeout_ms()));
+  }
+  if (options.start_delay_ms() > 0) {
+    scope.run().set_start_pending(true);
+    TimerKey key;
+    key.set_flow_id(r.flow_id());
+    key.set_run_id(r.run_id());
+    key.set_kind(START_DELAY);
+    txn_.put_timer(key, later_ms(r.at_unix_ms(), options.start_delay_ms()));
+    effects_.timers_set.push_back(later_ms(r.at_unix_ms(), options.start_delay_ms()));
+  } else {
+    scope.create_start_step();
+  }
+  scope.flush();
+}
+
+ApplyResult Apply::start(const StartFlow& r) {
+  if (auto s = validate_name("flowId", r.flow_id()); !s.is_ok()) return invalid(s);
+  if (auto s = validate_name("runId", r.run_id()); !s.is_ok()) return invalid(s);
+  if (auto s = validate_name("flowType", r.flow_type()); !s.is_ok()) return invalid(s);
+  if (auto s = validate_payload("the input", r.input()); !s.is_ok()) return invalid(s);
+  if (auto s = validate_start_options(r.options()); !s.is_ok()) return invalid(s);
+  auto decl = txn_.declaration(r.flow_type(), 0);
+  if (!decl)
+    return rejected(RefusalCode::kInvalidArgument,
+                    "Flow type " + quoted(r.flow_type()) + " was never declared by a Worker");
+  if (txn_.run(r.flow_id(), r.run_id()))
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "the run exists", r.run_id()};
+  auto entry = txn_.flow_id(r.flow_id());
+  if (!entry) {
+    start_run(r, *decl, 0);
+    return {ApplyKind::kApplied, RefusalCode::kNone, "", r.run_id()};
+  }
+  const auto policy = r.options().id_reuse_policy();
+  const bool running = entry->status() == FLOW_RUNNING;
+  bool allowed = false;
+  switch (policy) {
+    case ID_REUSE_POLICY_UNSPECIFIED:
+    case ALLOW_IF_NO_RUNNING:
+    case TERMINATE_IF_RUNNING:
+      allowed = !running || policy == TERMINATE_IF_RUNNING;
+      break;
+    case ALLOW_IF_PREVIOUS_FAILED:
+      allowed = !running && entry->status() != FLOW_COMPLETED;
+      break;
+    default:  // DISALLOW
+      allowed = false;
+  }
+  if (!allowed) {
+    const std::string& request = r.options().request_id();
+    if (r.options().ignore_already_started() && !request.empty() && request == entry->request_id())
+      return {ApplyKind::kUnchanged, RefusalCode::kNone,
+              "the same request started run " + quoted(entry->run_id()), entry->run_id()};
+    return rejected(RefusalCode::kAlreadyExists,
+                    "Flow " + quoted(r.flow_id()) + " already has " +
+                        (running ? "a running run "
+                                 : std::string("a ") + status_name(entry->status()) + " run ") +
+                        quoted(entry->run_id()) + "; its ID reuse policy refuses a new run");
+  }
+  if (running) {  // TERMINATE_IF_RUNNING
+    std::string why;
+    auto old = open(r.flow_id(), entry->run_id(), r.at_unix_ms(), &why);
+    DEX_INVARIANT(old.has_value(), "a running run exists");
+    old->close(FLOW_TERMINATED,
+               "replaced by run " + r.run_id() + " (ID reuse policy TERMINATE_IF_RUNNING)");
+    old->flush();
+  }
+  start_run(r, *decl, entry->runs());
+  return {ApplyKind::kApplied, RefusalCode::kNone, "", r.run_id()};
+}
+
+ApplyResult Apply::method_result(const MethodResult& r) {
+  std::string why;
+  auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
+  if (!scope) return stale(why);
+  if (scope->run().status() != FLOW_RUNNING)
+    return stale("the run is " + std::string(status_name(scope->run().status())));
+  StepExecution* step = scope->step(r.task().step_execution_id());
+  if (step == nullptr) return stale("no Step execution " + quoted(r.task().step_execution_id()));
+  const auto& method = step->method();
+  if (method.state() != TASK_RUNNING || method.task_id() != r.task_id() ||
+      method.method() != r.task().method())
+    return stale("task " + quoted(r.task_id()) + " is not the running attempt of " +
+                 step->step_execution_id());
+  if (auto s = validate_method_result(scope->declaration(), r); !s.is_ok()) return invalid(s);
+  if (r.outcome() != ATTEMPT_COMPLETED) {
+    scope->attempt_failed(*step, r.outcome(), r.error(),
+                          r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
+  } else if (r.task().method() == WAIT_FOR) {
+    scope->complete_wait_for(*step, r);
+  } else {
+    const auto& d = r.decision();
+    size_t adds = d.has_go_to() ? static_cast<size_t>(d.go_to().movements_size()) : 0;
+    if (d.has_force_complete_if_channels_empty())
+      adds = static_cast<size_t>(d.force_complete_if_channels_empty().otherwise_size());
+    if (static_cast<size_t>(scope->run().active_size()) - 1 + adds > kActiveStepsMax)
+      return rejected(RefusalCode::kInvalidArgument, "the decision would leave more than " +
+                                                         std::to_string(kActiveStepsMax) +
+                                                         " active Step executions");
+    scope->complete_execute(*step, r);
+  }
+  scope->flush();
+  return applied();
+}
+
+ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
+  std::string why;
+  auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
+  if (!scope) return stale(why);
+  StepExecution* step = scope->step(r.task().step_execution_id());
+  if (scope->run().status() != FLOW_RUNNING || step == nullptr ||
+      step->method().state() != TASK_RUNNING || step->method().task_id() != r.task_id())
+    return stale("task " + quoted(r.task_id()) + " is not running");
+  scope->withdraw_attempt(*step);
+  scope->flush();
+  return applied();
+}
+
+ApplyResult Apply::timer_fired(const TimerFired& r) {
+  const TimerKey& key = r.key();
+  std::string why;
+  auto scope = open(key.flow_id(), key.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return stale(why);
+  Run& run = scope->run();
+  if (run.status() != FLOW_RUNNING) return stale("the run is closed");
+  const int64_t at = r.fire_at_ms();
+  switch (key.kind()) {
+    case FLOW_TIMEOUT: {
+      if (run.options().timeout_ms() <= 0 ||
+          later_ms(run.start_ms(), run.options().timeout_ms()) != at)
+        return stale("no such flow timeout");
+      txn_.delete_timer(key, at);
+      const bool cancel = run.options().timeout_policy() == TIMEOUT_CANCEL;
+      scope->close(
+          cancel ? FLOW_CANCELED : FLOW_TIMED_OUT,
+          "the flow timeout of " + std::to_string(run.options().timeout_ms()) + " ms passed");
+      break;
+    }
+    case START_DELAY:
+      if (!run.start_pending() || later_ms(run.start_ms(), run.options().start_delay_ms()) != at)
+        return stale("no pending start");
+      txn_.delete_timer(key, at);
+      scope->create_start_step();
+      break;
+    case RETRY: {
+      StepExecution* step = scope->step(key.step_execution_id());
+      if (step == nullptr || step->method().state() != TASK_BACKOFF ||
+          step->method().method() != key.method() || step->method().retry_at_ms() != at)
+        return stale("no such retry timer");
+      txn_.delete_timer(key, at);
+      scope->retry_due(*step);
+      break;
+    }
+    case CONDITION: {
+      StepExecution* step = scope->step(key.step_execution_id());
+      const uint32_t i = key.condition_index();
+      if (step == nullptr || step->phase() != PHASE_WAITING ||
+          i >= static_cast<uint32_t>(step->conditions_size()) ||
+          !step->wait().conditions(static_cast<int>(i)).has_timer() ||
+          step->conditions(static_cast<int>(i)).fired() ||
+          step->conditions(static_cast<int>(i)).timer_at_ms() != at)
+        return stale("no such Timer condition");
+      scope->fire_condition(*step, i, false);
+      scope->match_waits();
+      break;
+    }
+    default:
+      return stale("unknown timer kind");
+  }
+  scope->flush();
+  return applied();
+}
+
+ApplyResult Apply::publish(const PublishToChannel& r) {
+  std::string why;
+  auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return rejected(RefusalCode::kNotFound, why);
+  if (scope->run().status() != FLOW_RUNNING)
+    return rejected(RefusalCode::kFailedPrecondition,
+                    "Flow " + quoted(r.flow_id()) + " run " + quoted(scope->run().run_id()) +
+                        " is " + status_name(scope->run().status()) +
+                        "; Channels take messages only while the run is RUNNING");
+  google::protobuf::RepeatedPtrField<Publish> publishes;
+  *publishes.Add() = r.publish();
+  if (auto s = validate_publishes(scope->declaration(), publishes); !s.is_ok()) return invalid(s);
+  scope->append_publishes(publishes);
+  HistoryEvent event;
+  event.set_kind(CHANNEL_PUBLISHED);
+  *event.mutable_publish() = r.publish();
+  scope->add_event(std::move(event));
+  scope->match_waits();
+  scope->flush();
+  return applied();
+}
+
+ApplyResult Apply::stop(const StopFlow& r) {
+  std::string why;
+  auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return rejected(RefusalCode::kNotFound, why);
+  if (scope->run().status() != FLOW_RUNNING)
+    return rejected(RefusalCode::kFailedPrecondition,
+                    "Flow " + quoted(r.flow_id()) + " run " + quoted(scope->run().run_id()) +
+                        " is already " + status_name(scope->run().status()));
+  if (r.reason().size() > kPayloadBytesMax)
+    return rejected(RefusalCode::kInvalidArgument, "the reason is too long");
+  if (!StopMode_IsValid(r.mode()))
+    return rejected(RefusalCode::kInvalidArgument,
+                    "the stop mode is not CANCEL, TERMINATE or FAIL");
+  FlowStatus status = FLOW_CANCELED;
+  if (r.mode() == STOP_TERMINATE) status = FLOW_TERMINATED;
+  if (r.mode() == STOP_FAIL) status = FLOW_FAILED;
+  scope->close(status, r.reason().empty() ? "stopped by a client" : r.reason());
+  scope->flush();
+  return applied();
+}
+
+ApplyResult Apply::skip_timer(const SkipTimer& r) {
+  std::string why;
+  auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return rejected(RefusalCode::kNotFound, why);
+  if (scope->run().status() != FLOW_RUNNING)
+    return rejected(RefusalCode::kFailedPrecondition,
+                    "the run is " + std::string(status_name(scope->run().status())));
+  StepExecution* step = scope->step(r.step_execution_id());
+  if (step == nullptr)
+    return rejected(RefusalCode::kNotFound, "no Step execution " + quoted(r.step_execution_id()));
+  if (step->phase() != PHASE_WAITING)
+    return rejected(RefusalCode::kFailedPrecondition,
+                    step->step_execution_id() + " is not waiting for its conditions");
+  int index = -1;
+  if (r.timer_case() == SkipTimer::kConditionIndex) {
+    index = static_cast<int>(r.condition_index());
+  } else if (r.timer_case() == SkipTimer::kConditionId) {
+    for (int i = 0; i < step->wait().conditions_size(); ++i) {
+      if (step->wait().conditions(i).condition_id() == r.condition_id()) index = i;
+    }
+    if (index < 0)
+      return rejected(
+          RefusalCode::kNotFound,
+          step->step_execution_id() + " has no condition with ID " + quoted(r.condition_id()));
+  } else {
+    return rejected(RefusalCode::kInvalidArgument, "name the Timer by condition index or ID");
+  }
+  if (index < 0 || index >= step->wait().conditions_size() ||
+      !step->wait().conditions(index).has_timer())
+    return rejected(RefusalCode::kNotFound,
+                    step->step_execution_id() + " has no Timer condition " + std::to_string(index));
+  if (step->conditions(index).fired())
+    return rejected(RefusalCode::kFailedPrecondition, "the Timer already fired");
+  scope->fire_condition(*step, static_cast<uint32_t>(index), true);
+  HistoryEvent event;
+  event.set_kind(TIMER_SKIPPED);
+  event.set_step_execution_id(step->step_execution_id());
+  scope->add_event(std::move(event));
+  scope->match_waits();
+  scope->flush();
+  return applied();
+}
+
+void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
+  if (a.task_id().empty() || a.worker_id().empty()) return;
+  std::string why;
+  auto scope = open(a.task().flow_id(), a.task().run_id(), at_ms, &why);
+  if (!scope || scope->run().status() != FLOW_RUNNING) return;
+  StepExecution* step = scope->step(a.task().step_execution_id());
+  if (step == nullptr || step->method().state() != TASK_QUEUED ||
+      step->method().method() != a.task().method() ||
+      step->method().attempt() != a.task().attempt())
+    return;
+  scope->start_attempt(*step, a.task_id(), a.worker_id());
+  scope->flush();
+}
+
+void Apply::recover(int64_t at_ms) {
+  for (const auto& [task_id, ref] : txn_.running()) {  // bounded by the running attempts
+    std::string why;
+    auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
+    DEX_INVARIANT(scope.has_value(), "a running attempt belongs to a run");
+    // An earlier attempt's failure may have closed the run (and ended this one).
+    if (scope->run().status() != FLOW_RUNNING) continue;
+    StepExecution* step = scope->step(ref.step_execution_id());
+    DEX_INVARIANT(step != nullptr, "a running attempt belongs to an execution");
+    if (step->method().state() != TASK_RUNNING || step->method().task_id() != task_id) continue;
+    scope->attempt_failed(*step, ATTEMPT_NOT_COMPLETED,
+                          "the attempt was interrupted: a new process took over the node", false);
+    scope->flush();
+  }
+}
+
+}  // namespace
+
+ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects) {
+  Apply apply(txn, effects);
+  ApplyResult result;
+  switch (record.kind_case()) {
+    case FlowRecord::kDeclareFlows:
+      result = apply.declare(record.declare_flows());
+      break;
+    case FlowRecord::kStartFlow:
+      result = apply.start(record.start_flow());
+      break;
+    case FlowRecord::kMethodResult:
+      result = apply.method_result(record.method_result());
+      break;
+    case FlowRecord::kAttemptWithdrawn:
+      result = apply.withdrawn(record.attempt_withdrawn());
+      break;
+    case FlowRecord::kTimerFired:
+      result = apply.timer_fired(record.timer_fired());
+      break;
+    case FlowRecord::kPublish:
+      result = apply.publish(record.publish());
+      break;
+    case FlowRecord::kStopFlow:
+      result = apply.stop(record.stop_flow());
+      break;
+    case FlowRecord::kSkipTimer:
+      result = apply.skip_timer(record.skip_timer());
+      break;
+    case FlowRecord::KIND_NOT_SET:
+      result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
+      break;
+  }
+  for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
+  return result;
+}
+
+void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
+  Apply(txn, effects).recover(at_ms);
+}
+
+}  // namespace dex::flow

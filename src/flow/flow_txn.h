@@ -1,0 +1,79 @@
+// The state the flow rules read and write, as a small transaction interface
+// (docs/flow-rules.md, "The transaction"). The rules never see RocksDB: the
+// store behind this interface is RocksDB in the server, a map in the unit
+// tests, the simulation and the fuzz target. One apply of one record runs in
+// one transaction; the caller commits it (with the other records of its log
+// batch) or discards it.
+//
+// Every read sees the transaction's own earlier writes. Reads return nullopt
+// for what does not exist. Implementations decide nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dex/flow.pb.h"
+#include "dex/flow_records.pb.h"
+
+namespace dex::flow {
+
+// One Channel queue of one run: a Channel, or one instance of a ChannelMap.
+struct QueueKey {
+  std::string flow_id, run_id, channel, instance_key;
+  bool operator==(const QueueKey&) const = default;
+};
+
+class FlowTxn {
+ public:
+  virtual ~FlowTxn() = default;
+
+  // Declarations: version 0 asks for the latest.
+  virtual std::optional<DeclarationVersion> declaration(std::string_view flow_type,
+                                                        uint32_t version) = 0;
+  // Stores a version; it becomes the latest when its number is the highest.
+  virtual void put_declaration(const DeclarationVersion& version) = 0;
+
+  virtual std::optional<FlowIdEntry> flow_id(std::string_view flow_id) = 0;
+  virtual void put_flow_id(const FlowIdEntry& entry) = 0;
+
+  virtual std::optional<Run> run(std::string_view flow_id, std::string_view run_id) = 0;
+  virtual void put_run(const Run& run) = 0;
+
+  virtual std::optional<StepExecution> step(std::string_view flow_id, std::string_view run_id,
+                                            std::string_view step_execution_id) = 0;
+  virtual void put_step(const StepExecution& step) = 0;
+
+  // Channel queues: a header plus one message per sequence number, oldest first.
+  virtual std::optional<ChannelQueue> queue(const QueueKey& key) = 0;
+  virtual void put_queue(const QueueKey& key, const ChannelQueue& queue) = 0;
+  virtual std::optional<Payload> message(const QueueKey& key, uint64_t seq) = 0;
+  virtual void put_message(const QueueKey& key, uint64_t seq, const Payload& message) = 0;
+  virtual void delete_message(const QueueKey& key, uint64_t seq) = 0;
+  // Every queue of a run (ChannelMap instances included), in key order.
+  virtual std::vector<std::pair<QueueKey, ChannelQueue>> queues(std::string_view flow_id,
+                                                                std::string_view run_id) = 0;
+
+  // The due-time index of durable timers, which the proposer scans. The rules
+  // judge a fired timer by the state it names, not by this index.
+  virtual void put_timer(const TimerKey& key, int64_t fire_at_ms) = 0;
+  virtual void delete_timer(const TimerKey& key, int64_t fire_at_ms) = 0;
+
+  // Each Flow type's FIFO queue of tasks waiting for a Worker. enqueue_task
+  // returns the task's place (unique, increasing across all types).
+  virtual uint64_t enqueue_task(std::string_view flow_type, const TaskRef& task) = 0;
+  virtual void dequeue_task(std::string_view flow_type, uint64_t seq) = 0;
+
+  // Attempts handed to Workers, by task id: recovery ends every one of them.
+  virtual void put_running(std::string_view task_id, const TaskRef& task) = 0;
+  virtual void delete_running(std::string_view task_id) = 0;
+  virtual std::vector<std::pair<std::string, TaskRef>> running() = 0;
+
+  // A run's semantic history, by event sequence number.
+  virtual void put_event(std::string_view flow_id, std::string_view run_id,
+                         const HistoryEvent& event) = 0;
+};
+
+}  // namespace dex::flow

@@ -1,0 +1,203 @@
+#include "flow/kv_txn.h"
+
+#include <cstdio>
+
+#include "common/invariant.h"
+
+namespace dex::flow {
+namespace keys {
+
+std::string sortable(int64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020llu",
+                static_cast<unsigned long long>(static_cast<uint64_t>(value) ^ (1ULL << 63)));
+  return buf;
+}
+
+namespace {
+std::string join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  bool first = true;
+  for (auto p : parts) {
+    if (!first) out += kSep;
+    out += p;
+    first = false;
+  }
+  return out;
+}
+}  // namespace
+
+std::string digits(uint64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string timer(const TimerKey& key, int64_t fire_at_ms) {
+  return std::string(kTimerPrefix) + sortable(fire_at_ms) + kSep + key.SerializeAsString();
+}
+std::string task_queue_prefix(std::string_view flow_type) {
+  return "w/" + std::string(flow_type) + kSep;
+}
+std::string steps_prefix(std::string_view flow_id, std::string_view run_id) {
+  return "s/" + join({flow_id, run_id}) + kSep;
+}
+std::string events_prefix(std::string_view flow_id, std::string_view run_id) {
+  return "h/" + join({flow_id, run_id}) + kSep;
+}
+std::string messages_prefix(const QueueKey& k) {
+  return "m/" + join({k.flow_id, k.run_id, k.channel, k.instance_key}) + kSep;
+}
+
+std::string declaration(std::string_view type, uint32_t version) {
+  return "d/" + std::string(type) + kSep + digits(version);
+}
+std::string latest_declaration(std::string_view type) { return "dl/" + std::string(type); }
+std::string flow_id(std::string_view id) { return "i/" + std::string(id); }
+std::string run(std::string_view flow_id, std::string_view run_id) {
+  return std::string(kRunPrefix) + join({flow_id, run_id});
+}
+std::string queue_prefix(std::string_view flow_id, std::string_view run_id) {
+  return "q/" + join({flow_id, run_id}) + kSep;
+}
+std::string queue(const QueueKey& k) {
+  return queue_prefix(k.flow_id, k.run_id) + join({k.channel, k.instance_key});
+}
+std::string message(const QueueKey& k, uint64_t seq) { return messages_prefix(k) + digits(seq); }
+std::string event(std::string_view flow_id, std::string_view run_id, uint64_t seq) {
+  return events_prefix(flow_id, run_id) + digits(seq);
+}
+constexpr std::string_view kTaskSeq = "meta/task_seq";
+
+}  // namespace keys
+
+namespace {
+
+template <typename M>
+std::optional<M> parse(const std::optional<std::string>& bytes) {
+  if (!bytes) return std::nullopt;
+  M m;
+  DEX_INVARIANT(m.ParseFromString(*bytes), "a stored flow-rules value parses");
+  return m;
+}
+
+}  // namespace
+
+std::optional<std::string> MemoryKv::get(std::string_view key) {
+  auto it = data_.find(key);
+  if (it == data_.end()) return std::nullopt;
+  return it->second;
+}
+void MemoryKv::put(std::string_view key, std::string_view value) {
+  data_.insert_or_assign(std::string(key), std::string(value));
+}
+void MemoryKv::del(std::string_view key) {
+  auto it = data_.find(key);
+  if (it != data_.end()) data_.erase(it);
+}
+std::vector<std::pair<std::string, std::string>> MemoryKv::scan(std::string_view prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = data_.lower_bound(prefix); it != data_.end() && it->first.starts_with(prefix);
+       ++it)
+    out.emplace_back(it->first, it->second);
+  return out;
+}
+
+std::optional<DeclarationVersion> KvFlowTxn::declaration(std::string_view type, uint32_t version) {
+  if (version == 0) {
+    auto latest = kv_.get(keys::latest_declaration(type));
+    if (!latest) return std::nullopt;
+    version = static_cast<uint32_t>(std::stoul(*latest));
+  }
+  return parse<DeclarationVersion>(kv_.get(keys::declaration(type, version)));
+}
+void KvFlowTxn::put_declaration(const DeclarationVersion& v) {
+  const auto& type = v.declaration().flow_type();
+  kv_.put(keys::declaration(type, v.version()), v.SerializeAsString());
+  auto latest = kv_.get(keys::latest_declaration(type));
+  if (!latest || std::stoul(*latest) < v.version())
+    kv_.put(keys::latest_declaration(type), std::to_string(v.version()));
+}
+std::optional<FlowIdEntry> KvFlowTxn::flow_id(std::string_view id) {
+  return parse<FlowIdEntry>(kv_.get(keys::flow_id(id)));
+}
+void KvFlowTxn::put_flow_id(const FlowIdEntry& e) {
+  kv_.put(keys::flow_id(e.flow_id()), e.SerializeAsString());
+}
+std::optional<Run> KvFlowTxn::run(std::string_view flow_id, std::string_view run_id) {
+  return parse<Run>(kv_.get(keys::run(flow_id, run_id)));
+}
+void KvFlowTxn::put_run(const Run& r) {
+  kv_.put(keys::run(r.flow_id(), r.run_id()), r.SerializeAsString());
+}
+std::optional<StepExecution> KvFlowTxn::step(std::string_view flow_id, std::string_view run_id,
+                                             std::string_view id) {
+  return parse<StepExecution>(kv_.get(keys::steps_prefix(flow_id, run_id) + std::string(id)));
+}
+void KvFlowTxn::put_step(const StepExecution& s) {
+  kv_.put(keys::steps_prefix(s.flow_id(), s.run_id()) + s.step_execution_id(),
+          s.SerializeAsString());
+}
+std::optional<ChannelQueue> KvFlowTxn::queue(const QueueKey& key) {
+  return parse<ChannelQueue>(kv_.get(keys::queue(key)));
+}
+void KvFlowTxn::put_queue(const QueueKey& key, const ChannelQueue& q) {
+  kv_.put(keys::queue(key), q.SerializeAsString());
+}
+std::optional<Payload> KvFlowTxn::message(const QueueKey& key, uint64_t seq) {
+  return parse<Payload>(kv_.get(keys::message(key, seq)));
+}
+void KvFlowTxn::put_message(const QueueKey& key, uint64_t seq, const Payload& m) {
+  kv_.put(keys::message(key, seq), m.SerializeAsString());
+}
+void KvFlowTxn::delete_message(const QueueKey& key, uint64_t seq) {
+  kv_.del(keys::message(key, seq));
+}
+std::vector<std::pair<QueueKey, ChannelQueue>> KvFlowTxn::queues(std::string_view flow_id,
+                                                                 std::string_view run_id) {
+  std::vector<std::pair<QueueKey, ChannelQueue>> out;
+  const std::string prefix = keys::queue_prefix(flow_id, run_id);
+  for (auto& [key, value] : kv_.scan(prefix)) {  // bounded by the run's queues
+    std::string_view rest = std::string_view(key).substr(prefix.size());
+    auto sep = rest.find(keys::kSep);
+    DEX_INVARIANT(sep != std::string_view::npos, "a queue key names its channel and instance");
+    QueueKey k{std::string(flow_id), std::string(run_id), std::string(rest.substr(0, sep)),
+               std::string(rest.substr(sep + 1))};
+    out.emplace_back(std::move(k), *parse<ChannelQueue>(value));
+  }
+  return out;
+}
+void KvFlowTxn::put_timer(const TimerKey& key, int64_t fire_at_ms) {
+  kv_.put(keys::timer(key, fire_at_ms), "");
+}
+void KvFlowTxn::delete_timer(const TimerKey& key, int64_t fire_at_ms) {
+  kv_.del(keys::timer(key, fire_at_ms));
+}
+uint64_t KvFlowTxn::enqueue_task(std::string_view flow_type, const TaskRef& task) {
+  auto last = kv_.get(keys::kTaskSeq);
+  const uint64_t seq = (last ? std::stoull(*last) : 0) + 1;
+  kv_.put(keys::kTaskSeq, std::to_string(seq));
+  kv_.put(keys::task_queue_prefix(flow_type) + keys::digits(seq), task.SerializeAsString());
+  return seq;
+}
+void KvFlowTxn::dequeue_task(std::string_view flow_type, uint64_t seq) {
+  kv_.del(keys::task_queue_prefix(flow_type) + keys::digits(seq));
+}
+void KvFlowTxn::put_running(std::string_view task_id, const TaskRef& task) {
+  kv_.put(std::string(keys::kRunningPrefix) + std::string(task_id), task.SerializeAsString());
+}
+void KvFlowTxn::delete_running(std::string_view task_id) {
+  kv_.del(std::string(keys::kRunningPrefix) + std::string(task_id));
+}
+std::vector<std::pair<std::string, TaskRef>> KvFlowTxn::running() {
+  std::vector<std::pair<std::string, TaskRef>> out;
+  for (auto& [key, value] : kv_.scan(keys::kRunningPrefix))  // bounded by the running attempts
+    out.emplace_back(key.substr(keys::kRunningPrefix.size()), *parse<TaskRef>(value));
+  return out;
+}
+void KvFlowTxn::put_event(std::string_view flow_id, std::string_view run_id,
+                          const HistoryEvent& e) {
+  kv_.put(keys::event(flow_id, run_id, e.seq()), e.SerializeAsString());
+}
+
+}  // namespace dex::flow

@@ -1,0 +1,91 @@
+// The flow rules' state as keys and values (docs/flow-rules.md, "Keys"): a
+// FlowTxn over any ordered key-value store. The server puts it over a RocksDB
+// write batch; tests, the simulation and the fuzz target over MemoryKv.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flow/flow_txn.h"
+
+namespace dex::flow {
+
+// An ordered key-value store as the rules' transaction sees it. Reads see the
+// transaction's own writes.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  virtual std::optional<std::string> get(std::string_view key) = 0;
+  virtual void put(std::string_view key, std::string_view value) = 0;
+  virtual void del(std::string_view key) = 0;
+  // Every key starting with `prefix`, in order, with its value.
+  virtual std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) = 0;
+};
+
+// A KvStore in memory.
+class MemoryKv final : public KvStore {
+ public:
+  std::optional<std::string> get(std::string_view key) override;
+  void put(std::string_view key, std::string_view value) override;
+  void del(std::string_view key) override;
+  std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) override;
+  const std::map<std::string, std::string, std::less<>>& data() const { return data_; }
+
+ private:
+  std::map<std::string, std::string, std::less<>> data_;
+};
+
+class KvFlowTxn final : public FlowTxn {
+ public:
+  explicit KvFlowTxn(KvStore& kv) : kv_(kv) {}
+
+  std::optional<DeclarationVersion> declaration(std::string_view flow_type,
+                                                uint32_t version) override;
+  void put_declaration(const DeclarationVersion& version) override;
+  std::optional<FlowIdEntry> flow_id(std::string_view flow_id) override;
+  void put_flow_id(const FlowIdEntry& entry) override;
+  std::optional<Run> run(std::string_view flow_id, std::string_view run_id) override;
+  void put_run(const Run& run) override;
+  std::optional<StepExecution> step(std::string_view flow_id, std::string_view run_id,
+                                    std::string_view step_execution_id) override;
+  void put_step(const StepExecution& step) override;
+  std::optional<ChannelQueue> queue(const QueueKey& key) override;
+  void put_queue(const QueueKey& key, const ChannelQueue& queue) override;
+  std::optional<Payload> message(const QueueKey& key, uint64_t seq) override;
+  void put_message(const QueueKey& key, uint64_t seq, const Payload& message) override;
+  void delete_message(const QueueKey& key, uint64_t seq) override;
+  std::vector<std::pair<QueueKey, ChannelQueue>> queues(std::string_view flow_id,
+                                                        std::string_view run_id) override;
+  void put_timer(const TimerKey& key, int64_t fire_at_ms) override;
+  void delete_timer(const TimerKey& key, int64_t fire_at_ms) override;
+  uint64_t enqueue_task(std::string_view flow_type, const TaskRef& task) override;
+  void dequeue_task(std::string_view flow_type, uint64_t seq) override;
+  void put_running(std::string_view task_id, const TaskRef& task) override;
+  void delete_running(std::string_view task_id) override;
+  std::vector<std::pair<std::string, TaskRef>> running() override;
+  void put_event(std::string_view flow_id, std::string_view run_id,
+                 const HistoryEvent& event) override;
+
+ private:
+  KvStore& kv_;
+};
+
+// Key layout, shared with the readers (the server's queries, the simulation).
+namespace keys {
+inline constexpr char kSep = '\x1f';  // names never hold control characters
+std::string timer(const TimerKey& key, int64_t fire_at_ms);
+inline constexpr std::string_view kTimerPrefix = "t/";
+std::string task_queue_prefix(std::string_view flow_type);
+inline constexpr std::string_view kRunningPrefix = "a/";
+std::string steps_prefix(std::string_view flow_id, std::string_view run_id);
+std::string events_prefix(std::string_view flow_id, std::string_view run_id);
+std::string messages_prefix(const QueueKey& key);
+inline constexpr std::string_view kRunPrefix = "r/";
+// A time as 20 digits that sort like the signed value.
+std::string sortable(int64_t value);
+std::string digits(uint64_t n);
+}  // namespace keys
+
+}  // namespace dex::flow

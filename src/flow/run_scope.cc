@@ -1,0 +1,577 @@
+#include "flow/run_scope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/invariant.h"
+#include "flow/declaration.h"
+#include "flow/wait_eval.h"
+
+namespace dex::flow {
+namespace {
+
+bool is_active_phase(Phase phase) {
+  return phase == PHASE_WAIT_FOR || phase == PHASE_WAITING || phase == PHASE_EXECUTE;
+}
+
+const char* method_name(Method method) { return method == WAIT_FOR ? "WaitFor" : "Execute"; }
+
+const MethodOptions& options_of(const StepExecution& step, Method method) {
+  return method == WAIT_FOR ? step.options().wait_for() : step.options().execute();
+}
+
+// The backoff before attempt `next` (>= 2): initial * coefficient^(next - 2),
+// capped at the maximum interval.
+int64_t backoff_ms(const RetryPolicy& retry, uint32_t next) {
+  double backoff = static_cast<double>(retry.initial_interval_ms()) *
+                   std::pow(retry.backoff_coefficient(), static_cast<double>(next - 2));
+  const auto cap = static_cast<double>(retry.maximum_interval_ms());
+  if (!(backoff <= cap)) backoff = cap;  // also catches overflow to inf
+  return static_cast<int64_t>(backoff);
+}
+
+}  // namespace
+
+std::string step_execution_id(std::string_view step_type, uint32_t n) {
+  return std::string(step_type) + "-" + std::to_string(n);
+}
+
+std::string run_key(std::string_view flow_id, std::string_view run_id) {
+  return std::string(flow_id) + "/" + std::string(run_id);
+}
+
+RunScope::RunScope(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration,
+                   int64_t at_ms)
+    : txn_(txn),
+      effects_(effects),
+      run_(std::move(run)),
+      declaration_(std::move(declaration)),
+      at_ms_(at_ms) {}
+
+StepExecution* RunScope::step(std::string_view id) {
+  auto it = steps_.find(id);
+  if (it != steps_.end()) return &it->second;
+  auto loaded = txn_.step(run_.flow_id(), run_.run_id(), id);
+  if (!loaded) return nullptr;
+  return &steps_.emplace(std::string(id), std::move(*loaded)).first->second;
+}
+
+TaskRef RunScope::task_ref(const StepExecution& step) const {
+  TaskRef ref;
+  ref.set_flow_id(run_.flow_id());
+  ref.set_run_id(run_.run_id());
+  ref.set_step_execution_id(step.step_execution_id());
+  ref.set_method(step.method().method());
+  ref.set_attempt(step.method().attempt());
+  return ref;
+}
+
+TimerKey RunScope::timer_key(TimerKind kind) const {
+  TimerKey key;
+  key.set_flow_id(run_.flow_id());
+  key.set_run_id(run_.run_id());
+  key.set_kind(kind);
+  return key;
+}
+
+void RunScope::put_timer(const TimerKey& key, int64_t fire_at_ms) {
+  txn_.put_timer(key, fire_at_ms);
+  effects_.timers_set.push_back(fire_at_ms);
+}
+
+void RunScope::add_event(HistoryEvent event) {
+  event.set_seq(run_.next_event());
+  event.set_at_ms(at_ms_);
+  run_.set_next_event(run_.next_event() + 1);
+  txn_.put_event(run_.flow_id(), run_.run_id(), event);
+  events_added_ = true;
+}
+
+StepExecution& RunScope::create_step(const std::string& step_type, const Payload& input,
+                                     const StepOptions* override_options, const std::string& parent,
+                                     const std::string& recovery_error) {
+  const StepDeclaration* decl = find_step(declaration_, step_type);
+  DEX_INVARIANT(decl != nullptr, "a Step execution of an undeclared type (validated before)");
+  DEX_INVARIANT(static_cast<size_t>(run_.active_size()) < kActiveStepsMax,
+                "too many active executions (validated before)");
+  uint32_t n = 1;
+  bool counted = false;
+  for (auto& counter : *run_.mutable_counters()) {  // bounded by the declared Step types
+    if (counter.step_type() == step_type) {
+      n = counter.count() + 1;
+      counter.set_count(n);
+      counted = true;
+      break;
+    }
+  }
+  if (!counted) {
+    auto* counter = run_.add_counters();
+    counter->set_step_type(step_type);
+    counter->set_count(1);
+  }
+  StepExecution step;
+  step.set_flow_id(run_.flow_id());
+  step.set_run_id(run_.run_id());
+  step.set_step_execution_id(step_execution_id(step_type, n));
+  step.set_step_type(step_type);
+  *step.mutable_input() = input;
+  step.set_parent_execution_id(parent);
+  StepOptions options = override_options != nullptr ? *override_options : decl->options();
+  *options.mutable_wait_for() = method_with_defaults(options.wait_for());
+  *options.mutable_execute() = method_with_defaults(options.execute());
+  *step.mutable_options() = std::move(options);
+  step.set_recovery_error(recovery_error);
+  step.set_created_ms(at_ms_);
+  step.set_phase(decl->has_wait_for() ? PHASE_WAIT_FOR : PHASE_EXECUTE);
+  DEX_INVARIANT(txn_.step(run_.flow_id(), run_.run_id(), step.step_execution_id()) == std::nullopt,
+                "a Step execution ID is used twice");
+  run_.add_active(step.step_execution_id());
+  const std::string id = step.step_execution_id();
+  auto& stored = steps_.emplace(id, std::move(step)).first->second;
+  queue_method(stored, decl->has_wait_for() ? WAIT_FOR : EXECUTE, 1);
+  return stored;
+}
+
+void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt) {
+  DEX_INVARIANT(attempt >= 1, "attempts count from 1");
+  auto* state = step.mutable_method();
+  if (state->method() != method) {
+    state->Clear();
+    state->set_method(method);
+  }
+  state->set_attempt(attempt);
+  state->set_state(TASK_QUEUED);
+  state->clear_task_id();
+  state->clear_worker_id();
+  state->clear_retry_at_ms();
+  TaskRef ref = task_ref(step);
+  state->set_queue_seq(txn_.enqueue_task(run_.flow_type(), ref));
+  effects_.queued.push_back(
+      {run_.flow_type(), ref, state->queue_seq(), options_of(step, method).durability()});
+}
+
+void RunScope::start_attempt(StepExecution& step, const std::string& task_id,
+                             const std::string& worker_id) {
+  auto* state = step.mutable_method();
+  DEX_INVARIANT(state->state() == TASK_QUEUED, "only a queued attempt starts");
+  txn_.dequeue_task(run_.flow_type(), state->queue_seq());
+  state->set_state(TASK_RUNNING);
+  state->clear_queue_seq();
+  state->set_task_id(task_id);
+  state->set_worker_id(worker_id);
+  state->set_started_ms(at_ms_);
+  if (state->first_attempt_ms() == 0) state->set_first_attempt_ms(at_ms_);
+  TaskRef ref = task_ref(step);
+  txn_.put_running(task_id, ref);
+  effects_.started.push_back({ref, task_id, worker_id});
+}
+
+void RunScope::withdraw_attempt(StepExecution& step) {
+  auto* state = step.mutable_method();
+  DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running attempt is withdrawn");
+  txn_.delete_running(state->task_id());
+  queue_method(step, state->method(), state->attempt());
+}
+
+void RunScope::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
+  auto* state = step.mutable_method();
+  switch (state->state()) {
+    case TASK_RUNNING:
+      txn_.delete_running(state->task_id());
+      effects_.ended.push_back(
+          {task_ref(step), state->task_id(), state->worker_id(), running_outcome});
+      break;
+    case TASK_QUEUED:
+      txn_.dequeue_task(run_.flow_type(), state->queue_seq());
+      break;
+    case TASK_BACKOFF: {
+      TimerKey key = timer_key(RETRY);
+      key.set_step_execution_id(step.step_execution_id());
+      key.set_method(state->method());
+      txn_.delete_timer(key, state->retry_at_ms());
+      break;
+    }
+    default:
+      break;
+  }
+  state->set_state(TASK_STATE_UNSPECIFIED);
+  state->clear_task_id();
+  state->clear_worker_id();
+  state->clear_queue_seq();
+  state->clear_retry_at_ms();
+}
+
+void RunScope::finish_step(StepExecution& step, Phase phase) {
+  DEX_INVARIANT(is_active_phase(step.phase()), "only an active execution finishes");
+  clear_method(step, ATTEMPT_NOT_COMPLETED);
+  if (step.phase() == PHASE_WAITING) {
+    for (int i = 0; i < step.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
+      if (step.wait().conditions(i).has_timer() && !step.conditions(i).fired()) {
+        TimerKey key = timer_key(CONDITION);
+        key.set_step_execution_id(step.step_execution_id());
+        key.set_condition_index(static_cast<uint32_t>(i));
+        txn_.delete_timer(key, step.conditions(i).timer_at_ms());
+      }
+    }
+  }
+  step.set_phase(phase);
+  auto* active = run_.mutable_active();
+  auto it = std::find(active->begin(), active->end(), step.step_execution_id());
+  DEX_INVARIANT(it != active->end(), "an active execution is in the run's active list");
+  active->erase(it);
+  effects_.steps_done.push_back(run_key(run_.flow_id(), run_.run_id()) + "/" +
+                                step.step_execution_id());
+}
+
+void RunScope::attempt_failed(StepExecution& step, AttemptOutcome outcome, const std::string& error,
+                              bool non_retryable) {
+  auto* state = step.mutable_method();
+  const Method method = state->method();
+  const MethodOptions& options = options_of(step, method);
+  const uint32_t attempt = state->attempt();
+  clear_method(step, outcome);
+  auto* failure = state->mutable_last_failure();
+  failure->set_attempt(attempt);
+  failure->set_outcome(outcome);
+  failure->set_error(error);
+  failure->set_at_ms(at_ms_);
+
+  const RetryPolicy& retry = options.retry();
+  const int64_t retry_at = later_ms(at_ms_, backoff_ms(retry, attempt + 1));
+  const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
+  const bool time_left =
+      retry.total_duration_ms() == 0 ||
+      later_ms(retry_at, -state->first_attempt_ms()) <= retry.total_duration_ms();
+  if (!non_retryable && attempts_left && time_left) {
+    state->set_attempt(attempt + 1);
+    if (retry_at <= at_ms_) {
+      queue_method(step, method, attempt + 1);
+      return;
+    }
+    state->set_state(TASK_BACKOFF);
+    state->set_retry_at_ms(retry_at);
+    TimerKey key = timer_key(RETRY);
+    key.set_step_execution_id(step.step_execution_id());
+    key.set_method(method);
+    put_timer(key, retry_at);
+    return;
+  }
+  const std::string why = step.step_execution_id() + " " + method_name(method) + " failed after " +
+                          std::to_string(attempt) + (attempt == 1 ? " attempt: " : " attempts: ") +
+                          error;
+  HistoryEvent event;
+  event.set_kind(method == WAIT_FOR ? WAIT_FOR_FAILED : EXECUTE_FAILED);
+  event.set_step_execution_id(step.step_execution_id());
+  event.set_attempt(attempt);
+  event.set_error(error);
+  add_event(std::move(event));
+  if (method == WAIT_FOR && options.failure_policy() == PROCEED_TO_EXECUTE) {
+    step.set_wait_for_failed(true);
+    step.set_recovery_error(error);
+    step.set_phase(PHASE_EXECUTE);
+    queue_method(step, EXECUTE, 1);
+    return;
+  }
+  if (method == EXECUTE && options.failure_policy() == PROCEED_TO_STEP) {
+    finish_step(step, PHASE_FAILED);
+    create_step(options.recovery_step_type(), step.input(), nullptr, step.step_execution_id(),
+                error);
+    return;
+  }
+  finish_step(step, PHASE_FAILED);
+  close(FLOW_FAILED, why);
+}
+
+void RunScope::retry_due(StepExecution& step) {
+  auto* state = step.mutable_method();
+  DEX_INVARIANT(state->state() == TASK_BACKOFF, "only a backoff ends in a retry");
+  queue_method(step, state->method(), state->attempt());
+}
+
+void RunScope::append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes) {
+  for (const auto& publish : publishes) {  // bounded by kPublishMessagesMax in all
+    QueueKey key{run_.flow_id(), run_.run_id(), publish.channel(), publish.instance_key()};
+    ChannelQueue queue = txn_.queue(key).value_or(ChannelQueue());
+    for (const auto& message : publish.messages()) {
+      txn_.put_message(key, queue.next_seq(), message);
+      queue.set_next_seq(queue.next_seq() + 1);
+    }
+    txn_.put_queue(key, queue);
+  }
+}
+
+uint64_t RunScope::queued_count(const QueueKey& key) {
+  auto queue = txn_.queue(key);
+  if (!queue) return 0;
+  DEX_INVARIANT(queue->next_seq() >= queue->first_seq(), "a queue's bounds are ordered");
+  return queue->next_seq() - queue->first_seq();
+}
+
+void RunScope::consume(StepExecution& step, uint32_t index, uint64_t count) {
+  const ChannelCondition& c = step.wait().conditions(index).channel();
+  QueueKey key{run_.flow_id(), run_.run_id(), c.channel(), c.instance_key()};
+  auto queue = txn_.queue(key);
+  DEX_INVARIANT(queue.has_value() || count == 0, "messages are taken from an existing queue");
+  if (count == 0) return;
+  auto* state = step.mutable_conditions(static_cast<int>(index));
+  for (uint64_t i = 0; i < count; ++i) {  // bounded by the queue's length
+    const uint64_t seq = queue->first_seq();
+    auto message = txn_.message(key, seq);
+    DEX_INVARIANT(message.has_value(), "a queue holds every message between its bounds");
+    *state->add_messages() = std::move(*message);
+    txn_.delete_message(key, seq);
+    queue->set_first_seq(seq + 1);
+  }
+  txn_.put_queue(key, *queue);
+}
+
+void RunScope::match_waits() {
+  if (run_.status() != FLOW_RUNNING) return;
+  std::vector<std::pair<uint64_t, std::string>> waiting;
+  for (const auto& id : run_.active()) {  // bounded by kActiveStepsMax
+    StepExecution* s = step(id);
+    DEX_INVARIANT(s != nullptr, "an active execution exists");
+    if (s->phase() == PHASE_WAITING) waiting.emplace_back(s->wait_seq(), id);
+  }
+  std::sort(waiting.begin(), waiting.end());
+  for (const auto& [seq, id] : waiting) {  // bounded by kActiveStepsMax
+    StepExecution& s = *step(id);
+    std::vector<ConditionState> states(s.conditions().begin(), s.conditions().end());
+    WaitMatch match = match_wait(s.wait(), states, [&](const ChannelCondition& c) {
+      return queued_count({run_.flow_id(), run_.run_id(), c.channel(), c.instance_key()});
+    });
+    if (!match.met) continue;
+    HistoryEvent event;
+    event.set_kind(WAIT_COMPLETED);
+    event.set_step_execution_id(id);
+    for (uint32_t i : match.satisfied) {  // bounded by kConditionsMax
+      auto* state = s.mutable_conditions(static_cast<int>(i));
+      state->set_satisfied(true);
+      if (s.wait().conditions(i).has_channel()) {
+        consume(s, i, match.take[i]);
+        state->set_fired(true);
+      }
+    }
+    for (int i = 0; i < s.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
+      const auto& state = s.conditions(i);
+      if (s.wait().conditions(i).has_timer() && !state.fired()) {
+        TimerKey key = timer_key(CONDITION);
+        key.set_step_execution_id(id);
+        key.set_condition_index(static_cast<uint32_t>(i));
+        txn_.delete_timer(key, state.timer_at_ms());
+      }
+      auto* result = event.add_conditions();
+      result->set_index(static_cast<uint32_t>(i));
+      result->set_condition_id(s.wait().conditions(i).condition_id());
+      result->set_fired(state.satisfied());
+      result->set_skipped(state.skipped());
+      *result->mutable_messages() = state.messages();
+    }
+    add_event(std::move(event));
+    s.set_phase(PHASE_EXECUTE);
+    queue_method(s, EXECUTE, 1);
+  }
+}
+
+void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped) {
+  auto* state = step.mutable_conditions(static_cast<int>(index));
+  DEX_INVARIANT(!state->fired(), "a Timer fires once");
+  TimerKey key = timer_key(CONDITION);
+  key.set_step_execution_id(step.step_execution_id());
+  key.set_condition_index(index);
+  txn_.delete_timer(key, state->timer_at_ms());
+  state->set_fired(true);
+  state->set_skipped(skipped);
+}
+
+void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result) {
+  clear_method(step, ATTEMPT_COMPLETED);
+  append_publishes(result.publishes());
+  *step.mutable_locals() = result.locals();
+  HistoryEvent event;
+  event.set_kind(WAIT_FOR_COMPLETED);
+  event.set_step_execution_id(step.step_execution_id());
+  event.set_attempt(result.task().attempt());
+  *event.mutable_wait() = result.wait();
+  add_event(std::move(event));
+  if (result.wait().kind() == SKIP) {
+    step.set_phase(PHASE_EXECUTE);
+    queue_method(step, EXECUTE, 1);
+    match_waits();  // the publishes may meet other waits
+    return;
+  }
+  *step.mutable_wait() = result.wait();
+  step.set_wait_seq(run_.next_wait_seq());
+  run_.set_next_wait_seq(run_.next_wait_seq() + 1);
+  step.set_wait_ms(at_ms_);
+  step.set_phase(PHASE_WAITING);
+  step.clear_conditions();
+  for (int i = 0; i < result.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
+    const Condition& c = result.wait().conditions(i);
+    auto* state = step.add_conditions();
+    if (!c.has_timer()) continue;
+    const int64_t at = c.timer().has_duration_ms() ? later_ms(at_ms_, c.timer().duration_ms())
+                                                   : c.timer().at_unix_ms();
+    state->set_timer_at_ms(at);
+    if (at <= at_ms_) {
+      state->set_fired(true);  // due already: no timer to wait for
+      continue;
+    }
+    TimerKey key = timer_key(CONDITION);
+    key.set_step_execution_id(step.step_execution_id());
+    key.set_condition_index(static_cast<uint32_t>(i));
+    put_timer(key, at);
+  }
+  match_waits();
+}
+
+void RunScope::cancel_steps(const StepExecution& self, const StepDecision& decision) {
+  if (decision.cancel_step_types_size() == 0 && !decision.cancel_siblings()) return;
+  const std::vector<std::string> active(run_.active().begin(), run_.active().end());
+  for (const auto& id : active) {  // bounded by kActiveStepsMax
+    StepExecution& other = *step(id);
+    if (id == self.step_execution_id()) continue;
+    const bool by_type =
+        std::find(decision.cancel_step_types().begin(), decision.cancel_step_types().end(),
+                  other.step_type()) != decision.cancel_step_types().end();
+    const bool sibling =
+        decision.cancel_siblings() && other.parent_execution_id() == self.parent_execution_id();
+    if (by_type || sibling) finish_step(other, PHASE_CANCELED);
+  }
+}
+
+bool RunScope::channels_empty(const google::protobuf::RepeatedPtrField<ChannelRef>& channels) {
+  std::vector<std::pair<QueueKey, ChannelQueue>> all;
+  bool listed = false;
+  for (const auto& ref : channels) {  // bounded by kChannelsMax
+    if (!ref.all_instances()) {
+      if (queued_count({run_.flow_id(), run_.run_id(), ref.channel(), ref.instance_key()}) > 0)
+        return false;
+      continue;
+    }
+    if (!listed) {
+      all = txn_.queues(run_.flow_id(), run_.run_id());
+      listed = true;
+    }
+    for (const auto& [key, queue] : all) {  // bounded by the run's queues
+      if (key.channel == ref.channel() && queue.next_seq() > queue.first_seq()) return false;
+    }
+  }
+  return true;
+}
+
+void RunScope::apply_decision(StepExecution& step, const StepDecision& decision) {
+  auto add_output = [&](const Payload& output) {
+    auto* out = run_.add_outputs();
+    out->set_step_type(step.step_type());
+    out->set_step_execution_id(step.step_execution_id());
+    *out->mutable_output() = output;
+  };
+  auto go = [&](const google::protobuf::RepeatedPtrField<StepMovement>& movements) {
+    for (const auto& m : movements) {  // bounded by kMovementsMax
+      create_step(m.step_type(), m.input(), m.has_options() ? &m.options() : nullptr,
+                  step.step_execution_id(), "");
+    }
+  };
+  switch (decision.kind_case()) {
+    case StepDecision::kGoTo:
+      go(decision.go_to().movements());
+      break;
+    case StepDecision::kGracefulComplete:
+      add_output(decision.graceful_complete());
+      run_.set_graceful_complete(true);
+      break;
+    case StepDecision::kForceComplete:
+      add_output(decision.force_complete());
+      close(FLOW_COMPLETED, "");
+      break;
+    case StepDecision::kForceFail:
+      close(FLOW_FAILED, decision.force_fail());
+      break;
+    case StepDecision::kDeadEnd:
+      break;
+    case StepDecision::kForceCompleteIfChannelsEmpty: {
+      const auto& c = decision.force_complete_if_channels_empty();
+      if (channels_empty(c.channels())) {
+        add_output(c.output());
+        close(FLOW_COMPLETED, "");
+      } else {
+        go(c.otherwise());
+      }
+      break;
+    }
+    default:
+      DEX_INVARIANT(false, "a decision without a kind (validated before)");
+  }
+}
+
+void RunScope::complete_execute(StepExecution& step, const MethodResult& result) {
+  clear_method(step, ATTEMPT_COMPLETED);
+  append_publishes(result.publishes());
+  HistoryEvent event;
+  event.set_kind(EXECUTE_COMPLETED);
+  event.set_step_execution_id(step.step_execution_id());
+  event.set_attempt(result.task().attempt());
+  *event.mutable_decision() = result.decision();
+  add_event(std::move(event));
+  finish_step(step, PHASE_DONE);
+  cancel_steps(step, result.decision());
+  apply_decision(step, result.decision());
+  match_waits();
+  maybe_complete();
+}
+
+void RunScope::maybe_complete() {
+  if (run_.status() == FLOW_RUNNING && run_.graceful_complete() && run_.active_size() == 0 &&
+      !run_.start_pending())
+    close(FLOW_COMPLETED, "");
+}
+
+void RunScope::create_start_step() {
+  run_.set_start_pending(false);
+  if (!declaration_.start_step_type().empty())
+    create_step(declaration_.start_step_type(), run_.input(), nullptr, "", "");
+}
+
+void RunScope::close(FlowStatus status, const std::string& reason) {
+  if (run_.status() != FLOW_RUNNING) return;
+  DEX_INVARIANT(status != FLOW_RUNNING && status != FLOW_STATUS_UNSPECIFIED,
+                "a run closes to an end");
+  const std::vector<std::string> active(run_.active().begin(), run_.active().end());
+  for (const auto& id : active) {  // bounded by kActiveStepsMax
+    StepExecution* s = step(id);
+    DEX_INVARIANT(s != nullptr, "an active execution exists");
+    finish_step(*s, PHASE_CANCELED);
+  }
+  if (run_.options().timeout_ms() > 0)
+    txn_.delete_timer(timer_key(FLOW_TIMEOUT),
+                      later_ms(run_.start_ms(), run_.options().timeout_ms()));
+  if (run_.start_pending())
+    txn_.delete_timer(timer_key(START_DELAY),
+                      later_ms(run_.start_ms(), run_.options().start_delay_ms()));
+  run_.set_start_pending(false);
+  run_.set_status(status);
+  run_.set_close_ms(at_ms_);
+  run_.set_close_reason(reason);
+  HistoryEvent event;
+  event.set_kind(FLOW_CLOSED);
+  event.set_status(status);
+  event.set_reason(reason);
+  add_event(std::move(event));
+  effects_.closed.push_back({run_.flow_id(), run_.run_id(), status});
+}
+
+void RunScope::flush() {
+  for (auto& [id, s] : steps_) txn_.put_step(s);  // bounded by the executions touched
+  txn_.put_run(run_);
+  auto entry = txn_.flow_id(run_.flow_id());
+  DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
+  if (entry->run_id() == run_.run_id() && entry->status() != run_.status()) {
+    entry->set_status(run_.status());
+    txn_.put_flow_id(*entry);
+  }
+  if (events_added_) effects_.history.push_back(run_key(run_.flow_id(), run_.run_id()));
+}
+
+}  // namespace dex::flow

@@ -1,0 +1,92 @@
+// The operations on one run that the flow rules compose (docs/flow-rules.md):
+// creating Step executions, queueing and ending method attempts, retries and
+// failure policies, matching waits, closing the run. Internal to src/flow/.
+//
+// A RunScope loads the run, its declaration version and the Step executions it
+// touches, changes them in memory and writes them back in flush(). Callers
+// validate a record completely before they change anything, so a refused
+// record writes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "dex/flow_records.pb.h"
+#include "flow/flow_rules.h"
+#include "flow/flow_txn.h"
+
+namespace dex::flow {
+
+class RunScope {
+ public:
+  // `run` must exist with its declaration version; at_ms is the record's time.
+  RunScope(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration, int64_t at_ms);
+
+  Run& run() { return run_; }
+  const FlowDeclaration& declaration() const { return declaration_; }
+  int64_t at_ms() const { return at_ms_; }
+  // A Step execution of this run, loaded once; nullptr if it does not exist.
+  StepExecution* step(std::string_view step_execution_id);
+
+  // A new Step execution: its first method's attempt 1 is queued.
+  StepExecution& create_step(const std::string& step_type, const Payload& input,
+                             const StepOptions* override_options, const std::string& parent,
+                             const std::string& recovery_error);
+  // The method's running attempt ended with `result`: the result's effects
+  // (publishes, wait, decision) or the failure rules.
+  void complete_wait_for(StepExecution& step, const MethodResult& result);
+  void complete_execute(StepExecution& step, const MethodResult& result);
+  void attempt_failed(StepExecution& step, AttemptOutcome outcome, const std::string& error,
+                      bool non_retryable);
+  // The retry timer of a method in BACKOFF fired: queue the next attempt.
+  void retry_due(StepExecution& step);
+  // Hands a queued attempt to a Worker.
+  void start_attempt(StepExecution& step, const std::string& task_id, const std::string& worker_id);
+  // A running attempt never reached its Worker: queued again, same number.
+  void withdraw_attempt(StepExecution& step);
+  // A Timer condition's time came (skipped: SkipTimer).
+  void fire_condition(StepExecution& step, uint32_t index, bool skipped);
+
+  void append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes);
+  // Matches every waiting execution, the first to wait first.
+  void match_waits();
+  // Creates the start Step (after the start delay, if any).
+  void create_start_step();
+  // Ends the run (no-op when it is closed): every active execution is canceled.
+  void close(FlowStatus status, const std::string& reason);
+  void add_event(HistoryEvent event);
+
+  // Writes everything changed. Call once, last.
+  void flush();
+
+ private:
+  TaskRef task_ref(const StepExecution& step) const;
+  void queue_method(StepExecution& step, Method method, uint32_t attempt);
+  // Ends whatever the current method is doing (running, queued, backoff).
+  void clear_method(StepExecution& step, AttemptOutcome running_outcome);
+  void finish_step(StepExecution& step, Phase phase);
+  void cancel_steps(const StepExecution& self, const StepDecision& decision);
+  void apply_decision(StepExecution& step, const StepDecision& decision);
+  void maybe_complete();
+  void consume(StepExecution& step, uint32_t index, uint64_t count);
+  bool channels_empty(const google::protobuf::RepeatedPtrField<ChannelRef>& channels);
+  void put_timer(const TimerKey& key, int64_t fire_at_ms);
+  TimerKey timer_key(TimerKind kind) const;
+  uint64_t queued_count(const QueueKey& key);
+
+  FlowTxn& txn_;
+  Effects& effects_;
+  Run run_;
+  FlowDeclaration declaration_;
+  const int64_t at_ms_;
+  std::map<std::string, StepExecution, std::less<>> steps_;  // loaded or created
+  bool events_added_ = false;
+};
+
+// The Step execution ID of the n-th execution of a type: "<type>-<n>".
+std::string step_execution_id(std::string_view step_type, uint32_t n);
+std::string run_key(std::string_view flow_id, std::string_view run_id);
+
+}  // namespace dex::flow

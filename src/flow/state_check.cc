@@ -1,0 +1,191 @@
+#include "flow/state_check.h"
+
+#include "flow/flow_rules.h"
+
+#include <map>
+#include <set>
+
+#include <google/protobuf/util/message_differencer.h>
+
+namespace dex::flow {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+bool active(Phase p) { return p == PHASE_WAIT_FOR || p == PHASE_WAITING || p == PHASE_EXECUTE; }
+
+template <typename M>
+M parsed(const std::string& bytes) {
+  M m;
+  m.ParseFromString(bytes);
+  return m;
+}
+
+struct Indexes {
+  std::map<std::string, TaskRef> running;                      // task id -> ref
+  std::map<std::pair<std::string, uint64_t>, TaskRef> queued;  // (type, seq) -> ref
+  std::set<std::string> timers;                                // keys::timer(...)
+};
+
+Indexes load_indexes(KvStore& kv) {
+  Indexes ix;
+  for (auto& [k, v] : kv.scan(keys::kRunningPrefix))
+    ix.running[k.substr(keys::kRunningPrefix.size())] = parsed<TaskRef>(v);
+  for (auto& [k, v] : kv.scan("w/")) {
+    auto sep = k.rfind(keys::kSep);
+    ix.queued[{k.substr(2, sep - 2), std::stoull(k.substr(sep + 1))}] = parsed<TaskRef>(v);
+  }
+  for (auto& [k, v] : kv.scan(keys::kTimerPrefix)) ix.timers.insert(k);
+  return ix;
+}
+
+Status bad(const std::string& what) { return Status::corruption("flow state: " + what); }
+
+TaskRef ref_of(const StepExecution& s) {
+  TaskRef r;
+  r.set_flow_id(s.flow_id());
+  r.set_run_id(s.run_id());
+  r.set_step_execution_id(s.step_execution_id());
+  r.set_method(s.method().method());
+  r.set_attempt(s.method().attempt());
+  return r;
+}
+
+TimerKey key_of(const StepExecution& s, TimerKind kind) {
+  TimerKey k;
+  k.set_flow_id(s.flow_id());
+  k.set_run_id(s.run_id());
+  k.set_kind(kind);
+  k.set_step_execution_id(s.step_execution_id());
+  return k;
+}
+
+// The step's own entries; `used` collects every index key it references.
+Status check_step(const Run& run, const StepExecution& s, Indexes& ix,
+                  std::set<std::string>& used_timers, std::set<std::string>& used_running,
+                  std::set<std::pair<std::string, uint64_t>>& used_queued) {
+  const std::string id = s.flow_id() + "/" + s.step_execution_id();
+  const auto& m = s.method();
+  if (!active(s.phase())) {
+    if (m.state() != TASK_STATE_UNSPECIFIED) return bad(id + " is not active but has a task");
+    return Status::ok();
+  }
+  if (run.status() != FLOW_RUNNING) return bad(id + " is active in a closed run");
+  if (s.phase() == PHASE_WAITING) {
+    if (m.state() != TASK_STATE_UNSPECIFIED) return bad(id + " waits but has a task");
+    if (s.conditions_size() != s.wait().conditions_size())
+      return bad(id + " has not one state per condition");
+    for (int i = 0; i < s.conditions_size(); ++i) {
+      if (!s.wait().conditions(i).has_timer() || s.conditions(i).fired()) continue;
+      TimerKey k = key_of(s, CONDITION);
+      k.set_condition_index(static_cast<uint32_t>(i));
+      const std::string key = keys::timer(k, s.conditions(i).timer_at_ms());
+      if (!ix.timers.contains(key)) return bad(id + " waits on a Timer that is not indexed");
+      used_timers.insert(key);
+    }
+    return Status::ok();
+  }
+  const Method expected = s.phase() == PHASE_WAIT_FOR ? WAIT_FOR : EXECUTE;
+  if (m.method() != expected) return bad(id + " runs the wrong method for its phase");
+  if (m.attempt() < 1) return bad(id + " has attempt 0");
+  switch (m.state()) {
+    case TASK_RUNNING: {
+      auto it = ix.running.find(m.task_id());
+      if (it == ix.running.end() || !MessageDifferencer::Equals(it->second, ref_of(s)))
+        return bad(id + " runs task " + m.task_id() + ", which is not indexed as running");
+      used_running.insert(m.task_id());
+      return Status::ok();
+    }
+    case TASK_QUEUED: {
+      auto it = ix.queued.find({run.flow_type(), m.queue_seq()});
+      if (it == ix.queued.end() || !MessageDifferencer::Equals(it->second, ref_of(s)))
+        return bad(id + " is queued but not in its type's task queue");
+      used_queued.insert(it->first);
+      return Status::ok();
+    }
+    case TASK_BACKOFF: {
+      TimerKey k = key_of(s, RETRY);
+      k.set_method(m.method());
+      const std::string key = keys::timer(k, m.retry_at_ms());
+      if (!ix.timers.contains(key)) return bad(id + " backs off without a retry timer");
+      used_timers.insert(key);
+      return Status::ok();
+    }
+    default:
+      return bad(id + " is active without a task");
+  }
+}
+
+Status check_queues(KvStore& kv, const Run& run) {
+  KvFlowTxn txn(kv);
+  for (const auto& [key, queue] : txn.queues(run.flow_id(), run.run_id())) {
+    if (queue.next_seq() < queue.first_seq()) return bad("a queue's bounds are reversed");
+    auto messages = kv.scan(keys::messages_prefix(key));
+    if (messages.size() != queue.next_seq() - queue.first_seq())
+      return bad("queue " + key.channel + " of " + run.flow_id() + " holds " +
+                 std::to_string(messages.size()) + " messages; its bounds say " +
+                 std::to_string(queue.next_seq() - queue.first_seq()));
+    uint64_t seq = queue.first_seq();
+    for (const auto& [k, v] : messages) {
+      if (k != keys::messages_prefix(key) + keys::digits(seq++))
+        return bad("queue " + key.channel + " has a message outside its bounds");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_state(KvStore& kv) {
+  Indexes ix = load_indexes(kv);
+  std::set<std::string> used_timers, used_running;
+  std::set<std::pair<std::string, uint64_t>> used_queued;
+  for (auto& [rk, rv] : kv.scan(keys::kRunPrefix)) {
+    const Run run = parsed<Run>(rv);
+    std::set<std::string> listed(run.active().begin(), run.active().end());
+    if (listed.size() != static_cast<size_t>(run.active_size()))
+      return bad(run.flow_id() + " lists an active execution twice");
+    std::map<std::string, uint32_t> per_type;
+    std::set<std::string> found_active;
+    for (auto& [sk, sv] : kv.scan(keys::steps_prefix(run.flow_id(), run.run_id()))) {
+      const StepExecution s = parsed<StepExecution>(sv);
+      per_type[s.step_type()]++;
+      if (active(s.phase())) found_active.insert(s.step_execution_id());
+      if (auto st = check_step(run, s, ix, used_timers, used_running, used_queued); !st.is_ok())
+        return st;
+    }
+    if (found_active != listed) return bad(run.flow_id() + ": the active list is wrong");
+    for (const auto& c : run.counters()) {
+      if (per_type[c.step_type()] != c.count())
+        return bad(run.flow_id() + ": " + c.step_type() + " has " +
+                   std::to_string(per_type[c.step_type()]) + " executions; its counter says " +
+                   std::to_string(c.count()));
+    }
+    TimerKey k;
+    k.set_flow_id(run.flow_id());
+    k.set_run_id(run.run_id());
+    if (run.status() == FLOW_RUNNING && run.options().timeout_ms() > 0) {
+      k.set_kind(FLOW_TIMEOUT);
+      const std::string key = keys::timer(k, later_ms(run.start_ms(), run.options().timeout_ms()));
+      if (!ix.timers.contains(key)) return bad(run.flow_id() + " has no flow timeout timer");
+      used_timers.insert(key);
+    }
+    if (run.start_pending()) {
+      if (run.status() != FLOW_RUNNING) return bad("a closed run has a pending start");
+      k.set_kind(START_DELAY);
+      const std::string key =
+          keys::timer(k, later_ms(run.start_ms(), run.options().start_delay_ms()));
+      if (!ix.timers.contains(key)) return bad(run.flow_id() + " has no start-delay timer");
+      used_timers.insert(key);
+    }
+    if (auto st = check_queues(kv, run); !st.is_ok()) return st;
+  }
+  if (used_timers.size() != ix.timers.size()) return bad("a timer is indexed that nothing uses");
+  if (used_running.size() != ix.running.size())
+    return bad("an attempt is indexed as running that no execution runs");
+  if (used_queued.size() != ix.queued.size())
+    return bad("a task is queued that no execution waits for");
+  return Status::ok();
+}
+
+}  // namespace dex::flow
