@@ -36,6 +36,16 @@ std::string digits(uint64_t n) {
 std::string timer(const TimerKey& key, int64_t fire_at_ms) {
   return std::string(kTimerPrefix) + sortable(fire_at_ms) + kSep + key.SerializeAsString();
 }
+bool parse_timer(std::string_view index_key, TimerKey* key, int64_t* fire_at_ms) {
+  if (!index_key.starts_with(kTimerPrefix)) return false;
+  const auto sep = index_key.find(kSep, kTimerPrefix.size());
+  if (sep != kTimerPrefix.size() + 20) return false;
+  const std::string digits20(index_key.substr(kTimerPrefix.size(), 20));
+  *fire_at_ms = static_cast<int64_t>(std::stoull(digits20) ^ (1ULL << 63));
+  return key->ParseFromArray(index_key.data() + sep + 1,
+                             static_cast<int>(index_key.size() - sep - 1));
+}
+
 std::string task_queue_prefix(std::string_view flow_type) {
   return "w/" + std::string(flow_type) + kSep;
 }

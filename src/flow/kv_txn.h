@@ -77,6 +77,8 @@ namespace keys {
 inline constexpr char kSep = '\x1f';  // names never hold control characters
 std::string timer(const TimerKey& key, int64_t fire_at_ms);
 inline constexpr std::string_view kTimerPrefix = "t/";
+// The key and fire time of a timer index entry; false for another key.
+bool parse_timer(std::string_view index_key, TimerKey* key, int64_t* fire_at_ms);
 std::string task_queue_prefix(std::string_view flow_type);
 inline constexpr std::string_view kRunningPrefix = "a/";
 std::string steps_prefix(std::string_view flow_id, std::string_view run_id);

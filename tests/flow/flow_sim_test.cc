@@ -390,11 +390,10 @@ struct Sim {
   void fire_timer() {
     auto timers = kv.scan(keys::kTimerPrefix);
     if (timers.empty()) return;
-    const auto& key = timers.front().first;  // the earliest: time moves to it
-    const auto sep = key.find(keys::kSep);
-    const int64_t at = static_cast<int64_t>(std::stoull(key.substr(2, sep - 2)) ^ (1ULL << 63));
-    FlowRecord r;
-    r.mutable_timer_fired()->mutable_key()->ParseFromString(key.substr(sep + 1));
+    FlowRecord r;  // the earliest timer: time moves to it
+    int64_t at = 0;
+    if (!keys::parse_timer(timers.front().first, r.mutable_timer_fired()->mutable_key(), &at))
+      fail("a timer index key does not parse");
     r.mutable_timer_fired()->set_fire_at_ms(at);
     now = std::max(now, at);
     r.mutable_timer_fired()->set_at_unix_ms(now);

@@ -204,11 +204,10 @@ struct Harness {
     auto timers = kv.scan(keys::kTimerPrefix);
     EXPECT_FALSE(timers.empty());
     if (timers.empty()) return {};
-    const auto& key = timers.front().first;
-    const auto sep = key.find(keys::kSep);
-    const int64_t at = static_cast<int64_t>(std::stoull(key.substr(2, sep - 2)) ^ (1ULL << 63));
     FlowRecord r;
-    r.mutable_timer_fired()->mutable_key()->ParseFromString(key.substr(sep + 1));
+    int64_t at = 0;
+    EXPECT_TRUE(
+        keys::parse_timer(timers.front().first, r.mutable_timer_fired()->mutable_key(), &at));
     r.mutable_timer_fired()->set_fire_at_ms(at);
     now = std::max(now, at);
     r.mutable_timer_fired()->set_at_unix_ms(now);
@@ -218,9 +217,10 @@ struct Harness {
   std::optional<int64_t> next_timer_at() {
     auto timers = kv.scan(keys::kTimerPrefix);
     if (timers.empty()) return std::nullopt;
-    const auto& key = timers.front().first;
-    return static_cast<int64_t>(std::stoull(key.substr(2, key.find(keys::kSep) - 2)) ^
-                                (1ULL << 63));
+    TimerKey key;
+    int64_t at = 0;
+    EXPECT_TRUE(keys::parse_timer(timers.front().first, &key, &at));
+    return at;
   }
 
   std::vector<HistoryEvent> history(const std::string& flow_id, const std::string& run_id = "r1") {
