@@ -14,8 +14,10 @@
 //    one wait, each queue's messages taken in FIFO order;
 //  - no Step execution has two applied decisions; a closed run never changes.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
+// FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -506,6 +508,8 @@ struct Sim {
 
 TEST(FlowSim, RulesHoldUnderSeededSchedules) {
   int first = 1, last = kSeeds;
+  // FLOW_SIM_SEEDS=n runs seeds 1..n (the sanitizer build runs fewer: it is ~10x slower).
+  if (const char* s = std::getenv("FLOW_SIM_SEEDS")) last = std::max(1, std::atoi(s));
   if (const char* s = std::getenv("FLOW_SIM_SEED")) first = last = std::atoi(s);
   std::map<std::string, int> totals;
   size_t records = 0;
@@ -523,7 +527,7 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
   for (const auto& [k, v] : totals) summary += fmt::format(" {} {},", k, v);
   std::printf("%s\n", summary.c_str());
   // The schedules reach every outcome the rules have.
-  if (first != last) {
+  if (last - first + 1 >= 100) {
     for (const char* kind : {"applied", "stale", "rejected", "unchanged", "closed FLOW_COMPLETED",
                              "closed FLOW_FAILED", "closed FLOW_CANCELED", "closed FLOW_TIMED_OUT",
                              "closed FLOW_TERMINATED", "crashes", "attempts ended by recovery"})
