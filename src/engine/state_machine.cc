@@ -11,6 +11,7 @@
 #include <set>
 
 #include "engine/flow_type.h"
+#include "engine/rocks_kv.h"
 
 namespace dex {
 namespace {
@@ -210,8 +211,10 @@ class Txn {
 
   uint64_t next_ready_seq() { return ++seq_; }
 
-  Status commit(Slot slot) {
+  // `flows`: the flow records' writes, in the same atomic batch.
+  Status commit(Slot slot, const RocksKv& flows) {
     rocksdb::WriteBatch batch;
+    flows.write_into(batch);
     for (const auto& [name, type] : types_) {
       batch.Put(cat(kFlowTypePrefix, name), type.SerializeAsString());
     }
@@ -687,9 +690,17 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
   }
   Txn txn(*db_, outcome.effects);
   if (auto s = txn.load_seq(); !s.is_ok()) return s;
+  auto flows = RocksKv::overlay(*db_);
+  flow::KvFlowTxn flow_txn(*flows);
   for (const auto& record : batch.records()) {
     if (record.has_epoch_start()) {
       if (auto s = apply_epoch_start(txn, record.epoch_start()); !s.is_ok()) return s;
+      // docs/flow-rules.md, "Failures, retries and recovery".
+      flow::recover_attempts(flow_txn, record.epoch_start().at_unix_ms(), outcome.flow_effects);
+    } else if (record.has_flow()) {
+      outcome.flow_results.push_back(
+          {record.flow().proposal_id(),
+           flow::apply_record(flow_txn, record.flow(), outcome.flow_effects)});
     } else if (record.has_engine()) {
       auto result = apply_engine(txn, record.engine());
       if (!result.is_ok()) return result.status();
@@ -697,7 +708,9 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
           {record.engine().proposal_id(), result->first, std::move(result->second)});
     }
   }
-  if (auto s = txn.commit(slot); !s.is_ok()) return s;
+  // A failed read may have misled the rules: nothing of this batch is written.
+  if (!flows->status().is_ok()) return flows->status();
+  if (auto s = txn.commit(slot, *flows); !s.is_ok()) return s;
   for (const std::string& key : txn.inserted()) {
     // A ready key is its queue's prefix plus 20 digits; timers share one prefix.
     hints_.inserted(
@@ -901,6 +914,8 @@ StatusOr<std::vector<StateMachine::Running>> StateMachine::running_attempts() co
   if (!it->status().ok()) return db_status(it->status(), "listing running attempts");
   return out;
 }
+
+std::unique_ptr<RocksKv> StateMachine::flow_view() const { return RocksKv::snapshot(*db_); }
 
 StatusOr<std::map<std::string, std::string>> StateMachine::dump() const {
   std::map<std::string, std::string> out;

@@ -29,12 +29,15 @@
 #include "dex/api.pb.h"
 #include "dex/engine.pb.h"
 #include "dex/records.pb.h"
+#include "flow/flow_rules.h"
 
 namespace rocksdb {
 class DB;
 }
 
 namespace dex {
+
+class RocksKv;
 
 // What applying one engine record did (docs/engine.md, "Apply rules").
 enum class ApplyKind {
@@ -68,10 +71,18 @@ struct ApplyEffects {
   std::vector<std::string> flows_ended;
 };
 
+// What applying one flow record did (docs/flow-rules.md).
+struct FlowRecordResult {
+  uint64_t proposal_id = 0;  // FlowRecord.proposal_id
+  flow::ApplyResult result;
+};
+
 struct ApplyOutcome {
   bool skipped = false;               // the slot was at or below the last applied one
   std::vector<RecordResult> results;  // one per engine record, in batch order
   ApplyEffects effects;
+  std::vector<FlowRecordResult> flow_results;  // one per flow record, in batch order
+  flow::Effects flow_effects;                  // of the flow records and the EpochStart's recovery
 };
 
 class StateMachine {
@@ -122,6 +133,10 @@ class StateMachine {
   };
   // Every attempt that is still running (recovery ended them all at the EpochStart).
   StatusOr<std::vector<Running>> running_attempts() const;
+
+  // A read-only view of the flow rules' state (flow/kv_txn.h) as it is now:
+  // one consistent snapshot. Check its status() after reading.
+  std::unique_ptr<RocksKv> flow_view() const;
 
   // Every key and value of the store: tests compare states with it.
   StatusOr<std::map<std::string, std::string>> dump() const;

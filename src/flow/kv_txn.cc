@@ -47,28 +47,28 @@ bool parse_timer(std::string_view index_key, TimerKey* key, int64_t* fire_at_ms)
 }
 
 std::string task_queue_prefix(std::string_view flow_type) {
-  return "w/" + std::string(flow_type) + kSep;
+  return std::string(kTaskQueuePrefix) + std::string(flow_type) + kSep;
 }
 std::string steps_prefix(std::string_view flow_id, std::string_view run_id) {
-  return "s/" + join({flow_id, run_id}) + kSep;
+  return std::string(kStepPrefix) + join({flow_id, run_id}) + kSep;
 }
 std::string events_prefix(std::string_view flow_id, std::string_view run_id) {
-  return "h/" + join({flow_id, run_id}) + kSep;
+  return std::string(kEventPrefix) + join({flow_id, run_id}) + kSep;
 }
 std::string messages_prefix(const QueueKey& k) {
-  return "m/" + join({k.flow_id, k.run_id, k.channel, k.instance_key}) + kSep;
+  return std::string(kMessagePrefix) + join({k.flow_id, k.run_id, k.channel, k.instance_key}) + kSep;
 }
 
 std::string declaration(std::string_view type, uint32_t version) {
-  return "d/" + std::string(type) + kSep + digits(version);
+  return "~d/" + std::string(type) + kSep + digits(version);
 }
-std::string latest_declaration(std::string_view type) { return "dl/" + std::string(type); }
-std::string flow_id(std::string_view id) { return "i/" + std::string(id); }
+std::string latest_declaration(std::string_view type) { return "~dl/" + std::string(type); }
+std::string flow_id(std::string_view id) { return "~i/" + std::string(id); }
 std::string run(std::string_view flow_id, std::string_view run_id) {
   return std::string(kRunPrefix) + join({flow_id, run_id});
 }
 std::string queue_prefix(std::string_view flow_id, std::string_view run_id) {
-  return "q/" + join({flow_id, run_id}) + kSep;
+  return "~q/" + join({flow_id, run_id}) + kSep;
 }
 std::string queue(const QueueKey& k) {
   return queue_prefix(k.flow_id, k.run_id) + join({k.channel, k.instance_key});
@@ -77,7 +77,7 @@ std::string message(const QueueKey& k, uint64_t seq) { return messages_prefix(k)
 std::string event(std::string_view flow_id, std::string_view run_id, uint64_t seq) {
   return events_prefix(flow_id, run_id) + digits(seq);
 }
-constexpr std::string_view kTaskSeq = "meta/task_seq";
+constexpr std::string_view kTaskSeq = "~meta/task_seq";
 
 }  // namespace keys
 

@@ -76,15 +76,21 @@ class KvFlowTxn final : public FlowTxn {
 namespace keys {
 inline constexpr char kSep = '\x1f';  // names never hold control characters
 std::string timer(const TimerKey& key, int64_t fire_at_ms);
-inline constexpr std::string_view kTimerPrefix = "t/";
+inline constexpr std::string_view kTimerPrefix = "~t/";
 // The key and fire time of a timer index entry; false for another key.
 bool parse_timer(std::string_view index_key, TimerKey* key, int64_t* fire_at_ms);
 std::string task_queue_prefix(std::string_view flow_type);
-inline constexpr std::string_view kRunningPrefix = "a/";
+inline constexpr std::string_view kRunningPrefix = "~a/";
 std::string steps_prefix(std::string_view flow_id, std::string_view run_id);
 std::string events_prefix(std::string_view flow_id, std::string_view run_id);
 std::string messages_prefix(const QueueKey& key);
-inline constexpr std::string_view kRunPrefix = "r/";
+inline constexpr std::string_view kRunPrefix = "~r/";
+// Every key of the flow state starts with "~", apart from the DAG engine's keys
+// in the same local store.
+inline constexpr std::string_view kStepPrefix = "~s/";
+inline constexpr std::string_view kMessagePrefix = "~m/";
+inline constexpr std::string_view kEventPrefix = "~h/";
+inline constexpr std::string_view kTaskQueuePrefix = "~w/";
 // A time as 20 digits that sort like the signed value.
 std::string sortable(int64_t value);
 std::string digits(uint64_t n);

@@ -31,9 +31,9 @@ Indexes load_indexes(KvStore& kv) {
   Indexes ix;
   for (auto& [k, v] : kv.scan(keys::kRunningPrefix))
     ix.running[k.substr(keys::kRunningPrefix.size())] = parsed<TaskRef>(v);
-  for (auto& [k, v] : kv.scan("w/")) {
+  for (auto& [k, v] : kv.scan(keys::kTaskQueuePrefix)) {
     auto sep = k.rfind(keys::kSep);
-    ix.queued[{k.substr(2, sep - 2), std::stoull(k.substr(sep + 1))}] = parsed<TaskRef>(v);
+    ix.queued[{k.substr(keys::kTaskQueuePrefix.size(), sep - keys::kTaskQueuePrefix.size()), std::stoull(k.substr(sep + 1))}] = parsed<TaskRef>(v);
   }
   for (auto& [k, v] : kv.scan(keys::kTimerPrefix)) ix.timers.insert(k);
   return ix;

@@ -118,7 +118,7 @@ TEST_F(FlowRules, AWaitTakesMessagesPublishedBeforeItInFifoOrder) {
   ASSERT_EQ(w1.conditions(0).messages_size(), 2);
   EXPECT_EQ(w1.conditions(0).messages(0).data(), "m2");
   EXPECT_EQ(w1.conditions(0).messages(1).data(), "m3");
-  EXPECT_TRUE(h.kv.scan("m/").empty()) << "every message was taken once";
+  EXPECT_TRUE(h.kv.scan(keys::kMessagePrefix).empty()) << "every message was taken once";
 }
 
 TEST_F(FlowRules, TheFirstToWaitIsMatchedFirst) {
@@ -145,7 +145,7 @@ TEST_F(FlowRules, ATimerThatWinsAnAnyOfLeavesTheChannelsMessagesQueued) {
   EXPECT_FALSE(w.conditions(0).satisfied());
   EXPECT_TRUE(w.conditions(1).satisfied());
   h.publish("f", "approval", {"late"});
-  EXPECT_EQ(h.kv.scan("m/").size(), 1u) << "no wait takes it: the message stays queued";
+  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u) << "no wait takes it: the message stays queued";
 }
 
 TEST_F(FlowRules, AllOfWaitsForEveryConditionAndAnyCombinationForOneGroup) {
@@ -154,7 +154,7 @@ TEST_F(FlowRules, AllOfWaitsForEveryConditionAndAnyCombinationForOneGroup) {
   h.wait_for("f", "Wait-1", wait_of(ALL_OF, {channel("approval", FOR_ONE), timer_after(1'000)}));
   h.publish("f", "approval", {"a"});
   EXPECT_EQ(h.step("f", "Wait-1").phase(), PHASE_WAITING) << "the Timer has not fired";
-  EXPECT_EQ(h.kv.scan("m/").size(), 1u) << "nothing is taken before the whole wait is met";
+  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u) << "nothing is taken before the whole wait is met";
   h.fire_next_timer();
   EXPECT_EQ(h.step("f", "Wait-1").phase(), PHASE_EXECUTE);
 

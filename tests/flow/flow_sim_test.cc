@@ -130,7 +130,7 @@ struct Sim {
     if (auto s = check_state(kv); !s.is_ok()) fail(s.message());
     std::multiset<std::string> seen;
     std::map<std::string, int> decisions;
-    for (auto& [k, v] : kv.scan("s/")) {
+    for (auto& [k, v] : kv.scan(keys::kStepPrefix)) {
       StepExecution s;
       s.ParseFromString(v);
       for (int i = 0; i < s.conditions_size(); ++i) {
@@ -143,14 +143,14 @@ struct Sim {
         }
       }
     }
-    for (auto& [k, v] : kv.scan("m/")) {
+    for (auto& [k, v] : kv.scan(keys::kMessagePrefix)) {
       Payload p;
       p.ParseFromString(v);
       seen.insert(p.data());
     }
     if (seen != published)
       fail(fmt::format("{} messages published, {} queued or taken", published.size(), seen.size()));
-    for (auto& [k, v] : kv.scan("h/")) {
+    for (auto& [k, v] : kv.scan(keys::kEventPrefix)) {
       HistoryEvent e;
       e.ParseFromString(v);
       if (e.kind() == EXECUTE_COMPLETED &&
@@ -172,7 +172,7 @@ struct Sim {
   }
   std::vector<TaskRef> queued() {
     std::vector<TaskRef> out;
-    for (auto& [k, v] : kv.scan("w/")) {
+    for (auto& [k, v] : kv.scan(keys::kTaskQueuePrefix)) {
       TaskRef r;
       r.ParseFromString(v);
       out.push_back(r);
@@ -415,7 +415,7 @@ struct Sim {
 
   void skip_timer() {
     std::vector<StepExecution> waiting;
-    for (auto& [k, v] : kv.scan("s/")) {
+    for (auto& [k, v] : kv.scan(keys::kStepPrefix)) {
       StepExecution s;
       s.ParseFromString(v);
       if (s.phase() == PHASE_WAITING) waiting.push_back(s);

@@ -1,0 +1,82 @@
+#include "engine/rocks_kv.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include "common/invariant.h"
+
+namespace dex {
+
+std::unique_ptr<RocksKv> RocksKv::overlay(rocksdb::DB& db) {
+  return std::unique_ptr<RocksKv>(new RocksKv(db, nullptr));
+}
+
+std::unique_ptr<RocksKv> RocksKv::snapshot(rocksdb::DB& db) {
+  return std::unique_ptr<RocksKv>(new RocksKv(db, db.GetSnapshot()));
+}
+
+RocksKv::RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot)
+    : db_(db), snapshot_(snapshot) {}
+
+RocksKv::~RocksKv() {
+  if (snapshot_ != nullptr) db_.ReleaseSnapshot(snapshot_);
+}
+
+std::optional<std::string> RocksKv::get(std::string_view key) {
+  if (auto it = writes_.find(key); it != writes_.end()) return it->second;
+  if (!status_.is_ok()) return std::nullopt;
+  rocksdb::ReadOptions options;
+  options.snapshot = snapshot_;
+  std::string value;
+  auto s = db_.Get(options, rocksdb::Slice(key.data(), key.size()), &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) {
+    status_ = Status::permanent("local store: reading flow state: " + s.ToString());
+    return std::nullopt;
+  }
+  return value;
+}
+
+void RocksKv::put(std::string_view key, std::string_view value) {
+  DEX_INVARIANT(snapshot_ == nullptr, "a read-only view is not written");
+  writes_.insert_or_assign(std::string(key), std::string(value));
+}
+
+void RocksKv::del(std::string_view key) {
+  DEX_INVARIANT(snapshot_ == nullptr, "a read-only view is not written");
+  writes_.insert_or_assign(std::string(key), std::nullopt);
+}
+
+std::vector<std::pair<std::string, std::string>> RocksKv::scan(std::string_view prefix) {
+  std::map<std::string, std::string, std::less<>> merged;
+  if (status_.is_ok()) {
+    rocksdb::ReadOptions options;
+    options.snapshot = snapshot_;
+    std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(options));
+    const rocksdb::Slice from(prefix.data(), prefix.size());
+    // Bounded by the keys under the prefix.
+    for (it->Seek(from); it->Valid() && it->key().starts_with(from); it->Next())
+      merged.emplace(it->key().ToString(), it->value().ToString());
+    if (!it->status().ok())
+      status_ = Status::permanent("local store: scanning flow state: " + it->status().ToString());
+  }
+  for (auto it = writes_.lower_bound(prefix); it != writes_.end() && it->first.starts_with(prefix);
+       ++it) {
+    if (it->second)
+      merged.insert_or_assign(it->first, *it->second);
+    else
+      merged.erase(it->first);
+  }
+  return {merged.begin(), merged.end()};
+}
+
+void RocksKv::write_into(rocksdb::WriteBatch& batch) const {
+  for (const auto& [key, value] : writes_) {
+    if (value)
+      batch.Put(key, *value);
+    else
+      batch.Delete(key);
+  }
+}
+
+}  // namespace dex

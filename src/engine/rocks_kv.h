@@ -1,0 +1,58 @@
+// The flow rules' key-value store (flow/kv_txn.h) over the local RocksDB
+// store (docs/flow-rules.md, "Keys"). Two uses:
+//  - in StateMachine::apply: reads see the batch's own earlier writes (an
+//    overlay), and the writes join the batch's one atomic WriteBatch;
+//  - for queries: a read-only view of one consistent RocksDB snapshot.
+// A failed RocksDB read cannot be answered through KvStore: the first error is
+// kept in status(), reads return nothing from then on, and the caller discards
+// the transaction (nothing of it is written).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "flow/kv_txn.h"
+
+namespace rocksdb {
+class DB;
+class Snapshot;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace dex {
+
+class RocksKv final : public flow::KvStore {
+ public:
+  // A writable overlay over the current state of `db`.
+  static std::unique_ptr<RocksKv> overlay(rocksdb::DB& db);
+  // A read-only view of `db` as it is now; puts and deletes are refused.
+  static std::unique_ptr<RocksKv> snapshot(rocksdb::DB& db);
+  ~RocksKv() override;
+  RocksKv(const RocksKv&) = delete;
+  RocksKv& operator=(const RocksKv&) = delete;
+
+  std::optional<std::string> get(std::string_view key) override;
+  void put(std::string_view key, std::string_view value) override;
+  void del(std::string_view key) override;
+  std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) override;
+
+  // Ok, or the first RocksDB error a read met.
+  const Status& status() const { return status_; }
+  // Adds every write of the overlay to `batch`.
+  void write_into(rocksdb::WriteBatch& batch) const;
+  bool empty() const { return writes_.empty(); }
+
+ private:
+  RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot);
+  rocksdb::DB& db_;
+  const rocksdb::Snapshot* snapshot_;  // null: the overlay reads the current state
+  std::map<std::string, std::optional<std::string>, std::less<>> writes_;  // nullopt: deleted
+  Status status_;
+};
+
+}  // namespace dex
