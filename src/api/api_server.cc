@@ -17,6 +17,7 @@
 
 #include "common/digest.h"
 #include "dex/api.grpc.pb.h"
+#include "dex/flow_api.grpc.pb.h"
 
 namespace dex {
 
@@ -30,6 +31,8 @@ int grpc_code_for(const Status& status) {
       return grpc::StatusCode::NOT_FOUND;
     case Code::kPreconditionFailed:
       return grpc::StatusCode::FAILED_PRECONDITION;
+    case Code::kAlreadyExists:
+      return grpc::StatusCode::ALREADY_EXISTS;
     case Code::kTransient:
     case Code::kStopped:
     case Code::kFenced:
@@ -206,6 +209,7 @@ class ApiServer::Impl {
   Status build_locked(const std::string& address, bool standby) {
     services_.clear();
     services_.push_back(make_flow_service(*this));
+    services_.push_back(make_flows_service(*this));
     services_.push_back(make_worker_service(*this));
     if (options_.admin_enabled) services_.push_back(make_admin_service(*this));
     grpc::EnableDefaultHealthCheckService(true);
@@ -273,6 +277,7 @@ class ApiServer::Impl {
   }
 
   static std::unique_ptr<grpc::Service> make_flow_service(Impl& impl);
+  static std::unique_ptr<grpc::Service> make_flows_service(Impl& impl);
   static std::unique_ptr<grpc::Service> make_worker_service(Impl& impl);
   static std::unique_ptr<grpc::Service> make_admin_service(Impl& impl);
 
@@ -366,6 +371,85 @@ class FlowServiceImpl final : public FlowService::Service {
   ApiServer::Impl& api_;
 };
 
+// dex.flow.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
+// every call answers UNAVAILABLE naming the active holder, as the others do.
+class FlowsServiceImpl final : public flow::FlowService::Service {
+ public:
+  explicit FlowsServiceImpl(ApiServer::Impl& api) : api_(api) {}
+
+  grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest* request,
+                         flow::StartFlowResponse* response) override {
+    return call([&](Engine& e) { return assign(e.flow_start(*request), response); });
+  }
+  grpc::Status StopFlow(grpc::ServerContext*, const flow::StopFlowRequest* request,
+                        flow::StopFlowResponse*) override {
+    return call([&](Engine& e) { return e.flow_stop(*request); });
+  }
+  grpc::Status PublishToChannel(grpc::ServerContext*, const flow::PublishToChannelRequest* request,
+                                flow::PublishToChannelResponse*) override {
+    return call([&](Engine& e) { return e.flow_publish(*request); });
+  }
+  grpc::Status SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest* request,
+                         flow::SkipTimerResponse*) override {
+    return call([&](Engine& e) { return e.flow_skip_timer(*request); });
+  }
+  grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef* request,
+                            flow::FlowDescription* response) override {
+    return call([&](Engine& e) { return assign(e.flow_describe(*request), response); });
+  }
+  grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef* request,
+                            flow::GetFlowStateResponse* response) override {
+    return call([&](Engine& e) { return assign(e.flow_state(*request), response); });
+  }
+  grpc::Status GetHistoryEvents(grpc::ServerContext*, const flow::GetHistoryEventsRequest* request,
+                                flow::GetHistoryEventsResponse* response) override {
+    return call([&](Engine& e) { return assign(e.flow_history(*request), response); });
+  }
+  grpc::Status WaitForFlow(grpc::ServerContext* context, const flow::WaitForFlowRequest* request,
+                           flow::WaitForFlowResponse* response) override {
+    if (request->timeout_ms() < 0) return negative_timeout();
+    return call([&](Engine& e) {
+      return assign(e.flow_wait(*request, [context] { return context->IsCancelled(); }), response);
+    });
+  }
+  grpc::Status WaitForHistoryEvent(grpc::ServerContext* context,
+                                   const flow::WaitForHistoryEventRequest* request,
+                                   flow::GetHistoryEventsResponse* response) override {
+    if (request->timeout_ms() < 0) return negative_timeout();
+    return call([&](Engine& e) {
+      return assign(e.flow_wait_history(*request, [context] { return context->IsCancelled(); }),
+                    response);
+    });
+  }
+  grpc::Status WaitForStepCompletion(grpc::ServerContext* context,
+                                     const flow::WaitForStepCompletionRequest* request,
+                                     flow::WaitForStepCompletionResponse* response) override {
+    if (request->timeout_ms() < 0) return negative_timeout();
+    return call([&](Engine& e) {
+      return assign(e.flow_wait_step(*request, [context] { return context->IsCancelled(); }),
+                    response);
+    });
+  }
+
+ private:
+  static grpc::Status negative_timeout() {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeoutMs must not be negative");
+  }
+  template <typename T, typename R>
+  static Status assign(StatusOr<T> result, R* response) {
+    if (!result.is_ok()) return result.status();
+    *response = std::move(result).value();
+    return Status::ok();
+  }
+  template <typename F>
+  grpc::Status call(F&& f) {
+    auto engine = api_.engine();
+    if (!engine.is_ok()) return to_grpc(engine.status());
+    return to_grpc(f(*engine.value()));
+  }
+  ApiServer::Impl& api_;
+};
+
 // One Worker stream: the engine writes tasks and pings through it; results are
 // acknowledged in order by an acker thread once the engine says they are durable.
 class StreamSink final : public WorkerSink {
@@ -376,6 +460,11 @@ class StreamSink final : public WorkerSink {
   bool send_task(const StepTask& task) override {
     ServerMessage message;
     *message.mutable_task() = task;
+    return write(message);
+  }
+  bool send_flow_task(const flow::FlowTask& task) override {
+    ServerMessage message;
+    *message.mutable_flow_task() = task;
     return write(message);
   }
   bool send_ping() override {
@@ -491,6 +580,8 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
           sink->write(reply);
         } else if (message.has_result()) {
           acker.push(engine.value()->complete_task(handle.value(), message.result()));
+        } else if (message.has_flow_result()) {
+          acker.push(engine.value()->complete_flow_task(handle.value(), message.flow_result()));
         } else if (message.has_hello()) {
           break;  // a second hello is a protocol error: end the stream below
         }
@@ -549,6 +640,9 @@ class AdminServiceImpl final : public AdminService::Service {
 
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_flow_service(Impl& impl) {
   return std::make_unique<FlowServiceImpl>(impl);
+}
+std::unique_ptr<grpc::Service> ApiServer::Impl::make_flows_service(Impl& impl) {
+  return std::make_unique<FlowsServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_worker_service(Impl& impl) {
   return std::make_unique<WorkerTaskServiceImpl>(impl);

@@ -18,6 +18,8 @@ std::string_view code_name(Code code) {
       return "Corruption";
     case Code::kFenced:
       return "Fenced";
+    case Code::kAlreadyExists:
+      return "AlreadyExists";
     case Code::kInvalidArgument:
       return "InvalidArgument";
     case Code::kStopped:

@@ -20,6 +20,7 @@ enum class Code {
   kFenced,           // another process holds the lease or wrote the slot
   kInvalidArgument,  // bad input from a user: config, flag, request
   kStopped,          // the component was stopped or lost its lease
+  kAlreadyExists,    // a request to create what exists (a Flow ID its reuse policy refuses)
 };
 
 std::string_view code_name(Code code);
@@ -40,6 +41,9 @@ class [[nodiscard]] Status {
     return Status(Code::kInvalidArgument, std::move(msg));
   }
   static Status stopped(std::string msg) { return Status(Code::kStopped, std::move(msg)); }
+  static Status already_exists(std::string msg) {
+    return Status(Code::kAlreadyExists, std::move(msg));
+  }
 
   bool is_ok() const { return code_ == Code::kOk; }
   bool is_precondition_failed() const { return code_ == Code::kPreconditionFailed; }
@@ -82,6 +86,8 @@ class [[nodiscard]] StatusOr {
     assert(value_.has_value());
     return std::move(*value_);
   }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 

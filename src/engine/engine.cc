@@ -16,8 +16,10 @@
 
 #include "common/random.h"
 #include "config/config.h"
+#include "engine/flow_engine.h"
 #include "engine/flow_type.h"
 #include "engine/local_store.h"
+#include "engine/shared_store.h"
 #include "engine/state_machine.h"
 #include "log/log_gc.h"
 #include "log/log_reader.h"
@@ -96,7 +98,8 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(EngineOptions options, ObjectStore& store, LogWriter& log, Clock& clock,
              std::unique_ptr<StateMachine> sm)
-      : options_(std::move(options)), store_(store), log_(log), clock_(clock), sm_(std::move(sm)) {
+      : options_(std::move(options)), store_(store), log_(log), clock_(clock) {
+    local_.sm = std::move(sm);
     if (!options_.now_unix_ms) options_.now_unix_ms = system_now_unix_ms;
   }
   ~EngineImpl() override { stop(); }
@@ -126,6 +129,56 @@ class EngineImpl final : public Engine {
   void disconnect_worker(WorkerHandle worker) override;
   HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) override;
   std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) override;
+
+  // dex.flow.FlowService and Flow results: the flow engine's (flow_engine.h).
+  StatusOr<flow::StartFlowResponse> flow_start(const flow::StartFlowRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->start_flow(r);
+  }
+  Status flow_stop(const flow::StopFlowRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->stop_flow(r);
+  }
+  Status flow_publish(const flow::PublishToChannelRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->publish(r);
+  }
+  Status flow_skip_timer(const flow::SkipTimerRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->skip_timer(r);
+  }
+  StatusOr<flow::FlowDescription> flow_describe(const flow::FlowRef& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->describe(r);
+  }
+  StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->state(r);
+  }
+  StatusOr<flow::GetHistoryEventsResponse> flow_history(
+      const flow::GetHistoryEventsRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->history(r);
+  }
+  StatusOr<flow::WaitForFlowResponse> flow_wait(const flow::WaitForFlowRequest& r,
+                                                const std::function<bool()>& cancelled) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->wait_for_flow(r.flow(), long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+  }
+  StatusOr<flow::GetHistoryEventsResponse> flow_wait_history(
+      const flow::WaitForHistoryEventRequest& r, const std::function<bool()>& cancelled) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->wait_for_history_event(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+  }
+  StatusOr<flow::WaitForStepCompletionResponse> flow_wait_step(
+      const flow::WaitForStepCompletionRequest& r, const std::function<bool()>& cancelled) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->wait_for_step(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+  }
+  std::future<ResultAck> complete_flow_task(WorkerHandle worker,
+                                            const flow::FlowTaskResult& result) override {
+    return flow_->complete(worker, result);
+  }
 
  private:
   // Runs once: on the writer thread with the record's result after it was
@@ -157,7 +210,7 @@ class EngineImpl final : public Engine {
   void on_durable(Slot slot, const proto::LogBatch& batch);
   void fail_pending(const Status& why);
   // The final statuses of the flows `fx` ended, read from the store just
-  // applied; empty unless on_flow_ended is set. REQUIRES: sm_ usable (sm_mu_
+  // applied; empty unless on_flow_ended is set. REQUIRES: local_.sm usable (local_.mu
   // held, or open() before any other thread runs).
   std::vector<FlowStatus> ended_flow_statuses(const ApplyEffects& fx) const;
   // Tells EngineOptions::on_attempt_ended / on_flow_ended what `fx` ended.
@@ -189,10 +242,9 @@ class EngineImpl final : public Engine {
   LogWriter& log_;
   Clock& clock_;
 
-  // The local store; reset by stop(). Readers hold sm_mu_ shared, stop() unique.
-  // Lock order: sm_mu_ before mu_; never take sm_mu_ while holding mu_.
-  mutable std::shared_mutex sm_mu_;
-  std::unique_ptr<StateMachine> sm_;
+  // The local store; reset by stop(). Readers hold local_.mu shared, stop()
+  // unique. Lock order: local_.mu before mu_; never take it while holding mu_.
+  SharedStore local_;
 
   mutable std::mutex mu_;
   std::condition_variable sched_cv_;  // wake_ set or stopped_
@@ -220,6 +272,7 @@ class EngineImpl final : public Engine {
   TimePoint started_at_;                      // set by start(), after the EpochStart
   std::atomic<uint64_t> records_applied_{0};  // since open, replay included
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
+  std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
   std::once_flag stop_once_;
 };
 
@@ -295,7 +348,7 @@ std::vector<FlowStatus> EngineImpl::ended_flow_statuses(const ApplyEffects& fx) 
   std::vector<FlowStatus> statuses;
   if (!options_.on_flow_ended) return statuses;
   for (const auto& flow_id : fx.flows_ended) {
-    auto stored = sm_->flow(flow_id);
+    auto stored = local_.sm->flow(flow_id);
     if (!stored.is_ok() || !stored->has_value()) {
       spdlog::warn("engine: flow '{}' ended but could not be read back for metrics: {}", flow_id,
                    stored.is_ok() ? "not found" : stored.status().to_string());
@@ -321,9 +374,9 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
   StatusOr<ApplyOutcome> outcome = Status::stopped("not applied");
   std::vector<FlowStatus> ended_flows;
   {
-    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-    if (!sm_) return;
-    outcome = sm_->apply(slot, batch);
+    std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+    if (!local_.sm) return;
+    outcome = local_.sm->apply(slot, batch);
     if (outcome.is_ok()) ended_flows = ended_flow_statuses(outcome->effects);
   }
   if (outcome.is_ok() && !outcome->skipped) records_applied_ += batch.records_size();
@@ -338,8 +391,10 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
       sched_cv_.notify_all();
       flow_cv_.notify_all();
     }
-    fail_pending(
-        Status::stopped(fmt::format("the local store failed: {}", outcome.status().message())));
+    const Status why =
+        Status::stopped(fmt::format("the local store failed: {}", outcome.status().message()));
+    fail_pending(why);
+    if (flow_) flow_->log_stopped(why);
     return;
   }
   std::vector<std::pair<Callback, RecordResult>> done;
@@ -364,6 +419,7 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
   }
   report_ended(outcome->effects, ended_flows);
   for (auto& [cb, result] : done) cb(std::move(result));
+  if (flow_) flow_->on_applied(outcome->flow_results, outcome->flow_effects);
 }
 
 Status EngineImpl::check_open() {
@@ -377,7 +433,7 @@ Status EngineImpl::check_open() {
 Status EngineImpl::start() {
   started_at_ = clock_.now();
   const Slot epoch_slot = log_.epoch_start_slot();
-  auto last = sm_->last_applied();
+  auto last = local_.sm->last_applied();
   if (!last.is_ok()) return last.status();
   // A store ahead of the log belongs to another log (or the log was deleted).
   if (last->has_value() && last->value() >= epoch_slot) {
@@ -419,7 +475,7 @@ Status EngineImpl::start() {
     if (!next->has_value()) break;
     const LogEntry& entry = next->value();
     if (entry.slot > epoch_slot) break;
-    auto applied = sm_->apply(entry.slot, entry.batch);
+    auto applied = local_.sm->apply(entry.slot, entry.batch);
     if (!applied.is_ok()) return applied.status();
     if (!applied->skipped) records_applied_ += entry.batch.records_size();
     // This epoch's recovery is this process's: report what it ended (earlier
@@ -428,7 +484,7 @@ Status EngineImpl::start() {
       report_ended(applied->effects, ended_flow_statuses(applied->effects));
     }
   }
-  auto now_last = sm_->last_applied();
+  auto now_last = local_.sm->last_applied();
   if (!now_last.is_ok()) return now_last.status();
   if (!now_last->has_value() || now_last->value() != epoch_slot) {
     return Status::corruption(
@@ -436,9 +492,12 @@ Status EngineImpl::start() {
                     now_last->has_value() ? std::to_string(now_last->value().value) : "none",
                     epoch_slot.value));
   }
-  auto running = sm_->running_attempts();
+  auto running = local_.sm->running_attempts();
   if (!running.is_ok()) return running.status();
   assert(running->empty() && "recovery ends every running attempt at the EpochStart");
+  flow_ = std::make_unique<FlowEngine>(FlowEngineOptions{options_.epoch, options_.now_unix_ms},
+                                       local_, log_, clock_);
+  if (auto s = flow_->start(); !s.is_ok()) return s;
   options_.log_hook->attach(
       [this](Slot slot, const proto::LogBatch& batch) { on_durable(slot, batch); });
   scheduler_ = std::thread([this] { run_scheduler(); });
@@ -453,9 +512,9 @@ Status EngineImpl::start() {
   Snapshotter::Source source;
   source.records_applied = [this] { return records_applied_.load(); };
   source.checkpoint = [this](const std::filesystem::path& dir) -> StatusOr<std::optional<Slot>> {
-    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-    if (!sm_) return stopped_status();
-    return sm_->checkpoint(dir);
+    std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+    if (!local_.sm) return stopped_status();
+    return local_.sm->checkpoint(dir);
   };
   source.gc_guard = [this] {
     GcGuard guard;
@@ -490,9 +549,10 @@ void EngineImpl::stop() {
     // Waits for a delivery in progress; none follows.
     if (options_.log_hook) options_.log_hook->detach();
     if (scheduler_.joinable()) scheduler_.join();
+    if (flow_) flow_->stop();
     fail_pending(stopped_status());
-    std::unique_lock<std::shared_mutex> sm_lock(sm_mu_);
-    sm_.reset();
+    std::unique_lock<std::shared_mutex> sm_lock(local_.mu);
+    local_.sm.reset();
   });
 }
 
@@ -522,9 +582,9 @@ StatusOr<RegisterFlowTypeResponse> EngineImpl::register_flow_type(
 
 StatusOr<FlowType> EngineImpl::get_flow_type(const std::string& name) {
   if (auto s = check_open(); !s.is_ok()) return s;
-  std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-  if (!sm_) return stopped_status();
-  auto type = sm_->flow_type(name);
+  std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+  if (!local_.sm) return stopped_status();
+  auto type = local_.sm->flow_type(name);
   if (!type.is_ok()) return type.status();
   if (!type->has_value()) return Status::not_found(fmt::format("no flow type '{}'", name));
   return type->value();
@@ -532,9 +592,9 @@ StatusOr<FlowType> EngineImpl::get_flow_type(const std::string& name) {
 
 StatusOr<ListFlowTypesResponse> EngineImpl::list_flow_types() {
   if (auto s = check_open(); !s.is_ok()) return s;
-  std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-  if (!sm_) return stopped_status();
-  auto types = sm_->flow_types();
+  std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+  if (!local_.sm) return stopped_status();
+  auto types = local_.sm->flow_types();
   if (!types.is_ok()) return types.status();
   ListFlowTypesResponse response;
   for (auto& t : types.value()) *response.add_flow_types() = std::move(t);
@@ -558,16 +618,16 @@ StatusOr<StartFlowResponse> EngineImpl::start_flow(const StartFlowRequest& reque
   }
   std::string flow_id = request.flow_id();
   {
-    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-    if (!sm_) return stopped_status();
-    auto type = sm_->flow_type(request.flow_type());
+    std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+    if (!local_.sm) return stopped_status();
+    auto type = local_.sm->flow_type(request.flow_type());
     if (!type.is_ok()) return type.status();
     if (!type->has_value()) {
       return Status::invalid_argument(fmt::format("unknown flow type '{}'", request.flow_type()));
     }
     if (!flow_id.empty()) {
       // Idempotent: an existing flow is returned without a write.
-      auto existing = sm_->flow(flow_id);
+      auto existing = local_.sm->flow(flow_id);
       if (!existing.is_ok()) return existing.status();
       if (existing->has_value()) {
         StartFlowResponse response;
@@ -599,9 +659,9 @@ StatusOr<Flow> EngineImpl::get_flow(const std::string& flow_id) {
   if (auto s = check_open(); !s.is_ok()) return s;
   if (flow_id.empty()) return Status::invalid_argument("flow_id is empty");
   if (auto s = validate_flow_id(flow_id); !s.is_ok()) return s;
-  std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-  if (!sm_) return stopped_status();
-  auto stored = sm_->flow(flow_id);
+  std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+  if (!local_.sm) return stopped_status();
+  auto stored = local_.sm->flow(flow_id);
   if (!stored.is_ok()) return stored.status();
   if (!stored->has_value()) return Status::not_found(fmt::format("no flow '{}'", flow_id));
   return stored->value().flow();
@@ -621,9 +681,9 @@ StatusOr<ListFlowsResponse> EngineImpl::list_flows(const ListFlowsRequest& reque
   if (auto s = validate_flow_id(request.page_token()); !s.is_ok()) {
     return Status::invalid_argument("page_token is not one this server returned");
   }
-  std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-  if (!sm_) return stopped_status();
-  return sm_->list_flows(request.status(), page_size, request.page_token());
+  std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+  if (!local_.sm) return stopped_status();
+  return local_.sm->list_flows(request.status(), page_size, request.page_token());
 }
 
 StatusOr<CancelFlowResponse> EngineImpl::cancel_flow(const CancelFlowRequest& request) {
@@ -679,7 +739,8 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
     return Status::invalid_argument(fmt::format("worker_id is {} bytes, over the limit of {}",
                                                 hello.worker_id().size(), kWorkerIdBytesMax));
   }
-  if (hello.task_queues().empty()) return Status::invalid_argument("task_queues is empty");
+  if (hello.task_queues().empty() && hello.flows().empty())
+    return Status::invalid_argument("the hello names no task queue and declares no Flow type");
   if (static_cast<size_t>(hello.task_queues_size()) > kWorkerTaskQueuesMax) {
     return Status::invalid_argument(fmt::format("{} task_queues, over the limit of {}",
                                                 hello.task_queues_size(), kWorkerTaskQueuesMax));
@@ -693,7 +754,7 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
                                                 kWorkerConcurrentTasksMax));
   }
   if (!sink) return Status::invalid_argument("no sink");
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stopped_ || log_stopped_) return stopped_status();
   if (workers_.size() >= kWorkersMax) {
     return Status::invalid_argument(
@@ -708,19 +769,30 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
   conn.sink = std::move(sink);
   conn.last_sent = clock_.now();
   WorkerHandle handle = next_worker_++;
+  auto flow_sink = conn.sink;
   workers_[handle] = std::move(conn);
   wake_ = true;
   sched_cv_.notify_all();
+  if (hello.flows().empty()) return handle;
+  lock.unlock();
+  // Records the declarations durably first (a log write): without mu_.
+  if (auto s = flow_->connect(handle, hello, std::move(flow_sink)); !s.is_ok()) {
+    std::lock_guard<std::mutex> relock(mu_);
+    workers_.erase(handle);
+    return s;
+  }
   return handle;
 }
 
 void EngineImpl::disconnect_worker(WorkerHandle worker) {
+  if (flow_) flow_->disconnect(worker);
   std::lock_guard<std::mutex> lock(mu_);
   // Its running attempts keep their timeouts; their results may come on a new stream.
   workers_.erase(worker);
 }
 
 HeartbeatAck EngineImpl::heartbeat(WorkerHandle, const TaskHeartbeat& heartbeat) {
+  if (flow_ && flow_->knows_task(heartbeat.task_id())) return flow_->heartbeat(heartbeat);
   HeartbeatAck ack;
   ack.set_task_id(heartbeat.task_id());
   std::lock_guard<std::mutex> lock(mu_);
@@ -879,10 +951,10 @@ void EngineImpl::dispatch() {
       if (slot.free == 0 || dispatched >= kDispatchesPerRoundMax) break;
       std::vector<ApplyEffects::StepRef> refs;
       {
-        std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-        if (!sm_) return;
+        std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+        if (!local_.sm) return;
         auto got =
-            sm_->ready_steps(queue, slot.free, [&](const std::string& f, const std::string& s) {
+            local_.sm->ready_steps(queue, slot.free, [&](const std::string& f, const std::string& s) {
               return skip.contains(step_key(f, s));
             });
         if (!got.is_ok()) {
@@ -896,9 +968,9 @@ void EngineImpl::dispatch() {
         StatusOr<StepTask> task = Status::not_found("");
         bool async = false;
         {
-          std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-          if (!sm_) return;
-          auto stored = sm_->flow(ref.flow_id);
+          std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+          if (!local_.sm) return;
+          auto stored = local_.sm->flow(ref.flow_id);
           if (!stored.is_ok() || !stored->has_value()) continue;
           std::string task_id;
           {
@@ -1006,6 +1078,7 @@ void EngineImpl::propose_withdrawal(const StepTask& task) {
 }
 
 void EngineImpl::begin_drain() {
+  if (flow_) flow_->begin_drain();
   std::lock_guard<std::mutex> lock(mu_);
   draining_ = true;
   wake_ = true;
@@ -1013,8 +1086,9 @@ void EngineImpl::begin_drain() {
 }
 
 size_t EngineImpl::attempts_running() const {
+  const size_t flows = flow_ ? flow_->attempts_running() : 0;
   std::lock_guard<std::mutex> lock(mu_);
-  return running_.size();
+  return running_.size() + flows;
 }
 
 void EngineImpl::send_queued() {
@@ -1057,9 +1131,9 @@ void EngineImpl::send_queued() {
 void EngineImpl::fire_timers() {
   std::vector<StateMachine::Timer> due;
   {
-    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-    if (!sm_) return;
-    auto got = sm_->timers(now_ms(), kTimersPerRoundMax);
+    std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+    if (!local_.sm) return;
+    auto got = local_.sm->timers(now_ms(), kTimersPerRoundMax);
     if (!got.is_ok()) {
       spdlog::error("engine: reading timers: {}", got.status().to_string());
       return;
@@ -1138,9 +1212,9 @@ TimePoint EngineImpl::next_wake() {
   TimePoint wake = now + kSchedulerPollMax;
   std::optional<int64_t> timer;
   {
-    std::shared_lock<std::shared_mutex> sm_lock(sm_mu_);
-    if (sm_) {
-      auto next = sm_->next_timer_ms();
+    std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
+    if (local_.sm) {
+      auto next = local_.sm->next_timer_ms();
       if (next.is_ok()) timer = next.value();
     }
   }
@@ -1175,6 +1249,7 @@ void EngineImpl::run_scheduler() {
       }
       if (first) spdlog::warn("engine: the log writer stopped; the engine refuses further work");
       fail_pending(Status::stopped("the log writer stopped"));
+      if (first && flow_) flow_->log_stopped(Status::stopped("the log writer stopped"));
     } else {
       send_queued();
       fire_timers();

@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "dex/api.pb.h"
+#include "dex/flow_api.pb.h"
 #include "log/log_writer.h"
 #include "objstore/object_store.h"
 #include "snapshot/snapshot.h"
@@ -126,6 +127,9 @@ class WorkerSink {
   // Hands `task` to the Worker; false if the stream is gone (the engine then
   // treats the task as never received). Called from engine threads; must not block long.
   virtual bool send_task(const StepTask& task) = 0;
+  // Hands a dex Flow attempt to the Worker (docs/flow-rules.md); false if the
+  // stream is gone. Streams that host no Flow types never get one.
+  virtual bool send_flow_task(const flow::FlowTask&) { return false; }
   virtual bool send_ping() = 0;
 };
 
@@ -190,6 +194,47 @@ class Engine {
   // attempt already ended; changes nothing). If the engine stops first, the
   // future holds an EngineStoppedError: send no ack.
   virtual std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) = 0;
+
+  // dex.flow.FlowService (docs/api.md, "Flows"; docs/flow-rules.md). Errors:
+  // InvalidArgument (naming the bad input), NotFound, AlreadyExists (a start
+  // its ID reuse policy refuses), PreconditionFailed (the run is closed, the
+  // Timer already fired, ...), Stopped. The long polls end at their timeout
+  // (0: 30 s, at most 60 s), when `cancelled()` turns true, or Stopped.
+  // Engines that run no Flows (test fakes) answer Stopped.
+  virtual StatusOr<flow::StartFlowResponse> flow_start(const flow::StartFlowRequest&) {
+    return no_flows();
+  }
+  virtual Status flow_stop(const flow::StopFlowRequest&) { return no_flows(); }
+  virtual Status flow_publish(const flow::PublishToChannelRequest&) { return no_flows(); }
+  virtual Status flow_skip_timer(const flow::SkipTimerRequest&) { return no_flows(); }
+  virtual StatusOr<flow::FlowDescription> flow_describe(const flow::FlowRef&) { return no_flows(); }
+  virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) {
+    return no_flows();
+  }
+  virtual StatusOr<flow::GetHistoryEventsResponse> flow_history(const flow::GetHistoryEventsRequest&) {
+    return no_flows();
+  }
+  virtual StatusOr<flow::WaitForFlowResponse> flow_wait(const flow::WaitForFlowRequest&,
+                                                        const std::function<bool()>&) {
+    return no_flows();
+  }
+  virtual StatusOr<flow::GetHistoryEventsResponse> flow_wait_history(
+      const flow::WaitForHistoryEventRequest&, const std::function<bool()>&) {
+    return no_flows();
+  }
+  virtual StatusOr<flow::WaitForStepCompletionResponse> flow_wait_step(
+      const flow::WaitForStepCompletionRequest&, const std::function<bool()>&) {
+    return no_flows();
+  }
+  // A Worker's result of a FlowTask; resolves like complete_task.
+  virtual std::future<ResultAck> complete_flow_task(WorkerHandle, const flow::FlowTaskResult&) {
+    std::promise<ResultAck> p;
+    p.set_exception(std::make_exception_ptr(EngineStoppedError("this engine runs no Flows")));
+    return p.get_future();
+  }
+
+ private:
+  static Status no_flows() { return Status::stopped("this engine runs no Flows"); }
 };
 
 }  // namespace dex

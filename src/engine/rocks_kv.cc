@@ -8,15 +8,19 @@
 namespace dex {
 
 std::unique_ptr<RocksKv> RocksKv::overlay(rocksdb::DB& db) {
-  return std::unique_ptr<RocksKv>(new RocksKv(db, nullptr));
+  return std::unique_ptr<RocksKv>(new RocksKv(db, nullptr, true));
 }
 
 std::unique_ptr<RocksKv> RocksKv::snapshot(rocksdb::DB& db) {
-  return std::unique_ptr<RocksKv>(new RocksKv(db, db.GetSnapshot()));
+  return std::unique_ptr<RocksKv>(new RocksKv(db, db.GetSnapshot(), false));
 }
 
-RocksKv::RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot)
-    : db_(db), snapshot_(snapshot) {}
+std::unique_ptr<RocksKv> RocksKv::scratch(rocksdb::DB& db) {
+  return std::unique_ptr<RocksKv>(new RocksKv(db, db.GetSnapshot(), true));
+}
+
+RocksKv::RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot, bool writable)
+    : db_(db), snapshot_(snapshot), writable_(writable) {}
 
 RocksKv::~RocksKv() {
   if (snapshot_ != nullptr) db_.ReleaseSnapshot(snapshot_);
@@ -38,36 +42,48 @@ std::optional<std::string> RocksKv::get(std::string_view key) {
 }
 
 void RocksKv::put(std::string_view key, std::string_view value) {
-  DEX_INVARIANT(snapshot_ == nullptr, "a read-only view is not written");
+  DEX_INVARIANT(writable_, "a read-only view is not written");
   writes_.insert_or_assign(std::string(key), std::string(value));
 }
 
 void RocksKv::del(std::string_view key) {
-  DEX_INVARIANT(snapshot_ == nullptr, "a read-only view is not written");
+  DEX_INVARIANT(writable_, "a read-only view is not written");
   writes_.insert_or_assign(std::string(key), std::nullopt);
 }
 
 std::vector<std::pair<std::string, std::string>> RocksKv::scan(std::string_view prefix) {
+  return scan_first(prefix, SIZE_MAX, "");
+}
+
+std::vector<std::pair<std::string, std::string>> RocksKv::scan_first(std::string_view prefix,
+                                                                     size_t limit,
+                                                                     std::string_view from) {
+  const std::string_view start = from > prefix ? from : prefix;
   std::map<std::string, std::string, std::less<>> merged;
+  // With no writes of its own, the first `limit` keys of the store are the answer.
+  const size_t read_max = writes_.empty() ? limit : SIZE_MAX;
   if (status_.is_ok()) {
     rocksdb::ReadOptions options;
     options.snapshot = snapshot_;
     std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(options));
-    const rocksdb::Slice from(prefix.data(), prefix.size());
-    // Bounded by the keys under the prefix.
-    for (it->Seek(from); it->Valid() && it->key().starts_with(from); it->Next())
+    const rocksdb::Slice pre(prefix.data(), prefix.size());
+    // Bounded by the keys under the prefix, or by read_max.
+    for (it->Seek(rocksdb::Slice(start.data(), start.size()));
+         it->Valid() && it->key().starts_with(pre) && merged.size() < read_max; it->Next())
       merged.emplace(it->key().ToString(), it->value().ToString());
     if (!it->status().ok())
       status_ = Status::permanent("local store: scanning flow state: " + it->status().ToString());
   }
-  for (auto it = writes_.lower_bound(prefix); it != writes_.end() && it->first.starts_with(prefix);
+  for (auto it = writes_.lower_bound(start); it != writes_.end() && it->first.starts_with(prefix);
        ++it) {
     if (it->second)
       merged.insert_or_assign(it->first, *it->second);
     else
       merged.erase(it->first);
   }
-  return {merged.begin(), merged.end()};
+  std::vector<std::pair<std::string, std::string>> out(merged.begin(), merged.end());
+  if (out.size() > limit) out.resize(limit);
+  return out;
 }
 
 void RocksKv::write_into(rocksdb::WriteBatch& batch) const {

@@ -32,6 +32,9 @@ class RocksKv final : public flow::KvStore {
   static std::unique_ptr<RocksKv> overlay(rocksdb::DB& db);
   // A read-only view of `db` as it is now; puts and deletes are refused.
   static std::unique_ptr<RocksKv> snapshot(rocksdb::DB& db);
+  // A writable overlay over one consistent snapshot of `db`, never committed:
+  // the proposer applies a record to it to see what the record will do.
+  static std::unique_ptr<RocksKv> scratch(rocksdb::DB& db);
   ~RocksKv() override;
   RocksKv(const RocksKv&) = delete;
   RocksKv& operator=(const RocksKv&) = delete;
@@ -40,6 +43,9 @@ class RocksKv final : public flow::KvStore {
   void put(std::string_view key, std::string_view value) override;
   void del(std::string_view key) override;
   std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) override;
+  std::vector<std::pair<std::string, std::string>> scan_first(std::string_view prefix,
+                                                              size_t limit,
+                                                              std::string_view from) override;
 
   // Ok, or the first RocksDB error a read met.
   const Status& status() const { return status_; }
@@ -48,9 +54,10 @@ class RocksKv final : public flow::KvStore {
   bool empty() const { return writes_.empty(); }
 
  private:
-  RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot);
+  RocksKv(rocksdb::DB& db, const rocksdb::Snapshot* snapshot, bool writable);
   rocksdb::DB& db_;
-  const rocksdb::Snapshot* snapshot_;  // null: the overlay reads the current state
+  const rocksdb::Snapshot* snapshot_;  // null: reads the current state
+  const bool writable_;
   std::map<std::string, std::optional<std::string>, std::less<>> writes_;  // nullopt: deleted
   Status status_;
 };

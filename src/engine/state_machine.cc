@@ -916,6 +916,7 @@ StatusOr<std::vector<StateMachine::Running>> StateMachine::running_attempts() co
 }
 
 std::unique_ptr<RocksKv> StateMachine::flow_view() const { return RocksKv::snapshot(*db_); }
+std::unique_ptr<RocksKv> StateMachine::flow_scratch() const { return RocksKv::scratch(*db_); }
 
 StatusOr<std::map<std::string, std::string>> StateMachine::dump() const {
   std::map<std::string, std::string> out;

@@ -137,6 +137,9 @@ class StateMachine {
   // A read-only view of the flow rules' state (flow/kv_txn.h) as it is now:
   // one consistent snapshot. Check its status() after reading.
   std::unique_ptr<RocksKv> flow_view() const;
+  // A writable scratch copy of the flow state (never committed), for the
+  // proposer to see what a record will do before it appends it.
+  std::unique_ptr<RocksKv> flow_scratch() const;
 
   // Every key and value of the store: tests compare states with it.
   StatusOr<std::map<std::string, std::string>> dump() const;

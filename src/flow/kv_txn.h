@@ -22,6 +22,18 @@ class KvStore {
   virtual void del(std::string_view key) = 0;
   // Every key starting with `prefix`, in order, with its value.
   virtual std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) = 0;
+  // The first `limit` keys of scan(prefix) at or after `from` (empty: from the
+  // prefix); a store may stop reading there.
+  virtual std::vector<std::pair<std::string, std::string>> scan_first(std::string_view prefix,
+                                                                      size_t limit,
+                                                                      std::string_view from) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& kv : scan(prefix)) {  // bounded by the keys under the prefix
+      if (out.size() >= limit) break;
+      if (kv.first >= from) out.push_back(std::move(kv));
+    }
+    return out;
+  }
 };
 
 // A KvStore in memory.

@@ -367,6 +367,7 @@ void RunScope::match_waits() {
       result->set_fired(state.satisfied());
       result->set_skipped(state.skipped());
       *result->mutable_messages() = state.messages();
+      *result->mutable_condition() = s.wait().conditions(i);
     }
     add_event(std::move(event));
     s.set_phase(PHASE_EXECUTE);

@@ -202,6 +202,8 @@ std::string_view status_outcome_label(Code code) {
       return "invalid_argument";
     case Code::kStopped:
       return "stopped";
+    case Code::kAlreadyExists:
+      return "already_exists";
   }
   return "unknown";
 }

@@ -1,0 +1,435 @@
+// FlowEngine: lifecycle, proposals with speculative assignments, the client
+// calls and the long polls. Workers, dispatch, timers and timeouts are in
+// flow_dispatch.cc.
+#include "engine/flow_engine.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/flow_reads.h"
+#include "engine/rocks_kv.h"
+#include "flow/kv_txn.h"
+#include "log/log_writer.h"
+
+namespace dex {
+namespace {
+
+constexpr int64_t kWaitDefaultMs = 30'000;
+constexpr int64_t kWaitMaxMs = 60'000;
+constexpr uint32_t kHistoryPageDefault = 100;
+constexpr uint32_t kHistoryPageMax = 1'000;
+// A long poll re-checks whether its caller went away at least this often.
+constexpr Duration kWaitSlice = milliseconds(500);
+
+Status engine_stopped() { return Status::stopped("the engine stopped (the lease was released or lost)"); }
+
+std::string new_run_id() {
+  // 128 random bits: unique across processes and restarts without coordination.
+  static thread_local std::mt19937_64 gen(std::random_device{}());
+  return fmt::format("{:016x}{:016x}", gen(), gen());
+}
+
+}  // namespace
+
+TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms) {
+  if (timeout_ms <= 0) timeout_ms = kWaitDefaultMs;
+  return clock.now() + milliseconds(std::min(timeout_ms, kWaitMaxMs));
+}
+
+FlowEngine::FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock)
+    : options_(std::move(options)), store_(store), clock_(clock), proposer_(log) {}
+
+FlowEngine::~FlowEngine() { stop(); }
+
+Status FlowEngine::start() {
+  // The queued attempts the log left (the EpochStart's recovery included).
+  std::map<std::string, std::deque<flow::TaskRef>> queued;
+  {
+    std::shared_lock<std::shared_mutex> lock(store_.mu);
+    if (!store_.sm) return engine_stopped();
+    auto view = store_.sm->flow_view();
+    // Bounded by the queued attempts in the store.
+    for (auto& [key, value] : view->scan(flow::keys::kTaskQueuePrefix)) {
+      const auto sep = key.rfind(flow::keys::kSep);
+      flow::TaskRef ref;
+      ref.ParseFromString(value);
+      queued[key.substr(flow::keys::kTaskQueuePrefix.size(),
+                        sep - flow::keys::kTaskQueuePrefix.size())]
+          .push_back(std::move(ref));
+    }
+    if (!view->status().is_ok()) return view->status();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_ = std::move(queued);
+    wake_ = true;
+  }
+  scheduler_ = std::thread([this] { run_scheduler(); });
+  return Status::ok();
+}
+
+void FlowEngine::stop() {
+  std::call_once(stop_once_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      sched_cv_.notify_all();
+      changed_cv_.notify_all();
+    }
+    if (scheduler_.joinable()) scheduler_.join();
+    proposer_.stop(engine_stopped());
+  });
+}
+
+void FlowEngine::log_stopped(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_stopped_ = true;
+    sched_cv_.notify_all();
+    changed_cv_.notify_all();
+  }
+  proposer_.stop(why);
+}
+
+void FlowEngine::begin_drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+  wake_ = true;
+  sched_cv_.notify_all();
+}
+
+size_t FlowEngine::attempts_running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, r] : running_) n += r.sent ? 1 : 0;
+  return n;
+}
+
+std::string FlowEngine::next_task_id() {
+  // The epoch makes an id unique across processes: a lost Worker's result
+  // never matches a later attempt.
+  return fmt::format("f{}.{}", options_.epoch.value, next_task_++);
+}
+
+void FlowEngine::on_applied(std::vector<FlowRecordResult>& results, const flow::Effects& fx) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& q : fx.queued) queued_[q.flow_type].push_back(q.task);
+    for (const auto& started : fx.started) {
+      auto it = running_.find(started.task_id);
+      if (it == running_.end()) continue;  // another process's, replayed
+      it->second.confirmed = true;
+      if (!it->second.sent) sends_.push_back(started.task_id);
+    }
+    for (const auto& ended : fx.ended) {
+      auto it = running_.find(ended.task_id);
+      if (it == running_.end()) continue;
+      if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
+        --w->second.in_use;
+      running_.erase(it);
+    }
+    if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty()) {
+      ++version_;
+      changed_cv_.notify_all();
+    }
+    wake_ = true;
+    sched_cv_.notify_all();
+  }
+  proposer_.applied(results);
+}
+
+// ----------------------------------------------------------- proposals
+
+flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
+                                        std::vector<std::string>& reserved) {
+  std::shared_lock<std::shared_mutex> store_lock(store_.mu);
+  if (!store_.sm) return {flow::ApplyKind::kStale, flow::RefusalCode::kNone, "stopped", ""};
+  auto scratch = store_.sm->flow_scratch();
+  flow::KvFlowTxn txn(*scratch);
+  flow::Effects fx;
+  flow::ApplyResult verdict = flow::apply_record(txn, record, fx);
+  if (verdict.kind != flow::ApplyKind::kApplied || fx.queued.empty()) return verdict;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || log_stopped_ || draining_) return verdict;
+  record.set_at_unix_ms(now_ms());
+  for (const auto& q : fx.queued) {  // bounded by the record's new attempts
+    Worker* chosen = nullptr;
+    WorkerHandle chosen_handle = 0;
+    for (auto& [handle, w] : workers_) {  // bounded by kWorkersMax
+      if (w.broken || w.in_use >= w.capacity || !w.flow_types.contains(q.flow_type)) continue;
+      if (chosen == nullptr || w.in_use < chosen->in_use) {
+        chosen = &w;
+        chosen_handle = handle;
+      }
+    }
+    if (chosen == nullptr) continue;  // it stays queued; dispatch hands it out later
+    const std::string task_id = next_task_id();
+    auto* a = record.add_assignments();
+    *a->mutable_task() = q.task;
+    a->set_task_id(task_id);
+    a->set_worker_id(chosen->worker_id);
+    ++chosen->in_use;
+    Running r;
+    r.task = q.task;
+    r.flow_type = q.flow_type;
+    r.worker = chosen_handle;
+    if (q.durability == flow::ASYNC) r.prebuilt = build_task(txn, q.task, task_id);
+    running_[task_id] = std::move(r);
+    reserved.push_back(task_id);
+  }
+  return verdict;
+}
+
+void FlowEngine::settle(const std::vector<std::string>& reserved, bool applied) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& task_id : reserved) {
+    auto it = running_.find(task_id);
+    if (it == running_.end() || (applied && it->second.confirmed)) continue;
+    // Not started (the record was refused, or the attempt was no longer
+    // queued when it applied): free the Worker's slot. An ASYNC task sent
+    // meanwhile is answered as stale.
+    if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
+      --w->second.in_use;
+    running_.erase(it);
+    wake_ = true;
+  }
+}
+
+void FlowEngine::propose(flow::FlowRecord record, bool speculative,
+                         std::function<void(StatusOr<flow::ApplyResult>)> done) {
+  std::vector<std::string> reserved;
+  if (speculative) speculate(record, reserved);
+  proposer_.propose(std::move(record), [this, reserved, done = std::move(done)](
+                                           StatusOr<flow::ApplyResult> result) {
+    settle(reserved, result.is_ok() && result->kind == flow::ApplyKind::kApplied);
+    done(std::move(result));
+  });
+  send_prebuilt(reserved);
+}
+
+StatusOr<flow::ApplyResult> FlowEngine::propose_and_wait(flow::FlowRecord record,
+                                                         bool speculative) {
+  auto promise = std::make_shared<std::promise<StatusOr<flow::ApplyResult>>>();
+  auto future = promise->get_future();
+  propose(std::move(record), speculative,
+          [promise](StatusOr<flow::ApplyResult> r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+Status FlowEngine::refusal(const flow::ApplyResult& r) const {
+  switch (r.code) {
+    case flow::RefusalCode::kInvalidArgument:
+      return Status::invalid_argument(r.message);
+    case flow::RefusalCode::kNotFound:
+      return Status::not_found(r.message);
+    case flow::RefusalCode::kFailedPrecondition:
+      return Status::precondition_failed(r.message);
+    case flow::RefusalCode::kAlreadyExists:
+      return Status::already_exists(r.message);
+    case flow::RefusalCode::kNone:
+      break;
+  }
+  return Status::precondition_failed(r.message);
+}
+
+// ----------------------------------------------------------- client calls
+
+StatusOr<flow::StartFlowResponse> FlowEngine::start_flow(const flow::StartFlowRequest& request) {
+  flow::FlowRecord record;
+  auto* s = record.mutable_start_flow();
+  s->set_flow_id(request.flow_id());
+  s->set_run_id(new_run_id());
+  s->set_flow_type(request.flow_type());
+  *s->mutable_input() = request.input();
+  *s->mutable_options() = request.options();
+  s->set_at_unix_ms(now_ms());
+  const std::string run_id = s->run_id();
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
+  flow::StartFlowResponse out;
+  out.set_run_id(result->run_id.empty() ? run_id : result->run_id);
+  out.set_already_started(out.run_id() != run_id);
+  return out;
+}
+
+Status FlowEngine::stop_flow(const flow::StopFlowRequest& request) {
+  flow::FlowRecord record;
+  auto* s = record.mutable_stop_flow();
+  s->set_flow_id(request.flow_id());
+  s->set_run_id(request.run_id());
+  s->set_mode(request.mode());
+  s->set_reason(request.reason());
+  s->set_at_unix_ms(now_ms());
+  auto result = propose_and_wait(std::move(record), false);
+  if (!result.is_ok()) return result.status();
+  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  return Status::ok();
+}
+
+Status FlowEngine::publish(const flow::PublishToChannelRequest& request) {
+  flow::FlowRecord record;
+  auto* p = record.mutable_publish();
+  p->set_flow_id(request.flow_id());
+  p->set_run_id(request.run_id());
+  p->mutable_publish()->set_channel(request.channel());
+  p->mutable_publish()->set_instance_key(request.instance_key());
+  *p->mutable_publish()->mutable_messages() = request.messages();
+  p->set_at_unix_ms(now_ms());
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  return Status::ok();
+}
+
+Status FlowEngine::skip_timer(const flow::SkipTimerRequest& request) {
+  flow::FlowRecord record;
+  auto* s = record.mutable_skip_timer();
+  s->set_flow_id(request.flow().flow_id());
+  s->set_run_id(request.flow().run_id());
+  s->set_step_execution_id(request.step_execution_id());
+  if (request.timer_case() == flow::SkipTimerRequest::kConditionIndex)
+    s->set_condition_index(request.condition_index());
+  else if (request.timer_case() == flow::SkipTimerRequest::kConditionId)
+    s->set_condition_id(request.condition_id());
+  s->set_at_unix_ms(now_ms());
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  return Status::ok();
+}
+
+// ----------------------------------------------------------- reads
+
+StatusOr<flow::FlowDescription> FlowEngine::describe(const flow::FlowRef& ref) {
+  return with_view([&](RocksKv& kv) -> StatusOr<flow::FlowDescription> {
+    flow::KvFlowTxn txn(kv);
+    auto run = resolve_run(txn, ref);
+    if (!run.is_ok()) return run.status();
+    return describe_run(txn, *run);
+  });
+}
+
+StatusOr<flow::GetFlowStateResponse> FlowEngine::state(const flow::FlowRef& ref) {
+  auto out = with_view([&](RocksKv& kv) -> StatusOr<flow::GetFlowStateResponse> {
+    flow::KvFlowTxn txn(kv);
+    auto run = resolve_run(txn, ref);
+    if (!run.is_ok()) return run.status();
+    flow::GetFlowStateResponse r;
+    *r.mutable_flow() = describe_run(txn, *run);
+    for (auto& v : active_steps(txn, *run)) *r.add_active() = std::move(v);
+    return r;
+  });
+  if (!out.is_ok()) return out;
+  for (auto& w : workers_for(out->flow().flow_type())) out->add_workers(std::move(w));
+  return out;
+}
+
+StatusOr<flow::GetHistoryEventsResponse> FlowEngine::history(
+    const flow::GetHistoryEventsRequest& request) {
+  if (request.page_size() > kHistoryPageMax)
+    return Status::invalid_argument(fmt::format("pageSize {} is above the limit of {}",
+                                                request.page_size(), kHistoryPageMax));
+  const uint32_t page = request.page_size() == 0 ? kHistoryPageDefault : request.page_size();
+  return with_view([&](RocksKv& kv) -> StatusOr<flow::GetHistoryEventsResponse> {
+    flow::KvFlowTxn txn(kv);
+    auto run = resolve_run(txn, request.flow());
+    if (!run.is_ok()) return run.status();
+    return history_page(kv, *run, request.after_seq(), request.from_start(), page);
+  });
+}
+
+// Waits until `ready()` answers a value, the deadline passes (nullopt), the
+// caller goes away or the engine stops.
+template <typename T>
+StatusOr<std::optional<T>> FlowEngine::wait_until(
+    TimePoint deadline, const std::function<bool()>& cancelled,
+    const std::function<StatusOr<std::optional<T>>()>& ready) {
+  // Bounded by the deadline: each round waits at most kWaitSlice.
+  while (true) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_ || log_stopped_) return engine_stopped();
+      seen = version_;
+    }
+    auto value = ready();
+    if (!value.is_ok() || value->has_value()) return value;
+    const TimePoint now = clock_.now();
+    if (now >= deadline || (cancelled && cancelled())) return std::optional<T>();
+    std::unique_lock<std::mutex> lock(mu_);
+    clock_.wait_until(lock, changed_cv_, std::min(deadline, now + kWaitSlice),
+                      [&] { return stopped_ || log_stopped_ || version_ != seen; });
+  }
+}
+
+StatusOr<flow::WaitForFlowResponse> FlowEngine::wait_for_flow(
+    const flow::FlowRef& ref, TimePoint deadline, const std::function<bool()>& cancelled) {
+  flow::WaitForFlowResponse last;
+  auto got = wait_until<flow::WaitForFlowResponse>(
+      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForFlowResponse>> {
+        auto d = describe(ref);
+        if (!d.is_ok()) return d.status();
+        *last.mutable_flow() = *d;
+        if (d->status() == flow::FLOW_RUNNING) return std::optional<flow::WaitForFlowResponse>();
+        last.set_closed(true);
+        return std::optional<flow::WaitForFlowResponse>(last);
+      });
+  if (!got.is_ok()) return got.status();
+  return got->value_or(last);
+}
+
+StatusOr<flow::GetHistoryEventsResponse> FlowEngine::wait_for_history_event(
+    const flow::WaitForHistoryEventRequest& request, TimePoint deadline,
+    const std::function<bool()>& cancelled) {
+  flow::GetHistoryEventsRequest page;
+  *page.mutable_flow() = request.flow();
+  page.set_after_seq(request.after_seq());
+  page.set_from_start(request.from_start());
+  flow::GetHistoryEventsResponse last;
+  auto got = wait_until<flow::GetHistoryEventsResponse>(
+      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::GetHistoryEventsResponse>> {
+        auto h = history(page);
+        if (!h.is_ok()) return h.status();
+        last = *h;
+        if (h->events_size() == 0) return std::optional<flow::GetHistoryEventsResponse>();
+        return std::optional<flow::GetHistoryEventsResponse>(*h);
+      });
+  if (!got.is_ok()) return got.status();
+  return got->value_or(last);
+}
+
+StatusOr<flow::WaitForStepCompletionResponse> FlowEngine::wait_for_step(
+    const flow::WaitForStepCompletionRequest& request, TimePoint deadline,
+    const std::function<bool()>& cancelled) {
+  flow::WaitForStepCompletionResponse last;
+  auto got = wait_until<flow::WaitForStepCompletionResponse>(
+      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForStepCompletionResponse>> {
+        return with_view(
+            [&](RocksKv& kv) -> StatusOr<std::optional<flow::WaitForStepCompletionResponse>> {
+              flow::KvFlowTxn txn(kv);
+              auto run = resolve_run(txn, request.flow());
+              if (!run.is_ok()) return run.status();
+              auto s = txn.step(run->flow_id(), run->run_id(), request.step_execution_id());
+              if (!s)
+                return Status::not_found("Flow '" + run->flow_id() + "' run '" + run->run_id() +
+                                         "' has no Step execution '" +
+                                         request.step_execution_id() + "'");
+              last.set_phase(s->phase());
+              const bool ended = s->phase() == flow::PHASE_DONE ||
+                                 s->phase() == flow::PHASE_FAILED ||
+                                 s->phase() == flow::PHASE_CANCELED;
+              if (!ended && run->status() == flow::FLOW_RUNNING)
+                return std::optional<flow::WaitForStepCompletionResponse>();
+              last.set_completed(true);
+              return std::optional<flow::WaitForStepCompletionResponse>(last);
+            });
+      });
+  if (!got.is_ok()) return got.status();
+  return got->value_or(last);
+}
+
+}  // namespace dex

@@ -1,0 +1,202 @@
+// The active process's side of dex Flows (docs/flow-rules.md, "The flow
+// engine"): it turns client calls, Worker results, due timers and timeouts
+// into flow records, appends them to the log, and hands the attempts they
+// start to Workers. The rules that apply the records are src/flow/ (pure); the
+// local store applies them (StateMachine); this class decides what to append.
+//
+// Parts: FlowProposer (appends records, answers callers once applied),
+// the dispatcher (flow_dispatch.cc: Workers per Flow type, the FIFO of queued
+// tasks, speculative assignments, sends, timeouts), the timer scan, and the
+// reads (flow_reads.cc). Internal to src/engine; the API reaches it through
+// engine.h.
+//
+// Threads: calls come from gRPC threads; on_applied() from the log writer's
+// thread; one scheduler thread of its own. Lock order: SharedStore::mu, then
+// mu_; never the reverse.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "dex/api.pb.h"
+#include "dex/flow_api.pb.h"
+#include "engine/flow_proposer.h"
+#include "engine/rocks_kv.h"
+#include "engine/shared_store.h"
+
+namespace dex {
+
+class LogWriter;
+class WorkerSink;
+
+struct FlowEngineOptions {
+  Epoch epoch;
+  std::function<int64_t()> now_unix_ms;  // wall clock written into records
+};
+
+// The deadline of a long poll asking for `timeout_ms` (0: 30 s; at most 60 s).
+TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms);
+
+class FlowEngine {
+ public:
+  using WorkerHandle = uint64_t;
+
+  FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock);
+  ~FlowEngine();
+  FlowEngine(const FlowEngine&) = delete;
+  FlowEngine& operator=(const FlowEngine&) = delete;
+
+  // After the replay through the EpochStart: loads the queued tasks and
+  // starts the scheduler.
+  Status start();
+  // Stops the scheduler, fails waiting callers with Stopped. Idempotent.
+  void stop();
+  // The log or the store failed: nothing more will be applied.
+  void log_stopped(const Status& why);
+  void begin_drain();
+  size_t attempts_running() const;
+
+  // The log writer's thread, after the store applied a batch.
+  void on_applied(std::vector<FlowRecordResult>& results, const flow::Effects& effects);
+
+  // ------------------------------------------------------- dex.flow.FlowService
+  StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& request);
+  Status stop_flow(const flow::StopFlowRequest& request);
+  Status publish(const flow::PublishToChannelRequest& request);
+  Status skip_timer(const flow::SkipTimerRequest& request);
+  StatusOr<flow::FlowDescription> describe(const flow::FlowRef& ref);
+  StatusOr<flow::GetFlowStateResponse> state(const flow::FlowRef& ref);
+  StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);
+  // Long polls: end when the awaited thing happened, at `deadline`, when
+  // `cancelled()` turns true, or Stopped.
+  StatusOr<flow::WaitForFlowResponse> wait_for_flow(const flow::FlowRef& ref, TimePoint deadline,
+                                                    const std::function<bool()>& cancelled);
+  StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
+      const flow::WaitForHistoryEventRequest& request, TimePoint deadline,
+      const std::function<bool()>& cancelled);
+  StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
+      const flow::WaitForStepCompletionRequest& request, TimePoint deadline,
+      const std::function<bool()>& cancelled);
+
+  // ------------------------------------------------------------ Worker streams
+  // Records the hello's declarations (durably, before it returns) and lets the
+  // stream take tasks of those Flow types.
+  Status connect(WorkerHandle handle, const WorkerHello& hello, std::shared_ptr<WorkerSink> sink);
+  void disconnect(WorkerHandle handle);
+  // False when the task is not a running flow attempt of this process.
+  bool knows_task(const std::string& task_id) const;
+  HeartbeatAck heartbeat(const TaskHeartbeat& heartbeat);
+  // Resolves once the result is durable (accepted) or refused.
+  std::future<ResultAck> complete(WorkerHandle handle, const flow::FlowTaskResult& result);
+
+ private:
+  struct Worker {
+    std::string worker_id;
+    std::set<std::string> flow_types;
+    uint32_t capacity = 1;
+    uint32_t in_use = 0;
+    std::shared_ptr<WorkerSink> sink;
+    bool broken = false;
+  };
+  // An attempt handed (or about to be handed) to a Worker by this process.
+  struct Running {
+    flow::TaskRef task;
+    std::string flow_type;
+    WorkerHandle worker = 0;
+    bool sent = false;
+    bool confirmed = false;  // the record that started it applied
+    bool ending = false;     // a timeout or withdrawal is proposed
+    std::optional<flow::FlowTask> prebuilt;  // ASYNC: the task as sent
+    int64_t attempt_timeout_ms = 0;
+    int64_t heartbeat_timeout_ms = 0;
+    TimePoint deadline;
+    std::optional<TimePoint> heartbeat_deadline;
+  };
+
+  // Assigns the attempts `record` will queue to free Workers (docs/flow-rules.md,
+  // "One batch per Step transition"), applying it to a scratch copy of the
+  // store first. Fills `reserved` with the task ids reserved (mu_ not held).
+  // Returns the rules' verdict on the record as the scratch copy saw it.
+  flow::ApplyResult speculate(flow::FlowRecord& record, std::vector<std::string>& reserved);
+  // After the record applied: starts sending what it started, releases what
+  // it did not.
+  void settle(const std::vector<std::string>& reserved, bool applied);
+  // Appends `record` (with assignments when `speculative`); `done` runs once
+  // applied or refused. ASYNC attempts it assigned are sent at once.
+  void propose(flow::FlowRecord record, bool speculative,
+               std::function<void(StatusOr<flow::ApplyResult>)> done);
+  StatusOr<flow::ApplyResult> propose_and_wait(flow::FlowRecord record, bool speculative);
+  // Sends the ASYNC tasks among `reserved` (built by speculate) now.
+  void send_prebuilt(const std::vector<std::string>& reserved);
+  // Hands a task to its Worker's stream; false (and a withdrawal) if it is gone.
+  void send(const std::string& task_id, const flow::FlowTask& task);
+  template <typename T>
+  StatusOr<std::optional<T>> wait_until(TimePoint deadline, const std::function<bool()>& cancelled,
+                                        const std::function<StatusOr<std::optional<T>>()>& ready);
+  Status refusal(const flow::ApplyResult& result) const;
+
+  void run_scheduler();
+  void send_started();
+  void fire_timers();
+  void enforce_timeouts();
+  void dispatch();
+  void withdraw(const std::string& task_id);
+  void propose_timeout(const std::string& task_id, const std::string& why);
+  // The store's view (null once stopped), under store_.mu shared.
+  template <typename Fn>
+  auto with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>()));
+  std::string next_task_id();  // REQUIRES: mu_ held
+  std::vector<std::string> workers_for(const std::string& flow_type) const;
+  int64_t now_ms() const { return options_.now_unix_ms(); }
+
+  // Constant after construction.
+  const FlowEngineOptions options_;
+  SharedStore& store_;
+  Clock& clock_;
+  FlowProposer proposer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable sched_cv_;    // wake_ or stopped_
+  std::condition_variable changed_cv_;  // version_ moved, or stopped_
+  bool stopped_ = false;                // guarded by mu_
+  bool log_stopped_ = false;            // guarded by mu_
+  bool draining_ = false;               // guarded by mu_
+  bool wake_ = false;                   // guarded by mu_
+  uint64_t version_ = 0;                // guarded by mu_: bumped by every applied change
+  uint64_t next_task_ = 1;              // guarded by mu_
+  std::map<WorkerHandle, Worker> workers_;                  // guarded by mu_
+  std::unordered_map<std::string, Running> running_;        // guarded by mu_; by task id
+  // Queued attempts by Flow type, in queue order (a cache of the store's task
+  // queues: an entry may be stale; dispatch checks the store).
+  std::map<std::string, std::deque<flow::TaskRef>> queued_;  // guarded by mu_
+  std::set<std::string> firing_;                             // guarded by mu_; timer index keys
+  std::deque<std::string> sends_;                            // guarded by mu_; started, to send
+  std::thread scheduler_;
+  std::once_flag stop_once_;
+};
+
+template <typename Fn>
+inline auto FlowEngine::with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>())) {
+  std::shared_lock<std::shared_mutex> lock(store_.mu);
+  if (!store_.sm) return Status::stopped("the engine stopped");
+  auto view = store_.sm->flow_view();
+  auto out = fn(*view);
+  if (!view->status().is_ok()) return view->status();
+  return out;
+}
+
+}  // namespace dex

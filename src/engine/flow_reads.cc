@@ -1,0 +1,148 @@
+#include "engine/flow_reads.h"
+
+namespace dex {
+namespace {
+
+bool is_active(flow::Phase p) {
+  return p == flow::PHASE_WAIT_FOR || p == flow::PHASE_WAITING || p == flow::PHASE_EXECUTE;
+}
+
+}  // namespace
+
+StatusOr<flow::Run> resolve_run(flow::KvFlowTxn& txn, const flow::FlowRef& ref) {
+  std::string run_id = ref.run_id();
+  if (run_id.empty()) {
+    auto entry = txn.flow_id(ref.flow_id());
+    if (!entry) return Status::not_found("no Flow with ID '" + ref.flow_id() + "'");
+    run_id = entry->run_id();
+  }
+  auto run = txn.run(ref.flow_id(), run_id);
+  if (!run) return Status::not_found("Flow '" + ref.flow_id() + "' has no run '" + run_id + "'");
+  return std::move(*run);
+}
+
+flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
+  flow::FlowDescription d;
+  d.set_flow_id(run.flow_id());
+  d.set_run_id(run.run_id());
+  d.set_flow_type(run.flow_type());
+  d.set_declaration_version(run.declaration_version());
+  d.set_status(run.status());
+  d.set_start_unix_ms(run.start_ms());
+  d.set_close_unix_ms(run.close_ms());
+  d.set_close_reason(run.close_reason());
+  *d.mutable_outputs() = run.outputs();
+  *d.mutable_input() = run.input();
+  if (auto entry = txn.flow_id(run.flow_id())) d.set_runs(entry->runs());
+  return d;
+}
+
+std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run) {
+  std::vector<flow::StepExecutionView> out;
+  for (const auto& id : run.active()) {  // bounded by kActiveStepsMax
+    auto s = txn.step(run.flow_id(), run.run_id(), id);
+    if (!s || !is_active(s->phase())) continue;
+    flow::StepExecutionView v;
+    v.set_step_execution_id(id);
+    v.set_step_type(s->step_type());
+    v.set_phase(s->phase());
+    v.set_scheduled_by(s->parent_execution_id());
+    v.set_created_unix_ms(s->created_ms());
+    if (s->phase() != flow::PHASE_WAITING) {
+      v.set_method(s->method().method());
+      v.set_attempt(s->method().attempt());
+      v.set_task_state(s->method().state());
+      v.set_worker_id(s->method().worker_id());
+      v.set_retry_unix_ms(s->method().retry_at_ms());
+      if (s->method().has_last_failure()) *v.mutable_last_failure() = s->method().last_failure();
+    }
+    for (int i = 0; i < s->wait().conditions_size() && i < s->conditions_size(); ++i) {
+      auto* c = v.add_conditions();
+      *c->mutable_condition() = s->wait().conditions(i);
+      c->set_fired(s->conditions(i).fired());
+      c->set_skipped(s->conditions(i).skipped());
+      c->set_timer_unix_ms(s->conditions(i).timer_at_ms());
+      if (s->wait().conditions(i).has_channel()) {
+        const auto& ch = s->wait().conditions(i).channel();
+        auto q = txn.queue({run.flow_id(), run.run_id(), ch.channel(), ch.instance_key()});
+        if (q) c->set_queued(q->next_seq() - q->first_seq());
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& run,
+                                            uint64_t after_seq, bool from_start, uint32_t page) {
+  flow::GetHistoryEventsResponse out;
+  out.set_run_id(run.run_id());
+  const std::string prefix = flow::keys::events_prefix(run.flow_id(), run.run_id());
+  const uint64_t first = from_start ? 0 : after_seq + 1;
+  auto rows = kv.scan_first(prefix, page + 1, prefix + flow::keys::digits(first));
+  for (auto& [key, value] : rows) {  // bounded by page + 1
+    if (static_cast<uint32_t>(out.events_size()) == page) {
+      out.set_more(true);
+      break;
+    }
+    out.add_events()->ParseFromString(value);
+  }
+  return out;
+}
+
+flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
+  auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
+  if (!s) return flow::SYNC;
+  return ref.method() == flow::WAIT_FOR ? s->options().wait_for().durability()
+                                         : s->options().execute().durability();
+}
+
+bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
+  auto run = txn.run(ref.flow_id(), ref.run_id());
+  if (!run || run->status() != flow::FLOW_RUNNING) return false;
+  auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
+  return s && s->method().state() == flow::TASK_QUEUED && s->method().method() == ref.method() &&
+         s->method().attempt() == ref.attempt();
+}
+
+std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
+                                         const std::string& task_id) {
+  auto run = txn.run(ref.flow_id(), ref.run_id());
+  auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
+  if (!run || !s || s->method().method() != ref.method() || s->method().attempt() != ref.attempt())
+    return std::nullopt;
+  flow::FlowTask t;
+  t.set_task_id(task_id);
+  t.set_flow_id(run->flow_id());
+  t.set_run_id(run->run_id());
+  t.set_flow_type(run->flow_type());
+  t.set_declaration_version(run->declaration_version());
+  t.set_step_type(s->step_type());
+  t.set_step_execution_id(s->step_execution_id());
+  t.set_method(ref.method());
+  t.set_attempt(ref.attempt());
+  t.set_first_attempt_unix_ms(s->method().first_attempt_ms());
+  t.set_scheduled_by(s->parent_execution_id());
+  *t.mutable_input() = s->input();
+  const auto& options =
+      ref.method() == flow::WAIT_FOR ? s->options().wait_for() : s->options().execute();
+  t.set_attempt_timeout_ms(options.attempt_timeout_ms());
+  t.set_heartbeat_timeout_ms(options.heartbeat_timeout_ms());
+  t.set_recovery_error(s->recovery_error());
+  if (ref.method() == flow::EXECUTE) {
+    *t.mutable_locals() = s->locals();
+    t.set_wait_for_failed(s->wait_for_failed());
+    for (int i = 0; i < s->wait().conditions_size() && i < s->conditions_size(); ++i) {
+      auto* r = t.add_conditions();
+      r->set_index(static_cast<uint32_t>(i));
+      r->set_condition_id(s->wait().conditions(i).condition_id());
+      r->set_fired(s->conditions(i).satisfied());
+      r->set_skipped(s->conditions(i).skipped());
+      *r->mutable_messages() = s->conditions(i).messages();
+      *r->mutable_condition() = s->wait().conditions(i);
+    }
+  }
+  return t;
+}
+
+}  // namespace dex

@@ -1,0 +1,33 @@
+// What the flow engine reads from the flow state (docs/flow-rules.md, "Keys")
+// to answer FlowService reads and to build the tasks it hands to Workers.
+// Pure functions over a FlowTxn / KvStore: no lock, no clock.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "dex/flow_api.pb.h"
+#include "flow/kv_txn.h"
+
+namespace dex {
+
+// The run `ref` names (its latest run when run_id is empty); NotFound naming it.
+StatusOr<flow::Run> resolve_run(flow::KvFlowTxn& txn, const flow::FlowRef& ref);
+flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run);
+// The run's active Step executions, as GetFlowState shows them.
+std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run);
+// Events with seq > after_seq (from the first with from_start), at most `page`.
+flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& run,
+                                            uint64_t after_seq, bool from_start, uint32_t page);
+// The task of the attempt `ref` names, if the execution still waits for it
+// (queued, or running as task_id).
+std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
+                                         const std::string& task_id);
+// The durability of the method `ref` names (SYNC when unknown).
+flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
+// Whether the attempt `ref` is still queued in the store.
+bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
+
+}  // namespace dex
