@@ -171,7 +171,8 @@ class EngineImpl final : public Engine {
     return flow_->wait_for_history_event(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
   }
   StatusOr<flow::WaitForStepCompletionResponse> flow_wait_step(
-      const flow::WaitForStepCompletionRequest& r, const std::function<bool()>& cancelled) override {
+      const flow::WaitForStepCompletionRequest& r,
+      const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
     return flow_->wait_for_step(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
   }
@@ -953,10 +954,10 @@ void EngineImpl::dispatch() {
       {
         std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
         if (!local_.sm) return;
-        auto got =
-            local_.sm->ready_steps(queue, slot.free, [&](const std::string& f, const std::string& s) {
-              return skip.contains(step_key(f, s));
-            });
+        auto got = local_.sm->ready_steps(queue, slot.free,
+                                          [&](const std::string& f, const std::string& s) {
+                                            return skip.contains(step_key(f, s));
+                                          });
         if (!got.is_ok()) {
           spdlog::error("engine: reading ready queue '{}': {}", queue, got.status().to_string());
           return;

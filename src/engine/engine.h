@@ -211,7 +211,8 @@ class Engine {
   virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) {
     return no_flows();
   }
-  virtual StatusOr<flow::GetHistoryEventsResponse> flow_history(const flow::GetHistoryEventsRequest&) {
+  virtual StatusOr<flow::GetHistoryEventsResponse> flow_history(
+      const flow::GetHistoryEventsRequest&) {
     return no_flows();
   }
   virtual StatusOr<flow::WaitForFlowResponse> flow_wait(const flow::WaitForFlowRequest&,

@@ -107,7 +107,8 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
       return std::optional<flow::TaskRef>();
     });
     if (!found.is_ok()) {
-      promise->set_exception(std::make_exception_ptr(EngineStoppedError(found.status().to_string())));
+      promise->set_exception(
+          std::make_exception_ptr(EngineStoppedError(found.status().to_string())));
       return future;
     }
     ref = *found;
@@ -167,38 +168,46 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
     m->clear_locals();
     m->clear_publishes();
   }
-  propose(std::move(record), true,
-          [promise, ack, refused](StatusOr<flow::ApplyResult> r) mutable {
-            if (!r.is_ok()) {
-              promise->set_exception(
-                  std::make_exception_ptr(EngineStoppedError(r.status().to_string())));
-              return;
-            }
-            ack.set_accepted(r->kind == flow::ApplyKind::kApplied && refused.empty());
-            if (!refused.empty())
-              ack.set_reason("refused: " + refused + " (the attempt counts as FAILED)");
-            else if (r->kind != flow::ApplyKind::kApplied)
-              ack.set_reason(std::string(flow::apply_kind_name(r->kind)) + ": " + r->message);
-            promise->set_value(ack);
-          });
+  propose(std::move(record), true, [promise, ack, refused](StatusOr<flow::ApplyResult> r) mutable {
+    if (!r.is_ok()) {
+      promise->set_exception(std::make_exception_ptr(EngineStoppedError(r.status().to_string())));
+      return;
+    }
+    ack.set_accepted(r->kind == flow::ApplyKind::kApplied && refused.empty());
+    if (!refused.empty())
+      ack.set_reason("refused: " + refused + " (the attempt counts as FAILED)");
+    else if (r->kind != flow::ApplyKind::kApplied)
+      ack.set_reason(std::string(flow::apply_kind_name(r->kind)) + ": " + r->message);
+    promise->set_value(ack);
+  });
   return future;
 }
 
 // ----------------------------------------------------------- scheduler
 
 void FlowEngine::run_scheduler() {
-  // Bounded by stop(): every round ends within kSchedulerPollMax.
+  std::optional<int64_t> next_timer_ms;
+  // Bounded by stop(): every wait ends by kSchedulerPollMax, the next timer or
+  // the next attempt deadline.
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      clock_.wait_until(lock, sched_cv_, clock_.now() + kSchedulerPollMax,
-                        [&] { return stopped_ || wake_; });
+      const TimePoint now = clock_.now();
+      TimePoint wake = now + kSchedulerPollMax;
+      // The wall clock of timers, turned into the scheduler's clock.
+      if (next_timer_ms) wake = std::min(wake, now + milliseconds(*next_timer_ms - now_ms()));
+      for (const auto& [id, r] : running_) {  // bounded by the Workers' capacity
+        if (!r.sent || r.ending) continue;
+        wake = std::min(wake, r.deadline);
+        if (r.heartbeat_deadline) wake = std::min(wake, *r.heartbeat_deadline);
+      }
+      clock_.wait_until(lock, sched_cv_, wake, [&] { return stopped_ || wake_; });
       if (stopped_) return;
       wake_ = false;
       if (log_stopped_) continue;
     }
     send_started();
-    fire_timers();
+    next_timer_ms = fire_timers();
     enforce_timeouts();
     dispatch();
   }
@@ -292,22 +301,29 @@ void FlowEngine::withdraw(const std::string& task_id) {
   propose(std::move(record), false, [](StatusOr<flow::ApplyResult>) {});
 }
 
-void FlowEngine::fire_timers() {
+std::optional<int64_t> FlowEngine::fire_timers() {
   const int64_t now = now_ms();
+  std::optional<int64_t> next;  // the first timer not due yet
   auto due = with_view([&](RocksKv& kv) -> StatusOr<std::vector<std::string>> {
     std::vector<std::string> keys;
     for (auto& [key, value] : kv.scan_first(flow::keys::kTimerPrefix, kTimersPerRoundMax, "")) {
       flow::TimerKey k;
       int64_t at = 0;
-      if (!flow::keys::parse_timer(key, &k, &at) || at > now) break;  // in due order
+      if (!flow::keys::parse_timer(key, &k, &at)) break;
+      if (at > now) {  // in due order: the rest are later
+        next = at;
+        break;
+      }
       keys.push_back(key);
     }
     return keys;
   });
   if (!due.is_ok()) {
     spdlog::error("flow engine: reading timers: {}", due.status().to_string());
-    return;
+    return now + to_ms(kSchedulerPollMax);
   }
+  // A full round leaves more due: come back at once.
+  if (due->size() == kTimersPerRoundMax) next = now;
   for (const std::string& key : due.value()) {  // bounded by kTimersPerRoundMax
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -321,8 +337,12 @@ void FlowEngine::fire_timers() {
     propose(std::move(record), true, [this, key](StatusOr<flow::ApplyResult>) {
       std::lock_guard<std::mutex> lock(mu_);
       firing_.erase(key);
+      // A timer still due (its record was refused) is looked at again.
+      wake_ = true;
+      sched_cv_.notify_all();
     });
   }
+  return next;
 }
 
 void FlowEngine::propose_timeout(const std::string& task_id, const std::string& why) {

@@ -24,7 +24,9 @@ constexpr uint32_t kHistoryPageMax = 1'000;
 // A long poll re-checks whether its caller went away at least this often.
 constexpr Duration kWaitSlice = milliseconds(500);
 
-Status engine_stopped() { return Status::stopped("the engine stopped (the lease was released or lost)"); }
+Status engine_stopped() {
+  return Status::stopped("the engine stopped (the lease was released or lost)");
+}
 
 std::string new_run_id() {
   // 128 random bits: unique across processes and restarts without coordination.
@@ -202,11 +204,11 @@ void FlowEngine::propose(flow::FlowRecord record, bool speculative,
                          std::function<void(StatusOr<flow::ApplyResult>)> done) {
   std::vector<std::string> reserved;
   if (speculative) speculate(record, reserved);
-  proposer_.propose(std::move(record), [this, reserved, done = std::move(done)](
-                                           StatusOr<flow::ApplyResult> result) {
-    settle(reserved, result.is_ok() && result->kind == flow::ApplyKind::kApplied);
-    done(std::move(result));
-  });
+  proposer_.propose(std::move(record),
+                    [this, reserved, done = std::move(done)](StatusOr<flow::ApplyResult> result) {
+                      settle(reserved, result.is_ok() && result->kind == flow::ApplyKind::kApplied);
+                      done(std::move(result));
+                    });
   send_prebuilt(reserved);
 }
 
@@ -331,8 +333,8 @@ StatusOr<flow::GetFlowStateResponse> FlowEngine::state(const flow::FlowRef& ref)
 StatusOr<flow::GetHistoryEventsResponse> FlowEngine::history(
     const flow::GetHistoryEventsRequest& request) {
   if (request.page_size() > kHistoryPageMax)
-    return Status::invalid_argument(fmt::format("pageSize {} is above the limit of {}",
-                                                request.page_size(), kHistoryPageMax));
+    return Status::invalid_argument(
+        fmt::format("pageSize {} is above the limit of {}", request.page_size(), kHistoryPageMax));
   const uint32_t page = request.page_size() == 0 ? kHistoryPageDefault : request.page_size();
   return with_view([&](RocksKv& kv) -> StatusOr<flow::GetHistoryEventsResponse> {
     flow::KvFlowTxn txn(kv);
@@ -416,8 +418,8 @@ StatusOr<flow::WaitForStepCompletionResponse> FlowEngine::wait_for_step(
               auto s = txn.step(run->flow_id(), run->run_id(), request.step_execution_id());
               if (!s)
                 return Status::not_found("Flow '" + run->flow_id() + "' run '" + run->run_id() +
-                                         "' has no Step execution '" +
-                                         request.step_execution_id() + "'");
+                                         "' has no Step execution '" + request.step_execution_id() +
+                                         "'");
               last.set_phase(s->phase());
               const bool ended = s->phase() == flow::PHASE_DONE ||
                                  s->phase() == flow::PHASE_FAILED ||

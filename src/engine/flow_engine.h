@@ -118,8 +118,8 @@ class FlowEngine {
     std::string flow_type;
     WorkerHandle worker = 0;
     bool sent = false;
-    bool confirmed = false;  // the record that started it applied
-    bool ending = false;     // a timeout or withdrawal is proposed
+    bool confirmed = false;                  // the record that started it applied
+    bool ending = false;                     // a timeout or withdrawal is proposed
     std::optional<flow::FlowTask> prebuilt;  // ASYNC: the task as sent
     int64_t attempt_timeout_ms = 0;
     int64_t heartbeat_timeout_ms = 0;
@@ -151,7 +151,8 @@ class FlowEngine {
 
   void run_scheduler();
   void send_started();
-  void fire_timers();
+  // Proposes the due timers; returns when the next one is due (wall ms).
+  std::optional<int64_t> fire_timers();
   void enforce_timeouts();
   void dispatch();
   void withdraw(const std::string& task_id);
@@ -170,16 +171,16 @@ class FlowEngine {
   FlowProposer proposer_;
 
   mutable std::mutex mu_;
-  std::condition_variable sched_cv_;    // wake_ or stopped_
-  std::condition_variable changed_cv_;  // version_ moved, or stopped_
-  bool stopped_ = false;                // guarded by mu_
-  bool log_stopped_ = false;            // guarded by mu_
-  bool draining_ = false;               // guarded by mu_
-  bool wake_ = false;                   // guarded by mu_
-  uint64_t version_ = 0;                // guarded by mu_: bumped by every applied change
-  uint64_t next_task_ = 1;              // guarded by mu_
-  std::map<WorkerHandle, Worker> workers_;                  // guarded by mu_
-  std::unordered_map<std::string, Running> running_;        // guarded by mu_; by task id
+  std::condition_variable sched_cv_;        // wake_ or stopped_
+  std::condition_variable changed_cv_;      // version_ moved, or stopped_
+  bool stopped_ = false;                    // guarded by mu_
+  bool log_stopped_ = false;                // guarded by mu_
+  bool draining_ = false;                   // guarded by mu_
+  bool wake_ = false;                       // guarded by mu_
+  uint64_t version_ = 0;                    // guarded by mu_: bumped by every applied change
+  uint64_t next_task_ = 1;                  // guarded by mu_
+  std::map<WorkerHandle, Worker> workers_;  // guarded by mu_
+  std::unordered_map<std::string, Running> running_;  // guarded by mu_; by task id
   // Queued attempts by Flow type, in queue order (a cache of the store's task
   // queues: an entry may be stale; dispatch checks the store).
   std::map<std::string, std::deque<flow::TaskRef>> queued_;  // guarded by mu_

@@ -34,10 +34,10 @@ class FlowProposer {
  private:
   LogWriter& log_;
   std::mutex mu_;
-  bool stopped_ = false;                          // guarded by mu_
-  Status stopped_why_;                            // guarded by mu_
-  uint64_t next_id_ = 1;                          // guarded by mu_
-  std::unordered_map<uint64_t, Done> pending_;    // guarded by mu_; bounded by the writer's queue
+  bool stopped_ = false;                        // guarded by mu_
+  Status stopped_why_;                          // guarded by mu_
+  uint64_t next_id_ = 1;                        // guarded by mu_
+  std::unordered_map<uint64_t, Done> pending_;  // guarded by mu_; bounded by the writer's queue
 };
 
 }  // namespace dex

@@ -94,7 +94,7 @@ flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& re
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!s) return flow::SYNC;
   return ref.method() == flow::WAIT_FOR ? s->options().wait_for().durability()
-                                         : s->options().execute().durability();
+                                        : s->options().execute().durability();
 }
 
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {

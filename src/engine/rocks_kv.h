@@ -43,8 +43,7 @@ class RocksKv final : public flow::KvStore {
   void put(std::string_view key, std::string_view value) override;
   void del(std::string_view key) override;
   std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) override;
-  std::vector<std::pair<std::string, std::string>> scan_first(std::string_view prefix,
-                                                              size_t limit,
+  std::vector<std::pair<std::string, std::string>> scan_first(std::string_view prefix, size_t limit,
                                                               std::string_view from) override;
 
   // Ok, or the first RocksDB error a read met.

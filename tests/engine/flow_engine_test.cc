@@ -1,0 +1,298 @@
+// dex Flows through the whole engine (docs/flow-rules.md, "The flow engine"):
+// MemoryObjectStore + LogWriter + Engine with a ManualClock, and fake Worker
+// streams that declare a Flow type and answer FlowTasks by hand.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "objstore/memory_store.h"
+
+namespace dex {
+namespace {
+
+using namespace dex::testing;
+
+// A Worker stream that hosts Flows: collects the FlowTasks the engine sends.
+class FlowWorker final : public WorkerSink {
+ public:
+  bool send_task(const StepTask&) override { return false; }
+  bool send_flow_task(const flow::FlowTask& task) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!alive) return false;
+    tasks_.push_back(task);
+    cv_.notify_all();
+    return true;
+  }
+  bool send_ping() override { return alive.load(); }
+  std::optional<flow::FlowTask> next(
+      std::chrono::milliseconds wait = std::chrono::milliseconds(3000)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, wait, [&] { return !tasks_.empty(); })) return std::nullopt;
+    flow::FlowTask t = tasks_.front();
+    tasks_.pop_front();
+    return t;
+  }
+  std::atomic<bool> alive{true};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<flow::FlowTask> tasks_;
+};
+
+// Order: Start -> (Next | Wait). Wait waits on Channel "approval" or a Timer.
+flow::FlowDeclaration order_declaration() {
+  flow::FlowDeclaration d;
+  d.set_flow_type("Order");
+  d.set_start_step_type("Start");
+  d.add_steps()->set_step_type("Start");
+  d.add_steps()->set_step_type("Next");
+  auto* wait = d.add_steps();
+  wait->set_step_type("Wait");
+  wait->set_has_wait_for(true);
+  d.add_channels()->set_name("approval");
+  return d;
+}
+
+class FlowEngineTest : public EngineProcessTest {
+ protected:
+  Engine::WorkerHandle connect_flows(Engine& e, std::shared_ptr<FlowWorker> worker,
+                                     const std::string& id = "w1") {
+    WorkerHello hello;
+    hello.set_worker_id(id);
+    hello.set_max_concurrent_tasks(10);
+    *hello.add_flows() = order_declaration();
+    auto handle = e.connect_worker(hello, std::move(worker));
+    EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
+    return handle.is_ok() ? handle.value() : 0;
+  }
+  static std::string start(Engine& e, const std::string& flow_id, const std::string& input = "in") {
+    flow::StartFlowRequest r;
+    r.set_flow_id(flow_id);
+    r.set_flow_type("Order");
+    r.mutable_input()->set_data(input);
+    auto out = e.flow_start(r);
+    EXPECT_TRUE(out.is_ok()) << out.status().to_string();
+    return out.is_ok() ? out->run_id() : "";
+  }
+  static ResultAck answer(Engine& e, Engine::WorkerHandle w, flow::FlowTaskResult result) {
+    auto f = e.complete_flow_task(w, result);
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    return f.get();
+  }
+  static ResultAck decide(Engine& e, Engine::WorkerHandle w, const flow::FlowTask& task,
+                          const flow::StepDecision& decision) {
+    flow::FlowTaskResult r;
+    r.set_task_id(task.task_id());
+    *r.mutable_decision() = decision;
+    return answer(e, w, r);
+  }
+  static flow::StepDecision go_to(const std::string& type) {
+    flow::StepDecision d;
+    auto* m = d.mutable_go_to()->add_movements();
+    m->set_step_type(type);
+    m->mutable_input()->set_data(type + "-input");
+    return d;
+  }
+  static flow::StepDecision complete(const std::string& output) {
+    flow::StepDecision d;
+    d.mutable_graceful_complete()->set_data(output);
+    return d;
+  }
+  static flow::FlowDescription wait_closed(Engine& e, const std::string& flow_id) {
+    flow::WaitForFlowRequest r;
+    r.mutable_flow()->set_flow_id(flow_id);
+    r.set_timeout_ms(1);
+    for (int i = 0; i < 200; ++i) {
+      auto out = e.flow_wait(r, nullptr);
+      EXPECT_TRUE(out.is_ok()) << out.status().to_string();
+      if (out.is_ok() && out->closed()) return out->flow();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << flow_id << " did not close";
+    return {};
+  }
+};
+
+TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  flow::StartFlowRequest r;
+  r.set_flow_id("f");
+  r.set_flow_type("Order");
+  auto out = p->engine->flow_start(r);
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(out.status().message(), "Flow type 'Order' was never declared by a Worker");
+}
+
+TEST_F(FlowEngineTest, ASequentialFlowRunsWithOneLogBatchPerStep) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  const uint64_t before = p->writer->next_slot().value;
+  const std::string run_id = start(e, "f1", "order-7");
+  auto task = worker->next();
+  ASSERT_TRUE(task);
+  EXPECT_EQ(task->step_execution_id(), "Start-1");
+  EXPECT_EQ(task->method(), flow::EXECUTE);
+  EXPECT_EQ(task->input().data(), "order-7");
+  EXPECT_EQ(task->run_id(), run_id);
+  EXPECT_EQ(task->attempt(), 1u);
+  ASSERT_TRUE(decide(e, w, *task, go_to("Next")).accepted());
+  auto next = worker->next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->step_execution_id(), "Next-1");
+  EXPECT_EQ(next->scheduled_by(), "Start-1");
+  EXPECT_EQ(next->input().data(), "Next-input");
+  ASSERT_TRUE(decide(e, w, *next, go_to("Next")).accepted());
+  auto last = worker->next();
+  ASSERT_TRUE(last);
+  ASSERT_TRUE(decide(e, w, *last, complete("shipped")).accepted());
+  auto d = wait_closed(e, "f1");
+  EXPECT_EQ(d.status(), flow::FLOW_COMPLETED);
+  ASSERT_EQ(d.outputs_size(), 1);
+  EXPECT_EQ(d.outputs(0).output().data(), "shipped");
+  // Three Steps: the start and one record per Step, each its own batch.
+  EXPECT_EQ(p->writer->next_slot().value - before, 4u);
+  // A second copy of a result is refused as stale and changes nothing.
+  ResultAck again = decide(e, w, *last, complete("again"));
+  EXPECT_FALSE(again.accepted());
+  EXPECT_NE(again.reason().find("stale"), std::string::npos) << again.reason();
+}
+
+TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  start(e, "f1");
+  ASSERT_TRUE(decide(e, w, *worker->next(), go_to("Wait")).accepted());
+  auto wait_for = worker->next();
+  ASSERT_TRUE(wait_for);
+  EXPECT_EQ(wait_for->method(), flow::WAIT_FOR);
+  flow::FlowTaskResult r;
+  r.set_task_id(wait_for->task_id());
+  auto* wait = r.mutable_wait();
+  wait->set_kind(flow::ANY_OF);
+  auto* c = wait->add_conditions()->mutable_channel();
+  c->set_channel("approval");
+  c->set_match(flow::FOR_ONE);
+  wait->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
+  r.mutable_locals()->set_data("seen");
+  ASSERT_TRUE(answer(e, w, r).accepted());
+  // The state shows the waiting execution and its conditions.
+  flow::FlowRef ref;
+  ref.set_flow_id("f1");
+  auto state = e.flow_state(ref);
+  ASSERT_TRUE(state.is_ok());
+  ASSERT_EQ(state->active_size(), 1);
+  EXPECT_EQ(state->active(0).phase(), flow::PHASE_WAITING);
+  EXPECT_EQ(state->workers_size(), 1);
+  flow::PublishToChannelRequest pub;
+  pub.set_flow_id("f1");
+  pub.set_channel("approval");
+  pub.add_messages()->set_data("approved by Ann");
+  ASSERT_TRUE(e.flow_publish(pub).is_ok());
+  auto execute = worker->next();
+  ASSERT_TRUE(execute);
+  EXPECT_EQ(execute->method(), flow::EXECUTE);
+  EXPECT_EQ(execute->locals().data(), "seen");
+  ASSERT_EQ(execute->conditions_size(), 2);
+  EXPECT_TRUE(execute->conditions(0).fired());
+  ASSERT_EQ(execute->conditions(0).messages_size(), 1);
+  EXPECT_EQ(execute->conditions(0).messages(0).data(), "approved by Ann");
+  EXPECT_FALSE(execute->conditions(1).fired());
+  EXPECT_TRUE(execute->conditions(1).condition().has_timer());
+}
+
+TEST_F(FlowEngineTest, ATimerFiresOnTheClockAndAFailedAttemptRetries) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  start(e, "f1");
+  auto first = worker->next();
+  flow::FlowTaskResult failed;
+  failed.set_task_id(first->task_id());
+  failed.mutable_error()->set_message("card declined");
+  ASSERT_TRUE(answer(e, w, failed).accepted());
+  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200))) << "the retry waits its backoff";
+  clock_.advance(seconds(1));
+  auto retry = worker->next();
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->attempt(), 2u);
+  ASSERT_TRUE(decide(e, w, *retry, go_to("Wait")).accepted());
+  auto wait_for = worker->next();
+  flow::FlowTaskResult r;
+  r.set_task_id(wait_for->task_id());
+  r.mutable_wait()->set_kind(flow::ANY_OF);
+  r.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(5'000);
+  ASSERT_TRUE(answer(e, w, r).accepted());
+  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200)));
+  clock_.advance(seconds(5));
+  auto execute = worker->next();
+  ASSERT_TRUE(execute);
+  EXPECT_TRUE(execute->conditions(0).fired());
+}
+
+TEST_F(FlowEngineTest, AnInvalidDecisionFailsTheAttemptWithTheReason) {
+  MemoryObjectStore store;
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  start(e, "f1");
+  ResultAck ack = decide(e, w, *worker->next(), go_to("Undeclared"));
+  EXPECT_FALSE(ack.accepted());
+  EXPECT_NE(ack.reason().find("Step type 'Undeclared'"), std::string::npos) << ack.reason();
+  flow::FlowRef ref;
+  ref.set_flow_id("f1");
+  auto state = e.flow_state(ref);
+  ASSERT_TRUE(state.is_ok());
+  ASSERT_EQ(state->active_size(), 1);
+  EXPECT_NE(state->active(0).last_failure().error().find("Undeclared"), std::string::npos);
+}
+
+TEST_F(FlowEngineTest, ANewEpochEndsReceivedAttemptsAndRunsThemAgain) {
+  MemoryObjectStore store;
+  const auto local = dir_.sub("local");
+  auto p1 = start_process(store, 1, local);
+  auto worker = std::make_shared<FlowWorker>();
+  connect_flows(*p1->engine, worker);
+  start(*p1->engine, "f1");
+  auto received = worker->next();
+  ASSERT_TRUE(received);
+  p1->engine->stop();
+  (void)p1->writer->close();
+  // A new process takes over on the same log and local store.
+  auto p2 = start_process(store, 2, local);
+  auto worker2 = std::make_shared<FlowWorker>();
+  auto w2 = connect_flows(*p2->engine, worker2, "w2");
+  clock_.advance(seconds(2));  // the retry's backoff
+  auto again = worker2->next();
+  if (!again) {
+    flow::FlowRef ref;
+    ref.set_flow_id("f1");
+    auto st = p2->engine->flow_state(ref);
+    ADD_FAILURE() << "now " << wall_ms() << " state "
+                  << (st.is_ok() ? st->DebugString() : st.status().to_string());
+  }
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->step_execution_id(), "Start-1");
+  EXPECT_EQ(again->attempt(), 2u) << "NOT_COMPLETED consumed a retry";
+  ResultAck late = decide(*p2->engine, w2, *received, complete("late"));
+  EXPECT_FALSE(late.accepted()) << "the first process's task is stale";
+  ASSERT_TRUE(decide(*p2->engine, w2, *again, complete("done")).accepted());
+  EXPECT_EQ(wait_closed(*p2->engine, "f1").status(), flow::FLOW_COMPLETED);
+}
+
+}  // namespace
+}  // namespace dex
