@@ -280,6 +280,7 @@ Status FlowEngine::publish(const flow::PublishToChannelRequest& request) {
   p->mutable_publish()->set_channel(request.channel());
   p->mutable_publish()->set_instance_key(request.instance_key());
   *p->mutable_publish()->mutable_messages() = request.messages();
+  p->set_request_id(request.request_id());
   p->set_at_unix_ms(now_ms());
   auto result = propose_and_wait(std::move(record), true);
   if (!result.is_ok()) return result.status();

@@ -1,5 +1,7 @@
 #include "flow/flow_rules.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/message_differencer.h>
 
 #include "common/invariant.h"
@@ -353,10 +355,23 @@ ApplyResult Apply::publish(const PublishToChannel& r) {
                     "Flow " + quoted(r.flow_id()) + " run " + quoted(scope->run().run_id()) +
                         " is " + status_name(scope->run().status()) +
                         "; Channels take messages only while the run is RUNNING");
+  const auto& seen = scope->run().publish_requests();
+  if (!r.request_id().empty() && std::find(seen.begin(), seen.end(), r.request_id()) != seen.end())
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated publish request", ""};
+  if (r.request_id().size() > kNameBytesMax)
+    return rejected(RefusalCode::kInvalidArgument,
+                    "requestId is longer than " + std::to_string(kNameBytesMax) + " bytes");
   google::protobuf::RepeatedPtrField<Publish> publishes;
   *publishes.Add() = r.publish();
   if (auto s = validate_publishes(scope->declaration(), publishes); !s.is_ok()) return invalid(s);
   scope->append_publishes(publishes);
+  if (!r.request_id().empty()) {
+    auto* remembered = scope->run().mutable_publish_requests();
+    remembered->Add(std::string(r.request_id()));
+    // Bounded: the oldest is forgotten.
+    if (static_cast<size_t>(remembered->size()) > kPublishRequestsRemembered)
+      remembered->erase(remembered->begin());
+  }
   HistoryEvent event;
   event.set_kind(CHANNEL_PUBLISHED);
   *event.mutable_publish() = r.publish();

@@ -85,14 +85,15 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects);
 
 // Limits (docs/flow-rules.md, "Limits").
-inline constexpr size_t kActiveStepsMax = 10'000;     // per run
-inline constexpr size_t kMovementsMax = 1'000;        // per decision
-inline constexpr size_t kConditionsMax = 100;         // per wait
-inline constexpr size_t kPublishMessagesMax = 1'000;  // per record
-inline constexpr size_t kPayloadBytesMax = 1 << 20;   // one input, output, message, locals
-inline constexpr size_t kNameBytesMax = 255;          // Flow ID, type and Channel names, keys
-inline constexpr size_t kStepTypesMax = 1'000;        // per declaration
-inline constexpr size_t kChannelsMax = 1'000;         // per declaration
+inline constexpr size_t kActiveStepsMax = 10'000;          // per run
+inline constexpr size_t kMovementsMax = 1'000;             // per decision
+inline constexpr size_t kConditionsMax = 100;              // per wait
+inline constexpr size_t kPublishMessagesMax = 1'000;       // per record
+inline constexpr size_t kPayloadBytesMax = 1 << 20;        // one input, output, message, locals
+inline constexpr size_t kNameBytesMax = 255;               // Flow ID, type and Channel names, keys
+inline constexpr size_t kStepTypesMax = 1'000;             // per declaration
+inline constexpr size_t kChannelsMax = 1'000;              // per declaration
+inline constexpr size_t kPublishRequestsRemembered = 256;  // per run, for repeated publishes
 // Any duration (timeouts, delays, Timer durations, retry intervals): ten years.
 inline constexpr int64_t kDurationMsMax = 10LL * 365 * 24 * 3600 * 1000;
 

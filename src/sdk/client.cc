@@ -15,6 +15,7 @@
 #include "common/random.h"
 #include "config/config.h"
 #include "dex/api.grpc.pb.h"
+#include "dex/flow_api.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/grpc_status.h"
@@ -33,6 +34,7 @@ struct Endpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<FlowService::Stub> flows;
+  std::unique_ptr<flow::FlowService::Stub> dex_flows;
   std::unique_ptr<AdminService::Stub> admin;
 };
 
@@ -94,6 +96,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new
     e.address = address;
     e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
     e.flows = FlowService::NewStub(e.channel);
+    e.dex_flows = flow::FlowService::NewStub(e.channel);
     e.admin = AdminService::NewStub(e.channel);
     stubs_->endpoints.push_back(std::move(e));
   }
@@ -514,6 +517,223 @@ StatusOr<DescribeResponse> Client::describe() {
         return e.admin->Describe(c, request, r);
       },
       CallPolicy{options_.admin_credential, Repeat::kSafe, std::nullopt, nullptr});
+}
+
+// ------------------------------------------------------------ dex Flows
+
+namespace {
+
+flow::FlowRef flow_ref(const std::string& flow_id, const std::string& run_id) {
+  flow::FlowRef ref;
+  ref.set_flow_id(flow_id);
+  ref.set_run_id(run_id);
+  return ref;
+}
+
+flow::Payload json_payload(const nlohmann::json& value) {
+  flow::Payload p;
+  if (!value.is_null()) p.set_data(value.dump());
+  return p;
+}
+
+// A wait asks the server for at most this long per call (its limit is 60 s).
+constexpr Duration kWaitSliceMax = seconds(50);
+
+}  // namespace
+
+StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
+                                                const std::string& flow_id,
+                                                const nlohmann::json& input,
+                                                flow::StartOptions options) {
+  flow::StartFlowRequest request;
+  request.set_flow_type(flow_type);
+  request.set_flow_id(flow_id);
+  *request.mutable_input() = json_payload(input);
+  // A repeat of this call on another process answers the run it started.
+  if (options.request_id().empty()) {
+    options.set_request_id(random_hex_id());
+    options.set_ignore_already_started(true);
+  }
+  *request.mutable_options() = std::move(options);
+  return unary<flow::StartFlowResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StartFlowResponse* r) {
+        return e.dex_flows->StartFlow(c, request, r);
+      });
+}
+
+Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::string& reason,
+                    const std::string& run_id) {
+  flow::StopFlowRequest request;
+  request.set_flow_id(flow_id);
+  request.set_run_id(run_id);
+  request.set_mode(mode);
+  request.set_reason(reason);
+  return unary<flow::StopFlowResponse>(
+             *stubs_, options_, options_.timeout,
+             [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StopFlowResponse* r) {
+               return e.dex_flows->StopFlow(c, request, r);
+             })
+      .status();
+}
+
+Status Client::publish(const std::string& flow_id, const std::string& channel,
+                       const std::vector<nlohmann::json>& messages, const std::string& instance_key,
+                       const std::string& run_id) {
+  flow::PublishToChannelRequest request;
+  request.set_flow_id(flow_id);
+  request.set_run_id(run_id);
+  request.set_channel(channel);
+  request.set_instance_key(instance_key);
+  request.set_request_id(random_hex_id());  // a repeat elsewhere appends nothing twice
+  for (const auto& m : messages) *request.add_messages() = json_payload(m);
+  return unary<flow::PublishToChannelResponse>(*stubs_, options_, options_.timeout,
+                                               [&](Endpoint& e, grpc::ClientContext* c, TimePoint,
+                                                   flow::PublishToChannelResponse* r) {
+                                                 return e.dex_flows->PublishToChannel(c, request,
+                                                                                      r);
+                                               })
+      .status();
+}
+
+Status Client::skip_timer(const std::string& flow_id, const std::string& step_execution_id,
+                          uint32_t condition_index, const std::string& run_id) {
+  flow::SkipTimerRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_step_execution_id(step_execution_id);
+  request.set_condition_index(condition_index);
+  return unary<flow::SkipTimerResponse>(
+             *stubs_, options_, options_.timeout,
+             [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
+               return e.dex_flows->SkipTimer(c, request, r);
+             })
+      .status();
+}
+
+Status Client::skip_timer(const std::string& flow_id, const std::string& step_execution_id,
+                          const std::string& condition_id, const std::string& run_id) {
+  flow::SkipTimerRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_step_execution_id(step_execution_id);
+  request.set_condition_id(condition_id);
+  return unary<flow::SkipTimerResponse>(
+             *stubs_, options_, options_.timeout,
+             [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
+               return e.dex_flows->SkipTimer(c, request, r);
+             })
+      .status();
+}
+
+StatusOr<flow::FlowDescription> Client::describe_flow(const std::string& flow_id,
+                                                      const std::string& run_id) {
+  const flow::FlowRef request = flow_ref(flow_id, run_id);
+  return unary<flow::FlowDescription>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::FlowDescription* r) {
+        return e.dex_flows->DescribeFlow(c, request, r);
+      });
+}
+
+StatusOr<flow::GetFlowStateResponse> Client::flow_state(const std::string& flow_id,
+                                                        const std::string& run_id) {
+  const flow::FlowRef request = flow_ref(flow_id, run_id);
+  return unary<flow::GetFlowStateResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::GetFlowStateResponse* r) {
+        return e.dex_flows->GetFlowState(c, request, r);
+      });
+}
+
+StatusOr<flow::GetHistoryEventsResponse> Client::history(const std::string& flow_id,
+                                                         uint64_t after_seq, bool from_start,
+                                                         uint32_t page_size,
+                                                         const std::string& run_id) {
+  flow::GetHistoryEventsRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_after_seq(after_seq);
+  request.set_from_start(from_start);
+  request.set_page_size(page_size);
+  return unary<flow::GetHistoryEventsResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::GetHistoryEventsResponse* r) {
+        return e.dex_flows->GetHistoryEvents(c, request, r);
+      });
+}
+
+// One long poll of at most kWaitSliceMax, watched from the side like
+// wait_flow: a process that freezes or steps down is left for the next one.
+template <typename Response, typename Call>
+StatusOr<Response> long_poll(Client::Stubs& stubs, const ClientOptions& options, Duration wait,
+                             Call&& call) {
+  return unary<Response>(
+      stubs, options, wait + options.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, Response* r) {
+        sdk_internal::ReadinessWatch watch(e.channel, FlowService::service_full_name(), c);
+        grpc::Status status = call(e, c, r);
+        if (std::string why = watch.fired(); !why.empty() && !status.ok())
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "during the wait " + why);
+        return status;
+      });
+}
+
+StatusOr<flow::GetHistoryEventsResponse> Client::wait_for_history_event(const std::string& flow_id,
+                                                                        uint64_t after_seq,
+                                                                        bool from_start,
+                                                                        Duration timeout,
+                                                                        const std::string& run_id) {
+  flow::WaitForHistoryEventRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_after_seq(after_seq);
+  request.set_from_start(from_start);
+  const Duration slice = std::clamp<Duration>(timeout, milliseconds(1), kWaitSliceMax);
+  request.set_timeout_ms(to_ms(slice));
+  return long_poll<flow::GetHistoryEventsResponse>(
+      *stubs_, options_, slice,
+      [&](Endpoint& e, grpc::ClientContext* c, flow::GetHistoryEventsResponse* r) {
+        return e.dex_flows->WaitForHistoryEvent(c, request, r);
+      });
+}
+
+StatusOr<flow::WaitForFlowResponse> Client::wait_for_flow(const std::string& flow_id,
+                                                          Duration timeout,
+                                                          const std::string& run_id) {
+  const TimePoint end = SystemClock::instance().now() + timeout;
+  // Bounded by `timeout`: each round asks for what is left of it (at most
+  // kWaitSliceMax), and a failed round ends the wait with its error.
+  while (true) {
+    const Duration left = std::max<Duration>(end - SystemClock::instance().now(), milliseconds(1));
+    const Duration slice = std::min(left, kWaitSliceMax);
+    flow::WaitForFlowRequest request;
+    *request.mutable_flow() = flow_ref(flow_id, run_id);
+    request.set_timeout_ms(std::max<int64_t>(1, to_ms(slice)));
+    auto out = long_poll<flow::WaitForFlowResponse>(
+        *stubs_, options_, slice,
+        [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForFlowResponse* r) {
+          return e.dex_flows->WaitForFlow(c, request, r);
+        });
+    if (!out.is_ok() || out->closed() || SystemClock::instance().now() >= end) return out;
+  }
+}
+
+StatusOr<flow::WaitForStepCompletionResponse> Client::wait_for_step(
+    const std::string& flow_id, const std::string& step_execution_id, Duration timeout,
+    const std::string& run_id) {
+  const TimePoint end = SystemClock::instance().now() + timeout;
+  // Bounded by `timeout`, as wait_for_flow.
+  while (true) {
+    const Duration left = std::max<Duration>(end - SystemClock::instance().now(), milliseconds(1));
+    const Duration slice = std::min(left, kWaitSliceMax);
+    flow::WaitForStepCompletionRequest request;
+    *request.mutable_flow() = flow_ref(flow_id, run_id);
+    request.set_step_execution_id(step_execution_id);
+    request.set_timeout_ms(std::max<int64_t>(1, to_ms(slice)));
+    auto out = long_poll<flow::WaitForStepCompletionResponse>(
+        *stubs_, options_, slice,
+        [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForStepCompletionResponse* r) {
+          return e.dex_flows->WaitForStepCompletion(c, request, r);
+        });
+    if (!out.is_ok() || out->completed() || SystemClock::instance().now() >= end) return out;
+  }
 }
 
 }  // namespace dex

@@ -25,9 +25,12 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "common/clock.h"
 #include "common/status.h"
+
 #include "dex/api.pb.h"
+#include "dex/flow_api.pb.h"
 
 namespace dex {
 
@@ -106,6 +109,48 @@ class Client {
                                        const std::string& expected_node_epoch,
                                        Duration timeout = Duration::zero(),
                                        std::string* sent_to = nullptr);
+
+  // ------------------------------------------------ dex Flows (dex.flow.FlowService)
+  // docs/api.md, "Flows". Values are JSON (sent as Payloads of JSON text).
+  // Every call may be repeated on another process: start sets a request ID
+  // (unless the options carry one) and ignore_already_started, so a repeat
+  // answers the run the first attempt started; publish sends a request ID
+  // the run remembers; the others change nothing twice or only read.
+
+  // Starts a run of `flow_type` with ID `flow_id`; the start Step's input is `input`.
+  StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
+                                          const nlohmann::json& input,
+                                          flow::StartOptions options = {});
+  Status stop(const std::string& flow_id, flow::StopMode mode = flow::STOP_CANCEL,
+              const std::string& reason = "", const std::string& run_id = "");
+  // Appends `messages` in order to a Channel (or a ChannelMap's instance).
+  Status publish(const std::string& flow_id, const std::string& channel,
+                 const std::vector<nlohmann::json>& messages, const std::string& instance_key = "",
+                 const std::string& run_id = "");
+  Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
+                    uint32_t condition_index, const std::string& run_id = "");
+  Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
+                    const std::string& condition_id, const std::string& run_id = "");
+  StatusOr<flow::FlowDescription> describe_flow(const std::string& flow_id,
+                                                const std::string& run_id = "");
+  StatusOr<flow::GetFlowStateResponse> flow_state(const std::string& flow_id,
+                                                  const std::string& run_id = "");
+  // Events with seq > after_seq (from the first when from_start).
+  StatusOr<flow::GetHistoryEventsResponse> history(const std::string& flow_id, uint64_t after_seq,
+                                                   bool from_start, uint32_t page_size = 0,
+                                                   const std::string& run_id = "");
+  StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(const std::string& flow_id,
+                                                                  uint64_t after_seq,
+                                                                  bool from_start, Duration timeout,
+                                                                  const std::string& run_id = "");
+  // Waits until the run closes or `timeout` passes (closed = false), through
+  // server restarts and failovers: a lost call is asked again elsewhere.
+  StatusOr<flow::WaitForFlowResponse> wait_for_flow(const std::string& flow_id, Duration timeout,
+                                                    const std::string& run_id = "");
+  StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(const std::string& flow_id,
+                                                              const std::string& step_execution_id,
+                                                              Duration timeout,
+                                                              const std::string& run_id = "");
 
   const ClientOptions& options() const { return options_; }
   // The addresses calls go to, in the order given.

@@ -64,7 +64,8 @@ inline constexpr Duration kStandbyRetryMax = milliseconds(500);
 inline constexpr Duration kHandBackAckWait = seconds(1);
 
 struct TaskState {
-  StepTask task;
+  StepTask task;  // a dex Flow task: only its task_id is set
+  std::optional<flow::FlowTask> flow_task;
   nlohmann::json input;
   std::string input_error;  // non-empty: the input was not valid JSON
   TimePoint deadline = TimePoint::max();
@@ -115,6 +116,10 @@ class WorkerCore {
   void handle(const std::string& queue, Worker::Handler handler) {
     std::lock_guard<std::mutex> lock(mu_);
     handlers_[queue] = std::move(handler);
+  }
+  void host(std::shared_ptr<sdk::Flow> flow) {
+    std::lock_guard<std::mutex> lock(mu_);
+    flows_[flow->type()] = std::move(flow);
   }
   void add_definition(std::string definition) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -170,13 +175,16 @@ class WorkerCore {
   // over fresh channels, by `deadline`.
   std::vector<sdk_internal::Readiness> probe(TimePoint deadline);
   void on_task(const StepTask& task);
+  void on_flow_task(const flow::FlowTask& task);
   void on_result_ack(const ResultAck& ack);
   void on_heartbeat_ack(const HeartbeatAck& ack);
   void pool_loop();
   void supervise();
   TaskResult run_handler(const std::shared_ptr<TaskState>& state);
-  // Keeps `result` until acknowledged and writes it to the current stream.
-  void deliver(TaskResult result);
+  flow::FlowTaskResult run_flow(const std::shared_ptr<TaskState>& state);
+  // Keeps `result` (a result or a flow_result) until acknowledged and writes
+  // it to the current stream.
+  void deliver(const std::string& task_id, WorkerMessage result);
   // Sleeps `d` unless the Worker finishes first. Returns !finished_.
   bool sleep_unless_finished(Duration d);
   bool idle_locked() const { return queue_.empty() && running_ == 0 && pending_results_.empty(); }
@@ -199,6 +207,8 @@ class WorkerCore {
   std::condition_variable pool_cv_;  // queue_ and pool_stop_
   // Protected by mu_.
   std::map<std::string, Worker::Handler> handlers_;
+  std::map<std::string, std::shared_ptr<sdk::Flow>>
+      flows_;  // by Flow type; fixed once run() starts
   std::vector<std::string> definitions_;
   bool in_run_ = false;
   bool ran_ = false;
@@ -210,9 +220,11 @@ class WorkerCore {
   std::deque<std::shared_ptr<TaskState>> queue_;
   std::map<std::string, std::shared_ptr<TaskState>> tasks_;  // queued or running, by task ID
   uint32_t running_ = 0;
-  std::map<std::string, TaskResult> pending_results_;  // sent or not, until acknowledged
-  std::set<std::string> held_;  // task IDs received after shutdown(), neither run nor answered
-  bool handing_back_ = false;   // held_ was answered; later tasks are ignored
+  // Results (WorkerMessage.result or .flow_result), sent or not, until acknowledged.
+  std::map<std::string, WorkerMessage> pending_results_;
+  // Tasks received after shutdown(), neither run nor answered: task ID -> is a Flow task.
+  std::map<std::string, bool> held_;
+  bool handing_back_ = false;  // held_ was answered; later tasks are ignored
   WorkerStats stats_;
   Duration backoff_{0};
   Random random_;
@@ -222,8 +234,9 @@ Status WorkerCore::run() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ran_) return Status::invalid_argument("Worker::run() may be called once");
-    if (handlers_.empty()) {
-      return Status::invalid_argument("the worker has no handler: call handle() before run()");
+    if (handlers_.empty() && flows_.empty()) {
+      return Status::invalid_argument(
+          "the worker has no handler and hosts no Flow: call handle() or host() before run()");
     }
     if (options_.max_concurrent_tasks < 1) {
       return Status::invalid_argument("max_concurrent_tasks must be at least 1");
@@ -414,6 +427,8 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [queue, handler] : handlers_) hello.mutable_hello()->add_task_queues(queue);
+    for (const auto& [type, flow] : flows_)
+      *hello.mutable_hello()->add_flows() = flow->declaration();
   }
   hello.mutable_hello()->set_max_concurrent_tasks(options_.max_concurrent_tasks);
   bool hello_sent = conn->write(hello);
@@ -436,7 +451,7 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
         // re-sent first. Published and snapshotted under one lock: a result
         // delivered before this is in the snapshot, one delivered after is
         // written by deliver().
-        std::vector<TaskResult> resend;
+        std::vector<WorkerMessage> resend;
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (connecting_ == conn) connecting_.reset();
@@ -456,14 +471,15 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
                                     : "; re-sending " + std::to_string(resend.size()) +
                                           " unacknowledged result(s)");
         for (auto& result : resend) {
-          WorkerMessage out;
-          *out.mutable_result() = std::move(result);
-          if (!conn->write(out)) break;
+          if (!conn->write(result)) break;
         }
         break;
       }
       case ServerMessage::kTask:
         on_task(message.task());
+        break;
+      case ServerMessage::kFlowTask:
+        on_flow_task(message.flow_task());
         break;
       case ServerMessage::kPing:
         break;
@@ -540,7 +556,7 @@ void WorkerCore::on_task(const StepTask& task) {
             "server times it out)",
             options_.worker_id, id);
       } else {
-        held_.insert(id);
+        held_[id] = false;
       }
       return;
     }
@@ -568,7 +584,46 @@ void WorkerCore::on_task(const StepTask& task) {
     }
   }
   spdlog::warn("worker {}: {}", options_.worker_id, refusal.failure().message());
-  deliver(std::move(refusal));
+  WorkerMessage message;
+  *message.mutable_result() = refusal;
+  deliver(refusal.task_id(), std::move(message));
+}
+
+void WorkerCore::on_flow_task(const flow::FlowTask& task) {
+  std::string refusal;
+  const std::string& id = task.task_id();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tasks_.count(id) != 0 || pending_results_.count(id) != 0 || held_.count(id) != 0) {
+      spdlog::debug("worker {}: task {} received again; ignored", options_.worker_id, id);
+      return;
+    }
+    ++stats_.tasks_received;
+    if (stopping_) {
+      // As on_task: held, handed back when the shutdown ends.
+      if (!handing_back_) held_[id] = true;
+      return;
+    }
+    if (queue_.size() >= queued_max_) {
+      refusal = "worker " + options_.worker_id + " has " + std::to_string(queue_.size()) +
+                " tasks queued; the task was not started";
+    } else {
+      auto state = std::make_shared<TaskState>();
+      state->task.set_task_id(id);
+      state->flow_task = task;
+      if (task.attempt_timeout_ms() > 0)
+        state->deadline = SystemClock::instance().now() + milliseconds(task.attempt_timeout_ms());
+      tasks_[id] = state;
+      queue_.push_back(std::move(state));
+      pool_cv_.notify_one();
+      return;
+    }
+  }
+  spdlog::warn("worker {}: {}", options_.worker_id, refusal);
+  WorkerMessage message;
+  message.mutable_flow_result()->set_task_id(id);
+  message.mutable_flow_result()->mutable_error()->set_message(refusal);
+  deliver(id, std::move(message));
 }
 
 void WorkerCore::on_result_ack(const ResultAck& ack) {
@@ -610,7 +665,12 @@ void WorkerCore::pool_loop() {
       ++running_;
       assert(running_ <= options_.max_concurrent_tasks);
     }
-    TaskResult result = run_handler(state);
+    WorkerMessage result;
+    if (state->flow_task) {
+      *result.mutable_flow_result() = run_flow(state);
+    } else {
+      *result.mutable_result() = run_handler(state);
+    }
     std::shared_ptr<Connection> conn;
     bool keep;
     {
@@ -622,7 +682,7 @@ void WorkerCore::pool_loop() {
       ++stats_.tasks_finished;
       keep = !finished_;
       if (keep) {
-        pending_results_[result.task_id()] = result;
+        pending_results_[state->task.task_id()] = result;
         conn = current_;
       }
       cv_.notify_all();
@@ -631,9 +691,7 @@ void WorkerCore::pool_loop() {
       spdlog::warn("worker {}: task {} finished after the shutdown timeout; its result is dropped",
                    options_.worker_id, state->task.task_id());
     } else if (conn) {  // otherwise sent when the next stream opens
-      WorkerMessage message;
-      *message.mutable_result() = std::move(result);
-      conn->write(message);
+      conn->write(result);
     }
   }
 }
@@ -669,17 +727,36 @@ TaskResult WorkerCore::run_handler(const std::shared_ptr<TaskState>& state) {
   return result;
 }
 
-void WorkerCore::deliver(TaskResult result) {
-  WorkerMessage message;
+flow::FlowTaskResult WorkerCore::run_flow(const std::shared_ptr<TaskState>& state) {
+  std::shared_ptr<sdk::Flow> flow;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = flows_.find(state->flow_task->flow_type());
+    if (it != flows_.end()) flow = it->second;  // flows_ is fixed once run() starts
+  }
+  if (!flow) {
+    flow::FlowTaskResult result;
+    result.set_task_id(state->task.task_id());
+    result.mutable_error()->set_message("worker " + options_.worker_id + " hosts no Flow type '" +
+                                        state->flow_task->flow_type() + "'");
+    return result;
+  }
+  return sdk::run_flow_task(
+      *flow, *state->flow_task, [this, state] { send_heartbeat(*state, nullptr); },
+      [state] {
+        return state->cancel_requested.load() || SystemClock::instance().now() >= state->deadline;
+      });
+}
+
+void WorkerCore::deliver(const std::string& task_id, WorkerMessage result) {
   std::shared_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_results_[result.task_id()] = result;
+    pending_results_[task_id] = result;
     conn = current_;
   }
   if (!conn) return;  // sent when the next stream opens
-  *message.mutable_result() = std::move(result);
-  conn->write(message);
+  conn->write(result);
 }
 
 void WorkerCore::supervise() {
@@ -731,12 +808,18 @@ void WorkerCore::supervise() {
   // of waiting for their start-to-close timeout.
   if (!held_.empty()) {
     handing_back_ = true;
-    std::vector<TaskResult> refusals;
-    for (const std::string& id : held_) {
-      TaskResult refusal;
-      refusal.set_task_id(id);
-      refusal.mutable_failure()->set_message("worker " + options_.worker_id +
-                                             " is shutting down; the task was not started");
+    std::vector<WorkerMessage> refusals;
+    for (const auto& [id, is_flow] : held_) {
+      const std::string why =
+          "worker " + options_.worker_id + " is shutting down; the task was not started";
+      WorkerMessage refusal;
+      if (is_flow) {
+        refusal.mutable_flow_result()->set_task_id(id);
+        refusal.mutable_flow_result()->mutable_error()->set_message(why);
+      } else {
+        refusal.mutable_result()->set_task_id(id);
+        refusal.mutable_result()->mutable_failure()->set_message(why);
+      }
       pending_results_[id] = refusal;
       refusals.push_back(std::move(refusal));
     }
@@ -746,9 +829,7 @@ void WorkerCore::supervise() {
     auto conn = current_;
     lock.unlock();
     for (auto& refusal : refusals) {
-      WorkerMessage message;
-      *message.mutable_result() = std::move(refusal);
-      if (!conn || !conn->write(message)) break;  // re-sent if a new stream opens in time
+      if (!conn || !conn->write(refusal)) break;  // re-sent if a new stream opens in time
     }
     lock.lock();
     SystemClock::instance().wait_until(lock, cv_, SystemClock::instance().now() + kHandBackAckWait,
@@ -814,6 +895,7 @@ Worker::~Worker() {
 void Worker::handle(const std::string& task_queue, Handler handler) {
   core_->handle(task_queue, std::move(handler));
 }
+void Worker::host(std::shared_ptr<sdk::Flow> flow) { core_->host(std::move(flow)); }
 void Worker::register_flow_type(std::string definition) {
   core_->add_definition(std::move(definition));
 }

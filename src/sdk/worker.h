@@ -36,6 +36,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "sdk/flow.h"
 
 namespace dex {
 
@@ -141,6 +142,10 @@ class Worker {
   // Serves `task_queue` with `handler` (called on pool threads, concurrently).
   // Call before run(); a second handler for the same queue replaces the first.
   void handle(const std::string& task_queue, Handler handler);
+  // Hosts a dex Flow (sdk/flow.h): its declaration goes in every hello (the
+  // server records it durably), and its WaitFor and Execute tasks run on the
+  // pool. Call before run(); a second Flow of the same type replaces the first.
+  void host(std::shared_ptr<sdk::Flow> flow);
   // A flow type definition (JSON or YAML text) that run() registers through
   // FlowService before it opens the stream, retrying while the server is
   // unreachable. Call before run().

@@ -463,6 +463,21 @@ TEST_F(FlowRules, StopFlowModesAndPublishingToAClosedRun) {
   }
 }
 
+TEST_F(FlowRules, ARepeatedPublishRequestChangesNothing) {
+  h.start("f");
+  FlowRecord r;
+  auto* p = r.mutable_publish();
+  p->set_flow_id("f");
+  p->set_request_id("req-1");
+  p->mutable_publish()->set_channel("approval");
+  *p->mutable_publish()->add_messages() = payload("yes");
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  const auto before = h.kv.data();
+  EXPECT_EQ(h.apply(r).kind, ApplyKind::kUnchanged);
+  EXPECT_EQ(h.kv.data(), before);
+  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u);
+}
+
 TEST_F(FlowRules, SkipTimerFiresItMarkedSkipped) {
   h.start("f");
   h.execute("f", "Start-1", go_to({go("Wait")}));

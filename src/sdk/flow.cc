@@ -1,0 +1,314 @@
+#include "sdk/flow.h"
+
+namespace dex::sdk {
+
+flow::Payload to_payload(const json& value) {
+  flow::Payload p;
+  if (!value.is_null()) p.set_data(value.dump());
+  return p;
+}
+
+json from_payload(const flow::Payload& payload) {
+  if (payload.data().empty()) return nullptr;
+  return json::parse(payload.data());  // throws: the caller turns it into a failure
+}
+
+// ---------------------------------------------------------------- conditions
+
+Condition Condition::id(std::string condition_id) const {
+  flow::Condition p = proto_;
+  p.set_condition_id(std::move(condition_id));
+  return Condition(std::move(p));
+}
+
+Condition Timer::after(std::chrono::milliseconds d) {
+  flow::Condition c;
+  c.mutable_timer()->set_duration_ms(d.count());
+  return Condition(std::move(c));
+}
+
+Condition Timer::at_unix_ms(int64_t unix_ms) {
+  flow::Condition c;
+  c.mutable_timer()->set_at_unix_ms(unix_ms);
+  return Condition(std::move(c));
+}
+
+Condition Channel::condition(flow::ChannelMatch match, uint32_t min, uint32_t max) const {
+  flow::Condition c;
+  auto* ch = c.mutable_channel();
+  ch->set_channel(name_);
+  ch->set_instance_key(instance_key_);
+  ch->set_match(match);
+  ch->set_min(min);
+  ch->set_max(max);
+  return Condition(std::move(c));
+}
+Condition Channel::for_one() const { return condition(flow::FOR_ONE, 0, 0); }
+Condition Channel::for_n(uint32_t n) const { return condition(flow::FOR_N, n, 0); }
+Condition Channel::at_least(uint32_t n) const { return condition(flow::AT_LEAST, n, 0); }
+Condition Channel::at_most(uint32_t n) const { return condition(flow::AT_MOST, 0, n); }
+Condition Channel::at_least_at_most(uint32_t min, uint32_t max) const {
+  return condition(flow::AT_LEAST_AT_MOST, min, max);
+}
+
+namespace {
+Wait make_wait(flow::WaitKind kind, const std::vector<Condition>& conditions, flow::Wait* proto) {
+  proto->set_kind(kind);
+  for (const auto& c : conditions) *proto->add_conditions() = c.proto();
+  return {};
+}
+}  // namespace
+
+Wait Wait::any_of(std::vector<Condition> conditions) {
+  Wait w;
+  make_wait(flow::ANY_OF, conditions, &w.proto_);
+  return w;
+}
+Wait Wait::all_of(std::vector<Condition> conditions) {
+  Wait w;
+  make_wait(flow::ALL_OF, conditions, &w.proto_);
+  return w;
+}
+Wait Wait::any_combination_of(std::vector<std::vector<std::string>> groups,
+                              std::vector<Condition> conditions) {
+  Wait w;
+  make_wait(flow::ANY_COMBINATION_OF, conditions, &w.proto_);
+  for (const auto& g : groups) {
+    auto* group = w.proto_.add_combinations();
+    for (const auto& id : g) group->add_condition_ids(id);
+  }
+  return w;
+}
+Wait Wait::skip() {
+  Wait w;
+  w.proto_.set_kind(flow::SKIP);
+  return w;
+}
+
+// ---------------------------------------------------------------- options
+
+namespace {
+flow::MethodOptions method_proto(const MethodOptions& m, bool execute) {
+  flow::MethodOptions p;
+  p.set_attempt_timeout_ms(m.attempt_timeout.count());
+  p.mutable_retry()->set_initial_interval_ms(m.retry.initial_interval.count());
+  p.mutable_retry()->set_backoff_coefficient(m.retry.backoff_coefficient);
+  p.mutable_retry()->set_maximum_interval_ms(m.retry.maximum_interval.count());
+  if (m.retry.maximum_attempts) p.mutable_retry()->set_maximum_attempts(*m.retry.maximum_attempts);
+  p.mutable_retry()->set_total_duration_ms(m.retry.total_duration.count());
+  if (!execute && m.proceed_to_execute_on_failure) p.set_failure_policy(flow::PROCEED_TO_EXECUTE);
+  if (execute && !m.recovery_step.empty()) {
+    p.set_failure_policy(flow::PROCEED_TO_STEP);
+    p.set_recovery_step_type(m.recovery_step);
+  }
+  if (m.async) p.set_durability(flow::ASYNC);
+  p.set_heartbeat_timeout_ms(m.heartbeat_timeout.count());
+  return p;
+}
+}  // namespace
+
+flow::StepOptions StepOptions::proto() const {
+  flow::StepOptions p;
+  *p.mutable_wait_for() = method_proto(wait_for, false);
+  *p.mutable_execute() = method_proto(execute, true);
+  return p;
+}
+
+// ---------------------------------------------------------------- decisions
+
+namespace {
+void add_movement(google::protobuf::RepeatedPtrField<flow::StepMovement>* out, const Movement& m) {
+  auto* p = out->Add();
+  p->set_step_type(m.step_type);
+  *p->mutable_input() = to_payload(m.input);
+  if (m.options) *p->mutable_options() = m.options->proto();
+}
+}  // namespace
+
+StepDecision StepDecision::go_to(std::string step_type, json input) {
+  return go_to_multi({Movement{std::move(step_type), std::move(input), std::nullopt}});
+}
+StepDecision StepDecision::go_to_multi(std::vector<Movement> movements) {
+  StepDecision d;
+  auto* go = d.proto_.mutable_go_to();
+  for (const auto& m : movements) add_movement(go->mutable_movements(), m);
+  return d;
+}
+StepDecision StepDecision::graceful_complete(json output) {
+  StepDecision d;
+  *d.proto_.mutable_graceful_complete() = to_payload(output);
+  return d;
+}
+StepDecision StepDecision::force_complete(json output) {
+  StepDecision d;
+  *d.proto_.mutable_force_complete() = to_payload(output);
+  return d;
+}
+StepDecision StepDecision::force_fail(std::string reason) {
+  StepDecision d;
+  d.proto_.set_force_fail(std::move(reason));
+  return d;
+}
+StepDecision StepDecision::dead_end() {
+  StepDecision d;
+  d.proto_.mutable_dead_end();
+  return d;
+}
+StepDecision StepDecision::force_complete_if_channels_empty(std::vector<Channel> channels,
+                                                            std::vector<ChannelMap> maps,
+                                                            json output,
+                                                            std::vector<Movement> otherwise) {
+  StepDecision d;
+  auto* c = d.proto_.mutable_force_complete_if_channels_empty();
+  for (const auto& ch : channels) {
+    auto* ref = c->add_channels();
+    ref->set_channel(ch.name());
+    ref->set_instance_key(ch.instance_key());
+  }
+  for (const auto& m : maps) {
+    auto* ref = c->add_channels();
+    ref->set_channel(m.name());
+    ref->set_all_instances(true);
+  }
+  *c->mutable_output() = to_payload(output);
+  for (const auto& m : otherwise) add_movement(c->mutable_otherwise(), m);
+  return d;
+}
+StepDecision& StepDecision::cancel_steps(std::vector<std::string> step_types) {
+  for (auto& t : step_types) proto_.add_cancel_step_types(std::move(t));
+  return *this;
+}
+StepDecision& StepDecision::cancel_siblings() {
+  proto_.set_cancel_siblings(true);
+  return *this;
+}
+
+// ---------------------------------------------------------------- context
+
+Context::Context(const flow::FlowTask& task, json input, std::function<void()> heartbeat,
+                 std::function<bool()> cancelled)
+    : task_(task),
+      input_(std::move(input)),
+      heartbeat_(std::move(heartbeat)),
+      cancelled_(std::move(cancelled)) {
+  if (task.method() == flow::EXECUTE && !task.locals().data().empty()) {
+    locals_ = from_payload(task.locals());
+    if (!locals_.is_object()) locals_ = json::object();
+  }
+}
+
+void Context::set_local(const std::string& key, json value) { locals_[key] = std::move(value); }
+
+json Context::local(const std::string& key) const {
+  auto it = locals_.find(key);
+  return it == locals_.end() ? json(nullptr) : *it;
+}
+
+bool Context::timer_fired() const {
+  for (const auto& c : task_.conditions())
+    if (c.fired() && c.condition().has_timer()) return true;
+  return false;
+}
+
+bool Context::fired(const std::string& condition_id) const {
+  for (const auto& c : task_.conditions())
+    if (c.condition_id() == condition_id) return c.fired();
+  return false;
+}
+
+bool Context::fired(uint32_t condition_index) const {
+  for (const auto& c : task_.conditions())
+    if (c.index() == condition_index) return c.fired();
+  return false;
+}
+
+std::vector<json> Context::messages(const Channel& channel) const {
+  std::vector<json> out;
+  for (const auto& c : task_.conditions()) {
+    if (!c.condition().has_channel() || c.condition().channel().channel() != channel.name() ||
+        c.condition().channel().instance_key() != channel.instance_key())
+      continue;
+    for (const auto& m : c.messages()) out.push_back(from_payload(m));
+  }
+  return out;
+}
+
+void Context::publish(const Channel& channel, json message) {
+  if (!publishes_.empty() && publishes_.back().channel() == channel.name() &&
+      publishes_.back().instance_key() == channel.instance_key()) {
+    *publishes_.back().add_messages() = to_payload(message);
+    return;
+  }
+  flow::Publish p;
+  p.set_channel(channel.name());
+  p.set_instance_key(channel.instance_key());
+  *p.add_messages() = to_payload(message);
+  publishes_.push_back(std::move(p));
+}
+
+// ---------------------------------------------------------------- Flow
+
+flow::FlowDeclaration Flow::declaration() const {
+  flow::FlowDeclaration d;
+  d.set_flow_type(type());
+  d.set_start_step_type(start_step());
+  for (const auto& s : steps()) {
+    auto* step = d.add_steps();
+    step->set_step_type(s->type());
+    step->set_has_wait_for(s->waits());
+    *step->mutable_options() = s->options().proto();
+  }
+  for (const auto& c : channels()) d.add_channels()->set_name(c.name());
+  for (const auto& m : channel_maps()) {
+    auto* c = d.add_channels();
+    c->set_name(m.name());
+    c->set_is_map(true);
+  }
+  return d;
+}
+
+flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
+                                   const std::function<void()>& heartbeat,
+                                   const std::function<bool()>& cancelled) {
+  flow::FlowTaskResult result;
+  result.set_task_id(task.task_id());
+  auto fail = [&](const std::string& message, bool non_retryable) {
+    result.clear_result();
+    result.clear_publishes();
+    result.clear_locals();
+    result.mutable_error()->set_message(message);
+    result.mutable_error()->set_non_retryable(non_retryable);
+  };
+  try {
+    std::shared_ptr<Step> step;
+    for (auto& s : flow.steps())
+      if (s->type() == task.step_type()) step = s;
+    if (!step)
+      throw FlowFailure("Flow type '" + flow.type() + "' in this Worker has no Step type '" +
+                            task.step_type() + "'",
+                        false);
+    json input;
+    try {
+      input = from_payload(task.input());
+    } catch (const json::exception& e) {
+      throw FlowFailure(std::string("the Step input is not valid JSON: ") + e.what(), true);
+    }
+    Context context(task, std::move(input), heartbeat, cancelled);
+    if (task.method() == flow::WAIT_FOR) {
+      *result.mutable_wait() = step->wait_for(context).proto();
+      if (!context.locals().empty()) *result.mutable_locals() = to_payload(context.locals());
+    } else {
+      *result.mutable_decision() = step->execute(context).proto();
+    }
+    for (const auto& p : context.publishes()) *result.add_publishes() = p;
+  } catch (const FlowFailure& e) {
+    fail(e.what(), e.non_retryable());
+  } catch (const std::exception& e) {
+    fail(e.what(), false);
+  } catch (...) {
+    fail("the Step threw a non-standard exception", false);
+  }
+  return result;
+}
+
+}  // namespace dex::sdk

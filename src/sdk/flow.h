@@ -1,0 +1,280 @@
+// The dex programming model in C++ (docs/flow-rules.md; examples/flows/):
+// a Flow lists its Steps and its persistence schema (Channels); a Step has an
+// optional wait_for, which returns a Wait over Timers and Channel conditions,
+// and an execute, which returns a StepDecision. A dex::Worker hosts Flows
+// (worker.h: Worker::host); a dex::Client starts and talks to their runs.
+//
+//   class Charge : public dex::sdk::Step {
+//    public:
+//     std::string type() const override { return "Charge"; }
+//     dex::sdk::StepDecision execute(dex::sdk::Context& ctx) override {
+//       return dex::sdk::StepDecision::go_to("Ship", ctx.input());
+//     }
+//   };
+//   class Ship : public dex::sdk::WaitingStep {
+//     dex::sdk::Wait wait_for(dex::sdk::Context&) override {
+//       return dex::sdk::Wait::any_of({approval.for_one(), dex::sdk::Timer::after(hours(24))});
+//     }
+//     dex::sdk::StepDecision execute(dex::sdk::Context& ctx) override {
+//       if (ctx.timer_fired()) return dex::sdk::StepDecision::go_to("Ship", ctx.input());
+//       return dex::sdk::StepDecision::graceful_complete(ctx.messages(approval).at(0));
+//     }
+//   };
+//
+// Values (inputs, outputs, messages, locals) are JSON: on the wire they are
+// Payloads holding JSON text. Handlers run on the Worker's pool threads; a
+// Context is valid only during its call.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "dex/flow_api.pb.h"
+
+// The model's names live in dex::sdk while the DAG model's protobuf messages
+// (dex::Flow, dex::Step, ...) still exist (issue 14, stage 4 removes them).
+namespace dex::sdk {
+
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------- conditions
+
+// One condition of a Wait. condition_id() names it (required in
+// any_combination_of, optional elsewhere).
+class Condition {
+ public:
+  explicit Condition(flow::Condition proto) : proto_(std::move(proto)) {}
+  Condition id(std::string condition_id) const;
+  const flow::Condition& proto() const { return proto_; }
+
+ private:
+  flow::Condition proto_;
+};
+
+struct Timer {
+  // Fires `d` after the wait is recorded (durable on the server).
+  static Condition after(std::chrono::milliseconds d);
+  // Fires at a wall-clock time (Unix ms); a time already past fires at once.
+  static Condition at_unix_ms(int64_t unix_ms);
+};
+
+// A durable FIFO queue of one run, declared in the Flow's schema.
+class Channel {
+ public:
+  explicit Channel(std::string name, std::string instance_key = "")
+      : name_(std::move(name)), instance_key_(std::move(instance_key)) {}
+  const std::string& name() const { return name_; }
+  const std::string& instance_key() const { return instance_key_; }
+  Condition for_one() const;             // met at >= 1; takes 1
+  Condition for_n(uint32_t n) const;     // met at >= n; takes n
+  Condition at_least(uint32_t n) const;  // met at >= n; takes all queued
+  Condition at_most(uint32_t n) const;   // met at once; takes up to n
+  Condition at_least_at_most(uint32_t min, uint32_t max) const;
+
+ private:
+  Condition condition(flow::ChannelMatch match, uint32_t min, uint32_t max) const;
+  std::string name_, instance_key_;
+};
+
+// One queue per runtime instance key.
+class ChannelMap {
+ public:
+  explicit ChannelMap(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  Channel instance(std::string key) const { return Channel(name_, std::move(key)); }
+
+ private:
+  std::string name_;
+};
+
+class Wait {
+ public:
+  static Wait any_of(std::vector<Condition> conditions);
+  static Wait all_of(std::vector<Condition> conditions);
+  // An OR of AND groups of condition IDs; every condition needs an id().
+  static Wait any_combination_of(std::vector<std::vector<std::string>> groups,
+                                 std::vector<Condition> conditions);
+  // No waiting: execute runs at once.
+  static Wait skip();
+  const flow::Wait& proto() const { return proto_; }
+
+ private:
+  flow::Wait proto_;
+};
+
+// ---------------------------------------------------------------- options
+
+struct RetryPolicy {
+  std::chrono::milliseconds initial_interval{0};  // 0: 1 s
+  double backoff_coefficient = 0;                 // 0: 2
+  std::chrono::milliseconds maximum_interval{0};  // 0: 100 x initial
+  std::optional<uint32_t> maximum_attempts;       // unset: 3; 0: no limit
+  std::chrono::milliseconds total_duration{0};    // 0: no limit
+};
+
+struct MethodOptions {
+  std::chrono::milliseconds attempt_timeout{0};  // 0: 60 s
+  RetryPolicy retry;
+  // WaitFor: run execute anyway once retries end (it sees wait_for_failed()).
+  bool proceed_to_execute_on_failure = false;
+  // Execute: start this recovery Step (same input, the last error) once retries end.
+  std::string recovery_step;
+  bool async = false;  // ASYNC durability: sent while its start is written
+  std::chrono::milliseconds heartbeat_timeout{0};
+};
+
+struct StepOptions {
+  MethodOptions wait_for;
+  MethodOptions execute;
+  flow::StepOptions proto() const;
+};
+
+// ---------------------------------------------------------------- decisions
+
+struct Movement {
+  std::string step_type;
+  json input;
+  std::optional<StepOptions> options;  // overrides the Step's own for this execution
+};
+
+class StepDecision {
+ public:
+  static StepDecision go_to(std::string step_type, json input = nullptr);
+  static StepDecision go_to_multi(std::vector<Movement> movements);
+  static StepDecision graceful_complete(json output = nullptr);
+  static StepDecision force_complete(json output = nullptr);
+  static StepDecision force_fail(std::string reason);
+  static StepDecision dead_end();
+  // Completes with `output` if every named Channel is empty (a ChannelMap:
+  // every instance), else applies `otherwise` — one atomic check.
+  static StepDecision force_complete_if_channels_empty(std::vector<Channel> channels,
+                                                       std::vector<ChannelMap> maps, json output,
+                                                       std::vector<Movement> otherwise);
+  // Cancels other active Steps with the decision.
+  StepDecision& cancel_steps(std::vector<std::string> step_types);
+  StepDecision& cancel_siblings();
+  const flow::StepDecision& proto() const { return proto_; }
+
+ private:
+  flow::StepDecision proto_;
+};
+
+// Thrown by wait_for or execute to fail the attempt. A non-retryable failure
+// skips the remaining attempts (the failure policy applies at once). Any other
+// exception is a retryable failure whose message is its what().
+class FlowFailure : public std::runtime_error {
+ public:
+  explicit FlowFailure(const std::string& message, bool non_retryable = false)
+      : std::runtime_error(message), non_retryable_(non_retryable) {}
+  bool non_retryable() const { return non_retryable_; }
+
+ private:
+  bool non_retryable_;
+};
+
+// ---------------------------------------------------------------- context
+
+class Context {
+ public:
+  Context(const flow::FlowTask& task, json input, std::function<void()> heartbeat,
+          std::function<bool()> cancelled);
+
+  const std::string& flow_id() const { return task_.flow_id(); }
+  const std::string& run_id() const { return task_.run_id(); }
+  const std::string& flow_type() const { return task_.flow_type(); }
+  const std::string& step_type() const { return task_.step_type(); }
+  const std::string& step_execution_id() const { return task_.step_execution_id(); }
+  uint32_t attempt() const { return task_.attempt(); }
+  int64_t first_attempt_unix_ms() const { return task_.first_attempt_unix_ms(); }
+  // The execution whose decision started this one ("" for the start Step).
+  const std::string& scheduled_by() const { return task_.scheduled_by(); }
+  const json& input() const { return input_; }
+
+  // Locals: what wait_for leaves for the same execution's execute.
+  void set_local(const std::string& key, json value);
+  json local(const std::string& key) const;
+
+  // Execute: what met the wait.
+  bool timer_fired() const;  // a Timer condition fired (or was skipped)
+  bool fired(const std::string& condition_id) const;
+  bool fired(uint32_t condition_index) const;
+  // The messages the wait took from `channel` (all its conditions on it), in order.
+  std::vector<json> messages(const Channel& channel) const;
+  bool wait_for_failed() const { return task_.wait_for_failed(); }
+  // Why WaitFor failed (wait_for_failed) or why the Step this recovery Step
+  // replaces failed; empty otherwise.
+  const std::string& recovery_error() const { return task_.recovery_error(); }
+
+  // Appended when the method's result is accepted, with it, in order.
+  void publish(const Channel& channel, json message);
+
+  void heartbeat() { heartbeat_(); }
+  bool cancelled() const { return cancelled_(); }
+
+  // Internal: what the result carries.
+  const json& locals() const { return locals_; }
+  const std::vector<flow::Publish>& publishes() const { return publishes_; }
+
+ private:
+  const flow::FlowTask& task_;
+  json input_;
+  json locals_ = json::object();
+  std::vector<flow::Publish> publishes_;
+  std::function<void()> heartbeat_;
+  std::function<bool()> cancelled_;
+};
+
+// ---------------------------------------------------------------- Steps, Flows
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual std::string type() const = 0;
+  virtual bool waits() const { return false; }
+  virtual Wait wait_for(Context&) { return Wait::skip(); }
+  virtual StepDecision execute(Context& context) = 0;
+  virtual StepOptions options() const { return {}; }
+};
+
+// A Step whose wait_for runs first.
+class WaitingStep : public Step {
+ public:
+  bool waits() const final { return true; }
+  Wait wait_for(Context& context) override = 0;
+};
+
+class Flow {
+ public:
+  virtual ~Flow() = default;
+  virtual std::string type() const = 0;
+  // Every Step the Flow may reach; start_step() names the first ("": none).
+  virtual std::vector<std::shared_ptr<Step>> steps() const = 0;
+  virtual std::string start_step() const = 0;
+  virtual std::vector<Channel> channels() const { return {}; }
+  virtual std::vector<ChannelMap> channel_maps() const { return {}; }
+
+  // What a Worker declares in its hello.
+  flow::FlowDeclaration declaration() const;
+};
+
+// Runs one FlowTask with `flow` (the Worker's pool threads call it).
+flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
+                                   const std::function<void()>& heartbeat,
+                                   const std::function<bool()>& cancelled);
+
+// JSON <-> Payload.
+flow::Payload to_payload(const json& value);
+json from_payload(const flow::Payload& payload);
+
+}  // namespace dex::sdk
