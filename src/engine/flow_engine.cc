@@ -417,10 +417,14 @@ StatusOr<flow::WaitForStepCompletionResponse> FlowEngine::wait_for_step(
               auto run = resolve_run(txn, request.flow());
               if (!run.is_ok()) return run.status();
               auto s = txn.step(run->flow_id(), run->run_id(), request.step_execution_id());
+              // An execution the run has not started yet is waited for while
+              // the run goes on.
+              if (!s && run->status() == flow::FLOW_RUNNING)
+                return std::optional<flow::WaitForStepCompletionResponse>();
               if (!s)
                 return Status::not_found("Flow '" + run->flow_id() + "' run '" + run->run_id() +
-                                         "' has no Step execution '" + request.step_execution_id() +
-                                         "'");
+                                         "' closed without a Step execution '" +
+                                         request.step_execution_id() + "'");
               last.set_phase(s->phase());
               const bool ended = s->phase() == flow::PHASE_DONE ||
                                  s->phase() == flow::PHASE_FAILED ||

@@ -30,12 +30,47 @@ namespace {
 constexpr Duration kRoundBackoffInitial = milliseconds(50);
 constexpr Duration kRoundBackoffMax = seconds(1);
 
+// One address's channel and stubs, as one attempt uses them.
 struct Endpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<FlowService::Stub> flows;
-  std::unique_ptr<flow::FlowService::Stub> dex_flows;
-  std::unique_ptr<AdminService::Stub> admin;
+  std::shared_ptr<FlowService::Stub> flows;
+  std::shared_ptr<flow::FlowService::Stub> dex_flows;
+  std::shared_ptr<AdminService::Stub> admin;
+};
+
+Endpoint make_endpoint(const std::string& address) {
+  Endpoint e;
+  e.address = address;
+  e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
+  e.flows = FlowService::NewStub(e.channel);
+  e.dex_flows = flow::FlowService::NewStub(e.channel);
+  e.admin = AdminService::NewStub(e.channel);
+  return e;
+}
+
+// An address's current Endpoint. A channel whose connection failed is
+// replaced by a fresh one: a long-lived channel that saw its server go away
+// kept failing for seconds after a restart, where a new one connects at once
+// (the Worker opens a fresh channel per stream for the same reason).
+class EndpointSlot {
+ public:
+  explicit EndpointSlot(std::string address)
+      : address(std::move(address)), current_(make_endpoint(this->address)) {}
+  const std::string address;
+  Endpoint get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  // Replaces `failed` (if still current) with a fresh channel.
+  void renew(const std::shared_ptr<grpc::Channel>& failed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_.channel == failed) current_ = make_endpoint(address);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Endpoint current_;  // guarded by mu_
 };
 
 std::chrono::system_clock::time_point system_deadline(TimePoint deadline) {
@@ -69,7 +104,7 @@ std::string without_code(const Status& status) {
 struct Client::Stubs {
   Status invalid = Status::ok();  // the address list is not valid: every call fails with this
   std::vector<std::string> addresses;
-  std::vector<Endpoint> endpoints;
+  std::vector<std::unique_ptr<EndpointSlot>> endpoints;
   std::atomic<size_t> preferred{0};
   // True once an address answered (preferred is then that address, not just
   // the first one by default).
@@ -91,15 +126,8 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new
     stubs_->invalid = Status::invalid_argument("ClientOptions: connect_timeout must be positive");
   }
   if (!stubs_->invalid.is_ok()) return;
-  for (const std::string& address : stubs_->addresses) {
-    Endpoint e;
-    e.address = address;
-    e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
-    e.flows = FlowService::NewStub(e.channel);
-    e.dex_flows = flow::FlowService::NewStub(e.channel);
-    e.admin = AdminService::NewStub(e.channel);
-    stubs_->endpoints.push_back(std::move(e));
-  }
+  for (const std::string& address : stubs_->addresses)
+    stubs_->endpoints.push_back(std::make_unique<EndpointSlot>(address));
 }
 
 Client::~Client() = default;
@@ -108,7 +136,7 @@ const std::vector<std::string>& Client::addresses() const { return stubs_->addre
 
 std::string Client::preferred_address() const {
   if (stubs_->endpoints.empty()) return "";
-  return stubs_->endpoints[stubs_->preferred.load() % stubs_->endpoints.size()].address;
+  return stubs_->endpoints[stubs_->preferred.load() % stubs_->endpoints.size()]->address;
 }
 
 namespace {
@@ -180,7 +208,7 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
     for (size_t k = 0; k < n; ++k) {
       size_t i = (first + k) % n;
       if (said[i].is_ok()) {
-        parts.push_back(fmt::format("{}: not tried (no time left)", stubs.endpoints[i].address));
+        parts.push_back(fmt::format("{}: not tried (no time left)", stubs.endpoints[i]->address));
       } else {
         parts.push_back(without_code(said[i]));
         only = &said[i];
@@ -193,7 +221,8 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
                                                     format_duration(timeout))
                                       : only->message());
     }
-    std::string where = n == 1 ? stubs.endpoints[0].address : fmt::format("any of {} addresses", n);
+    std::string where =
+        n == 1 ? stubs.endpoints[0]->address : fmt::format("any of {} addresses", n);
     std::string text =
         fmt::format("UNAVAILABLE: no active dex process at {} ({})", where,
                     elapsed >= timeout ? fmt::format("kept trying for {}", format_duration(timeout))
@@ -219,7 +248,7 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       TimePoint now = SystemClock::instance().now();
       if (now >= deadline) return exhausted();
       std::vector<std::shared_ptr<grpc::Channel>> channels;
-      for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
+      for (auto& e : stubs.endpoints) channels.push_back(e->get().channel);
       auto readiness = sdk_internal::probe_readiness(
           channels, "", std::min(deadline, now + sdk_internal::kReadinessProbeTimeout),
           /*until_first_serving=*/false);
@@ -230,11 +259,11 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
         said[i] = Status::transient(fmt::format(
             "UNAVAILABLE: the server at {} did not answer a health check within {} (a frozen "
             "or cut-off process); not tried",
-            stubs.endpoints[i].address, format_duration(sdk_internal::kReadinessProbeTimeout)));
+            stubs.endpoints[i]->address, format_duration(sdk_internal::kReadinessProbeTimeout)));
       }
     }
     for (size_t i : order) {
-      Endpoint& endpoint = stubs.endpoints[i];
+      Endpoint endpoint = stubs.endpoints[i]->get();
       TimePoint now = SystemClock::instance().now();
       if (now >= deadline) return exhausted();
       // Connect first, bounded: an address where nothing answers (a host that
@@ -242,6 +271,8 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       // nothing has been sent to it.
       grpc_connectivity_state state =
           wait_for_connection(*endpoint.channel, std::min(deadline, now + options.connect_timeout));
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN)
+        stubs.endpoints[i]->renew(endpoint.channel);  // the next attempt connects afresh
       if (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) {
         said[i] = Status::transient(fmt::format(
             "UNAVAILABLE: the server is not reachable at {} (no connection within {})",
@@ -298,7 +329,11 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
         }
         return mapped;
       }
-      if (!sdk_internal::is_connection_failure(status.error_message())) reached_a_process = true;
+      if (!sdk_internal::is_connection_failure(status.error_message())) {
+        reached_a_process = true;
+      } else {
+        stubs.endpoints[i]->renew(endpoint.channel);
+      }
       said[i] = std::move(mapped);
     }
     TimePoint now = SystemClock::instance().now();
@@ -343,7 +378,7 @@ void prefer_a_ready_address(Client::Stubs& stubs, const ClientOptions& options, 
   const size_t n = stubs.endpoints.size();
   const size_t first = stubs.preferred.load() % n;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (Endpoint& e : stubs.endpoints) channels.push_back(e.channel);
+  for (auto& e : stubs.endpoints) channels.push_back(e->get().channel);
   auto readiness = sdk_internal::probe_readiness(
       channels, "", std::min(until, SystemClock::instance().now() + options.connect_timeout),
       /*until_first_serving=*/false);
@@ -538,6 +573,17 @@ flow::Payload json_payload(const nlohmann::json& value) {
 
 // A wait asks the server for at most this long per call (its limit is 60 s).
 constexpr Duration kWaitSliceMax = seconds(50);
+// While no process serves, a wait asks again this often.
+constexpr Duration kWaitRetryInterval = milliseconds(200);
+
+// A wait outlives a restart or a failover: while no process serves it (the
+// node has no active process for a moment), it asks again until `end`.
+bool keep_waiting(const Status& status, TimePoint end) {
+  if (sdk_internal::grpc_code_of(status) != "UNAVAILABLE") return false;
+  if (SystemClock::instance().now() + kWaitRetryInterval >= end) return false;
+  std::this_thread::sleep_for(kWaitRetryInterval);
+  return true;
+}
 
 }  // namespace
 
@@ -699,7 +745,8 @@ StatusOr<flow::WaitForFlowResponse> Client::wait_for_flow(const std::string& flo
                                                           const std::string& run_id) {
   const TimePoint end = SystemClock::instance().now() + timeout;
   // Bounded by `timeout`: each round asks for what is left of it (at most
-  // kWaitSliceMax), and a failed round ends the wait with its error.
+  // kWaitSliceMax); UNAVAILABLE is asked again (keep_waiting), any other error
+  // ends the wait.
   while (true) {
     const Duration left = std::max<Duration>(end - SystemClock::instance().now(), milliseconds(1));
     const Duration slice = std::min(left, kWaitSliceMax);
@@ -711,7 +758,8 @@ StatusOr<flow::WaitForFlowResponse> Client::wait_for_flow(const std::string& flo
         [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForFlowResponse* r) {
           return e.dex_flows->WaitForFlow(c, request, r);
         });
-    if (!out.is_ok() || out->closed() || SystemClock::instance().now() >= end) return out;
+    if (out.is_ok() && (out->closed() || SystemClock::instance().now() >= end)) return out;
+    if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
   }
 }
 
@@ -732,7 +780,8 @@ StatusOr<flow::WaitForStepCompletionResponse> Client::wait_for_step(
         [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForStepCompletionResponse* r) {
           return e.dex_flows->WaitForStepCompletion(c, request, r);
         });
-    if (!out.is_ok() || out->completed() || SystemClock::instance().now() >= end) return out;
+    if (out.is_ok() && (out->completed() || SystemClock::instance().now() >= end)) return out;
+    if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
   }
 }
 

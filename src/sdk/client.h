@@ -144,7 +144,8 @@ class Client {
                                                                   bool from_start, Duration timeout,
                                                                   const std::string& run_id = "");
   // Waits until the run closes or `timeout` passes (closed = false), through
-  // server restarts and failovers: a lost call is asked again elsewhere.
+  // server restarts and failovers: while no process serves (UNAVAILABLE), it
+  // asks again every 200 ms until `timeout`.
   StatusOr<flow::WaitForFlowResponse> wait_for_flow(const std::string& flow_id, Duration timeout,
                                                     const std::string& run_id = "");
   StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(const std::string& flow_id,

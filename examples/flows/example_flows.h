@@ -1,0 +1,27 @@
+// The dex example Flows (examples/README.md, "dex Flows"), written with the
+// C++ SDK (src/sdk/flow.h):
+//  - OrderProcessing: Charge (retried) -> Ship, which waits for the seller's
+//    approval or a reminder Timer and loops on the Timer; Ship's exhausted
+//    retries proceed to Refund.
+//  - SignUp: SendEmail -> AwaitVerification, which waits for the code or a
+//    resend Timer (resend loop, at most max_sends e-mails).
+//  - ParallelQuotes: Start fans out to three Quote Steps and Pick (GoToMulti);
+//    Pick waits AllOf two quotes and a short settle Timer, then completes with
+//    the cheapest and cancels the Quote still running.
+// Inputs are JSON objects; every duration is in milliseconds so that tests can
+// shorten them.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "sdk/flow.h"
+
+namespace dex::examples {
+
+std::shared_ptr<sdk::Flow> order_processing();
+std::shared_ptr<sdk::Flow> signup();
+std::shared_ptr<sdk::Flow> parallel_quotes();
+std::vector<std::shared_ptr<sdk::Flow>> all_flows();
+
+}  // namespace dex::examples

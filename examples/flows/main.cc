@@ -1,0 +1,196 @@
+// dex-flow-examples: the example Flows (example_flows.h) as a program.
+//
+//   dex-flow-examples worker [--server ADDR]...         host the three Flows
+//   dex-flow-examples drive order|order-refund|signup|quotes --flow-id ID [--server ADDR]...
+//
+// `drive` plays the outside world of one example (the seller approving, the
+// user typing the code) against a running Worker and prints JSON lines: what
+// it did, then {"event": "result", ...} with the run's status and outputs. It
+// keeps going through a server restart or failover (starts and publishes are
+// safe to repeat; waits ask again). Exit status: 0 when the run completed as
+// the example expects, 1 otherwise, 2 for usage errors.
+#include <signal.h>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "common/version.h"
+#include "example_flows.h"
+#include "sdk/client.h"
+#include "sdk/worker.h"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr dex::Duration kScenarioTimeout = dex::seconds(120);
+
+const auto kStart = std::chrono::steady_clock::now();
+
+// One JSON line; "ms": milliseconds since the program started.
+void emit(json line) {
+  line["ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - kStart)
+                   .count();
+  std::cout << line.dump() << std::endl;
+}
+
+int serve(const std::vector<std::string>& servers, const std::string& worker_id) {
+  dex::WorkerOptions options;
+  options.server_addresses = servers;
+  options.worker_id = worker_id;
+  options.reconnect_backoff_max = dex::seconds(1);
+  dex::Worker worker(options);
+  for (auto& flow : dex::examples::all_flows()) worker.host(flow);
+  // SIGTERM / SIGINT: a graceful shutdown from a thread that waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    worker.shutdown();
+  });
+  waiter.detach();
+  std::cout << "dex-flow-examples worker " << worker.worker_id()
+            << " hosts OrderProcessing, SignUp and ParallelQuotes" << std::endl;
+  dex::Status s = worker.run();
+  if (!s.is_ok()) {
+    std::cerr << "dex-flow-examples: " << s.to_string() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+// Repeats `call` while no process serves (a restart or failover), up to the
+// scenario's deadline: every call used here is safe to repeat.
+template <typename F>
+auto retried(const char* what, F&& call) {
+  const auto end = std::chrono::steady_clock::now() + kScenarioTimeout;
+  while (true) {
+    auto result = call();
+    bool unavailable;
+    if constexpr (std::is_same_v<decltype(result), dex::Status>) {
+      unavailable = !result.is_ok() && result.message().rfind("UNAVAILABLE", 0) == 0;
+    } else {
+      unavailable = !result.is_ok() && result.status().message().rfind("UNAVAILABLE", 0) == 0;
+    }
+    if (!unavailable || std::chrono::steady_clock::now() >= end) {
+      if constexpr (std::is_same_v<decltype(result), dex::Status>) {
+        if (!result.is_ok()) throw std::runtime_error(std::string(what) + ": " + result.message());
+      } else {
+        if (!result.is_ok())
+          throw std::runtime_error(std::string(what) + ": " + result.status().message());
+      }
+      return result;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+}
+
+void wait_step(dex::Client& client, const std::string& flow_id, const std::string& step) {
+  auto done = retried("wait for a Step",
+                      [&] { return client.wait_for_step(flow_id, step, kScenarioTimeout); });
+  if (!done->completed()) throw std::runtime_error(step + " did not complete in time");
+  emit({{"event", "step-completed"}, {"step", step}});
+}
+
+void publish(dex::Client& client, const std::string& flow_id, const std::string& channel,
+             const json& message) {
+  (void)retried("publish", [&] { return client.publish(flow_id, channel, {message}); });
+  emit({{"event", "published"}, {"channel", channel}, {"message", message}});
+}
+
+int drive(const std::string& example, const std::vector<std::string>& servers,
+          const std::string& flow_id) {
+  dex::ClientOptions options;
+  options.server_addresses = servers;
+  dex::Client client(options);
+  std::string type;
+  json input;
+  if (example == "order" || example == "order-refund") {
+    type = "OrderProcessing";
+    input = {{"order", flow_id},
+             {"amount", 42},
+             {"fail_charges", 2},
+             {"reminder_ms", 500},
+             {"fail_shipping", example == "order-refund"}};
+  } else if (example == "signup") {
+    type = "SignUp";
+    input = {
+        {"email", "ann@example.com"}, {"code", "123456"}, {"resend_ms", 500}, {"max_sends", 10}};
+  } else {
+    type = "ParallelQuotes";
+    input = {{"parcel", flow_id},
+             {"delays_ms", {{"A", 100}, {"B", 300}, {"C", 600'000}}},
+             {"prices", {{"A", 12}, {"B", 9}, {"C", 5}}},
+             {"settle_ms", 100}};
+  }
+  auto started = retried("start", [&] { return client.start(type, flow_id, input); });
+  emit({{"event", "started"},
+        {"flow_type", type},
+        {"flow_id", flow_id},
+        {"run_id", started->run_id()}});
+  if (type == "OrderProcessing") {
+    wait_step(client, flow_id, "Ship-1");  // the first reminder fired: Ship-2 waits
+    publish(client, flow_id, "seller-approval", json{{"seller", "s-1"}});
+  } else if (type == "SignUp") {
+    wait_step(client, flow_id, "AwaitVerification-1");  // a resend
+    publish(client, flow_id, "verify", json{{"code", "000000"}});
+    publish(client, flow_id, "verify", json{{"code", "123456"}});
+  }
+  auto closed = retried("wait", [&] { return client.wait_for_flow(flow_id, kScenarioTimeout); });
+  json outputs = json::array();
+  for (const auto& o : closed->flow().outputs())
+    outputs.push_back({{"step_execution_id", o.step_execution_id()},
+                       {"output", dex::sdk::from_payload(o.output())}});
+  const std::string status = dex::flow::FlowStatus_Name(closed->flow().status());
+  emit({{"event", "result"},
+        {"flow_id", flow_id},
+        {"closed", closed->closed()},
+        {"status", status},
+        {"reason", closed->flow().close_reason()},
+        {"outputs", outputs}});
+  return closed->flow().status() == dex::flow::FLOW_COMPLETED ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The dex example Flows: a Worker that hosts them, and drivers of each example"};
+  app.set_version_flag("--version", dex::version_line("dex-flow-examples"));
+  app.require_subcommand(1);
+  std::vector<std::string> servers;
+  std::string worker_id;
+  auto* worker = app.add_subcommand("worker", "Host OrderProcessing, SignUp and ParallelQuotes");
+  worker->add_option("--server", servers,
+                     "Address of a process of the node (repeat for its standbys); default "
+                     "127.0.0.1:8801");
+  worker->add_option("--worker-id", worker_id, "Stable Worker ID (default: <hostname>-<pid>)");
+  std::string example, flow_id;
+  auto* driver = app.add_subcommand("drive", "Run one example end to end against a Worker");
+  driver->add_option("example", example, "order, order-refund, signup or quotes")
+      ->required()
+      ->check(CLI::IsMember({"order", "order-refund", "signup", "quotes"}));
+  driver->add_option("--flow-id", flow_id, "The Flow ID to start")->required();
+  driver->add_option("--server", servers, "Address of a process of the node (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (servers.empty()) servers.push_back("127.0.0.1:8801");
+  try {
+    if (worker->parsed()) return serve(servers, worker_id);
+    return drive(example, servers, flow_id);
+  } catch (const std::exception& e) {
+    emit({{"event", "error"}, {"message", e.what()}});
+    return 1;
+  }
+}

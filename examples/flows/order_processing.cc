@@ -1,0 +1,95 @@
+// OrderProcessing: charge with retries; ship waits AnyOf(the seller's
+// approval, a reminder Timer) and loops on the Timer; exhausted ship retries
+// proceed to a refund.
+//
+// Input: {"order": "o-1", "amount": 42, "fail_charges": 0, "reminder_ms": 86400000,
+//         "fail_shipping": false}
+#include "example_flows.h"
+
+namespace dex::examples {
+namespace {
+
+using sdk::Context;
+using sdk::StepDecision;
+using sdk::Wait;
+
+const sdk::Channel kSellerApproval("seller-approval");
+
+class Charge final : public sdk::Step {
+ public:
+  std::string type() const override { return "Charge"; }
+  sdk::StepOptions options() const override {
+    sdk::StepOptions o;
+    o.execute.retry.initial_interval = std::chrono::milliseconds(200);
+    o.execute.retry.maximum_attempts = 4;
+    return o;
+  }
+  StepDecision execute(Context& ctx) override {
+    // A payment provider that declines the first `fail_charges` attempts.
+    if (ctx.attempt() <= ctx.input().value("fail_charges", 0u))
+      throw std::runtime_error("the card was declined (attempt " + std::to_string(ctx.attempt()) +
+                               ")");
+    sdk::json order = ctx.input();
+    order["charged_on_attempt"] = ctx.attempt();
+    order["reminders"] = 0;
+    return StepDecision::go_to("Ship", order);
+  }
+};
+
+class Ship final : public sdk::WaitingStep {
+ public:
+  std::string type() const override { return "Ship"; }
+  sdk::StepOptions options() const override {
+    sdk::StepOptions o;
+    o.execute.retry.initial_interval = std::chrono::milliseconds(100);
+    o.execute.retry.maximum_attempts = 2;
+    o.execute.recovery_step = "Refund";
+    return o;
+  }
+  Wait wait_for(Context& ctx) override {
+    const auto reminder = std::chrono::milliseconds(ctx.input().value("reminder_ms", 86'400'000));
+    return Wait::any_of({kSellerApproval.for_one(), sdk::Timer::after(reminder)});
+  }
+  StepDecision execute(Context& ctx) override {
+    sdk::json order = ctx.input();
+    if (ctx.timer_fired()) {
+      // No approval yet: remind the seller and wait again.
+      order["reminders"] = order.value("reminders", 0) + 1;
+      return StepDecision::go_to("Ship", order);
+    }
+    if (order.value("fail_shipping", false))
+      throw std::runtime_error("the carrier refused the parcel");
+    const auto approvals = ctx.messages(kSellerApproval);
+    return StepDecision::graceful_complete({{"order", order.value("order", "")},
+                                            {"status", "shipped"},
+                                            {"approved_by", approvals.at(0)},
+                                            {"reminders", order["reminders"]},
+                                            {"charged_on_attempt", order["charged_on_attempt"]}});
+  }
+};
+
+class Refund final : public sdk::Step {
+ public:
+  std::string type() const override { return "Refund"; }
+  StepDecision execute(Context& ctx) override {
+    return StepDecision::graceful_complete({{"order", ctx.input().value("order", "")},
+                                            {"status", "refunded"},
+                                            {"reason", ctx.recovery_error()}});
+  }
+};
+
+class OrderProcessing final : public sdk::Flow {
+ public:
+  std::string type() const override { return "OrderProcessing"; }
+  std::string start_step() const override { return "Charge"; }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+    return {std::make_shared<Charge>(), std::make_shared<Ship>(), std::make_shared<Refund>()};
+  }
+  std::vector<sdk::Channel> channels() const override { return {kSellerApproval}; }
+};
+
+}  // namespace
+
+std::shared_ptr<sdk::Flow> order_processing() { return std::make_shared<OrderProcessing>(); }
+
+}  // namespace dex::examples
