@@ -151,12 +151,24 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
     outputs.push_back({{"step_execution_id", o.step_execution_id()},
                        {"output", dex::sdk::from_payload(o.output())}});
   const std::string status = dex::flow::FlowStatus_Name(closed->flow().status());
-  emit({{"event", "result"},
-        {"flow_id", flow_id},
-        {"closed", closed->closed()},
-        {"status", status},
-        {"reason", closed->flow().close_reason()},
-        {"outputs", outputs}});
+  // The messages the run's history shows published by clients, in order.
+  json history_publishes = json::array();
+  uint64_t after = 0;
+  bool from_start = true;
+  for (int page = 0; page < 1000; ++page) {  // bounded: 1,000 pages of 100 events
+    auto h = retried("history", [&] { return client.history(flow_id, after, from_start); });
+    from_start = false;
+    for (const auto& e : h->events()) {
+      after = e.seq();
+      if (e.kind() != dex::flow::CHANNEL_PUBLISHED) continue;
+      for (const auto& m : e.publish().messages())
+        history_publishes.push_back(dex::sdk::from_payload(m));
+    }
+    if (!h->more()) break;
+  }
+  emit({{"event", "result"}, {"flow_id", flow_id}, {"closed", closed->closed()},
+        {"status", status}, {"reason", closed->flow().close_reason()}, {"outputs", outputs},
+        {"runs", closed->flow().runs()}, {"history_publishes", history_publishes}});
   return closed->flow().status() == dex::flow::FLOW_COMPLETED ? 0 : 1;
 }
 
