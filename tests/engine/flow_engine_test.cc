@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
@@ -41,6 +42,46 @@ class FlowWorker final : public WorkerSink {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<flow::FlowTask> tasks_;
+};
+
+// Forwards to another store; while held, every put waits for release().
+class HoldingStore final : public ObjectStore {
+ public:
+  explicit HoldingStore(ObjectStore& inner) : inner_(inner) {}
+  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
+    return inner_.get(key, o);
+  }
+  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
+                            const RequestOptions& o = {}) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !held_; });
+    }
+    return inner_.put(key, body, c, o);
+  }
+  Status remove(std::string_view key, const RequestOptions& o = {}) override {
+    return inner_.remove(key, o);
+  }
+  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
+                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
+    return inner_.list(prefix, start_after, max_keys, o);
+  }
+  std::string describe() const override { return "holding"; }
+  void hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  ObjectStore& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;  // guarded by mu_
 };
 
 // Order: Start -> (Next | Wait). Wait waits on Channel "approval" or a Timer.
@@ -259,6 +300,39 @@ TEST_F(FlowEngineTest, AnInvalidDecisionFailsTheAttemptWithTheReason) {
   ASSERT_TRUE(state.is_ok());
   ASSERT_EQ(state->active_size(), 1);
   EXPECT_NE(state->active(0).last_failure().error().find("Undeclared"), std::string::npos);
+}
+
+TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
+  // Log writes are held: an ASYNC attempt reaches its Worker before the record
+  // that started it is durable; a SYNC one would not.
+  MemoryObjectStore memory;
+  HoldingStore store(memory);
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  WorkerHello hello;
+  hello.set_worker_id("w1");
+  hello.set_max_concurrent_tasks(10);
+  flow::FlowDeclaration d = order_declaration();
+  d.mutable_steps(1)->mutable_options()->mutable_execute()->set_durability(flow::ASYNC);
+  *hello.add_flows() = d;
+  auto w = e.connect_worker(hello, worker);
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  start(e, "f1");
+  auto first = worker->next();
+  ASSERT_TRUE(first);
+  store.hold();
+  auto decided =
+      std::async(std::launch::async, [&] { return decide(e, *w, *first, go_to("Next")); });
+  auto next = worker->next();
+  ASSERT_TRUE(next) << "the ASYNC attempt was sent while its start was being written";
+  EXPECT_EQ(next->step_execution_id(), "Next-1");
+  EXPECT_EQ(decided.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "the record that started it is not durable yet";
+  store.release();
+  ASSERT_TRUE(decided.get().accepted());
+  ASSERT_TRUE(decide(e, *w, *next, complete("async")).accepted());
+  EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
 TEST_F(FlowEngineTest, ANewEpochEndsReceivedAttemptsAndRunsThemAgain) {
