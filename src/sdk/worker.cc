@@ -639,9 +639,13 @@ void WorkerCore::on_result_ack(const ResultAck& ack) {
     ++stats_.results_accepted;
   } else {
     ++stats_.results_refused;
-    spdlog::warn("worker {}: the result of task {} was refused and is dropped: {}",
-                 options_.worker_id, ack.task_id(),
-                 ack.reason().empty() ? "(no reason given)" : ack.reason());
+    // A stale result is expected after a takeover (recovery ended the attempt
+    // and runs it again): information, not a problem to look into.
+    const bool stale = ack.reason().rfind("stale", 0) == 0;
+    spdlog::log(stale ? spdlog::level::info : spdlog::level::warn,
+                "worker {}: the result of task {} was refused and is dropped: {}",
+                options_.worker_id, ack.task_id(),
+                ack.reason().empty() ? "(no reason given)" : ack.reason());
   }
   cv_.notify_all();
 }
