@@ -14,6 +14,7 @@
 #include <iostream>
 #include <iterator>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -235,6 +236,23 @@ double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+std::string wait_dev_ready(const Child& server, std::chrono::seconds timeout) {
+  static const std::regex kReady(R"(dex-server-zd dev ready: .* listening on (\S+))");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Bounded by `timeout`: the ready line is looked for every 20 ms.
+  while (std::chrono::steady_clock::now() < deadline) {
+    check_alive(server);
+    std::ifstream in(server.out);
+    std::smatch m;
+    for (std::string line; std::getline(in, line);) {
+      if (std::regex_search(line, m, kReady)) return m[1].str();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  die(fmt::format("{} printed no ready line within {} s; last lines of {}:\n{}", server.name,
+                  timeout.count(), server.log.string(), tail(server.log, 20)));
 }
 
 }  // namespace dex::bench

@@ -75,6 +75,10 @@ int stop(const Child& child, std::chrono::seconds grace);
 // `log_lines`, shows that many last lines of the child's log.
 void warn_unless_clean_exit(const Child& child, int status, size_t log_lines = 0);
 
+// The address a `dex-server-zd dev` child printed in its ready line (read
+// from its stdout file); dies with its last log lines if none comes in `timeout`.
+std::string wait_dev_ready(const Child& server, std::chrono::seconds timeout);
+
 // utime + stime of `pid` in seconds (/proc/<pid>/stat fields 14 and 15).
 double cpu_seconds(pid_t pid);
 

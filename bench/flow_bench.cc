@@ -53,6 +53,7 @@ using dex::bench::set_program;
 using dex::bench::spawn_split;
 using dex::bench::stop;
 using dex::bench::tail;
+using dex::bench::wait_dev_ready;
 using dex::bench::warn_unless_clean_exit;
 
 constexpr int kWorkerConcurrency = 128;
@@ -225,21 +226,7 @@ Row run_case(const Case& c) {
 // ------------------------------------------------------------------ one mode
 
 // Waits for "dex-server-zd dev ready: ... listening on ADDR ..." on its stdout.
-std::string wait_ready(const Child& server) {
-  static const std::regex kReady(R"(dex-server-zd dev ready: .* listening on (\S+))");
-  auto deadline = Clock::now() + kStartTimeout;
-  while (Clock::now() < deadline) {
-    check_alive(server);
-    std::ifstream in(server.out);
-    std::smatch m;
-    for (std::string line; std::getline(in, line);) {
-      if (std::regex_search(line, m, kReady)) return m[1].str();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  die(fmt::format("{} printed no ready line within {} s; last lines of {}:\n{}", server.name,
-                  kStartTimeout.count(), server.log.string(), tail(server.log, 20)));
-}
+std::string wait_ready(const Child& server) { return wait_dev_ready(server, kStartTimeout); }
 
 // The worker is connected once both flow types are registered and a probe
 // flow of each completes.

@@ -147,39 +147,40 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
       m->set_error("the Worker sent a result without a wait, a decision or an error");
       m->clear_publishes();
   }
-  // An invalid wait or decision is the application's bug: the attempt fails
-  // with the reason (retried by its policy, shown as its last failure).
+  // One speculative apply: it assigns the attempts the result starts and
+  // judges the result. An invalid wait or decision is the application's bug:
+  // the attempt fails with the reason instead (retried by its policy, shown as
+  // its last failure).
+  std::vector<std::string> reserved;
   std::string refused;
-  {
-    std::shared_lock<std::shared_mutex> lock(store_.mu);
-    if (store_.sm) {
-      auto scratch = store_.sm->flow_scratch();
-      flow::KvFlowTxn txn(*scratch);
-      flow::Effects fx;
-      auto verdict = flow::apply_record(txn, record, fx);
-      if (verdict.kind == flow::ApplyKind::kRejected) refused = verdict.message;
-    }
-  }
-  if (!refused.empty()) {
+  if (auto verdict = speculate(record, reserved); verdict.kind == flow::ApplyKind::kRejected) {
+    refused = verdict.message;
+    settle(reserved, false);
+    reserved.clear();
+    record.clear_assignments();
     m->set_outcome(flow::ATTEMPT_FAILED);
     m->set_error("invalid result: " + refused);
     m->clear_wait();
     m->clear_decision();
     m->clear_locals();
     m->clear_publishes();
+    speculate(record, reserved);
   }
-  propose(std::move(record), true, [promise, ack, refused](StatusOr<flow::ApplyResult> r) mutable {
-    if (!r.is_ok()) {
-      promise->set_exception(std::make_exception_ptr(EngineStoppedError(r.status().to_string())));
-      return;
-    }
-    ack.set_accepted(r->kind == flow::ApplyKind::kApplied && refused.empty());
-    if (!refused.empty())
-      ack.set_reason("refused: " + refused + " (the attempt counts as FAILED)");
-    else if (r->kind != flow::ApplyKind::kApplied)
-      ack.set_reason(std::string(flow::apply_kind_name(r->kind)) + ": " + r->message);
-    promise->set_value(ack);
-  });
+  propose_speculated(
+      std::move(record), std::move(reserved),
+      [promise, ack, refused](StatusOr<flow::ApplyResult> r) mutable {
+        if (!r.is_ok()) {
+          promise->set_exception(
+              std::make_exception_ptr(EngineStoppedError(r.status().to_string())));
+          return;
+        }
+        ack.set_accepted(r->kind == flow::ApplyKind::kApplied && refused.empty());
+        if (!refused.empty())
+          ack.set_reason("refused: " + refused + " (the attempt counts as FAILED)");
+        else if (r->kind != flow::ApplyKind::kApplied)
+          ack.set_reason(std::string(flow::apply_kind_name(r->kind)) + ": " + r->message);
+        promise->set_value(ack);
+      });
   return future;
 }
 

@@ -204,6 +204,11 @@ void FlowEngine::propose(flow::FlowRecord record, bool speculative,
                          std::function<void(StatusOr<flow::ApplyResult>)> done) {
   std::vector<std::string> reserved;
   if (speculative) speculate(record, reserved);
+  propose_speculated(std::move(record), std::move(reserved), std::move(done));
+}
+
+void FlowEngine::propose_speculated(flow::FlowRecord record, std::vector<std::string> reserved,
+                                    std::function<void(StatusOr<flow::ApplyResult>)> done) {
   proposer_.propose(std::move(record),
                     [this, reserved, done = std::move(done)](StatusOr<flow::ApplyResult> result) {
                       settle(reserved, result.is_ok() && result->kind == flow::ApplyKind::kApplied);

@@ -139,6 +139,9 @@ class FlowEngine {
   // applied or refused. ASYNC attempts it assigned are sent at once.
   void propose(flow::FlowRecord record, bool speculative,
                std::function<void(StatusOr<flow::ApplyResult>)> done);
+  // propose() of a record speculate() already assigned (`reserved`).
+  void propose_speculated(flow::FlowRecord record, std::vector<std::string> reserved,
+                          std::function<void(StatusOr<flow::ApplyResult>)> done);
   StatusOr<flow::ApplyResult> propose_and_wait(flow::FlowRecord record, bool speculative);
   // Sends the ASYNC tasks among `reserved` (built by speculate) now.
   void send_prebuilt(const std::vector<std::string>& reserved);
