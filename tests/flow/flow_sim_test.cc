@@ -12,7 +12,8 @@
 //  - a refused record (stale, rejected, unchanged) changed nothing;
 //  - every applied publish's messages are either queued or taken by exactly
 //    one wait, each queue's messages taken in FIFO order;
-//  - no Step execution has two applied decisions; a closed run never changes.
+//  - no Step execution has two applied decisions; a closed run never changes;
+//  - a repeated publish request (same request ID) changes nothing.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -386,7 +387,12 @@ struct Sim {
     for (int i = 0; i < n; ++i) *p->mutable_publish()->add_messages() = message();
     if (random.chance(0.02)) p->mutable_publish()->set_channel("undeclared");
     p->set_at_unix_ms(now);
-    apply(r);
+    if (random.chance(0.5)) p->set_request_id(fmt::format("req-{}", message_n));
+    const bool applied = apply(r).kind == ApplyKind::kApplied;
+    // A client's repeat of an applied publish (a retry after a failover) adds nothing.
+    if (applied && !p->request_id().empty() && random.chance(0.3) &&
+        apply(r).kind != ApplyKind::kUnchanged)
+      fail("a repeated publish request was not unchanged");
   }
 
   void fire_timer() {
