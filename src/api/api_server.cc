@@ -306,6 +306,22 @@ class ApiServer::Impl {
 
 namespace {
 
+// What both flow services' calls do: the result into the response.
+template <typename T, typename R>
+Status assign(StatusOr<T> result, R* response) {
+  if (!result.is_ok()) return result.status();
+  *response = std::move(result).value();
+  return Status::ok();
+}
+
+// Runs `f` on the active engine; a standby's refusal otherwise.
+template <typename F>
+grpc::Status call_engine(ApiServer::Impl& api, F&& f) {
+  auto engine = api.engine();
+  if (!engine.is_ok()) return to_grpc(engine.status());
+  return to_grpc(f(*engine.value()));
+}
+
 class FlowServiceImpl final : public FlowService::Service {
  public:
   explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
@@ -356,17 +372,9 @@ class FlowServiceImpl final : public FlowService::Service {
   }
 
  private:
-  template <typename T, typename R>
-  static Status assign(StatusOr<T> result, R* response) {
-    if (!result.is_ok()) return result.status();
-    *response = std::move(result).value();
-    return Status::ok();
-  }
   template <typename F>
   grpc::Status call(F&& f) {
-    auto engine = api_.engine();
-    if (!engine.is_ok()) return to_grpc(engine.status());
-    return to_grpc(f(*engine.value()));
+    return call_engine(api_, std::forward<F>(f));
   }
   ApiServer::Impl& api_;
 };
@@ -435,17 +443,9 @@ class FlowsServiceImpl final : public flow::FlowService::Service {
   static grpc::Status negative_timeout() {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeoutMs must not be negative");
   }
-  template <typename T, typename R>
-  static Status assign(StatusOr<T> result, R* response) {
-    if (!result.is_ok()) return result.status();
-    *response = std::move(result).value();
-    return Status::ok();
-  }
   template <typename F>
   grpc::Status call(F&& f) {
-    auto engine = api_.engine();
-    if (!engine.is_ok()) return to_grpc(engine.status());
-    return to_grpc(f(*engine.value()));
+    return call_engine(api_, std::forward<F>(f));
   }
   ApiServer::Impl& api_;
 };

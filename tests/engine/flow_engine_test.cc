@@ -100,12 +100,13 @@ flow::FlowDeclaration order_declaration() {
 
 class FlowEngineTest : public EngineProcessTest {
  protected:
-  Engine::WorkerHandle connect_flows(Engine& e, std::shared_ptr<FlowWorker> worker,
-                                     const std::string& id = "w1") {
+  Engine::WorkerHandle connect_flows(
+      Engine& e, std::shared_ptr<FlowWorker> worker, const std::string& id = "w1",
+      const flow::FlowDeclaration& declaration = order_declaration()) {
     WorkerHello hello;
     hello.set_worker_id(id);
     hello.set_max_concurrent_tasks(10);
-    *hello.add_flows() = order_declaration();
+    *hello.add_flows() = declaration;
     auto handle = e.connect_worker(hello, std::move(worker));
     EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
     return handle.is_ok() ? handle.value() : 0;
@@ -310,20 +311,15 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
   auto worker = std::make_shared<FlowWorker>();
-  WorkerHello hello;
-  hello.set_worker_id("w1");
-  hello.set_max_concurrent_tasks(10);
   flow::FlowDeclaration d = order_declaration();
   d.mutable_steps(1)->mutable_options()->mutable_execute()->set_durability(flow::ASYNC);
-  *hello.add_flows() = d;
-  auto w = e.connect_worker(hello, worker);
-  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  auto w = connect_flows(e, worker, "w1", d);
   start(e, "f1");
   auto first = worker->next();
   ASSERT_TRUE(first);
   store.hold();
   auto decided =
-      std::async(std::launch::async, [&] { return decide(e, *w, *first, go_to("Next")); });
+      std::async(std::launch::async, [&] { return decide(e, w, *first, go_to("Next")); });
   auto next = worker->next();
   ASSERT_TRUE(next) << "the ASYNC attempt was sent while its start was being written";
   EXPECT_EQ(next->step_execution_id(), "Next-1");
@@ -331,7 +327,7 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
       << "the record that started it is not durable yet";
   store.release();
   ASSERT_TRUE(decided.get().accepted());
-  ASSERT_TRUE(decide(e, *w, *next, complete("async")).accepted());
+  ASSERT_TRUE(decide(e, w, *next, complete("async")).accepted());
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
