@@ -15,7 +15,10 @@ import {
   type WireCancelFlowResponse,
   type WireDescribeResponse,
   type WireFlow,
+  type WireFlowDescription,
   type WireFlowType,
+  type WireGetFlowStateResponse,
+  type WireGetHistoryEventsResponse,
   type WireListFlowsResponse,
   type WireListFlowTypesResponse,
   type WireRegisterFlowTypeResponse,
@@ -23,6 +26,17 @@ import {
   type WireWaitFlowResponse,
 } from "./proto";
 import { flowStatusToWire, toFlow, toFlowType, type Flow, type FlowStatus, type FlowType } from "./types";
+import { Channel, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow";
+import {
+  toFlowDescription,
+  toFlowState,
+  toHistoryPage,
+  type FlowDescription,
+  type FlowState,
+  type HistoryEvent,
+  type HistoryPage,
+  type StepPhase,
+} from "./flow-types";
 
 export interface ClientOptions {
   /**
@@ -115,6 +129,89 @@ export interface NodeDescription {
   holderProcessId: string;
 }
 
+/** How a new run of a dex Flow starts (Client.startFlow with a Flow or Flow type). */
+export interface FlowStartOptions extends CallOptions {
+  /** The run's own timeout (0 or unset: none); what happens then: `timeoutPolicy`. */
+  flowTimeoutMs?: number;
+  /** "fail" (default): the run ends TIMED_OUT; "cancel": it ends CANCELED. */
+  timeoutPolicy?: "fail" | "cancel";
+  /**
+   * When the Flow ID was used before: "allowIfNoRunning" (default: refused
+   * while a run is active), "allowIfPreviousFailed", "disallow",
+   * "terminateIfRunning" (terminates the active run and starts anew).
+   */
+  idReusePolicy?: "allowIfNoRunning" | "allowIfPreviousFailed" | "disallow" | "terminateIfRunning";
+  /**
+   * Names this start. Default: a random one, sent with ignoreAlreadyStarted,
+   * so that a repeat of this call after a failover answers the run it started.
+   */
+  requestId?: string;
+  /** With the same requestId as the existing run, a refused start answers that run (alreadyStarted). */
+  ignoreAlreadyStarted?: boolean;
+  /** The start Step waits this long first. */
+  startDelayMs?: number;
+}
+
+export interface FlowStartResult {
+  flowId: string;
+  runId: string;
+  /** The request ID matched the existing run's: nothing new started (ignoreAlreadyStarted). */
+  alreadyStarted: boolean;
+}
+
+/** Names a run: the latest of the Flow ID unless runId is given. */
+export interface RunOptions extends CallOptions {
+  runId?: string;
+}
+
+export interface StopFlowOptions extends RunOptions {
+  /** "cancel" (default): ends CANCELED; "terminate": TERMINATED; "fail": FAILED with `reason`. */
+  mode?: "cancel" | "terminate" | "fail";
+  reason?: string;
+}
+
+export interface PublishOptions extends RunOptions {
+  /** A ChannelMap's instance (a Channel from map.instance(key) carries its own). */
+  instanceKey?: string;
+  /** Makes a repeat change nothing. Default: a random one per call, kept across its retries. */
+  requestId?: string;
+}
+
+export interface FlowWaitOptions {
+  /** How long to keep waiting, through restarts and failovers. Default: no limit. */
+  timeoutMs?: number;
+  runId?: string;
+  signal?: AbortSignal;
+}
+
+export interface HistoryOptions extends RunOptions {
+  /** Events with a greater seq. Default: from the first event. */
+  afterSeq?: number;
+  /** Events per page: 0 or unset 100, at most 1,000. */
+  pageSize?: number;
+}
+
+export interface HistoryWaitOptions extends FlowWaitOptions {
+  /** Events with a greater seq. Default: from the first event. */
+  afterSeq?: number;
+}
+
+export interface StepCompletion {
+  /** The execution ended (DONE, FAILED, CANCELED) or its run closed; false: the wait timed out. */
+  completed: boolean;
+  phase: StepPhase;
+}
+
+/** waitForFlow's timeout passed before the run closed. `flow` is its last description. */
+export class FlowWaitTimeoutError extends DexError {
+  readonly flow: FlowDescription;
+  constructor(details: string, flow: FlowDescription) {
+    super("DEADLINE_EXCEEDED", details);
+    this.name = "FlowWaitTimeoutError";
+    this.flow = flow;
+  }
+}
+
 /** waitFlow's timeout passed before the flow ended. `flow` is its last state. */
 export class WaitTimeoutError extends DexError {
   readonly flow: Flow;
@@ -135,14 +232,19 @@ const MIN_ATTEMPT_MS = 10;
 // waitFlow waits on the server in pieces of at most this, so that an
 // unbounded wait never needs an unbounded deadline.
 const WAIT_PIECE_MS = 60_000;
+// The dex Flow waits ask the server for at most this per call (its limit is 60 s).
+const FLOW_WAIT_PIECE_MS = 50_000;
+// While no process serves a dex Flow wait, it asks again this often.
+const FLOW_WAIT_RETRY_MS = 200;
 
 interface Endpoint {
   address: string;
   flows: grpc.Client;
   admin: grpc.Client;
+  flowApi: grpc.Client;
 }
 
-type Service = "flows" | "admin";
+type Service = "flows" | "admin" | "flowApi";
 
 interface CallSpec {
   service: Service;
@@ -189,6 +291,8 @@ export class Client {
   // the first one by default).
   private preferredKnown = false;
   private closed = false;
+  // A process of the node answered a call of this client at least once.
+  private reachedOnce = false;
 
   /** Throws a DexError (INVALID_ARGUMENT) naming a bad or repeated address. */
   constructor(options: ClientOptions = {}) {
@@ -228,8 +332,7 @@ export class Client {
     return response.flowTypes.map(toFlowType);
   }
 
-  /** Starts a flow; idempotent on `flowId` (see StartFlowRequest). */
-  async startFlow(request: StartFlowRequest, options: CallOptions = {}): Promise<StartFlowResult> {
+  private async startDagFlow(request: StartFlowRequest, options: CallOptions): Promise<StartFlowResult> {
     if (typeof request.flowType !== "string" || request.flowType === "") {
       throw new DexError("INVALID_ARGUMENT", "startFlow: flowType is required");
     }
@@ -321,6 +424,263 @@ export class Client {
     }
   }
 
+  // ------------------------------------------------------------ dex Flows
+  // dex.flow.FlowService. Every call is safe to repeat on another process
+  // (starts and publishes carry request IDs; stops and skips answer
+  // FAILED_PRECONDITION the second time; the rest read), so each keeps
+  // searching for the active process until its deadline once this client has
+  // reached one: a restart or a failover delays it instead of failing it.
+
+  /**
+   * Starts a new run of a dex Flow (a Flow, or its type's name) under
+   * `flowId`. The Flow type must have been declared by a Worker (its hello).
+   */
+  startFlow(flow: DexFlow | string, flowId: string, input?: unknown, options?: FlowStartOptions): Promise<FlowStartResult>;
+  /** DAG model: starts a flow of a registered flow type; idempotent on `flowId` (see StartFlowRequest). */
+  startFlow(request: StartFlowRequest, options?: CallOptions): Promise<StartFlowResult>;
+  startFlow(
+    a: DexFlow | string | StartFlowRequest,
+    b?: string | CallOptions,
+    input?: unknown,
+    options: FlowStartOptions = {},
+  ): Promise<FlowStartResult | StartFlowResult> {
+    if (typeof a === "string" || a instanceof DexFlow) {
+      return this.startRun(typeof a === "string" ? a : a.type, b as string, input, options);
+    }
+    return this.startDagFlow(a, (b as CallOptions | undefined) ?? {});
+  }
+
+  private async startRun(flowType: string, flowId: string, input: unknown, options: FlowStartOptions): Promise<FlowStartResult> {
+    checkName(flowType, "startFlow: the Flow type");
+    checkName(flowId, "startFlow: the Flow ID");
+    const start: Record<string, unknown> = {};
+    if (options.flowTimeoutMs !== undefined) start["timeoutMs"] = nonNegative(options.flowTimeoutMs, "flowTimeoutMs");
+    if (options.startDelayMs !== undefined) start["startDelayMs"] = nonNegative(options.startDelayMs, "startDelayMs");
+    if (options.timeoutPolicy !== undefined) {
+      start["timeoutPolicy"] = enumValue(options.timeoutPolicy, { fail: "TIMEOUT_FAIL", cancel: "TIMEOUT_CANCEL" }, "timeoutPolicy");
+    }
+    if (options.idReusePolicy !== undefined) {
+      start["idReusePolicy"] = enumValue(
+        options.idReusePolicy,
+        {
+          allowIfNoRunning: "ALLOW_IF_NO_RUNNING",
+          allowIfPreviousFailed: "ALLOW_IF_PREVIOUS_FAILED",
+          disallow: "DISALLOW",
+          terminateIfRunning: "TERMINATE_IF_RUNNING",
+        },
+        "idReusePolicy",
+      );
+    }
+    // A repeat of this call on another process answers the run it started.
+    if (options.requestId === undefined || options.requestId === "") {
+      start["requestId"] = randomBytes(16).toString("hex");
+      start["ignoreAlreadyStarted"] = true;
+    } else {
+      start["requestId"] = checkName(options.requestId, "startFlow: requestId");
+      start["ignoreAlreadyStarted"] = options.ignoreAlreadyStarted ?? false;
+    }
+    const request = { flowId, flowType, input: valuePayload(input, "startFlow: input"), options: start };
+    const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options);
+    return { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
+  }
+
+  /** Ends a run: "cancel" (default), "terminate", or "fail" with a reason. */
+  async stopFlow(flowId: string, options: StopFlowOptions = {}): Promise<void> {
+    const mode = enumValue(options.mode ?? "cancel", { cancel: "STOP_CANCEL", terminate: "STOP_TERMINATE", fail: "STOP_FAIL" }, "mode");
+    await this.flowCall("StopFlow", { flowId, runId: options.runId ?? "", mode, reason: options.reason ?? "" }, options);
+  }
+
+  /**
+   * Appends `messages`, in order, to a Channel (or a ChannelMap instance) of
+   * a RUNNING run. A Channel object encodes them with its codec (JSON by
+   * default); a name sends JSON. The request ID makes the call's retries
+   * (through a failover) append them once.
+   */
+  async publishToChannel<T>(flowId: string, channel: Channel<T> | string, messages: T[], options: PublishOptions = {}): Promise<void> {
+    if (!Array.isArray(messages)) throw new DexError("INVALID_ARGUMENT", "publishToChannel: messages must be an array");
+    if (messages.length > FLOW_LIMITS.messagesPerPublish) {
+      throw new DexError("INVALID_ARGUMENT", `publishToChannel: ${messages.length} messages; the limit is ${FLOW_LIMITS.messagesPerPublish} per call`);
+    }
+    const name = typeof channel === "string" ? channel : channel.name;
+    const codec = (typeof channel === "string" ? jsonCodec : channel.codec) as Codec<unknown>;
+    const instanceKey = options.instanceKey ?? (typeof channel === "string" ? "" : channel.instanceKey);
+    const payloads = messages.map((m, i) => {
+      try {
+        return toPayload(m, `publishToChannel: message ${i + 1}`, codec);
+      } catch (error) {
+        throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
+      }
+    });
+    const requestId = options.requestId ?? randomBytes(16).toString("hex");
+    await this.flowCall(
+      "PublishToChannel",
+      { flowId, runId: options.runId ?? "", channel: name, instanceKey, messages: payloads, requestId },
+      options,
+    );
+  }
+
+  /** Fires a waiting execution's Timer condition now (by its index in the wait, or its condition ID). */
+  async skipTimer(flowId: string, stepExecutionId: string, timer: number | string, options: RunOptions = {}): Promise<void> {
+    const request: Record<string, unknown> = { flow: { flowId, runId: options.runId ?? "" }, stepExecutionId };
+    if (typeof timer === "number") request["conditionIndex"] = timer;
+    else request["conditionId"] = timer;
+    await this.flowCall("SkipTimer", request, options);
+  }
+
+  /** The run's IDs, type, status, times, result (outputs), input and runs of its Flow ID. */
+  async describeFlow(flowId: string, options: RunOptions = {}): Promise<FlowDescription> {
+    return toFlowDescription(
+      await this.flowCall<WireFlowDescription>("DescribeFlow", { flowId, runId: options.runId ?? "" }, options),
+    );
+  }
+
+  /** The description, the active Step executions and the Workers that host the type. */
+  async getFlowState(flowId: string, options: RunOptions = {}): Promise<FlowState> {
+    return toFlowState(
+      await this.flowCall<WireGetFlowStateResponse>("GetFlowState", { flowId, runId: options.runId ?? "" }, options),
+    );
+  }
+
+  /** One page of the run's history events (after `afterSeq`, or from the first). */
+  async getHistoryEvents(flowId: string, options: HistoryOptions = {}): Promise<HistoryPage> {
+    const request = {
+      flow: { flowId, runId: options.runId ?? "" },
+      afterSeq: options.afterSeq ?? 0,
+      fromStart: options.afterSeq === undefined,
+      pageSize: options.pageSize ?? 0,
+    };
+    return toHistoryPage(await this.flowCall<WireGetHistoryEventsResponse>("GetHistoryEvents", request, options));
+  }
+
+  /** Every history event of the run so far, page after page. */
+  async *iterateHistoryEvents(flowId: string, options: HistoryOptions = {}): AsyncGenerator<HistoryEvent> {
+    let afterSeq = options.afterSeq;
+    for (;;) {
+      const page = await this.getHistoryEvents(flowId, { ...options, ...(afterSeq === undefined ? {} : { afterSeq }) });
+      yield* page.events;
+      const last = page.events[page.events.length - 1];
+      if (!page.more || last === undefined) return;
+      afterSeq = last.seq;
+    }
+  }
+
+  /**
+   * Waits until the run has events after `afterSeq` (or any, from the
+   * first) and answers them, or `timeoutMs` passes (an empty page).
+   */
+  async waitForHistoryEvent(flowId: string, options: HistoryWaitOptions = {}): Promise<HistoryPage> {
+    return this.flowWait(options, (pieceMs) => ({
+      method: "WaitForHistoryEvent",
+      request: {
+        flow: { flowId, runId: options.runId ?? "" },
+        afterSeq: options.afterSeq ?? 0,
+        fromStart: options.afterSeq === undefined,
+        timeoutMs: pieceMs,
+      },
+      done: (r: WireGetHistoryEventsResponse) => r.events.length > 0,
+      convert: (r: WireGetHistoryEventsResponse | undefined) =>
+        r === undefined ? { runId: "", events: [], more: false } : toHistoryPage(r),
+    }));
+  }
+
+  /**
+   * Resolves with the run's description once it closed (any status: check
+   * `status`). Keeps waiting through restarts and failovers; rejects with a
+   * FlowWaitTimeoutError when `timeoutMs` passes first.
+   */
+  async waitForFlow(flowId: string, options: FlowWaitOptions = {}): Promise<FlowDescription> {
+    const response = await this.flowWait(options, (pieceMs) => ({
+      method: "WaitForFlow",
+      request: { flow: { flowId, runId: options.runId ?? "" }, timeoutMs: pieceMs },
+      done: (r: { closed: boolean }) => r.closed,
+      convert: (r: { closed: boolean; flow: WireFlowDescription | null } | undefined) => r,
+    }));
+    if (response === undefined || !response.closed) {
+      const flow = response === undefined ? await this.describeFlow(flowId, options.runId === undefined ? {} : { runId: options.runId }).catch(() => toFlowDescription(null)) : toFlowDescription(response.flow);
+      throw new FlowWaitTimeoutError(
+        `the run of ${flowId} did not close within ${formatDuration(options.timeoutMs ?? 0)} (it is ${flow.status})`,
+        flow,
+      );
+    }
+    return toFlowDescription(response.flow);
+  }
+
+  /**
+   * Waits until a Step execution ("<StepType>-<n>") ends (DONE, FAILED,
+   * CANCELED) or its run closes; one not started yet is waited for while the
+   * run is RUNNING. `completed: false` when `timeoutMs` passed first.
+   */
+  async waitForStepCompletion(flowId: string, stepExecutionId: string, options: FlowWaitOptions = {}): Promise<StepCompletion> {
+    return this.flowWait(options, (pieceMs) => ({
+      method: "WaitForStepCompletion",
+      request: { flow: { flowId, runId: options.runId ?? "" }, stepExecutionId, timeoutMs: pieceMs },
+      done: (r: { completed: boolean }) => r.completed,
+      convert: (r: { completed: boolean; phase: string } | undefined): StepCompletion => ({
+        completed: r?.completed ?? false,
+        phase: (r === undefined ? "UNSPECIFIED" : r.phase.replace(/^PHASE_/, "")) as StepPhase,
+      }),
+    }));
+  }
+
+  /** A dex Flow call: keeps searching for the active process until its deadline once one was reached. */
+  private async flowCall<Response>(method: string, request: unknown, options: CallOptions): Promise<Response> {
+    return this.callSpec<Response>({
+      service: "flowApi",
+      method,
+      request: () => request,
+      timeoutMs: options.timeoutMs ?? this.timeoutMs,
+      signal: options.signal,
+      keepTryingOnceReached: true,
+    });
+  }
+
+  /**
+   * A long poll in pieces of at most FLOW_WAIT_PIECE_MS until `done` or the
+   * wait's end; UNAVAILABLE (no process serves for a moment) asks again,
+   * every FLOW_WAIT_RETRY_MS, until the end; any other error ends it.
+   */
+  private async flowWait<Wire, Out>(
+    options: FlowWaitOptions,
+    piece: (pieceMs: number) => {
+      method: string;
+      request: unknown;
+      done: (r: Wire) => boolean;
+      convert: (r: Wire | undefined) => Out;
+    },
+  ): Promise<Out> {
+    const { signal } = options;
+    if (options.timeoutMs !== undefined && !(options.timeoutMs >= 0)) {
+      throw new DexError("INVALID_ARGUMENT", "timeoutMs must not be negative");
+    }
+    const end = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    let last: Wire | undefined;
+    for (;;) {
+      const pieceMs = Math.max(1, Math.round(Math.min(end - Date.now(), FLOW_WAIT_PIECE_MS)));
+      const spec = piece(pieceMs);
+      try {
+        last = await this.callSpec<Wire>({
+          service: "flowApi",
+          method: spec.method,
+          request: () => spec.request,
+          timeoutMs: pieceMs + this.timeoutMs,
+          signal,
+          keepTryingOnceReached: true,
+          watchReadiness: true,
+        });
+        if (spec.done(last) || Date.now() >= end) return spec.convert(last);
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        if (!(error instanceof DexError) || error.code !== "UNAVAILABLE" || Date.now() + FLOW_WAIT_RETRY_MS >= end) {
+          if (error instanceof DexError && error.code === "UNAVAILABLE" && Date.now() + FLOW_WAIT_RETRY_MS >= end) {
+            return spec.convert(last);
+          }
+          throw error;
+        }
+        await sleep(FLOW_WAIT_RETRY_MS, signal);
+      }
+    }
+  }
+
   /** AdminService.Describe: the active process's node ID, epoch and holder. */
   async describe(options: CallOptions = {}): Promise<NodeDescription> {
     const response = await this.callSpec<WireDescribeResponse>({
@@ -340,6 +700,7 @@ export class Client {
     for (const endpoint of this.endpoints ?? []) {
       endpoint.flows.close();
       endpoint.admin.close();
+      endpoint.flowApi.close();
     }
     this.endpoints = undefined;
   }
@@ -386,13 +747,14 @@ export class Client {
   private getEndpoints(): Endpoint[] {
     if (this.closed) throw new DexError("CANCELLED", "the client is closed");
     if (this.endpoints === undefined) {
-      const { FlowService, AdminService } = services();
+      const { FlowService, AdminService, FlowApiService } = services();
       const credentials = grpc.credentials.createInsecure();
       this.endpoints = this.addresses.map((address) => {
         const flows = new FlowService(address, credentials, channelOptions(100, 1000));
         // The same channel for both services.
         const admin = new AdminService(address, credentials, { channelOverride: flows.getChannel() });
-        return { address, flows, admin };
+        const flowApi = new FlowApiService(address, credentials, { channelOverride: flows.getChannel() });
+        return { address, flows, admin, flowApi };
       });
     }
     return this.endpoints;
@@ -508,7 +870,7 @@ export class Client {
         }
         // READY, or TRANSIENT_FAILURE: then the call fails at once with
         // gRPC's reason and sends nothing.
-        const client = spec.service === "flows" ? endpoint.flows : endpoint.admin;
+        const client = spec.service === "flows" ? endpoint.flows : spec.service === "admin" ? endpoint.admin : endpoint.flowApi;
         if (state === grpc.connectivityState.READY) everReached = true;
         try {
           const response =
@@ -517,6 +879,7 @@ export class Client {
               : await unaryCall<Response>(client, spec.method, spec.request(), deadline, metadata, signal);
           this.preferred = i;
           this.preferredKnown = true;
+          this.reachedOnce = true;
           return response;
         } catch (error) {
           if (signal?.aborted) throw abortReason(signal);
@@ -528,6 +891,7 @@ export class Client {
             if (mapped.code !== "DEADLINE_EXCEEDED") {
               this.preferred = i;
               this.preferredKnown = true;
+              this.reachedOnce = true;
               throw mapped;
             }
             // The next call asks every address first rather than wait on this
@@ -559,7 +923,7 @@ export class Client {
         // from the call's start), so that a long call (waitFlow) broken by a
         // restart gets the same grace as a new one.
         unreachableSince ??= firstFailure ?? now;
-        const keepTrying = spec.keepTryingOnceReached === true && everReached;
+        const keepTrying = spec.keepTryingOnceReached === true && (everReached || (spec.service === "flowApi" && this.reachedOnce));
         if (!keepTrying && now - unreachableSince >= UNREACHABLE_GRACE_MS) throw exhausted();
       }
       if (now >= deadline) throw exhausted();
@@ -618,6 +982,29 @@ async function watchedCall<Response>(
     done = true;
     if (timer !== undefined) clearTimeout(timer);
     signal?.removeEventListener("abort", forward);
+  }
+}
+
+function nonNegative(ms: number, what: string): number {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+    throw new DexError("INVALID_ARGUMENT", `startFlow: ${what} must be a non-negative number of milliseconds`);
+  }
+  return Math.round(ms);
+}
+
+function enumValue(value: string, names: Record<string, string>, what: string): string {
+  const wire = names[value];
+  if (wire === undefined) {
+    throw new DexError("INVALID_ARGUMENT", `${what} must be one of ${Object.keys(names).join(", ")}, not ${String(value)}`);
+  }
+  return wire;
+}
+
+function valuePayload(value: unknown, what: string): { data: Buffer } {
+  try {
+    return toPayload(value ?? null, what) as { data: Buffer };
+  } catch (error) {
+    throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
   }
 }
 

@@ -108,17 +108,239 @@ export interface WireTaskResult {
 }
 
 export type WireWorkerMessage =
-  | { hello: { workerId: string; taskQueues: string[]; maxConcurrentTasks: number } }
+  | {
+      hello: {
+        workerId: string;
+        taskQueues: string[];
+        maxConcurrentTasks: number;
+        flows?: WireFlowDeclaration[];
+      };
+    }
   | { heartbeat: { taskId: string; details: string } }
-  | { result: WireTaskResult };
+  | { result: WireTaskResult }
+  | { flowResult: WireFlowTaskResult };
 
 export interface WireServerMessage {
-  kind?: "helloAck" | "task" | "ping" | "resultAck" | "heartbeatAck";
+  kind?: "helloAck" | "task" | "ping" | "resultAck" | "heartbeatAck" | "flowTask";
   helloAck?: { nodeId: string; nodeEpoch: string };
   task?: WireStepTask;
+  flowTask?: WireFlowTask;
   ping?: Record<string, never>;
   resultAck?: { taskId: string; accepted: boolean; reason: string };
   heartbeatAck?: { taskId: string; cancelRequested: boolean };
+}
+
+// ------------------------------------------------ dex Flows (dex.flow, flow.proto)
+// Requests are written with only the fields they need; responses arrive with
+// every field (defaults: true), a oneof's set member named by its `kind`-like
+// virtual field, bytes as Buffers.
+
+export interface WirePayload {
+  data: Uint8Array;
+}
+
+export interface WireRetryPolicyFlow {
+  initialIntervalMs?: number;
+  backoffCoefficient?: number;
+  maximumIntervalMs?: number;
+  maximumAttempts?: number;
+  totalDurationMs?: number;
+}
+
+export interface WireMethodOptions {
+  attemptTimeoutMs?: number;
+  retry?: WireRetryPolicyFlow;
+  failurePolicy?: string;
+  recoveryStepType?: string;
+  durability?: string;
+  heartbeatTimeoutMs?: number;
+}
+
+export interface WireStepOptions {
+  waitFor?: WireMethodOptions | null;
+  execute?: WireMethodOptions | null;
+}
+
+export interface WireFlowDeclaration {
+  flowType: string;
+  startStepType: string;
+  steps: { stepType: string; hasWaitFor: boolean; options: WireStepOptions }[];
+  channels: { name: string; isMap: boolean }[];
+}
+
+export interface WireTimerCondition {
+  durationMs?: number;
+  atUnixMs?: number;
+  when?: "durationMs" | "atUnixMs";
+}
+
+export interface WireChannelCondition {
+  channel: string;
+  instanceKey: string;
+  match: string;
+  min: number;
+  max: number;
+}
+
+export interface WireCondition {
+  conditionId: string;
+  timer?: WireTimerCondition | null;
+  channel?: WireChannelCondition | null;
+  kind?: "timer" | "channel";
+}
+
+export interface WireWait {
+  kind: string;
+  conditions: WireCondition[];
+  combinations: { conditionIds: string[] }[];
+}
+
+export interface WireConditionResult {
+  index: number;
+  conditionId: string;
+  fired: boolean;
+  skipped: boolean;
+  messages: WirePayload[];
+  condition: WireCondition | null;
+}
+
+export interface WireStepMovement {
+  stepType: string;
+  input?: WirePayload | null;
+  options?: WireStepOptions | null;
+}
+
+export interface WireChannelRef {
+  channel: string;
+  instanceKey: string;
+  allInstances: boolean;
+}
+
+export interface WireStepDecision {
+  goTo?: { movements: WireStepMovement[] } | null;
+  gracefulComplete?: WirePayload | null;
+  forceComplete?: WirePayload | null;
+  forceFail?: string;
+  deadEnd?: Record<string, never> | null;
+  forceCompleteIfChannelsEmpty?: {
+    channels: WireChannelRef[];
+    output?: WirePayload | null;
+    otherwise: WireStepMovement[];
+  } | null;
+  cancelStepTypes: string[];
+  cancelSiblings: boolean;
+  kind?: string;
+}
+
+export interface WirePublish {
+  channel: string;
+  instanceKey: string;
+  messages: WirePayload[];
+}
+
+export interface WireFlowTask {
+  taskId: string;
+  flowId: string;
+  runId: string;
+  flowType: string;
+  declarationVersion: number;
+  stepType: string;
+  stepExecutionId: string;
+  method: string;
+  attempt: number;
+  firstAttemptUnixMs: number;
+  scheduledBy: string;
+  input: WirePayload | null;
+  locals: WirePayload | null;
+  conditions: WireConditionResult[];
+  waitForFailed: boolean;
+  recoveryError: string;
+  attemptTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+}
+
+export interface WireFlowTaskResult {
+  taskId: string;
+  wait?: WireWait;
+  decision?: WireStepDecision;
+  error?: { message: string; nonRetryable: boolean };
+  locals?: WirePayload;
+  publishes?: WirePublish[];
+}
+
+export interface WireStepOutput {
+  stepType: string;
+  stepExecutionId: string;
+  output: WirePayload | null;
+}
+
+export interface WireFlowDescription {
+  flowId: string;
+  runId: string;
+  flowType: string;
+  declarationVersion: number;
+  status: string;
+  startUnixMs: number;
+  closeUnixMs: number;
+  closeReason: string;
+  outputs: WireStepOutput[];
+  input: WirePayload | null;
+  runs: number;
+}
+
+export interface WireFailureInfo {
+  attempt: number;
+  outcome: string;
+  error: string;
+  atMs: number;
+}
+
+export interface WireStepExecutionView {
+  stepExecutionId: string;
+  stepType: string;
+  phase: string;
+  scheduledBy: string;
+  method: string;
+  attempt: number;
+  taskState: string;
+  workerId: string;
+  retryUnixMs: number;
+  lastFailure: WireFailureInfo | null;
+  conditions: {
+    condition: WireCondition | null;
+    fired: boolean;
+    skipped: boolean;
+    timerUnixMs: number;
+    queued: number;
+  }[];
+  createdUnixMs: number;
+}
+
+export interface WireGetFlowStateResponse {
+  flow: WireFlowDescription | null;
+  active: WireStepExecutionView[];
+  workers: string[];
+}
+
+export interface WireHistoryEvent {
+  seq: number;
+  kind: string;
+  atMs: number;
+  stepExecutionId: string;
+  attempt: number;
+  error: string;
+  wait: WireWait | null;
+  decision: WireStepDecision | null;
+  conditions: WireConditionResult[];
+  publish: WirePublish | null;
+  status: string;
+  reason: string;
+}
+
+export interface WireGetHistoryEventsResponse {
+  runId: string;
+  events: WireHistoryEvent[];
+  more: boolean;
 }
 
 // ------------------------------------------------------------------ loading
@@ -153,6 +375,8 @@ export interface DexServices {
   FlowService: grpc.ServiceClientConstructor;
   WorkerTaskService: grpc.ServiceClientConstructor;
   AdminService: grpc.ServiceClientConstructor;
+  /** dex.flow.FlowService: the dex Flow API (flow_api.proto). */
+  FlowApiService: grpc.ServiceClientConstructor;
 }
 
 let loaded: DexServices | undefined;
@@ -170,8 +394,11 @@ export function services(): DexServices {
     arrays: true,
     oneofs: true,
   });
-  const pkg = grpc.loadPackageDefinition(definition) as unknown as { dex: DexServices };
+  const pkg = grpc.loadPackageDefinition(definition) as unknown as {
+    dex: DexServices & { flow: { FlowService: grpc.ServiceClientConstructor } };
+  };
   loaded = {
+    FlowApiService: pkg.dex.flow.FlowService,
     FlowService: pkg.dex.FlowService,
     WorkerTaskService: pkg.dex.WorkerTaskService,
     AdminService: pkg.dex.AdminService,

@@ -26,13 +26,16 @@ import * as grpc from "@grpc/grpc-js";
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { Client } from "./client";
 import { DexError, errorFromGrpc, isConnectionFailure, StepFailure } from "./errors";
+import { Flow, runFlowTask } from "./flow";
 import { jitter } from "./internal";
 import { probeReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
 import {
   channelOptions,
   services,
+  type WireFlowTask,
   type WireServerMessage,
   type WireStepTask,
+  type WireFlowTaskResult,
   type WireTaskResult,
   type WireWorkerMessage,
 } from "./proto";
@@ -179,7 +182,9 @@ export class TaskCancelledError extends Error {
 }
 
 interface TaskState {
+  /** A dex Flow task: `wire` holds only its task ID and timeouts. */
   wire: WireStepTask;
+  flowTask: WireFlowTask | undefined;
   input: unknown;
   inputError: string | undefined;
   controller: AbortController;
@@ -228,8 +233,11 @@ export class Worker {
   private readonly queue: TaskState[] = [];
   private readonly tasks = new Map<string, TaskState>(); // queued or running
   private running = 0;
-  private readonly pending = new Map<string, WireTaskResult>(); // sent or not, until acknowledged
-  private readonly held = new Set<string>(); // received after shutdown(): neither run nor answered
+  private readonly flows = new Map<string, Flow>(); // hosted dex Flows, by Flow type
+  // Results (result or flowResult messages), sent or not, until acknowledged.
+  private readonly pending = new Map<string, WireWorkerMessage>();
+  // Received after shutdown(), neither run nor answered: task ID -> is a Flow task.
+  private readonly held = new Map<string, boolean>();
   private handingBack = false;
   private backoffMs: number;
   private readonly counters: Omit<WorkerStats, "running" | "connectedAddress"> = {
@@ -260,7 +268,7 @@ export class Worker {
       throw new DexError("INVALID_ARGUMENT", `maxConcurrentTasks must be an integer of at least 1, not ${this.maxConcurrent}`);
     }
     this.backoffInitialMs = options.reconnectBackoffInitialMs ?? 100;
-    this.backoffMaxMs = options.reconnectBackoffMaxMs ?? 10_000;
+    this.backoffMaxMs = options.reconnectBackoffMaxMs ?? 1_000;
     if (!(this.backoffInitialMs > 0) || !(this.backoffMaxMs >= this.backoffInitialMs)) {
       throw new DexError(
         "INVALID_ARGUMENT",
@@ -293,6 +301,19 @@ export class Worker {
   }
 
   /**
+   * Hosts a dex Flow: declares it in every hello (durably recorded by the
+   * server; a changed declaration becomes a new version) and runs its
+   * WaitFor and Execute tasks. Call before run(); a second Flow of the same
+   * type replaces the first.
+   */
+  host(flow: Flow): this {
+    if (this.ran) throw new DexError("FAILED_PRECONDITION", "host() must be called before run()");
+    if (!(flow instanceof Flow)) throw new DexError("INVALID_ARGUMENT", "host() needs a Flow (new Flow({ type, startStep, steps }))");
+    this.flows.set(flow.type, flow);
+    return this;
+  }
+
+  /**
    * A flow type definition (JSON or YAML text, or an object of that shape)
    * that run() registers before it opens the stream, retrying while no
    * active process answers. Call before run().
@@ -310,8 +331,13 @@ export class Worker {
    */
   run(): Promise<void> {
     if (this.ran) return Promise.reject(new DexError("FAILED_PRECONDITION", "Worker.run() may be called once"));
-    if (this.handlers.size === 0) {
-      return Promise.reject(new DexError("INVALID_ARGUMENT", "the worker has no handler: call handle() before run()"));
+    if (this.handlers.size === 0 && this.flows.size === 0) {
+      return Promise.reject(
+        new DexError("INVALID_ARGUMENT", "the worker has no handler and hosts no Flow: call handle() or host() before run()"),
+      );
+    }
+    if (this.flows.size > 100) {
+      return Promise.reject(new DexError("INVALID_ARGUMENT", `the worker hosts ${this.flows.size} Flow types; a hello takes at most 100`));
     }
     this.ran = true;
     this.runPromise = this.serve();
@@ -359,7 +385,7 @@ export class Worker {
     try {
       await this.registerDefinitions();
       this.log.info?.(
-        `worker ${this.workerId}: serving ${[...this.handlers.keys()].join(", ")} on ${this.addresses.join(
+        `worker ${this.workerId}: serving ${[...this.handlers.keys(), ...[...this.flows.keys()].map((f) => `Flow ${f}`)].join(", ")} on ${this.addresses.join(
           ", ",
         )} with up to ${this.maxConcurrent} concurrent tasks`,
       );
@@ -539,6 +565,7 @@ export class Worker {
           workerId: this.workerId,
           taskQueues: [...this.handlers.keys()],
           maxConcurrentTasks: this.maxConcurrent,
+          flows: [...this.flows.values()].map((f) => f.declaration()),
         },
       };
       call.write(hello);
@@ -592,13 +619,16 @@ export class Worker {
           })${resend.length === 0 ? "" : `; re-sending ${resend.length} unacknowledged result(s)`}`,
         );
         for (const result of resend) {
-          if (!this.write(conn, { result })) break;
+          if (!this.write(conn, result)) break;
         }
         this.changed();
         return;
       }
       case "task":
         if (message.task !== undefined) this.onTask(message.task);
+        return;
+      case "flowTask":
+        if (message.flowTask !== undefined) this.onFlowTask(message.flowTask);
         return;
       case "ping":
         return;
@@ -613,7 +643,11 @@ export class Worker {
           this.counters.resultsAccepted++;
         } else {
           this.counters.resultsRefused++;
-          this.log.warn?.(
+          // A stale result is expected after a takeover (recovery ended the
+          // attempt and runs it again): information, not a problem to look into.
+          const stale = ack.reason.startsWith("stale");
+          (stale ? this.log.info : this.log.warn)?.call(
+            this.log,
             `worker ${this.workerId}: the result of task ${ack.taskId} was refused and is dropped: ${
               ack.reason === "" ? "(no reason given)" : ack.reason
             }`,
@@ -657,14 +691,14 @@ export class Worker {
           `worker ${this.workerId}: task ${id} arrived while the worker hands tasks back; ignored (the server times it out)`,
         );
       } else {
-        this.held.add(id);
+        this.held.set(id, false);
       }
       return;
     }
     if (this.queue.length >= this.queuedMax) {
       const message = `worker ${this.workerId} has ${this.queue.length} tasks queued; the task was not started`;
       this.log.warn?.(`worker ${this.workerId}: ${message}`);
-      this.deliver({ taskId: id, failure: { message, nonRetryable: false } });
+      this.deliver(id, { result: { taskId: id, failure: { message, nonRetryable: false } } });
       return;
     }
     let input: unknown;
@@ -676,6 +710,7 @@ export class Worker {
     }
     const state: TaskState = {
       wire: task,
+      flowTask: undefined,
       input,
       inputError,
       controller: new AbortController(),
@@ -698,6 +733,59 @@ export class Worker {
     this.pump();
   }
 
+  private onFlowTask(task: WireFlowTask): void {
+    const id = task.taskId;
+    if (this.tasks.has(id) || this.pending.has(id) || this.held.has(id)) {
+      this.log.debug?.(`worker ${this.workerId}: task ${id} received again; ignored`);
+      return;
+    }
+    this.counters.tasksReceived++;
+    if (this.stopping) {
+      // As onTask: held, handed back at the end.
+      if (!this.handingBack) this.held.set(id, true);
+      return;
+    }
+    if (this.queue.length >= this.queuedMax) {
+      const message = `worker ${this.workerId} has ${this.queue.length} tasks queued; the task was not started`;
+      this.log.warn?.(`worker ${this.workerId}: ${message}`);
+      this.deliver(id, { flowResult: { taskId: id, error: { message, nonRetryable: false } } });
+      return;
+    }
+    const state: TaskState = {
+      wire: {
+        taskId: id,
+        flowId: task.flowId,
+        flowType: task.flowType,
+        step: task.stepType,
+        attempt: task.attempt,
+        taskQueue: "",
+        input: "",
+        startToCloseTimeoutMs: task.attemptTimeoutMs,
+        heartbeatTimeoutMs: task.heartbeatTimeoutMs,
+      },
+      flowTask: task,
+      input: undefined,
+      inputError: undefined,
+      controller: new AbortController(),
+      timer: undefined,
+      ended: false,
+    };
+    if (task.attemptTimeoutMs > 0) {
+      state.timer = setTimeout(() => {
+        state.controller.abort(
+          new TaskCancelledError(
+            "start-to-close-timeout",
+            `task ${id} passed its attempt timeout of ${task.attemptTimeoutMs} ms`,
+          ),
+        );
+      }, task.attemptTimeoutMs);
+      state.timer.unref();
+    }
+    this.tasks.set(id, state);
+    this.queue.push(state);
+    this.pump();
+  }
+
   /** Starts queued tasks while fewer than maxConcurrentTasks run. */
   private pump(): void {
     while (this.running < this.maxConcurrent && this.queue.length > 0 && !this.finished) {
@@ -708,7 +796,8 @@ export class Worker {
   }
 
   private async runTask(state: TaskState): Promise<void> {
-    const result = await this.runHandler(state);
+    const result: WireWorkerMessage =
+      state.flowTask !== undefined ? { flowResult: await this.runFlow(state, state.flowTask) } : { result: await this.runHandler(state) };
     state.ended = true;
     if (state.timer !== undefined) clearTimeout(state.timer);
     this.tasks.delete(state.wire.taskId);
@@ -719,10 +808,18 @@ export class Worker {
         `worker ${this.workerId}: task ${state.wire.taskId} finished after the shutdown timeout; its result is dropped`,
       );
     } else {
-      this.deliver(result);
+      this.deliver(state.wire.taskId, result);
     }
     this.changed();
     this.pump();
+  }
+
+  private async runFlow(state: TaskState, task: WireFlowTask): Promise<WireFlowTaskResult> {
+    const flow = this.flows.get(task.flowType);
+    if (flow === undefined) {
+      return { taskId: task.taskId, error: { message: `worker ${this.workerId} hosts no Flow type '${task.flowType}'`, nonRetryable: false } };
+    }
+    return runFlowTask(flow, task, state.controller.signal, () => this.sendHeartbeat(state, undefined));
   }
 
   private async runHandler(state: TaskState): Promise<WireTaskResult> {
@@ -796,9 +893,9 @@ export class Worker {
   }
 
   /** Keeps `result` until acknowledged and writes it to the current stream, if any. */
-  private deliver(result: WireTaskResult): void {
-    this.pending.set(result.taskId, result);
-    this.write(this.current, { result }); // otherwise sent when the next stream is accepted
+  private deliver(taskId: string, result: WireWorkerMessage): void {
+    this.pending.set(taskId, result);
+    this.write(this.current, result); // otherwise sent when the next stream is accepted
   }
 
   /** Every 200 ms: give up a stream that says nothing. */
@@ -840,11 +937,9 @@ export class Worker {
     if (this.held.size > 0 && !this.finished) {
       this.handingBack = true;
       this.log.info?.(`worker ${this.workerId}: handing back ${this.held.size} task(s) that arrived after shutdown`);
-      for (const id of this.held) {
-        this.deliver({
-          taskId: id,
-          failure: { message: `worker ${this.workerId} is shutting down; the task was not started`, nonRetryable: false },
-        });
+      for (const [id, isFlow] of this.held) {
+        const failure = { message: `worker ${this.workerId} is shutting down; the task was not started`, nonRetryable: false };
+        this.deliver(id, isFlow ? { flowResult: { taskId: id, error: failure } } : { result: { taskId: id, failure } });
       }
       this.held.clear();
       await this.waitFor(() => this.pending.size === 0 || this.finished, HAND_BACK_ACK_WAIT_MS);

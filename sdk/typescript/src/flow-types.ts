@@ -1,0 +1,352 @@
+// The public shapes of the dex Flow API's answers (dex.flow.FlowService),
+// converted from the wire: enums without their prefixes ("COMPLETED", not
+// "FLOW_COMPLETED"), Payloads decoded from JSON (a payload that is not JSON
+// stays a Buffer), times in Unix milliseconds (0: not set).
+import type {
+  WireCondition,
+  WireConditionResult,
+  WireFlowDescription,
+  WireGetFlowStateResponse,
+  WireGetHistoryEventsResponse,
+  WireHistoryEvent,
+  WirePayload,
+  WirePublish,
+  WireStepDecision,
+  WireStepMovement,
+  WireWait,
+} from "./proto";
+
+export type RunStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELED" | "TERMINATED" | "TIMED_OUT" | "UNSPECIFIED";
+export type StepPhase = "WAIT_FOR" | "WAITING" | "EXECUTE" | "DONE" | "FAILED" | "CANCELED" | "UNSPECIFIED";
+export type HistoryEventKind =
+  | "FLOW_STARTED"
+  | "WAIT_FOR_COMPLETED"
+  | "WAIT_FOR_FAILED"
+  | "WAIT_COMPLETED"
+  | "EXECUTE_COMPLETED"
+  | "EXECUTE_FAILED"
+  | "CHANNEL_PUBLISHED"
+  | "TIMER_SKIPPED"
+  | "FLOW_CLOSED"
+  | "UNSPECIFIED";
+
+/** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
+export function decodeValue(payload: WirePayload | null | undefined): unknown {
+  const data = payload?.data;
+  if (data === undefined || data.length === 0) return null;
+  const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  try {
+    return JSON.parse(buffer.toString("utf8")) as unknown;
+  } catch {
+    return buffer;
+  }
+}
+
+function strip(name: string, prefix: string): string {
+  return name.startsWith(prefix) ? name.slice(prefix.length) : name;
+}
+
+export interface StepOutput {
+  stepType: string;
+  stepExecutionId: string;
+  output: unknown;
+}
+
+/** One run of a Flow ID, as DescribeFlow tells it. */
+export interface FlowDescription {
+  flowId: string;
+  runId: string;
+  flowType: string;
+  declarationVersion: number;
+  status: RunStatus;
+  startedAt: number;
+  /** 0 while RUNNING. */
+  closedAt: number;
+  /** FAILED, CANCELED, TERMINATED, TIMED_OUT: why. */
+  closeReason: string;
+  /** The result: the output of every Step that completed the Flow, in order. */
+  outputs: StepOutput[];
+  /** outputs[0]?.output: the result of a Flow that one Step completed. */
+  output: unknown;
+  input: unknown;
+  /** Runs started with this Flow ID. */
+  runs: number;
+}
+
+export function toFlowDescription(d: WireFlowDescription | null): FlowDescription {
+  const outputs = (d?.outputs ?? []).map((o) => ({
+    stepType: o.stepType,
+    stepExecutionId: o.stepExecutionId,
+    output: decodeValue(o.output),
+  }));
+  return {
+    flowId: d?.flowId ?? "",
+    runId: d?.runId ?? "",
+    flowType: d?.flowType ?? "",
+    declarationVersion: d?.declarationVersion ?? 0,
+    status: strip(d?.status ?? "FLOW_STATUS_UNSPECIFIED", "FLOW_").replace("STATUS_", "") as RunStatus,
+    startedAt: d?.startUnixMs ?? 0,
+    closedAt: d?.closeUnixMs ?? 0,
+    closeReason: d?.closeReason ?? "",
+    outputs,
+    output: outputs[0]?.output,
+    input: decodeValue(d?.input),
+    runs: d?.runs ?? 0,
+  };
+}
+
+/** A condition of a wait as the history and the state show it. */
+export type ConditionSpec =
+  | { id: string; kind: "timer"; durationMs?: number; atUnixMs?: number }
+  | {
+      id: string;
+      kind: "channel";
+      channel: string;
+      instanceKey: string;
+      match: "FOR_ONE" | "FOR_N" | "AT_LEAST" | "AT_MOST" | "AT_LEAST_AT_MOST" | "UNSPECIFIED";
+      min: number;
+      max: number;
+    };
+
+export function toConditionSpec(c: WireCondition | null): ConditionSpec {
+  if (c?.channel !== undefined && c.channel !== null) {
+    return {
+      id: c.conditionId,
+      kind: "channel",
+      channel: c.channel.channel,
+      instanceKey: c.channel.instanceKey,
+      match: strip(c.channel.match, "CHANNEL_MATCH_") as "FOR_ONE",
+      min: c.channel.min,
+      max: c.channel.max,
+    };
+  }
+  const t = c?.timer;
+  const spec: ConditionSpec = { id: c?.conditionId ?? "", kind: "timer" };
+  if (t?.when === "atUnixMs" || (t?.atUnixMs ?? 0) !== 0) spec.atUnixMs = t?.atUnixMs ?? 0;
+  else spec.durationMs = t?.durationMs ?? 0;
+  return spec;
+}
+
+export interface WaitView {
+  kind: "ANY_OF" | "ALL_OF" | "ANY_COMBINATION_OF" | "SKIP" | "UNSPECIFIED";
+  conditions: ConditionSpec[];
+  combinations: string[][];
+}
+
+function toWaitView(w: WireWait | null): WaitView | undefined {
+  if (w === null) return undefined;
+  return {
+    kind: strip(w.kind, "WAIT_KIND_") as WaitView["kind"],
+    conditions: w.conditions.map(toConditionSpec),
+    combinations: w.combinations.map((g) => [...g.conditionIds]),
+  };
+}
+
+export interface MovementView {
+  stepType: string;
+  input: unknown;
+  /** Options replaced for this execution (the wire's StepOptions), if any. */
+  options?: unknown;
+}
+
+export type DecisionView = {
+  cancelStepTypes: string[];
+  cancelSiblings: boolean;
+} & (
+  | { kind: "goTo"; movements: MovementView[] }
+  | { kind: "gracefulComplete" | "forceComplete"; output: unknown }
+  | { kind: "forceFail"; reason: string }
+  | { kind: "deadEnd" }
+  | {
+      kind: "forceCompleteIfChannelsEmpty";
+      channels: { channel: string; instanceKey: string; allInstances: boolean }[];
+      output: unknown;
+      otherwise: MovementView[];
+    }
+  | { kind: "unspecified" }
+);
+
+function toMovement(m: WireStepMovement): MovementView {
+  const v: MovementView = { stepType: m.stepType, input: decodeValue(m.input) };
+  if (m.options !== null && m.options !== undefined) v.options = m.options;
+  return v;
+}
+
+function toDecisionView(d: WireStepDecision | null): DecisionView | undefined {
+  if (d === null) return undefined;
+  const base = { cancelStepTypes: [...d.cancelStepTypes], cancelSiblings: d.cancelSiblings };
+  switch (d.kind) {
+    case "goTo":
+      return { ...base, kind: "goTo", movements: (d.goTo?.movements ?? []).map(toMovement) };
+    case "gracefulComplete":
+      return { ...base, kind: "gracefulComplete", output: decodeValue(d.gracefulComplete) };
+    case "forceComplete":
+      return { ...base, kind: "forceComplete", output: decodeValue(d.forceComplete) };
+    case "forceFail":
+      return { ...base, kind: "forceFail", reason: d.forceFail ?? "" };
+    case "deadEnd":
+      return { ...base, kind: "deadEnd" };
+    case "forceCompleteIfChannelsEmpty": {
+      const c = d.forceCompleteIfChannelsEmpty;
+      return {
+        ...base,
+        kind: "forceCompleteIfChannelsEmpty",
+        channels: (c?.channels ?? []).map((r) => ({ ...r })),
+        output: decodeValue(c?.output),
+        otherwise: (c?.otherwise ?? []).map(toMovement),
+      };
+    }
+    default:
+      return { ...base, kind: "unspecified" };
+  }
+}
+
+export interface ConditionResultView {
+  index: number;
+  id: string;
+  fired: boolean;
+  skipped: boolean;
+  condition: ConditionSpec;
+  /** The messages it took (decoded). */
+  messages: unknown[];
+}
+
+function toConditionResultView(c: WireConditionResult): ConditionResultView {
+  return {
+    index: c.index,
+    id: c.conditionId,
+    fired: c.fired,
+    skipped: c.skipped,
+    condition: toConditionSpec(c.condition),
+    messages: c.messages.map(decodeValue),
+  };
+}
+
+export interface PublishView {
+  channel: string;
+  instanceKey: string;
+  messages: unknown[];
+}
+
+function toPublishView(p: WirePublish | null): PublishView | undefined {
+  if (p === null) return undefined;
+  return { channel: p.channel, instanceKey: p.instanceKey, messages: p.messages.map(decodeValue) };
+}
+
+/** One semantic event of a run's history. Fields that do not apply to its kind are empty. */
+export interface HistoryEvent {
+  seq: number;
+  kind: HistoryEventKind;
+  at: number;
+  stepExecutionId: string;
+  attempt: number;
+  error: string;
+  /** WAIT_FOR_COMPLETED: the wait. */
+  wait?: WaitView;
+  /** EXECUTE_COMPLETED: the decision. */
+  decision?: DecisionView;
+  /** WAIT_COMPLETED: what met the wait. */
+  conditions: ConditionResultView[];
+  /** CHANNEL_PUBLISHED: a client's publish. */
+  publish?: PublishView;
+  /** FLOW_CLOSED. */
+  status?: RunStatus;
+  reason: string;
+}
+
+function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
+  const out: HistoryEvent = {
+    seq: e.seq,
+    kind: strip(e.kind, "HISTORY_KIND_") as HistoryEventKind,
+    at: e.atMs,
+    stepExecutionId: e.stepExecutionId,
+    attempt: e.attempt,
+    error: e.error,
+    conditions: e.conditions.map(toConditionResultView),
+    reason: e.reason,
+  };
+  const wait = toWaitView(e.wait);
+  if (wait !== undefined) out.wait = wait;
+  const decision = toDecisionView(e.decision);
+  if (decision !== undefined) out.decision = decision;
+  const publish = toPublishView(e.publish);
+  if (publish !== undefined) out.publish = publish;
+  if (e.kind === "FLOW_CLOSED") out.status = strip(e.status, "FLOW_") as RunStatus;
+  return out;
+}
+
+export interface HistoryPage {
+  runId: string;
+  events: HistoryEvent[];
+  /** More events follow: ask again after the last seq. */
+  more: boolean;
+}
+
+export function toHistoryPage(r: WireGetHistoryEventsResponse): HistoryPage {
+  return { runId: r.runId, events: r.events.map(toHistoryEvent), more: r.more };
+}
+
+export interface StepExecutionState {
+  stepExecutionId: string;
+  stepType: string;
+  phase: StepPhase;
+  scheduledBy: string;
+  /** The method running or next. */
+  method: "WAIT_FOR" | "EXECUTE" | "UNSPECIFIED";
+  attempt: number;
+  taskState: "QUEUED" | "RUNNING" | "BACKOFF" | "UNSPECIFIED";
+  workerId: string;
+  /** BACKOFF: when the next attempt starts. */
+  retryAt: number;
+  /** The last failed attempt of the current method, if any. */
+  lastFailure?: { attempt: number; outcome: string; error: string; at: number };
+  /** WAITING: each condition, with the messages queued for a Channel condition now. */
+  conditions: { condition: ConditionSpec; fired: boolean; skipped: boolean; timerAt: number; queued: number }[];
+  createdAt: number;
+}
+
+export interface FlowState {
+  flow: FlowDescription;
+  active: StepExecutionState[];
+  /** Workers connected to this process that host the Flow type (empty: none, which is why tasks wait). */
+  workers: string[];
+}
+
+export function toFlowState(r: WireGetFlowStateResponse): FlowState {
+  return {
+    flow: toFlowDescription(r.flow),
+    active: r.active.map((a) => {
+      const s: StepExecutionState = {
+        stepExecutionId: a.stepExecutionId,
+        stepType: a.stepType,
+        phase: strip(a.phase, "PHASE_") as StepPhase,
+        scheduledBy: a.scheduledBy,
+        method: a.method === "METHOD_UNSPECIFIED" ? "UNSPECIFIED" : (a.method as "WAIT_FOR"),
+        attempt: a.attempt,
+        taskState: (a.taskState === "TASK_STATE_UNSPECIFIED"
+          ? "UNSPECIFIED"
+          : strip(a.taskState, "TASK_")) as StepExecutionState["taskState"],
+        workerId: a.workerId,
+        retryAt: a.retryUnixMs,
+        conditions: a.conditions.map((c) => ({
+          condition: toConditionSpec(c.condition),
+          fired: c.fired,
+          skipped: c.skipped,
+          timerAt: c.timerUnixMs,
+          queued: c.queued,
+        })),
+        createdAt: a.createdUnixMs,
+      };
+      if (a.lastFailure !== null && a.lastFailure.attempt > 0) {
+        s.lastFailure = {
+          attempt: a.lastFailure.attempt,
+          outcome: strip(a.lastFailure.outcome, "ATTEMPT_"),
+          error: a.lastFailure.error,
+          at: a.lastFailure.atMs,
+        };
+      }
+      return s;
+    }),
+    workers: [...r.workers],
+  };
+}

@@ -1,0 +1,119 @@
+// The TypeScript example Flows (examples/flows/) end to end against a real
+// `dex-server-zd dev`, as tests/server/test_flow_examples.py runs the C++ ones:
+// each example completes as it should with the server SIGKILLed in the middle
+// of its run and started again on the same data directory and port, and every
+// acknowledged start and publish is accounted for (one run per Flow ID; each
+// acknowledged publish appears exactly once in the run's history).
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import * as path from "node:path";
+import { afterEach, describe, test } from "node:test";
+
+// The examples import the package by its name; so does this test, so that
+// their Flows and this Worker are the same classes.
+import { Client, Worker } from "dex-sdk";
+
+import { allFlows, drive, EXAMPLES, type DriveResult, type ExampleName } from "../examples/flows/index";
+import { DevServer, MemoryLogger } from "./helpers";
+
+function checkExample(example: ExampleName, result: DriveResult): void {
+  const { flow } = result;
+  assert.equal(flow.status, "COMPLETED", `${example}: ${JSON.stringify(flow)}`);
+  const out = flow.outputs[0]?.output as Record<string, unknown>;
+  switch (example) {
+    case "order":
+      assert.equal(out["status"], "shipped");
+      assert.deepEqual(out["approvedBy"], { seller: "s-1" });
+      // Two declined attempts, retried (a crash may cost the Step one more attempt).
+      assert.ok((out["chargedOnAttempt"] as number) >= 3, JSON.stringify(out));
+      assert.ok((out["reminders"] as number) >= 1, "the reminder Timer looped Ship at least once");
+      break;
+    case "order-refund":
+      assert.equal(out["status"], "refunded");
+      assert.match(out["reason"] as string, /carrier refused/);
+      break;
+    case "signup":
+      assert.equal(out["verified"], "ann@example.com");
+      assert.equal(out["wrongCodes"], 1);
+      assert.ok((out["sends"] as number) >= 2, "the resend loop sent a second e-mail");
+      break;
+    case "quotes":
+      assert.deepEqual(out["winner"], { carrier: "B", price: 9 }); // C, the slowest, was canceled
+      break;
+  }
+  // One run per Flow ID, and each acknowledged publish once in the history (a
+  // publish repeated after the crash carries the same request ID and adds nothing).
+  assert.equal(flow.runs, 1, `${example}: runs`);
+  assert.deepEqual(result.historyPublishes, result.published, `${example}: the history's publishes`);
+}
+
+describe("the TypeScript example Flows", () => {
+  const cleanup: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const step of cleanup.reverse()) await step();
+    cleanup.length = 0;
+  });
+
+  test("each example completes through a SIGKILL of dev in the middle of its run", async () => {
+    const server = await DevServer.start();
+    cleanup.push(() => server.stop());
+    const logger = new MemoryLogger();
+    const worker = new Worker({ addresses: [server.address], logger, shutdownTimeoutMs: 5_000 });
+    for (const flow of allFlows) worker.host(flow);
+    cleanup.push(() => worker.shutdown());
+    void worker.run();
+    await worker.ready(); // its hello declared the Flows durably
+    const client = new Client({ addresses: [server.address], timeoutMs: 30_000 });
+    cleanup.push(() => client.close());
+
+    const started = new Set<string>();
+    let allStarted: () => void = () => undefined;
+    const allStartedPromise = new Promise<void>((resolve) => (allStarted = resolve));
+    const runs = EXAMPLES.map((example) =>
+      drive(client, example, `${example}-1`, (e) => {
+        logger.info(`test: ${example}: ${JSON.stringify(e)}`);
+        if (e.event === "started") {
+          started.add(example);
+          if (started.size === EXAMPLES.length) allStarted();
+        }
+      }).then(
+        (result) => ({ example, result }),
+        (error: unknown) => {
+          throw new Error(`${example}: ${error instanceof Error ? error.message : String(error)}\n${logger.lines.join("\n")}`);
+        },
+      ),
+    );
+    await allStartedPromise;
+    logger.info("test: every run started; SIGKILL of the server");
+    await server.kill9();
+    await server.restart();
+    logger.info("test: the server is back");
+    for (const { example, result } of await Promise.all(runs)) checkExample(example, result);
+    assert.ok(worker.stats().streamsAccepted >= 2, "the Worker reconnected to the restarted server");
+  });
+
+  test("the example program: a worker process and a driver process", async () => {
+    const server = await DevServer.start();
+    cleanup.push(() => server.stop());
+    const main = path.resolve(__dirname, "..", "examples", "flows", "main.js");
+    const { spawn } = await import("node:child_process");
+    const worker = spawn(process.execPath, [main, "worker", "--server", server.address], { stdio: ["ignore", "pipe", "pipe"] });
+    cleanup.push(() => {
+      worker.kill("SIGKILL");
+    });
+    const output = await new Promise<string>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        [main, "drive", "quotes", "--flow-id", "quotes-cli", "--server", server.address],
+        { timeout: 60_000 },
+        (error, stdout, stderr) => (error === null ? resolve(stdout) : reject(new Error(`${error.message}\n${stdout}\n${stderr}`))),
+      );
+    });
+    const lines = output
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const result = lines.find((l) => l["event"] === "result");
+    assert.equal(result?.["status"], "COMPLETED", output);
+  });
+});
