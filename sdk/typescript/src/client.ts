@@ -26,7 +26,7 @@ import {
   type WireWaitFlowResponse,
 } from "./proto";
 import { flowStatusToWire, toFlow, toFlowType, type Flow, type FlowStatus, type FlowType } from "./types";
-import { Channel, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow";
+import { Channel, ChannelMap, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow";
 import {
   toFlowDescription,
   toFlowState,
@@ -492,18 +492,26 @@ export class Client {
 
   /**
    * Appends `messages`, in order, to a Channel (or a ChannelMap instance) of
-   * a RUNNING run. A Channel object encodes them with its codec (JSON by
-   * default); a name sends JSON. The request ID makes the call's retries
+   * a RUNNING run. A Channel (or ChannelMap, with options.instanceKey)
+   * encodes them with its codec (JSON by default); a name sends JSON. The request ID makes the call's retries
    * (through a failover) append them once.
    */
-  async publishToChannel<T>(flowId: string, channel: Channel<T> | string, messages: T[], options: PublishOptions = {}): Promise<void> {
+  async publishToChannel<T>(
+    flowId: string,
+    channel: Channel<T> | ChannelMap<T> | string,
+    messages: T[],
+    options: PublishOptions = {},
+  ): Promise<void> {
     if (!Array.isArray(messages)) throw new DexError("INVALID_ARGUMENT", "publishToChannel: messages must be an array");
     if (messages.length > FLOW_LIMITS.messagesPerPublish) {
       throw new DexError("INVALID_ARGUMENT", `publishToChannel: ${messages.length} messages; the limit is ${FLOW_LIMITS.messagesPerPublish} per call`);
     }
     const name = typeof channel === "string" ? channel : channel.name;
     const codec = (typeof channel === "string" ? jsonCodec : channel.codec) as Codec<unknown>;
-    const instanceKey = options.instanceKey ?? (typeof channel === "string" ? "" : channel.instanceKey);
+    const instanceKey = options.instanceKey ?? (channel instanceof Channel ? channel.instanceKey : "");
+    if (channel instanceof ChannelMap && instanceKey === "") {
+      throw new DexError("INVALID_ARGUMENT", `publishToChannel: the ChannelMap '${name}' needs an instanceKey (or pass map.instance(key))`);
+    }
     const payloads = messages.map((m, i) => {
       try {
         return toPayload(m, `publishToChannel: message ${i + 1}`, codec);

@@ -54,7 +54,7 @@ describe("the TypeScript example Flows", () => {
     cleanup.length = 0;
   });
 
-  test("each example completes through a SIGKILL of dev in the middle of its run", async () => {
+  test("each example completes through SIGKILLs of dev in the middle of its run (after the starts, before the publishes)", async () => {
     const server = await DevServer.start();
     cleanup.push(() => server.stop());
     const logger = new MemoryLogger();
@@ -69,12 +69,19 @@ describe("the TypeScript example Flows", () => {
     const started = new Set<string>();
     let allStarted: () => void = () => undefined;
     const allStartedPromise = new Promise<void>((resolve) => (allStarted = resolve));
+    // A second SIGKILL when the first run is about to publish: its publishes
+    // (and the others' waits) go through the restart.
+    let secondCrash: Promise<void> | undefined;
     const runs = EXAMPLES.map((example) =>
       drive(client, example, `${example}-1`, (e) => {
         logger.info(`test: ${example}: ${JSON.stringify(e)}`);
         if (e.event === "started") {
           started.add(example);
           if (started.size === EXAMPLES.length) allStarted();
+        }
+        if (e.event === "step-completed" && secondCrash === undefined) {
+          logger.info("test: a run is about to publish; SIGKILL of the server again");
+          secondCrash = server.kill9().then(() => server.restart());
         }
       }).then(
         (result) => ({ example, result }),
@@ -88,8 +95,11 @@ describe("the TypeScript example Flows", () => {
     await server.kill9();
     await server.restart();
     logger.info("test: the server is back");
-    for (const { example, result } of await Promise.all(runs)) checkExample(example, result);
-    assert.ok(worker.stats().streamsAccepted >= 2, "the Worker reconnected to the restarted server");
+    const results = await Promise.all(runs);
+    assert.ok(secondCrash !== undefined, "the second crash happened");
+    await secondCrash;
+    for (const { example, result } of results) checkExample(example, result);
+    assert.ok(worker.stats().streamsAccepted >= 3, "the Worker reconnected to each restarted server");
   });
 
   test("the example program: a worker process and a driver process", async () => {
@@ -100,6 +110,20 @@ describe("the TypeScript example Flows", () => {
     const worker = spawn(process.execPath, [main, "worker", "--server", server.address], { stdio: ["ignore", "pipe", "pipe"] });
     cleanup.push(() => {
       worker.kill("SIGKILL");
+    });
+    // Its hello declared the Flows durably once it says it is connected.
+    let workerOutput = "";
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the worker did not connect within 30 s:\n${workerOutput}`)), 30_000);
+      const onData = (chunk: Buffer): void => {
+        workerOutput += chunk.toString("utf8");
+        if (workerOutput.includes("connected to")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      worker.stdout?.on("data", onData);
+      worker.stderr?.on("data", onData);
     });
     const output = await new Promise<string>((resolve, reject) => {
       execFile(
