@@ -254,7 +254,7 @@ class Load:
             sent = time.time()
             try:
                 r = subprocess.run([self.bench.bin("dexcli"), "--server", self.servers, "--timeout",
-                                    "30s", "flow", "start", "one-step", "--flow-id", flow_id,
+                                    "30s", "dag", "start", "one-step", "--flow-id", flow_id,
                                     "--input", "{}"], capture_output=True, text=True, timeout=60)
                 ok, error = r.returncode == 0, r.stderr.strip()
             except (OSError, subprocess.SubprocessError) as e:
@@ -281,7 +281,7 @@ class Load:
 def list_flows(bench, servers):
     flows, token = {}, ""
     for _ in range(1000):
-        args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
         r = subprocess.run([bench.bin("dexcli"), "--server", ",".join(servers), "--timeout", "10s",
                             *args], capture_output=True, text=True, timeout=60)
         if r.returncode != 0:

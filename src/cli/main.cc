@@ -22,12 +22,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
+#include "cli/flow_commands.h"
 #include "cli/output.h"
 #include "common/version.h"
 #include "config/config.h"
@@ -519,7 +521,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> server_args;
   std::string timeout_text = "30s";
   app.add_option("--server", server_args,
-                 "Address (host:port) of a dex server, default 127.0.0.1:8801. Give every process "
+                 "Address (host:port) of a dex server, default $DEX_FLOW_SERVICE_ADDRESS or "
+                 "127.0.0.1:8801. Give every process "
                  "of a node, its active one and its standbys, in any order, comma-separated or "
                  "with --server repeated (host1:8801,host2:8801): each call goes to whichever "
                  "is active")
@@ -544,7 +547,9 @@ int main(int argc, char** argv) {
   CLI::App* ft_list = flow_type->add_subcommand("list", "Print every registered flow type");
 
   // flow
-  CLI::App* flow = app.add_subcommand("flow", "Start, read, list, cancel and wait for flows");
+  // dag: the DAG model's flows (flow-type register), until that model goes (issue 14, stage 4).
+  CLI::App* flow = app.add_subcommand(
+      "dag", "Flows of registered DAG flow types (flow-type): start, get, list, cancel, wait");
   flow->require_subcommand(1);
   std::string start_type, input_text = "{}", flow_id, status_text, page_token;
   uint32_t page_size = 0;
@@ -569,6 +574,9 @@ int main(int argc, char** argv) {
   f_wait->add_option("ID", flow_id, "Flow ID")->required();
   f_wait->add_option("--wait-timeout", wait_timeout_text, "How long to wait: 250ms, 10s, 2m")
       ->capture_default_str();
+
+  // flow: dex Flows (flow_commands.cc)
+  dex::cli::FlowCommands flows(app);
 
   // admin
   CLI::App* admin = app.add_subcommand(
@@ -684,14 +692,22 @@ int main(int argc, char** argv) {
       command = command->get_subcommands().front();
       path += " " + command->get_name();
     }
+    std::string message = e.what();
     if (command->get_require_subcommand_min() > 0 && command->get_subcommands().empty()) {
       std::string names;
       for (const CLI::App* sub : command->get_subcommands({})) {
         names += (names.empty() ? "" : ", ") + sub->get_name();
       }
-      return usage_error("'" + path + "' needs one of these commands: " + names);
+      message = "'" + path + "' needs one of these commands: " + names;
     }
-    return usage_error(e.what());
+    if (path.rfind("dexcli flow", 0) == 0) {  // the flow commands' errors are JSON
+      std::cerr << json{{"error",
+                         {{"kind", "usage"}, {"operation", path.substr(7)}, {"message", message}}}}
+                       .dump()
+                << "\n";
+      return kExitUsage;
+    }
+    return usage_error(message);
   }
 
   if (*inspect) {
@@ -740,8 +756,14 @@ int main(int argc, char** argv) {
   if (*a_step_down && !timeout_given) timeout_text = "2m";
   auto timeout = dex::parse_duration(timeout_text);
   if (!timeout.is_ok()) return usage_error("--timeout: " + timeout.status().message());
+  if (flows.chosen()) {
+    if (int rc = flows.check(); rc != 0) return rc;
+  }
   std::vector<std::string> servers;
-  if (server_args.empty()) server_args.push_back("127.0.0.1:8801");
+  if (server_args.empty()) {
+    const char* env = std::getenv("DEX_FLOW_SERVICE_ADDRESS");
+    server_args.push_back(env != nullptr && *env != '\0' ? env : "127.0.0.1:8801");
+  }
   for (const std::string& arg : server_args) {
     auto parsed = dex::parse_server_addresses(arg);
     if (!parsed.is_ok()) return usage_error("--server: " + parsed.status().message());
@@ -768,6 +790,7 @@ int main(int argc, char** argv) {
     options.admin_credential = std::move(token).value();
   }
 
+  if (flows.chosen()) return flows.run(options);
   if (*ft_register) {
     auto text = read_file(definition_file);
     if (!text.is_ok()) return usage_error(text.status().message());

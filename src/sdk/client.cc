@@ -625,13 +625,14 @@ Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::
 
 Status Client::publish(const std::string& flow_id, const std::string& channel,
                        const std::vector<nlohmann::json>& messages, const std::string& instance_key,
-                       const std::string& run_id) {
+                       const std::string& run_id, const std::string& request_id) {
   flow::PublishToChannelRequest request;
   request.set_flow_id(flow_id);
   request.set_run_id(run_id);
   request.set_channel(channel);
   request.set_instance_key(instance_key);
-  request.set_request_id(random_hex_id());  // a repeat elsewhere appends nothing twice
+  // A repeat elsewhere (a retry after a failover) appends nothing twice.
+  request.set_request_id(request_id.empty() ? random_hex_id() : request_id);
   for (const auto& m : messages) *request.add_messages() = json_payload(m);
   return unary<flow::PublishToChannelResponse>(*stubs_, options_, options_.timeout,
                                                [&](Endpoint& e, grpc::ClientContext* c, TimePoint,

@@ -124,9 +124,11 @@ class Client {
   Status stop(const std::string& flow_id, flow::StopMode mode = flow::STOP_CANCEL,
               const std::string& reason = "", const std::string& run_id = "");
   // Appends `messages` in order to a Channel (or a ChannelMap's instance).
+  // `request_id` (default: a fresh one) makes a repeat of the call append
+  // nothing: give the same one to retry a publish whose outcome is unknown.
   Status publish(const std::string& flow_id, const std::string& channel,
                  const std::vector<nlohmann::json>& messages, const std::string& instance_key = "",
-                 const std::string& run_id = "");
+                 const std::string& run_id = "", const std::string& request_id = "");
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
                     uint32_t condition_index, const std::string& run_id = "");
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,

@@ -247,7 +247,7 @@ def test_dev_with_admin_disabled_answers_unimplemented(procs, tmp_path):
     r = admin_describe(port)
     assert r.returncode == 1 and "UNIMPLEMENTED" in r.stderr, r.stderr
     # The rest of the API still serves.
-    assert run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "flow", "list").returncode == 0
+    assert run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "dag", "list").returncode == 0
 
 
 def test_local_beyond_loopback_without_a_credential_logs_a_warning(procs, tmp_path):

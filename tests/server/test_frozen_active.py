@@ -59,7 +59,7 @@ class Starter:
         for i in range(5000):  # bounded; stopped long before
             if self.stop.is_set():
                 return
-            r = cli(self.servers, "flow", "start", "e2e-three-step", "--flow-id", f"s-{i:04d}",
+            r = cli(self.servers, "dag", "start", "e2e-three-step", "--flow-id", f"s-{i:04d}",
                     "--input", "{}", timeout="5s")
             if r.returncode == 0:
                 self.started.append(f"s-{i:04d}")
@@ -73,7 +73,7 @@ class Starter:
 def all_flows(servers):
     flows, token = {}, ""
     for _ in range(50):
-        args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
         r = cli(servers, *args)
         assert r.returncode == 0, r.stderr
         page = json.loads(r.stdout)
@@ -102,9 +102,9 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
         w.wait_for_line(f"connected to {a.address}", 30)
 
     # A long poll on the active process: the flow ends only when cancelled.
-    r = cli(servers, "flow", "start", "e2e-idle", "--flow-id", "idle-1", "--input", "{}")
+    r = cli(servers, "dag", "start", "e2e-idle", "--flow-id", "idle-1", "--input", "{}")
     assert r.returncode == 0, r.stderr
-    waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "flow", "wait",
+    waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "dag", "wait",
                    "idle-1", "--wait-timeout", "120s")
 
     starter = Starter(servers)
@@ -118,7 +118,7 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
         took_over_s = time.time() - t_stop
         # Cancel the waited-for flow on the new active process: the wait must end with it.
         for _ in range(100):
-            r = cli(servers, "flow", "cancel", "idle-1", timeout="5s")
+            r = cli(servers, "dag", "cancel", "idle-1", timeout="5s")
             if r.returncode == 0:
                 break
             time.sleep(0.2)

@@ -49,7 +49,7 @@ def start_node(procs, tmp_path, drain):
 def start_flows(servers, n):
     ids = [f"g-{i}" for i in range(n)]
     for i in ids:
-        r = cli(servers, "flow", "start", "one-step", "--flow-id", i, "--input", '{"n":1}')
+        r = cli(servers, "dag", "start", "one-step", "--flow-id", i, "--input", '{"n":1}')
         assert r.returncode == 0, r.stderr
     return ids
 
@@ -60,7 +60,7 @@ def wait_running(servers, ids, timeout=20):
     while time.monotonic() < deadline:
         running = 0
         for i in ids:
-            r = cli(servers, "flow", "get", i)
+            r = cli(servers, "dag", "get", i)
             if r.returncode == 0 and json.loads(r.stdout)["steps"][0].get("attempts"):
                 running += 1
         if running == len(ids):
@@ -72,7 +72,7 @@ def wait_running(servers, ids, timeout=20):
 def attempts(servers, ids):
     out = {}
     for i in ids:
-        r = cli(servers, "flow", "wait", i, "--wait-timeout", "40s", timeout="50s")
+        r = cli(servers, "dag", "wait", i, "--wait-timeout", "40s", timeout="50s")
         assert r.returncode == 0, r.stderr
         flow = json.loads(r.stdout)["flow"]
         assert flow["status"] == "COMPLETED", flow

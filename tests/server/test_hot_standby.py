@@ -113,7 +113,7 @@ class Load:
         while not self.stop.is_set() and i < 2000 and time.monotonic() < deadline:
             flow_id = f"c{c}-{i:04d}"
             r = run(binary("dexcli"), "--server", ",".join(self.servers), "--timeout", "30s",
-                    "flow", "start", "e2e-three-step", "--flow-id", flow_id, "--input", "{}", timeout=60)
+                    "dag", "start", "e2e-three-step", "--flow-id", flow_id, "--input", "{}", timeout=60)
             if r.returncode == 0:
                 self.acknowledged.add(flow_id)
                 i += 1
@@ -131,7 +131,7 @@ def wait_flows(servers, ids, timeout=180):
     while time.monotonic() < deadline:
         flows, token = {}, ""
         for _ in range(50):
-            args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+            args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
             r = run(binary("dexcli"), "--server", ",".join(servers), "--timeout", "10s", *args)
             if r.returncode != 0:
                 break

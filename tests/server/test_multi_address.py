@@ -42,14 +42,14 @@ def cli(servers, *args, timeout="10s"):
 
 def start_flows(servers, ids):
     for i in ids:
-        r = cli(servers, "flow", "start", "three-step", "--flow-id", i, "--input", '{"n":1}')
+        r = cli(servers, "dag", "start", "three-step", "--flow-id", i, "--input", '{"n":1}')
         assert r.returncode == 0, r.stderr
 
 
 def wait_completed(servers, ids, timeout=60):
     deadline = time.monotonic() + timeout
     for i in ids:
-        r = cli(servers, "flow", "wait", i, "--wait-timeout", f"{max(1, int(deadline - time.monotonic()))}s")
+        r = cli(servers, "dag", "wait", i, "--wait-timeout", f"{max(1, int(deadline - time.monotonic()))}s")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["flow"]["status"] == "COMPLETED", r.stdout
 
@@ -63,7 +63,7 @@ def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(pro
     r = cli(b.address, "admin", "describe", timeout="1s")
     assert r.returncode == 1 and "is not serving" in r.stderr, r.stderr
     for servers in (f"{b.address},{a.address}", f"{a.address},{b.address}"):
-        r = cli(servers, "flow", "list")
+        r = cli(servers, "dag", "list")
         assert r.returncode == 0, r.stderr
     r = run(binary("dexcli"), "--server", b.address, "--server", a.address, "admin", "describe")
     assert r.returncode == 0, r.stderr
@@ -104,7 +104,7 @@ def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(pro
 
     # The old active process comes back as the standby: nothing changes for the clients.
     a.start()
-    r = cli(f"{a.address},{b.address}", "flow", "get", third[0])
+    r = cli(f"{a.address},{b.address}", "dag", "get", third[0])
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "COMPLETED"
 
@@ -116,7 +116,7 @@ def test_dexcli_with_no_active_process_names_every_address(procs, tmp_path):
     dead = f"127.0.0.1:{free_port()}"
     # The standby and an address where nothing listens, without the active process.
     t0 = time.monotonic()
-    r = cli(f"{b.address},{dead}", "flow", "list", timeout="1s")
+    r = cli(f"{b.address},{dead}", "dag", "list", timeout="1s")
     took = time.monotonic() - t0
     assert r.returncode == 1, r.stdout + r.stderr
     assert "no active dex process at any of 2 addresses (kept trying for 1s)" in r.stderr, r.stderr
@@ -124,6 +124,6 @@ def test_dexcli_with_no_active_process_names_every_address(procs, tmp_path):
     assert f"the server is not reachable at {dead}" in r.stderr, r.stderr
     assert took < 5, took
 
-    r = cli(f"{b.address},,{dead}", "flow", "list")
+    r = cli(f"{b.address},,{dead}", "dag", "list")
     assert r.returncode == 2, r.stderr
     assert "empty server address at position 2" in r.stderr, r.stderr

@@ -157,7 +157,7 @@ class Node:
         return rc, t
 
     def start_flow(self, flow_id):
-        return self.cli("flow", "start", "e2e-three-step", "--flow-id", flow_id,
+        return self.cli("dag", "start", "e2e-three-step", "--flow-id", flow_id,
                         "--input", json.dumps({"id": flow_id}))
 
     def assert_flows_complete(self, ids, timeout=60):
@@ -204,7 +204,7 @@ class Prober:
             rec = {"id": flow_id, "t_start": t_start, "t_ack": t_ack, "t_done": None,
                    "status": None, "start_rc": r.returncode, "start_err": r.stderr.strip()}
             if r.returncode == 0:
-                w = self.node.cli("flow", "wait", flow_id, "--wait-timeout", "30s")
+                w = self.node.cli("dag", "wait", flow_id, "--wait-timeout", "30s")
                 rec["t_done"] = time.time()
                 rec["status"] = (json.loads(w.stdout)["flow"]["status"] if w.returncode == 0
                                  else w.stderr.strip())

@@ -62,7 +62,7 @@ def start_flows_in_background(node, ids, acknowledged):
     def start_one(flow_id):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            r = node.cli("flow", "start", "e2e-three-step", "--input", json.dumps({"id": flow_id}),
+            r = node.cli("dag", "start", "e2e-three-step", "--input", json.dumps({"id": flow_id}),
                          "--flow-id", flow_id)
             if r.returncode == 0:
                 acknowledged.add(flow_id)
@@ -89,7 +89,7 @@ def wait_all_ended(node, expected, timeout=120):
 def list_flows(node):
     flows, token = {}, ""
     for _ in range(100):
-        args = ["flow", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
+        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
         r = node.cli(*args)
         if r.returncode != 0:
             time.sleep(0.2)
@@ -209,7 +209,7 @@ def test_relaxed_mode_refuses_restart_after_a_kill_mid_run(procs, tmp_path):
     worker = start_worker(procs, node)
     worker.wait_for_line("connected", 30)
     for i in range(20):
-        assert node.cli("flow", "start", "e2e-three-step", "--flow-id", f"rlx-{i}").returncode == 0
+        assert node.cli("dag", "start", "e2e-three-step", "--flow-id", f"rlx-{i}").returncode == 0
     node.server.signal(signal.SIGKILL)
     node.server.wait_exit(10)
     again = node.procs(binary("dex-server-zd"), "dev", "--data-dir", node.data, "--listen",

@@ -58,7 +58,7 @@ def worker_for(procs, node):
 def wait_flows(node, ids, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        r = node.cli("flow", "list", "--page-size", "1000")
+        r = node.cli("dag", "list", "--page-size", "1000")
         if r.returncode == 0:
             flows = {f["flowId"]: f for f in json.loads(r.stdout).get("flows", [])}
             if set(ids) <= set(flows) and all(flows[i]["status"] != "RUNNING" for i in ids):
@@ -79,7 +79,7 @@ def test_cold_standby_takes_over_after_sigkill_and_hands_back_on_sigterm(serve, 
     worker_for(procs, a)
     ids = [f"s-{i:03d}" for i in range(200)]
     for i in ids:
-        r = a.cli("flow", "start", "e2e-three-step", "--flow-id", i, "--input", "{}")
+        r = a.cli("dag", "start", "e2e-three-step", "--flow-id", i, "--input", "{}")
         assert r.returncode == 0, r.stderr
     a.proc.signal(signal.SIGKILL)
     t_kill, killed_at = time.monotonic(), time.time()
@@ -114,7 +114,7 @@ def test_cold_standby_takes_over_after_sigkill_and_hands_back_on_sigterm(serve, 
             - log_time(a2.proc.wait_for_line("acquiring the lease", 1)))
     assert wait <= 0.5 and "waiting for it to expire" not in a2.proc.output(), a2.proc.output()
     assert epoch_a2 == epoch_b + 1
-    assert json.loads(a2.cli("flow", "get", ids[0]).stdout)["status"] == "COMPLETED"
+    assert json.loads(a2.cli("dag", "get", ids[0]).stdout)["status"] == "COMPLETED"
 
 
 @pytest.mark.parametrize("store", ["minio"], indirect=True)

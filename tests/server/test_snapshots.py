@@ -39,7 +39,7 @@ def test_deleted_local_store_is_restored_from_the_newest_snapshot_and_loses_noth
                    "--no-register", "--work-time", "5ms")
     ids = [f"snap-{i}" for i in range(FLOWS)]
     for flow_id in ids:
-        r = node.cli("flow", "start", "e2e-three-step", "--input", json.dumps({"id": flow_id}),
+        r = node.cli("dag", "start", "e2e-three-step", "--input", json.dumps({"id": flow_id}),
                      "--flow-id", flow_id)
         assert r.returncode == 0, r.stderr
     before = wait_all_ended(node, set(ids), timeout=120)
@@ -72,7 +72,7 @@ def test_deleted_local_store_is_restored_from_the_newest_snapshot_and_loses_noth
         assert after[flow_id].get("output") == before[flow_id].get("output"), flow_id
 
     # The restored node keeps working.
-    assert node.cli("flow", "start", "e2e-three-step", "--input", json.dumps({"id": "new"}),
+    assert node.cli("dag", "start", "e2e-three-step", "--input", json.dumps({"id": "new"}),
                     "--flow-id", "new").returncode == 0
     procs(binary("dex-example-worker"), "--server", node.address, "--no-register",
           "--work-time", "5ms")
@@ -88,7 +88,7 @@ def test_a_corrupt_local_store_is_moved_aside_and_restored(procs, tmp_path):
     assert node.cli("flow-type", "register", FLOW_TYPE).returncode == 0
     ids = [f"c-{i}" for i in range(30)]
     for flow_id in ids:
-        assert node.cli("flow", "start", "e2e-three-step", "--input", "{}", "--flow-id",
+        assert node.cli("dag", "start", "e2e-three-step", "--input", "{}", "--flow-id",
                         flow_id).returncode == 0
     node.server.wait_for_line("snapshot of node dev at log slot", 30)
     node.server.signal(signal.SIGTERM)

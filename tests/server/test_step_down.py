@@ -122,7 +122,7 @@ def test_step_down_with_a_hot_standby_is_taken_over_and_loses_nothing(nodes, pro
 
 
 def flow_get(servers, flow_id):
-    r = dexcli(servers, "flow", "get", flow_id, timeout="10s")
+    r = dexcli(servers, "dag", "get", flow_id, timeout="10s")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -159,10 +159,10 @@ def test_attempts_running_when_the_drain_expires_end_not_completed_and_consume_a
                    "--concurrency", "2", "--work-time", f"{work_s}s")
     worker.wait_for_line("connected", 30)
     for flow_id, flow_type in (("retried", "e2e-slow-step"), ("no-retry", "e2e-slow-step-no-retry")):
-        r = dexcli(servers, "flow", "start", flow_type, "--flow-id", flow_id, "--input", '{"v":1}')
+        r = dexcli(servers, "dag", "start", flow_type, "--flow-id", flow_id, "--input", '{"v":1}')
         assert r.returncode == 0, r.stderr
         wait_step_status(servers, flow_id, "RUNNING")
-    r = dexcli(servers, "flow", "start", "e2e-slow-step", "--flow-id", "queued", "--input", '{"v":2}')
+    r = dexcli(servers, "dag", "start", "e2e-slow-step", "--flow-id", "queued", "--input", '{"v":2}')
     assert r.returncode == 0, r.stderr
     time.sleep(0.5)
     assert flow_get(servers, "queued")["steps"][0]["status"] == "READY"
@@ -179,7 +179,7 @@ def test_attempts_running_when_the_drain_expires_end_not_completed_and_consume_a
     assert "(2 attempts interrupted)" in line, line
 
     for flow_id in ("retried", "no-retry", "queued"):
-        r = dexcli(servers, "flow", "wait", flow_id, "--wait-timeout", "30s", timeout="40s")
+        r = dexcli(servers, "dag", "wait", flow_id, "--wait-timeout", "30s", timeout="40s")
         assert r.returncode == 0, r.stderr
     retried, no_retry, queued = (flow_get(servers, f) for f in ("retried", "no-retry", "queued"))
     # Interrupted by the drain's expiry: NOT_COMPLETED, then the retry runs as attempt 2. The
@@ -220,9 +220,9 @@ def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(n
     assert describe([a.address])["nodeEpoch"] == "2"
     a.proc.wait_for_line("epoch 2", 10)
     # The Worker's stream ended at the release; it reconnects and gets new tasks at once.
-    r = dexcli([a.address], "flow", "start", "e2e-three-step", "--flow-id", "after", "--input", "{}")
+    r = dexcli([a.address], "dag", "start", "e2e-three-step", "--flow-id", "after", "--input", "{}")
     assert r.returncode == 0, r.stderr
-    r = dexcli([a.address], "flow", "wait", "after", "--wait-timeout", "20s", timeout="30s")
+    r = dexcli([a.address], "dag", "wait", "after", "--wait-timeout", "20s", timeout="30s")
     assert r.returncode == 0 and json.loads(r.stdout)["flow"]["status"] == "COMPLETED", r.stdout + r.stderr
 
 

@@ -1,0 +1,578 @@
+#include "cli/flow_commands.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <thread>
+
+#include "cli/flow_table.h"
+#include "cli/proto_json.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "config/config.h"
+#include "sdk/client.h"
+#include "sdk/grpc_status.h"
+
+namespace dex::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitWaitTimedOut = 3;
+constexpr int kExitNotCompleted = 4;
+// What a value read from a file or stdin may hold before it is refused here
+// (the server's limit per input or message: docs/api.md, "Limits").
+constexpr size_t kMaxInputBytes = 1 << 20;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Errors are one JSON object on stderr: {"error": {kind, operation, message,
+// grpcCode}}.
+int usage_error(const std::string& operation, const std::string& message) {
+  json e = {{"kind", "usage"}, {"operation", operation}, {"message", message}};
+  std::cerr << json_text(json{{"error", e}}) << "\n";
+  return kExitUsage;
+}
+
+int request_error(const std::string& operation, const Status& status) {
+  std::string message = status.message();
+  const std::string code(sdk_internal::grpc_code_of(status));
+  if (!code.empty() && message.rfind(code + ": ", 0) == 0) message.erase(0, code.size() + 2);
+  json e = {{"kind", "request"}, {"operation", operation}, {"message", message}};
+  if (!code.empty()) e["grpcCode"] = code;
+  std::cerr << json_text(json{{"error", e}}) << "\n";
+  return kExitFailed;
+}
+
+int timeout_error(const std::string& operation, const std::string& message) {
+  json e = {{"kind", "timeout"}, {"operation", operation}, {"message", message}};
+  std::cerr << json_text(json{{"error", e}}) << "\n";
+  return kExitWaitTimedOut;
+}
+
+int print_json(const json& out) {
+  std::cout << json_text(out, 2) << "\n";
+  return 0;
+}
+
+// The value of --input / --input-file (a path, or "-" for stdin), as JSON text.
+StatusOr<std::string> read_input(const std::string& inline_text, const std::string& file,
+                                 bool file_given) {
+  std::string text = inline_text;
+  std::string source = "--input";
+  if (file_given) {
+    std::ostringstream buffer;
+    if (file == "-") {
+      buffer << std::cin.rdbuf();
+      source = "stdin";
+    } else {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) return Status::invalid_argument("--input-file: cannot read " + file);
+      buffer << in.rdbuf();
+      source = file;
+    }
+    text = buffer.str();
+  }
+  if (text.size() > kMaxInputBytes) {
+    return Status::invalid_argument(source + " holds " + std::to_string(text.size()) +
+                                    " bytes: a value may have at most 1 MiB");
+  }
+  try {
+    return json::parse(text).dump();  // parsed text: valid UTF-8
+  } catch (const json::parse_error& e) {
+    return Status::invalid_argument(source + " is not valid JSON: " + e.what());
+  }
+}
+
+template <typename Enum>
+std::optional<Enum> parse_choice(const std::string& text,
+                                 const std::vector<std::pair<std::string, Enum>>& choices) {
+  std::string lower;
+  for (char c : text) lower += static_cast<char>(c == '_' ? '-' : std::tolower(c));
+  for (const auto& [name, value] : choices) {
+    if (name == lower) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename Enum>
+std::string choice_names(const std::vector<std::pair<std::string, Enum>>& choices) {
+  std::string out;
+  for (const auto& c : choices) out += (out.empty() ? "" : ", ") + c.first;
+  return out;
+}
+
+const std::vector<std::pair<std::string, flow::StopMode>> kStopModes = {
+    {"cancel", flow::STOP_CANCEL}, {"terminate", flow::STOP_TERMINATE}, {"fail", flow::STOP_FAIL}};
+const std::vector<std::pair<std::string, flow::IdReusePolicy>> kIdReuse = {
+    {"allow-if-no-running", flow::ALLOW_IF_NO_RUNNING},
+    {"allow-if-previous-failed", flow::ALLOW_IF_PREVIOUS_FAILED},
+    {"disallow", flow::DISALLOW},
+    {"terminate-if-running", flow::TERMINATE_IF_RUNNING}};
+const std::vector<std::pair<std::string, flow::TimeoutPolicy>> kTimeoutPolicies = {
+    {"fail", flow::TIMEOUT_FAIL}, {"cancel", flow::TIMEOUT_CANCEL}};
+
+bool is_waiting_error(const Status& s) {
+  const std::string_view code = sdk_internal::grpc_code_of(s);
+  return code == "UNAVAILABLE" || code == "DEADLINE_EXCEEDED";
+}
+
+// A history event's JSON, with its seq even when it is 0 (the run's first).
+json event_json(const flow::HistoryEvent& e) {
+  json out = {{"seq", e.seq()}};
+  const json fields = proto_to_json(e);  // kept alive while its items are read
+  for (const auto& [key, value] : fields.items()) out[key] = value;
+  return out;
+}
+
+}  // namespace
+
+struct FlowCommands::Impl {
+  CLI::App* flow = nullptr;
+  CLI::App *start = nullptr, *stop = nullptr, *publish = nullptr, *wait = nullptr,
+           *describe = nullptr, *state = nullptr, *history = nullptr, *skip = nullptr,
+           *watch = nullptr;
+
+  // Flags (one set: a command line names one command).
+  std::string flow_type, flow_id, run_id, output = "json";
+  std::string input_text = "{}", input_file, input;  // input: the checked JSON text
+  std::string start_delay_text, flow_timeout_text, timeout_policy_text, id_reuse_text, request_id;
+  bool ignore_already_started = false, yes = false, expect_completed = false;
+  std::string mode_text = "cancel", reason;
+  std::string channel, instance_key;
+  std::vector<std::string> message_texts;
+  std::vector<std::string> messages;  // checked JSON texts
+  std::string wait_timeout_text = "60s", watch_timeout_text;
+  std::string step_type_filter, phase_filter, kind_filter;
+  uint64_t after_seq = 0;
+  uint32_t limit = 1000;
+  std::string step_execution_id, condition_id;
+  uint32_t condition_index = 0;
+
+  // Parsed in check().
+  flow::StartOptions start_options;
+  flow::StopMode mode = flow::STOP_CANCEL;
+  Duration wait_timeout{};
+  std::optional<Duration> watch_timeout;
+
+  void add_commands(CLI::App& app);
+  void add_mutations();
+  void add_reads();
+  CLI::App* chosen_command() const;
+  int check_start(const std::string& op);
+  int check_publish(const std::string& op);
+  int check_output(const std::string& op);
+
+  int run_start(Client& c);
+  int run_stop(Client& c);
+  int run_publish(Client& c);
+  int run_skip(Client& c);
+  int run_wait(Client& c);
+  int run_describe(Client& c);
+  int run_state(Client& c);
+  int run_history(Client& c);
+  int run_watch(Client& c);
+};
+
+void FlowCommands::Impl::add_commands(CLI::App& app) {
+  flow = app.add_subcommand(
+      "flow",
+      "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
+      "Timer, watch. JSON on stdout (--output table for people), errors as JSON on stderr; exit "
+      "2 for bad flags or input (nothing sent), 1 when the request failed");
+  flow->require_subcommand(1);
+  add_mutations();
+  add_reads();
+  for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch}) {
+    cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
+  }
+  for (CLI::App* cmd : {wait, describe, state, history}) {
+    cmd->add_option("--output", output, "json (default, stable) or table (for people)")
+        ->capture_default_str();
+  }
+}
+
+void FlowCommands::Impl::add_mutations() {
+  start = flow->add_subcommand("start", "Start a run of a Flow type; prints flowId, runId");
+  start->add_option("TYPE", flow_type, "Flow type (declared by a Worker)")->required();
+  start->add_option("--flow-id", flow_id, "The run's Flow ID (your business key)")->required();
+  start->add_option("--input", input_text, "The start Step's input as JSON text")
+      ->capture_default_str();
+  start->add_option("--input-file", input_file, "Read the input from a file, or stdin with '-'");
+  start->add_option("--start-delay", start_delay_text, "Run the start Step after this: 10s, 5m");
+  start->add_option("--flow-timeout", flow_timeout_text, "End the run if still running after this");
+  start->add_option(
+      "--timeout-policy", timeout_policy_text,
+      "What --flow-timeout does: " + choice_names(kTimeoutPolicies) + " (default fail: TIMED_OUT)");
+  start->add_option("--id-reuse", id_reuse_text,
+                    "May a closed (or running) run's Flow ID start again: " +
+                        choice_names(kIdReuse) + " (default allow-if-no-running)");
+  start->add_option("--request-id", request_id,
+                    "Makes a repeat of this command safe: with the same request ID a second "
+                    "start answers the first's run (alreadyStarted: true) instead of refusing");
+
+  stop = flow->add_subcommand("stop", "Stop a run (CANCEL, TERMINATE or FAIL); needs --yes");
+  stop->add_option("ID", flow_id, "Flow ID")->required();
+  stop->add_option("--mode", mode_text, "cancel, terminate or fail")->capture_default_str();
+  stop->add_option("--reason", reason, "Why (required with --mode fail)");
+  stop->add_flag("--yes", yes, "Required: confirms that the run is to be stopped");
+
+  publish = flow->add_subcommand("publish",
+                                 "Append messages to a run's Channel in order (FIFO); needs --yes");
+  publish->add_option("ID", flow_id, "Flow ID")->required();
+  publish->add_option("CHANNEL", channel, "Channel (or ChannelMap) name")->required();
+  publish->add_option("--instance", instance_key, "A ChannelMap's instance key");
+  publish->add_option("--message", message_texts, "A message as JSON text; repeat for several");
+  publish->add_option("--input-file", input_file,
+                      "Read one message from a file, or stdin with '-'");
+  publish->add_option("--request-id", request_id,
+                      "Makes a repeat safe: the run takes a request ID's messages once "
+                      "(default: a fresh ID, retried as one through a failover)");
+  publish->add_flag("--yes", yes, "Required: confirms that the messages are to be published");
+
+  skip = flow->add_subcommand("skip-timer",
+                              "Fire a waiting Step execution's Timer now (skipped); needs --yes");
+  skip->add_option("ID", flow_id, "Flow ID")->required();
+  skip->add_option("STEP_EXECUTION_ID", step_execution_id, "e.g. Ship-1 (see flow state)")
+      ->required();
+  CLI::Option* by_id = skip->add_option("--condition-id", condition_id, "The Timer's condition ID");
+  skip->add_option("--condition-index", condition_index,
+                   "The Timer's position in the wait (from 0; flow state lists them)")
+      ->excludes(by_id);
+  skip->add_flag("--yes", yes, "Required: confirms that the Timer is to fire now");
+}
+
+void FlowCommands::Impl::add_reads() {
+  wait = flow->add_subcommand(
+      "wait",
+      "Wait until a run closes and print it; keeps waiting through a server restart or "
+      "failover. Exit 3 if --wait-timeout passes first; with --expect-completed, exit 4 if the "
+      "run closed with another status");
+  wait->add_option("ID", flow_id, "Flow ID")->required();
+  wait->add_option("--wait-timeout", wait_timeout_text, "How long to wait in all: 10s, 5m")
+      ->capture_default_str();
+  wait->add_flag("--expect-completed", expect_completed,
+                 "Exit 4 unless the run COMPLETED (FAILED, CANCELED, TERMINATED, TIMED_OUT)");
+
+  describe = flow->add_subcommand("describe", "Print a run: status, times, input, result");
+  describe->add_option("ID", flow_id, "Flow ID")->required();
+
+  state = flow->add_subcommand(
+      "state",
+      "Print a run's active Step executions (phase, attempt, what they wait on, last failure), "
+      "the Workers hosting its Flow type and hints (e.g. no Worker hosts the type)");
+  state->add_option("ID", flow_id, "Flow ID")->required();
+  state->add_option("--step-type", step_type_filter, "Table: only executions of this Step type");
+  state->add_option("--phase", phase_filter,
+                    "Table: only executions in this phase: WAIT_FOR, WAITING, EXECUTE");
+
+  history = flow->add_subcommand(
+      "history", "Print a run's history events (oldest first in JSON, newest first in a table)");
+  history->add_option("ID", flow_id, "Flow ID")->required();
+  history->add_option("--after", after_seq, "Only events after this seq");
+  history->add_option("--limit", limit, "At most this many events")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  history->add_option("--kind", kind_filter,
+                      "Only events of this kind, e.g. EXECUTE_COMPLETED, CHANNEL_PUBLISHED");
+
+  watch = flow->add_subcommand(
+      "watch",
+      "Print a run's history events as JSON lines, then each new one as it happens, until the "
+      "run closes; keeps watching through a server restart or failover");
+  watch->add_option("ID", flow_id, "Flow ID")->required();
+  watch->add_option("--after", after_seq, "Start after this seq (default: from the first)");
+  watch->add_option("--watch-timeout", watch_timeout_text,
+                    "Give up after this long (exit 3; default: until the run closes)");
+}
+
+CLI::App* FlowCommands::Impl::chosen_command() const {
+  for (CLI::App* cmd : {start, stop, publish, wait, describe, state, history, skip, watch}) {
+    if (cmd->parsed()) return cmd;
+  }
+  return nullptr;
+}
+
+int FlowCommands::Impl::check_output(const std::string& op) {
+  if (output != "json" && output != "table") {
+    return usage_error(op, "--output must be json or table, not '" + output + "'");
+  }
+  return 0;
+}
+
+int FlowCommands::Impl::check_start(const std::string& op) {
+  if (start->get_option("--input")->count() > 0 && !input_file.empty()) {
+    return usage_error(op, "give the input with --input or --input-file, not both");
+  }
+  auto text = read_input(input_text, input_file, !input_file.empty());
+  if (!text.is_ok()) return usage_error(op, text.status().message());
+  input = *text;
+  for (auto [flag, value, field] : {std::tuple{"--start-delay", &start_delay_text, 0},
+                                    {"--flow-timeout", &flow_timeout_text, 1}}) {
+    if (value->empty()) continue;
+    auto d = parse_duration(*value);
+    if (!d.is_ok()) return usage_error(op, std::string(flag) + ": " + d.status().message());
+    const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d).count();
+    if (field == 0) start_options.set_start_delay_ms(ms);
+    if (field == 1) start_options.set_timeout_ms(ms);
+  }
+  if (!timeout_policy_text.empty()) {
+    auto p = parse_choice(timeout_policy_text, kTimeoutPolicies);
+    if (!p) return usage_error(op, "--timeout-policy must be " + choice_names(kTimeoutPolicies));
+    if (flow_timeout_text.empty()) {
+      return usage_error(op, "--timeout-policy needs --flow-timeout (what happens at the timeout)");
+    }
+    start_options.set_timeout_policy(*p);
+  }
+  if (!id_reuse_text.empty()) {
+    auto p = parse_choice(id_reuse_text, kIdReuse);
+    if (!p) return usage_error(op, "--id-reuse must be one of " + choice_names(kIdReuse));
+    start_options.set_id_reuse_policy(*p);
+  }
+  if (!request_id.empty()) {
+    start_options.set_request_id(request_id);
+    start_options.set_ignore_already_started(true);
+  }
+  return 0;
+}
+
+int FlowCommands::Impl::check_publish(const std::string& op) {
+  if (!message_texts.empty() && !input_file.empty()) {
+    return usage_error(op, "give the messages with --message or --input-file, not both");
+  }
+  if (message_texts.empty() && input_file.empty()) {
+    return usage_error(op, "nothing to publish: give --message JSON (repeatable) or --input-file");
+  }
+  if (!input_file.empty()) message_texts.push_back("");
+  for (const std::string& m : message_texts) {  // bounded by the flags given
+    auto text = read_input(m, input_file, !input_file.empty());
+    if (!text.is_ok()) return usage_error(op, text.status().message());
+    messages.push_back(*text);
+  }
+  return 0;
+}
+
+FlowCommands::FlowCommands(CLI::App& app) : impl_(std::make_unique<Impl>()) {
+  impl_->add_commands(app);
+}
+
+FlowCommands::~FlowCommands() = default;
+
+bool FlowCommands::chosen() const { return impl_->flow->parsed(); }
+
+int FlowCommands::check() {
+  Impl& m = *impl_;
+  CLI::App* cmd = m.chosen_command();
+  if (cmd == nullptr) return kExitUsage;
+  const std::string op = "flow " + cmd->get_name();
+  if (int rc = m.check_output(op); rc != 0) return rc;
+  if (cmd == m.start) return m.check_start(op);
+  if ((cmd == m.stop || cmd == m.publish || cmd == m.skip) && !m.yes) {
+    return usage_error(op, op + " changes the run: add --yes to confirm");
+  }
+  if (cmd == m.stop) {
+    auto mode = parse_choice(m.mode_text, kStopModes);
+    if (!mode) return usage_error(op, "--mode must be one of " + choice_names(kStopModes));
+    m.mode = *mode;
+    if (m.mode == flow::STOP_FAIL && m.reason.empty()) {
+      return usage_error(op, "--mode fail needs --reason (the run's failure reason)");
+    }
+  }
+  if (cmd == m.publish) return m.check_publish(op);
+  if (cmd == m.skip && cmd->get_option("--condition-id")->count() == 0 &&
+      cmd->get_option("--condition-index")->count() == 0) {
+    return usage_error(op,
+                       "name the Timer with --condition-id or --condition-index (flow state "
+                       "lists a waiting execution's conditions in order)");
+  }
+  if (cmd == m.wait) {
+    auto d = parse_duration(m.wait_timeout_text);
+    if (!d.is_ok()) return usage_error(op, "--wait-timeout: " + d.status().message());
+    m.wait_timeout = *d;
+  }
+  if (cmd == m.watch && !m.watch_timeout_text.empty()) {
+    auto d = parse_duration(m.watch_timeout_text);
+    if (!d.is_ok()) return usage_error(op, "--watch-timeout: " + d.status().message());
+    m.watch_timeout = *d;
+  }
+  return 0;
+}
+
+int FlowCommands::run(const ClientOptions& options) {
+  Impl& m = *impl_;
+  Client client(options);
+  CLI::App* cmd = m.chosen_command();
+  if (cmd == m.start) return m.run_start(client);
+  if (cmd == m.stop) return m.run_stop(client);
+  if (cmd == m.publish) return m.run_publish(client);
+  if (cmd == m.skip) return m.run_skip(client);
+  if (cmd == m.wait) return m.run_wait(client);
+  if (cmd == m.describe) return m.run_describe(client);
+  if (cmd == m.state) return m.run_state(client);
+  if (cmd == m.history) return m.run_history(client);
+  if (cmd == m.watch) return m.run_watch(client);
+  return kExitUsage;
+}
+
+// ------------------------------------------------------------------ mutations
+
+int FlowCommands::Impl::run_start(Client& c) {
+  auto r = c.start(flow_type, flow_id, json::parse(input), start_options);
+  if (!r.is_ok()) return request_error("flow start", r.status());
+  return print_json(
+      {{"flowId", flow_id}, {"runId", r->run_id()}, {"alreadyStarted", r->already_started()}});
+}
+
+int FlowCommands::Impl::run_stop(Client& c) {
+  if (Status s = c.stop(flow_id, mode, reason, run_id); !s.is_ok()) {
+    return request_error("flow stop", s);
+  }
+  json out = {{"flowId", flow_id},
+              {"stopped", true},
+              {"mode", enum_value_text(*flow::StopMode_descriptor(), mode)}};
+  if (!run_id.empty()) out["runId"] = run_id;
+  return print_json(out);
+}
+
+int FlowCommands::Impl::run_publish(Client& c) {
+  std::vector<nlohmann::json> values;
+  for (const std::string& m : messages) values.push_back(nlohmann::json::parse(m));
+  const std::string id = request_id.empty() ? random_hex_id() : request_id;
+  if (Status s = c.publish(flow_id, channel, values, instance_key, run_id, id); !s.is_ok()) {
+    return request_error("flow publish", s);
+  }
+  json out = {{"flowId", flow_id}, {"channel", channel}};
+  if (!instance_key.empty()) out["instance"] = instance_key;
+  out["published"] = values.size();
+  out["requestId"] = id;
+  return print_json(out);
+}
+
+int FlowCommands::Impl::run_skip(Client& c) {
+  Status s = skip->get_option("--condition-id")->count() > 0
+                 ? c.skip_timer(flow_id, step_execution_id, condition_id, run_id)
+                 : c.skip_timer(flow_id, step_execution_id, condition_index, run_id);
+  if (!s.is_ok()) return request_error("flow skip-timer", s);
+  return print_json(
+      {{"flowId", flow_id}, {"stepExecutionId", step_execution_id}, {"skipped", true}});
+}
+
+// ---------------------------------------------------------------------- reads
+
+int FlowCommands::Impl::run_wait(Client& c) {
+  auto r = c.wait_for_flow(flow_id, wait_timeout, run_id);
+  if (!r.is_ok()) return request_error("flow wait", r.status());
+  if (!r->closed()) {
+    timeout_error("flow wait",
+                  "run of " + flow_id + " still " +
+                      enum_value_text(*flow::FlowStatus_descriptor(), r->flow().status()) +
+                      " after " + wait_timeout_text);
+  }
+  if (output == "table") {
+    std::cout << describe_table(r->flow(), now_ms());
+  } else {
+    print_json(proto_to_json(r->flow()));
+  }
+  if (!r->closed()) return kExitWaitTimedOut;
+  if (expect_completed && r->flow().status() != flow::FLOW_COMPLETED) return kExitNotCompleted;
+  return 0;
+}
+
+int FlowCommands::Impl::run_describe(Client& c) {
+  auto r = c.describe_flow(flow_id, run_id);
+  if (!r.is_ok()) return request_error("flow describe", r.status());
+  if (output == "table") {
+    std::cout << describe_table(*r, now_ms());
+    return 0;
+  }
+  return print_json(proto_to_json(*r));
+}
+
+int FlowCommands::Impl::run_state(Client& c) {
+  auto r = c.flow_state(flow_id, run_id);
+  if (!r.is_ok()) return request_error("flow state", r.status());
+  const std::vector<std::string> hints = state_hints(*r);
+  if (output == "table") {
+    std::cout << state_table(*r, {step_type_filter, phase_filter}, hints, now_ms());
+    return 0;
+  }
+  json out = proto_to_json(*r);
+  if (!out.contains("workers")) out["workers"] = json::array();
+  if (!hints.empty()) out["hints"] = hints;
+  return print_json(out);
+}
+
+int FlowCommands::Impl::run_history(Client& c) {
+  std::vector<flow::HistoryEvent> events;
+  std::string run;
+  uint64_t after = after_seq;
+  bool from_start = after_seq == 0;
+  // Bounded by --limit: each page adds at least one event or ends the loop.
+  while (events.size() < limit) {
+    auto page = c.history(flow_id, after, from_start, std::min<uint32_t>(1000, limit), run_id);
+    if (!page.is_ok()) return request_error("flow history", page.status());
+    run = page->run_id();
+    for (const flow::HistoryEvent& e : page->events()) {
+      after = e.seq();
+      const std::string kind = enum_value_text(*flow::HistoryKind_descriptor(), e.kind());
+      if (!kind_filter.empty() && kind != kind_filter) continue;
+      if (events.size() < limit) events.push_back(e);
+    }
+    from_start = false;
+    if (!page->more() || page->events().empty()) break;
+  }
+  if (output == "table") {
+    std::cout << history_table(events, now_ms());
+    return 0;
+  }
+  json list = json::array();
+  for (const flow::HistoryEvent& e : events) list.push_back(event_json(e));
+  return print_json({{"flowId", flow_id}, {"runId", run}, {"events", list}});
+}
+
+int FlowCommands::Impl::run_watch(Client& c) {
+  const TimePoint start = SystemClock::instance().now();
+  std::string run = run_id;  // stays on the run it first saw, even if a new one starts
+  uint64_t after = after_seq;
+  bool from_start = after_seq == 0;
+  // Bounded by the run's close (or --watch-timeout): each round waits up to 30 s.
+  while (true) {
+    if (watch_timeout && SystemClock::instance().now() - start >= *watch_timeout) {
+      return timeout_error("flow watch", "run still open after " + watch_timeout_text);
+    }
+    Duration slice = seconds(30);
+    if (watch_timeout) {
+      slice = std::min<Duration>(slice, *watch_timeout - (SystemClock::instance().now() - start));
+    }
+    auto page = c.wait_for_history_event(flow_id, after, from_start, slice, run);
+    if (!page.is_ok()) {
+      if (!is_waiting_error(page.status())) return request_error("flow watch", page.status());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no process serves yet
+      continue;
+    }
+    if (run.empty()) run = page->run_id();
+    from_start = false;
+    for (const flow::HistoryEvent& e : page->events()) {  // bounded by the page
+      after = e.seq();
+      json line = event_json(e);
+      line["flowId"] = flow_id;
+      line["runId"] = page->run_id();
+      std::cout << json_text(line) << std::endl;  // one line per event, flushed for pipes
+      if (e.kind() == flow::FLOW_CLOSED) return 0;
+    }
+  }
+}
+
+}  // namespace dex::cli

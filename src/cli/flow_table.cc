@@ -1,0 +1,207 @@
+#include "cli/flow_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "cli/output.h"
+#include "cli/proto_json.h"
+
+namespace dex::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Row = std::vector<std::string>;
+
+// Columns padded to their widest cell; the last column is not padded.
+std::string render(const Row& header, const std::vector<Row>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const Row& r) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], r[i].size());
+    }
+  };
+  measure(header);
+  for (const Row& r : rows) measure(r);  // bounded by the rows
+  std::string out;
+  auto line = [&](const Row& r) {
+    std::string text;
+    for (size_t i = 0; i < r.size(); ++i) {
+      text += r[i];
+      if (i + 1 < r.size()) text += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  };
+  line(header);
+  for (const Row& r : rows) line(r);
+  return out;
+}
+
+std::string payload_text(const flow::Payload& p, size_t max = 60) {
+  std::string text = json_text(embed_json(p.data()));
+  if (text.size() > max) text = text.substr(0, max - 3) + "...";
+  return text;
+}
+
+template <typename Enum>
+std::string name_of(Enum value) {
+  return enum_value_text(*google::protobuf::GetEnumDescriptor<Enum>(), static_cast<int>(value));
+}
+
+std::string condition_text(const flow::ConditionView& v, int64_t now) {
+  const flow::Condition& c = v.condition();
+  std::string text = c.condition_id().empty() ? "" : c.condition_id() + "=";
+  if (c.has_timer()) {
+    text += v.skipped() ? "timer skipped"
+            : v.fired() ? "timer fired"
+                        : "timer in " + age_text(std::max<int64_t>(0, v.timer_unix_ms() - now));
+  } else if (c.has_channel()) {
+    const flow::ChannelCondition& ch = c.channel();
+    text += "channel " + ch.channel();
+    if (!ch.instance_key().empty()) text += "[" + ch.instance_key() + "]";
+    text += fmt::format(" {} ({} queued)", name_of(ch.match()), v.queued());
+    if (v.fired()) text += " taken";
+  }
+  return text;
+}
+
+std::string waiting_on(const flow::StepExecutionView& e, int64_t now) {
+  std::string text;
+  for (const flow::ConditionView& v : e.conditions()) {  // bounded by the wait's conditions
+    text += (text.empty() ? "" : "; ") + condition_text(v, now);
+  }
+  if (e.task_state() == flow::TASK_BACKOFF) {
+    text = "retry in " + age_text(std::max<int64_t>(0, e.retry_unix_ms() - now));
+  }
+  return text.empty() ? "-" : text;
+}
+
+}  // namespace
+
+std::string age_text(int64_t ms) {
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  if (ms < 60'000) return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000);
+  const int64_t s = ms / 1000;
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+  return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+}
+
+std::string time_text(int64_t unix_ms, int64_t now) {
+  if (unix_ms == 0) return "-";
+  const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &utc);
+  const int64_t age = now - unix_ms;
+  const std::string rel = age >= 0 ? age_text(age) + " ago" : "in " + age_text(-age);
+  return fmt::format("{}.{:03} UTC ({})", buf, unix_ms % 1000, rel);
+}
+
+std::string describe_table(const flow::FlowDescription& f, int64_t now) {
+  std::vector<Row> rows = {
+      {"Flow ID", f.flow_id()},
+      {"Run ID", f.run_id()},
+      {"Flow type", fmt::format("{} (declaration v{})", f.flow_type(), f.declaration_version())},
+      {"Status", name_of(f.status())},
+      {"Started", time_text(f.start_unix_ms(), now)}};
+  if (f.close_unix_ms() != 0) {
+    rows.push_back({"Closed", time_text(f.close_unix_ms(), now)});
+    rows.push_back({"Took", age_text(f.close_unix_ms() - f.start_unix_ms())});
+  } else {
+    rows.push_back({"Running for", age_text(std::max<int64_t>(0, now - f.start_unix_ms()))});
+  }
+  if (!f.close_reason().empty()) rows.push_back({"Reason", f.close_reason()});
+  rows.push_back({"Input", payload_text(f.input(), 200)});
+  for (const flow::StepOutput& o : f.outputs()) {  // bounded by the Steps that completed it
+    rows.push_back({"Output", o.step_execution_id() + " " + payload_text(o.output(), 200)});
+  }
+  rows.push_back({"Runs with this ID", std::to_string(f.runs())});
+  std::string out;
+  for (const Row& r : rows) out += fmt::format("{:<18} {}\n", r[0] + ":", r[1]);
+  return out;
+}
+
+std::vector<std::string> state_hints(const flow::GetFlowStateResponse& s) {
+  std::vector<std::string> hints;
+  if (s.flow().status() != flow::FLOW_RUNNING) return hints;
+  for (const flow::StepExecutionView& e : s.active()) {  // bounded by the active executions
+    if (e.task_state() == flow::TASK_QUEUED && s.workers().empty()) {
+      hints.push_back(fmt::format(
+          "{} waits for a Worker: no Worker connected to this server hosts Flow type '{}'. Start "
+          "a Worker that declares it (the Workers hosting it are listed under 'workers')",
+          e.step_execution_id(), s.flow().flow_type()));
+      break;  // one hint says it for every queued execution
+    }
+  }
+  if (s.active().empty()) {
+    hints.push_back("the run is RUNNING with no active Step execution");
+  }
+  return hints;
+}
+
+std::string state_table(const flow::GetFlowStateResponse& s, const StateFilter& filter,
+                        const std::vector<std::string>& hints, int64_t now) {
+  std::string out = fmt::format("{} run {} ({}, {}): {}\n\n", s.flow().flow_id(), s.flow().run_id(),
+                                s.flow().flow_type(), time_text(s.flow().start_unix_ms(), now),
+                                name_of(s.flow().status()));
+  std::vector<flow::StepExecutionView> active(s.active().begin(), s.active().end());
+  std::stable_sort(active.begin(), active.end(), [](const auto& a, const auto& b) {
+    return a.created_unix_ms() > b.created_unix_ms();
+  });
+  std::vector<Row> rows;
+  for (const flow::StepExecutionView& e : active) {  // bounded by the active executions
+    const std::string phase = name_of(e.phase());
+    if (!filter.step_type.empty() && e.step_type() != filter.step_type) continue;
+    if (!filter.phase.empty() && phase != filter.phase) continue;
+    std::string failure = "-";
+    if (e.has_last_failure()) {
+      failure = fmt::format("attempt {} {}: {}", e.last_failure().attempt(),
+                            name_of(e.last_failure().outcome()), e.last_failure().error());
+    }
+    const std::string method =
+        e.method() == flow::METHOD_UNSPECIFIED
+            ? "-"
+            : fmt::format("{} #{} {}", name_of(e.method()), e.attempt(), name_of(e.task_state()));
+    rows.push_back({e.step_execution_id(), phase, method,
+                    e.worker_id().empty() ? "-" : e.worker_id(), waiting_on(e, now),
+                    time_text(e.created_unix_ms(), now), failure});
+  }
+  out += rows.empty() ? "(no active Step execution matches)\n"
+                      : render({"STEP EXECUTION", "PHASE", "METHOD", "WORKER", "WAITING ON",
+                                "CREATED", "LAST FAILURE"},
+                               rows);
+  std::string workers;
+  for (const std::string& w : s.workers()) workers += (workers.empty() ? "" : ", ") + w;
+  out += "\nWorkers hosting " + s.flow().flow_type() + ": " + (workers.empty() ? "none" : workers) +
+         "\n";
+  for (const std::string& h : hints) out += "hint: " + h + "\n";
+  return out;
+}
+
+std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t now) {
+  std::vector<Row> rows;
+  // Newest first; bounded by the events given.
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    const flow::HistoryEvent& e = *it;
+    std::string detail;
+    if (e.has_decision()) detail = json_text(proto_to_json(e.decision()));
+    if (e.has_publish()) detail = json_text(proto_to_json(e.publish()));
+    if (e.has_wait()) detail = json_text(proto_to_json(e.wait()));
+    if (e.status() != flow::FLOW_STATUS_UNSPECIFIED) detail = name_of(e.status());
+    if (!e.reason().empty()) detail += (detail.empty() ? "" : ": ") + e.reason();
+    if (!e.error().empty())
+      detail += (detail.empty() ? "" : "; ") + std::string("error: ") + e.error();
+    if (detail.size() > 100) detail = detail.substr(0, 97) + "...";
+    rows.push_back({std::to_string(e.seq()), time_text(e.at_ms(), now), name_of(e.kind()),
+                    e.step_execution_id().empty() ? "-" : e.step_execution_id(),
+                    e.attempt() == 0 ? "-" : std::to_string(e.attempt()), detail});
+  }
+  return render({"SEQ", "TIME", "EVENT", "STEP EXECUTION", "ATTEMPT", "DETAIL"}, rows);
+}
+
+}  // namespace dex::cli

@@ -1,0 +1,108 @@
+// dexcli's JSON (proto_json.h) and tables (flow_table.h) for dex Flows.
+#include <gtest/gtest.h>
+
+#include "cli/flow_table.h"
+#include "cli/proto_json.h"
+
+namespace dex::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+flow::Payload payload(const std::string& text) {
+  flow::Payload p;
+  p.set_data(text);
+  return p;
+}
+
+TEST(ProtoJson, EnumsLoseOnlyTheirTypesOwnPrefix) {
+  EXPECT_EQ(enum_value_text(*flow::FlowStatus_descriptor(), flow::FLOW_TIMED_OUT), "TIMED_OUT");
+  EXPECT_EQ(enum_value_text(*flow::TaskState_descriptor(), flow::TASK_QUEUED), "QUEUED");
+  EXPECT_EQ(enum_value_text(*flow::Phase_descriptor(), flow::PHASE_WAIT_FOR), "WAIT_FOR");
+  EXPECT_EQ(enum_value_text(*flow::AttemptOutcome_descriptor(), flow::ATTEMPT_NOT_COMPLETED),
+            "NOT_COMPLETED");
+  EXPECT_EQ(enum_value_text(*flow::StopMode_descriptor(), flow::STOP_FAIL), "FAIL");
+  // Values that share a word but not the type's prefix keep their names.
+  EXPECT_EQ(enum_value_text(*flow::ChannelMatch_descriptor(), flow::FOR_ONE), "FOR_ONE");
+  EXPECT_EQ(enum_value_text(*flow::HistoryKind_descriptor(), flow::FLOW_STARTED), "FLOW_STARTED");
+  EXPECT_EQ(enum_value_text(*flow::Method_descriptor(), flow::WAIT_FOR), "WAIT_FOR");
+  EXPECT_EQ(enum_value_text(*flow::FlowStatus_descriptor(), 99), "UNKNOWN");
+}
+
+TEST(ProtoJson, PayloadsAreEmbeddedValuesAndEmptyFieldsAreLeftOut) {
+  flow::FlowDescription d;
+  d.set_flow_id("o-1");
+  d.set_status(flow::FLOW_COMPLETED);
+  d.set_start_unix_ms(1'796'161'893'832);
+  *d.mutable_input() = payload(R"({"amount": 42})");
+  auto* out = d.add_outputs();
+  out->set_step_execution_id("Ship-2");
+  *out->mutable_output() = payload("\"shipped\"");
+  const json j = proto_to_json(d);
+  EXPECT_EQ(j, json::parse(R"({"flowId": "o-1", "status": "COMPLETED",
+      "startUnixMs": 1796161893832, "outputs": [{"stepExecutionId": "Ship-2", "output": "shipped"}],
+      "input": {"amount": 42}})"))
+      << j.dump();
+  // Text that is not JSON stays a string rather than failing the output.
+  *d.mutable_input() = payload("not json");
+  EXPECT_EQ(proto_to_json(d)["input"], "not json");
+  // Nor do bytes that are not UTF-8.
+  *d.mutable_input() = payload("\xff\xfe");
+  EXPECT_NE(json_text(proto_to_json(d)).find("\"input\":\"\xef\xbf\xbd"), std::string::npos);
+}
+
+TEST(FlowTable, AgesAndTimesReadAsPeopleWriteThem) {
+  EXPECT_EQ(age_text(850), "850ms");
+  EXPECT_EQ(age_text(5'240), "5.2s");
+  EXPECT_EQ(age_text(192'000), "3m12s");
+  EXPECT_EQ(age_text(7'500'000), "2h05m");
+  EXPECT_EQ(age_text(3 * 86'400'000LL + 4 * 3'600'000LL), "3d04h");
+  EXPECT_EQ(time_text(0, 5), "-");
+  EXPECT_EQ(time_text(1'796'161'893'832, 1'796'161'898'832),
+            "2026-12-01 21:51:33.832 UTC (5.0s ago)");
+  EXPECT_EQ(time_text(1'796'161'893'832, 1'796'161'893'000),
+            "2026-12-01 21:51:33.832 UTC (in 832ms)");
+}
+
+TEST(FlowTable, HistoryIsNewestFirst) {
+  std::vector<flow::HistoryEvent> events(3);
+  events[0].set_kind(flow::FLOW_STARTED);
+  events[1].set_seq(1);
+  events[1].set_kind(flow::CHANNEL_PUBLISHED);
+  events[1].mutable_publish()->set_channel("verify");
+  events[2].set_seq(2);
+  events[2].set_kind(flow::FLOW_CLOSED);
+  events[2].set_status(flow::FLOW_FAILED);
+  events[2].set_reason("fraud");
+  const std::string table = history_table(events, 0);
+  const size_t closed = table.find("FLOW_CLOSED"), published = table.find("CHANNEL_PUBLISHED"),
+               started = table.find("FLOW_STARTED");
+  ASSERT_NE(started, std::string::npos) << table;
+  EXPECT_LT(closed, published);
+  EXPECT_LT(published, started);
+  EXPECT_NE(table.find("FAILED: fraud"), std::string::npos) << table;
+  EXPECT_NE(table.find(R"({"channel":"verify"})"), std::string::npos) << table;
+}
+
+TEST(FlowTable, AHintNamesTheFlowTypeNoWorkerHosts) {
+  flow::GetFlowStateResponse s;
+  s.mutable_flow()->set_flow_type("SignUp");
+  s.mutable_flow()->set_status(flow::FLOW_RUNNING);
+  auto* e = s.add_active();
+  e->set_step_execution_id("SendEmail-1");
+  e->set_task_state(flow::TASK_QUEUED);
+  auto hints = state_hints(s);
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].find("no Worker connected to this server hosts Flow type 'SignUp'"),
+            std::string::npos);
+  s.add_workers("w-1");  // a Worker hosts it: the task just waits its turn
+  EXPECT_TRUE(state_hints(s).empty());
+  s.mutable_flow()->set_status(flow::FLOW_COMPLETED);
+  s.clear_workers();
+  EXPECT_TRUE(state_hints(s).empty());  // a closed run needs no Worker
+  const std::string table = state_table(s, {"Other", ""}, {}, 0);
+  EXPECT_NE(table.find("(no active Step execution matches)"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace dex::cli
