@@ -5,14 +5,14 @@
 
 Starts MinIO, the fault-injecting proxy (tests/tools/faultproxy.py, in this process, recording
 every request it sees), two `dex-server-zd serve` processes of one node in hot-standby mode
-(lease 3 s), three chaos_worker Workers and chaos_client (four lanes starting flows with known
-flow IDs and reading them back). A nemesis drawn from the seed then injects faults for the
+(lease 3 s), three chaos_worker Workers hosting the chaos dex Flow and chaos_client (four lanes
+starting runs with known Flow IDs, publishing to their Channel and reading them back). A nemesis drawn from the seed then injects faults for the
 scenario's length: SIGKILL and restart of the active or the standby, SIGSTOP/SIGCONT shorter and
 longer than the lease, step downs with and without a standby, Worker kills, and object-store
 faults through the proxy (latency, 503 SlowDown, stalls past the cutoffs, connection resets,
 writes whose answer is dropped after they landed). Then it heals everything, waits for every
-acknowledged flow to end, reads the final state (flows through the API, the lease and the raw
-log straight from MinIO) and runs checker.py over the run directory. It prints the seed and the
+acknowledged run to close, reads the final state (every Flow's description and history events
+through the API, the lease and the raw log straight from MinIO) and runs checker.py over the run directory. It prints the seed and the
 schedule first and the checker's summary line last, and exits 1 on any violation (77 when MinIO
 is not installed). README.md here explains the checks and how to replay a seed.
 
@@ -47,7 +47,6 @@ ACCESS, SECRET = "dexminio", "dexminio-secret-key"
 NODE = "chaos"
 LEASE_S = 3.0
 STEP_DOWN_HOLD_OFF_S = 3.0
-FLOW_TYPE = os.path.join(HERE, "flow-type.yaml")
 MINIO = os.environ.get("DEX_MINIO_BIN") or os.path.expanduser("~/.cache/dex/bin/minio")
 LEASE_KEY = rf"/nodes/{NODE}/lease$"
 LOG_PUT_KEY = rf"/nodes/{NODE}/log/\d+$"
@@ -426,9 +425,6 @@ class Run:
             if time.monotonic() > deadline:
                 raise RuntimeError("b never followed:\n" + b.proc.text()[-3000:])
             time.sleep(0.2)
-        r = self.dexcli("flow-type", "register", FLOW_TYPE)
-        if r.returncode != 0:
-            raise RuntimeError("registering the flow type failed: " + r.stderr)
         self.workers = [Worker(self, i).start() for i in range(3)]
         for w in self.workers:
             if not w.proc.wait_for(r"connected to", 30):
@@ -440,6 +436,7 @@ class Run:
                             "--history", os.path.join(self.out, "history.jsonl"),
                             "--prefix", f"s{self.seed}", "--lanes", "4",
                             "--rate", str(self.args.rate), "--timeout", "10s", "--tries", "3",
+                            "--rounds", "3",
                             "--duration", str(seconds), "--stop-file", self.stop_file,
                             "--seed", str(self.seed)],
                            os.path.join(self.out, "logs", "client.log"))
@@ -620,39 +617,21 @@ class Run:
         say("heal: no active process with a following standby within 90 s")
         return False
 
-    def list_flows(self):
-        flows, token = {}, ""
-        for _ in range(10000):
-            args = ["--timeout", "20s", "flow", "list", "--page-size", "1000"]
-            if token:
-                args += ["--page-token", token]
-            r = self.dexcli(*args)
-            if r.returncode != 0:
-                raise RuntimeError("flow list failed: " + r.stderr)
-            page = json.loads(r.stdout)
-            for f in page.get("flows", []):
-                flows[f["flowId"]] = f
-            token = page.get("nextPageToken", "")
-            if not token:
-                return flows
-        raise RuntimeError("flow list did not end")
-
-    def wait_flows_end(self, acknowledged, timeout):
-        deadline = time.monotonic() + timeout
-        flows = {}
-        while time.monotonic() < deadline:
-            try:
-                flows = self.list_flows()
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
-                say(f"listing flows: {e}")
-                time.sleep(2)
-                continue
-            open_ = [i for i in acknowledged if i not in flows or flows[i]["status"] == "RUNNING"]
-            if not open_:
-                return flows
-            say(f"{len(open_)} acknowledged flows not ended yet (e.g. {open_[:3]})")
-            time.sleep(3)
-        return flows
+    def read_back(self, flow_ids, wait_s):
+        """Every Flow ID's description and history through the API (chaos_client --readback),
+        after waiting up to `wait_s` for the runs to close: final/flows.json."""
+        ids = os.path.join(self.out, "final", "flow-ids.txt")
+        with open(ids, "w") as f:
+            f.write("".join(i + "\n" for i in sorted(flow_ids)))
+        out = os.path.join(self.out, "final", "flows.json")
+        r = subprocess.run([self.bin("chaos_client"), "--servers", self.servers(), "--timeout",
+                            "20s", "--readback", ids, "--out", out, "--wait", str(wait_s)],
+                           capture_output=True, text=True, timeout=wait_s + 600)
+        if r.returncode != 0:
+            raise RuntimeError(f"chaos_client --readback failed: {r.stdout}{r.stderr}")
+        say(r.stdout.strip())
+        with open(out) as f:
+            return json.load(f)
 
     def final_state(self):
         final = os.path.join(self.out, "final")
@@ -723,28 +702,18 @@ class Run:
             say("the client did not stop within 120 s; killing it")
             self.client.signal(signal.SIGKILL)
         self.events.write(ev="clients-stopped")
+        history = checker.load_jsonl(os.path.join(self.out, "history.jsonl"))
         acknowledged = checker.acknowledged_flows(os.path.join(self.out, "history.jsonl"))
+        tried = {h["flow"] for h in history if h.get("op") == "start"}
         say(f"clients stopped: {len(acknowledged)} flows acknowledged; waiting for them to end")
-        self.wait_flows_end(acknowledged, timeout=240)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                flows = self.list_flows()
-                break
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
-                if time.monotonic() > deadline:
-                    raise
-                say(f"listing flows: {e}; retrying")
-                time.sleep(2)
-        with open(os.path.join(self.out, "final", "flows.json"), "w") as f:
-            json.dump(flows, f)
+        self.read_back(tried, wait_s=240)
         self.final_state()
         self.events.write(ev="end")
         meta = {"seed": self.seed, "node": NODE, "lease_s": LEASE_S, "prefix": self.prefix,
                 "nemesis_seconds": nemesis_seconds, "healed": healed,
                 "faults": self.faults, "skipped": self.skipped,
                 "nodes": {n.name: {"address": n.address} for n in self.nodes},
-                "flow_type": FLOW_TYPE}
+                "flow_type": "chaos (chaos_worker.cc)"}
         with open(os.path.join(self.out, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
 

@@ -1,28 +1,46 @@
 // chaos_client: the clients of the fault-injection harness (tests/chaos/README.md).
 //
-// Several lanes, each with its own dex::Client over every address of the node,
-// start flows with known flow IDs (<prefix>-l<lane>-<n>) and now and then read
-// back a flow that was acknowledged earlier. Every request is one JSON line in
-// the history file, written when its answer (or error) arrived:
+// Load mode: several lanes, each with its own dex::Client over every address of
+// the node, start runs of the chaos Flow (chaos_worker.cc) with known Flow IDs
+// (<prefix>-l<lane>-<n>), publish messages to the Channel "signals" of runs
+// they started, and now and then read back a Flow acknowledged earlier. Every
+// request is one JSON line in the history file, written when its answer (or
+// error) arrived:
 //
-//   {"op":"start","lane":0,"flow":"r-l0-000012","try":1,"t0":<unix ms>,"t1":<unix ms>,
-//    "ok":true,"existed":false,"addr":"127.0.0.1:4101","status":"RUNNING"}
-//   {"op":"get","lane":0,"flow":"r-l0-000003","t0":...,"t1":...,"ok":false,
-//    "code":"UNAVAILABLE","msg":"...","addr":"127.0.0.1:4102","acked_before":true}
+//   {"op":"start","lane":0,"flow":"s7-l0-000012","req":"start-s7-l0-000012","try":1,
+//    "t0":<unix ms>,"t1":<unix ms>,"ok":true,"existed":false,"run":"<run id>",
+//    "addr":"127.0.0.1:4101"}
+//   {"op":"publish","lane":0,"flow":"s7-l0-000010","req":"pub-s7-l0-000031",
+//    "msg":"m-s7-l0-000031","try":2,"t0":..,"t1":..,"ok":false,"code":"UNAVAILABLE",
+//    "msg_text":"...","addr":"127.0.0.1:4102"}
+//   {"op":"get","lane":0,"flow":"s7-l0-000003","t0":..,"t1":..,"ok":true,
+//    "status":"FLOW_RUNNING","addr":..,"acked_before":true}
 //
 // t0 is taken just before the call, t1 just after it (wall clock, microsecond
 // resolution, printed as fractional milliseconds). "addr" is the address that
-// answered (Client::preferred_address() after the call). A start that failed is
-// retried with the same flow ID up to --tries times (a client retrying an unknown
-// outcome), then the lane moves on. Runs until --duration passes or the stop
-// file appears; every call is bounded by --timeout.
+// answered. A start that failed is retried with the same Flow ID and the same
+// request ID (StartOptions.request_id, ignore_already_started) up to --tries
+// times, then the lane moves on. A publish carries one message whose content is
+// unique in the run ("m-..."), and its own request ID ("pub-..."): it is sent
+// by this program's own stubs (one line per call, every address in turn, on
+// UNAVAILABLE or DEADLINE_EXCEEDED the next one with the same request ID, within
+// --timeout) because Client::publish picks a fresh request ID per call, so a
+// retry after the call gave up could append the message twice.
+//
+// Readback mode (--readback IDS --out FILE): for every Flow ID in IDS (one a
+// line), waits until its run closed (all together within --wait seconds), then
+// writes {flow id: {"description": DescribeFlow, "events": [every history
+// event], "error": "..."}} as protobuf JSON: the final state the checker reads.
+#include <google/protobuf/util/json_util.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -32,17 +50,27 @@
 
 #include "common/version.h"
 #include "config/config.h"
+#include "dex/flow_api.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
+#include "sdk/flow.h"
 #include "sdk/grpc_status.h"
 
 namespace {
 
 using nlohmann::json;
+namespace flow = dex::flow;
 
 double now_ms() {
   using namespace std::chrono;
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() / 1000.0;
+}
+
+json proto_json(const google::protobuf::Message& m) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;  // camelCase, as dexcli inspect prints
+  if (!google::protobuf::util::MessageToJsonString(m, &text, options).ok()) return "unprintable";
+  return json::parse(text, nullptr, false);
 }
 
 class History {
@@ -64,21 +92,6 @@ class History {
   std::mutex mu_;
 };
 
-std::string status_name(dex::FlowStatus s) {
-  switch (s) {
-    case dex::FLOW_STATUS_RUNNING:
-      return "RUNNING";
-    case dex::FLOW_STATUS_COMPLETED:
-      return "COMPLETED";
-    case dex::FLOW_STATUS_FAILED:
-      return "FAILED";
-    case dex::FLOW_STATUS_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNSPECIFIED";
-  }
-}
-
 struct Settings {
   std::vector<std::string> servers;
   std::string prefix = "chaos";
@@ -86,6 +99,8 @@ struct Settings {
   uint32_t lanes = 4;
   double rate = 10;  // flow starts per second, all lanes together
   double get_ratio = 0.3;
+  double publish_ratio = 0.8;
+  uint32_t rounds = 3;
   uint32_t tries = 3;
   dex::Duration timeout = dex::seconds(15);
   double duration_s = 60;
@@ -94,7 +109,8 @@ struct Settings {
 };
 
 struct Counters {
-  std::atomic<uint64_t> ops{0}, starts_ok{0}, starts_failed{0}, gets_ok{0}, gets_failed{0};
+  std::atomic<uint64_t> ops{0}, starts_ok{0}, starts_failed{0}, gets_ok{0}, gets_failed{0},
+      publishes_ok{0}, publishes_failed{0};
 };
 
 void record_error(json& line, const dex::Status& status) {
@@ -102,8 +118,74 @@ void record_error(json& line, const dex::Status& status) {
   line["code"] = std::string(dex::sdk_internal::grpc_code_of(status));
   std::string msg = status.message();
   if (msg.size() > 300) msg.resize(300);
-  line["msg"] = msg;
+  line["msg_text"] = msg;
 }
+
+// PublishToChannel with a request ID the caller chooses, over every address.
+class Publisher {
+ public:
+  explicit Publisher(const std::vector<std::string>& servers) : servers_(servers) {
+    for (const auto& s : servers) {
+      stubs_.push_back(flow::FlowService::NewStub(
+          dex::sdk_internal::make_channel(s, dex::milliseconds(100), dex::seconds(1))));
+    }
+  }
+
+  // One line per call; true once a call answered OK.
+  bool publish(const json& base, const flow::PublishToChannelRequest& request,
+               dex::Duration budget, History& history, Counters& counters,
+               const std::atomic<bool>& stop) {
+    const auto until = std::chrono::steady_clock::now() + budget;
+    auto backoff = std::chrono::milliseconds(50);
+    uint32_t tries = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      for (size_t k = 0; k < servers_.size(); ++k) {
+        const size_t i = (preferred_ + k) % servers_.size();
+        const auto left = until - std::chrono::steady_clock::now();
+        if (left <= std::chrono::milliseconds(0)) break;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::min<std::chrono::nanoseconds>(left, std::chrono::seconds(2)));
+        flow::PublishToChannelResponse response;
+        json line = base;
+        line["try"] = ++tries;
+        line["addr"] = servers_[i];
+        line["t0"] = now_ms();
+        grpc::Status s = stubs_[i]->PublishToChannel(&ctx, request, &response);
+        line["t1"] = now_ms();
+        counters.ops++;
+        if (s.ok()) {
+          line["ok"] = true;
+          history.write(line);
+          counters.publishes_ok++;
+          preferred_ = i;
+          return true;
+        }
+        line["ok"] = false;
+        line["code"] = std::string(dex::sdk_internal::grpc_code_name(s.error_code()));
+        std::string msg = s.error_message();
+        if (msg.size() > 300) msg.resize(300);
+        line["msg_text"] = msg;
+        history.write(line);
+        counters.publishes_failed++;
+        if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+            s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          preferred_ = i;
+          return false;  // an answer: the run is closed, say
+        }
+      }
+      if (stop.load()) return false;
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::string> servers_;
+  std::vector<std::unique_ptr<flow::FlowService::Stub>> stubs_;
+  size_t preferred_ = 0;
+};
 
 void run_lane(const Settings& settings, uint32_t lane, History& history, Counters& counters,
               const std::atomic<bool>& stop) {
@@ -112,30 +194,42 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   options.timeout = settings.timeout;
   options.connect_timeout = dex::milliseconds(500);
   dex::Client client(options);
+  Publisher publisher(settings.servers);
   std::mt19937_64 rng(settings.seed * 1000 + lane);
   std::uniform_real_distribution<double> unit(0, 1);
   std::vector<std::string> acknowledged;
+  std::deque<std::pair<double, std::string>> recent;  // (acked at, flow): likely still running
   const double pause_ms = 1000.0 * settings.lanes / settings.rate;
-  const std::string input = json{{"lane", lane}}.dump();
+  const json input = {{"lane", lane}, {"rounds", settings.rounds}};
+  uint64_t messages = 0;
   for (uint64_t n = 0; !stop.load(); ++n) {
     char id[64];
     std::snprintf(id, sizeof id, "-l%u-%06llu", lane, static_cast<unsigned long long>(n));
     const std::string flow_id = settings.prefix + id;
+    const std::string request_id = "start-" + flow_id;
     const double started = now_ms();
     for (uint32_t attempt = 1; attempt <= settings.tries && !stop.load(); ++attempt) {
-      json line = {{"op", "start"}, {"lane", lane}, {"flow", flow_id}, {"try", attempt}};
+      json line = {{"op", "start"},
+                   {"lane", lane},
+                   {"flow", flow_id},
+                   {"req", request_id},
+                   {"try", attempt}};
+      flow::StartOptions start_options;
+      start_options.set_request_id(request_id);
+      start_options.set_ignore_already_started(true);
       line["t0"] = now_ms();
-      auto result = client.start_flow(settings.flow_type, input, flow_id);
+      auto result = client.start(settings.flow_type, flow_id, input, start_options);
       line["t1"] = now_ms();
       line["addr"] = client.preferred_address();
       counters.ops++;
       if (result.is_ok()) {
         line["ok"] = true;
-        line["existed"] = result->already_existed();
-        line["status"] = status_name(result->flow().status());
+        line["existed"] = result->already_started();
+        line["run"] = result->run_id();
         history.write(line);
         counters.starts_ok++;
         acknowledged.push_back(flow_id);
+        recent.emplace_back(now_ms(), flow_id);
         break;
       }
       record_error(line, result.status());
@@ -143,18 +237,36 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
       counters.starts_failed++;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    // A message to a run acknowledged in the last 2.5 s (most still wait on "signals").
+    while (!recent.empty() && recent.front().first < now_ms() - 2500) recent.pop_front();
+    if (!recent.empty() && unit(rng) < settings.publish_ratio && !stop.load()) {
+      const std::string& target = recent[rng() % recent.size()].second;
+      char tail[64];
+      std::snprintf(tail, sizeof tail, "-l%u-%06llu", lane,
+                    static_cast<unsigned long long>(messages++));
+      const std::string msg = "m-" + settings.prefix + tail;
+      flow::PublishToChannelRequest request;
+      request.set_flow_id(target);
+      request.set_channel("signals");
+      request.set_request_id("pub-" + settings.prefix + tail);
+      *request.add_messages() = dex::sdk::to_payload(json{{"m", msg}});
+      json base = {{"op", "publish"}, {"lane", lane},   {"flow", target},
+                   {"req", request.request_id()},      {"msg", msg}};
+      publisher.publish(base, request, settings.timeout, history, counters, stop);
+    }
     // A read of a flow acknowledged before this read was sent: it must be found.
     if (!acknowledged.empty() && unit(rng) < settings.get_ratio && !stop.load()) {
       const std::string& target = acknowledged[rng() % acknowledged.size()];
       json line = {{"op", "get"}, {"lane", lane}, {"flow", target}, {"acked_before", true}};
       line["t0"] = now_ms();
-      auto got = client.get_flow(target);
+      auto got = client.describe_flow(target);
       line["t1"] = now_ms();
       line["addr"] = client.preferred_address();
       counters.ops++;
       if (got.is_ok()) {
         line["ok"] = true;
-        line["status"] = status_name(got->status());
+        line["status"] = flow::FlowStatus_Name(got->status());
+        line["run"] = got->run_id();
         counters.gets_ok++;
       } else {
         record_error(line, got.status());
@@ -169,26 +281,109 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   }
 }
 
+// Waits for every run to close (within `wait_s` in all), then dumps each Flow's
+// description and history.
+int readback(const Settings& settings, const std::string& ids_path, const std::string& out_path,
+             double wait_s) {
+  std::vector<std::string> ids;
+  {
+    std::ifstream in(ids_path);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) ids.push_back(line);
+  }
+  dex::ClientOptions options;
+  options.server_addresses = settings.servers;
+  options.timeout = settings.timeout;
+  options.connect_timeout = dex::milliseconds(500);
+  dex::Client client(options);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(wait_s * 1000));
+  size_t open = 0;
+  for (const auto& id : ids) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      auto w = client.wait_for_flow(id, std::min<dex::Duration>(left, dex::seconds(20)));
+      if (w.is_ok() && w->closed()) break;
+      if (!w.is_ok() && dex::sdk_internal::grpc_code_of(w.status()) == "NOT_FOUND") break;
+      if (!w.is_ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  json out = json::object();
+  for (const auto& id : ids) {
+    json entry = json::object();
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      entry = json::object();
+      auto d = client.describe_flow(id);
+      if (!d.is_ok()) {
+        entry["error"] = d.status().message();
+        if (dex::sdk_internal::grpc_code_of(d.status()) == "NOT_FOUND") break;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        continue;
+      }
+      entry["description"] = proto_json(d.value());
+      json events = json::array();
+      uint64_t after = 0;
+      bool failed = false;
+      for (bool first = true;; first = false) {
+        auto h = client.history(id, after, first, 1000, d->run_id());
+        if (!h.is_ok()) {
+          entry["error"] = h.status().message();
+          failed = true;
+          break;
+        }
+        for (const auto& e : h->events()) {
+          events.push_back(proto_json(e));
+          after = e.seq();
+        }
+        if (!h->more() || h->events().empty()) break;
+      }
+      if (failed) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        continue;
+      }
+      entry["events"] = events;
+      if (d->status() == flow::FLOW_RUNNING) ++open;
+      break;
+    }
+    out[id] = entry;
+  }
+  std::ofstream f(out_path);
+  f << out.dump() << "\n";
+  std::cout << "chaos_client: read back " << ids.size() << " flows, " << open << " still running"
+            << std::endl;
+  return f.good() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"chaos_client: flow starts and reads with known flow IDs, every request recorded"};
+  CLI::App app{"chaos_client: Flow starts, publishes and reads, every request recorded"};
   Settings settings;
-  std::string servers_text, history_path, timeout_text = "15s";
+  std::string servers_text, history_path, timeout_text = "15s", readback_path, out_path;
+  double wait_s = 240;
   app.add_option("--servers", servers_text, "Every address of the node, comma-separated")
       ->required();
-  app.add_option("--history", history_path, "JSON-lines history file (appended)")->required();
+  app.add_option("--history", history_path, "JSON-lines history file (appended)");
   app.add_option("--prefix", settings.prefix, "Flow ID prefix")->capture_default_str();
   app.add_option("--flow-type", settings.flow_type, "Flow type to start")->capture_default_str();
   app.add_option("--lanes", settings.lanes, "Concurrent lanes")->check(CLI::Range(1u, 64u));
   app.add_option("--rate", settings.rate, "Flow starts per second, all lanes")
       ->check(CLI::PositiveNumber);
   app.add_option("--get-ratio", settings.get_ratio, "Probability of a read after each start");
+  app.add_option("--publish-ratio", settings.publish_ratio,
+                 "Probability of a publish after each start");
+  app.add_option("--rounds", settings.rounds, "Gate rounds of each run")
+      ->check(CLI::Range(1u, 20u));
   app.add_option("--tries", settings.tries, "Attempts per flow start")->check(CLI::Range(1u, 20u));
   app.add_option("--timeout", timeout_text, "Deadline of each call")->capture_default_str();
   app.add_option("--duration", settings.duration_s, "Seconds to run")->check(CLI::PositiveNumber);
   app.add_option("--stop-file", settings.stop_file, "Stop when this file exists");
   app.add_option("--seed", settings.seed, "Seed of the lanes' choices");
+  app.add_option("--readback", readback_path, "Readback mode: a file of Flow IDs, one a line");
+  app.add_option("--out", out_path, "Readback mode: the JSON file to write");
+  app.add_option("--wait", wait_s, "Readback mode: seconds to wait for the runs to close");
   app.set_version_flag("--version", dex::version_line("chaos_client"));
   CLI11_PARSE(app, argc, argv);
   auto servers = dex::parse_server_addresses(servers_text);
@@ -203,6 +398,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   settings.timeout = timeout.value();
+  if (!readback_path.empty()) {
+    if (out_path.empty()) {
+      std::cerr << "chaos_client: --readback needs --out\n";
+      return 2;
+    }
+    return readback(settings, readback_path, out_path, wait_s);
+  }
+  if (history_path.empty()) {
+    std::cerr << "chaos_client: --history is required\n";
+    return 2;
+  }
   History history(history_path);
   if (!history.ok()) {
     std::cerr << "chaos_client: cannot open " << history_path << "\n";
@@ -224,7 +430,9 @@ int main(int argc, char** argv) {
   stop = true;
   for (auto& t : lanes) t.join();  // bounded: each call by --timeout, at most --tries per flow
   std::cout << "chaos_client: " << counters.ops << " requests, starts " << counters.starts_ok
-            << " ok / " << counters.starts_failed << " failed, reads " << counters.gets_ok
-            << " ok / " << counters.gets_failed << " failed" << std::endl;
+            << " ok / " << counters.starts_failed << " failed, publishes "
+            << counters.publishes_ok << " ok / " << counters.publishes_failed
+            << " failed calls, reads " << counters.gets_ok << " ok / " << counters.gets_failed
+            << " failed" << std::endl;
   return 0;
 }

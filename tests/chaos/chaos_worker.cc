@@ -1,41 +1,66 @@
 // chaos_worker: a Worker of the fault-injection harness (tests/chaos/README.md)
-// that records every attempt it runs, so that the checker can tell which
-// attempt produced a Step's recorded output.
+// that hosts the chaos Flow type (declared here, in code) and records every
+// attempt it runs, so that the checker can tell which attempt produced a
+// result recorded in the log.
 //
-// Serves task queue "chaos" (tests/chaos/flow-type.yaml) through every address
-// of the node. For each task it appends JSON lines to its history file:
+// The Flow "chaos" (docs/flow-rules.md):
 //
-//   {"ev":"run","worker":"w1","t":<unix ms>,"flow":..,"step":..,"attempt":n,"task":"e3.17"}
-//   {"ev":"done","worker":"w1","t":..,"flow":..,"step":..,"attempt":n,"task":..,
-//    "result":"output","output":"<the exact JSON text returned>"}   (or "result":"fail")
+//   Begin (Execute only, SYNC; fails its first attempt on purpose)
+//     -> GoToMulti: Fast (Execute only, ASYNC: sent while its start is written)
+//                   Gate {round 0}
+//   Fast  -> GracefulComplete
+//   Gate  (WaitFor, SYNC): round r even: AnyOf(signals.ForOne, Timer 300-800 ms);
+//                          round r odd:  AllOf(signals.AtMost(2), Timer 300-800 ms)
+//         Execute: r + 1 < rounds: GoTo Gate {round r + 1}; else GracefulComplete
 //
-// A line is written and flushed before the handler returns, so every output the
-// server can have received is in the file even if the Worker is SIGKILLed right
-// after. Each output names its attempt, its task ID and a per-process nonce, so
-// two attempts never produce the same output text.
+// Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
+// (ends the attempts of a killed Worker). The client publishes to the Channel
+// "signals" (chaos_client.cc).
 //
-// Step "b" fails its first attempt (a retryable failure, as the example's
-// "transform" does); every Step takes a seeded time of 5-120 ms, one in twenty
-// 0.6-1.5 s, so that a crash or a freeze finds attempts running.
+// For each attempt it appends JSON lines to its history file:
+//
+//   {"ev":"run","worker":"w1.1","t":<unix ms>,"flow":..,"run":..,"exec":"Gate-2",
+//    "step":"Gate","method":"WAIT_FOR","attempt":n,"nonce":k}
+//   {"ev":"done",... the same ...,"result":"wait"|"decision"|"fail",
+//    "wait":<the Wait as protobuf JSON>,"locals":<JSON>}        (WaitFor)
+//    "decision":<the StepDecision as protobuf JSON>}            (Execute)
+//
+// A line is written and flushed before the handler returns, so every result
+// the server can have received is in the file even if the Worker is SIGKILLed
+// right after. Every result carries {"by": {"w": worker, "n": nonce, "a":
+// attempt, "x": execution}} (in the WaitFor's locals, in every payload of an
+// Execute's decision): two attempts never produce the same result, and the
+// checker matches a logged result to the attempt that produced it. (The SDK's
+// Context does not expose the task ID, so the nonce stands in for it.)
+//
+// Every method takes a seeded time of 5-120 ms, one in twenty 0.6-1.5 s, so
+// that a crash or a freeze finds attempts running.
+#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/version.h"
 #include "sdk/addresses.h"
+#include "sdk/flow.h"
 #include "sdk/worker.h"
 
 namespace {
 
 using nlohmann::json;
+using dex::sdk::Context;
+using dex::sdk::StepDecision;
+using dex::sdk::Wait;
 
 double now_ms() {
   using namespace std::chrono;
@@ -52,10 +77,169 @@ void record(const json& line) {
   std::fflush(g_history);
 }
 
+json proto_json(const google::protobuf::Message& m) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;  // camelCase, as dexcli inspect prints
+  if (!google::protobuf::util::MessageToJsonString(m, &text, options).ok()) return "unprintable";
+  return json::parse(text, nullptr, false);
+}
+
+const dex::sdk::Channel kSignals("signals");
+
+// What every Step shares: the attempt's record lines, the nonce, the seeded delay.
+struct Recorder {
+  std::string worker_id;
+  uint64_t seed = 1;
+  std::atomic<uint64_t> nonce{0};
+
+  // Writes the "run" line, sleeps the seeded time, returns the base of the "done" line.
+  json begin(Context& ctx, const char* method) {
+    json base = {{"worker", worker_id},       {"flow", ctx.flow_id()},
+                 {"run", ctx.run_id()},       {"exec", ctx.step_execution_id()},
+                 {"step", ctx.step_type()},   {"method", method},
+                 {"attempt", ctx.attempt()},  {"nonce", ++nonce}};
+    json run = base;
+    run["ev"] = "run";
+    run["t"] = now_ms();
+    record(run);
+    const uint64_t h = std::hash<std::string>{}(ctx.flow_id() + "/" + ctx.step_execution_id() +
+                                                "/" + method + "/" +
+                                                std::to_string(ctx.attempt())) ^
+                       seed;
+    int64_t work_ms = 5 + static_cast<int64_t>(h % 116);
+    if ((h >> 20) % 20 == 0) work_ms = 600 + static_cast<int64_t>((h >> 8) % 900);
+    for (int64_t slept = 0; slept < work_ms && !ctx.cancelled(); slept += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return base;
+  }
+  static json by(const json& base) {
+    return {{"w", base["worker"]}, {"n", base["nonce"]}, {"a", base["attempt"]},
+            {"x", base["exec"]}};
+  }
+  static void fail(json done, const std::string& why) {
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "fail";
+    done["error"] = why;
+    record(done);
+    throw dex::sdk::FlowFailure(why);
+  }
+  static StepDecision decided(json done, StepDecision d) {
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "decision";
+    done["decision"] = proto_json(d.proto());
+    record(done);
+    return d;
+  }
+};
+
+dex::sdk::StepOptions options(bool async_execute) {
+  dex::sdk::MethodOptions m;
+  m.attempt_timeout = std::chrono::seconds(5);
+  m.retry.initial_interval = std::chrono::milliseconds(100);
+  m.retry.backoff_coefficient = 2;
+  m.retry.maximum_interval = std::chrono::seconds(1);
+  m.retry.maximum_attempts = 20;
+  dex::sdk::StepOptions o{m, m};
+  o.execute.async = async_execute;
+  return o;
+}
+
+class Begin final : public dex::sdk::Step {
+ public:
+  explicit Begin(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Begin"; }
+  dex::sdk::StepOptions options() const override { return ::options(false); }
+  StepDecision execute(Context& ctx) override {
+    json done = r_.begin(ctx, "EXECUTE");
+    if (ctx.attempt() == 1) Recorder::fail(done, "chaos: Begin fails its first attempt on purpose");
+    json by = Recorder::by(done);
+    const int rounds = ctx.input().value("rounds", 3);
+    return Recorder::decided(
+        done, StepDecision::go_to_multi({{"Fast", {{"by", by}}, std::nullopt},
+                                         {"Gate", {{"by", by}, {"round", 0}, {"rounds", rounds}},
+                                          std::nullopt}}));
+  }
+
+ private:
+  Recorder& r_;
+};
+
+class Fast final : public dex::sdk::Step {
+ public:
+  explicit Fast(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Fast"; }
+  dex::sdk::StepOptions options() const override { return ::options(true); }
+  StepDecision execute(Context& ctx) override {
+    json done = r_.begin(ctx, "EXECUTE");
+    return Recorder::decided(done, StepDecision::graceful_complete({{"by", Recorder::by(done)}}));
+  }
+
+ private:
+  Recorder& r_;
+};
+
+class Gate final : public dex::sdk::WaitingStep {
+ public:
+  explicit Gate(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Gate"; }
+  dex::sdk::StepOptions options() const override { return ::options(false); }
+  Wait wait_for(Context& ctx) override {
+    json done = r_.begin(ctx, "WAIT_FOR");
+    const int round = ctx.input().value("round", 0);
+    const uint64_t h = std::hash<std::string>{}(ctx.flow_id() + ctx.step_execution_id()) ^ r_.seed;
+    const auto timer = dex::sdk::Timer::after(std::chrono::milliseconds(300 + h % 501));
+    Wait w = round % 2 == 0 ? Wait::any_of({kSignals.for_one(), timer})
+                            : Wait::all_of({kSignals.at_most(2), timer});
+    ctx.set_local("by", Recorder::by(done));
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "wait";
+    done["wait"] = proto_json(w.proto());
+    done["locals"] = ctx.locals();
+    record(done);
+    return w;
+  }
+  StepDecision execute(Context& ctx) override {
+    json done = r_.begin(ctx, "EXECUTE");
+    const int round = ctx.input().value("round", 0);
+    const int rounds = ctx.input().value("rounds", 3);
+    json out = {{"by", Recorder::by(done)},
+                {"round", round},
+                {"rounds", rounds},
+                {"took", ctx.messages(kSignals)},
+                {"timer", ctx.timer_fired()}};
+    if (round + 1 < rounds) {
+      out["round"] = round + 1;
+      return Recorder::decided(done, StepDecision::go_to("Gate", out));
+    }
+    return Recorder::decided(done, StepDecision::graceful_complete(out));
+  }
+
+ private:
+  Recorder& r_;
+};
+
+class ChaosFlow final : public dex::sdk::Flow {
+ public:
+  explicit ChaosFlow(Recorder& r) : r_(r) {}
+  std::string type() const override { return "chaos"; }
+  std::string start_step() const override { return "Begin"; }
+  std::vector<std::shared_ptr<dex::sdk::Step>> steps() const override {
+    return {std::make_shared<Begin>(r_), std::make_shared<Fast>(r_), std::make_shared<Gate>(r_)};
+  }
+  std::vector<dex::sdk::Channel> channels() const override { return {kSignals}; }
+
+ private:
+  Recorder& r_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"chaos_worker: serves queue 'chaos' and records every attempt it runs"};
+  CLI::App app{"chaos_worker: hosts the chaos Flow and records every attempt it runs"};
   std::string servers_text, history_path, worker_id;
   uint32_t concurrency = 8;
   uint64_t seed = 1;
@@ -91,41 +275,10 @@ int main(int argc, char** argv) {
   options.reconnect_backoff_max = dex::seconds(1);
   options.shutdown_timeout = dex::seconds(5);
   dex::Worker worker(options);
-  std::atomic<uint64_t> nonce{0};
-  worker.handle("chaos", [&](dex::TaskContext& task) -> json {
-    const uint32_t attempt = task.attempt();
-    json base = {{"worker", worker_id},
-                 {"flow", task.flow_id()},
-                 {"step", task.step()},
-                 {"attempt", attempt},
-                 {"task", task.task_id()}};
-    json run = base;
-    run["ev"] = "run";
-    run["t"] = now_ms();
-    record(run);
-    // Seeded by the task so that a replay of the same seed tends to the same shape.
-    const uint64_t h = std::hash<std::string>{}(task.task_id() + task.flow_id()) ^ seed;
-    int64_t work_ms = 5 + static_cast<int64_t>(h % 116);
-    if ((h >> 20) % 20 == 0) work_ms = 600 + static_cast<int64_t>((h >> 8) % 900);
-    for (int64_t slept = 0; slept < work_ms && !task.cancelled(); slept += 10) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    json done = base;
-    done["ev"] = "done";
-    if (task.step() == "b" && attempt == 1) {
-      done["t"] = now_ms();
-      done["result"] = "fail";
-      record(done);
-      throw dex::StepFailure("chaos: step b fails its first attempt on purpose");
-    }
-    json output = {
-        {"attempt", attempt}, {"task", task.task_id()}, {"worker", worker_id}, {"nonce", ++nonce}};
-    done["t"] = now_ms();
-    done["result"] = "output";
-    done["output"] = output.dump();
-    record(done);
-    return output;
-  });
+  Recorder recorder;
+  recorder.worker_id = worker_id;
+  recorder.seed = seed;
+  worker.host(std::make_shared<ChaosFlow>(recorder));
 
   std::thread signal_thread([&] {
     int signal = 0;

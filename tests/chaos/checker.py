@@ -4,43 +4,52 @@
     checker.py RUN_DIR [--json]
     checker.py RUN_DIR --self-test     # breaks a clean run's data; every break must be caught
 
-Reads what the run recorded -- the clients' history (history.jsonl), every attempt the Workers
-ran (workers/*.jsonl), every request that reached object storage through the proxy with the
-lease records and batch headers it carried (proxy-events.jsonl), what the harness did to the
-processes (events.jsonl, logs/*.log) -- and the final state: the flows as the active process
+Reads what the run recorded -- the clients' history (history.jsonl: starts, publishes, reads),
+every attempt the Workers ran and every result they returned (workers/*.jsonl), every request
+that reached object storage through the proxy with the lease records and batch headers it
+carried (proxy-events.jsonl), what the harness did to the processes (events.jsonl, logs/*.log)
+-- and the final state: every Flow's description and history events as the active process
 served them after healing (final/flows.json) and the raw log read straight from MinIO
-(final/log.json: every slot, lower epochs included, every record in full). It checks:
+(final/log.json: every slot, lower epochs included, every record in full; the flow records are
+LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It checks:
 
-  log       the log has no hole; epochs never go backwards along it (no batch of an older epoch
-            after a newer epoch's EpochStart: the fencing property); every new epoch begins with
-            an EpochStart; one writer per epoch, the process that acquired that epoch's lease
-  lease     each lease acquisition raises the epoch by exactly one
-  answer    every successful answer (start or read) came from a process that held a lease period
-            at some moment between the request's send and its answer; the period bounds are
-            upper bounds from what reached the store (a period starts at the send of a lease
-            write that landed and lasts lease.duration; it ends early at the holder's release
-            and at the landing of another process's acquisition)
-  durable   every acknowledged start is in the log, in a batch that landed before the answer,
-            written under a lease period that lasted until after the landing; a start answered
-            "new" was written by the process that answered
-  state     an independent model of the engine's apply rules (docs/engine.md), run over the
-            log, gives exactly the Steps, attempts, outcomes and outputs that the server reports
-            for every ended flow
-  flows     every flow whose start was acknowledged exists and has ended
-  attempts  attempt numbers run 1..n, at most one COMPLETED attempt per Step and it is the last,
-            no more attempts than maxAttempts; NOT_COMPLETED only where recovery (an EpochStart)
-            or the end of the flow ended a running attempt; a Step's output is the output a
-            Worker produced for the attempt recorded as completing it; a task a Worker ran that
-            the log never started is an ASYNC one of an epoch that ended (the spec's exception);
-            a task the log started reached its Worker with the same attempt number
-  reads     a read of a flow acknowledged before the read was sent finds it, and no read shows
-            a flow RUNNING after an earlier, completed observation showed it ended
+  log        the log has no hole; epochs never go backwards along it (no batch of an older epoch
+             after a newer epoch's EpochStart: the fencing property); every new epoch begins with
+             an EpochStart; one writer per epoch, the process that acquired that epoch's lease
+  lease      each lease acquisition raises the epoch by exactly one
+  answer     every successful answer (start, publish, read) came from a process that held a lease
+             period at some moment between the request's send and its answer, and every task a
+             Worker ran was handed out under its epoch's lease
+  durable    every acknowledged start and publish is in the log, in a batch that landed before
+             the answer, written under a lease period that lasted until after the landing; a
+             start answered "new" was written by the process that answered
+  flows      every acknowledged start exists and its run closed; one run per Flow ID (every
+             answer of a Flow's starts names the same run, the log starts no second one)
+  decisions  at most one applied result per method of a Step execution (EXECUTE_COMPLETED,
+             WAIT_FOR_COMPLETED, WAIT_COMPLETED once each); the executions that exist are
+             exactly those the applied decisions created (a decision applied twice would make a
+             second Fast or Gate); a completed run has every execution DONE; Begin completed with
+             an attempt after the first (which fails on purpose)
+  results    every result in the log (a WaitFor's wait and locals, an Execute's decision, a
+             Worker's failure) is one a Worker logged for that very execution, method and attempt
+             (matched by the nonce every result carries); every applied decision in the history
+             too
+  attempts   the attempts handed out for each method are numbered 1..n; a SYNC attempt a Worker
+             ran was handed out in the log with that number; an ASYNC one that the log lacks ran
+             before a later EpochStart (the spec's exception)
+  publishes  every message published at most once (request IDs work through failover), taken
+             by at most one wait, taken in publish order (FIFO) and after it was published; every
+             acknowledged publish is in its run's history (consumed, or still queued at the end)
+  state      the served result (description outputs, status) is what the history's applied
+             decisions and FLOW_CLOSED say
+  reads      a read of a flow acknowledged before the read was sent finds it, and no read shows
+             a flow RUNNING after an earlier, completed observation showed it closed
 
 It prints one summary line and exits 1 on any violation. Usable on a saved run directory.
 """
+import base64
 import glob
 import json
-import math
 import os
 import re
 import sys
@@ -48,8 +57,7 @@ from collections import Counter, defaultdict
 
 SLACK_S = 0.05  # the proxy stamps a lease write after its sender did (loopback) + clock rates
 READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+) holder (\S+)")
-ENDED = {"COMPLETED", "FAILED", "CANCELLED"}
-SLEEP_OUTPUT = {}
+ENDED = {"FLOW_COMPLETED", "FLOW_FAILED", "FLOW_CANCELED", "FLOW_TERMINATED", "FLOW_TIMED_OUT"}
 
 
 def load_jsonl(path):
@@ -72,207 +80,48 @@ def acknowledged_flows(history_path):
     return {h["flow"] for h in load_jsonl(history_path) if h.get("op") == "start" and h.get("ok")}
 
 
-def short(name, prefix):
-    return name[len(prefix):] if name and name.startswith(prefix) else name
+def norm(v):
+    """A protobuf JSON value with every Payload ({"data": base64 JSON text}) decoded, and every
+    integer-looking string (int64 fields) made an int, so that equal messages compare equal."""
+    if isinstance(v, dict):
+        if set(v) == {"data"} and isinstance(v["data"], str):
+            try:
+                return {"payload": json.loads(base64.b64decode(v["data"]))}
+            except ValueError:
+                return {"payload_raw": v["data"]}
+        return {k: norm(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [norm(x) for x in v]
+    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+        return int(v)
+    return v
 
 
-# ---------------------------------------------------------------------------- the engine model
-
-def backoff_ms(retry, attempt):
-    """flow_type.cc retry_backoff_ms: repeated multiplication, capped, rounded half away."""
-    interval = float(int(retry.get("initialIntervalMs", 0)))
-    cap = float(int(retry.get("maxIntervalMs", 0)))
-    coef = float(retry.get("backoffCoefficient", 0))
-    i = 1
-    while i < attempt and interval < cap:
-        interval *= coef
-        i += 1
-    v = min(interval, cap)
-    return int(math.floor(v + 0.5))
-
-
-class Model:
-    """docs/engine.md's apply rules, written again from the document: what the log says the
-    state of every flow is. Each attempt remembers what ended it."""
-
-    def __init__(self):
-        self.types = {}
-        self.flows = {}
-        self.started_tasks = {}   # task id -> (flow, step, attempt) for applied AttemptStarted
-        self.logged_tasks = {}    # task id -> (flow, step, attempt, applied) for every AttemptStarted
-        self.withdrawn = set()
-        self.task_origin = {}     # task id -> (epoch of its batch, the proposer's at_unix_ms)
-        self.explicit_not_completed = []
-        self.completions = Counter()  # (flow, step) -> accepted COMPLETED results
-
-    def apply_batch(self, batch):
-        for rec in batch.get("recordDetails", []):
-            if "epochStart" in rec:
-                self.epoch_start(rec["epochStart"])
-            elif "engine" in rec:
-                self.engine(rec["engine"], batch)
-
-    def epoch_start(self, es):
-        at = int(es.get("atUnixMs", 0))
-        for fid in sorted(self.flows):
-            f = self.flows[fid]
-            if f["status"] != "RUNNING":
-                continue
-            for i, st in enumerate(f["steps"]):
-                if f["status"] != "RUNNING":
-                    break
-                if st["status"] == "RUNNING":
-                    self.end_attempt(f, i, "NOT_COMPLETED", None, at, "recovery")
-
-    def engine(self, rec, batch):
-        if "registerFlowType" in rec:
-            ft = rec["registerFlowType"]["flowType"]
-            self.types[ft["name"]] = ft
-        elif "startFlow" in rec:
-            r = rec["startFlow"]
-            fid = r["flowId"]
-            if fid in self.flows or r.get("flowType") not in self.types:
-                return
-            ft = self.types[r["flowType"]]
-            f = {"id": fid, "type": ft, "status": "RUNNING", "slot": int(batch["slot"]),
-                 "epoch": int(batch["epoch"]), "writer": batch["writerProcessId"],
-                 "steps": [{"name": s["name"], "status": "PENDING", "attempts": [], "task": None,
-                            "output": None, "wake": 0} for s in ft["steps"]]}
-            self.flows[fid] = f
-            self.advance(f, int(r.get("atUnixMs", 0)))
-        elif "attemptStarted" in rec:
-            r = rec["attemptStarted"]
-            key = (r["flowId"], r["step"], int(r.get("attempt", 0)))
-            self.logged_tasks.setdefault(r["taskId"], key + (False,))
-            self.task_origin.setdefault(r["taskId"], (int(batch["epoch"]), int(r.get("atUnixMs", 0))))
-            f, i = self.target(r)
-            if f is None:
-                return
-            st = f["steps"][i]
-            if st["status"] != "READY" or int(r.get("attempt", 0)) != len(st["attempts"]) + 1:
-                return
-            st["status"] = "RUNNING"
-            st["attempts"].append({"number": int(r["attempt"]), "outcome": "RUNNING",
-                                   "task": r["taskId"], "ended_by": None})
-            st["task"] = r["taskId"]
-            self.started_tasks[r["taskId"]] = key
-            self.logged_tasks[r["taskId"]] = key + (True,)
-        elif "attemptEnded" in rec:
-            r = rec["attemptEnded"]
-            f, i = self.target(r)
-            if f is None or f["steps"][i]["status"] != "RUNNING" or \
-                    f["steps"][i]["task"] != r.get("taskId"):
-                return
-            outcome = short(r.get("outcome", ""), "ATTEMPT_OUTCOME_")
-            if outcome not in ("COMPLETED", "FAILED", "TIMED_OUT", "NOT_COMPLETED"):
-                return
-            if outcome == "NOT_COMPLETED":
-                self.explicit_not_completed.append((r["flowId"], r["step"], r.get("taskId")))
-            if outcome == "COMPLETED":
-                self.completions[(r["flowId"], r["step"])] += 1
-            self.end_attempt(f, i, outcome, r.get("output", ""), int(r.get("atUnixMs", 0)),
-                             "record", non_retryable=bool(r.get("nonRetryable")))
-        elif "attemptWithdrawn" in rec:
-            r = rec["attemptWithdrawn"]
-            f, i = self.target(r)
-            if f is None or f["steps"][i]["status"] != "RUNNING" or \
-                    f["steps"][i]["task"] != r.get("taskId"):
-                return
-            st = f["steps"][i]
-            st["attempts"].pop()
-            st["status"] = "READY"
-            st["task"] = None
-            self.withdrawn.add(r["taskId"])
-            self.started_tasks.pop(r["taskId"], None)
-        elif "timerFired" in rec:
-            r = rec["timerFired"]
-            f, i = self.target(r)
-            if f is None:
-                return
-            st = f["steps"][i]
-            if st["status"] not in ("BACKOFF", "SLEEPING") or st["wake"] != int(r.get("wakeAtMs", 0)):
-                return
-            st["wake"] = 0
-            if st["status"] == "BACKOFF":
-                st["status"] = "READY"
-            else:
-                st["status"] = "COMPLETED"
-                st["output"] = "{}"
-                self.advance(f, int(r.get("atUnixMs", 0)))
-        elif "cancelFlow" in rec:
-            r = rec["cancelFlow"]
-            f = self.flows.get(r["flowId"])
-            if f is not None and f["status"] == "RUNNING":
-                self.end_flow(f, "CANCELLED", int(r.get("atUnixMs", 0)))
-
-    def target(self, r):
-        f = self.flows.get(r.get("flowId"))
-        if f is None or f["status"] != "RUNNING":
-            return None, None
-        for i, st in enumerate(f["steps"]):
-            if st["name"] == r.get("step"):
-                return f, i
-        return None, None
-
-    def advance(self, f, at):
-        if f["status"] != "RUNNING":
+def payloads(v):
+    """Every decoded payload value inside a normalized message."""
+    if isinstance(v, dict):
+        if "payload" in v and len(v) == 1:
+            yield v["payload"]
             return
-        defs = f["type"]["steps"]
-        index = {s["name"]: i for i, s in enumerate(f["steps"])}
-        for _ in range(len(defs) + 1):
-            changed = False
-            for i, st in enumerate(f["steps"]):
-                if st["status"] != "PENDING":
-                    continue
-                if any(f["steps"][index[d]]["status"] != "COMPLETED" for d in defs[i].get("after", [])):
-                    continue
-                sleep = int(defs[i].get("sleepMs", 0))
-                if sleep > 0:
-                    st["status"] = "SLEEPING"
-                    st["wake"] = at + sleep
-                else:
-                    st["status"] = "READY"
-                changed = True
-            if not changed:
-                break
-        if all(st["status"] == "COMPLETED" for st in f["steps"]):
-            f["status"] = "COMPLETED"
-
-    def end_attempt(self, f, i, outcome, output, at, by, non_retryable=False):
-        st = f["steps"][i]
-        a = st["attempts"][-1]
-        a["outcome"] = outcome
-        a["ended_by"] = by
-        st["task"] = None
-        if outcome == "COMPLETED":
-            st["status"] = "COMPLETED"
-            st["output"] = output
-            self.advance(f, at)
-            return
-        d = f["type"]["steps"][i]
-        retry = d.get("retry", {})
-        used = len(st["attempts"])
-        if (non_retryable and outcome == "FAILED") or used >= int(retry.get("maxAttempts", 0)):
-            st["status"] = "FAILED"
-            self.end_flow(f, "FAILED", at)
-            return
-        st["status"] = "BACKOFF"
-        st["wake"] = at + backoff_ms(retry, a["number"])
-
-    def end_flow(self, f, status, at):
-        f["status"] = status
-        for st in f["steps"]:
-            if st["status"] in ("COMPLETED", "FAILED", "CANCELLED"):
-                continue
-            if st["status"] == "RUNNING":
-                st["attempts"][-1]["outcome"] = "NOT_COMPLETED"
-                st["attempts"][-1]["ended_by"] = "flow-ended"
-                st["task"] = None
-            st["status"] = "CANCELLED"
-            st["wake"] = 0
+        for x in v.values():
+            yield from payloads(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from payloads(x)
 
 
-# ---------------------------------------------------------------------------- the check
+def nonce_of(result):
+    """(worker, nonce) from the "by" of a normalized decision or locals, or None."""
+    for p in payloads(result):
+        if isinstance(p, dict) and isinstance(p.get("by"), dict):
+            return (p["by"].get("w"), p["by"].get("n"))
+    return None
+
+
+def messages_of(v):
+    """The "m" of every message payload in a normalized list of Payloads."""
+    return [p.get("m") if isinstance(p, dict) else p for p in payloads(v)]
+
 
 class Checker:
     def __init__(self, run_dir):
@@ -420,88 +269,127 @@ class Checker:
                 best = (name, holder)
         return best
 
-    # ------------------------------------------------------------------------ answers
+    # ------------------------------------------------------------------------ the log's records
 
     def index_log(self):
-        """The first batch with each flow's StartFlow, and when each batch landed: the arrival
-        (plus an injected delay) of the proxied PUT that carried its write ID and got a 200."""
-        first_start = {}
+        """Indexes the flow records of the effective log: the first batch with each Flow's
+        StartFlow and each publish request ID, the Worker results, the assignments, the ASYNC
+        methods of the declarations, the EpochStarts' times; and when each batch landed: the
+        arrival (plus an injected delay) of the proxied PUT that carried its write ID and got
+        a 200."""
+        self.first_start, self.start_records, self.first_publish = {}, defaultdict(list), {}
+        self.log_results, self.assignments = [], defaultdict(list)
+        self.async_methods, self.epoch_start_at = set(), []
         for b in self.effective:
             for r in b.get("recordDetails", []):
-                sf = r.get("engine", {}).get("startFlow")
-                if sf and sf["flowId"] not in first_start:
-                    first_start[sf["flowId"]] = b
-        landed = {}
+                if "epochStart" in r:
+                    self.epoch_start_at.append(int(r["epochStart"].get("atUnixMs", 0)))
+                fr = r.get("flow")
+                if not fr:
+                    continue
+                if "declareFlows" in fr:
+                    for d in fr["declareFlows"].get("declarations", []):
+                        for st in d.get("steps", []):
+                            for m, name in (("waitFor", "WAIT_FOR"), ("execute", "EXECUTE")):
+                                if st.get("options", {}).get(m, {}).get("durability") == "ASYNC":
+                                    self.async_methods.add((st["stepType"], name))
+                elif "startFlow" in fr:
+                    sf = fr["startFlow"]
+                    self.first_start.setdefault(sf["flowId"], b)
+                    self.start_records[sf["flowId"]].append((int(b["slot"]), sf))
+                elif "publish" in fr:
+                    self.first_publish.setdefault(fr["publish"].get("requestId", ""), b)
+                elif "methodResult" in fr:
+                    self.log_results.append((b, fr["methodResult"]))
+                for a in fr.get("assignments", []):
+                    t = a["task"]
+                    key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"),
+                           t.get("method"), int(t.get("attempt", 0)))
+                    self.assignments[key].append((int(b["epoch"]), int(fr.get("atUnixMs", 0)),
+                                                  a.get("taskId"), int(b["slot"])))
+        self.landed = {}
         for e in self.proxy:
             if e["c"] == "log" and e["m"] == "PUT" and e.get("u") == 200 and "batch" in e:
-                landed.setdefault((e["slot"], e["batch"].get("write_id")),
-                                  e["t"] + e.get("delay", 0))
-        return first_start, landed
+                self.landed.setdefault((e["slot"], e["batch"].get("write_id")),
+                                       e["t"] + e.get("delay", 0))
+        self.worker_done = {}
+        for r in self.runs:
+            if r.get("ev") == "done":
+                self.worker_done[(r["worker"], r["nonce"])] = r
+
+    # ------------------------------------------------------------------------ answers
+
+    def durable(self, what, b, h, name, holder, new):
+        """The batch `b` that holds what the answer `h` acknowledged landed before the answer,
+        under a lease period of its writer's epoch; one answered as new was written by the
+        process that answered."""
+        t1 = h["t1"] / 1000.0
+        slot, epoch, writer = int(b["slot"]), int(b["epoch"]), b["writerProcessId"]
+        if new and writer != holder:
+            self.violation("durable", f"{what} answered as new by {name} ({holder}) but written "
+                           f"at slot {slot} by {writer}")
+        landing = self.landed.get((slot, b.get("writeId")))
+        if landing is None:
+            self.violation("durable", f"slot {slot} ({what}) never reached the store through the "
+                           "proxy")
+            return
+        if t1 < landing:
+            self.violation("durable", f"{what} acknowledged at {t1:.3f}, before its batch (slot "
+                           f"{slot}) reached the store at {landing:.3f}")
+        elif not self.valid_between(writer, landing, t1, epoch):
+            self.violation("durable", f"{what}: slot {slot} landed at {landing:.3f} and was "
+                           f"acknowledged at {t1:.3f} with no lease period of {writer} epoch "
+                           f"{epoch} in between")
 
     def check_answers(self):
-        self.model = Model()
-        for b in self.effective:
-            self.model.apply_batch(b)
-        first_start, landed = self.index_log()
-        starts_ok = starts_failed = gets_ok = gets_failed = 0
+        self.index_log()
+        n = Counter()
         for h in self.history:
             t0, t1 = h["t0"] / 1000.0, h["t1"] / 1000.0
-            if h["op"] == "start":
-                if h.get("ok"):
-                    starts_ok += 1
-                else:
-                    starts_failed += 1
-            elif h["op"] == "get":
-                if h.get("ok"):
-                    gets_ok += 1
-                else:
-                    gets_failed += 1
+            op = h["op"]
+            n[(op, bool(h.get("ok")))] += 1
             if not h.get("ok"):
-                if h["op"] == "get" and h.get("code") == "NOT_FOUND":
+                if op == "get" and h.get("code") == "NOT_FOUND":
                     self.violation("reads", f"read of {h['flow']} (acknowledged before it) found "
-                                   f"nothing: {h.get('msg', '')[:160]}")
+                                   f"nothing: {h.get('msg_text', '')[:160]}")
+                if op == "publish" and h.get("code") == "NOT_FOUND":
+                    self.violation("publishes", f"publish {h['req']} to {h['flow']} (acknowledged "
+                                   f"before it) found no such Flow: {h.get('msg_text', '')[:160]}")
                 continue
             proc = self.process_at(h["addr"], t1)
             if proc is None:
-                self.violation("answer", f"{h['op']} {h['flow']} answered by {h['addr']} where "
-                               "no process was started")
+                self.violation("answer", f"{op} {h['flow']} answered by {h['addr']} where no "
+                               "process was started")
                 continue
             name, holder = proc
             if holder is None:
-                self.violation("answer", f"{h['op']} {h['flow']} answered by {name}, which never "
+                self.violation("answer", f"{op} {h['flow']} answered by {name}, which never "
                                "became active")
                 continue
             if not self.valid_between(holder, t0, t1):
-                self.violation("answer", f"{h['op']} {h['flow']} answered by {name} ({holder}) "
+                self.violation("answer", f"{op} {h['flow']} answered by {name} ({holder}) "
                                f"between {t0:.3f} and {t1:.3f}, outside its lease periods "
                                f"{self.near_periods(holder, t0)}")
-            if h["op"] != "start":
-                continue
-            b = first_start.get(h["flow"])
-            if b is None:
-                self.violation("durable", f"acknowledged start of {h['flow']} (answered by "
-                               f"{name} at {t1:.3f}) is not in the log")
-                continue
-            slot, epoch, writer = int(b["slot"]), int(b["epoch"]), b["writerProcessId"]
-            if not h.get("existed") and writer != holder:
-                self.violation("durable", f"start of {h['flow']} answered as new by {name} "
-                               f"({holder}) but written at slot {slot} by {writer}")
-            landing = landed.get((slot, b.get("writeId")))
-            if landing is None:
-                self.violation("durable", f"slot {slot} (start of {h['flow']}) never reached the "
-                               "store through the proxy")
-                continue
-            if not h.get("existed"):
-                if t1 < landing:
-                    self.violation("durable", f"start of {h['flow']} acknowledged at {t1:.3f}, "
-                                   f"before its batch (slot {slot}) reached the store at "
-                                   f"{landing:.3f}")
-                elif not self.valid_between(writer, landing, t1, epoch):
-                    self.violation("durable", f"start of {h['flow']}: slot {slot} landed at "
-                                   f"{landing:.3f} and was acknowledged at {t1:.3f} with no lease "
-                                   f"period of {writer} epoch {epoch} in between")
-        self.stats.update(starts_ok=starts_ok, starts_failed=starts_failed, gets_ok=gets_ok,
-                          gets_failed=gets_failed)
+            if op == "start":
+                b = self.first_start.get(h["flow"])
+                if b is None:
+                    self.violation("durable", f"acknowledged start of {h['flow']} (answered by "
+                                   f"{name} at {t1:.3f}) is not in the log")
+                    continue
+                self.durable(f"start of {h['flow']}", b, h, name, holder, not h.get("existed"))
+            elif op == "publish":
+                b = self.first_publish.get(h["req"])
+                if b is None:
+                    self.violation("durable", f"acknowledged publish {h['req']} to {h['flow']} "
+                                   f"(answered by {name} at {t1:.3f}) is not in the log")
+                    continue
+                # A repeat after an attempt that landed is answered without a write: no writer
+                # check, only that the first record with the request ID landed before.
+                self.durable(f"publish {h['req']} to {h['flow']}", b, h, name, holder, False)
+        self.stats.update(starts_ok=n[("start", True)], starts_failed=n[("start", False)],
+                          publish_calls_ok=n[("publish", True)],
+                          publish_calls_failed=n[("publish", False)],
+                          gets_ok=n[("get", True)], gets_failed=n[("get", False)])
 
     def near_periods(self, holder, t):
         ps = sorted(self.periods.get(holder, []), key=lambda p: abs(p[0] - t))[:2]
@@ -518,152 +406,260 @@ class Checker:
                 continue
             first_end = min(t1 for t1, _ in ended)
             for t0, t1, s in seen:
-                if s == "RUNNING" and t0 > first_end:
+                if s == "FLOW_RUNNING" and t0 > first_end:
                     self.violation("reads", f"{flow} read RUNNING at {t0 / 1000:.3f} after it "
-                                   f"was seen ended at {first_end / 1000:.3f}")
+                                   f"was seen closed at {first_end / 1000:.3f}")
 
     # ------------------------------------------------------------------------ final state
 
-    def check_flows(self):
-        acked = {h["flow"] for h in self.history if h["op"] == "start" and h.get("ok")}
-        lost = [f for f in acked if f not in self.final]
-        running = [f for f in acked if f in self.final and self.final[f]["status"] == "RUNNING"]
-        for f in sorted(lost):
-            self.violation("flows", f"acknowledged flow {f} does not exist")
-        for f in sorted(running):
-            self.violation("flows", f"acknowledged flow {f} never ended")
-        statuses = Counter(self.final[f]["status"] for f in acked if f in self.final)
-        self.stats.update(acknowledged=len(acked), lost=len(lost), not_ended=len(running),
-                          completed=statuses.get("COMPLETED", 0), failed=statuses.get("FAILED", 0),
-                          flows_total=len(self.final))
+    def description(self, fid):
+        e = self.final.get(fid) or {}
+        return e.get("description")
 
-    def check_state(self):
-        compared = 0
-        for fid, f in self.final.items():
-            m = self.model.flows.get(fid)
-            if m is None:
-                self.violation("state", f"flow {fid} is served but its StartFlow is not in the log")
+    def check_flows(self):
+        acked = defaultdict(list)
+        tried = set()
+        for h in self.history:
+            if h["op"] == "start":
+                tried.add(h["flow"])
+                if h.get("ok"):
+                    acked[h["flow"]].append(h)
+        lost, running, statuses = [], [], Counter()
+        for fid in sorted(tried):
+            d = self.description(fid)
+            if d is None:
+                if fid in acked:
+                    lost.append(fid)
+                    self.violation("flows", f"acknowledged flow {fid} does not exist: "
+                                   f"{(self.final.get(fid) or {}).get('error', 'not read back')}")
                 continue
-            if f["status"] == "RUNNING":
-                continue  # may have moved on between the two reads
-            compared += 1
-            if m["status"] != f["status"]:
-                self.violation("state", f"{fid}: served {f['status']}, the log says {m['status']}")
+            if fid in acked:
+                statuses[d.get("status")] += 1
+                if d.get("status") not in ENDED:
+                    running.append(fid)
+                    self.violation("flows", f"acknowledged flow {fid} never ended "
+                                   f"({d.get('status')})")
+                answered = {h.get("run") for h in acked[fid]}
+                if answered != {d.get("runId")}:
+                    self.violation("flows", f"{fid}: the starts were answered with runs "
+                                   f"{sorted(answered)}, the Flow's run is {d.get('runId')}")
+            if int(d.get("runs", 1)) != 1:
+                self.violation("flows", f"{fid}: {d.get('runs')} runs of one Flow ID")
+            for slot, sf in self.start_records.get(fid, []):
+                if sf.get("options", {}).get("requestId") != f"start-{fid}":
+                    self.violation("flows", f"{fid}: slot {slot} starts it with request ID "
+                                   f"{sf.get('options', {}).get('requestId')!r}")
+        self.stats.update(acknowledged=len(acked), lost=len(lost), not_ended=len(running),
+                          completed=statuses.get("FLOW_COMPLETED", 0),
+                          failed=sum(v for k, v in statuses.items() if k != "FLOW_COMPLETED"),
+                          flows_total=sum(1 for f in self.final.values() if "description" in f))
+
+    def match_result(self, what, content, key, field, extra=None):
+        """The Worker's "done" line for the nonce in `content` exists, names the same execution,
+        method and attempt (key: flow, run, exec, method, attempt), and returned `content`."""
+        nk = nonce_of(extra if extra is not None else content)
+        wd = self.worker_done.get(nk) if nk else None
+        if wd is None:
+            self.violation("results", f"{what}: no Worker logged a result with nonce {nk}")
+            return
+        got = (wd["flow"], wd["run"], wd["exec"], wd["method"], wd["attempt"])
+        if got != key:
+            self.violation("results", f"{what}: recorded for {key}, but Worker {wd['worker']} "
+                           f"produced it (nonce {nk[1]}) for {got}")
+        elif norm(wd.get(field)) != content:
+            self.violation("results", f"{what}: differs from what Worker {wd['worker']} returned "
+                           f"(nonce {nk[1]})")
+        elif extra is not None and {"payload": wd.get("locals")} != extra:
+            self.violation("results", f"{what}: locals differ from what Worker {wd['worker']} "
+                           f"returned (nonce {nk[1]})")
+
+    def check_history(self):
+        pub_at = defaultdict(list)    # message -> [(flow, seq)]
+        taken_at = defaultdict(list)  # message -> [(flow, exec, seq)]
+        published = taken = 0
+        for fid, entry in sorted(self.final.items()):
+            if "description" not in entry or "events" not in entry:
                 continue
-            for st, ms in zip(f["steps"], m["steps"]):
-                served = [(a["number"], a["outcome"]) for a in st.get("attempts", [])]
-                model = [(a["number"], a["outcome"]) for a in ms["attempts"]]
-                if st["status"] != ms["status"] or served != model:
-                    self.violation("state", f"{fid}/{st['name']}: served {st['status']} {served}, "
-                                   f"the log says {ms['status']} {model}")
+            d, ev = norm(entry["description"]), norm(entry["events"])
+            run = d.get("runId")
+            seqs = [x.get("seq", 0) for x in ev]
+            if seqs != sorted(set(seqs)):
+                self.violation("decisions", f"{fid}: history sequence numbers {seqs[:20]}")
+            kinds = Counter(x["kind"] for x in ev)
+            if kinds["FLOW_STARTED"] != 1:
+                self.violation("decisions", f"{fid}: {kinds['FLOW_STARTED']} FLOW_STARTED events")
+            closed = [x for x in ev if x["kind"] == "FLOW_CLOSED"]
+            if d.get("status") in ENDED:
+                if len(closed) != 1 or ev[-1] is not closed[0] or \
+                        closed[0].get("status") != d.get("status"):
+                    self.violation("state", f"{fid}: served {d.get('status')}, history closes "
+                                   f"{[c.get('status') for c in closed]}")
+            per = Counter((x.get("stepExecutionId"), x["kind"]) for x in ev
+                          if x["kind"] in ("EXECUTE_COMPLETED", "WAIT_FOR_COMPLETED",
+                                           "WAIT_COMPLETED"))
+            for (ex, kind), c in per.items():
+                if c > 1:
+                    self.violation("decisions", f"{fid}/{ex}: {kind} applied {c} times")
+            created, done, outputs = Counter({"Begin": 1}), {}, {}
+            for x in ev:
+                if x["kind"] != "EXECUTE_COMPLETED":
                     continue
-                if st["status"] == "COMPLETED":
-                    out = st.get("output")
-                    mo = json.loads(ms["output"]) if ms["output"] else None
-                    if out != mo:
-                        self.violation("state", f"{fid}/{st['name']}: served output {out}, the "
-                                       f"log's accepted result {mo}")
-        self.stats["compared"] = compared
+                ex, dec = x.get("stepExecutionId"), x.get("decision", {})
+                done[ex] = x
+                for mv in dec.get("goTo", {}).get("movements", []):
+                    created[mv["stepType"]] += 1
+                if "gracefulComplete" in dec:
+                    outputs[ex] = dec["gracefulComplete"]
+                self.match_result(f"{fid}/{ex} applied decision (attempt {x.get('attempt')})",
+                                  dec, (fid, run, ex, "EXECUTE", x.get("attempt")), "decision")
+            execs = {x["stepExecutionId"] for x in ev if x.get("stepExecutionId")}
+            for ex in sorted(execs):
+                typ, _, num = ex.rpartition("-")
+                if not num.isdigit() or int(num) > created[typ]:
+                    self.violation("decisions", f"{fid}/{ex} ran, but the applied decisions "
+                                   f"created {created[typ]} {typ} executions")
+            if d.get("status") == "FLOW_COMPLETED":
+                rounds = norm(d.get("input", {})).get("payload", {}).get("rounds", 3)
+                want = {"Begin": 1, "Fast": 1, "Gate": rounds}
+                if dict(created) != want:
+                    self.violation("decisions", f"{fid}: the applied decisions created "
+                                   f"{dict(created)}, the Flow makes {want}")
+                for typ, c in created.items():
+                    for k in range(1, c + 1):
+                        if f"{typ}-{k}" not in done:
+                            self.violation("decisions", f"{fid}: completed without {typ}-{k} "
+                                           "deciding")
+                b = done.get("Begin-1")
+                if b is not None and b.get("attempt", 0) < 2:
+                    self.violation("decisions", f"{fid}: Begin-1 decided at attempt "
+                                   f"{b.get('attempt')}, but its first attempt always fails")
+                served = {o.get("stepExecutionId"): o.get("output") for o in d.get("outputs", [])}
+                if served != outputs:
+                    self.violation("state", f"{fid}: served outputs {sorted(served)} differ from "
+                                   f"the applied GracefulCompletes {sorted(outputs)}")
+            # Channel "signals": FIFO, each message once.
+            pubs, takes = [], []
+            for x in ev:
+                if x["kind"] == "CHANNEL_PUBLISHED":
+                    for m in messages_of(x.get("publish", {})):
+                        pubs.append((m, x["seq"]))
+                        pub_at[m].append((fid, x["seq"]))
+                elif x["kind"] == "WAIT_COMPLETED":
+                    for c in sorted(x.get("conditions", []), key=lambda c: c.get("index", 0)):
+                        for m in messages_of(c.get("messages", [])):
+                            takes.append((m, x["seq"]))
+                            taken_at[m].append((fid, x.get("stepExecutionId"), x["seq"]))
+            published += len(pubs)
+            taken += len(takes)
+            for i, (m, seq) in enumerate(takes):
+                if i >= len(pubs) or pubs[i][0] != m:
+                    self.violation("publishes", f"{fid}: take #{i + 1} is {m} (seq {seq}), but the "
+                                   f"channel's #{i + 1} message is "
+                                   f"{pubs[i][0] if i < len(pubs) else 'none'} (not FIFO)")
+                    break
+                if pubs[i][1] > seq:
+                    self.violation("publishes", f"{fid}: {m} taken at seq {seq} before it was "
+                                   f"published at seq {pubs[i][1]}")
+        for m, where in pub_at.items():
+            if len(where) > 1:
+                self.violation("publishes", f"message {m} published {len(where)} times: {where}")
+        for m, where in taken_at.items():
+            if len(where) > 1:
+                self.violation("publishes", f"message {m} taken {len(where)} times: {where}")
+            if m not in pub_at:
+                self.violation("publishes", f"message {m} taken by {where} but never published")
+        # Every acknowledged publish is in its run's history; a refused one is not.
+        by_req = defaultdict(list)
+        for h in self.history:
+            if h["op"] == "publish":
+                by_req[h["req"]].append(h)
+        acked = 0
+        definite = {"FAILED_PRECONDITION", "NOT_FOUND", "INVALID_ARGUMENT", "ALREADY_EXISTS"}
+        for req, hs in by_req.items():
+            m, fid = hs[0]["msg"], hs[0]["flow"]
+            if any(h.get("ok") for h in hs):
+                acked += 1
+                if not any(f == fid for f, _ in pub_at.get(m, [])):
+                    self.violation("publishes", f"acknowledged publish {req} ({m}) is not in the "
+                                   f"history of {fid}")
+            elif all(h.get("code") in definite for h in hs) and m in pub_at:
+                self.violation("publishes", f"publish {req} ({m}) was refused "
+                               f"({hs[-1].get('code')}) but is in {pub_at[m]}")
+        self.stats.update(publishes=len(by_req), publishes_acked=acked, published=published,
+                          taken=taken, queued_at_end=published - taken)
+
+    def check_results(self):
+        """Every Worker result in the log came from the attempt it names."""
+        outcomes = Counter()
+        nonce_tasks = defaultdict(set)
+        fails = {(r["flow"], r["run"], r["exec"], r["method"], r["attempt"])
+                 for r in self.worker_done.values() if r.get("result") == "fail"}
+        for b, mr in self.log_results:
+            t = mr.get("task", {})
+            key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"), t.get("method"),
+                   int(t.get("attempt", 0)))
+            outcome = mr.get("outcome", "")
+            outcomes[outcome] += 1
+            what = f"slot {b['slot']}: result of {key[0]}/{key[2]} {key[3]} attempt {key[4]} " \
+                   f"(task {mr.get('taskId')})"
+            if outcome == "ATTEMPT_COMPLETED":
+                if key[3] == "EXECUTE":
+                    content = norm(mr.get("decision", {}))
+                    self.match_result(what, content, key, "decision")
+                else:
+                    content, locals_ = norm(mr.get("wait", {})), norm(mr.get("locals", {}))
+                    self.match_result(what, content, key, "wait", extra=locals_)
+                    content = locals_
+                nk = nonce_of(content)
+                if nk:
+                    nonce_tasks[nk].add(mr.get("taskId"))
+            elif outcome == "ATTEMPT_FAILED" and mr.get("error", "").startswith("chaos:"):
+                if key not in fails:
+                    self.violation("results", f"{what}: a Worker failure no Worker logged")
+        for nk, tasks in nonce_tasks.items():
+            if len(tasks) > 1:
+                self.violation("results", f"one Worker result (nonce {nk}) recorded for tasks "
+                               f"{sorted(tasks)}")
+        self.stats["log_results"] = dict(outcomes)
 
     def check_attempts(self):
-        outputs = {}   # task -> parsed output produced by a Worker
-        ran = defaultdict(list)
+        numbers = defaultdict(set)
+        for key in self.assignments:
+            numbers[key[:4]].add(key[4])
+        for method, ns in numbers.items():
+            if ns != set(range(1, max(ns) + 1)):
+                self.violation("attempts", f"{'/'.join(method)}: attempts handed out {sorted(ns)}")
+        async_rerun = tasks = 0
         for r in self.runs:
-            if r.get("ev") == "run":
-                ran[r["task"]].append(r)
-            elif r.get("ev") == "done" and r.get("result") == "output":
-                outputs[r["task"]] = json.loads(r["output"])
-        max_epoch = max(self.epoch_writer) if self.epoch_writer else 0
-        type_steps = {}
-        for ft in self.model.types.values():
-            for s in ft["steps"]:
-                type_steps[(ft["name"], s["name"])] = s
-        not_completed = Counter()
-        for fid, f in self.model.flows.items():
-            served = self.final.get(fid)
-            for i, st in enumerate(f["steps"]):
-                d = f["type"]["steps"][i]
-                numbers = [a["number"] for a in st["attempts"]]
-                if numbers != list(range(1, len(numbers) + 1)):
-                    self.violation("attempts", f"{fid}/{st['name']}: attempt numbers {numbers}")
-                outcomes = [a["outcome"] for a in st["attempts"]]
-                if outcomes.count("COMPLETED") > 1 or ("COMPLETED" in outcomes and outcomes[-1] != "COMPLETED"):
-                    self.violation("attempts", f"{fid}/{st['name']}: outcomes {outcomes}")
-                if self.model.completions[(fid, st["name"])] > 1:
-                    self.violation("attempts", f"{fid}/{st['name']}: more than one result accepted")
-                if len(numbers) > int(d.get("retry", {}).get("maxAttempts", 0)) and "taskQueue" in d:
-                    self.violation("attempts", f"{fid}/{st['name']}: {len(numbers)} attempts, "
-                                   f"more than maxAttempts")
-                for a in st["attempts"]:
-                    if a["outcome"] == "NOT_COMPLETED":
-                        not_completed[a["ended_by"]] += 1
-                        if a["ended_by"] not in ("recovery", "flow-ended"):
-                            self.violation("attempts", f"{fid}/{st['name']} attempt {a['number']}: "
-                                           "NOT_COMPLETED by a record, not by recovery")
-                if st["status"] == "COMPLETED" and "taskQueue" in d:
-                    task = st["attempts"][-1]["task"]
-                    got = outputs.get(task)
-                    recorded = json.loads(st["output"]) if st["output"] else None
-                    if got is None:
-                        self.violation("attempts", f"{fid}/{st['name']}: completed by task {task}, "
-                                       "for which no Worker produced an output")
-                    elif got != recorded:
-                        self.violation("attempts", f"{fid}/{st['name']}: recorded output {recorded} "
-                                       f"is not task {task}'s output {got}")
-                    elif got.get("attempt") != st["attempts"][-1]["number"]:
-                        self.violation("attempts", f"{fid}/{st['name']}: output of attempt "
-                                       f"{got.get('attempt')} recorded for attempt "
-                                       f"{st['attempts'][-1]['number']}")
-            if served and served["status"] == "FAILED":
-                failed = [s for s in f["steps"] if s["status"] == "FAILED"]
-                if not failed:
-                    self.violation("attempts", f"{fid}: FAILED without a failed Step")
-        for eb in self.model.explicit_not_completed:
-            self.violation("attempts", f"{eb}: an AttemptEnded NOT_COMPLETED record was applied")
-        # Tasks the Workers ran, against the log.
-        async_rerun = 0
-        for task, runs in ran.items():
-            r = runs[0]
-            logged = self.model.logged_tasks.get(task)
-            ft = self.model.flows.get(r["flow"], {}).get("type", {}).get("name")
-            d = type_steps.get((ft, r["step"]), {})
-            is_async = d.get("dispatch") == "DISPATCH_MODE_ASYNC"
-            if logged is None:
-                m = re.match(r"e(\d+)\.", task)
-                epoch = int(m.group(1)) if m else None
-                if not is_async:
-                    self.violation("attempts", f"SYNC task {task} ({r['flow']}/{r['step']} attempt "
-                                   f"{r['attempt']}) ran on {r['worker']} but its start is not in "
-                                   "the log")
-                elif epoch is None or epoch >= max_epoch:
-                    self.violation("attempts", f"ASYNC task {task} ran on {r['worker']} but its "
-                                   "start is not in the log, and its epoch did not end")
-                else:
-                    async_rerun += 1
+            if r.get("ev") != "run":
                 continue
-            flow, step, number, applied = logged
-            if (flow, step, number) != (r["flow"], r["step"], r["attempt"]):
-                self.violation("attempts", f"task {task} ran as {r['flow']}/{r['step']} attempt "
-                               f"{r['attempt']}, the log started it as {flow}/{step} attempt {number}")
-            if task in self.model.withdrawn:
-                self.violation("attempts", f"task {task} was withdrawn (never delivered) but "
-                               f"{r['worker']} ran it")
-            if not applied and not is_async:
-                self.violation("attempts", f"SYNC task {task} ran on {r['worker']} although its "
-                               "start was stale in the log")
-            # The task was handed out between its proposal and its run: its epoch's holder must
-            # have held a lease period then (a process outside its lease hands out no task).
-            epoch, at_ms = self.model.task_origin[task]
+            tasks += 1
+            key = (r["flow"], r["run"], r["exec"], r["method"], r["attempt"])
+            t_run = r["t"] / 1000.0
+            # Only hand-outs proposed before the run count: an ASYNC attempt whose start never
+            # became durable runs again later with the same number, handed out anew.
+            got = [g for g in self.assignments.get(key, []) if g[1] / 1000.0 <= t_run + SLACK_S]
+            if not got:
+                if (r["step"], r["method"]) in self.async_methods:
+                    if any(at / 1000.0 > t_run - 1.0 for at in self.epoch_start_at[1:]):
+                        async_rerun += 1
+                        continue
+                    self.violation("attempts", f"ASYNC attempt {key} ran on {r['worker']} but the "
+                                   "log never handed it out, and no later epoch started")
+                else:
+                    self.violation("attempts", f"SYNC attempt {key} ran on {r['worker']} at "
+                                   f"{t_run:.3f} but the log did not hand it out before")
+                continue
+            # Handed out by its epoch's holder, under a lease period between proposal and run.
+            epoch, at_ms, task, _ = max(got, key=lambda g: g[1])
             holder = self.acquired.get(epoch, (None,))[0]
-            t_run = min(x["t"] for x in runs) / 1000.0
             if holder is not None and not self.valid_between(holder, at_ms / 1000.0 - SLACK_S,
                                                              t_run, epoch):
-                self.violation("answer", f"task {task} was handed to {r['worker']} (run at "
-                               f"{t_run:.3f}, proposed at {at_ms / 1000:.3f}) outside the lease "
-                               f"periods of epoch {epoch}'s holder {holder}")
-        self.stats["not_completed"] = dict(not_completed)
+                self.violation("answer", f"task {task} ({key}) was handed to {r['worker']} (run "
+                               f"at {t_run:.3f}, proposed at {at_ms / 1000:.3f}) outside the "
+                               f"lease periods of epoch {epoch}'s holder {holder}")
         self.stats["async_not_durable_reruns"] = async_rerun
-        self.stats["tasks_run"] = len(ran)
+        self.stats["tasks_run"] = tasks
 
     def run(self):
         self.load()
@@ -675,7 +671,8 @@ class Checker:
         self.check_answers()
         self.check_reads()
         self.check_flows()
-        self.check_state()
+        self.check_history()
+        self.check_results()
         self.check_attempts()
         proxy_faults = Counter(e["a"] for e in self.proxy
                                if e["a"] not in ("forwarded", "upstream_error"))
@@ -693,32 +690,50 @@ def check(run_dir):
 
 # ---------------------------------------------------------------------------- self-test
 
+def _flow_records(c, kind):
+    for b in c.log["batches"]:
+        for r in b.get("recordDetails", []):
+            fr = r.get("flow", {})
+            if kind in fr:
+                yield b, r, fr[kind]
+
+
 def _mutations(base):
     """(name, the check that must fire, a function that breaks a loaded Checker's data the way
     a real bug would), built from a clean run's data."""
     import copy
     acked = [h for h in base.history if h["op"] == "start" and h.get("ok") and not h.get("existed")]
-    victim = acked[len(acked) // 2]
-    flow = victim["flow"]
-    done = next(f for f in base.final.values() if f["status"] == "COMPLETED")
+    flow = acked[len(acked) // 2]["flow"]
+    pub = next(h for h in base.history[len(base.history) // 2:]
+               if h["op"] == "publish" and h.get("ok"))
+    taken_flow = next(f for f, e in sorted(base.final.items())
+                      if any(x["kind"] == "WAIT_COMPLETED" and
+                             any(c.get("messages") for c in x.get("conditions", []))
+                             for x in e.get("events", [])))
     out = []
 
     def lose_start(c):  # an acknowledged batch that never made it to the log
         for b in c.log["batches"]:
             recs = b.get("recordDetails", [])
-            keep = [r for r in recs if r.get("engine", {}).get("startFlow", {}).get("flowId") != flow]
-            if len(keep) != len(recs):
-                b["recordDetails"] = keep
+            keep = [r for r in recs if r.get("flow", {}).get("startFlow", {}).get("flowId") != flow]
+            b["recordDetails"] = keep
     out.append(("acknowledged start missing from the log", "durable", lose_start))
 
     def early_ack(c):  # the answer arrived just before the batch reached the store
-        first_start, landed = c.index_log()
-        b = first_start[flow]
-        landing = landed[(int(b["slot"]), b.get("writeId"))]
+        c.index_log()
+        b = c.first_start[flow]
+        landing = c.landed[(int(b["slot"]), b.get("writeId"))]
         h = next(h for h in c.history if h.get("flow") == flow and h["op"] == "start" and h.get("ok"))
         h["t1"] = (landing - 0.002) * 1000.0
         h["t0"] = min(h["t0"], h["t1"] - 1.0)
     out.append(("start acknowledged before durable", "durable", early_ack))
+
+    def lose_publish(c):  # an acknowledged publish that never made it to the log
+        for b in c.log["batches"]:
+            b["recordDetails"] = [r for r in b.get("recordDetails", [])
+                                  if r.get("flow", {}).get("publish", {}).get("requestId")
+                                  != pub["req"]]
+    out.append(("acknowledged publish missing from the log", "durable", lose_publish))
 
     def stale_answer(c):  # an answer from a process well past its last lease period
         h = next(h for h in c.history if h["op"] == "get" and h.get("ok"))
@@ -737,40 +752,70 @@ def _mutations(base):
     out.append(("epoch going backwards along the log", "log", fenced_batch))
 
     def hole(c):
-        c.log["batches"][len(c.log["batches"]) // 2] = {
-            "slot": c.log["batches"][len(c.log["batches"]) // 2]["slot"], "missing": True}
+        i = len(c.log["batches"]) // 2
+        c.log["batches"][i] = {"slot": c.log["batches"][i]["slot"], "missing": True}
     out.append(("a hole in the log", "log", hole))
 
     def lost_flow(c):
-        del c.final[flow]
+        c.final[flow] = {"error": "NOT_FOUND: no Flow"}
     out.append(("acknowledged flow lost", "flows", lost_flow))
 
-    def second_output(c):  # a second completion accepted for a completed Step
-        for b in c.log["batches"]:
-            for r in b.get("recordDetails", []):
-                ae = r.get("engine", {}).get("attemptEnded")
-                if ae and ae["flowId"] == done["flowId"] and ae.get("outcome", "").endswith("COMPLETED") \
-                        and ae["step"] == "a":
-                    ae["output"] = json.dumps({"attempt": 99, "task": "forged", "nonce": -1})
-                    return
-    out.append(("a Step output no Worker produced", "attempts", second_output))
+    def second_run(c):
+        c.final[flow]["description"]["runs"] = 2
+    out.append(("a second run of one Flow ID", "flows", second_run))
+
+    def forged_result(c):  # a decision in the log that no Worker returned
+        for b, r, mr in _flow_records(c, "methodResult"):
+            if mr.get("outcome") == "ATTEMPT_COMPLETED" and "gracefulComplete" in mr.get("decision", {}):
+                v = json.loads(base64.b64decode(mr["decision"]["gracefulComplete"]["data"]))
+                v["forged"] = True
+                mr["decision"]["gracefulComplete"]["data"] = \
+                    base64.b64encode(json.dumps(v).encode()).decode()
+                return
+    out.append(("a Step result no Worker produced", "results", forged_result))
+
+    def wrong_attempt(c):  # a result recorded for another attempt than the one that produced it
+        for b, r, mr in _flow_records(c, "methodResult"):
+            if mr.get("outcome") == "ATTEMPT_COMPLETED" and mr["task"].get("method") == "WAIT_FOR":
+                mr["task"]["attempt"] = int(mr["task"].get("attempt", 1)) + 1
+                return
+    out.append(("a result recorded for another attempt", "results", wrong_attempt))
+
+    def twice_applied(c):  # a decision applied twice: a second Fast execution
+        ev = c.final[flow]["events"]
+        i = next(i for i, x in enumerate(ev) if x["kind"] == "EXECUTE_COMPLETED"
+                 and x.get("stepExecutionId") == "Begin-1")
+        dup = copy.deepcopy(ev[i])
+        ev.insert(i + 1, dup)
+        for k, x in enumerate(ev):
+            x["seq"] = str(k + 1) if k else x.get("seq", "0")
+    out.append(("a decision applied twice", "decisions", twice_applied))
+
+    def taken_twice(c):  # a message taken by two waits
+        ev = c.final[taken_flow]["events"]
+        x = next(x for x in ev if x["kind"] == "WAIT_COMPLETED"
+                 and any(cd.get("messages") for cd in x.get("conditions", [])))
+        y = copy.deepcopy(x)
+        y["stepExecutionId"] = "Gate-9"
+        y["seq"] = str(int(ev[-1].get("seq", 0)) + 1)
+        ev.append(y)
+    out.append(("a message consumed twice", "publishes", taken_twice))
+
+    def publish_lost(c):  # an acknowledged publish missing from its run
+        ev = c.final[pub["flow"]]["events"]
+        c.final[pub["flow"]]["events"] = [
+            x for x in ev if not (x["kind"] == "CHANNEL_PUBLISHED"
+                                  and pub["msg"] in messages_of(norm(x.get("publish", {}))))]
+    out.append(("an acknowledged publish lost", "publishes", publish_lost))
 
     def served_differs(c):
-        c.final[done["flowId"]]["steps"][0]["attempts"].append({"number": 9, "outcome": "FAILED"})
-    out.append(("served state differs from the log", "state", served_differs))
-
-    def phantom_not_completed(c):  # an attempt ended NOT_COMPLETED by a record, not recovery
-        for b in c.log["batches"]:
-            for r in b.get("recordDetails", []):
-                ae = r.get("engine", {}).get("attemptEnded")
-                if ae and ae.get("outcome", "").endswith("_FAILED"):
-                    ae["outcome"] = "ATTEMPT_OUTCOME_NOT_COMPLETED"
-                    return
-    out.append(("NOT_COMPLETED outside recovery", "attempts", phantom_not_completed))
+        d = c.final[flow]["description"]
+        d["outputs"] = d.get("outputs", [])[:1]
+    out.append(("served result differs from the history", "state", served_differs))
 
     def stale_read(c):
         h = next(h for h in c.history if h["op"] == "get" and h.get("ok"))
-        h.update(ok=False, code="NOT_FOUND", msg="NOT_FOUND: no flow")
+        h.update(ok=False, code="NOT_FOUND", msg_text="NOT_FOUND: no Flow")
     out.append(("stale read", "reads", stale_read))
     return out
 
@@ -808,13 +853,18 @@ def summary_line(result):
     faults = result["faults"]
     kinds = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
     store = " ".join(f"{k}={v}" for k, v in sorted(result["store_requests_faulted"].items()))
-    ops = s.get("starts_ok", 0) + s.get("starts_failed", 0) + s.get("gets_ok", 0) + s.get("gets_failed", 0)
+    ops = sum(s.get(k, 0) for k in ("starts_ok", "starts_failed", "publish_calls_ok",
+                                    "publish_calls_failed", "gets_ok", "gets_failed"))
     return (f"chaos seed={result['seed']}: operations={ops} (starts {s.get('starts_ok', 0)} ok/"
-            f"{s.get('starts_failed', 0)} failed, reads {s.get('gets_ok', 0)} ok/"
+            f"{s.get('starts_failed', 0)} failed, publish calls {s.get('publish_calls_ok', 0)} ok/"
+            f"{s.get('publish_calls_failed', 0)} failed, reads {s.get('gets_ok', 0)} ok/"
             f"{s.get('gets_failed', 0)} failed); faults={sum(faults.values())} [{kinds}]; "
             f"store requests faulted [{store}]; flows acknowledged={s.get('acknowledged', 0)} "
             f"completed={s.get('completed', 0)} failed={s.get('failed', 0)} "
-            f"lost={s.get('lost', 0)}; epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
+            f"lost={s.get('lost', 0)}; publishes={s.get('publishes', 0)} "
+            f"acknowledged={s.get('publishes_acked', 0)} published={s.get('published', 0)} "
+            f"taken={s.get('taken', 0)} queued={s.get('queued_at_end', 0)}; "
+            f"epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
             f"violations={result['violations']}"
             + (f" {result['violations_by_check']}" if result["violations"] else ""))
 
