@@ -1,6 +1,8 @@
-// The Worker: serves task queues over one WorkerTaskService.PollWorkerTask
-// stream at a time (docs/api.md, "The Worker stream") and runs the Step tasks
-// it receives with async handlers, at most maxConcurrentTasks at once.
+// The Worker: serves task queues and hosts dex Flows over one
+// WorkerTaskService.PollWorkerTask stream at a time (docs/api.md, "The Worker
+// stream") and runs the DAG Step tasks and the Flow tasks (one attempt of a
+// Step's waitFor or execute, flow.ts: runFlowTask) it receives, at most
+// maxConcurrentTasks at once. Every hello declares the hosted Flows.
 //
 // Semantics of the C++ SDK (src/sdk/worker.h, src/sdk/README.md):
 //   - WorkerHello first on every stream; the stream counts once its HelloAck
@@ -63,7 +65,7 @@ export interface WorkerOptions {
   /**
    * Reconnect delays double from initial to max; each is jittered to
    * [d/2, d]. With several addresses the delay comes after each full round.
-   * Defaults 100 and 10000.
+   * Defaults 100 and 1000: a restarted server is served within about a second.
    */
   reconnectBackoffInitialMs?: number;
   reconnectBackoffMaxMs?: number;

@@ -14,7 +14,7 @@ import { afterEach, describe, test } from "node:test";
 import { Client, Worker } from "dex-sdk";
 
 import { allFlows, drive, EXAMPLES, type DriveResult, type ExampleName } from "../examples/flows/index";
-import { DevServer, MemoryLogger } from "./helpers";
+import { DevServer, eventually, MemoryLogger } from "./helpers";
 
 function checkExample(example: ExampleName, result: DriveResult): void {
   const { flow } = result;
@@ -94,7 +94,11 @@ describe("the TypeScript example Flows", () => {
     logger.info("test: every run started; SIGKILL of the server");
     await server.kill9();
     await server.restart();
+    const back = Date.now();
     logger.info("test: the server is back");
+    // The reconnect backoff is capped at 1 s: the Worker serves the restarted server at once.
+    await eventually("the Worker connected again", () => worker.stats().connectedAddress !== "", 2_500);
+    logger.info(`test: the Worker connected ${Date.now() - back} ms after the server was ready`);
     const results = await Promise.all(runs);
     assert.ok(secondCrash !== undefined, "the second crash happened");
     await secondCrash;
