@@ -29,7 +29,7 @@ import {
 import { DevServer, eventually, MemoryLogger } from "./helpers";
 
 interface LabInput {
-  mode: "wait" | "fan" | "undeclared" | "retrying" | "beat" | "drain" | "sleep";
+  mode: "wait" | "fan" | "undeclared" | "retrying" | "beat" | "drain" | "sleep" | "raw-empty" | "raw-no-ids";
   key?: string;
 }
 
@@ -56,6 +56,10 @@ const start: Step<LabInput> = {
         return goTo("Drain");
       case "sleep":
         return goTo("Slow");
+      case "raw-empty":
+        return goTo("RawEmpty");
+      case "raw-no-ids":
+        return goTo("RawNoIds");
     }
   },
 };
@@ -120,10 +124,34 @@ const eat: Step = {
   execute: () => goTo("Drain"),
 };
 
+// Waits the builders refuse, made by editing a built Wait: the server's own
+// check refuses the result and the attempt counts as FAILED with its reason.
+const rawRetry = { waitFor: { retry: { maximumAttempts: 2, initialIntervalMs: 50 } } };
+const rawEmpty: Step = {
+  type: "RawEmpty",
+  options: rawRetry,
+  waitFor: () => {
+    const w = Wait.skip();
+    (w.spec as { kind: string }).kind = "ANY_OF";
+    return w;
+  },
+  execute: () => deadEnd(),
+};
+const rawNoIds: Step = {
+  type: "RawNoIds",
+  options: rawRetry,
+  waitFor: () => {
+    const w = Wait.anyOf(Timer.after(1), Timer.after(2));
+    Object.assign(w.spec, { kind: "ANY_COMBINATION_OF", combinations: [{ conditionIds: ["x"] }] });
+    return w;
+  },
+  execute: () => deadEnd(),
+};
+
 const lab = new Flow({
   type: "TsLab",
   startStep: start,
-  steps: [start, new Gate(), slow, fast, beat, drain, eat],
+  steps: [start, new Gate(), slow, fast, beat, drain, eat, rawEmpty, rawNoIds],
   channels: [signals, inbox],
 });
 
@@ -293,6 +321,21 @@ describe("dex Flows: Client calls and Worker tasks", () => {
     const failed = await client.waitForFlow("undeclared-1", { timeoutMs: 10_000 });
     assert.equal(failed.status, "FAILED");
     assert.match(failed.closeReason, /decided goTo 'Nowhere', which Flow 'TsLab' does not declare/);
+  });
+
+  test("bad results the SDK did not catch: the server refuses them and the attempts count as FAILED with its reason", async () => {
+    const refusedBefore = worker.stats().resultsRefused;
+    for (const [mode, reason] of [
+      ["raw-empty", /invalid result: the wait has no conditions/],
+      ["raw-no-ids", /invalid result: condition 0 has no conditionId; AnyCombinationOf needs one on every condition/],
+    ] as const) {
+      await client.startFlow(lab, mode, { mode });
+      const failed = await client.waitForFlow(mode, { timeoutMs: 10_000 });
+      assert.equal(failed.status, "FAILED");
+      assert.match(failed.closeReason, /WaitFor failed after 2 attempts/);
+      assert.match(failed.closeReason, reason);
+    }
+    await eventually("the four refusals acknowledged", () => worker.stats().resultsRefused - refusedBefore === 4, 5_000);
   });
 
   test("heartbeats keep an attempt alive; a stop cancels it through the heartbeat's answer", async () => {

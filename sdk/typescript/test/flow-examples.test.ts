@@ -14,7 +14,27 @@ import { afterEach, describe, test } from "node:test";
 import { Client, Worker } from "dex-sdk";
 
 import { allFlows, drive, EXAMPLES, type DriveResult, type ExampleName } from "../examples/flows/index";
-import { DevServer, eventually, MemoryLogger } from "./helpers";
+import * as grpc from "@grpc/grpc-js";
+
+import { checkReadiness } from "../src/readiness";
+import { DevServer, eventually, freePort, MemoryLogger, ServeProcess } from "./helpers";
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Until `address` says it is a hot standby (gRPC health "dex.HotStandby" SERVING). */
+async function waitHot(address: string, timeoutMs: number): Promise<void> {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if ((await checkReadiness(client, "dex.HotStandby", Date.now() + 1000)) === "serving") return;
+      await sleep(200);
+    }
+    throw new Error(`${address} never became a hot standby`);
+  } finally {
+    client.close();
+  }
+}
 
 function checkExample(example: ExampleName, result: DriveResult): void {
   const { flow } = result;
@@ -104,6 +124,47 @@ describe("the TypeScript example Flows", () => {
     await secondCrash;
     for (const { example, result } of results) checkExample(example, result);
     assert.ok(worker.stats().streamsAccepted >= 3, "the Worker reconnected to each restarted server");
+  });
+
+  test("each example completes through a hot standby's takeover after a SIGKILL of the active process", async () => {
+    const dir = ServeProcess.makeDir();
+    const a = new ServeProcess(dir, "a", await freePort(), "3s");
+    const b = new ServeProcess(dir, "b", await freePort(), "3s");
+    cleanup.push(() => a.kill9(), () => b.kill9());
+    a.start();
+    await a.waitForLine("dex-server-zd serve ready", 60_000);
+    b.start();
+    await b.waitForLine("API on", 30_000);
+    await waitHot(b.address, 60_000);
+    const addresses = [a.address, b.address];
+    const logger = new MemoryLogger();
+    const worker = new Worker({ addresses, logger, shutdownTimeoutMs: 5_000 });
+    for (const flow of allFlows) worker.host(flow);
+    cleanup.push(() => worker.shutdown());
+    void worker.run();
+    await worker.ready();
+    const client = new Client({ addresses, timeoutMs: 30_000 });
+    cleanup.push(() => client.close());
+    const started = new Set<string>();
+    let allStarted: () => void = () => undefined;
+    const allStartedPromise = new Promise<void>((resolve) => (allStarted = resolve));
+    const runs = EXAMPLES.map((example) =>
+      drive(client, example, `${example}-ha`, (e) => {
+        logger.info(`test: ${example}: ${JSON.stringify(e)}`);
+        if (e.event === "started" && started.add(example).size === EXAMPLES.length) allStarted();
+      }).then(
+        (result) => ({ example, result }),
+        (error: unknown) => {
+          throw new Error(`${example}: ${error instanceof Error ? error.message : String(error)}\n${logger.lines.join("\n")}`);
+        },
+      ),
+    );
+    await allStartedPromise;
+    logger.info("test: every run started; SIGKILL of the active process");
+    await a.kill9();
+    await b.waitForLine("dex-server-zd serve ready", 30_000);
+    for (const { example, result } of await Promise.all(runs)) checkExample(example, result);
+    assert.equal(worker.stats().connectedAddress, b.address);
   });
 
   test("the example program: a worker process and a driver process", async () => {
