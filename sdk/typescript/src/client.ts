@@ -444,8 +444,10 @@ export class Client {
     input?: unknown,
     options: FlowStartOptions = {},
   ): Promise<FlowStartResult | StartFlowResult> {
-    if (typeof a === "string" || a instanceof DexFlow) {
-      return this.startRun(typeof a === "string" ? a : a.type, b as string, input, options);
+    // A Flow (also one of another copy of this package: it has a declaration), or a type name.
+    const isFlow = a instanceof DexFlow || (typeof (a as Partial<DexFlow>).declaration === "function" && typeof (a as Partial<DexFlow>).type === "string");
+    if (typeof a === "string" || isFlow) {
+      return this.startRun(typeof a === "string" ? a : (a as DexFlow).type, b as string, input, options);
     }
     return this.startDagFlow(a, (b as CallOptions | undefined) ?? {});
   }
