@@ -53,8 +53,10 @@ struct WorkerOptions {
   uint32_t max_concurrent_tasks = 16;
   // Reconnect delays double from initial to max; each is jittered to [d/2, d].
   // With several addresses the delay comes after each full round over them.
+  // The 1 s cap finds a restarted server within about a second; a refused
+  // connection is one cheap round trip, so waiting longer saves nothing.
   Duration reconnect_backoff_initial = milliseconds(100);
-  Duration reconnect_backoff_max = seconds(10);
+  Duration reconnect_backoff_max = seconds(1);
   // After shutdown(): how long run() waits for running tasks to finish and
   // their results to be acknowledged. Past it, running tasks see cancelled()
   // and their results are dropped (the server times those attempts out).
