@@ -80,10 +80,11 @@ TEST_F(ProgramsTest, NoCommandIsAUsageErrorListingTheCommands) {
   Ran ran = dexcli({});
   EXPECT_EQ(ran.exit_code, 2);
   EXPECT_NE(
-      ran.err.find("'dexcli' needs one of these commands: flow-type, flow, admin, health, inspect"),
+      ran.err.find(
+          "'dexcli' needs one of these commands: flow-type, dag, flow, admin, health, inspect"),
       std::string::npos)
       << ran.err;
-  ran = dexcli({"flow"});
+  ran = dexcli({"dag"});
   EXPECT_EQ(ran.exit_code, 2);
   EXPECT_NE(ran.err.find("start, get, list, cancel, wait"), std::string::npos) << ran.err;
 }
@@ -91,16 +92,17 @@ TEST_F(ProgramsTest, NoCommandIsAUsageErrorListingTheCommands) {
 TEST_F(ProgramsTest, HelpAtEveryLevelExitsZero) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
                                         {"flow", "--help"},
-                                        {"flow", "start", "--help"},
+                                        {"dag", "--help"},
+                                        {"dag", "start", "--help"},
                                         {"flow-type", "register", "--help"},
                                         {"admin", "describe", "--help"},
-                                        {"flow", "wait", "--help"}}) {
+                                        {"dag", "wait", "--help"}}) {
     Ran ran = dexcli(args);
     EXPECT_EQ(ran.exit_code, 0) << args.back();
     EXPECT_NE(ran.out.find("Usage:"), std::string::npos) << ran.out;
   }
-  EXPECT_NE(dexcli({"flow", "start", "--help"}).out.find("--flow-id"), std::string::npos);
-  EXPECT_NE(dexcli({"flow", "wait", "--help"}).out.find("--wait-timeout"), std::string::npos);
+  EXPECT_NE(dexcli({"dag", "start", "--help"}).out.find("--flow-id"), std::string::npos);
+  EXPECT_NE(dexcli({"dag", "wait", "--help"}).out.find("--wait-timeout"), std::string::npos);
 }
 
 TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
@@ -109,14 +111,14 @@ TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{"flow", "start", "three-step", "--input", "{not json"}, "--input is not valid JSON"},
-           {{"--timeout", "10", "flow", "get", "x"}, "--timeout: invalid duration '10'"},
-           {{"flow", "list", "--status", "DONE"}, "--status must be RUNNING, COMPLETED"},
-           {{"flow", "list", "--page-size", "0"}, "--page-size"},
-           {{"flow", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
-           {{"flow", "get"}, "ID is required"},
+           {{"dag", "start", "three-step", "--input", "{not json"}, "--input is not valid JSON"},
+           {{"--timeout", "10", "dag", "get", "x"}, "--timeout: invalid duration '10'"},
+           {{"dag", "list", "--status", "DONE"}, "--status must be RUNNING, COMPLETED"},
+           {{"dag", "list", "--page-size", "0"}, "--page-size"},
+           {{"dag", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
+           {{"dag", "get"}, "ID is required"},
            {{"flow-type", "register", (dir_ / "missing.yaml").string()}, "cannot read"},
-           {{"flow", "start", "t", "--bogus"}, "--bogus"},
+           {{"dag", "start", "t", "--bogus"}, "--bogus"},
        }) {
     Ran ran = call(c.args);
     EXPECT_EQ(ran.exit_code, 2) << c.message << "\n" << ran.err;
@@ -148,7 +150,7 @@ TEST_F(ProgramsTest, UnreachableServerIsNamedWithExitOne) {
     FakeServer s(w, f, a);
     address = s.address();
   }
-  Ran ran = dexcli({"--server", address, "flow", "get", "f-1"});
+  Ran ran = dexcli({"--server", address, "dag", "get", "f-1"});
   EXPECT_EQ(ran.exit_code, 1);
   EXPECT_EQ(
       ran.err.rfind(
@@ -162,10 +164,10 @@ TEST_F(ProgramsTest, SeveralServersFindTheActiveOneInAnyOrderCommaSeparatedOrRep
   ASSERT_TRUE(standby);
   const std::string s = address_of(*standby), a = server_.address();
   for (std::vector<std::string> args :
-       {std::vector<std::string>{"--server", s + "," + a, "flow", "get", "f-done"},
-        {"--server", a + "," + s, "flow", "get", "f-done"},
-        {"--server", s, "--server", a, "flow", "get", "f-done"},
-        {"flow", "get", "f-done", "--server", s + ", " + a}}) {
+       {std::vector<std::string>{"--server", s + "," + a, "dag", "get", "f-done"},
+        {"--server", a + "," + s, "dag", "get", "f-done"},
+        {"--server", s, "--server", a, "dag", "get", "f-done"},
+        {"dag", "get", "f-done", "--server", s + ", " + a}}) {
     Ran ran = dexcli(args);
     ASSERT_EQ(ran.exit_code, 0) << ran.err;
     EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
@@ -186,12 +188,12 @@ TEST_F(ProgramsTest, BadServerListIsRefusedNamingTheBadEntry) {
             "65535"},
            {"127.0.0.1:1,127.0.0.1:1", "--server: server address '127.0.0.1:1' is listed twice"},
        }) {
-    Ran ran = dexcli({"--server", c.list, "flow", "get", "f-done"});
+    Ran ran = dexcli({"--server", c.list, "dag", "get", "f-done"});
     EXPECT_EQ(ran.exit_code, 2) << c.list << "\n" << ran.err;
     EXPECT_NE(ran.err.find("dexcli: " + c.message), std::string::npos) << ran.err;
     EXPECT_TRUE(ran.out.empty());
   }
-  Ran ran = dexcli({"--server", "127.0.0.1:1", "--server", "nope", "flow", "list"});
+  Ran ran = dexcli({"--server", "127.0.0.1:1", "--server", "nope", "dag", "list"});
   EXPECT_EQ(ran.exit_code, 2);
   EXPECT_NE(ran.err.find("invalid server address 'nope'"), std::string::npos) << ran.err;
   EXPECT_EQ(flows_.calls(), 0u);
@@ -201,7 +203,7 @@ TEST_F(ProgramsTest, NoActiveServerNamesEveryAddressWithExitOne) {
   auto one = start_standby(), two = start_standby();
   ASSERT_TRUE(one && two);
   Ran ran = dexcli({"--server", address_of(*one) + "," + address_of(*two), "--timeout", "500ms",
-                    "flow", "get", "f-1"});
+                    "dag", "get", "f-1"});
   EXPECT_EQ(ran.exit_code, 1);
   EXPECT_EQ(ran.err.rfind("dexcli: getting flow f-1: UNAVAILABLE: no active dex process at any of "
                           "2 addresses (kept trying for 500ms)",
@@ -216,13 +218,13 @@ TEST_F(ProgramsTest, NoActiveServerNamesEveryAddressWithExitOne) {
 }
 
 TEST_F(ProgramsTest, ServerErrorIsPrintedWithItsCode) {
-  Ran ran = call({"flow", "get", "nope"});
+  Ran ran = call({"dag", "get", "nope"});
   EXPECT_EQ(ran.exit_code, 1);
   EXPECT_EQ(ran.err, "dexcli: getting flow nope: NOT_FOUND: no flow with ID nope\n");
 }
 
 TEST_F(ProgramsTest, FlowGetPrintsEnumsByNameAndEmbedsJson) {
-  Ran ran = call({"flow", "get", "f-done"});
+  Ran ran = call({"dag", "get", "f-done"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   json flow = json::parse(ran.out);
   EXPECT_EQ(flow["flowId"], "f-done");
@@ -240,13 +242,13 @@ TEST_F(ProgramsTest, FlowGetPrintsEnumsByNameAndEmbedsJson) {
 }
 
 TEST_F(ProgramsTest, GlobalFlagsAreAcceptedAfterTheCommand) {
-  Ran ran = dexcli({"flow", "get", "f-done", "--server", server_.address(), "--timeout", "5s"});
+  Ran ran = dexcli({"dag", "get", "f-done", "--server", server_.address(), "--timeout", "5s"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
 }
 
 TEST_F(ProgramsTest, FlowStartSendsTypeInputAndId) {
-  Ran ran = call({"flow", "start", "three-step", "--input", R"({"n": 1})", "--flow-id", "my-1"});
+  Ran ran = call({"dag", "start", "three-step", "--input", R"({"n": 1})", "--flow-id", "my-1"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   json out = json::parse(ran.out);
   EXPECT_EQ(out["flow"]["flowId"], "my-1");
@@ -259,7 +261,7 @@ TEST_F(ProgramsTest, FlowStartSendsTypeInputAndId) {
 }
 
 TEST_F(ProgramsTest, FlowListPassesFiltersAndPrintsTheNextPageToken) {
-  Ran ran = call({"flow", "list", "--status", "completed", "--page-size", "10"});
+  Ran ran = call({"dag", "list", "--status", "completed", "--page-size", "10"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   json out = json::parse(ran.out);
   EXPECT_EQ(out["flows"].size(), 1u);
@@ -270,11 +272,11 @@ TEST_F(ProgramsTest, FlowListPassesFiltersAndPrintsTheNextPageToken) {
 }
 
 TEST_F(ProgramsTest, FlowWaitExitsThreeWhenTheFlowDidNotEnd) {
-  Ran ran = call({"flow", "wait", "f-running", "--wait-timeout", "200ms"});
+  Ran ran = call({"dag", "wait", "f-running", "--wait-timeout", "200ms"});
   EXPECT_EQ(ran.exit_code, 3) << ran.err;
   EXPECT_EQ(json::parse(ran.out)["ended"], false);
   EXPECT_NE(ran.err.find("did not end within 200ms"), std::string::npos) << ran.err;
-  ran = call({"flow", "wait", "f-done"});
+  ran = call({"dag", "wait", "f-done"});
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "COMPLETED");
 }
@@ -300,7 +302,7 @@ TEST_F(ProgramsTest, FlowTypeCommandsPrintDurationsAsInDefinitions) {
   ran = call({"flow-type", "list"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(json::parse(ran.out)["flowTypes"].size(), 1u);
-  ran = call({"flow", "cancel", "f-9"});
+  ran = call({"dag", "cancel", "f-9"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "CANCELLED");
 }
