@@ -38,7 +38,8 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
              ran was handed out in the log with that number; an ASYNC one that the log lacks ran
              before a later EpochStart (the spec's exception)
   publishes  every message published at most once (request IDs work through failover), taken
-             by at most one wait, taken in publish order (FIFO) and after it was published; every
+             by at most one wait, taken in publish order (FIFO) and after it was published, and
+             seen by the Execute whose wait took it (Gate's output "took"); every
              acknowledged publish is in its run's history (consumed, or still queued at the end)
   state      the served result (description outputs, status) is what the history's applied
              decisions and FLOW_CLOSED say
@@ -551,6 +552,20 @@ class Checker:
                             taken_at[m].append((fid, x.get("stepExecutionId"), x["seq"]))
             published += len(pubs)
             taken += len(takes)
+            # The Execute that decided saw exactly what its wait took (Gate's output "took").
+            took_by = defaultdict(list)
+            for x in ev:
+                if x["kind"] == "WAIT_COMPLETED":
+                    for c in sorted(x.get("conditions", []), key=lambda c: c.get("index", 0)):
+                        took_by[x.get("stepExecutionId")] += messages_of(c.get("messages", []))
+            for ex, x in done.items():
+                if not ex.startswith("Gate-"):
+                    continue
+                seen = [p.get("took") for p in payloads(x.get("decision", {}))
+                        if isinstance(p, dict) and "took" in p]
+                if seen and [m.get("m") for m in seen[0]] != took_by.get(ex, []):
+                    self.violation("publishes", f"{fid}/{ex}: Execute saw {seen[0]}, its wait "
+                                   f"took {took_by.get(ex, [])}")
             for i, (m, seq) in enumerate(takes):
                 if i >= len(pubs) or pubs[i][0] != m:
                     self.violation("publishes", f"{fid}: take #{i + 1} is {m} (seq {seq}), but the "
