@@ -6,7 +6,7 @@ first failover) and each repetition, on a fresh node (its own key prefix in one 
 
   1. `dex-server-zd serve` A becomes active; B starts as a standby with an empty local store
      (hot: until dexzd_hot_standby_state{state="following"} is 1; cold: until it waits for the
-     lease). A `dex-example-worker` and closed-loop `dexcli flow start` clients are given both
+     lease). A `dex-flow-examples worker` and closed-loop `dexcli flow start` clients are given both
      addresses; the clients build the log to the wanted length, then keep a steady load.
   2. SIGTERM of A. Measured: SIGTERM -> B's ready line, and A's "released the lease" -> B's
      ready line. A is started again as the new standby, with an empty local store (a new
@@ -225,7 +225,7 @@ class Server:
 
 
 class Load:
-    """Closed-loop clients: `dexcli flow start one-step` with known flow IDs through every address.
+    """Closed-loop clients: `dexcli flow start OneStep` with known flow IDs through every address.
 
     `active` clients run, each pausing `pause` s after a start; both can change while it runs.
     `calls` has (sent, answered, ok) of every start call, in wall-clock seconds.
@@ -253,9 +253,11 @@ class Load:
             i += 1
             sent = time.time()
             try:
+                # The request ID makes a repeat after an unknown outcome answer the same run.
                 r = subprocess.run([self.bench.bin("dexcli"), "--server", self.servers, "--timeout",
-                                    "30s", "dag", "start", "one-step", "--flow-id", flow_id,
-                                    "--input", "{}"], capture_output=True, text=True, timeout=60)
+                                    "30s", "flow", "start", "OneStep", "--flow-id", flow_id,
+                                    "--request-id", flow_id, "--input", "{}"],
+                                   capture_output=True, text=True, timeout=60)
                 ok, error = r.returncode == 0, r.stderr.strip()
             except (OSError, subprocess.SubprocessError) as e:
                 ok, error = False, str(e)
@@ -278,42 +280,64 @@ class Load:
             t.join(90)
 
 
-def list_flows(bench, servers):
-    flows, token = {}, ""
-    for _ in range(1000):
-        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
-        r = subprocess.run([bench.bin("dexcli"), "--server", ",".join(servers), "--timeout", "10s",
-                            *args], capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            return None
-        page = json.loads(r.stdout)
-        flows.update({f["flowId"]: f for f in page.get("flows", [])})
-        token = page.get("nextPageToken", "")
-        if not token:
-            return flows
-    return flows
+def dexcli_json(bench, servers, *args):
+    """One dexcli call's JSON output, or None when it failed."""
+    r = subprocess.run([bench.bin("dexcli"), "--server", ",".join(servers), "--timeout", "10s",
+                        *args], capture_output=True, text=True, timeout=60)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def parallel(fn, items, threads=8):
+    """{item: fn(item)} computed by a few threads (each call is a dexcli process)."""
+    out, todo, lock = {}, list(items), threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                item = todo.pop()
+            value = fn(item)
+            with lock:
+                out[item] = value
+
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return out
 
 
 def check_flows(bench, servers, acknowledged, timeout=180):
-    """Waits until every acknowledged flow ended; returns (flows, problems, attempt outcomes)."""
+    """Waits until every acknowledged flow closed; returns (flows, problems, attempt outcomes).
+
+    flows: {flow ID: its description (dexcli flow describe)}; outcomes counts the Steps that
+    completed on their first attempt ("attempt1") and on a later one ("retried": an attempt
+    before failed, timed out or was not completed, e.g. interrupted by the failover).
+    """
     deadline = time.monotonic() + timeout
     flows = {}
     while time.monotonic() < deadline:
-        flows = list_flows(bench, servers) or flows
-        if acknowledged <= set(flows) and all(flows[i]["status"] != "RUNNING" for i in acknowledged):
+        todo = [i for i in acknowledged if flows.get(i, {}).get("status", "RUNNING") == "RUNNING"]
+        if not todo:
             break
+        described = parallel(lambda i: dexcli_json(bench, servers, "flow", "describe", i), todo)
+        flows.update({i: d for i, d in described.items() if d is not None})
         time.sleep(0.5)
     problems, outcomes = [], {}
     for flow_id in sorted(acknowledged):
         f = flows.get(flow_id)
         if f is None:
-            problems.append(f"{flow_id}: acknowledged but not listed (lost)")
+            problems.append(f"{flow_id}: acknowledged but not found (lost)")
         elif f["status"] != "COMPLETED":
-            problems.append(f"{flow_id}: {f['status']} {f.get('error', '')}")
-    for f in flows.values():
-        for step in f.get("steps", []):
-            for a in step.get("attempts", []):
-                outcomes[a["outcome"]] = outcomes.get(a["outcome"], 0) + 1
+            problems.append(f"{flow_id}: {f['status']} {f.get('closeReason', '')}")
+    histories = parallel(lambda i: dexcli_json(bench, servers, "flow", "history", i, "--kind",
+                                               "EXECUTE_COMPLETED"), sorted(flows))
+    for history in histories.values():
+        for e in (history or {}).get("events", []):
+            key = "attempt1" if e.get("attempt", 1) == 1 else "retried"
+            outcomes[key] = outcomes.get(key, 0) + 1
     return flows, problems, outcomes
 
 
@@ -380,7 +404,7 @@ class Bench:
         # Private copies: others may relink build/bin while this runs.
         self.bindir = os.path.join(self.work, "bin")
         os.makedirs(self.bindir)
-        for name in ("dex-server-zd", "dexcli", "dex-example-worker"):
+        for name in ("dex-server-zd", "dexcli", "dex-flow-examples"):
             self.copy_binary(name)
         self.minio = None
         self.procs = []
@@ -480,7 +504,7 @@ class Bench:
             flows, problems, outcomes = check_flows(self, servers, load.acknowledged)
             self.log(f"{mode} {target} #{rep}: {len(load.acknowledged)} flows acknowledged "
                      f"({load.failed_calls} start calls failed and were not retried), "
-                     f"{len(flows)} listed; attempt outcomes {outcomes}")
+                     f"{len(flows)} found; Steps completed {outcomes}")
             if not load.acknowledged or problems:
                 die(f"{node_id}: {len(problems)} acknowledged flows did not complete:\n  "
                     + "\n  ".join(problems[:20]))
@@ -494,8 +518,8 @@ class Bench:
             self.end_case(load, worker, [A, B])
 
     def start_worker(self, node_id, servers):
-        """A dex-example-worker (--concurrency 32, --work-time) given every address."""
-        worker = Proc(f"{node_id}-worker", [self.bin("dex-example-worker"), "--server",
+        """A dex-flow-examples worker (--concurrency 32, --work-time) given every address."""
+        worker = Proc(f"{node_id}-worker", [self.bin("dex-flow-examples"), "worker", "--server",
                                             ",".join(servers), "--concurrency", "32",
                                             "--work-time", self.args.work_time],
                       log_dir=self.logs)
@@ -573,7 +597,7 @@ def add_common_args(p, csv_name, settle, what):
     p.add_argument("--reps", type=int, default=3, help=f"repetitions of each {what}")
     p.add_argument("--settle", type=float, default=settle, help="load before each measured event, s")
     p.add_argument("--lease", type=int, default=3, help="lease.duration in seconds (3 to 3600)")
-    p.add_argument("--work-time", default="20ms", help="dex-example-worker --work-time per Step")
+    p.add_argument("--work-time", default="20ms", help="the OneStep Flow's Step works this long (dex-flow-examples --work-time)")
     p.add_argument("--bin-dir", default=os.path.join(REPO, "build", "bin"))
     p.add_argument("--minio", default=os.environ.get("DEX_MINIO_BIN")
                    or os.path.expanduser("~/.cache/dex/bin/minio"))

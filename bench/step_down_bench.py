@@ -7,7 +7,7 @@ For each setup and each repetition, on a fresh node (its own key prefix in one M
   hot     two `dex-server-zd serve` processes in hot mode: A active, B following;
   single  one `serve` process (cold mode), nothing else.
 
-A `dex-example-worker` and closed-loop probe clients (`dexcli flow start one-step`, no pause,
+A `dex-flow-examples worker` and closed-loop probe clients (`dexcli flow start OneStep`, no pause,
 each a new process, given every address) run for --settle seconds; then
 `dexcli --server <A> admin step-down --yes` is called, the probe runs --after seconds more, and
 every flow whose start was acknowledged must complete within --flow-wait seconds, with every
@@ -44,6 +44,11 @@ RELEASED = re.compile(r"stepped down: released the lease of epoch (\d+) \((\d+) 
 WORKER_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
 # setup -> (standby.mode, serve processes)
 SETUPS = {"hot": ("hot", 2), "single": ("cold", 1)}
+
+
+def num(value, spec=".2f"):
+    """A figure of the log line, or "-" when there is none (no successful start, say)."""
+    return "-" if value in ("", None) else format(value, spec)
 
 
 def successes_gap(calls, t_from, t_to):
@@ -136,8 +141,8 @@ class StepDownBench(Bench):
             baseline, _, _ = successes_gap(calls, t_req - max(a.settle - 1, a.settle / 2), t_req)
             new_answers = [ans for _, ans, ok in calls if ok and ans > acq_ts]
             latencies = [ans - sent for sent, ans, ok in calls if ok and ans > t_req]
-            flow_s = [(f["endedAtMs"] - f["createdAtMs"]) / 1000 for i, f in flows.items()
-                      if i in load.acknowledged and "endedAtMs" in f and "createdAtMs" in f]
+            flow_s = [(f["closeUnixMs"] - f["startUnixMs"]) / 1000 for i, f in flows.items()
+                      if i in load.acknowledged and "closeUnixMs" in f and "startUnixMs" in f]
             moved = worker_moved(worker, node_id, out.get("activeNodeEpoch"), worker_mark)
             m = RELEASED.search(released)
             row = {
@@ -180,10 +185,10 @@ class StepDownBench(Bench):
                      f"{row['release_to_lease_s']:.2f}s, serving {row['release_to_serving_s']:.2f}s "
                      f"after the release, worker there "
                      + (f"{row['release_to_worker_s']:.2f}s after it" if moved else "never")
-                     + f"; no successful start for {gap:.2f}s ({row['gap_from_s']:+.2f} "
-                     f"to {row['gap_to_s']:+.2f}s; {baseline or 0:.3f}s before); first start on the new "
-                     f"active {row['first_success_s']:.2f}s after the request; longest start "
-                     f"{row['max_start_s']:.2f}s, longest flow {row['max_flow_s']:.2f}s; "
+                     + f"; no successful start for {num(gap)}s ({num(row['gap_from_s'], '+.2f')} "
+                     f"to {num(row['gap_to_s'], '+.2f')}s; {baseline or 0:.3f}s before); first start "
+                     f"on the new active {num(row['first_success_s'])}s after the request; longest "
+                     f"start {num(row['max_start_s'])}s, longest flow {num(row['max_flow_s'])}s; "
                      f"{len(load.acknowledged)} flows acknowledged, {len(problems)} of them not "
                      f"completed; {load.failed_calls} start calls failed"
                      + (f" (the last: {load.last_error})" if load.failed_calls else "")

@@ -8,10 +8,13 @@
 //  - ParallelQuotes: Start fans out to three Quote Steps and Pick (GoToMulti);
 //    Pick waits AllOf two quotes and a short settle Timer, then completes with
 //    the cheapest and cancels the Quote still running.
+//  - OneStep, ThreeSteps (pipelines.cc): Execute-only Steps in a row, each
+//    taking a set work time; the benchmarks' workload.
 // Inputs are JSON objects; every duration is in milliseconds so that tests can
 // shorten them.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -22,6 +25,9 @@ namespace dex::examples {
 std::shared_ptr<sdk::Flow> order_processing();
 std::shared_ptr<sdk::Flow> signup();
 std::shared_ptr<sdk::Flow> parallel_quotes();
-std::vector<std::shared_ptr<sdk::Flow>> all_flows();
+// The three examples and the pipelines (whose Steps take `work_time` each).
+std::vector<std::shared_ptr<sdk::Flow>> all_flows(
+    std::chrono::milliseconds work_time = std::chrono::milliseconds(0));
+std::vector<std::shared_ptr<sdk::Flow>> pipelines(std::chrono::milliseconds work_time);
 
 }  // namespace dex::examples

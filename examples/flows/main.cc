@@ -1,6 +1,7 @@
 // dex-flow-examples: the example Flows (example_flows.h) as a program.
 //
-//   dex-flow-examples worker [--server ADDR]...         host the three Flows
+//   dex-flow-examples worker [--server ADDR]... [--concurrency N] [--work-time D]
+//                                                       host the Flows (example_flows.h)
 //   dex-flow-examples drive order|order-refund|signup|quotes --flow-id ID [--server ADDR]...
 //
 // `drive` plays the outside world of one example (the seller approving, the
@@ -18,7 +19,9 @@
 #include <thread>
 
 #include "common/version.h"
+#include "config/config.h"
 #include "example_flows.h"
+#include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/worker.h"
 
@@ -39,13 +42,25 @@ void emit(json line) {
   std::cout << line.dump() << std::endl;
 }
 
-int serve(const std::vector<std::string>& servers, const std::string& worker_id) {
+struct ServeFlags {
+  std::string worker_id;
+  uint32_t concurrency = 16;
+  std::string work_time = "0ms";
+};
+
+int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
+  auto work_time = dex::parse_duration(flags.work_time);
+  if (!work_time.is_ok()) {
+    std::cerr << "dex-flow-examples: --work-time: " << work_time.status().message() << std::endl;
+    return 2;
+  }
   dex::WorkerOptions options;
   options.server_addresses = servers;
-  options.worker_id = worker_id;
-  options.reconnect_backoff_max = dex::seconds(1);
+  options.worker_id = flags.worker_id;
+  options.max_concurrent_tasks = flags.concurrency;
   dex::Worker worker(options);
-  for (auto& flow : dex::examples::all_flows()) worker.host(flow);
+  const auto work_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*work_time);
+  for (auto& flow : dex::examples::all_flows(work_ms)) worker.host(flow);
   // SIGTERM / SIGINT: a graceful shutdown from a thread that waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -59,7 +74,8 @@ int serve(const std::vector<std::string>& servers, const std::string& worker_id)
   });
   waiter.detach();
   std::cout << "dex-flow-examples worker " << worker.worker_id()
-            << " hosts OrderProcessing, SignUp and ParallelQuotes" << std::endl;
+            << " hosts OrderProcessing, SignUp, ParallelQuotes, OneStep and ThreeSteps"
+            << std::endl;
   dex::Status s = worker.run();
   if (!s.is_ok()) {
     std::cerr << "dex-flow-examples: " << s.to_string() << std::endl;
@@ -166,9 +182,14 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
     }
     if (!h->more()) break;
   }
-  emit({{"event", "result"}, {"flow_id", flow_id}, {"closed", closed->closed()},
-        {"status", status}, {"reason", closed->flow().close_reason()}, {"outputs", outputs},
-        {"runs", closed->flow().runs()}, {"history_publishes", history_publishes}});
+  emit({{"event", "result"},
+        {"flow_id", flow_id},
+        {"closed", closed->closed()},
+        {"status", status},
+        {"reason", closed->flow().close_reason()},
+        {"outputs", outputs},
+        {"runs", closed->flow().runs()},
+        {"history_publishes", history_publishes}});
   return closed->flow().status() == dex::flow::FLOW_COMPLETED ? 0 : 1;
 }
 
@@ -179,12 +200,22 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", dex::version_line("dex-flow-examples"));
   app.require_subcommand(1);
   std::vector<std::string> servers;
-  std::string worker_id;
-  auto* worker = app.add_subcommand("worker", "Host OrderProcessing, SignUp and ParallelQuotes");
+  ServeFlags flags;
+  auto* worker = app.add_subcommand(
+      "worker",
+      "Host OrderProcessing, SignUp, ParallelQuotes and the pipelines OneStep, ThreeSteps");
   worker->add_option("--server", servers,
-                     "Address of a process of the node (repeat for its standbys); default "
-                     "127.0.0.1:8801");
-  worker->add_option("--worker-id", worker_id, "Stable Worker ID (default: <hostname>-<pid>)");
+                     "Address of a process of the node (repeat for its standbys, or "
+                     "comma-separated); default 127.0.0.1:8801");
+  worker->add_option("--worker-id", flags.worker_id,
+                     "Stable Worker ID (default: <hostname>-<pid>)");
+  worker->add_option("--concurrency", flags.concurrency, "Tasks run at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  worker
+      ->add_option("--work-time", flags.work_time,
+                   "How long each pipeline Step works (sleeps): 20ms, 1s")
+      ->capture_default_str();
   std::string example, flow_id;
   auto* driver = app.add_subcommand("drive", "Run one example end to end against a Worker");
   driver->add_option("example", example, "order, order-refund, signup or quotes")
@@ -197,9 +228,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  std::vector<std::string> addresses;
+  for (const std::string& arg : servers) {
+    auto parsed = dex::parse_server_addresses(arg);
+    if (!parsed.is_ok()) {
+      std::cerr << "dex-flow-examples: --server: " << parsed.status().message() << std::endl;
+      return 2;
+    }
+    addresses.insert(addresses.end(), parsed->begin(), parsed->end());
+  }
+  servers = addresses;
   if (servers.empty()) servers.push_back("127.0.0.1:8801");
   try {
-    if (worker->parsed()) return serve(servers, worker_id);
+    if (worker->parsed()) return serve(servers, flags);
     return drive(example, servers, flow_id);
   } catch (const std::exception& e) {
     emit({{"event", "error"}, {"message", e.what()}});

@@ -78,8 +78,10 @@ class ParallelQuotes final : public sdk::Flow {
 
 std::shared_ptr<sdk::Flow> parallel_quotes() { return std::make_shared<ParallelQuotes>(); }
 
-std::vector<std::shared_ptr<sdk::Flow>> all_flows() {
-  return {order_processing(), signup(), parallel_quotes()};
+std::vector<std::shared_ptr<sdk::Flow>> all_flows(std::chrono::milliseconds work_time) {
+  std::vector<std::shared_ptr<sdk::Flow>> out = {order_processing(), signup(), parallel_quotes()};
+  for (auto& flow : pipelines(work_time)) out.push_back(std::move(flow));
+  return out;
 }
 
 }  // namespace dex::examples
