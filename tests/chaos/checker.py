@@ -24,7 +24,8 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
              the answer, written under a lease period that lasted until after the landing; a
              start answered "new" was written by the process that answered
   flows      every acknowledged start exists and its run closed; one run per Flow ID (every
-             answer of a Flow's starts names the same run, the log starts no second one)
+             answer of a Flow's starts names the same run, the log starts no second one); the
+             log starts no Flow that no client tried to start
   decisions  at most one applied result per method of a Step execution (EXECUTE_COMPLETED,
              WAIT_FOR_COMPLETED, WAIT_COMPLETED once each); the executions that exist are
              exactly those the applied decisions created (a decision applied twice would make a
@@ -450,6 +451,9 @@ class Checker:
                 if sf.get("options", {}).get("requestId") != f"start-{fid}":
                     self.violation("flows", f"{fid}: slot {slot} starts it with request ID "
                                    f"{sf.get('options', {}).get('requestId')!r}")
+        # No ListFlows in dex.flow.FlowService: a run nobody asked for can only be found in the log.
+        for fid in sorted(set(self.start_records) - tried):
+            self.violation("flows", f"the log starts {fid}, which no client tried to start")
         self.stats.update(acknowledged=len(acked), lost=len(lost), not_ended=len(running),
                           completed=statuses.get("FLOW_COMPLETED", 0),
                           failed=sum(v for k, v in statuses.items() if k != "FLOW_COMPLETED"),
@@ -774,6 +778,12 @@ def _mutations(base):
     def lost_flow(c):
         c.final[flow] = {"error": "NOT_FOUND: no Flow"}
     out.append(("acknowledged flow lost", "flows", lost_flow))
+
+    def phantom_start(c):  # a run nobody started
+        for b, r, sf in _flow_records(c, "startFlow"):
+            sf["flowId"] = "phantom-" + sf["flowId"]
+            return
+    out.append(("a run no client started", "flows", phantom_start))
 
     def second_run(c):
         c.final[flow]["description"]["runs"] = 2
