@@ -11,8 +11,8 @@
 //   node driver.mjs rtt --grpc 127.0.0.1:8801 --seconds 1       (gRPC health Check)
 //   node driver.mjs rtt --http http://127.0.0.1:8080/restate/health --seconds 1
 //
-// dex: StartFlow with a fresh flow ID, then WaitFlow until it ends (one gRPC channel, i.e.
-// one HTTP/2 connection, for all loops). Restate: one HTTP/1.1 POST to the handler on the
+// dex: dex.flow.FlowService StartFlow with a fresh flow ID, then WaitForFlow until the run
+// closed (one gRPC channel, i.e. one HTTP/2 connection, for all loops). Restate: one HTTP/1.1 POST to the handler on the
 // ingress (the request/response invocation: it answers when the handler has returned),
 // keep-alive connections, one per loop. Prints one JSON object on its last line.
 import fs from "node:fs";
@@ -78,21 +78,24 @@ function unary(client, method, request, deadlineMs) {
   });
 }
 
-// One flow on dex: StartFlow, then WaitFlow until it ends. Resolves, or throws why not.
+// One flow on dex: StartFlow (dex.flow.FlowService) with a fresh flow ID, then WaitForFlow until
+// the run closed. Resolves, or throws why not.
 function dexRunner(args) {
-  const pkg = loadProto(path.join(REPO, "proto", "dex", "api.proto"), [path.join(REPO, "proto")]);
-  const client = new pkg.dex.FlowService(args.address, grpc.credentials.createInsecure());
+  const protoRoot = path.join(REPO, "proto");
+  const pkg = loadProto(path.join(protoRoot, "dex", "flow_api.proto"), [protoRoot]);
+  const client = new pkg.dex.flow.FlowService(args.address, grpc.credentials.createInsecure());
   const flowType = args["flow-type"];
   const prefix = `${args["id-prefix"] ?? "peers"}-${process.pid}-`;
   let seq = 0;
   return async (input) => {
     const flowId = prefix + seq++;
-    await unary(client, "startFlow", { flowType, flowId, input: JSON.stringify(input) }, 30000);
+    await unary(client, "startFlow",
+                { flowId, flowType, input: { data: Buffer.from(JSON.stringify(input)) } }, 30000);
     for (;;) {
-      const res = await unary(client, "waitFlow", { flowId, timeoutMs: 30000 }, 40000);
-      if (!res.ended) continue;
-      if (res.flow.status !== "FLOW_STATUS_COMPLETED") {
-        throw new Error(`flow ${flowId} ended ${res.flow.status}: ${res.flow.error}`);
+      const res = await unary(client, "waitForFlow", { flow: { flowId }, timeoutMs: 30000 }, 40000);
+      if (!res.closed) continue;
+      if (res.flow.status !== "FLOW_COMPLETED") {
+        throw new Error(`flow ${flowId} closed ${res.flow.status}: ${res.flow.closeReason}`);
       }
       return;
     }
@@ -194,7 +197,7 @@ function runner(args, concurrency) {
 }
 
 // One flow, retried until it completes: the server, the worker or service and the flow type
-// are all there.
+// (on dex: declared by the Worker's hello) are all there.
 async function probe(args) {
   const run = runner(args, 1);
   const deadline = nowMs() + Number(args.timeout ?? 30) * 1000;

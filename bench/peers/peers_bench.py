@@ -3,13 +3,17 @@
 
 The same workload on both: a flow of one Step and a flow of three sequential Steps, each Step
 trivial work in a Node.js handler (it returns the flow's input), closed-loop clients at
-concurrency 1 and 64, durable settings on both. Setups (--setups):
+concurrency 1 and 64, durable settings on both. On dex these are dex Flows (peers-one: Step
+echo; peers-three: echo-1 -> echo-2 -> echo-3; each Step one Execute) that the Worker declares
+in its hello. Setups (--setups):
 
-  dex-ts-strict     dex-server-zd dev --durability strict, the TypeScript Worker (sdk/typescript)
+  dex-ts-strict     dex-server-zd dev --durability strict, the TypeScript Worker (sdk/typescript,
+                    bench/peers/dex/worker.mjs)
   restate           restate-server with its defaults, the Restate service (ctx.run steps)
-  dex-cpp-strict    dex-server-zd dev --durability strict, dex-example-worker (C++)
+  dex-cpp-strict    dex-server-zd dev --durability strict, dex-peers-worker (C++ SDK,
+                    bench/peers_worker.cc)
   dex-ts-pcs        dex-server-zd dev --durability processCrashSafe, the TypeScript Worker
-  dex-cpp-pcs       dex-server-zd dev --durability processCrashSafe, dex-example-worker
+  dex-cpp-pcs       dex-server-zd dev --durability processCrashSafe, dex-peers-worker
 
 Every row (flow x concurrency x setup) gets fresh processes and a fresh data directory; the
 rows of one workload run one after the other, so the machine's noise hits the setups they
@@ -55,7 +59,7 @@ SETUPS = {
     "dex-ts-pcs": ("dex", "ts", "processCrashSafe"),
     "dex-cpp-pcs": ("dex", "cpp", "processCrashSafe"),
 }
-FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three")}  # dex type, Restate handler
+FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three")}  # dex Flow type, Restate handler
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
 
@@ -194,27 +198,16 @@ class Bench:
         server = self.start(f"{tag}-server", [self.bin("dex-server-zd"), "dev", "--data-dir", data,
                                               "--listen", "127.0.0.1:0", "--durability", durability])
         address = DEX_READY.search(server.wait_for(DEX_READY, 60)[1]).group(1)
-        for f in ("peers-one", "peers-three"):
-            for attempt in range(5):  # a loaded machine can miss dexcli's connect deadline
-                r = run([self.bin("dexcli"), "--server", address, "--timeout", "10s", "flow-type",
-                         "register", os.path.join(HERE, "flow-types", f"{f}.yaml")], timeout=60)
-                if r.returncode == 0:
-                    break
-                print(f"peers_bench: note: {tag}: dexcli flow-type register {f} failed "
-                      f"(try {attempt + 1}): {r.stderr.strip()}", file=sys.stderr, flush=True)
-                time.sleep(0.5)
-            else:
-                die(f"dexcli flow-type register {f}: {r.stderr}")
+        # The Worker declares both Flow types in its hello: nothing to register.
         if worker == "ts":
             w = self.start(f"{tag}-worker", [self.node, os.path.join(HERE, "dex", "worker.mjs"),
                                              "--server", address, "--sdk", a.sdk,
                                              "--concurrency", a.worker_concurrency])
             w.wait_for("dex-ts-worker ready", 60)
         else:
-            w = self.start(f"{tag}-worker", [self.bin("dex-example-worker"), "--server", address,
-                                             "--queue", "peers", "--no-register",
+            w = self.start(f"{tag}-worker", [self.bin("dex-peers-worker"), "--server", address,
                                              "--concurrency", a.worker_concurrency])
-            w.wait_for("connected to", 60)
+            w.wait_for("dex-cpp-worker ready", 60)
         target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0]]
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
@@ -479,8 +472,9 @@ def main():
             die(f"unknown flow {f!r} (known: one, three)")
 
     b = Bench(a)
-    for needed in ([b.bin("dex-server-zd"), b.bin("dexcli"), b.bin("dex-example-worker")]
-                   if any(SETUPS[s][0] == "dex" for s in setups) else []):
+    binaries = ([b.bin("dex-server-zd")] if any(SETUPS[s][0] == "dex" for s in setups) else []) \
+        + ([b.bin("dex-peers-worker")] if any(SETUPS[s][1] == "cpp" for s in setups) else [])
+    for needed in binaries:
         if not os.path.exists(needed):
             die(f"{needed} is missing (build it: scripts/bench-peers does)")
     if "restate" in setups and not os.path.exists(b.restate_bin):

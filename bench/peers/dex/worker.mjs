@@ -1,7 +1,13 @@
 // The dex side of bench/peers in TypeScript's runtime: a Worker of the repository's TypeScript
-// SDK (sdk/typescript, built into its dist/) serving task queue "peers", every Step trivial
-// work (it returns the flow input), as the Restate service's ctx.run steps do. The flow types
-// are registered by the benchmark (bench/peers/flow-types), not here.
+// SDK (sdk/typescript, built into its dist/) hosting the two dex Flows of the benchmark, every
+// Step one Execute of trivial work (it passes the run's input on), as the Restate service's
+// ctx.run steps do:
+//
+//   peers-one     echo                       -> gracefulComplete(input)
+//   peers-three   echo-1 -> echo-2 -> echo-3  (goTo the next with the input; the last completes)
+//
+// The Worker's hello declares both Flow types; nothing is registered beforehand. The C++ twin is
+// bench/peers_worker.cc (dex-peers-worker).
 //
 //   node bench/peers/dex/worker.mjs --server 127.0.0.1:8801 [--concurrency 128] [--sdk DIR]
 //
@@ -19,13 +25,27 @@ function flag(name, fallback) {
 }
 
 const sdkDir = path.resolve(flag("sdk", path.join(HERE, "..", "..", "..", "sdk", "typescript")));
-const { Worker } = createRequire(import.meta.url)(path.join(sdkDir, "dist", "index.js"));
+const { Flow, Worker, goTo, gracefulComplete } = createRequire(import.meta.url)(
+  path.join(sdkDir, "dist", "index.js"));
+
+// A Flow of `n` Steps in a row named `names`, each passing the input on; the last completes
+// the run with it as the output.
+function chain(type, names) {
+  const steps = names.map((name, i) => ({
+    type: name,
+    execute: i + 1 < names.length
+      ? (ctx) => goTo(names[i + 1], ctx.input)
+      : (ctx) => gracefulComplete(ctx.input),
+  }));
+  return new Flow({ type, startStep: names[0], steps });
+}
 
 const worker = new Worker({
   addresses: [flag("server", "127.0.0.1:8801")],
   maxConcurrentTasks: Number(flag("concurrency", "128")),
 });
-worker.handle(flag("queue", "peers"), async (task) => task.flowInput);
+worker.host(chain("peers-one", ["echo"]));
+worker.host(chain("peers-three", ["echo-1", "echo-2", "echo-3"]));
 for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, () => void worker.shutdown());
 const running = worker.run();
 await worker.ready();
