@@ -43,7 +43,9 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
              seen by the Execute whose wait took it (Gate's output "took"); every
              acknowledged publish is in its run's history (consumed, or still queued at the end)
   state      the served result (description outputs, status) is what the history's applied
-             decisions and FLOW_CLOSED say
+             decisions and FLOW_CLOSED say; and the decisions the history shows applied are
+             exactly those a small model of the rules applies from the log's records (each
+             Execute result applied at most once, and only the running attempt's)
   reads      a read of a flow acknowledged before the read was sent finds it, and no read shows
              a flow RUNNING after an earlier, completed observation showed it closed
 
@@ -641,6 +643,66 @@ class Checker:
                                f"{sorted(tasks)}")
         self.stats["log_results"] = dict(outcomes)
 
+    def check_applied(self):
+        """Which Worker results the log applied, by a small model of the rules for one method of
+        one Step execution (docs/flow-rules.md): an assignment applies when no attempt of the
+        method is running and it names the next attempt number; a result applies when it names
+        the running task; an EpochStart ends every running attempt (recovery: the next attempt
+        gets the next number); a withdrawal queues the same number again; an execution whose
+        Execute completed takes nothing more. The decisions the history shows applied (attempt
+        and Worker nonce) must be exactly those the log applies: a decision served that the log
+        does not hold, or one the log holds that the server did not apply, is reported."""
+        running, next_n, done = {}, defaultdict(lambda: 1), set()
+        self.applied = {}  # (flow, run, exec) -> (attempt, nonce) of the applied decision
+        for b in self.effective:
+            for r in b.get("recordDetails", []):
+                if "epochStart" in r:
+                    for key, (task, n) in running.items():
+                        next_n[key] = n + 1
+                    running.clear()
+                    continue
+                fr = r.get("flow")
+                if not fr:
+                    continue
+                res = fr.get("methodResult") or fr.get("attemptWithdrawn")
+                if res:
+                    t = res.get("task", {})
+                    key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"),
+                           t.get("method"))
+                    cur = running.get(key)
+                    if cur is not None and cur[0] == res.get("taskId") and key[:3] not in done:
+                        del running[key]
+                        if "attemptWithdrawn" in fr:
+                            next_n[key] = cur[1]
+                        elif res.get("outcome") == "ATTEMPT_COMPLETED":
+                            if key[3] == "EXECUTE":
+                                nk = nonce_of(norm(res.get("decision", {})))
+                                self.applied[key[:3]] = (cur[1], nk)
+                                done.add(key[:3])
+                        else:
+                            next_n[key] = cur[1] + 1
+                for a in fr.get("assignments", []):
+                    t = a["task"]
+                    key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"),
+                           t.get("method"))
+                    n = int(t.get("attempt", 0))
+                    if key not in running and key[:3] not in done and n == next_n[key]:
+                        running[key] = (a.get("taskId"), n)
+        served = {}
+        for fid, entry in self.final.items():
+            for x in entry.get("events", []):
+                if x["kind"] == "EXECUTE_COMPLETED":
+                    d = norm(x)
+                    served[(fid, (entry.get("description") or {}).get("runId"),
+                            x.get("stepExecutionId"))] = (d.get("attempt"),
+                                                          nonce_of(d.get("decision", {})))
+        for key in sorted(set(served) | set(self.applied), key=str):
+            if served.get(key) != self.applied.get(key):
+                self.violation("state", f"{'/'.join(map(str, key))}: the history shows decision "
+                               f"(attempt, nonce) {served.get(key)}, the log applied "
+                               f"{self.applied.get(key)}")
+        self.stats["decisions_applied"] = len(self.applied)
+
     def check_attempts(self):
         numbers = defaultdict(set)
         for key in self.assignments:
@@ -692,6 +754,7 @@ class Checker:
         self.check_flows()
         self.check_history()
         self.check_results()
+        self.check_applied()
         self.check_attempts()
         proxy_faults = Counter(e["a"] for e in self.proxy
                                if e["a"] not in ("forwarded", "upstream_error"))
@@ -742,7 +805,8 @@ def _mutations(base):
         c.index_log()
         b = c.first_start[flow]
         landing = c.landed[(int(b["slot"]), b.get("writeId"))]
-        h = next(h for h in c.history if h.get("flow") == flow and h["op"] == "start" and h.get("ok"))
+        h = next(h for h in c.history
+                 if h.get("flow") == flow and h["op"] == "start" and h.get("ok"))
         h["t1"] = (landing - 0.002) * 1000.0
         h["t0"] = min(h["t0"], h["t1"] - 1.0)
     out.append(("start acknowledged before durable", "durable", early_ack))
@@ -791,7 +855,8 @@ def _mutations(base):
 
     def forged_result(c):  # a decision in the log that no Worker returned
         for b, r, mr in _flow_records(c, "methodResult"):
-            if mr.get("outcome") == "ATTEMPT_COMPLETED" and "gracefulComplete" in mr.get("decision", {}):
+            if mr.get("outcome") == "ATTEMPT_COMPLETED" and \
+                    "gracefulComplete" in mr.get("decision", {}):
                 v = json.loads(base64.b64decode(mr["decision"]["gracefulComplete"]["data"]))
                 v["forged"] = True
                 mr["decision"]["gracefulComplete"]["data"] = \
@@ -832,6 +897,16 @@ def _mutations(base):
             x for x in ev if not (x["kind"] == "CHANNEL_PUBLISHED"
                                   and pub["msg"] in messages_of(norm(x.get("publish", {}))))]
     out.append(("an acknowledged publish lost", "publishes", publish_lost))
+
+    def decision_not_in_log(c):  # the server applied a decision the log does not hold
+        for b in c.log["batches"]:
+            for i, r in enumerate(b.get("recordDetails", [])):
+                mr = r.get("flow", {}).get("methodResult", {})
+                if mr.get("task", {}).get("flowId") == flow and mr.get("outcome") == \
+                        "ATTEMPT_COMPLETED" and mr["task"].get("stepExecutionId") == "Fast-1":
+                    del b["recordDetails"][i]
+                    return
+    out.append(("a served decision the log does not hold", "state", decision_not_in_log))
 
     def served_differs(c):
         d = c.final[flow]["description"]
