@@ -437,7 +437,7 @@ class Run:
                             "--history", os.path.join(self.out, "history.jsonl"),
                             "--prefix", f"s{self.seed}", "--lanes", "4",
                             "--rate", str(self.args.rate), "--timeout", "10s", "--tries", "3",
-                            "--rounds", "3",
+                            "--rounds", "3", "--id-reuse-policy", self.args.id_reuse_policy,
                             "--duration", str(seconds), "--stop-file", self.stop_file,
                             "--seed", str(self.seed)],
                            os.path.join(self.out, "logs", "client.log"))
@@ -727,6 +727,10 @@ def main():
     parser.add_argument("--out", default=None, help="run directory (default: a new temp dir)")
     parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     parser.add_argument("--rate", type=float, default=12.0, help="flow starts per second")
+    parser.add_argument("--id-reuse-policy", default="disallow",
+                        choices=["disallow", "allow-if-no-running"],
+                        help="the starts' ID reuse policy (README.md: the default policy starts a "
+                             "second run when a repeated start arrives after the first closed)")
     parser.add_argument("--keep", action="store_true", help="keep MinIO's data (default: deleted)")
     parser.add_argument("--self-test-checker", action="store_true",
                         help="after a clean check, break the run's data in the ways real bugs "

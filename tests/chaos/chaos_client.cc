@@ -20,7 +20,11 @@
 // resolution, printed as fractional milliseconds). "addr" is the address that
 // answered. A start that failed is retried with the same Flow ID and the same
 // request ID (StartOptions.request_id, ignore_already_started) up to --tries
-// times, then the lane moves on. A publish carries one message whose content is
+// times, then the lane moves on. The starts' ID reuse policy is DISALLOW unless
+// --id-reuse-policy allow-if-no-running: under the default policy the server
+// answers a repeated request ID with the existing run only while that run is
+// RUNNING, so a repeat that arrives after the first run completed (a call that
+// spanned a failover) starts a second run (tests/chaos/README.md). A publish carries one message whose content is
 // unique in the run ("m-..."), and its own request ID ("pub-..."): it is sent
 // by this program's own stubs (one line per call, every address in turn, on
 // UNAVAILABLE or DEADLINE_EXCEEDED the next one with the same request ID, within
@@ -102,6 +106,7 @@ struct Settings {
   double publish_ratio = 0.8;
   uint32_t rounds = 3;
   uint32_t tries = 3;
+  flow::IdReusePolicy id_reuse = flow::DISALLOW;
   dex::Duration timeout = dex::seconds(15);
   double duration_s = 60;
   std::string stop_file;
@@ -217,6 +222,7 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
       flow::StartOptions start_options;
       start_options.set_request_id(request_id);
       start_options.set_ignore_already_started(true);
+      start_options.set_id_reuse_policy(settings.id_reuse);
       line["t0"] = now_ms();
       auto result = client.start(settings.flow_type, flow_id, input, start_options);
       line["t1"] = now_ms();
@@ -376,6 +382,10 @@ int main(int argc, char** argv) {
                  "Probability of a publish after each start");
   app.add_option("--rounds", settings.rounds, "Gate rounds of each run")
       ->check(CLI::Range(1u, 20u));
+  std::string id_reuse = "disallow";
+  app.add_option("--id-reuse-policy", id_reuse,
+                 "disallow (default) or allow-if-no-running: the starts' ID reuse policy")
+      ->check(CLI::IsMember({"disallow", "allow-if-no-running"}));
   app.add_option("--tries", settings.tries, "Attempts per flow start")->check(CLI::Range(1u, 20u));
   app.add_option("--timeout", timeout_text, "Deadline of each call")->capture_default_str();
   app.add_option("--duration", settings.duration_s, "Seconds to run")->check(CLI::PositiveNumber);
@@ -392,6 +402,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   settings.servers = servers.value();
+  settings.id_reuse = id_reuse == "disallow" ? flow::DISALLOW : flow::ALLOW_IF_NO_RUNNING;
   auto timeout = dex::parse_duration(timeout_text);
   if (!timeout.is_ok()) {
     std::cerr << "chaos_client: --timeout: " << timeout.status().message() << "\n";
