@@ -45,11 +45,12 @@ void emit(json line) {
 struct ServeFlags {
   std::string worker_id;
   uint32_t concurrency = 16;
-  std::string work_time = "0ms";
+  std::string work_time;  // "": no work
 };
 
 int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
-  auto work_time = dex::parse_duration(flags.work_time);
+  auto work_time = flags.work_time.empty() ? dex::StatusOr<dex::Duration>(dex::Duration::zero())
+                                           : dex::parse_duration(flags.work_time);
   if (!work_time.is_ok()) {
     std::cerr << "dex-flow-examples: --work-time: " << work_time.status().message() << std::endl;
     return 2;
