@@ -206,6 +206,14 @@ ApplyResult Apply::start(const StartFlow& r) {
     start_run(r, *decl, 0);
     return {ApplyKind::kApplied, RefusalCode::kNone, "", r.run_id()};
   }
+  // A repeat of the request that started the latest run (a client's retry
+  // after a failover lost the answer) answers that run, whatever its status
+  // now: under a policy that allows a new run after a closed one, a repeat
+  // would otherwise start a second run of one start.
+  const std::string& request = r.options().request_id();
+  if (r.options().ignore_already_started() && !request.empty() && request == entry->request_id())
+    return {ApplyKind::kUnchanged, RefusalCode::kNone,
+            "the same request started run " + quoted(entry->run_id()), entry->run_id()};
   const auto policy = r.options().id_reuse_policy();
   const bool running = entry->status() == FLOW_RUNNING;
   bool allowed = false;
@@ -222,10 +230,6 @@ ApplyResult Apply::start(const StartFlow& r) {
       allowed = false;
   }
   if (!allowed) {
-    const std::string& request = r.options().request_id();
-    if (r.options().ignore_already_started() && !request.empty() && request == entry->request_id())
-      return {ApplyKind::kUnchanged, RefusalCode::kNone,
-              "the same request started run " + quoted(entry->run_id()), entry->run_id()};
     return rejected(RefusalCode::kAlreadyExists,
                     "Flow " + quoted(r.flow_id()) + " already has " +
                         (running ? "a running run "

@@ -145,7 +145,8 @@ TEST_F(FlowRules, ATimerThatWinsAnAnyOfLeavesTheChannelsMessagesQueued) {
   EXPECT_FALSE(w.conditions(0).satisfied());
   EXPECT_TRUE(w.conditions(1).satisfied());
   h.publish("f", "approval", {"late"});
-  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u) << "no wait takes it: the message stays queued";
+  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u)
+      << "no wait takes it: the message stays queued";
 }
 
 TEST_F(FlowRules, AllOfWaitsForEveryConditionAndAnyCombinationForOneGroup) {
@@ -154,7 +155,8 @@ TEST_F(FlowRules, AllOfWaitsForEveryConditionAndAnyCombinationForOneGroup) {
   h.wait_for("f", "Wait-1", wait_of(ALL_OF, {channel("approval", FOR_ONE), timer_after(1'000)}));
   h.publish("f", "approval", {"a"});
   EXPECT_EQ(h.step("f", "Wait-1").phase(), PHASE_WAITING) << "the Timer has not fired";
-  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u) << "nothing is taken before the whole wait is met";
+  EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u)
+      << "nothing is taken before the whole wait is met";
   h.fire_next_timer();
   EXPECT_EQ(h.step("f", "Wait-1").phase(), PHASE_EXECUTE);
 
@@ -416,6 +418,30 @@ TEST_F(FlowRules, StartsFollowTheIdReusePolicyAndRequestIds) {
   h.apply(r);
   options.set_id_reuse_policy(DISALLOW);
   EXPECT_EQ(h.start("f", "r5", "T", options).code, RefusalCode::kAlreadyExists);
+}
+
+// A start acknowledged by a process that then failed is repeated by the client
+// with the same request ID; the run may have closed meanwhile. The repeat must
+// answer that run, not start a second one (found by the chaos harness).
+TEST_F(FlowRules, ARepeatedStartRequestAnswersItsRunAfterTheRunClosed) {
+  StartOptions options;
+  options.set_request_id("req-1");
+  options.set_ignore_already_started(true);
+  ASSERT_EQ(h.start("f", "r1", "T", options).kind, ApplyKind::kApplied);
+  h.execute("f", "Start-1", graceful("ok"), "r1");
+  ASSERT_EQ(h.run("f", "r1")->status(), FLOW_COMPLETED);
+  for (IdReusePolicy policy : {ID_REUSE_POLICY_UNSPECIFIED, ALLOW_IF_NO_RUNNING,
+                               ALLOW_IF_PREVIOUS_FAILED, DISALLOW, TERMINATE_IF_RUNNING}) {
+    options.set_id_reuse_policy(policy);
+    ApplyResult again = h.start("f", "r2", "T", options);
+    EXPECT_EQ(again.kind, ApplyKind::kUnchanged) << IdReusePolicy_Name(policy);
+    EXPECT_EQ(again.run_id, "r1") << IdReusePolicy_Name(policy);
+  }
+  EXPECT_FALSE(h.run("f", "r2").has_value());
+  // Another request is a new start, which the policy judges.
+  options.set_request_id("req-2");
+  options.set_id_reuse_policy(ALLOW_IF_NO_RUNNING);
+  EXPECT_EQ(h.start("f", "r2", "T", options).kind, ApplyKind::kApplied);
 }
 
 TEST_F(FlowRules, AnUndeclaredFlowTypeIsRefusedNamingIt) {

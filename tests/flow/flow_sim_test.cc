@@ -232,7 +232,19 @@ struct Sim {
       ref.set_attempt(1);
       *r.add_assignments() = assignment(ref);
     }
-    apply(r);
+    // A repeat of the request that started the Flow ID's latest run (a retry
+    // after a lost answer) answers that run, whatever its status and policy.
+    std::optional<FlowIdEntry> entry;
+    {
+      KvFlowTxn txn(kv);
+      entry = txn.flow_id(s->flow_id());
+    }
+    const bool repeat = entry && o->ignore_already_started() &&
+                        entry->request_id() == o->request_id() && s->flow_type() == "Sim";
+    ApplyResult result = apply(r);
+    if (repeat && (result.kind != ApplyKind::kUnchanged || result.run_id != entry->run_id()))
+      fail(fmt::format("a repeated start request of {} got {} {}, not its run {}", s->flow_id(),
+                       apply_kind_name(result.kind), result.run_id, entry->run_id()));
   }
 
   Condition random_condition(int i) {
