@@ -727,10 +727,9 @@ def main():
     parser.add_argument("--out", default=None, help="run directory (default: a new temp dir)")
     parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     parser.add_argument("--rate", type=float, default=12.0, help="flow starts per second")
-    parser.add_argument("--id-reuse-policy", default="disallow",
+    parser.add_argument("--id-reuse-policy", default="allow-if-no-running",
                         choices=["disallow", "allow-if-no-running"],
-                        help="the starts' ID reuse policy (README.md: the default policy starts a "
-                             "second run when a repeated start arrives after the first closed)")
+                        help="the starts' ID reuse policy (default: the server's default)")
     parser.add_argument("--keep", action="store_true", help="keep MinIO's data (default: deleted)")
     parser.add_argument("--self-test-checker", action="store_true",
                         help="after a clean check, break the run's data in the ways real bugs "

@@ -20,14 +20,13 @@
 // resolution, printed as fractional milliseconds). "addr" is the address that
 // answered. A start that failed is retried with the same Flow ID and the same
 // request ID (StartOptions.request_id, ignore_already_started) up to --tries
-// times, then the lane moves on. The starts' ID reuse policy is DISALLOW unless
-// --id-reuse-policy allow-if-no-running: under the default policy the server
-// answers a repeated request ID with the existing run only while that run is
-// RUNNING, so a repeat that arrives after the first run completed (a call that
-// spanned a failover) starts a second run (tests/chaos/README.md). A publish carries one message whose content is
-// unique in the run ("m-..."), and its own request ID ("pub-..."): it is sent
-// by this program's own stubs (one line per call, every address in turn, on
-// UNAVAILABLE or DEADLINE_EXCEEDED the next one with the same request ID, within
+// times, then the lane moves on. The starts' ID reuse policy is the server's
+// default (ALLOW_IF_NO_RUNNING) unless --id-reuse-policy disallow: a repeat
+// that arrives after the first run completed (a call that spanned a failover)
+// must answer that run, not start a second (tests/chaos/README.md). A publish carries one message
+// whose content is unique in the run ("m-..."), and its own request ID ("pub-..."): it is sent by
+// this program's own stubs (one line per call, every address in turn, on UNAVAILABLE or
+// DEADLINE_EXCEEDED the next one with the same request ID, within
 // --timeout) because Client::publish picks a fresh request ID per call, so a
 // retry after the call gave up could append the message twice.
 //
@@ -106,7 +105,7 @@ struct Settings {
   double publish_ratio = 0.8;
   uint32_t rounds = 3;
   uint32_t tries = 3;
-  flow::IdReusePolicy id_reuse = flow::DISALLOW;
+  flow::IdReusePolicy id_reuse = flow::ALLOW_IF_NO_RUNNING;
   dex::Duration timeout = dex::seconds(15);
   double duration_s = 60;
   std::string stop_file;
@@ -137,9 +136,8 @@ class Publisher {
   }
 
   // One line per call; true once a call answered OK.
-  bool publish(const json& base, const flow::PublishToChannelRequest& request,
-               dex::Duration budget, History& history, Counters& counters,
-               const std::atomic<bool>& stop) {
+  bool publish(const json& base, const flow::PublishToChannelRequest& request, dex::Duration budget,
+               History& history, Counters& counters, const std::atomic<bool>& stop) {
     const auto until = std::chrono::steady_clock::now() + budget;
     auto backoff = std::chrono::milliseconds(50);
     uint32_t tries = 0;
@@ -256,8 +254,11 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
       request.set_channel("signals");
       request.set_request_id("pub-" + settings.prefix + tail);
       *request.add_messages() = dex::sdk::to_payload(json{{"m", msg}});
-      json base = {{"op", "publish"}, {"lane", lane},   {"flow", target},
-                   {"req", request.request_id()},      {"msg", msg}};
+      json base = {{"op", "publish"},
+                   {"lane", lane},
+                   {"flow", target},
+                   {"req", request.request_id()},
+                   {"msg", msg}};
       publisher.publish(base, request, settings.timeout, history, counters, stop);
     }
     // A read of a flow acknowledged before this read was sent: it must be found.
@@ -382,9 +383,10 @@ int main(int argc, char** argv) {
                  "Probability of a publish after each start");
   app.add_option("--rounds", settings.rounds, "Gate rounds of each run")
       ->check(CLI::Range(1u, 20u));
-  std::string id_reuse = "disallow";
-  app.add_option("--id-reuse-policy", id_reuse,
-                 "disallow (default) or allow-if-no-running: the starts' ID reuse policy")
+  std::string id_reuse = "allow-if-no-running";
+  app.add_option(
+         "--id-reuse-policy", id_reuse,
+         "allow-if-no-running (default, the server's) or disallow: the starts' ID reuse policy")
       ->check(CLI::IsMember({"disallow", "allow-if-no-running"}));
   app.add_option("--tries", settings.tries, "Attempts per flow start")->check(CLI::Range(1u, 20u));
   app.add_option("--timeout", timeout_text, "Deadline of each call")->capture_default_str();
@@ -441,9 +443,8 @@ int main(int argc, char** argv) {
   stop = true;
   for (auto& t : lanes) t.join();  // bounded: each call by --timeout, at most --tries per flow
   std::cout << "chaos_client: " << counters.ops << " requests, starts " << counters.starts_ok
-            << " ok / " << counters.starts_failed << " failed, publishes "
-            << counters.publishes_ok << " ok / " << counters.publishes_failed
-            << " failed calls, reads " << counters.gets_ok << " ok / " << counters.gets_failed
-            << " failed" << std::endl;
+            << " ok / " << counters.starts_failed << " failed, publishes " << counters.publishes_ok
+            << " ok / " << counters.publishes_failed << " failed calls, reads " << counters.gets_ok
+            << " ok / " << counters.gets_failed << " failed" << std::endl;
   return 0;
 }
