@@ -26,6 +26,7 @@
 
 #include "bench_process.h"
 #include "common/version.h"
+#include "example_flows.h"
 #include "sdk/client.h"
 #include "sdk/worker.h"
 
@@ -34,40 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace dex::bench;
-using dex::sdk::Context;
-using dex::sdk::StepDecision;
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);
-
-// Step k of n: go to the next, the last completes.
-class Hop final : public dex::sdk::Step {
- public:
-  Hop(std::string type, std::string next) : type_(std::move(type)), next_(std::move(next)) {}
-  std::string type() const override { return type_; }
-  StepDecision execute(Context& ctx) override {
-    if (next_.empty()) return StepDecision::graceful_complete(ctx.input());
-    return StepDecision::go_to(next_, ctx.input());
-  }
-
- private:
-  std::string type_, next_;
-};
-
-class Chain final : public dex::sdk::Flow {
- public:
-  Chain(std::string type, int steps) : type_(std::move(type)) {
-    for (int i = 1; i <= steps; ++i)
-      steps_.push_back(
-          std::make_shared<Hop>(fmt::format("S{}", i), i < steps ? fmt::format("S{}", i + 1) : ""));
-  }
-  std::string type() const override { return type_; }
-  std::string start_step() const override { return "S1"; }
-  std::vector<std::shared_ptr<dex::sdk::Step>> steps() const override { return steps_; }
-
- private:
-  std::string type_;
-  std::vector<std::shared_ptr<dex::sdk::Step>> steps_;
-};
 
 double fsync_floor_ms(const fs::path& dir) {
   std::string block(512, 'x');
@@ -178,8 +147,9 @@ int main(int argc, char** argv) {
   wo.server_address = address;
   wo.max_concurrent_tasks = 128;
   dex::Worker worker(wo);
-  worker.host(std::make_shared<Chain>("BenchOne", 1));
-  worker.host(std::make_shared<Chain>("BenchThree", 3));
+  const std::chrono::milliseconds no_work(0);
+  worker.host(dex::examples::pipeline("BenchOne", {"S1"}, no_work));
+  worker.host(dex::examples::pipeline("BenchThree", {"S1", "S2", "S3"}, no_work));
   std::thread worker_thread([&] { (void)worker.run(); });
 
   dex::ClientOptions co;

@@ -25,46 +25,10 @@
 #include <vector>
 
 #include "common/version.h"
-#include "sdk/flow.h"
+#include "example_flows.h"
 #include "sdk/worker.h"
 
-namespace {
-
-using dex::sdk::Context;
-using dex::sdk::StepDecision;
-
-// One Step of a chain: go to `next` with the input, or complete with it when `next` is empty.
-class Echo final : public dex::sdk::Step {
- public:
-  Echo(std::string type, std::string next) : type_(std::move(type)), next_(std::move(next)) {}
-  std::string type() const override { return type_; }
-  StepDecision execute(Context& ctx) override {
-    if (next_.empty()) return StepDecision::graceful_complete(ctx.input());
-    return StepDecision::go_to(next_, ctx.input());
-  }
-
- private:
-  std::string type_, next_;
-};
-
-class Chain final : public dex::sdk::Flow {
- public:
-  Chain(std::string type, const std::vector<std::string>& names) : type_(std::move(type)) {
-    for (size_t i = 0; i < names.size(); ++i)
-      steps_.push_back(
-          std::make_shared<Echo>(names[i], i + 1 < names.size() ? names[i + 1] : std::string()));
-    start_ = names.front();
-  }
-  std::string type() const override { return type_; }
-  std::string start_step() const override { return start_; }
-  std::vector<std::shared_ptr<dex::sdk::Step>> steps() const override { return steps_; }
-
- private:
-  std::string type_, start_;
-  std::vector<std::shared_ptr<dex::sdk::Step>> steps_;
-};
-
-}  // namespace
+namespace {}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one and peers-three"};
@@ -86,9 +50,9 @@ int main(int argc, char** argv) {
   options.server_address = server;
   options.max_concurrent_tasks = concurrency;
   dex::Worker worker(options);
-  worker.host(std::make_shared<Chain>("peers-one", std::vector<std::string>{"echo"}));
-  worker.host(std::make_shared<Chain>("peers-three",
-                                      std::vector<std::string>{"echo-1", "echo-2", "echo-3"}));
+  const std::chrono::milliseconds no_work(0);
+  worker.host(dex::examples::pipeline("peers-one", {"echo"}, no_work));
+  worker.host(dex::examples::pipeline("peers-three", {"echo-1", "echo-2", "echo-3"}, no_work));
 
   std::thread waiter([&] {
     int sig = 0;

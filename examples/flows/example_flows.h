@@ -29,5 +29,10 @@ std::shared_ptr<sdk::Flow> parallel_quotes();
 std::vector<std::shared_ptr<sdk::Flow>> all_flows(
     std::chrono::milliseconds work_time = std::chrono::milliseconds(0));
 std::vector<std::shared_ptr<sdk::Flow>> pipelines(std::chrono::milliseconds work_time);
+// A Flow `type` of Execute-only Steps named `steps`, in that order: each goes
+// to the next with its input (after `work_time`), the last completes with it.
+// The benchmarks build theirs with it (bench/peers_worker.cc, dex_flows_bench).
+std::shared_ptr<sdk::Flow> pipeline(std::string type, std::vector<std::string> steps,
+                                    std::chrono::milliseconds work_time);
 
 }  // namespace dex::examples

@@ -6,6 +6,7 @@
 // Each Step takes `work_time` (a sleep standing for the Step's own work).
 #include <thread>
 
+#include "common/invariant.h"
 #include "example_flows.h"
 
 namespace dex::examples {
@@ -53,10 +54,15 @@ class Pipeline final : public sdk::Flow {
 
 }  // namespace
 
+std::shared_ptr<sdk::Flow> pipeline(std::string type, std::vector<std::string> steps,
+                                    std::chrono::milliseconds work_time) {
+  DEX_INVARIANT(!steps.empty(), "a pipeline has Steps");
+  return std::make_shared<Pipeline>(std::move(type), std::move(steps), work_time);
+}
+
 std::vector<std::shared_ptr<sdk::Flow>> pipelines(std::chrono::milliseconds work_time) {
-  return {std::make_shared<Pipeline>("OneStep", std::vector<std::string>{"Work"}, work_time),
-          std::make_shared<Pipeline>(
-              "ThreeSteps", std::vector<std::string>{"Work1", "Work2", "Work3"}, work_time)};
+  return {pipeline("OneStep", {"Work"}, work_time),
+          pipeline("ThreeSteps", {"Work1", "Work2", "Work3"}, work_time)};
 }
 
 }  // namespace dex::examples
