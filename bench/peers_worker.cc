@@ -28,8 +28,6 @@
 #include "example_flows.h"
 #include "sdk/worker.h"
 
-namespace {}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one and peers-three"};
   app.set_version_flag("--version", dex::version_line("dex-peers-worker"));
