@@ -65,6 +65,15 @@ std::vector<std::pair<std::string, std::string>> RocksKv::scan_first(std::string
   if (status_.is_ok()) {
     rocksdb::ReadOptions options;
     options.snapshot = snapshot_;
+    // The first key after every key under the prefix. Without this bound the
+    // iterator, finding no live key under the prefix, walks every deleted key
+    // that sorts after it (the task queue's and the timers' churn) before it
+    // stops: a quarter of the server's CPU in a benchmark of short Flows.
+    std::string upper(prefix);
+    while (!upper.empty() && static_cast<unsigned char>(upper.back()) == 0xff) upper.pop_back();
+    if (!upper.empty()) upper.back() = static_cast<char>(upper.back() + 1);
+    const rocksdb::Slice upper_slice(upper);
+    if (!upper.empty()) options.iterate_upper_bound = &upper_slice;
     std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(options));
     const rocksdb::Slice pre(prefix.data(), prefix.size());
     // Bounded by the keys under the prefix, or by read_max.

@@ -3,6 +3,8 @@
 // results as in memory; an EpochStart's recovery ends their running attempts;
 // a replay into a fresh store gives the same store.
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include "engine/rocks_kv.h"
 #include "engine/state_machine.h"
@@ -136,6 +138,41 @@ TEST(FlowStore, ARefusedFlowRecordWritesNothingButTheSlot) {
   after.erase("m/last_applied");
   before.erase("m/last_applied");
   EXPECT_EQ(after, before);
+}
+
+// RocksKv's scans return exactly the live keys under the prefix, merged with
+// the overlay's writes, whatever lies around them: deleted keys after an empty
+// prefix (which an unbounded iterator would walk) and a prefix ending in 0xff.
+TEST(FlowStore, RocksKvScansStopAtThePrefixBound) {
+  TempDir dir;
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, dir.sub("kv").string(), &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  {
+    rocksdb::WriteBatch batch;
+    for (int i = 0; i < 1000; ++i) batch.Put("~w/" + std::to_string(i), "x");
+    batch.Put("~a/1", "a1");
+    batch.Put("~a/2", "a2");
+    batch.Put(std::string("~\xff\xff") + "k", "ff");
+    batch.Put("~b", "after");
+    ASSERT_TRUE(db->Write(rocksdb::WriteOptions(), &batch).ok());
+    rocksdb::WriteBatch del;
+    for (int i = 0; i < 1000; ++i) del.Delete("~w/" + std::to_string(i));
+    ASSERT_TRUE(db->Write(rocksdb::WriteOptions(), &del).ok());
+  }
+  auto kv = RocksKv::overlay(*db);
+  EXPECT_TRUE(kv->scan("~t/").empty());  // empty, deleted keys after it
+  EXPECT_TRUE(kv->scan("~w/").empty());  // only deleted keys under it
+  kv->put("~a/3", "a3");
+  kv->del("~a/1");
+  EXPECT_EQ(kv->scan("~a/"),
+            (std::vector<std::pair<std::string, std::string>>{{"~a/2", "a2"}, {"~a/3", "a3"}}));
+  EXPECT_EQ(kv->scan_first("~a/", 1, "").size(), 1u);
+  EXPECT_EQ(kv->scan(std::string("~\xff\xff")).size(), 1u);
+  EXPECT_EQ(kv->scan("~").size(), 4u);  // ~a/2, ~a/3, ~b, ~\xff\xffk: nothing deleted
+  EXPECT_TRUE(kv->status().is_ok());
 }
 
 }  // namespace
