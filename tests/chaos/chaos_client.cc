@@ -25,10 +25,10 @@
 // that arrives after the first run completed (a call that spanned a failover)
 // must answer that run, not start a second (tests/chaos/README.md). A publish carries one message
 // whose content is unique in the run ("m-..."), and its own request ID ("pub-..."): it is sent by
-// this program's own stubs (one line per call, every address in turn, on UNAVAILABLE or
-// DEADLINE_EXCEEDED the next one with the same request ID, within
-// --timeout) because Client::publish picks a fresh request ID per call, so a
-// retry after the call gave up could append the message twice.
+// this program's own stubs, one history line per call (every address in turn, on UNAVAILABLE or
+// DEADLINE_EXCEEDED the next one with the same request ID, within --timeout), so that the
+// checker sees which process answered each try and when; Client::publish retries inside one
+// call and reports only the outcome.
 //
 // Readback mode (--readback IDS --out FILE): for every Flow ID in IDS (one a
 // line), waits until its run closed (all together within --wait seconds), then
