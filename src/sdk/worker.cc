@@ -320,6 +320,10 @@ Status WorkerCore::run() {
       if (!accepted && standby_in_round) {
         delay = std::max(Duration::zero(), std::min(delay, kStandbyRetryMax) -
                                                (SystemClock::instance().now() - round_start));
+        // A node that answered is about to serve: its listener swap at the
+        // role change refuses connections for a moment, and that refusal
+        // must not wait out a backoff grown during the standby's refusals.
+        backoff_ = std::min(backoff_, kStandbyRetryMax);
       }
     }
     if (n == 1) {
