@@ -1,5 +1,6 @@
 // dexcli: the dex command-line client.
-//   flow-type register|get|list, flow start|get|list|cancel|wait,
+//   flow start|stop|publish|wait|describe|state|history|skip-timer|watch
+//     (dex Flows: flow_commands.cc, docs/cli.md),
 //   admin describe|step-down: calls to a server over gRPC (--server,
 //     --timeout), JSON on stdout; with several --server addresses (a node's
 //     active process and its standbys) each call goes to whichever is active
@@ -11,10 +12,10 @@
 //     store a serve config names (--config: S3 or filesystem).
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
 // "dexcli: <what failed>: <gRPC code>: <message>"); 2 bad flags or input
-// (nothing was sent); 3 `flow wait` gave up before the flow ended.
+// (nothing was sent); 3 `flow wait` or `flow watch` gave up before the run
+// closed; 4 `flow wait --expect-completed` and the run closed otherwise.
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
-#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -50,7 +51,6 @@ using json = nlohmann::ordered_json;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
-constexpr int kExitWaitTimedOut = 3;
 
 int fail(const std::string& message) {
   std::cerr << "dexcli: " << message << "\n";
@@ -241,13 +241,6 @@ int inspect_log(const InspectSource& source, const std::string& node_id,
 
 // ------------------------------------------------------------- API commands
 
-// A call's result printed as JSON, or its error as "<what>: <CODE>: <message>".
-template <typename T>
-int print_result(const dex::StatusOr<T>& result, const std::string& what) {
-  if (!result.is_ok()) return fail(what + ": " + result.status().message());
-  return print(dex::cli::to_json(result.value()));
-}
-
 dex::StatusOr<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return dex::Status::invalid_argument("cannot read " + path);
@@ -255,35 +248,6 @@ dex::StatusOr<std::string> read_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) return dex::Status::invalid_argument("cannot read " + path);
   return text.str();
-}
-
-// Checks that a definition file parses (JSON for *.json or text starting with
-// '{', YAML otherwise), so that a syntax error is reported with its position
-// before anything is sent. The server checks the content.
-dex::Status check_definition_syntax(const std::string& path, const std::string& text) {
-  size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return dex::Status::invalid_argument(path + " is empty");
-  bool is_json = fs::path(path).extension() == ".json" || text[first] == '{';
-  if (is_json) {
-    try {
-      json parsed = json::parse(text);
-      if (!parsed.is_object()) {
-        return dex::Status::invalid_argument(path + ": a flow type definition is a JSON object");
-      }
-    } catch (const json::exception& e) {
-      return dex::Status::invalid_argument(path + " is not valid JSON: " + e.what());
-    }
-    return dex::Status::ok();
-  }
-  try {
-    YAML::Node node = YAML::Load(text);
-    if (!node.IsMap()) {
-      return dex::Status::invalid_argument(path + ": a flow type definition is a YAML mapping");
-    }
-  } catch (const YAML::Exception& e) {
-    return dex::Status::invalid_argument(path + " is not valid YAML: " + e.what());
-  }
-  return dex::Status::ok();
 }
 
 // ----------------------------------------------------------------- admin
@@ -514,7 +478,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "dexcli: the dex command-line client. Prints JSON on stdout; errors go to stderr as\n"
       "'dexcli: <what failed>: <gRPC code>: <message>'. Exit codes: 0 ok, 1 the call failed,\n"
-      "2 bad flags or input (nothing sent), 3 'flow wait' timed out."};
+      "2 bad flags or input (nothing sent), 3 'flow wait' or 'flow watch' timed out, 4 'flow wait\n"
+      "--expect-completed' and the run closed otherwise. The flow commands' errors are JSON."};
   app.require_subcommand(1);
   app.fallthrough();  // --server and --timeout are accepted after the subcommand too
 
@@ -534,46 +499,6 @@ int main(int argc, char** argv) {
                      "Deadline of each call, the search for the active process included: 250ms, "
                      "10s, 2m. admin step-down: default 2m, for the step down call itself")
           ->capture_default_str();
-
-  // flow-type
-  CLI::App* flow_type = app.add_subcommand("flow-type", "Register and read flow types");
-  flow_type->require_subcommand(1);
-  std::string definition_file, type_name;
-  CLI::App* ft_register = flow_type->add_subcommand(
-      "register", "Register a flow type from a JSON or YAML definition file (see examples/)");
-  ft_register->add_option("FILE", definition_file, "Definition file (.json, .yaml)")->required();
-  CLI::App* ft_get = flow_type->add_subcommand("get", "Print a registered flow type");
-  ft_get->add_option("NAME", type_name, "Flow type name")->required();
-  CLI::App* ft_list = flow_type->add_subcommand("list", "Print every registered flow type");
-
-  // flow
-  // dag: the DAG model's flows (flow-type register), until that model goes (issue 14, stage 4).
-  CLI::App* flow = app.add_subcommand(
-      "dag", "Flows of registered DAG flow types (flow-type): start, get, list, cancel, wait");
-  flow->require_subcommand(1);
-  std::string start_type, input_text = "{}", flow_id, status_text, page_token;
-  uint32_t page_size = 0;
-  std::string wait_timeout_text = "60s";
-  CLI::App* f_start = flow->add_subcommand(
-      "start", "Start a flow; idempotent on --flow-id (a second start returns the existing flow)");
-  f_start->add_option("TYPE", start_type, "Flow type name")->required();
-  f_start->add_option("--input", input_text, "Flow input as JSON text")->capture_default_str();
-  f_start->add_option("--flow-id", flow_id, "Caller-chosen flow ID (default: the server picks)");
-  CLI::App* f_get = flow->add_subcommand("get", "Print a flow with its Steps and attempts");
-  f_get->add_option("ID", flow_id, "Flow ID")->required();
-  CLI::App* f_list = flow->add_subcommand("list", "List flows, one page at a time");
-  f_list->add_option("--status", status_text,
-                     "Only flows with this status: RUNNING, COMPLETED, FAILED, CANCELLED");
-  f_list->add_option("--page-size", page_size, "Flows per page (default 100, at most 1000)")
-      ->check(CLI::Range(1u, 1000u));
-  f_list->add_option("--page-token", page_token, "nextPageToken of the previous page");
-  CLI::App* f_cancel = flow->add_subcommand("cancel", "Cancel a running flow");
-  f_cancel->add_option("ID", flow_id, "Flow ID")->required();
-  CLI::App* f_wait = flow->add_subcommand(
-      "wait", "Wait until a flow ends and print it (exit 3 if --wait-timeout passes first)");
-  f_wait->add_option("ID", flow_id, "Flow ID")->required();
-  f_wait->add_option("--wait-timeout", wait_timeout_text, "How long to wait: 250ms, 10s, 2m")
-      ->capture_default_str();
 
   // flow: dex Flows (flow_commands.cc)
   dex::cli::FlowCommands flows(app);
@@ -791,71 +716,6 @@ int main(int argc, char** argv) {
   }
 
   if (flows.chosen()) return flows.run(options);
-  if (*ft_register) {
-    auto text = read_file(definition_file);
-    if (!text.is_ok()) return usage_error(text.status().message());
-    if (auto s = check_definition_syntax(definition_file, text.value()); !s.is_ok()) {
-      return usage_error(s.message());
-    }
-    dex::Client client(options);
-    return print_result(client.register_flow_type(text.value()),
-                        "registering the flow type in " + definition_file);
-  }
-  if (*ft_get) {
-    dex::Client client(options);
-    return print_result(client.get_flow_type(type_name), "getting flow type " + type_name);
-  }
-  if (*ft_list) {
-    dex::Client client(options);
-    return print_result(client.list_flow_types(), "listing flow types");
-  }
-  if (*f_start) {
-    json input = json::parse(input_text, nullptr, /*allow_exceptions=*/false);
-    if (input.is_discarded()) {
-      return usage_error("--input is not valid JSON: " + input_text);
-    }
-    dex::Client client(options);
-    return print_result(client.start_flow(start_type, input.dump(), flow_id),
-                        "starting a flow of type " + start_type);
-  }
-  if (*f_get) {
-    dex::Client client(options);
-    return print_result(client.get_flow(flow_id), "getting flow " + flow_id);
-  }
-  if (*f_list) {
-    dex::FlowStatus status = dex::FLOW_STATUS_UNSPECIFIED;
-    if (!status_text.empty()) {
-      auto parsed = dex::cli::parse_flow_status(status_text);
-      if (!parsed) {
-        return usage_error("--status must be RUNNING, COMPLETED, FAILED or CANCELLED, not '" +
-                           status_text + "'");
-      }
-      status = *parsed;
-    }
-    dex::Client client(options);
-    return print_result(client.list_flows(status, page_size, page_token), "listing flows");
-  }
-  if (*f_cancel) {
-    dex::Client client(options);
-    return print_result(client.cancel_flow(flow_id), "cancelling flow " + flow_id);
-  }
-  if (*f_wait) {
-    auto wait_timeout = dex::parse_duration(wait_timeout_text);
-    if (!wait_timeout.is_ok()) {
-      return usage_error("--wait-timeout: " + wait_timeout.status().message());
-    }
-    dex::Client client(options);
-    auto result = client.wait_flow(flow_id, wait_timeout.value());
-    if (!result.is_ok())
-      return fail("waiting for flow " + flow_id + ": " + result.status().message());
-    print(dex::cli::to_json(result.value()));
-    if (!result->ended()) {
-      std::cerr << "dexcli: flow " << flow_id << " did not end within " << wait_timeout_text
-                << "\n";
-      return kExitWaitTimedOut;
-    }
-    return 0;
-  }
   if (*a_describe) {
     dex::Client client(options);
     auto described = client.describe();

@@ -1,13 +1,10 @@
-// dexcli's JSON output: API messages mapped by hand so that enums print as
-// their names without the prefix ("COMPLETED"), node epochs as decimal
-// strings, durations as in definition files ("200ms"), and flow and Step
-// inputs and outputs as embedded JSON values rather than strings. Keys are
-// camelCase; empty optional fields are left out.
+// dexcli's JSON output of the admin calls, mapped by hand so that node epochs
+// stay decimal strings and durations read as in config files ("5s"). Keys are
+// camelCase. The flow commands' output is proto_json.h's.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,15 +12,7 @@
 
 namespace dex::cli {
 
-nlohmann::ordered_json to_json(const FlowType& flow_type);
-nlohmann::ordered_json to_json(const Flow& flow);
 nlohmann::ordered_json to_json(const DescribeResponse& describe);
-nlohmann::ordered_json to_json(const RegisterFlowTypeResponse& response);
-nlohmann::ordered_json to_json(const ListFlowTypesResponse& response);
-nlohmann::ordered_json to_json(const StartFlowResponse& response);
-nlohmann::ordered_json to_json(const ListFlowsResponse& response);
-nlohmann::ordered_json to_json(const CancelFlowResponse& response);
-nlohmann::ordered_json to_json(const WaitFlowResponse& response);
 // expectedNodeId, expectedNodeEpoch, nodeId, releasedNodeEpoch,
 // leaseReacquisitionHoldOff ("5s"), leaseHolderAfterStepDown,
 // leaseHolderUnknownDetail (only when unknown), activeNodeEpoch and
@@ -34,9 +23,6 @@ nlohmann::ordered_json to_json(const StepDownResponse& response);
 // TAKEN_BACK_BY_THIS_PROCESS → "takenBackByThisProcess", anything else
 // (UNKNOWN, or a value this dexcli does not know) → "unknown".
 std::string lease_holder_name(LeaseHolderAfterStepDown holder);
-
-// "RUNNING" → FLOW_STATUS_RUNNING (any case); nullopt for anything else.
-std::optional<FlowStatus> parse_flow_status(std::string_view name);
 
 // JSON text as a JSON value; text that does not parse stays a string, and
 // empty text is null.
