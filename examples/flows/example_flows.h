@@ -10,6 +10,9 @@
 //    the cheapest and cancels the Quote still running.
 //  - OneStep, ThreeSteps (pipelines.cc): Execute-only Steps in a row, each
 //    taking a set work time; the benchmarks' workload.
+//  - E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, E2EIdle (pipelines.cc):
+//    the HA end-to-end tests' Flows (tests/server/), with the retry policies
+//    and timeouts those tests rely on.
 // Inputs are JSON objects; every duration is in milliseconds so that tests can
 // shorten them.
 #pragma once

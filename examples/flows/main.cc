@@ -74,9 +74,11 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
     worker.shutdown();
   });
   waiter.detach();
-  std::cout << "dex-flow-examples worker " << worker.worker_id()
-            << " hosts OrderProcessing, SignUp, ParallelQuotes, OneStep and ThreeSteps"
-            << std::endl;
+  std::cout
+      << "dex-flow-examples worker " << worker.worker_id()
+      << " hosts OrderProcessing, SignUp, ParallelQuotes and the pipelines (OneStep, ThreeSteps, "
+         "E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, E2EIdle)"
+      << std::endl;
   dex::Status s = worker.run();
   if (!s.is_ok()) {
     std::cerr << "dex-flow-examples: " << s.to_string() << std::endl;
@@ -203,8 +205,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> servers;
   ServeFlags flags;
   auto* worker = app.add_subcommand(
-      "worker",
-      "Host OrderProcessing, SignUp, ParallelQuotes and the pipelines OneStep, ThreeSteps");
+      "worker", "Host OrderProcessing, SignUp, ParallelQuotes and the pipelines (example_flows.h)");
   worker->add_option("--server", servers,
                      "Address of a process of the node (repeat for its standbys, or "
                      "comma-separated); default 127.0.0.1:8801");
