@@ -55,12 +55,6 @@ grpc::Status to_grpc(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(grpc_code_for(status)), status.message());
 }
 
-TimePoint steady_deadline(const grpc::ServerContext* context) {
-  auto remaining = context->deadline() - std::chrono::system_clock::now();
-  auto now = SystemClock::instance().now();
-  if (remaining > std::chrono::hours(24 * 365)) return now + std::chrono::hours(24 * 365);
-  return now + std::chrono::duration_cast<Duration>(remaining);
-}
 
 }  // namespace
 
@@ -209,7 +203,6 @@ class ApiServer::Impl {
   Status build_locked(const std::string& address, bool standby) {
     services_.clear();
     services_.push_back(make_flow_service(*this));
-    services_.push_back(make_flows_service(*this));
     services_.push_back(make_worker_service(*this));
     if (options_.admin_enabled) services_.push_back(make_admin_service(*this));
     grpc::EnableDefaultHealthCheckService(true);
@@ -277,7 +270,6 @@ class ApiServer::Impl {
   }
 
   static std::unique_ptr<grpc::Service> make_flow_service(Impl& impl);
-  static std::unique_ptr<grpc::Service> make_flows_service(Impl& impl);
   static std::unique_ptr<grpc::Service> make_worker_service(Impl& impl);
   static std::unique_ptr<grpc::Service> make_admin_service(Impl& impl);
 
@@ -322,88 +314,31 @@ grpc::Status call_engine(ApiServer::Impl& api, F&& f) {
   return to_grpc(f(*engine.value()));
 }
 
-class FlowServiceImpl final : public FlowService::Service {
+// dex.flow.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
+// every call answers UNAVAILABLE naming the active holder, as the others do.
+class FlowServiceImpl final : public flow::FlowService::Service {
  public:
   explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
 
-  grpc::Status RegisterFlowType(grpc::ServerContext*, const RegisterFlowTypeRequest* request,
-                                RegisterFlowTypeResponse* response) override {
-    return call([&](Engine& e) { return assign(e.register_flow_type(*request), response); });
-  }
-  grpc::Status GetFlowType(grpc::ServerContext*, const GetFlowTypeRequest* request,
-                           FlowType* response) override {
-    return call([&](Engine& e) { return assign(e.get_flow_type(request->name()), response); });
-  }
-  grpc::Status ListFlowTypes(grpc::ServerContext*, const ListFlowTypesRequest*,
-                             ListFlowTypesResponse* response) override {
-    return call([&](Engine& e) { return assign(e.list_flow_types(), response); });
-  }
-  grpc::Status StartFlow(grpc::ServerContext*, const StartFlowRequest* request,
-                         StartFlowResponse* response) override {
-    return call([&](Engine& e) { return assign(e.start_flow(*request), response); });
-  }
-  grpc::Status GetFlow(grpc::ServerContext*, const GetFlowRequest* request,
-                       Flow* response) override {
-    return call([&](Engine& e) { return assign(e.get_flow(request->flow_id()), response); });
-  }
-  grpc::Status ListFlows(grpc::ServerContext*, const ListFlowsRequest* request,
-                         ListFlowsResponse* response) override {
-    return call([&](Engine& e) { return assign(e.list_flows(*request), response); });
-  }
-  grpc::Status CancelFlow(grpc::ServerContext*, const CancelFlowRequest* request,
-                          CancelFlowResponse* response) override {
-    return call([&](Engine& e) { return assign(e.cancel_flow(*request), response); });
-  }
-  grpc::Status WaitFlow(grpc::ServerContext* context, const WaitFlowRequest* request,
-                        WaitFlowResponse* response) override {
-    if (request->timeout_ms() < 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeout_ms must not be negative");
-    }
-    TimePoint deadline = steady_deadline(context);
-    if (request->timeout_ms() > 0) {
-      deadline =
-          std::min(deadline, SystemClock::instance().now() + milliseconds(request->timeout_ms()));
-    }
-    return call([&](Engine& e) {
-      return assign(
-          e.wait_flow(request->flow_id(), deadline, [context] { return context->IsCancelled(); }),
-          response);
-    });
-  }
-
- private:
-  template <typename F>
-  grpc::Status call(F&& f) {
-    return call_engine(api_, std::forward<F>(f));
-  }
-  ApiServer::Impl& api_;
-};
-
-// dex.flow.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
-// every call answers UNAVAILABLE naming the active holder, as the others do.
-class FlowsServiceImpl final : public flow::FlowService::Service {
- public:
-  explicit FlowsServiceImpl(ApiServer::Impl& api) : api_(api) {}
-
   grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest* request,
                          flow::StartFlowResponse* response) override {
-    return call([&](Engine& e) { return assign(e.flow_start(*request), response); });
+    return call([&](Engine& e) { return assign(e.start_flow(*request), response); });
   }
   grpc::Status StopFlow(grpc::ServerContext*, const flow::StopFlowRequest* request,
                         flow::StopFlowResponse*) override {
-    return call([&](Engine& e) { return e.flow_stop(*request); });
+    return call([&](Engine& e) { return e.stop_flow(*request); });
   }
   grpc::Status PublishToChannel(grpc::ServerContext*, const flow::PublishToChannelRequest* request,
                                 flow::PublishToChannelResponse*) override {
-    return call([&](Engine& e) { return e.flow_publish(*request); });
+    return call([&](Engine& e) { return e.publish(*request); });
   }
   grpc::Status SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest* request,
                          flow::SkipTimerResponse*) override {
-    return call([&](Engine& e) { return e.flow_skip_timer(*request); });
+    return call([&](Engine& e) { return e.skip_timer(*request); });
   }
   grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef* request,
                             flow::FlowDescription* response) override {
-    return call([&](Engine& e) { return assign(e.flow_describe(*request), response); });
+    return call([&](Engine& e) { return assign(e.describe_flow(*request), response); });
   }
   grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef* request,
                             flow::GetFlowStateResponse* response) override {
@@ -411,13 +346,14 @@ class FlowsServiceImpl final : public flow::FlowService::Service {
   }
   grpc::Status GetHistoryEvents(grpc::ServerContext*, const flow::GetHistoryEventsRequest* request,
                                 flow::GetHistoryEventsResponse* response) override {
-    return call([&](Engine& e) { return assign(e.flow_history(*request), response); });
+    return call([&](Engine& e) { return assign(e.history(*request), response); });
   }
   grpc::Status WaitForFlow(grpc::ServerContext* context, const flow::WaitForFlowRequest* request,
                            flow::WaitForFlowResponse* response) override {
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
-      return assign(e.flow_wait(*request, [context] { return context->IsCancelled(); }), response);
+      return assign(e.wait_for_flow(*request, [context] { return context->IsCancelled(); }),
+                    response);
     });
   }
   grpc::Status WaitForHistoryEvent(grpc::ServerContext* context,
@@ -425,8 +361,9 @@ class FlowsServiceImpl final : public flow::FlowService::Service {
                                    flow::GetHistoryEventsResponse* response) override {
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
-      return assign(e.flow_wait_history(*request, [context] { return context->IsCancelled(); }),
-                    response);
+      return assign(
+          e.wait_for_history_event(*request, [context] { return context->IsCancelled(); }),
+          response);
     });
   }
   grpc::Status WaitForStepCompletion(grpc::ServerContext* context,
@@ -434,7 +371,7 @@ class FlowsServiceImpl final : public flow::FlowService::Service {
                                      flow::WaitForStepCompletionResponse* response) override {
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
-      return assign(e.flow_wait_step(*request, [context] { return context->IsCancelled(); }),
+      return assign(e.wait_for_step(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
@@ -457,12 +394,7 @@ class StreamSink final : public WorkerSink {
   explicit StreamSink(grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream)
       : stream_(stream) {}
 
-  bool send_task(const StepTask& task) override {
-    ServerMessage message;
-    *message.mutable_task() = task;
-    return write(message);
-  }
-  bool send_flow_task(const flow::FlowTask& task) override {
+  bool send_task(const flow::FlowTask& task) override {
     ServerMessage message;
     *message.mutable_flow_task() = task;
     return write(message);
@@ -578,10 +510,8 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
           *reply.mutable_heartbeat_ack() =
               engine.value()->heartbeat(handle.value(), message.heartbeat());
           sink->write(reply);
-        } else if (message.has_result()) {
-          acker.push(engine.value()->complete_task(handle.value(), message.result()));
         } else if (message.has_flow_result()) {
-          acker.push(engine.value()->complete_flow_task(handle.value(), message.flow_result()));
+          acker.push(engine.value()->complete_task(handle.value(), message.flow_result()));
         } else if (message.has_hello()) {
           break;  // a second hello is a protocol error: end the stream below
         }
@@ -640,9 +570,6 @@ class AdminServiceImpl final : public AdminService::Service {
 
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_flow_service(Impl& impl) {
   return std::make_unique<FlowServiceImpl>(impl);
-}
-std::unique_ptr<grpc::Service> ApiServer::Impl::make_flows_service(Impl& impl) {
-  return std::make_unique<FlowsServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_worker_service(Impl& impl) {
   return std::make_unique<WorkerTaskServiceImpl>(impl);

@@ -1,9 +1,11 @@
 // The durable-execution engine of the active process: the face that the gRPC
-// layer (src/api) calls. Inside: a deterministic state machine over RocksDB
-// (applying a log record changes the store and the last applied slot in one
-// atomic write; no clock, no I/O beyond the store) and the scheduler that
-// decides what to append: dispatches, retries on durable timers, timeouts,
-// cancellations. docs/engine.md describes the model and the recovery rules.
+// layer (src/api) calls. It runs dex Flows (docs/flow-rules.md): inside, the
+// flow rules (src/flow, pure) applied by a deterministic state machine over
+// RocksDB (applying a log batch changes the store and the last applied slot in
+// one atomic write), and the flow engine that decides what to append: starts,
+// results, due timers, timeouts, and which Worker gets which attempt.
+// docs/engine.md describes the parts and the recovery rules. This header is
+// the interface only: it pulls in neither the log nor the snapshot machinery.
 //
 // Every change is appended to the node's log first; a caller is answered only
 // once its record is durable and applied. Thread-safe.
@@ -22,19 +24,14 @@
 #include "common/types.h"
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
-#include "log/log_writer.h"
+#include "dex/records.pb.h"
 #include "objstore/object_store.h"
-#include "snapshot/snapshot.h"
+#include "snapshot/snapshot_types.h"
 
 namespace dex {
 
+class LogWriter;
 struct HandedLocalStore;
-
-// Limits on what a request may carry; a request over one is InvalidArgument
-// with a message naming the limit, and changes nothing.
-inline constexpr size_t kFlowInputBytesMax = 1u << 20;
-inline constexpr size_t kStepOutputBytesMax = 1u << 20;
-inline constexpr size_t kFlowIdBytesMax = 256;
 
 // The bridge from the log writer to the engine (docs/engine.md, "How the engine
 // uses the log"). The writer must exist before the engine, and the engine must
@@ -80,7 +77,6 @@ class EngineStoppedError : public std::runtime_error {
 
 // Limits on Worker streams (InvalidArgument above them).
 inline constexpr size_t kWorkerIdBytesMax = 256;
-inline constexpr size_t kWorkerTaskQueuesMax = 100;
 inline constexpr uint32_t kWorkerConcurrentTasksMax = 1000;
 inline constexpr size_t kWorkersMax = 10'000;
 inline constexpr size_t kTaskErrorBytesMax = 64u << 10;
@@ -109,27 +105,25 @@ struct EngineOptions {
   // <local_store_path>.checkpoint.
   SnapshotPolicy snapshots;
   RequestOptions snapshot_request = {seconds(30)};
-  // Optional, for metrics (docs/metrics.md): told of every attempt and every flow
-  // that ends in a batch this engine applies live, on the log writer's thread,
-  // after the apply and before the callers hear of it. Replay at open does not
-  // report what earlier epochs ended (their process did), except this epoch's
-  // EpochStart: the attempts its recovery ends NOT_COMPLETED (and any flow that
-  // ends with them) are this process's and are reported once. They must not
+  // Optional, for metrics (docs/metrics.md): told of every method attempt and
+  // every run that ends in a batch this engine applies live, on the log
+  // writer's thread, after the apply and before the callers hear of it. Replay
+  // at open does not report what earlier epochs ended (their process did),
+  // except this epoch's EpochStart: the attempts its recovery ends
+  // NOT_COMPLETED are this process's and are reported once. They must not
   // block or call into the engine.
-  std::function<void(AttemptOutcome)> on_attempt_ended;
-  std::function<void(FlowStatus)> on_flow_ended;  // COMPLETED, FAILED or CANCELLED
+  std::function<void(flow::AttemptOutcome)> on_attempt_ended;
+  std::function<void(flow::FlowStatus)> on_flow_ended;  // a run closed, with its status
 };
 
 // The engine's side of one Worker stream. The gRPC layer implements it.
 class WorkerSink {
  public:
   virtual ~WorkerSink() = default;
-  // Hands `task` to the Worker; false if the stream is gone (the engine then
-  // treats the task as never received). Called from engine threads; must not block long.
-  virtual bool send_task(const StepTask& task) = 0;
-  // Hands a dex Flow attempt to the Worker (docs/flow-rules.md); false if the
-  // stream is gone. Streams that host no Flow types never get one.
-  virtual bool send_flow_task(const flow::FlowTask&) { return false; }
+  // Hands a WaitFor or Execute attempt to the Worker (docs/flow-rules.md);
+  // false if the stream is gone (the engine then treats the attempt as never
+  // received). Called from engine threads; must not block long.
+  virtual bool send_task(const flow::FlowTask& task) = 0;
   virtual bool send_ping() = 0;
 };
 
@@ -166,21 +160,7 @@ class Engine {
   // Takes a snapshot now, trims old ones and collects the log behind them, as
   // the policy's triggers do. Stopped once the engine stopped.
   virtual StatusOr<SnapshotInfo> snapshot_now() = 0;
-  virtual Snapshotter::Stats snapshot_stats() const = 0;
-
-  // FlowService. Errors: InvalidArgument (bad input, naming it), NotFound,
-  // Stopped (the engine stopped: the lease was lost or released).
-  virtual StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) = 0;
-  virtual StatusOr<FlowType> get_flow_type(const std::string& name) = 0;
-  virtual StatusOr<ListFlowTypesResponse> list_flow_types() = 0;
-  virtual StatusOr<StartFlowResponse> start_flow(const StartFlowRequest&) = 0;
-  virtual StatusOr<Flow> get_flow(const std::string& flow_id) = 0;
-  virtual StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest&) = 0;
-  virtual StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest&) = 0;
-  // Blocks until the flow ends (ended = true), `deadline` passes or
-  // `cancelled()` turns true (ended = false), or the engine stops (Stopped).
-  virtual StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, TimePoint deadline,
-                                               const std::function<bool()>& cancelled) = 0;
+  virtual SnapshotStats snapshot_stats() const = 0;
 
   // WorkerTaskService. A handle names one connected Worker stream.
   using WorkerHandle = uint64_t;
@@ -190,52 +170,32 @@ class Engine {
   // still arrive on the Worker's next stream.
   virtual void disconnect_worker(WorkerHandle worker) = 0;
   virtual HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) = 0;
-  // Resolves once the result is durable (accepted) or refused (stale: the
-  // attempt already ended; changes nothing). If the engine stops first, the
-  // future holds an EngineStoppedError: send no ack.
-  virtual std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) = 0;
+  // A Worker's result of a FlowTask. Resolves once the result is durable
+  // (accepted) or refused (stale: the attempt already ended; changes nothing).
+  // If the engine stops first, the future holds an EngineStoppedError: send no ack.
+  virtual std::future<ResultAck> complete_task(WorkerHandle worker,
+                                               const flow::FlowTaskResult& result) = 0;
 
-  // dex.flow.FlowService (docs/api.md, "Flows"; docs/flow-rules.md). Errors:
-  // InvalidArgument (naming the bad input), NotFound, AlreadyExists (a start
-  // its ID reuse policy refuses), PreconditionFailed (the run is closed, the
-  // Timer already fired, ...), Stopped. The long polls end at their timeout
-  // (0: 30 s, at most 60 s), when `cancelled()` turns true, or Stopped.
-  // Engines that run no Flows (test fakes) answer Stopped.
-  virtual StatusOr<flow::StartFlowResponse> flow_start(const flow::StartFlowRequest&) {
-    return no_flows();
-  }
-  virtual Status flow_stop(const flow::StopFlowRequest&) { return no_flows(); }
-  virtual Status flow_publish(const flow::PublishToChannelRequest&) { return no_flows(); }
-  virtual Status flow_skip_timer(const flow::SkipTimerRequest&) { return no_flows(); }
-  virtual StatusOr<flow::FlowDescription> flow_describe(const flow::FlowRef&) { return no_flows(); }
-  virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) {
-    return no_flows();
-  }
-  virtual StatusOr<flow::GetHistoryEventsResponse> flow_history(
-      const flow::GetHistoryEventsRequest&) {
-    return no_flows();
-  }
-  virtual StatusOr<flow::WaitForFlowResponse> flow_wait(const flow::WaitForFlowRequest&,
-                                                        const std::function<bool()>&) {
-    return no_flows();
-  }
-  virtual StatusOr<flow::GetHistoryEventsResponse> flow_wait_history(
-      const flow::WaitForHistoryEventRequest&, const std::function<bool()>&) {
-    return no_flows();
-  }
-  virtual StatusOr<flow::WaitForStepCompletionResponse> flow_wait_step(
-      const flow::WaitForStepCompletionRequest&, const std::function<bool()>&) {
-    return no_flows();
-  }
-  // A Worker's result of a FlowTask; resolves like complete_task.
-  virtual std::future<ResultAck> complete_flow_task(WorkerHandle, const flow::FlowTaskResult&) {
-    std::promise<ResultAck> p;
-    p.set_exception(std::make_exception_ptr(EngineStoppedError("this engine runs no Flows")));
-    return p.get_future();
-  }
-
- private:
-  static Status no_flows() { return Status::stopped("this engine runs no Flows"); }
+  // dex.FlowService (docs/api.md; docs/flow-rules.md). Errors: InvalidArgument
+  // (naming the bad input), NotFound, AlreadyExists (a start its ID reuse
+  // policy refuses), PreconditionFailed (the run is closed, the Timer already
+  // fired, ...), Stopped (the engine stopped: the lease was lost or released).
+  // The long polls end at their timeout (0: 30 s, at most 60 s), when
+  // `cancelled()` turns true, or Stopped.
+  virtual StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest&) = 0;
+  virtual Status stop_flow(const flow::StopFlowRequest&) = 0;
+  virtual Status publish(const flow::PublishToChannelRequest&) = 0;
+  virtual Status skip_timer(const flow::SkipTimerRequest&) = 0;
+  virtual StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) = 0;
+  virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) = 0;
+  virtual StatusOr<flow::GetHistoryEventsResponse> history(
+      const flow::GetHistoryEventsRequest&) = 0;
+  virtual StatusOr<flow::WaitForFlowResponse> wait_for_flow(
+      const flow::WaitForFlowRequest&, const std::function<bool()>& cancelled) = 0;
+  virtual StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
+      const flow::WaitForHistoryEventRequest&, const std::function<bool()>& cancelled) = 0;
+  virtual StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
+      const flow::WaitForStepCompletionRequest&, const std::function<bool()>& cancelled) = 0;
 };
 
 }  // namespace dex

@@ -231,7 +231,7 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
     if (task.heartbeat_timeout_ms() > 0)
       r.heartbeat_deadline = clock_.now() + milliseconds(task.heartbeat_timeout_ms());
   }
-  if (sink && sink->send_flow_task(task)) return;
+  if (sink && sink->send_task(task)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto w = workers_.find(running_.contains(task_id) ? running_[task_id].worker : 0);

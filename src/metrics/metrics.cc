@@ -44,9 +44,10 @@ constexpr std::array kCodes = {Code::kOk,        Code::kPreconditionFailed, Code
                                Code::kFenced,    Code::kInvalidArgument,    Code::kStopped};
 static_assert(static_cast<size_t>(Code::kOk) == 0 && static_cast<size_t>(Code::kStopped) == 8 &&
               kCodes.size() == 9 && kCodes[8] == Code::kStopped);
-constexpr std::array kAttemptOutcomes = {ATTEMPT_OUTCOME_COMPLETED, ATTEMPT_OUTCOME_FAILED,
-                                         ATTEMPT_OUTCOME_TIMED_OUT, ATTEMPT_OUTCOME_NOT_COMPLETED};
-constexpr std::array kFlowEnds = {FLOW_STATUS_COMPLETED, FLOW_STATUS_FAILED, FLOW_STATUS_CANCELLED};
+constexpr std::array kAttemptOutcomes = {flow::ATTEMPT_COMPLETED, flow::ATTEMPT_FAILED,
+                                         flow::ATTEMPT_TIMED_OUT, flow::ATTEMPT_NOT_COMPLETED};
+constexpr std::array kFlowEnds = {flow::FLOW_COMPLETED, flow::FLOW_FAILED, flow::FLOW_CANCELED,
+                                  flow::FLOW_TERMINATED, flow::FLOW_TIMED_OUT};
 
 size_t standby_index(StandbyState state) {
   assert(state != StandbyState::kNotStandby);
@@ -208,30 +209,34 @@ std::string_view status_outcome_label(Code code) {
   return "unknown";
 }
 
-std::string_view attempt_outcome_label(AttemptOutcome outcome) {
+std::string_view attempt_outcome_label(flow::AttemptOutcome outcome) {
   switch (outcome) {
-    case ATTEMPT_OUTCOME_COMPLETED:
+    case flow::ATTEMPT_COMPLETED:
       return "completed";
-    case ATTEMPT_OUTCOME_FAILED:
+    case flow::ATTEMPT_FAILED:
       return "failed";
-    case ATTEMPT_OUTCOME_TIMED_OUT:
+    case flow::ATTEMPT_TIMED_OUT:
       return "timed_out";
-    case ATTEMPT_OUTCOME_NOT_COMPLETED:
+    case flow::ATTEMPT_NOT_COMPLETED:
       return "not_completed";
     default:
       return "unspecified";
   }
 }
 
-std::string_view flow_status_label(FlowStatus status) {
+std::string_view flow_status_label(flow::FlowStatus status) {
   switch (status) {
-    case FLOW_STATUS_COMPLETED:
+    case flow::FLOW_COMPLETED:
       return "completed";
-    case FLOW_STATUS_FAILED:
+    case flow::FLOW_FAILED:
       return "failed";
-    case FLOW_STATUS_CANCELLED:
-      return "cancelled";
-    case FLOW_STATUS_RUNNING:
+    case flow::FLOW_CANCELED:
+      return "canceled";
+    case flow::FLOW_TERMINATED:
+      return "terminated";
+    case flow::FLOW_TIMED_OUT:
+      return "timed_out";
+    case flow::FLOW_RUNNING:
       return "running";
     default:
       return "unspecified";
@@ -255,8 +260,8 @@ struct Metrics::Impl {
   prometheus::Family<prometheus::Counter>* flows = nullptr;
   prometheus::Family<prometheus::Counter>* attempts = nullptr;
   // The known outcomes' series, by enum value (null for the others).
-  std::array<prometheus::Counter*, FlowStatus_ARRAYSIZE> flow_ends{};
-  std::array<prometheus::Counter*, AttemptOutcome_ARRAYSIZE> attempt_ends{};
+  std::array<prometheus::Counter*, flow::FlowStatus_ARRAYSIZE> flow_ends{};
+  std::array<prometheus::Counter*, flow::AttemptOutcome_ARRAYSIZE> attempt_ends{};
 
   // Serializes set_standby_state so that the last call wins on all five gauges.
   std::mutex standby_mu;
@@ -345,18 +350,21 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   }
   impl_->flows = &prometheus::BuildCounter()
                       .Name("dexzd_flows_total")
-                      .Help("Flows that ended, by final status: completed, failed, cancelled")
+                      .Help(
+                          "Runs of dex Flows that closed, by final status: completed, failed, "
+                          "canceled, terminated, timed_out")
                       .Register(r);
-  for (FlowStatus s : kFlowEnds) {
+  for (flow::FlowStatus s : kFlowEnds) {
     impl_->flow_ends[s] = &impl_->flows->Add({{"outcome", std::string(flow_status_label(s))}});
   }
-  impl_->attempts = &prometheus::BuildCounter()
-                         .Name("dexzd_attempts_total")
-                         .Help(
-                             "Step attempts that ended, by outcome: completed, failed, "
-                             "timed_out, not_completed")
-                         .Register(r);
-  for (AttemptOutcome o : kAttemptOutcomes) {
+  impl_->attempts =
+      &prometheus::BuildCounter()
+           .Name("dexzd_attempts_total")
+           .Help(
+               "WaitFor and Execute attempts that ended, by outcome: completed, failed, "
+               "timed_out, not_completed")
+           .Register(r);
+  for (flow::AttemptOutcome o : kAttemptOutcomes) {
     impl_->attempt_ends[o] =
         &impl_->attempts->Add({{"outcome", std::string(attempt_outcome_label(o))}});
   }
@@ -450,8 +458,8 @@ void Metrics::object_store_request(ObjectStoreOperation op, Code outcome, Durati
   impl_->request_seconds[i]->Observe(std::max(0.0, to_seconds(latency)));
 }
 
-void Metrics::flow_ended(FlowStatus status) {
-  if (status >= 0 && status < FlowStatus_ARRAYSIZE && impl_->flow_ends[status] != nullptr) {
+void Metrics::flow_ended(flow::FlowStatus status) {
+  if (status >= 0 && status < flow::FlowStatus_ARRAYSIZE && impl_->flow_ends[status] != nullptr) {
     impl_->flow_ends[status]->Increment();
     return;
   }
@@ -460,8 +468,8 @@ void Metrics::flow_ended(FlowStatus status) {
   impl_->flows->Add({{"outcome", std::string(flow_status_label(status))}}).Increment();
 }
 
-void Metrics::attempt_ended(AttemptOutcome outcome) {
-  if (outcome >= 0 && outcome < AttemptOutcome_ARRAYSIZE &&
+void Metrics::attempt_ended(flow::AttemptOutcome outcome) {
+  if (outcome >= 0 && outcome < flow::AttemptOutcome_ARRAYSIZE &&
       impl_->attempt_ends[outcome] != nullptr) {
     impl_->attempt_ends[outcome]->Increment();
     return;

@@ -25,7 +25,8 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "dex/api.pb.h"
+#include "dex/flow.pb.h"
+#include "dex/flow_records.pb.h"
 
 namespace prometheus {
 class Registry;
@@ -63,9 +64,10 @@ std::string_view object_store_operation_label(ObjectStoreOperation op);  // "get
 // "invalid_argument", "stopped".
 std::string_view status_outcome_label(Code code);
 // "completed", "failed", "timed_out", "not_completed"; "unspecified" otherwise.
-std::string_view attempt_outcome_label(AttemptOutcome outcome);
-// "completed", "failed", "cancelled"; "running"/"unspecified" for the others.
-std::string_view flow_status_label(FlowStatus status);
+std::string_view attempt_outcome_label(flow::AttemptOutcome outcome);
+// "completed", "failed", "canceled", "terminated", "timed_out";
+// "running"/"unspecified" for the others.
+std::string_view flow_status_label(flow::FlowStatus status);
 
 class Metrics {
  public:
@@ -107,10 +109,10 @@ class Metrics {
   // dexzd_object_store_requests_total{operation,outcome} and
   // dexzd_object_store_request_seconds{operation}.
   void object_store_request(ObjectStoreOperation op, Code outcome, Duration latency);
-  // dexzd_flows_total{outcome}: a flow ended with `status` (COMPLETED, FAILED, CANCELLED).
-  void flow_ended(FlowStatus status);
-  // dexzd_attempts_total{outcome}: an attempt ended with `outcome`.
-  void attempt_ended(AttemptOutcome outcome);
+  // dexzd_flows_total{outcome}: a run closed with `status`.
+  void flow_ended(flow::FlowStatus status);
+  // dexzd_attempts_total{outcome}: a WaitFor or Execute attempt ended with `outcome`.
+  void attempt_ended(flow::AttemptOutcome outcome);
 
   // The text exposition of every series, as GET /metrics serves it.
   std::string render() const;

@@ -314,8 +314,8 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.snapshots.interval = run_.snapshots.interval;
   eo.snapshots.every_records = run_.snapshots.every_records;
   eo.snapshots.keep = run_.snapshots.keep;
-  eo.on_attempt_ended = [this](AttemptOutcome o) { metrics_.attempt_ended(o); };
-  eo.on_flow_ended = [this](FlowStatus st) { metrics_.flow_ended(st); };
+  eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
+  eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
   return eo;
 }
 

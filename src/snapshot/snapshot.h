@@ -31,6 +31,7 @@
 #include "dex/records.pb.h"
 #include "log/log_gc.h"
 #include "objstore/object_store.h"
+#include "snapshot/snapshot_types.h"
 
 namespace dex {
 
@@ -57,15 +58,6 @@ StatusOr<proto::SnapshotManifest> decode_snapshot_manifest(const NodeId& node_id
 StatusOr<std::vector<Slot>> list_snapshots(ObjectStore& store, const NodeId& node_id,
                                            const RequestOptions& request = {});
 
-// What one snapshot upload did.
-struct SnapshotInfo {
-  Slot slot;
-  uint64_t files = 0;           // files in the snapshot
-  uint64_t bytes = 0;           // their total size
-  uint64_t uploaded_files = 0;  // files this upload wrote (the others were already there)
-  uint64_t uploaded_bytes = 0;
-  bool manifest_existed = false;  // a manifest for this slot was already there
-};
 
 // Writes snapshots for the lease holder. Remembers the SHA-256 of each
 // immutable RocksDB file (*.sst, *.blob) by name and size, so that a file kept
@@ -118,13 +110,6 @@ StatusOr<proto::SnapshotManifest> download_snapshot(ObjectStore& store, const No
                                                     Slot slot, const std::filesystem::path& dest,
                                                     const RequestOptions& request = {});
 
-// The snapshot policy of the active process (docs/configuration.md, snapshots.*).
-struct SnapshotPolicy {
-  Duration interval = std::chrono::minutes(10);  // 0: no time trigger
-  uint64_t every_records = 100'000;              // 0: no record-count trigger
-  size_t keep = 2;                               // snapshots kept (>= 1)
-  bool enabled() const { return interval > Duration(0) || every_records > 0; }
-};
 
 // Deterministic: is a snapshot due? `records` counts the records applied since
 // the last snapshot (or since the store was opened), `since` the time since then.
@@ -156,12 +141,7 @@ class Snapshotter {
     Duration poll = seconds(1);          // how often the triggers are checked
     RequestOptions request = {seconds(30)};
   };
-  struct Stats {
-    uint64_t snapshots = 0;
-    uint64_t failures = 0;
-    uint64_t log_slots_collected = 0;
-    std::optional<Slot> last_slot;
-  };
+  using Stats = SnapshotStats;
 
   Snapshotter(ObjectStore& store, Clock& clock, Options options, Source source);
   ~Snapshotter();  // stops

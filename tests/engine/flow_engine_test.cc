@@ -19,8 +19,7 @@ using namespace dex::testing;
 // A Worker stream that hosts Flows: collects the FlowTasks the engine sends.
 class FlowWorker final : public WorkerSink {
  public:
-  bool send_task(const StepTask&) override { return false; }
-  bool send_flow_task(const flow::FlowTask& task) override {
+  bool send_task(const flow::FlowTask& task) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!alive) return false;
     tasks_.push_back(task);
@@ -116,12 +115,12 @@ class FlowEngineTest : public EngineProcessTest {
     r.set_flow_id(flow_id);
     r.set_flow_type("Order");
     r.mutable_input()->set_data(input);
-    auto out = e.flow_start(r);
+    auto out = e.start_flow(r);
     EXPECT_TRUE(out.is_ok()) << out.status().to_string();
     return out.is_ok() ? out->run_id() : "";
   }
   static ResultAck answer(Engine& e, Engine::WorkerHandle w, flow::FlowTaskResult result) {
-    auto f = e.complete_flow_task(w, result);
+    auto f = e.complete_task(w, result);
     EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     return f.get();
   }
@@ -149,7 +148,7 @@ class FlowEngineTest : public EngineProcessTest {
     r.mutable_flow()->set_flow_id(flow_id);
     r.set_timeout_ms(1);
     for (int i = 0; i < 200; ++i) {
-      auto out = e.flow_wait(r, nullptr);
+      auto out = e.wait_for_flow(r, nullptr);
       EXPECT_TRUE(out.is_ok()) << out.status().to_string();
       if (out.is_ok() && out->closed()) return out->flow();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -165,7 +164,7 @@ TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
   flow::StartFlowRequest r;
   r.set_flow_id("f");
   r.set_flow_type("Order");
-  auto out = p->engine->flow_start(r);
+  auto out = p->engine->start_flow(r);
   ASSERT_FALSE(out.is_ok());
   EXPECT_EQ(out.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(out.status().message(), "Flow type 'Order' was never declared by a Worker");
@@ -241,7 +240,7 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   pub.set_flow_id("f1");
   pub.set_channel("approval");
   pub.add_messages()->set_data("approved by Ann");
-  ASSERT_TRUE(e.flow_publish(pub).is_ok());
+  ASSERT_TRUE(e.publish(pub).is_ok());
   auto execute = worker->next();
   ASSERT_TRUE(execute);
   EXPECT_EQ(execute->method(), flow::EXECUTE);

@@ -54,7 +54,7 @@ TEST(MetricsHttp, ServesTheTextExpositionOnMetricsAtAFreePort) {
   ASSERT_GT(m.port(), 0);
   m.set_standby_state(StandbyState::kFollowing);
   m.set_standby_lag(milliseconds(1500));
-  m.attempt_ended(ATTEMPT_OUTCOME_COMPLETED);
+  m.attempt_ended(flow::ATTEMPT_COMPLETED);
   const std::string url = "http://127.0.0.1:" + std::to_string(m.port()) + "/metrics";
   auto first = http_get(url);
   ASSERT_TRUE(first);
@@ -110,7 +110,7 @@ TEST(MetricsHttp, AnAddressInUseFailsWithAMessageNamingIt) {
   EXPECT_NE(s.message().find("Address already in use"), std::string::npos) << s.message();
   EXPECT_EQ(second.port(), 0);
   // The failure leaves the Metrics usable, and a later listen may succeed.
-  second.flow_ended(FLOW_STATUS_FAILED);
+  second.flow_ended(flow::FLOW_FAILED);
   EXPECT_EQ(series_value(second.render(), R"(dexzd_flows_total{outcome="failed"})"), 1);
   Status retried = second.listen("127.0.0.1:0");
   EXPECT_TRUE(retried.is_ok()) << retried.to_string();

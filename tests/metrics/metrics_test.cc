@@ -53,7 +53,7 @@ TEST(Metrics, EverySeriesExistsAtZeroBeforeTheFirstEvent) {
         value(m, std::string("dexzd_object_store_request_seconds_count{operation=\"") + op + "\"}"),
         0);
   }
-  for (const char* o : {"completed", "failed", "cancelled"}) {
+  for (const char* o : {"completed", "failed", "canceled", "terminated", "timed_out"}) {
     EXPECT_EQ(value(m, std::string("dexzd_flows_total{outcome=\"") + o + "\"}"), 0);
   }
   for (const char* o : {"completed", "failed", "timed_out", "not_completed"}) {
@@ -157,26 +157,31 @@ TEST(Metrics, LogAppendFillsTheHistogramAndCountsBatchesAndRecords) {
 
 TEST(Metrics, FlowsAndAttemptsByOutcome) {
   Metrics m;
-  m.flow_ended(FLOW_STATUS_COMPLETED);
-  m.flow_ended(FLOW_STATUS_COMPLETED);
-  m.flow_ended(FLOW_STATUS_FAILED);
-  m.flow_ended(FLOW_STATUS_CANCELLED);
-  m.attempt_ended(ATTEMPT_OUTCOME_COMPLETED);
-  m.attempt_ended(ATTEMPT_OUTCOME_FAILED);
-  m.attempt_ended(ATTEMPT_OUTCOME_TIMED_OUT);
-  m.attempt_ended(ATTEMPT_OUTCOME_NOT_COMPLETED);
-  m.attempt_ended(ATTEMPT_OUTCOME_NOT_COMPLETED);
+  m.flow_ended(flow::FLOW_COMPLETED);
+  m.flow_ended(flow::FLOW_COMPLETED);
+  m.flow_ended(flow::FLOW_FAILED);
+  m.flow_ended(flow::FLOW_CANCELED);
+  m.flow_ended(flow::FLOW_TERMINATED);
+  m.flow_ended(flow::FLOW_TIMED_OUT);
+  m.flow_ended(flow::FLOW_TIMED_OUT);
+  m.attempt_ended(flow::ATTEMPT_COMPLETED);
+  m.attempt_ended(flow::ATTEMPT_FAILED);
+  m.attempt_ended(flow::ATTEMPT_TIMED_OUT);
+  m.attempt_ended(flow::ATTEMPT_NOT_COMPLETED);
+  m.attempt_ended(flow::ATTEMPT_NOT_COMPLETED);
   EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"completed\"}"), 2);
   EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"failed\"}"), 1);
-  EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"cancelled\"}"), 1);
+  EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"canceled\"}"), 1);
+  EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"terminated\"}"), 1);
+  EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"timed_out\"}"), 2);
   EXPECT_EQ(value(m, "dexzd_attempts_total{outcome=\"completed\"}"), 1);
   EXPECT_EQ(value(m, "dexzd_attempts_total{outcome=\"failed\"}"), 1);
   EXPECT_EQ(value(m, "dexzd_attempts_total{outcome=\"timed_out\"}"), 1);
   EXPECT_EQ(value(m, "dexzd_attempts_total{outcome=\"not_completed\"}"), 2);
   // Wrong usage: a value that is not an end is counted under its own label,
   // not dropped and not mixed into the others.
-  m.flow_ended(FLOW_STATUS_RUNNING);
-  m.attempt_ended(ATTEMPT_OUTCOME_UNSPECIFIED);
+  m.flow_ended(flow::FLOW_RUNNING);
+  m.attempt_ended(flow::ATTEMPT_OUTCOME_UNSPECIFIED);
   EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"running\"}"), 1);
   EXPECT_EQ(value(m, "dexzd_attempts_total{outcome=\"unspecified\"}"), 1);
   EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"completed\"}"), 2);
