@@ -17,10 +17,12 @@
 //
 // Part "log": a real `dex-server-zd serve` on MinIO (through
 // tests/tools/faultproxy.py, which counts requests by method and key class)
-// and a real `dex-example-worker`; for each flow type and client concurrency,
-// N flows started and waited for by closed-loop clients. Per case: Step
-// completions, log PUTs (from the proxy), log objects written (from a listing)
-// and the records in them, lease PUTs, elapsed time.
+// and a real `dex-flow-examples worker` hosting the dex Flows OneStep and
+// ThreeSteps (examples/flows/pipelines.cc); for each Flow type and client
+// concurrency, N runs started and waited for by closed-loop clients
+// (dex.flow.FlowService StartFlow, WaitForFlow). Per case: Step completions,
+// log PUTs (from the proxy), log objects written (from a listing) and the
+// flow rules' records in them, lease PUTs, elapsed time.
 //
 //   build/bin/objstore_cost_bench [--parts lease,log] [--lease-durations 10,60]
 //       [--sim-hours 1] [--real-seconds 60] [--flows 1000] [--concurrency 1,32]
@@ -57,8 +59,8 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "common/version.h"
-#include "dex/engine.pb.h"
-#include "flow_bench_flow_types.h"
+#include "dex/flow_records.pb.h"
+#include "dex/records.pb.h"
 #include "lease/lease_keeper.h"
 #include "lease/lease_machine.h"
 #include "lease/lease_record.h"
@@ -697,37 +699,55 @@ struct LogRow {
   std::optional<ProxyCounts> proxy;
 };
 
-std::string flow_failure(const dex::Flow& flow) {
+// The Flow types the worker hosts (examples/flows/pipelines.cc) and their Steps.
+constexpr std::pair<const char*, int> kFlowTypes[] = {{"OneStep", 1}, {"ThreeSteps", 3}};
+constexpr auto kRunTimeout = std::chrono::seconds(60);
+
+// Starts a run of `type` with ID `flow_id` and waits until it closes: "" when
+// it completed, else why not. The request ID is the flow ID's: a start the
+// client repeats on its own answers the run the first attempt started.
+std::string run_flow(dex::Client& client, const std::string& type, const std::string& flow_id,
+                     uint64_t n, dex::Duration timeout) {
+  dex::flow::StartOptions options;
+  options.set_request_id("req-" + flow_id);
+  options.set_ignore_already_started(true);
+  auto started = client.start(type, flow_id, nlohmann::json{{"n", n}}, options);
+  if (!started.is_ok())
+    return fmt::format("StartFlow {}: {}", flow_id, started.status().to_string());
+  auto closed = client.wait_for_flow(flow_id, timeout);
+  if (!closed.is_ok())
+    return fmt::format("WaitForFlow {}: {}", flow_id, closed.status().to_string());
+  if (!closed->closed())
+    return fmt::format("flow {} did not close within {} s", flow_id,
+                       std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+  const dex::flow::FlowDescription& flow = closed->flow();
+  if (flow.status() == dex::flow::FLOW_COMPLETED) return "";
   std::string why = fmt::format("flow {} ({}) ended {}", flow.flow_id(), flow.flow_type(),
-                                dex::FlowStatus_Name(flow.status()));
-  if (!flow.error().empty()) why += ": " + flow.error();
+                                dex::flow::FlowStatus_Name(flow.status()));
+  if (!flow.close_reason().empty()) why += ": " + flow.close_reason();
   return why;
 }
 
+// Until a probe run of each Flow type completes: the worker has connected and
+// declared them (a start of a type not yet declared fails).
 void wait_worker(const std::string& address, const Child& server, const Child& worker) {
   dex::ClientOptions options;
   options.server_address = address;
   dex::Client client(options);
   auto deadline = RealClock::now() + kStartTimeout;
-  for (const char* type : {"bench-one", "bench-three"}) {
-    std::string id = fmt::format("probe-{}", type);
-    for (;;) {
+  for (const auto& flow_type : kFlowTypes) {
+    const char* type = flow_type.first;
+    std::string err = "never tried";
+    for (int i = 0; !err.empty(); ++i) {
       check_alive(server);
       check_alive(worker);
       if (RealClock::now() > deadline) {
-        die(fmt::format("the worker did not complete a {} flow within {} s; last lines of {}:\n{}",
-                        type, kStartTimeout.count(), worker.log.string(), tail(worker.log, 20)));
+        die(fmt::format("no probe run of {} completed within {} s ({}); last lines of {}:\n{}",
+                        type, kStartTimeout.count(), err, worker.log.string(),
+                        tail(worker.log, 20)));
       }
-      if (!client.get_flow_type(type).is_ok() || !client.start_flow(type, "{}", id).is_ok()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      auto waited = client.wait_flow(id, std::chrono::seconds(1));
-      if (!waited.is_ok() || !waited.value().ended()) continue;
-      if (waited.value().flow().status() != dex::FLOW_STATUS_COMPLETED) {
-        die(flow_failure(waited.value().flow()));
-      }
-      break;
+      err = run_flow(client, type, fmt::format("probe-{}-{}", type, i), 0, std::chrono::seconds(5));
+      if (!err.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 }
@@ -745,16 +765,8 @@ double run_flows(const std::string& address, const std::string& type, int concur
       options.server_address = address;
       dex::Client client(options);
       for (uint64_t n = next++; n < flows; n = next++) {
-        std::string id = fmt::format("{}-{}", tag, n);
-        auto started = client.start_flow(type, fmt::format("{{\"n\":{}}}", n), id);
-        if (!started.is_ok())
-          die(fmt::format("StartFlow {}: {}", id, started.status().to_string()));
-        auto waited = client.wait_flow(id, std::chrono::seconds(60));
-        if (!waited.is_ok()) die(fmt::format("WaitFlow {}: {}", id, waited.status().to_string()));
-        if (!waited.value().ended()) die(fmt::format("flow {} did not end within 60 s", id));
-        if (waited.value().flow().status() != dex::FLOW_STATUS_COMPLETED) {
-          die(flow_failure(waited.value().flow()));
-        }
+        std::string err = run_flow(client, type, fmt::format("{}-{}", tag, n), n, kRunTimeout);
+        if (!err.empty()) die(err);
       }
     });
   }
@@ -768,28 +780,35 @@ dex::Slot log_end(dex::ObjectStore& store, const dex::NodeId& node) {
   return bounds->end;
 }
 
-// Records in slots [from, to), by kind ("start_flow", "attempt_started", ...).
-std::map<std::string, uint64_t> count_records(dex::ObjectStore& store, const dex::NodeId& node,
-                                              dex::Slot from, dex::Slot to) {
-  dex::LogReader reader(store, node, from);
+struct RecordCounts {
+  // The flow rules' records by kind ("start_flow", "method_result", ...);
+  // any other record by its LogRecord kind ("epoch_start", ...).
   std::map<std::string, uint64_t> kinds;
+  // Tasks handed to Workers: they ride in the records above, not in their own.
+  uint64_t assignments = 0;
+};
+
+// Records in slots [from, to).
+RecordCounts count_records(dex::ObjectStore& store, const dex::NodeId& node, dex::Slot from,
+                           dex::Slot to) {
+  dex::LogReader reader(store, node, from);
+  RecordCounts counts;
   for (uint64_t s = from.value; s < to.value; ++s) {
     auto batch = reader.read(dex::Slot(s));
     if (!batch.is_ok()) die("reading the log: " + batch.status().to_string());
     if (!batch.value()) die(fmt::format("log slot {} is missing", s));
     for (const dex::proto::LogRecord& record : batch.value()->records()) {
-      std::string kind = "other";
-      if (record.has_engine()) {
-        const dex::proto::EngineRecord& engine = record.engine();
-        const auto* field = engine.GetDescriptor()->FindFieldByNumber(engine.kind_case());
-        if (field != nullptr) kind = field->name();
-      } else if (record.has_epoch_start()) {
-        kind = "epoch_start";
+      const google::protobuf::FieldDescriptor* field =
+          record.GetDescriptor()->FindFieldByNumber(record.kind_case());
+      if (record.has_flow()) {
+        const dex::flow::FlowRecord& flow = record.flow();
+        field = flow.GetDescriptor()->FindFieldByNumber(flow.kind_case());
+        counts.assignments += static_cast<uint64_t>(flow.assignments_size());
       }
-      ++kinds[kind];
+      ++counts.kinds[field != nullptr ? std::string(field->name()) : "unknown"];
     }
   }
-  return kinds;
+  return counts;
 }
 
 struct LogOptions {
@@ -829,19 +848,17 @@ std::vector<LogRow> run_log_part(const LogOptions& o, const Minio& minio, const 
   std::string line;
   std::smatch m = wait_for_line(server, std::regex(R"(serve ready: .* listening on (\S+))"), line);
   const std::string address = m[1].str();
-  Child worker = spawn(
-      "dex-example-worker",
-      {(bin / "dex-example-worker").string(), "--server", address, "--concurrency",
-       std::to_string(o.worker_concurrency), "--flow-type", (root / "bench-one.yaml").string(),
-       "--flow-type", (root / "bench-three.yaml").string()},
-      {}, root / "worker.log");
+  Child worker = spawn("dex-flow-examples worker",
+                       {(bin / "dex-flow-examples").string(), "worker", "--server", address,
+                        "--concurrency", std::to_string(o.worker_concurrency)},
+                       {}, root / "worker.log");
   wait_worker(address, server, worker);
   std::cerr << fmt::format("log: server {} on {} ({}), worker {} connected\n", server.pid, address,
                            endpoint, worker.pid);
 
   auto direct = open_store(minio.endpoint(), prefix);  // not through the proxy
   std::vector<LogRow> rows;
-  for (auto [type, steps] : {std::pair{"bench-one", 1}, std::pair{"bench-three", 3}}) {
+  for (auto [type, steps] : kFlowTypes) {
     for (int concurrency : o.concurrency) {
       LogRow row;
       row.flow_type = type;
@@ -859,13 +876,16 @@ std::vector<LogRow> run_log_part(const LogOptions& o, const Minio& minio, const 
       check_alive(worker);
       row.log_objects = to.value - from.value;
       std::string kinds;
-      for (const auto& [kind, n] : count_records(*direct, node, from, to)) {
+      const RecordCounts records = count_records(*direct, node, from, to);
+      for (const auto& [kind, n] : records.kinds) {
         row.log_records += n;
         kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", kind, n);
       }
       std::cerr << fmt::format(
-          "  {} x{}: {} flows in {:.1f} s; {} log objects, {} records ({}){}\n", type, concurrency,
-          row.flows, row.elapsed_s, row.log_objects, row.log_records, kinds,
+          "  {} x{}: {} flows in {:.1f} s; {} log objects, {} records ({}; {} task assignments "
+          "in them){}\n",
+          type, concurrency, row.flows, row.elapsed_s, row.log_objects, row.log_records, kinds,
+          records.assignments,
           row.proxy ? fmt::format("; log PUTs {}, lease PUTs {}", row.proxy->get("log", "PUT"),
                                   row.proxy->get("lease", "PUT"))
                     : "");
@@ -1006,12 +1026,10 @@ int main(int argc, char** argv) {
   const bool want_lease = std::ranges::find(o.parts, "lease") != o.parts.end();
   const bool want_log = std::ranges::find(o.parts, "log") != o.parts.end();
   fs::path bin = own_bin_dir();
-  if (want_log) require_programs(bin, {"dex-server-zd", "dex-example-worker"});
+  if (want_log) require_programs(bin, {"dex-server-zd", "dex-flow-examples"});
   fs::path root = fs::path(o.dir) / fmt::format("dex-objstore-cost-{}", getpid());
   add_scratch(root);
   fs::create_directories(root);
-  std::ofstream(root / "bench-one.yaml") << dex::bench::kBenchOneDefinition;
-  std::ofstream(root / "bench-three.yaml") << dex::bench::kBenchThreeDefinition;
 
   Minio minio = start_minio(find_minio(o.minio), root / "minio");
   std::cerr << fmt::format("MinIO {} on {} (data in {})\n", minio.child.pid, minio.endpoint(),
