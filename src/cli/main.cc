@@ -124,14 +124,22 @@ dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_source(const InspectSource
   return open_config_store(config.value());
 }
 
-const char* record_kind(const dex::proto::LogRecord& record) {
+// "epochStart", "opaque", or "flow.<kind>" for the flow rules' records
+// ("flow.startFlow", "flow.methodResult", ...: the camelCase name of the
+// FlowRecord's kind, read from its descriptor so that a new kind needs no change here).
+std::string record_kind(const dex::proto::LogRecord& record) {
   switch (record.kind_case()) {
     case dex::proto::LogRecord::kEpochStart:
       return "epochStart";
     case dex::proto::LogRecord::kOpaque:
       return "opaque";
-    case dex::proto::LogRecord::kEngine:
-      return "engine";
+    case dex::proto::LogRecord::kFlow: {
+      const auto& flow = record.flow();
+      const auto* oneof = flow.GetDescriptor()->FindOneofByName("kind");
+      const auto* field =
+          oneof != nullptr ? flow.GetReflection()->GetOneofFieldDescriptor(flow, oneof) : nullptr;
+      return field != nullptr ? "flow." + field->json_name() : "flow.unknown";
+    }
     default:
       return "unknown";
   }
@@ -163,8 +171,8 @@ struct InspectLogFlags {
   // needs to see a fenced writer's batch. A missing slot is an entry
   // {"slot", "missing": true} instead of an error.
   bool raw = false;
-  // Each record in full (protobuf JSON mapping: epochStart, engine records
-  // with flow IDs, task IDs, outcomes), plus the batch's writeId.
+  // Each record in full (protobuf JSON mapping: epochStart, flow records with
+  // flow IDs, run IDs, task IDs, outcomes), plus the batch's writeId.
   bool records = false;
   std::optional<uint64_t> from_slot;
 };
@@ -596,7 +604,7 @@ int main(int argc, char** argv) {
                 "Read every slot from the first one to the end without skipping batches of a "
                 "lower epoch (a fenced writer's), listing missing slots as {\"missing\": true}");
   log->add_flag("--records", log_flags.records,
-                "Print each record in full (recordDetails: epochStart, engine records) and the "
+                "Print each record in full (recordDetails: epochStart, flow records) and the "
                 "batch's writeId");
   log->add_option("--from-slot", from_slot, "Start at this slot (default: the log's first)");
 
