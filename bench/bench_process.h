@@ -1,5 +1,5 @@
-// What the benchmarks that start real processes (flow_bench,
-// objstore_cost_bench) share: a registry of the child processes and scratch
+// What the benchmarks that start real processes (objstore_cost_bench,
+// dex_flows_bench) share: a registry of the child processes and scratch
 // directories of this run, so that any failure (or Ctrl-C) kills the one and
 // removes the other; starting, watching and stopping children; a few figures.
 //
@@ -16,7 +16,7 @@
 
 namespace dex::bench {
 
-// The name messages start with ("flow_bench: ...").
+// The name messages start with ("dex_flows_bench: ...").
 void set_program(std::string name);
 const std::string& program();
 
