@@ -1,5 +1,5 @@
-// The local RocksDB store as the engine's parts share it (the DAG scheduler
-// and the flow engine). Readers hold `mu` shared while they use `sm`; the
+// The local RocksDB store as the engine's parts share it (the engine's apply
+// and housekeeping, and the flow engine). Readers hold `mu` shared while they use `sm`; the
 // engine's stop() resets `sm` holding it unique, after which readers find it
 // null. Lock order: `mu` before any part's own mutex, never the reverse.
 #pragma once
