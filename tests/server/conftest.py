@@ -218,3 +218,85 @@ def object_store_requests(metrics_text):
         counts[op] = counts.get(op, 0) + float(m.group(2))
     assert seen, "no dexzd_object_store_requests_total series on /metrics:\n" + metrics_text
     return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# dex Flows: `dex-flow-examples worker` (examples/flows/) hosts the Flows that the tests start
+# and read with `dexcli flow ...`. The HA tests run E2EThreeSteps, E2ESlowStep,
+# E2ESlowStepNoRetry and E2EIdle; examples/flows/pipelines.cc says what each Step does and its
+# retry policy and timeouts. `servers` is one address, a comma-separated list or a list.
+
+def server_list(servers):
+    return servers if isinstance(servers, str) else ",".join(servers)
+
+
+def flow_worker(procs, servers, *flags, connected=True):
+    """A `dex-flow-examples worker` given `servers`; by default waits until it connected (its
+    hello declared the Flows durably, so that starts of their types are accepted)."""
+    w = procs(binary("dex-flow-examples"), "worker", "--server", server_list(servers), *flags)
+    if connected:
+        w.wait_for_line("connected to", 30)
+    return w
+
+
+def dexcli(servers, *args, timeout="10s", wait=60):
+    """One dexcli call; `timeout` is its --timeout (how long each call looks for the active
+    process), `wait` the bound on the whole process."""
+    return run(binary("dexcli"), "--server", server_list(servers), "--timeout", timeout, *args,
+               timeout=wait)
+
+
+def start_flow(servers, flow_type, flow_id, flow_input="{}", timeout="10s"):
+    """`dexcli flow start`; the request ID (the flow ID) makes a repeat after an unknown outcome
+    answer the run the first one started."""
+    return dexcli(servers, "flow", "start", flow_type, "--flow-id", flow_id, "--request-id",
+                  flow_id, "--input", flow_input, timeout=timeout)
+
+
+def flow_json(servers, *args, timeout="10s"):
+    """The JSON output of one `dexcli flow ...` call, or None when it failed."""
+    r = dexcli(servers, "flow", *args, timeout=timeout)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def parallel(fn, items, threads=8):
+    """{item: fn(item)} computed by a few threads (each call is a dexcli process)."""
+    from concurrent.futures import ThreadPoolExecutor
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return dict(zip(items, pool.map(fn, items)))
+
+
+def closed_flows(servers, ids, timeout=180):
+    """Waits until each flow in `ids` closed (`dexcli flow wait` per ID, in parallel) and returns
+    {flow ID: its description with "events": its history}. A flow never found is absent; one
+    still open at the deadline is there with its status (RUNNING)."""
+    deadline = time.monotonic() + timeout
+
+    def one(flow_id):
+        described = None
+        while True:
+            left = deadline - time.monotonic()
+            r = dexcli(servers, "flow", "wait", flow_id, "--wait-timeout", f"{max(1, int(left))}s",
+                       wait=left + 30)
+            if r.returncode in (0, 3):  # closed, or still open at the deadline
+                described = json.loads(r.stdout)
+                break
+            if "NOT_FOUND" in r.stderr or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.2)  # no active process answered: ask again
+        history = None
+        while history is None and time.monotonic() < deadline + 30:
+            history = flow_json(servers, "history", flow_id)
+        assert history is not None, f"{flow_id}: no history"
+        described["events"] = history["events"]
+        return described
+
+    found = parallel(one, ids)
+    return {i: f for i, f in found.items() if f is not None}
+
+
+def completions(flow):
+    """[(step execution ID, attempt)] of a flow's EXECUTE_COMPLETED history events, in order."""
+    return [(e["stepExecutionId"], e["attempt"]) for e in flow["events"]
+            if e["kind"] == "EXECUTE_COMPLETED"]

@@ -1,5 +1,5 @@
 """Hot standby (spec: Hot standby): two `dex-server-zd serve` processes in hot mode, a worker and
-clients that give both addresses, steady load. The core scenario runs on both object stores, a
+clients that give both addresses, steady load of E2EThreeSteps dex Flows. The core scenario runs on both object stores, a
 filesystem directory and a real MinIO (which must be installed: its absence fails the test).
 
 - the standby follows: dexzd_hot_standby_state{state="following"} is 1 on it, dex.HotStandby
@@ -9,7 +9,8 @@ filesystem directory and a real MinIO (which must be installed: its absence fail
 - SIGTERM of the active: the standby serves within about one heldLeasePollInterval (plus its
   engine open), replaying only the few batches it had not applied;
 - SIGKILL of the active: the standby waits for expiry + 1 s, then takes over with a short replay;
-- every flow whose start was acknowledged completes, by the spec's recovery rules.
+- every flow whose start was acknowledged completes, by the spec's recovery rules (read from
+  each flow's history: test_recovery.check_recovery_rules).
 """
 import json
 import re
@@ -20,7 +21,8 @@ import urllib.request
 
 import pytest
 
-from conftest import STORES, Proc, binary, free_port, log_time, object_store_requests, run
+from conftest import (STORES, Proc, binary, closed_flows, flow_worker, free_port, log_time,
+                      object_store_requests, run, start_flow)
 from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
 
 LEASE_S = 3
@@ -112,8 +114,7 @@ class Load:
         deadline = time.monotonic() + 600
         while not self.stop.is_set() and i < 2000 and time.monotonic() < deadline:
             flow_id = f"c{c}-{i:04d}"
-            r = run(binary("dexcli"), "--server", ",".join(self.servers), "--timeout", "30s",
-                    "dag", "start", "e2e-three-step", "--flow-id", flow_id, "--input", "{}", timeout=60)
+            r = start_flow(self.servers, FLOW_TYPE, flow_id, timeout="30s")
             if r.returncode == 0:
                 self.acknowledged.add(flow_id)
                 i += 1
@@ -126,25 +127,12 @@ class Load:
 
 
 def wait_flows(servers, ids, timeout=180):
-    deadline = time.monotonic() + timeout
-    flows = {}
-    while time.monotonic() < deadline:
-        flows, token = {}, ""
-        for _ in range(50):
-            args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
-            r = run(binary("dexcli"), "--server", ",".join(servers), "--timeout", "10s", *args)
-            if r.returncode != 0:
-                break
-            page = json.loads(r.stdout)
-            flows.update({f["flowId"]: f for f in page.get("flows", [])})
-            token = page.get("nextPageToken", "")
-            if not token:
-                break
-        if set(ids) <= set(flows) and all(flows[i]["status"] != "RUNNING" for i in ids):
-            return flows
-        time.sleep(0.5)
-    missing = set(ids) - set(flows)
-    raise AssertionError(f"flows did not end in time; missing {len(missing)}")
+    """closed_flows() of every flow in `ids` (each one found and closed, else a failure)."""
+    flows = closed_flows(servers, ids, timeout)
+    open_or_lost = [i for i in ids if flows.get(i, {}).get("status", "RUNNING") == "RUNNING"]
+    assert not open_or_lost, (f"flows did not end in time or were not found: "
+                              f"{len(open_or_lost)}, e.g. {sorted(open_or_lost)[:5]}")
+    return flows
 
 
 def assert_only_reads(standby, active, seconds):
@@ -185,10 +173,7 @@ def test_hot_standby_follows_and_takes_over_on_sigterm_and_after_sigkill(nodes, 
     assert a.metric("dexzd_hot_standby_state", '{state="following"}') == 0
     assert a.metric("dexzd_active") == 1
 
-    assert run(binary("dexcli"), "--server", a.address, "flow-type", "register", FLOW_TYPE).returncode == 0
-    worker = procs(binary("dex-example-worker"), "--server", ",".join(servers), "--no-register",
-                   "--concurrency", "16", "--work-time", "20ms")
-    worker.wait_for_line("connected", 30)
+    flow_worker(procs, servers, "--concurrency", "16", "--work-time", "20ms")
     load = Load(servers)
     assert_only_reads(b, a, 3)
 

@@ -24,8 +24,8 @@ import uuid
 
 import pytest
 
-from conftest import ACCESS, SECRET, Proc, binary, run
-from test_recovery import FLOW_TYPE, check_recovery_rules, list_flows, summarize
+from conftest import ACCESS, SECRET, Proc, binary, closed_flows, flow_worker, run, start_flow
+from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
 
 FAULTPROXY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tools/faultproxy.py")
 NODE = "node-o"
@@ -107,7 +107,8 @@ def decode_lease(body):
 
 
 class Node:
-    """One `serve` node whose object store is MinIO behind the proxy, with the example worker."""
+    """One `serve` node whose object store is MinIO behind the proxy, with a
+    `dex-flow-examples worker` running its E2EThreeSteps flows."""
 
     def __init__(self, procs, tmp_path, minio, proxy):
         import boto3
@@ -127,11 +128,7 @@ class Node:
         line = self.proc.wait_for_line("dex-server-zd serve ready", 60)
         self.epoch = int(line.split(" epoch ", 1)[1].split()[0])
         self.address = line.split(" listening on ", 1)[1].split()[0]
-        r = self.cli("flow-type", "register", FLOW_TYPE)
-        assert r.returncode == 0, r.stderr
-        self.worker = procs(binary("dex-example-worker"), "--server", self.address, "--no-register",
-                            "--concurrency", "16", "--work-time", "20ms")
-        self.worker.wait_for_line("connected", 30)
+        self.worker = flow_worker(procs, self.address, "--concurrency", "16", "--work-time", "20ms")
 
     def cli(self, *args, call_timeout="10s", timeout=60):
         return run(binary("dexcli"), "--server", self.address, "--timeout", call_timeout, *args,
@@ -157,20 +154,13 @@ class Node:
         return rc, t
 
     def start_flow(self, flow_id):
-        return self.cli("dag", "start", "e2e-three-step", "--flow-id", flow_id,
-                        "--input", json.dumps({"id": flow_id}))
+        return start_flow(self.address, FLOW_TYPE, flow_id, json.dumps({"id": flow_id}))
 
     def assert_flows_complete(self, ids, timeout=60):
-        deadline = time.monotonic() + timeout
-        while True:
-            flows = list_flows(self)
-            if set(ids) <= set(flows) and all(flows[i]["status"] != "RUNNING" for i in ids):
-                break
-            assert time.monotonic() < deadline, "flows did not end in time"
-            time.sleep(0.3)
-        problems = check_recovery_rules({i: flows[i] for i in ids}, set(ids), server_died=False)
+        flows = closed_flows(self.address, ids, timeout)
+        problems = check_recovery_rules(flows, set(ids), server_died=False)
         assert not problems, "\n".join(problems[:20])
-        return summarize({i: flows[i] for i in ids})
+        return summarize(flows)
 
 
 @pytest.fixture
@@ -204,9 +194,9 @@ class Prober:
             rec = {"id": flow_id, "t_start": t_start, "t_ack": t_ack, "t_done": None,
                    "status": None, "start_rc": r.returncode, "start_err": r.stderr.strip()}
             if r.returncode == 0:
-                w = self.node.cli("dag", "wait", flow_id, "--wait-timeout", "30s")
+                w = self.node.cli("flow", "wait", flow_id, "--wait-timeout", "30s")
                 rec["t_done"] = time.time()
-                rec["status"] = (json.loads(w.stdout)["flow"]["status"] if w.returncode == 0
+                rec["status"] = (json.loads(w.stdout)["status"] if w.returncode == 0
                                  else w.stderr.strip())
             with self._lock:
                 self.results.append(rec)
@@ -291,7 +281,7 @@ def test_lease_put_503_for_less_than_the_renewal_slack_is_ridden_out(node):
     assert during, results
     outcomes = node.assert_flows_complete(prober.acknowledged())
     report(f"lease 503 x{len(faulted)}: rode out {rode_out:.2f}s of failed renewals; "
-           f"{len(during)} flows started and completed meanwhile; attempt outcomes {outcomes}")
+           f"{len(during)} flows started and completed meanwhile; completed at attempts {outcomes}")
 
 
 def test_lease_put_stalled_past_the_attempt_cutoff_is_ridden_out_by_a_later_attempt(node):
@@ -330,7 +320,7 @@ def test_lease_put_stalled_past_the_attempt_cutoff_is_ridden_out_by_a_later_atte
     assert during, results
     outcomes = node.assert_flows_complete(prober.acknowledged())
     report(f"lease stall x2: attempts cut off {second_gap:.2f}s apart; rode out {rode_out:.2f}s; "
-           f"{len(during)} flows completed meanwhile; attempt outcomes {outcomes}")
+           f"{len(during)} flows completed meanwhile; completed at attempts {outcomes}")
 
 
 def test_lease_renewal_whose_answer_is_lost_after_it_landed_is_adopted(node):
@@ -377,7 +367,7 @@ def test_lease_renewal_whose_answer_is_lost_after_it_landed_is_adopted(node):
     report(f"lease lost answers: re-sent after {lease_events[1]['t'] - dropped['t']:.3f}s, "
            f"keeper retry after a {backoff:.3f}s backoff, adopted "
            f"{lease_events[3]['t'] - dropped['t']:.2f}s after the drop; "
-           f"attempt outcomes {outcomes}")
+           f"completed at attempts {outcomes}")
 
 
 def test_lease_renewal_landing_after_its_cutoff_is_adopted_by_the_next_attempt(node):
@@ -414,7 +404,7 @@ def test_lease_renewal_landing_after_its_cutoff_is_adopted_by_the_next_attempt(n
     outcomes = node.assert_flows_complete(ids)
     report(f"lease late landing: attempt cut off and retried after {cut_off_after:.2f}s, the late "
            f"write adopted {lease_events[2]['t'] - late['t']:.2f}s after its send; "
-           f"attempt outcomes {outcomes}")
+           f"completed at attempts {outcomes}")
 
 
 @pytest.mark.parametrize("fault", ["status", "stall"])
@@ -533,7 +523,7 @@ def test_log_write_503_for_3s_is_ridden_out_and_flows_complete(node):
     longest = max(r["t_ack"] - r["t_start"] for r in held)
     report(f"log 503 for 3s: {len(faulted)} failed attempts, batch landed {rode_out:.2f}s after "
            f"the first; {len(held)} starts held (longest {longest:.2f}s); "
-           f"attempt outcomes {outcomes}")
+           f"completed at attempts {outcomes}")
 
 
 def test_log_write_whose_answer_is_lost_after_it_landed_is_adopted(node):
@@ -555,4 +545,4 @@ def test_log_write_whose_answer_is_lost_after_it_landed_is_adopted(node):
     assert node.alive() and node.described_epoch() == node.epoch
     outcomes = node.assert_flows_complete(["f-adopted"])
     report(f"log lost answer: batch adopted at slot {dropped['target'].rsplit('/', 1)[1]}; "
-           f"attempt outcomes {outcomes}")
+           f"completed at attempts {outcomes}")

@@ -1,27 +1,33 @@
-"""Flows survive crashes: real `dex-server-zd dev`, real `dex-example-worker`, real SIGKILLs.
+"""Flows survive crashes: real `dex-server-zd dev`, real `dex-flow-examples worker`, real SIGKILLs.
 
-200 flows are started with known flow IDs while the server (or the Worker) is killed at a
-seeded random moment and restarted. Every flow whose start was acknowledged must complete;
-each Step has exactly one COMPLETED attempt (its output recorded once); attempt numbers run
-1, 2, ... and only the last one completed; NOT_COMPLETED appears only where a server died
-(the recovery rule: an attempt a Worker had received fails NOT_COMPLETED and consumes a retry).
+200 E2EThreeSteps flows (Fetch -> Transform -> Store; Transform fails its first attempt on
+purpose; examples/flows/pipelines.cc) are started with known flow IDs while the server (or the
+Worker) is killed at a seeded random moment and restarted. Every flow whose start was
+acknowledged must complete, and its history (`dexcli flow history`) must show each Step run as
+one execution that completed exactly once (its result passed on once, the output holds every
+Step's mark once), at an attempt its retries allow: Transform never before attempt 2. An attempt
+is lost (a completion after a later attempt than the first one possible) only where a process
+died: by the recovery rule an attempt a Worker had received ends NOT_COMPLETED when a server dies
+and consumes a retry; a killed Worker's attempts time out after the 4 s attempt timeout.
 """
 import json
-import os
 import random
 import re
 import signal
-import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import binary, run
+from conftest import binary, closed_flows, completions, flow_worker, run, start_flow
 
 FLOWS = 200
-HERE = os.path.dirname(os.path.abspath(__file__))
-FLOW_TYPE = os.path.join(HERE, "flow-types", "e2e-three-step.yaml")
+FLOW_TYPE = "E2EThreeSteps"
+STEPS = ("Fetch", "Transform", "Store")
+# The first attempt at which each Step can complete: Transform fails attempt 1 on purpose.
+FIRST_ATTEMPT = {"Fetch": 1, "Transform": 2, "Store": 1}
+ATTEMPT_TIMEOUT_S = 4
 READY = re.compile(r"dex-server-zd dev ready: .* epoch (\d+) .* listening on (\S+)")
 
 
@@ -52,18 +58,17 @@ class Node:
 
 def start_worker(procs, node, work_time="20ms"):
     # Steps that take a little time, as real work does, so that a kill finds attempts running.
-    return procs(binary("dex-example-worker"), "--server", node.address, "--concurrency", "16",
-                 "--no-register", "--work-time", work_time)
+    return flow_worker(procs, node.address, "--concurrency", "16", "--work-time", work_time)
 
 
 def start_flows_in_background(node, ids, acknowledged):
-    """Starts every flow, retrying each until the server acknowledges it (idempotent by ID)."""
+    """Starts every flow, retrying each until the server acknowledges it (the request ID makes
+    a repeat answer the run the first start made)."""
 
     def start_one(flow_id):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            r = node.cli("dag", "start", "e2e-three-step", "--input", json.dumps({"id": flow_id}),
-                         "--flow-id", flow_id)
+            r = start_flow(node.address, FLOW_TYPE, flow_id, json.dumps({"id": flow_id}))
             if r.returncode == 0:
                 acknowledged.add(flow_id)
                 return
@@ -76,68 +81,67 @@ def start_flows_in_background(node, ids, acknowledged):
 
 
 def wait_all_ended(node, expected, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        flows = list_flows(node)
-        running = [f["flowId"] for f in flows.values() if f["status"] == "RUNNING"]
-        if expected <= set(flows) and not running:
-            return flows
-        time.sleep(0.5)
-    raise AssertionError(f"flows still running after {timeout}s: {running[:10]}")
-
-
-def list_flows(node):
-    flows, token = {}, ""
-    for _ in range(100):
-        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
-        r = node.cli(*args)
-        if r.returncode != 0:
-            time.sleep(0.2)
-            continue
-        page = json.loads(r.stdout)
-        for f in page.get("flows", []):
-            flows[f["flowId"]] = f
-        token = page.get("nextPageToken", "")
-        if not token:
-            break
+    flows = closed_flows(node.address, expected, timeout)
+    running = [i for i in expected if flows.get(i, {}).get("status", "RUNNING") == "RUNNING"]
+    assert not running, f"flows not found or still running after {timeout}s: {running[:10]}"
     return flows
 
 
-def check_recovery_rules(flows, acknowledged, server_died):
+def check_recovery_rules(flows, acknowledged, server_died, worker_died=False):
+    """`flows`: closed_flows() of E2EThreeSteps runs. Returns what breaks the recovery rules."""
     problems = []
-    for flow_id in acknowledged:
+    for flow_id in sorted(acknowledged):
         f = flows.get(flow_id)
         if f is None:
             problems.append(f"{flow_id}: acknowledged but lost")
             continue
         if f["status"] != "COMPLETED":
-            problems.append(f"{flow_id}: {f['status']} {f.get('error', '')}")
+            problems.append(f"{flow_id}: {f['status']} {f.get('closeReason', '')}")
             continue
-        for step in f["steps"]:
-            attempts = step.get("attempts", [])
-            numbers = [a["number"] for a in attempts]
-            outcomes = [a["outcome"] for a in attempts]
-            if numbers != list(range(1, len(numbers) + 1)):
-                problems.append(f"{flow_id}/{step['name']}: attempt numbers {numbers}")
-            if outcomes.count("COMPLETED") != 1 or outcomes[-1] != "COMPLETED":
-                problems.append(f"{flow_id}/{step['name']}: outcomes {outcomes} (one COMPLETED, last)")
-            if "output" not in step:
-                problems.append(f"{flow_id}/{step['name']}: no output")
-            if not server_died and "NOT_COMPLETED" in outcomes:
-                problems.append(f"{flow_id}/{step['name']}: NOT_COMPLETED without a server crash")
-            # transform fails its first attempt on purpose unless recovery ended it first.
-            if step["name"] == "transform" and outcomes[0] not in ("FAILED", "NOT_COMPLETED", "TIMED_OUT"):
-                problems.append(f"{flow_id}/transform: first attempt {outcomes[0]}")
+        events = f["events"]
+        if [e["seq"] for e in events] != list(range(len(events))):
+            problems.append(f"{flow_id}: history seqs {[e['seq'] for e in events]}")
+        # One execution per Step, each completed once, in order: nothing ran twice or was lost.
+        kinds = [(e["kind"], e.get("stepExecutionId")) for e in events]
+        expected = ([("FLOW_STARTED", None)] + [("EXECUTE_COMPLETED", f"{s}-1") for s in STEPS]
+                    + [("FLOW_CLOSED", None)])
+        if kinds != expected:
+            problems.append(f"{flow_id}: history {kinds}")
+            continue
+        output = {**f["input"], "path": list(STEPS)}
+        if f.get("outputs") != [{"stepType": "Store", "stepExecutionId": "Store-1",
+                                 "output": output}]:
+            problems.append(f"{flow_id}: outputs {f.get('outputs')}")
+        for execution, attempt in completions(f):
+            step = execution.rsplit("-", 1)[0]
+            # Transform fails its first attempt on purpose (or a crash ended it first).
+            if attempt < FIRST_ATTEMPT[step]:
+                problems.append(f"{flow_id}/{execution}: completed at attempt {attempt}")
+            if attempt > FIRST_ATTEMPT[step] and not (server_died or worker_died):
+                problems.append(f"{flow_id}/{execution}: attempt {attempt}, an attempt lost "
+                                f"without a crash")
     return problems
 
 
 def summarize(flows):
-    outcomes = {}
+    """How many Steps completed at which attempt: {"Transform@2": n, ...}."""
+    return dict(sorted(Counter(f"{execution.rsplit('-', 1)[0]}@{attempt}"
+                               for f in flows.values() if "events" in f
+                               for execution, attempt in completions(f)).items()))
+
+
+def lost_attempt_waits(flows):
+    """For each Step that completed after a later attempt than its first possible one: seconds
+    from its execution's creation (the event before its completion) to that completion."""
+    waits = []
     for f in flows.values():
-        for step in f["steps"]:
-            for a in step.get("attempts", []):
-                outcomes[a["outcome"]] = outcomes.get(a["outcome"], 0) + 1
-    return outcomes
+        events = f["events"]
+        for before, e in zip(events, events[1:]):
+            if e["kind"] != "EXECUTE_COMPLETED":
+                continue
+            if e["attempt"] > FIRST_ATTEMPT[e["stepExecutionId"].rsplit("-", 1)[0]]:
+                waits.append((e["atMs"] - before["atMs"]) / 1000)
+    return waits
 
 
 @pytest.mark.parametrize("durability", ["strict", "processCrashSafe"])
@@ -145,10 +149,7 @@ def test_server_sigkill_while_flows_run_loses_no_acknowledged_flow(procs, tmp_pa
     rng = random.Random(f"server-{durability}")
     node = Node(procs, tmp_path / "data", durability)
     epoch1 = node.start()
-    r = node.cli("flow-type", "register", FLOW_TYPE)
-    assert r.returncode == 0, r.stderr
-    worker = start_worker(procs, node)
-    worker.wait_for_line("connected", 30)
+    start_worker(procs, node)
 
     acknowledged = set()
     ids = [f"srv-{i:03d}" for i in range(FLOWS)]
@@ -168,7 +169,7 @@ def test_server_sigkill_while_flows_run_loses_no_acknowledged_flow(procs, tmp_pa
     flows = wait_all_ended(node, acknowledged)
     problems = check_recovery_rules(flows, acknowledged, server_died=True)
     print(f"\n[{durability}] killed after {kill_after:.2f}s with {before_kill} starts acknowledged; "
-          f"attempt outcomes: {summarize(flows)}")
+          f"completed at attempts: {summarize(flows)}")
     assert not problems, "\n".join(problems[:20])
     # Describe shows the raised epoch.
     described = json.loads(node.cli("admin", "describe").stdout)
@@ -178,9 +179,7 @@ def test_server_sigkill_while_flows_run_loses_no_acknowledged_flow(procs, tmp_pa
 def test_worker_sigkill_while_flows_run_loses_no_flow(procs, tmp_path):
     node = Node(procs, tmp_path / "data", "strict")
     node.start()
-    assert node.cli("flow-type", "register", FLOW_TYPE).returncode == 0
     worker = start_worker(procs, node, "100ms")
-    worker.wait_for_line("connected", 30)
     acknowledged = set()
     ids = [f"wrk-{i:03d}" for i in range(FLOWS)]
     pool, futures = start_flows_in_background(node, ids, acknowledged)
@@ -188,28 +187,27 @@ def test_worker_sigkill_while_flows_run_loses_no_flow(procs, tmp_path):
     worker.signal(signal.SIGKILL)
     worker.wait_exit(10)
     time.sleep(0.5)
-    worker = start_worker(procs, node, "100ms")
-    worker.wait_for_line("connected", 30)
+    start_worker(procs, node, "100ms")
     for fut in futures:
         fut.result(timeout=120)
     pool.shutdown()
     flows = wait_all_ended(node, acknowledged)
-    problems = check_recovery_rules(flows, acknowledged, server_died=False)
-    outcomes = summarize(flows)
-    print(f"\n[worker kill] attempt outcomes: {outcomes}")
+    problems = check_recovery_rules(flows, acknowledged, server_died=False, worker_died=True)
+    waits = lost_attempt_waits(flows)
+    print(f"\n[worker kill] completed at attempts: {summarize(flows)}; {len(waits)} Steps "
+          f"retried after a lost attempt, the quickest {min(waits, default=0):.2f}s after it began")
     assert not problems, "\n".join(problems[:20])
-    # The killed Worker's attempts ended by their start-to-close timeout and were retried.
-    assert outcomes.get("TIMED_OUT", 0) > 0, outcomes
+    # The killed Worker's attempts were retried, after they ended by their 4 s attempt timeout.
+    assert waits, summarize(flows)
+    assert min(waits) >= ATTEMPT_TIMEOUT_S, sorted(waits)[:10]
 
 
 def test_relaxed_mode_refuses_restart_after_a_kill_mid_run(procs, tmp_path):
     node = Node(procs, tmp_path / "data", "relaxed")
     node.start()
-    assert node.cli("flow-type", "register", FLOW_TYPE).returncode == 0
-    worker = start_worker(procs, node)
-    worker.wait_for_line("connected", 30)
+    start_worker(procs, node)
     for i in range(20):
-        assert node.cli("dag", "start", "e2e-three-step", "--flow-id", f"rlx-{i}").returncode == 0
+        assert start_flow(node.address, FLOW_TYPE, f"rlx-{i}").returncode == 0
     node.server.signal(signal.SIGKILL)
     node.server.wait_exit(10)
     again = node.procs(binary("dex-server-zd"), "dev", "--data-dir", node.data, "--listen",

@@ -14,19 +14,20 @@ filesystem directory and a real MinIO, whose absence fails the test):
 - a wrong --expected-node-id steps nothing down; a missing or wrong credential is refused.
 """
 import json
-import os
 import threading
 import time
 
-from conftest import STORES, binary, log_time, run
+from conftest import STORES, binary, completions, flow_worker, log_time, run, start_flow
 from test_hot_standby import HotNode, Load, wait_flows
 from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SLOW_FLOW_TYPE = os.path.join(HERE, "flow-types", "e2e-slow-step.yaml")
-SLOW_NO_RETRY_FLOW_TYPE = os.path.join(HERE, "flow-types", "e2e-slow-step-no-retry.yaml")
+# One Step taking the Worker's --work-time: 2 attempts (E2ESlowStep) or 1 (E2ESlowStepNoRetry),
+# 60 s attempt timeout (examples/flows/pipelines.cc).
+SLOW_FLOW_TYPE = "E2ESlowStep"
+SLOW_NO_RETRY_FLOW_TYPE = "E2ESlowStepNoRetry"
+INTERRUPTED = "the attempt was interrupted: a new process took over the node"
 
 
 def dexcli(servers, *args, timeout="2m", credential=None):
@@ -65,10 +66,7 @@ def test_step_down_with_a_hot_standby_is_taken_over_and_loses_nothing(nodes, pro
     b = nodes("b", extra=extra).start()
     b.wait_following()
     servers = [a.address, b.address]
-    assert dexcli(servers, "flow-type", "register", FLOW_TYPE).returncode == 0
-    worker = procs(binary("dex-example-worker"), "--server", ",".join(servers), "--no-register",
-                   "--concurrency", "16", "--work-time", "50ms")
-    worker.wait_for_line("connected", 30)
+    flow_worker(procs, servers, "--concurrency", "16", "--work-time", "50ms")
     load = Load(servers)
     time.sleep(3)
     before = describe([a.address])
@@ -117,29 +115,37 @@ def test_step_down_with_a_hot_standby_is_taken_over_and_loses_nothing(nodes, pro
     flows = wait_flows(servers, load.acknowledged)
     problems = check_recovery_rules(flows, load.acknowledged, server_died=True)
     print(f"\n[step-down {a.store}] call {took:.2f}s, release to serving {serving - released:.3f}s; "
-          f"{len(load.acknowledged)} flows acknowledged; outcomes {summarize(flows)}")
+          f"{len(load.acknowledged)} flows acknowledged; completed at attempts {summarize(flows)}")
     assert load.acknowledged and not problems, "\n".join(problems[:20])
 
 
-def flow_get(servers, flow_id):
-    r = dexcli(servers, "dag", "get", flow_id, timeout="10s")
+def flow_state(servers, flow_id):
+    r = dexcli(servers, "flow", "state", flow_id, timeout="10s")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
-def wait_step_status(servers, flow_id, status, timeout=20):
+def wait_slow_step(servers, flow_id, attempt, task_state, timeout=20):
+    """Until the flow's Slow Step runs (or waits, `task_state`) its attempt `attempt`; returns
+    that execution's state (`dexcli flow state`)."""
     deadline = time.monotonic() + timeout
-    flow = None
+    state = None
     while time.monotonic() < deadline:
-        flow = flow_get(servers, flow_id)
-        if flow["steps"] and flow["steps"][0]["status"] == status:
-            return flow
+        state = flow_state(servers, flow_id)
+        active = state.get("active", [])
+        if active and active[0].get("attempt", 1) == attempt and \
+                active[0].get("taskState") == task_state:
+            return active[0]
         time.sleep(0.1)
-    raise AssertionError(f"{flow_id}: its Step never became {status}: {flow}")
+    raise AssertionError(f"{flow_id}: Slow never {task_state} at attempt {attempt}: {state}")
 
 
-def attempts(flow):
-    return [(a["number"], a.get("outcome", "UNSPECIFIED")) for a in flow["steps"][0].get("attempts", [])]
+def wait_closed(servers, flow_id):
+    r = dexcli(servers, "flow", "wait", flow_id, "--wait-timeout", "30s", timeout="40s")
+    assert r.returncode == 0, r.stderr
+    history = dexcli(servers, "flow", "history", flow_id, timeout="10s")
+    assert history.returncode == 0, history.stderr
+    return {**json.loads(r.stdout), "events": json.loads(history.stdout)["events"]}
 
 
 @pytest.mark.parametrize("store", ["filesystem"], indirect=True)
@@ -151,21 +157,17 @@ def test_attempts_running_when_the_drain_expires_end_not_completed_and_consume_a
     b = nodes("b", extra=extra).start()
     b.wait_following()
     servers = [a.address, b.address]
-    for flow_type in (SLOW_FLOW_TYPE, SLOW_NO_RETRY_FLOW_TYPE):
-        r = dexcli(servers, "flow-type", "register", flow_type)
-        assert r.returncode == 0, r.stderr
     # Two task slots, each Step 4 s: "retried" and "no-retry" run, "queued" waits for a slot.
-    worker = procs(binary("dex-example-worker"), "--server", ",".join(servers), "--no-register",
-                   "--concurrency", "2", "--work-time", f"{work_s}s")
-    worker.wait_for_line("connected", 30)
-    for flow_id, flow_type in (("retried", "e2e-slow-step"), ("no-retry", "e2e-slow-step-no-retry")):
-        r = dexcli(servers, "dag", "start", flow_type, "--flow-id", flow_id, "--input", '{"v":1}')
+    flow_worker(procs, servers, "--concurrency", "2", "--work-time", f"{work_s}s")
+    for flow_id, flow_type in (("retried", SLOW_FLOW_TYPE), ("no-retry", SLOW_NO_RETRY_FLOW_TYPE)):
+        r = start_flow(servers, flow_type, flow_id, '{"v":1}')
         assert r.returncode == 0, r.stderr
-        wait_step_status(servers, flow_id, "RUNNING")
-    r = dexcli(servers, "dag", "start", "e2e-slow-step", "--flow-id", "queued", "--input", '{"v":2}')
+        wait_slow_step(servers, flow_id, 1, "RUNNING")
+    r = start_flow(servers, SLOW_FLOW_TYPE, "queued", '{"v":2}')
     assert r.returncode == 0, r.stderr
     time.sleep(0.5)
-    assert flow_get(servers, "queued")["steps"][0]["status"] == "READY"
+    queued_before = flow_state(servers, "queued")["active"][0]
+    assert queued_before["taskState"] == "QUEUED", queued_before
 
     t0 = time.monotonic()
     r = dexcli([a.address], "admin", "step-down", "--yes")
@@ -178,33 +180,35 @@ def test_attempts_running_when_the_drain_expires_end_not_completed_and_consume_a
     line = a.proc.wait_for_line("stepped down: released the lease", 5)
     assert "(2 attempts interrupted)" in line, line
 
-    for flow_id in ("retried", "no-retry", "queued"):
-        r = dexcli(servers, "dag", "wait", flow_id, "--wait-timeout", "30s", timeout="40s")
-        assert r.returncode == 0, r.stderr
-    retried, no_retry, queued = (flow_get(servers, f) for f in ("retried", "no-retry", "queued"))
-    # Interrupted by the drain's expiry: NOT_COMPLETED, then the retry runs as attempt 2. The
-    # Worker's late result for attempt 1 changes nothing.
+    # Interrupted by the drain's expiry: attempt 1 ended NOT_COMPLETED, and the retry runs as
+    # attempt 2 (4 s of work: time to read its state).
+    second = wait_slow_step(servers, "retried", 2, "RUNNING", timeout=30)
+    failure = second.get("lastFailure", {})
+    assert (failure.get("attempt"), failure.get("outcome"), failure.get("error")) == \
+        (1, "NOT_COMPLETED", INTERRUPTED), second
+    retried, no_retry, queued = (wait_closed(servers, f) for f in ("retried", "no-retry", "queued"))
+    # Attempt 2 completed; the Worker's late result for attempt 1 changed nothing.
     assert retried["status"] == "COMPLETED", retried
-    assert attempts(retried) == [(1, "NOT_COMPLETED"), (2, "COMPLETED")], retried
-    assert retried["steps"][0]["output"] == {"v": 1}, retried
+    assert completions(retried) == [("Slow-1", 2)], retried["events"]
+    assert retried["outputs"][0]["output"] == {"v": 1, "path": ["Slow"]}, retried
     # No retry left: the interruption consumed the only attempt.
     assert no_retry["status"] == "FAILED", no_retry
-    assert attempts(no_retry) == [(1, "NOT_COMPLETED")], no_retry
+    failed = [(e["kind"], e.get("stepExecutionId"), e.get("attempt"), e.get("error"))
+              for e in no_retry["events"] if e["kind"].startswith("EXECUTE_")]
+    assert failed == [("EXECUTE_FAILED", "Slow-1", 1, INTERRUPTED)], no_retry["events"]
     # Never handed to a Worker before the release: it does not fail; the new active dispatches it.
     assert queued["status"] == "COMPLETED", queued
-    assert attempts(queued) == [(1, "COMPLETED")], queued
+    assert completions(queued) == [("Slow-1", 1)], queued["events"]
     print(f"\n[drain expiry] step down {took:.2f}s with attemptDrainTimeout {drain_s}s; "
-          f"attempts {attempts(retried)} / {attempts(no_retry)} / {attempts(queued)}")
+          f"retried: attempt 1 {failure.get('outcome')}, completed at "
+          f"{completions(retried)}; no-retry: {failed}; queued: completed at {completions(queued)}")
 
 
 @pytest.mark.parametrize("store", ["minio"], indirect=True)
 def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(nodes, procs):
     a = nodes("a", mode="cold", extra="").start()
     assert a.wait_ready(60) == 1
-    assert dexcli([a.address], "flow-type", "register", FLOW_TYPE).returncode == 0
-    worker = procs(binary("dex-example-worker"), "--server", a.address, "--no-register",
-                   "--concurrency", "4", "--work-time", "5ms")
-    worker.wait_for_line("connected", 30)
+    flow_worker(procs, [a.address], "--concurrency", "4", "--work-time", "5ms")
     t0 = time.monotonic()
     r = dexcli([a.address], "admin", "step-down", "--yes", "--expected-node-id", "node-h")
     took = time.monotonic() - t0
@@ -220,10 +224,10 @@ def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(n
     assert describe([a.address])["nodeEpoch"] == "2"
     a.proc.wait_for_line("epoch 2", 10)
     # The Worker's stream ended at the release; it reconnects and gets new tasks at once.
-    r = dexcli([a.address], "dag", "start", "e2e-three-step", "--flow-id", "after", "--input", "{}")
+    r = start_flow([a.address], FLOW_TYPE, "after")
     assert r.returncode == 0, r.stderr
-    r = dexcli([a.address], "dag", "wait", "after", "--wait-timeout", "20s", timeout="30s")
-    assert r.returncode == 0 and json.loads(r.stdout)["flow"]["status"] == "COMPLETED", r.stdout + r.stderr
+    r = dexcli([a.address], "flow", "wait", "after", "--wait-timeout", "20s", timeout="30s")
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "COMPLETED", r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("store", ["filesystem"], indirect=True)
