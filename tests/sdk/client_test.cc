@@ -1,4 +1,5 @@
-// dex::Client against the fake FlowService/AdminService, and against nothing.
+// dex::Client against the fake dex.flow.FlowService and AdminService, and
+// against nothing.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,11 +12,13 @@
 
 #include "fake_server.h"
 #include "sdk/client.h"
+#include "sdk/flow.h"
 #include "sdk/grpc_status.h"
 
 namespace dex {
 namespace {
 
+using nlohmann::json;
 using testing::FakeAdminService;
 using testing::FakeFlowService;
 using testing::FakeServer;
@@ -51,7 +54,7 @@ TEST(ClientErrors, UnavailableWithNoServerNamesTheAddress) {
   options.server_address = address;
   options.timeout = seconds(5);
   Client client(options);
-  auto flow = client.get_flow("f-1");
+  auto flow = client.describe_flow("f-1");
   ASSERT_FALSE(flow.is_ok());
   EXPECT_TRUE(flow.status().is_transient());
   const std::string& message = flow.status().message();
@@ -138,7 +141,7 @@ TEST_F(ClientTest, ASlowConnectionHandshakeIsWaitedFor) {
   options.server_address = relay.address();
   options.timeout = seconds(10);
   Client client(options);
-  auto flow = client.get_flow("missing");
+  auto flow = client.describe_flow("missing");
   ASSERT_FALSE(flow.is_ok());
   // The server's own answer, not UNAVAILABLE from the connection.
   EXPECT_TRUE(flow.status().is_not_found()) << flow.status().message();
@@ -146,21 +149,22 @@ TEST_F(ClientTest, ASlowConnectionHandshakeIsWaitedFor) {
 
 TEST_F(ClientTest, ServerErrorKeepsItsCodeAndMessage) {
   Client client(options_);
-  auto flow = client.get_flow("missing");
+  auto flow = client.describe_flow("missing");
   ASSERT_FALSE(flow.is_ok());
   EXPECT_TRUE(flow.status().is_not_found());
-  EXPECT_EQ(flow.status().message(), "NOT_FOUND: no flow with ID missing");
+  EXPECT_EQ(flow.status().message(), "NOT_FOUND: no Flow with ID 'missing'");
 
-  auto registered = client.register_flow_type("name: invalid");
-  ASSERT_FALSE(registered.is_ok());
-  EXPECT_EQ(registered.status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(registered.status().message().rfind("INVALID_ARGUMENT: steps[0].taskQueue", 0), 0u);
+  auto started = client.start("undeclared", "f-1", json::object());
+  ASSERT_FALSE(started.is_ok());
+  EXPECT_EQ(started.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(started.status().message(),
+            "INVALID_ARGUMENT: Flow type 'undeclared' was never declared by a Worker");
 }
 
 TEST_F(ClientTest, DeadlineExceededNamesTheTimeout) {
   options_.timeout = milliseconds(200);
   Client client(options_);
-  auto flow = client.get_flow("slow");
+  auto flow = client.describe_flow("slow");
   ASSERT_FALSE(flow.is_ok());
   EXPECT_TRUE(flow.status().is_transient());
   EXPECT_EQ(flow.status().message().rfind(
@@ -171,44 +175,88 @@ TEST_F(ClientTest, DeadlineExceededNamesTheTimeout) {
 
 TEST_F(ClientTest, TypedCallsCarryTheirFields) {
   Client client(options_);
-  auto started = client.start_flow("three-step", R"({"n":1})", "my-id");
+  flow::StartOptions options;
+  options.set_start_delay_ms(1500);
+  auto started = client.start("Echo", "my-id", json{{"n", 1}}, options);
   ASSERT_TRUE(started.is_ok()) << started.status().message();
-  EXPECT_EQ(started->flow().flow_id(), "my-id");
+  EXPECT_EQ(started->run_id(), "run-1");
   ASSERT_EQ(flows_.starts().size(), 1u);
-  EXPECT_EQ(flows_.starts()[0].flow_type(), "three-step");
-  EXPECT_EQ(flows_.starts()[0].input(), R"({"n":1})");
+  flow::StartFlowRequest start = flows_.starts()[0];
+  EXPECT_EQ(start.flow_type(), "Echo");
+  EXPECT_EQ(start.flow_id(), "my-id");
+  EXPECT_EQ(json::parse(start.input().data()), (json{{"n", 1}}));
+  EXPECT_EQ(start.options().start_delay_ms(), 1500);
+  // Without a request ID of the caller's, one is picked so that a repeat
+  // answers the run the first attempt started.
+  EXPECT_EQ(start.options().request_id().size(), 32u);
+  EXPECT_TRUE(start.options().ignore_already_started());
+  options.set_request_id("mine");
+  ASSERT_TRUE(client.start("Echo", "my-id", nullptr, options).is_ok());
+  EXPECT_EQ(flows_.starts().at(1).options().request_id(), "mine");
+  EXPECT_FALSE(flows_.starts().at(1).options().ignore_already_started());
+  EXPECT_TRUE(flows_.starts().at(1).input().data().empty());  // null: no value
 
-  auto listed = client.list_flows(FLOW_STATUS_FAILED, 7, "tok");
-  ASSERT_TRUE(listed.is_ok());
-  ASSERT_EQ(flows_.lists().size(), 1u);
-  EXPECT_EQ(flows_.lists()[0].status(), FLOW_STATUS_FAILED);
-  EXPECT_EQ(flows_.lists()[0].page_size(), 7u);
-  EXPECT_EQ(flows_.lists()[0].page_token(), "tok");
+  ASSERT_TRUE(client.stop("f-2", flow::STOP_FAIL, "bad order", "run-7").is_ok());
+  ASSERT_EQ(flows_.stops().size(), 1u);
+  EXPECT_EQ(flows_.stops()[0].flow_id(), "f-2");
+  EXPECT_EQ(flows_.stops()[0].run_id(), "run-7");
+  EXPECT_EQ(flows_.stops()[0].mode(), flow::STOP_FAIL);
+  EXPECT_EQ(flows_.stops()[0].reason(), "bad order");
 
-  auto flow = client.get_flow("f-done");
-  ASSERT_TRUE(flow.is_ok());
-  EXPECT_EQ(flow->status(), FLOW_STATUS_COMPLETED);
-  auto type = client.get_flow_type("three-step");
-  ASSERT_TRUE(type.is_ok());
-  EXPECT_EQ(type->steps_size(), 2);
-  EXPECT_TRUE(client.list_flow_types().is_ok());
-  auto cancelled = client.cancel_flow("f-2");
-  ASSERT_TRUE(cancelled.is_ok());
-  EXPECT_EQ(cancelled->flow().status(), FLOW_STATUS_CANCELLED);
+  ASSERT_TRUE(
+      client.publish("f-3", "approvals", {json{{"ok", true}}, json(2)}, "seller-1").is_ok());
+  ASSERT_TRUE(client.publish("f-3", "approvals", {json(3)}, "", "", "req-1").is_ok());
+  auto publishes = flows_.publishes();
+  ASSERT_EQ(publishes.size(), 2u);
+  EXPECT_EQ(publishes[0].channel(), "approvals");
+  EXPECT_EQ(publishes[0].instance_key(), "seller-1");
+  ASSERT_EQ(publishes[0].messages_size(), 2);
+  EXPECT_EQ(json::parse(publishes[0].messages(0).data()), (json{{"ok", true}}));
+  EXPECT_EQ(json::parse(publishes[0].messages(1).data()), json(2));
+  EXPECT_EQ(publishes[0].request_id().size(), 32u);  // a fresh one per call
+  EXPECT_EQ(publishes[1].request_id(), "req-1");
+
+  ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", 1u).is_ok());
+  ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", std::string("reminder"), "run-4").is_ok());
+  auto skips = flows_.skips();
+  ASSERT_EQ(skips.size(), 2u);
+  EXPECT_EQ(skips[0].flow().flow_id(), "f-4");
+  EXPECT_EQ(skips[0].step_execution_id(), "Ship-2");
+  EXPECT_EQ(skips[0].condition_index(), 1u);
+  EXPECT_EQ(skips[1].condition_id(), "reminder");
+  EXPECT_EQ(skips[1].flow().run_id(), "run-4");
+
+  auto described = client.describe_flow("f-done");
+  ASSERT_TRUE(described.is_ok()) << described.status().message();
+  EXPECT_EQ(described->status(), flow::FLOW_COMPLETED);
+  ASSERT_EQ(described->outputs_size(), 1);
+  EXPECT_EQ(sdk::from_payload(described->outputs(0).output()), (json{{"n", 1}}));
+  auto state = client.flow_state("f-done", "run-done");
+  ASSERT_TRUE(state.is_ok());
+  EXPECT_EQ(flows_.state_requests().at(0).run_id(), "run-done");
+  auto history = client.history("f-done", 0, /*from_start=*/true, 10);
+  ASSERT_TRUE(history.is_ok());
+  EXPECT_EQ(history->events_size(), 2);
+  ASSERT_EQ(flows_.history_requests().size(), 1u);
+  EXPECT_TRUE(flows_.history_requests()[0].from_start());
+  EXPECT_EQ(flows_.history_requests()[0].page_size(), 10u);
 }
 
 TEST_F(ClientTest, WaitDeadlineCoversTheWaitTimeout) {
-  // The call's deadline is the wait timeout plus the client timeout, so the
-  // server's "not ended yet" answer arrives even when the wait is longer than
-  // the client timeout.
+  // Each call's deadline is its wait plus the client timeout, so the server's
+  // "not closed yet" answer arrives even when the wait is longer than the
+  // client timeout.
   options_.timeout = milliseconds(300);
   Client client(options_);
-  auto waited = client.wait_flow("f-running", milliseconds(600));
+  auto begin = std::chrono::steady_clock::now();
+  auto waited = client.wait_for_flow("f-running", milliseconds(600));
   ASSERT_TRUE(waited.is_ok()) << waited.status().message();
-  EXPECT_FALSE(waited->ended());
-  auto ended = client.wait_flow("f-done", seconds(10));
-  ASSERT_TRUE(ended.is_ok());
-  EXPECT_TRUE(ended->ended());
+  EXPECT_FALSE(waited->closed());
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, milliseconds(550));
+  auto closed = client.wait_for_flow("f-done", seconds(10));
+  ASSERT_TRUE(closed.is_ok());
+  EXPECT_TRUE(closed->closed());
+  EXPECT_EQ(closed->flow().status(), flow::FLOW_COMPLETED);
 }
 
 TEST_F(ClientTest, DescribeSendsTheAdminCredential) {

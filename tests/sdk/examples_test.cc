@@ -1,127 +1,186 @@
-// The example flow types parse and validate with the engine's parser, and the
-// example handlers do what examples/README.md promises (transform fails its
-// first attempt, retryably, and succeeds on the second).
+// The example dex Flows (examples/flows/) do what examples/README.md promises,
+// method by method through the SDK's task runner (sdk::run_flow_task), as a
+// Worker runs them: their declarations, the Waits they return and the
+// decisions they take for what met a Wait. tests/server/test_flow_examples.py
+// runs them end to end against a real server.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <future>
-#include <sstream>
-
-#include "engine/flow_type.h"
-#include "fake_server.h"
-#include "handlers.h"
-#include "sdk/worker.h"
+#include "example_flows.h"
+#include "sdk/flow.h"
 
 namespace dex {
 namespace {
 
 using nlohmann::json;
-using testing::FakeAdminService;
-using testing::FakeFlowService;
-using testing::FakeServer;
-using testing::FakeWorkerTaskService;
 
-std::string read(const std::string& name) {
-  std::ifstream in(std::string(DEX_EXAMPLES_DIR) + "/flow-types/" + name);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+flow::FlowTask task(const std::string& step_type, flow::Method method, const json& input,
+                    uint32_t attempt = 1) {
+  flow::FlowTask t;
+  t.set_task_id("t-" + step_type);
+  t.set_flow_id("f-1");
+  t.set_run_id("run-1");
+  t.set_step_type(step_type);
+  t.set_step_execution_id(step_type + "-1");
+  t.set_method(method);
+  t.set_attempt(attempt);
+  *t.mutable_input() = sdk::to_payload(input);
+  return t;
 }
 
-TEST(ExampleFlowTypes, ThreeStepIsAChainOnQueueExampleWithAShortRetry) {
-  auto type = parse_flow_type(read("three-step.yaml"));
-  ASSERT_TRUE(type.is_ok()) << type.status().message();
-  EXPECT_EQ(type->name(), "three-step");
-  ASSERT_EQ(type->steps_size(), 3);
-  EXPECT_EQ(type->steps(0).name(), "fetch");
-  EXPECT_EQ(type->steps(1).name(), "transform");
-  EXPECT_EQ(type->steps(2).name(), "store");
-  for (const StepDef& step : type->steps()) EXPECT_EQ(step.task_queue(), "example");
-  EXPECT_EQ(std::vector<std::string>(type->steps(1).after().begin(), type->steps(1).after().end()),
-            std::vector<std::string>{"fetch"});
-  EXPECT_EQ(std::vector<std::string>(type->steps(2).after().begin(), type->steps(2).after().end()),
-            std::vector<std::string>{"transform"});
-  EXPECT_GE(type->steps(1).retry().max_attempts(), 2u);
-  EXPECT_EQ(type->steps(1).retry().initial_interval_ms(), 200);
+// What met the wait: its condition `index` fired, with `messages` if a Channel's.
+void fired(flow::FlowTask& t, const flow::Wait& wait, uint32_t index,
+           const std::vector<json>& messages = {}) {
+  flow::ConditionResult* c = t.add_conditions();
+  c->set_index(index);
+  c->set_fired(true);
+  *c->mutable_condition() = wait.conditions(static_cast<int>(index));
+  for (const json& m : messages) *c->add_messages() = sdk::to_payload(m);
 }
 
-TEST(ExampleFlowTypes, OneStepIsEchoOnQueueExample) {
-  auto type = parse_flow_type(read("one-step.yaml"));
-  ASSERT_TRUE(type.is_ok()) << type.status().message();
-  EXPECT_EQ(type->name(), "one-step");
-  ASSERT_EQ(type->steps_size(), 1);
-  EXPECT_EQ(type->steps(0).name(), "echo");
-  EXPECT_EQ(type->steps(0).task_queue(), "example");
+flow::FlowTaskResult run(sdk::Flow& flow, const flow::FlowTask& t) {
+  return sdk::run_flow_task(
+      flow, t, [] {}, [] { return false; });
 }
 
-class ExampleHandlersTest : public ::testing::Test {
- protected:
-  ExampleHandlersTest() : server_(workers_, flows_, admin_) {
-    WorkerOptions options;
-    options.server_address = server_.address();
-    options.shutdown_timeout = seconds(2);
-    worker_ = std::make_unique<Worker>(options);
-    worker_->handle("example", examples::handle_example_step);
-    run_ = std::async(std::launch::async, [this] { return worker_->run(); });
-  }
-  ~ExampleHandlersTest() override {
-    worker_->shutdown();
-    run_.wait_for(seconds(10));
-  }
-  TaskResult run_step(const std::string& id, const std::string& step, uint32_t attempt,
-                      const json& input) {
-    EXPECT_TRUE(workers_.wait_for_streams(1, seconds(5)));
-    StepTask task;
-    task.set_task_id(id);
-    task.set_flow_id("f");
-    task.set_flow_type("three-step");
-    task.set_step(step);
-    task.set_attempt(attempt);
-    task.set_task_queue("example");
-    task.set_input(input.dump());
-    EXPECT_TRUE(workers_.send_task(task));
-    auto result = workers_.wait_for_result(id, seconds(5));
-    EXPECT_TRUE(result.has_value()) << id;
-    return result ? result->result : TaskResult();
-  }
-
-  FakeWorkerTaskService workers_;
-  FakeFlowService flows_;
-  FakeAdminService admin_;
-  FakeServer server_;
-  std::unique_ptr<Worker> worker_;
-  std::future<Status> run_;
-};
-
-TEST_F(ExampleHandlersTest, ThreeStepChainFailsTransformOnceThenCompletes) {
-  json input = {{"flow", {{"n", 21}}}, {"steps", json::object()}};
-  TaskResult fetch = run_step("1", "fetch", 1, input);
-  ASSERT_TRUE(fetch.has_output());
-  EXPECT_EQ(json::parse(fetch.output()), (json{{"fetched", 21}}));
-
-  input["steps"]["fetch"] = json::parse(fetch.output());
-  TaskResult first = run_step("2", "transform", 1, input);
-  ASSERT_TRUE(first.has_failure());
-  EXPECT_EQ(first.failure().message(), examples::kTransformFirstAttemptFailure);
-  EXPECT_FALSE(first.failure().non_retryable());
-  TaskResult second = run_step("3", "transform", 2, input);
-  ASSERT_TRUE(second.has_output());
-  EXPECT_EQ(json::parse(second.output()), (json{{"transformed", 42}}));
-
-  json store_input = {{"flow", {{"n", 21}}}, {"steps", {{"transform", {{"transformed", 42}}}}}};
-  TaskResult store = run_step("4", "store", 1, store_input);
-  ASSERT_TRUE(store.has_output());
-  EXPECT_EQ(json::parse(store.output()), (json{{"stored", true}, {"value", 42}}));
+// The single movement of a GoTo decision.
+const flow::StepMovement& go_to(const flow::FlowTaskResult& r) {
+  EXPECT_TRUE(r.has_decision() && r.decision().has_go_to()) << r.DebugString();
+  static const flow::StepMovement kNone;
+  if (!r.has_decision() || r.decision().go_to().movements_size() != 1) return kNone;
+  return r.decision().go_to().movements(0);
 }
 
-TEST_F(ExampleHandlersTest, EchoReturnsTheFlowInputAndUnknownStepsFailForGood) {
-  TaskResult echo = run_step("1", "echo", 1, {{"flow", {{"a", "b"}}}, {"steps", json::object()}});
-  ASSERT_TRUE(echo.has_output());
-  EXPECT_EQ(json::parse(echo.output()), (json{{"a", "b"}}));
-  TaskResult unknown = run_step("2", "nope", 1, json::object());
-  ASSERT_TRUE(unknown.has_failure());
-  EXPECT_TRUE(unknown.failure().non_retryable());
-  EXPECT_NE(unknown.failure().message().find("no handler for step 'nope'"), std::string::npos);
+const flow::StepDeclaration* step_of(const flow::FlowDeclaration& d, const std::string& type) {
+  for (const auto& s : d.steps())
+    if (s.step_type() == type) return &s;
+  return nullptr;
+}
+
+TEST(ExampleFlows, OrderProcessingChargesWithRetriesAndShipLoopsOnItsReminder) {
+  auto order = examples::order_processing();
+  const flow::FlowDeclaration d = order->declaration();
+  EXPECT_EQ(d.flow_type(), "OrderProcessing");
+  EXPECT_EQ(d.start_step_type(), "Charge");
+  ASSERT_EQ(d.channels_size(), 1);
+  EXPECT_EQ(d.channels(0).name(), "seller-approval");
+  const auto* ship = step_of(d, "Ship");
+  ASSERT_NE(ship, nullptr);
+  EXPECT_TRUE(ship->has_wait_for());
+  EXPECT_EQ(ship->options().execute().recovery_step_type(), "Refund");
+  ASSERT_NE(step_of(d, "Refund"), nullptr);
+  EXPECT_GE(step_of(d, "Charge")->options().execute().retry().maximum_attempts(), 2u);
+
+  const json input = {{"order", "o-1"}, {"fail_charges", 1}, {"reminder_ms", 5000}};
+  // The provider declines the first attempt (a retryable failure), not the second.
+  auto declined = run(*order, task("Charge", flow::EXECUTE, input, 1));
+  ASSERT_TRUE(declined.has_error()) << declined.DebugString();
+  EXPECT_FALSE(declined.error().non_retryable());
+  EXPECT_NE(declined.error().message().find("declined"), std::string::npos);
+  auto charged = run(*order, task("Charge", flow::EXECUTE, input, 2));
+  EXPECT_EQ(go_to(charged).step_type(), "Ship");
+  const json shipping = sdk::from_payload(go_to(charged).input());
+  EXPECT_EQ(shipping["charged_on_attempt"], 2);
+  EXPECT_EQ(shipping["reminders"], 0);
+
+  // Ship waits for the seller's approval or the reminder Timer.
+  auto waited = run(*order, task("Ship", flow::WAIT_FOR, shipping));
+  ASSERT_TRUE(waited.has_wait()) << waited.DebugString();
+  const flow::Wait& wait = waited.wait();
+  EXPECT_EQ(wait.kind(), flow::ANY_OF);
+  ASSERT_EQ(wait.conditions_size(), 2);
+  EXPECT_EQ(wait.conditions(0).channel().channel(), "seller-approval");
+  EXPECT_EQ(wait.conditions(1).timer().duration_ms(), 5000);
+
+  // The reminder fired: remind and wait again.
+  flow::FlowTask reminded = task("Ship", flow::EXECUTE, shipping);
+  fired(reminded, wait, 1);
+  auto again = run(*order, reminded);
+  EXPECT_EQ(go_to(again).step_type(), "Ship");
+  EXPECT_EQ(sdk::from_payload(go_to(again).input())["reminders"], 1);
+
+  // The seller approved: shipped.
+  flow::FlowTask approved = task("Ship", flow::EXECUTE, shipping);
+  fired(approved, wait, 0, {json{{"by", "seller-7"}}});
+  auto shipped = run(*order, approved);
+  ASSERT_TRUE(shipped.has_decision() && shipped.decision().has_graceful_complete())
+      << shipped.DebugString();
+  const json out = sdk::from_payload(shipped.decision().graceful_complete());
+  EXPECT_EQ(out["status"], "shipped");
+  EXPECT_EQ(out["approved_by"], (json{{"by", "seller-7"}}));
+}
+
+TEST(ExampleFlows, SignUpResendsOnItsTimerAndGivesUpAfterMaxSends) {
+  auto signup = examples::signup();
+  EXPECT_EQ(signup->declaration().start_step_type(), "SendEmail");
+  const json input = {{"email", "ann@example.com"}, {"code", "123456"}, {"max_sends", 2}};
+  auto sent = run(*signup, task("SendEmail", flow::EXECUTE, input));
+  EXPECT_EQ(go_to(sent).step_type(), "AwaitVerification");
+  json waiting = sdk::from_payload(go_to(sent).input());
+  EXPECT_EQ(waiting["sends"], 1);
+
+  auto waited = run(*signup, task("AwaitVerification", flow::WAIT_FOR, waiting));
+  ASSERT_TRUE(waited.has_wait());
+  const flow::Wait wait = waited.wait();
+  // A wrong code waits again; the right one completes.
+  flow::FlowTask wrong = task("AwaitVerification", flow::EXECUTE, waiting);
+  fired(wrong, wait, 0, {json{{"code", "000000"}}});
+  EXPECT_EQ(go_to(run(*signup, wrong)).step_type(), "AwaitVerification");
+  flow::FlowTask right = task("AwaitVerification", flow::EXECUTE, waiting);
+  fired(right, wait, 0, {json{{"code", "123456"}}});
+  auto verified = run(*signup, right);
+  ASSERT_TRUE(verified.decision().has_graceful_complete()) << verified.DebugString();
+  EXPECT_EQ(sdk::from_payload(verified.decision().graceful_complete())["verified"],
+            "ann@example.com");
+  // The resend Timer: send again, until max_sends e-mails went out.
+  flow::FlowTask resend = task("AwaitVerification", flow::EXECUTE, waiting);
+  fired(resend, wait, 1);
+  EXPECT_EQ(go_to(run(*signup, resend)).step_type(), "SendEmail");
+  waiting["sends"] = 2;
+  flow::FlowTask last = task("AwaitVerification", flow::EXECUTE, waiting);
+  fired(last, wait, 1);
+  auto failed = run(*signup, last);
+  ASSERT_TRUE(failed.decision().has_force_fail()) << failed.DebugString();
+  EXPECT_NE(failed.decision().force_fail().find("not verified after 2 e-mails"), std::string::npos);
+}
+
+TEST(ExampleFlows, ParallelQuotesFansOutAndPicksTheCheapestCancellingTheRest) {
+  auto quotes = examples::parallel_quotes();
+  const json input = {{"parcel", "p-1"}, {"settle_ms", 100}};
+  auto started = run(*quotes, task("Start", flow::EXECUTE, input));
+  ASSERT_TRUE(started.decision().has_go_to()) << started.DebugString();
+  std::vector<std::string> moved;
+  for (const auto& m : started.decision().go_to().movements()) moved.push_back(m.step_type());
+  EXPECT_EQ(moved, (std::vector<std::string>{"Quote", "Quote", "Quote", "Pick"}));
+
+  auto waited = run(*quotes, task("Pick", flow::WAIT_FOR, input));
+  ASSERT_TRUE(waited.has_wait());
+  EXPECT_EQ(waited.wait().kind(), flow::ALL_OF);
+  flow::FlowTask pick = task("Pick", flow::EXECUTE, input);
+  fired(pick, waited.wait(), 0,
+        {json{{"carrier", "A"}, {"price", 12}}, json{{"carrier", "B"}, {"price", 9}}});
+  fired(pick, waited.wait(), 1);
+  auto picked = run(*quotes, pick);
+  ASSERT_TRUE(picked.decision().has_graceful_complete()) << picked.DebugString();
+  EXPECT_EQ(sdk::from_payload(picked.decision().graceful_complete())["winner"]["carrier"], "B");
+  EXPECT_EQ(std::vector<std::string>(picked.decision().cancel_step_types().begin(),
+                                     picked.decision().cancel_step_types().end()),
+            std::vector<std::string>{"Quote"});
+}
+
+TEST(ExampleFlows, PipelinesPassTheirInputAlongAndCompleteWithIt) {
+  std::shared_ptr<sdk::Flow> found;
+  for (auto& f : examples::pipelines(std::chrono::milliseconds(0)))
+    if (f->type() == "ThreeSteps") found = f;
+  ASSERT_TRUE(found);
+  sdk::Flow& three = *found;
+  EXPECT_EQ(three.start_step(), "Work1");
+  const json input = {{"n", 7}};
+  auto first = run(three, task("Work1", flow::EXECUTE, input));
+  EXPECT_EQ(go_to(first).step_type(), "Work2");
+  EXPECT_EQ(sdk::from_payload(go_to(first).input()), input);
+  auto last = run(three, task("Work3", flow::EXECUTE, input));
+  ASSERT_TRUE(last.decision().has_graceful_complete()) << last.DebugString();
+  EXPECT_EQ(sdk::from_payload(last.decision().graceful_complete()), input);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "fake_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
@@ -72,17 +73,17 @@ grpc::Status FakeWorkerTaskService::PollWorkerTask(
 
   WorkerMessage message;
   while (rw->Read(&message)) {
-    if (message.has_result()) {
+    if (message.has_flow_result()) {
       AckMode mode;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        results_.push_back({message.result(), index});
+        results_.push_back({message.flow_result(), index});
         mode = ack_mode_;
       }
       cv_.notify_all();
       if (mode != AckMode::kNone) {
         ServerMessage ack;
-        ack.mutable_result_ack()->set_task_id(message.result().task_id());
+        ack.mutable_result_ack()->set_task_id(message.flow_result().task_id());
         ack.mutable_result_ack()->set_accepted(mode == AckMode::kAccept);
         if (mode == AckMode::kRefuse) {
           ack.mutable_result_ack()->set_reason("stale: the attempt already ended");
@@ -131,11 +132,11 @@ std::shared_ptr<FakeWorkerTaskService::Stream> FakeWorkerTaskService::newest_ope
   return nullptr;
 }
 
-bool FakeWorkerTaskService::send_task(const StepTask& task) {
+bool FakeWorkerTaskService::send_task(const flow::FlowTask& task) {
   auto stream = newest_open();
   if (!stream) return false;
   ServerMessage message;
-  *message.mutable_task() = task;
+  *message.mutable_flow_task() = task;
   return stream->write(message);
 }
 
@@ -218,182 +219,166 @@ void FakeWorkerTaskService::set_ping_interval(Duration interval) {
 
 // ------------------------------------------------------------ FakeFlowService
 
-Flow FakeFlowService::completed_flow() {
-  Flow flow;
-  flow.set_flow_id("f-done");
-  flow.set_flow_type("three-step");
-  flow.set_status(FLOW_STATUS_COMPLETED);
-  flow.set_input(R"({"n":1})");
-  flow.set_created_at_ms(1'700'000'000'000);
-  flow.set_ended_at_ms(1'700'000'000'900);
-  const char* names[] = {"fetch", "transform", "store"};
-  const char* outputs[] = {R"({"fetched":1})", R"({"transformed":2})",
-                           R"({"stored":true,"value":2})"};
-  for (int i = 0; i < 3; ++i) {
-    Step* step = flow.add_steps();
-    step->set_name(names[i]);
-    step->set_status(STEP_STATUS_COMPLETED);
-    step->set_output(outputs[i]);
-    if (i == 1) {
-      Attempt* failed = step->add_attempts();
-      failed->set_number(1);
-      failed->set_outcome(ATTEMPT_OUTCOME_FAILED);
-      failed->set_worker_id("w");
-      failed->set_error("transient failure on the first attempt, as the example intends");
-    }
-    Attempt* ok = step->add_attempts();
-    ok->set_number(i == 1 ? 2 : 1);
-    ok->set_outcome(ATTEMPT_OUTCOME_COMPLETED);
-    ok->set_worker_id("w");
-  }
-  return flow;
+namespace {
+
+flow::Payload json_text(const std::string& text) {
+  flow::Payload p;
+  p.set_data(text);
+  return p;
 }
 
-FlowType FakeFlowService::three_step_type() {
-  FlowType type;
-  type.set_name("three-step");
-  StepDef* fetch = type.add_steps();
-  fetch->set_name("fetch");
-  fetch->set_task_queue("example");
-  StepDef* transform = type.add_steps();
-  transform->set_name("transform");
-  transform->set_task_queue("example");
-  transform->add_after("fetch");
-  transform->mutable_retry()->set_max_attempts(3);
-  transform->mutable_retry()->set_initial_interval_ms(200);
-  transform->mutable_retry()->set_backoff_coefficient(2.0);
-  transform->mutable_retry()->set_max_interval_ms(1000);
-  transform->set_start_to_close_timeout_ms(10'000);
-  transform->set_dispatch(DISPATCH_MODE_SYNC);
-  return type;
-}
-
-grpc::Status FakeFlowService::RegisterFlowType(grpc::ServerContext*,
-                                               const RegisterFlowTypeRequest* request,
-                                               RegisterFlowTypeResponse* response) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++calls_;
-    definitions_.push_back(request->definition());
-  }
-  if (on_event) on_event("register");
-  if (request->definition().find("invalid") != std::string::npos) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "steps[0].taskQueue: 'invalid queue' is not a valid task queue name");
-  }
-  *response->mutable_flow_type() = three_step_type();
-  response->set_changed(true);
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::GetFlowType(grpc::ServerContext*, const GetFlowTypeRequest* request,
-                                          FlowType* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  if (request->name() != "three-step") {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no flow type named " + request->name());
-  }
-  *response = three_step_type();
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::ListFlowTypes(grpc::ServerContext*, const ListFlowTypesRequest*,
-                                            ListFlowTypesResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  *response->add_flow_types() = three_step_type();
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::StartFlow(grpc::ServerContext*, const StartFlowRequest* request,
-                                        StartFlowResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  starts_.push_back(*request);
-  Flow* flow = response->mutable_flow();
-  flow->set_flow_id(request->flow_id().empty() ? "generated-1" : request->flow_id());
-  flow->set_flow_type(request->flow_type());
-  flow->set_status(FLOW_STATUS_RUNNING);
-  flow->set_input(request->input());
-  response->set_already_existed(false);
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::GetFlow(grpc::ServerContext* context, const GetFlowRequest* request,
-                                      Flow* response) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++calls_;
-  }
-  if (request->flow_id() == "slow") {
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!context->IsCancelled() && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  if (request->flow_id() != "f-done") {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no flow with ID " + request->flow_id());
-  }
-  *response = completed_flow();
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::ListFlows(grpc::ServerContext*, const ListFlowsRequest* request,
-                                        ListFlowsResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  lists_.push_back(*request);
-  *response->add_flows() = completed_flow();
-  if (request->page_token().empty()) response->set_next_page_token("page-2");
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::CancelFlow(grpc::ServerContext*, const CancelFlowRequest* request,
-                                         CancelFlowResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  Flow* flow = response->mutable_flow();
-  flow->set_flow_id(request->flow_id());
-  flow->set_flow_type("three-step");
-  flow->set_status(FLOW_STATUS_CANCELLED);
-  return grpc::Status::OK;
-}
-
-grpc::Status FakeFlowService::WaitFlow(grpc::ServerContext* context, const WaitFlowRequest* request,
-                                       WaitFlowResponse* response) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++calls_;
-  }
-  if (request->flow_id() == "f-done") {
-    *response->mutable_flow() = completed_flow();
-    response->set_ended(true);
-    return grpc::Status::OK;
-  }
-  auto wait = std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 3000));
-  auto until = std::chrono::steady_clock::now() + wait;
+// Waits up to `d`, or until the call is cancelled (its deadline passed).
+void wait_unless_cancelled(grpc::ServerContext* context, std::chrono::milliseconds d) {
+  auto until = std::chrono::steady_clock::now() + d;
   while (!context->IsCancelled() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  Flow* flow = response->mutable_flow();
-  flow->set_flow_id(request->flow_id());
-  flow->set_flow_type("three-step");
-  flow->set_status(FLOW_STATUS_RUNNING);
-  response->set_ended(false);
+}
+
+}  // namespace
+
+flow::FlowDescription FakeFlowService::completed_run() {
+  flow::FlowDescription run;
+  run.set_flow_id("f-done");
+  run.set_run_id("run-done");
+  run.set_flow_type("Echo");
+  run.set_declaration_version(1);
+  run.set_status(flow::FLOW_COMPLETED);
+  run.set_start_unix_ms(1'700'000'000'000);
+  run.set_close_unix_ms(1'700'000'000'900);
+  *run.mutable_input() = json_text(R"({"n":1})");
+  flow::StepOutput* output = run.add_outputs();
+  output->set_step_type("Echo");
+  output->set_step_execution_id("Echo-1");
+  *output->mutable_output() = json_text(R"({"n":1})");
+  run.set_runs(1);
+  return run;
+}
+
+grpc::Status FakeFlowService::StartFlow(grpc::ServerContext*, const flow::StartFlowRequest* request,
+                                        flow::StartFlowResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  starts_.push_back(*request);
+  if (request->flow_type() == "undeclared") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "Flow type 'undeclared' was never declared by a Worker");
+  }
+  response->set_run_id("run-" + std::to_string(starts_.size()));
   return grpc::Status::OK;
 }
 
-std::vector<std::string> FakeFlowService::definitions() const {
+grpc::Status FakeFlowService::StopFlow(grpc::ServerContext*, const flow::StopFlowRequest* request,
+                                       flow::StopFlowResponse*) {
   std::lock_guard<std::mutex> lock(mu_);
-  return definitions_;
+  ++calls_;
+  stops_.push_back(*request);
+  return grpc::Status::OK;
 }
-std::vector<StartFlowRequest> FakeFlowService::starts() const {
+
+grpc::Status FakeFlowService::PublishToChannel(grpc::ServerContext*,
+                                               const flow::PublishToChannelRequest* request,
+                                               flow::PublishToChannelResponse*) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  publishes_.push_back(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest* request,
+                                        flow::SkipTimerResponse*) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  skips_.push_back(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::DescribeFlow(grpc::ServerContext* context,
+                                           const flow::FlowRef* request,
+                                           flow::FlowDescription* response) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+  }
+  if (request->flow_id() == "slow") wait_unless_cancelled(context, std::chrono::seconds(3));
+  if (request->flow_id() != "f-done") {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no Flow with ID '" + request->flow_id() + "'");
+  }
+  *response = completed_run();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::GetFlowState(grpc::ServerContext*, const flow::FlowRef* request,
+                                           flow::GetFlowStateResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  state_requests_.push_back(*request);
+  *response->mutable_flow() = completed_run();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::GetHistoryEvents(grpc::ServerContext*,
+                                               const flow::GetHistoryEventsRequest* request,
+                                               flow::GetHistoryEventsResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  history_requests_.push_back(*request);
+  response->set_run_id("run-done");
+  flow::HistoryEvent* started = response->add_events();
+  started->set_seq(0);
+  started->set_kind(flow::FLOW_STARTED);
+  flow::HistoryEvent* closed = response->add_events();
+  closed->set_seq(1);
+  closed->set_kind(flow::FLOW_CLOSED);
+  closed->set_status(flow::FLOW_COMPLETED);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::WaitForFlow(grpc::ServerContext* context,
+                                          const flow::WaitForFlowRequest* request,
+                                          flow::WaitForFlowResponse* response) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+  }
+  if (request->flow().flow_id() == "f-done") {
+    *response->mutable_flow() = completed_run();
+    response->set_closed(true);
+    return grpc::Status::OK;
+  }
+  wait_unless_cancelled(context,
+                        std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 3000)));
+  response->mutable_flow()->set_flow_id(request->flow().flow_id());
+  response->mutable_flow()->set_flow_type("Echo");
+  response->mutable_flow()->set_status(flow::FLOW_RUNNING);
+  response->set_closed(false);
+  return grpc::Status::OK;
+}
+
+std::vector<flow::StartFlowRequest> FakeFlowService::starts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return starts_;
 }
-std::vector<ListFlowsRequest> FakeFlowService::lists() const {
+std::vector<flow::StopFlowRequest> FakeFlowService::stops() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return lists_;
+  return stops_;
+}
+std::vector<flow::PublishToChannelRequest> FakeFlowService::publishes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return publishes_;
+}
+std::vector<flow::SkipTimerRequest> FakeFlowService::skips() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return skips_;
+}
+std::vector<flow::GetHistoryEventsRequest> FakeFlowService::history_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return history_requests_;
+}
+std::vector<flow::FlowRef> FakeFlowService::state_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_requests_;
 }
 size_t FakeFlowService::calls() const {
   std::lock_guard<std::mutex> lock(mu_);

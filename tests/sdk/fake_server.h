@@ -1,8 +1,8 @@
 // TEST TOOL: an in-process fake of the dex gRPC services on a loopback port,
-// the test double for the SDK, dexcli and the example worker. It records what
-// clients send and lets a test decide what the "server" answers: acks (auto or
-// by hand, accepted or refused), dropped streams, cancel requests on
-// heartbeats, canned flows. It has no engine behind it.
+// the test double for the SDK, dexcli and dex-flow-examples. It records what
+// clients send and lets a test decide what the "server" answers: FlowTasks
+// sent by hand, acks (auto or by hand, accepted or refused), dropped streams,
+// cancel requests on heartbeats, canned runs. It has no engine behind it.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -17,10 +17,11 @@
 
 #include "common/clock.h"
 #include "dex/api.grpc.pb.h"
+#include "dex/flow_api.grpc.pb.h"
 
 namespace dex::testing {
 
-// What the fake does with each TaskResult it receives.
+// What the fake does with each FlowTaskResult it receives.
 enum class AckMode { kNone, kAccept, kRefuse };
 
 class FakeWorkerTaskService final : public WorkerTaskService::Service {
@@ -30,7 +31,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
       grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override;
 
   struct ReceivedResult {
-    TaskResult result;
+    flow::FlowTaskResult result;
     size_t stream_index;  // 0 for the first stream that said hello
   };
 
@@ -38,7 +39,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   bool wait_for_streams(size_t count, Duration timeout);
   std::vector<WorkerHello> hellos() const;
   // Sends to the newest stream that is still open; false if there is none.
-  bool send_task(const StepTask& task);
+  bool send_task(const flow::FlowTask& task);
   // Cancels the newest open stream (the Worker sees the stream break).
   void drop_stream();
   // Waits for the `occurrence`-th result (from 1) for `task_id`.
@@ -56,7 +57,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   // (1 s, like EngineOptions::worker_ping_interval); zero: never (a process
   // that froze after its HelloAck).
   void set_ping_interval(Duration interval);
-  // Events in arrival order across both services: "hello:<worker id>", "register".
+  // Called with "hello:<worker id>" when a stream says hello.
   std::function<void(const std::string&)> on_event;
 
  private:
@@ -80,44 +81,51 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   Duration ping_interval_ = seconds(1);
 };
 
-// FlowService with canned answers:
-//   RegisterFlowType: records the definition; text containing "invalid" is
-//     refused with INVALID_ARGUMENT;
-//   GetFlow "f-done": a COMPLETED three-step flow with a retried Step; "slow":
+// dex.flow.FlowService with canned answers:
+//   StartFlow: records the request; a Flow type named "undeclared" is refused
+//     with INVALID_ARGUMENT; otherwise answers run ID "run-<n>" (n from 1);
+//   DescribeFlow "f-done": a COMPLETED run of "Echo" with one output; "slow":
 //     answers after 3 s (or when the call is cancelled); anything else NOT_FOUND;
-//   StartFlow: records the request, answers a RUNNING flow;
-//   WaitFlow "f-done": ended; others: waits timeout_ms (at most 3 s), ended = false;
-//   ListFlows, ListFlowTypes, GetFlowType "three-step", CancelFlow: canned.
-class FakeFlowService final : public FlowService::Service {
+//   WaitForFlow "f-done": closed; others: waits timeout_ms (at most 3 s), closed = false;
+//   StopFlow, PublishToChannel, SkipTimer: record the request;
+//   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request.
+class FakeFlowService final : public flow::FlowService::Service {
  public:
-  grpc::Status RegisterFlowType(grpc::ServerContext*, const RegisterFlowTypeRequest*,
-                                RegisterFlowTypeResponse*) override;
-  grpc::Status GetFlowType(grpc::ServerContext*, const GetFlowTypeRequest*, FlowType*) override;
-  grpc::Status ListFlowTypes(grpc::ServerContext*, const ListFlowTypesRequest*,
-                             ListFlowTypesResponse*) override;
-  grpc::Status StartFlow(grpc::ServerContext*, const StartFlowRequest*,
-                         StartFlowResponse*) override;
-  grpc::Status GetFlow(grpc::ServerContext*, const GetFlowRequest*, Flow*) override;
-  grpc::Status ListFlows(grpc::ServerContext*, const ListFlowsRequest*,
-                         ListFlowsResponse*) override;
-  grpc::Status CancelFlow(grpc::ServerContext*, const CancelFlowRequest*,
-                          CancelFlowResponse*) override;
-  grpc::Status WaitFlow(grpc::ServerContext*, const WaitFlowRequest*, WaitFlowResponse*) override;
+  grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest*,
+                         flow::StartFlowResponse*) override;
+  grpc::Status StopFlow(grpc::ServerContext*, const flow::StopFlowRequest*,
+                        flow::StopFlowResponse*) override;
+  grpc::Status PublishToChannel(grpc::ServerContext*, const flow::PublishToChannelRequest*,
+                                flow::PublishToChannelResponse*) override;
+  grpc::Status SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest*,
+                         flow::SkipTimerResponse*) override;
+  grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef*,
+                            flow::FlowDescription*) override;
+  grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef*,
+                            flow::GetFlowStateResponse*) override;
+  grpc::Status GetHistoryEvents(grpc::ServerContext*, const flow::GetHistoryEventsRequest*,
+                                flow::GetHistoryEventsResponse*) override;
+  grpc::Status WaitForFlow(grpc::ServerContext*, const flow::WaitForFlowRequest*,
+                           flow::WaitForFlowResponse*) override;
 
-  static Flow completed_flow();
-  static FlowType three_step_type();
+  static flow::FlowDescription completed_run();
 
-  std::vector<std::string> definitions() const;
-  std::vector<StartFlowRequest> starts() const;
-  std::vector<ListFlowsRequest> lists() const;
+  std::vector<flow::StartFlowRequest> starts() const;
+  std::vector<flow::StopFlowRequest> stops() const;
+  std::vector<flow::PublishToChannelRequest> publishes() const;
+  std::vector<flow::SkipTimerRequest> skips() const;
+  std::vector<flow::GetHistoryEventsRequest> history_requests() const;
+  std::vector<flow::FlowRef> state_requests() const;
   size_t calls() const;
-  std::function<void(const std::string&)> on_event;
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::string> definitions_;
-  std::vector<StartFlowRequest> starts_;
-  std::vector<ListFlowsRequest> lists_;
+  std::vector<flow::StartFlowRequest> starts_;
+  std::vector<flow::StopFlowRequest> stops_;
+  std::vector<flow::PublishToChannelRequest> publishes_;
+  std::vector<flow::SkipTimerRequest> skips_;
+  std::vector<flow::GetHistoryEventsRequest> history_requests_;
+  std::vector<flow::FlowRef> state_requests_;
   size_t calls_ = 0;
 };
 

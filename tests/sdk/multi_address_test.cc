@@ -1,5 +1,6 @@
-// The Client and the Worker given several addresses, against real ApiServers
-// over a real Engine (MemoryObjectStore + LogWriter) on 127.0.0.1: a server
+// The Client and the Worker (hosting a small dex Flow) given several
+// addresses, against real ApiServers over a real Engine (MemoryObjectStore +
+// LogWriter) on 127.0.0.1: a server
 // that is never set active answers UNAVAILABLE as a standby does; roles switch
 // with set_inactive/set_active, the old active process going away as a real
 // one does (its ApiServer shut down, a new inactive one started on its port).
@@ -19,6 +20,7 @@
 #include "objstore/memory_store.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
+#include "sdk/flow.h"
 #include "sdk/worker.h"
 
 namespace dex {
@@ -29,13 +31,33 @@ using nlohmann::json;
 
 constexpr Duration kWait = seconds(10);  // bound on every wait for something that should happen
 
-const char* kOneStep = R"(
-name: one-step
-steps:
-  - name: echo
-    taskQueue: q
-    startToCloseTimeout: 60s
-)";
+// Flow type "Echo": one Execute-only Step that completes the run with its
+// input, after `handled` is counted.
+class Echo final : public sdk::Flow {
+  class Step final : public sdk::Step {
+   public:
+    explicit Step(std::atomic<int>* handled) : handled_(handled) {}
+    std::string type() const override { return "Echo"; }
+    sdk::StepDecision execute(sdk::Context& ctx) override {
+      if (handled_ != nullptr) ++*handled_;
+      return sdk::StepDecision::graceful_complete(ctx.input());
+    }
+
+   private:
+    std::atomic<int>* handled_;
+  };
+
+ public:
+  explicit Echo(std::atomic<int>* handled = nullptr) : handled_(handled) {}
+  std::string type() const override { return "Echo"; }
+  std::string start_step() const override { return "Echo"; }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+    return {std::make_shared<Step>(handled_)};
+  }
+
+ private:
+  std::atomic<int>* handled_;
+};
 
 // One node's durable state and its engine: the engine a process serves while
 // it is active. Both ApiServers of a test front this one engine.
@@ -92,32 +114,26 @@ class ProcessEngine final : public Engine {
  public:
   explicit ProcessEngine(Engine& inner) : inner_(inner) {}
 
-  // complete_task keeps results back: no ack, as when the engine stops before
-  // a result is durable (the Worker must re-send it elsewhere).
+  // complete_task keeps results back: no ack, as when the engine stops
+  // before a result is durable (the Worker must re-send it elsewhere).
   std::atomic<bool> hold_results{false};
   // start_flow is done by the engine, then answered as if the engine had
   // stopped under it (UNAVAILABLE: the outcome is unknown to the caller).
   std::atomic<bool> stop_after_start{false};
-  // get_flow takes this long (a process that is slow or frozen).
-  std::atomic<int64_t> get_flow_delay_ms{0};
+  // describe_flow takes this long (a process that is slow or frozen).
+  std::atomic<int64_t> describe_delay_ms{0};
 
   std::atomic<int> results_held{0};
   std::atomic<int> results_forwarded{0};
   std::atomic<int> starts{0};
-  std::atomic<int> gets{0};
+  std::atomic<int> describes{0};
 
   void stop() override {}
   std::string local_store_report() const override { return inner_.local_store_report(); }
   StatusOr<SnapshotInfo> snapshot_now() override { return inner_.snapshot_now(); }
-  Snapshotter::Stats snapshot_stats() const override { return inner_.snapshot_stats(); }
-  StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest& r) override {
-    return inner_.register_flow_type(r);
-  }
-  StatusOr<FlowType> get_flow_type(const std::string& name) override {
-    return inner_.get_flow_type(name);
-  }
-  StatusOr<ListFlowTypesResponse> list_flow_types() override { return inner_.list_flow_types(); }
-  StatusOr<StartFlowResponse> start_flow(const StartFlowRequest& r) override {
+  SnapshotStats snapshot_stats() const override { return inner_.snapshot_stats(); }
+
+  StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& r) override {
     ++starts;
     auto started = inner_.start_flow(r);
     if (stop_after_start && started.is_ok()) {
@@ -125,22 +141,35 @@ class ProcessEngine final : public Engine {
     }
     return started;
   }
-  StatusOr<Flow> get_flow(const std::string& flow_id) override {
-    ++gets;
-    if (int64_t ms = get_flow_delay_ms.load(); ms > 0) {
+  StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef& r) override {
+    ++describes;
+    if (int64_t ms = describe_delay_ms.load(); ms > 0) {
       std::this_thread::sleep_for(milliseconds(ms));
     }
-    return inner_.get_flow(flow_id);
+    return inner_.describe_flow(r);
   }
-  StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest& r) override {
-    return inner_.list_flows(r);
+  Status stop_flow(const flow::StopFlowRequest& r) override { return inner_.stop_flow(r); }
+  Status publish(const flow::PublishToChannelRequest& r) override { return inner_.publish(r); }
+  Status skip_timer(const flow::SkipTimerRequest& r) override { return inner_.skip_timer(r); }
+  StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
+    return inner_.flow_state(r);
   }
-  StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest& r) override {
-    return inner_.cancel_flow(r);
+  StatusOr<flow::GetHistoryEventsResponse> history(
+      const flow::GetHistoryEventsRequest& r) override {
+    return inner_.history(r);
   }
-  StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, TimePoint deadline,
-                                       const std::function<bool()>& cancelled) override {
-    return inner_.wait_flow(flow_id, deadline, cancelled);
+  StatusOr<flow::WaitForFlowResponse> wait_for_flow(
+      const flow::WaitForFlowRequest& r, const std::function<bool()>& cancelled) override {
+    return inner_.wait_for_flow(r, cancelled);
+  }
+  StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
+      const flow::WaitForHistoryEventRequest& r, const std::function<bool()>& cancelled) override {
+    return inner_.wait_for_history_event(r, cancelled);
+  }
+  StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
+      const flow::WaitForStepCompletionRequest& r,
+      const std::function<bool()>& cancelled) override {
+    return inner_.wait_for_step(r, cancelled);
   }
   StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
                                         std::shared_ptr<WorkerSink> sink) override {
@@ -150,7 +179,8 @@ class ProcessEngine final : public Engine {
   HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) override {
     return inner_.heartbeat(worker, heartbeat);
   }
-  std::future<ResultAck> complete_task(WorkerHandle worker, const TaskResult& result) override {
+  std::future<ResultAck> complete_task(WorkerHandle worker,
+                                       const flow::FlowTaskResult& result) override {
     if (hold_results) {
       ++results_held;
       std::promise<ResultAck> never;
@@ -219,9 +249,8 @@ class MultiAddressTest : public ::testing::Test {
     options.timeout = seconds(5);
     return options;
   }
-  // A Worker serving queue q with `handler`, running on its own thread.
-  Worker& start_worker(std::vector<std::string> addresses,
-                       std::function<json(TaskContext&)> handler) {
+  // A Worker hosting Echo, running on its own thread.
+  Worker& start_worker(std::vector<std::string> addresses, std::atomic<int>* handled = nullptr) {
     WorkerOptions options;
     options.server_addresses = std::move(addresses);
     options.worker_id = "w-multi";
@@ -230,7 +259,7 @@ class MultiAddressTest : public ::testing::Test {
     options.reconnect_backoff_max = milliseconds(200);
     options.shutdown_timeout = seconds(3);
     worker_ = std::make_unique<Worker>(options);
-    worker_->handle("q", std::move(handler));
+    worker_->host(std::make_shared<Echo>(handled));
     run_ = std::async(std::launch::async, [this] { return worker_->run(); });
     return *worker_;
   }
@@ -241,17 +270,20 @@ class MultiAddressTest : public ::testing::Test {
     EXPECT_TRUE(run_.get().is_ok());
     worker_.reset();
   }
-  void register_one_step(Client& client) {
-    auto registered = client.register_flow_type(kOneStep);
-    ASSERT_TRUE(registered.is_ok()) << registered.status().message();
+  // A Worker's hello declares Echo (durably, before it is accepted); then it
+  // goes, so that runs started afterwards wait for a Worker.
+  void declare_echo() {
+    Worker& worker = start_worker({address_of(*active_)});
+    ASSERT_TRUE(eventually([&] { return worker.stats().streams_accepted == 1; }));
+    stop_worker();
   }
-  std::optional<Flow> wait_ended(Client& client, const std::string& flow_id) {
-    auto waited = client.wait_flow(flow_id, kWait);
+  std::optional<flow::FlowDescription> wait_closed(Client& client, const std::string& flow_id) {
+    auto waited = client.wait_for_flow(flow_id, kWait);
     if (!waited.is_ok()) {
       ADD_FAILURE() << waited.status().message();
       return std::nullopt;
     }
-    EXPECT_TRUE(waited->ended());
+    EXPECT_TRUE(waited->closed());
     return waited->flow();
   }
 
@@ -265,44 +297,48 @@ class MultiAddressTest : public ::testing::Test {
 };
 
 TEST_F(MultiAddressTest, ClientFindsTheActiveProcessWhicheverOrderTheAddressesAreGiven) {
+  declare_echo();
+  int round = 0;
   for (auto addresses : {std::vector<std::string>{address_of(*standby_), address_of(*active_)},
                          std::vector<std::string>{address_of(*active_), address_of(*standby_)}}) {
     Client client(client_options(addresses));
-    register_one_step(client);
-    EXPECT_EQ(client.preferred_address(), address_of(*active_));
-    auto started = client.start_flow("one-step", R"({"n":1})");
+    const std::string flow_id = "f-" + std::to_string(round++);
+    auto started = client.start("Echo", flow_id, json{{"n", 1}});
     ASSERT_TRUE(started.is_ok()) << started.status().message();
-    EXPECT_EQ(started->flow().flow_id().size(), 32u);  // picked by the client, as the server would
-    EXPECT_FALSE(started->already_existed());
-    auto flow = client.get_flow(started->flow().flow_id());
-    ASSERT_TRUE(flow.is_ok()) << flow.status().message();
-    EXPECT_EQ(flow->status(), FLOW_STATUS_RUNNING);
+    EXPECT_EQ(client.preferred_address(), address_of(*active_));
+    EXPECT_FALSE(started->run_id().empty());
+    EXPECT_FALSE(started->already_started());
+    auto run = client.describe_flow(flow_id);
+    ASSERT_TRUE(run.is_ok()) << run.status().message();
+    EXPECT_EQ(run->status(), flow::FLOW_RUNNING);  // no Worker: its task waits
+    EXPECT_EQ(run->run_id(), started->run_id());
     auto described = client.describe();
     ASSERT_TRUE(described.is_ok()) << described.status().message();
     EXPECT_EQ(described->node_id(), "n1");
   }
   // Errors other than UNAVAILABLE come back as they are, from the active process.
   Client client(client_options({address_of(*standby_), address_of(*active_)}));
-  auto missing = client.get_flow("nope");
+  auto missing = client.describe_flow("nope");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_TRUE(missing.status().is_not_found()) << missing.status().message();
 }
 
 TEST_F(MultiAddressTest, WorkerFindsTheActiveProcessWhicheverOrderTheAddressesAreGiven) {
   Client client(client_options({address_of(*active_)}));
-  register_one_step(client);
   int round = 0;
   for (auto addresses : {std::vector<std::string>{address_of(*standby_), address_of(*active_)},
                          std::vector<std::string>{address_of(*active_), address_of(*standby_)}}) {
-    Worker& worker =
-        start_worker(addresses, [](TaskContext& task) -> json { return task.flow_input(); });
-    auto started =
-        client.start_flow("one-step", json{{"round", round}}.dump(), "f-" + std::to_string(round));
+    Worker& worker = start_worker(addresses);
+    // Echo is declared once the Worker's stream is accepted.
+    ASSERT_TRUE(eventually([&] { return worker.stats().streams_accepted == 1; }));
+    const std::string flow_id = "f-" + std::to_string(round);
+    auto started = client.start("Echo", flow_id, json{{"round", round}});
     ASSERT_TRUE(started.is_ok()) << started.status().message();
-    auto flow = wait_ended(client, "f-" + std::to_string(round));
-    ASSERT_TRUE(flow);
-    EXPECT_EQ(flow->status(), FLOW_STATUS_COMPLETED);
-    EXPECT_EQ(json::parse(flow->steps(0).output()), (json{{"round", round}}));
+    auto run = wait_closed(client, flow_id);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->status(), flow::FLOW_COMPLETED);
+    ASSERT_EQ(run->outputs_size(), 1);
+    EXPECT_EQ(sdk::from_payload(run->outputs(0).output()), (json{{"round", round}}));
     WorkerStats stats = worker.stats();
     EXPECT_EQ(stats.connected_address, address_of(*active_));
     EXPECT_EQ(stats.streams_accepted, 1u);
@@ -322,13 +358,10 @@ TEST_F(MultiAddressTest, RolesSwitchAndTheWorkerDeliversItsUnacknowledgedResultO
   const std::string new_active = address_of(*standby_);
   std::vector<std::string> addresses = {old_active, new_active};
   Client client(client_options(addresses));
-  register_one_step(client);
   std::atomic<int> handled{0};
-  Worker& worker = start_worker(addresses, [&](TaskContext& task) -> json {
-    ++handled;
-    return task.flow_input();
-  });
-  ASSERT_TRUE(client.start_flow("one-step", R"({"x":1})", "f-switch").is_ok());
+  Worker& worker = start_worker(addresses, &handled);
+  ASSERT_TRUE(eventually([&] { return worker.stats().streams_accepted == 1; }));
+  ASSERT_TRUE(client.start("Echo", "f-switch", json{{"x", 1}}).is_ok());
   ASSERT_TRUE(eventually([&] { return on_active_.results_held.load() == 1; }));
   EXPECT_EQ(worker.stats().connected_address, old_active);
 
@@ -345,15 +378,25 @@ TEST_F(MultiAddressTest, RolesSwitchAndTheWorkerDeliversItsUnacknowledgedResultO
   ASSERT_TRUE(eventually([&] { return worker.stats().connected_address == new_active; }))
       << "the worker did not move to " << new_active;
   auto moved_after = SystemClock::instance().now() - switched_at;
-  auto flow = wait_ended(client, "f-switch");
-  ASSERT_TRUE(flow);
+  auto run = wait_closed(client, "f-switch");
+  ASSERT_TRUE(run);
   EXPECT_EQ(client.preferred_address(), new_active);
-  EXPECT_EQ(flow->status(), FLOW_STATUS_COMPLETED);
-  ASSERT_EQ(flow->steps_size(), 1);
-  ASSERT_EQ(flow->steps(0).attempts_size(), 1) << "the result was delivered more than once";
-  EXPECT_EQ(flow->steps(0).attempts(0).outcome(), ATTEMPT_OUTCOME_COMPLETED);
-  EXPECT_EQ(json::parse(flow->steps(0).output()), (json{{"x", 1}}));
+  EXPECT_EQ(run->status(), flow::FLOW_COMPLETED);
+  ASSERT_EQ(run->outputs_size(), 1);
+  EXPECT_EQ(sdk::from_payload(run->outputs(0).output()), (json{{"x", 1}}));
   EXPECT_EQ(handled.load(), 1);
+  // One Execute result, of the first attempt: the re-sent result was applied
+  // once, and no attempt failed or ran again.
+  auto history = client.history("f-switch", 0, /*from_start=*/true);
+  ASSERT_TRUE(history.is_ok()) << history.status().message();
+  int executed = 0;
+  for (const auto& event : history->events()) {
+    EXPECT_NE(event.kind(), flow::EXECUTE_FAILED) << event.DebugString();
+    if (event.kind() != flow::EXECUTE_COMPLETED) continue;
+    ++executed;
+    EXPECT_EQ(event.attempt(), 1u);
+  }
+  EXPECT_EQ(executed, 1) << "the result was delivered more than once";
 
   ASSERT_TRUE(eventually([&] { return worker.stats().results_accepted == 1; }));
   WorkerStats stats = worker.stats();
@@ -367,43 +410,44 @@ TEST_F(MultiAddressTest, RolesSwitchAndTheWorkerDeliversItsUnacknowledgedResultO
   standby_->set_inactive("this process stepped down");
   active_->set_active(&on_active_, {"n1", Epoch(3), "p3"});
   on_active_.hold_results = false;
-  auto listed = client.list_flows();
-  ASSERT_TRUE(listed.is_ok()) << listed.status().message();
-  EXPECT_EQ(listed->flows_size(), 1);
+  auto described = client.describe_flow("f-switch");
+  ASSERT_TRUE(described.is_ok()) << described.status().message();
+  EXPECT_EQ(described->status(), flow::FLOW_COMPLETED);
   EXPECT_EQ(client.preferred_address(), old_active);
 }
 
 TEST_F(MultiAddressTest, StartFlowThatReachedAnEngineWhichThenStoppedIsNotDoneTwice) {
+  declare_echo();
   // Both processes serve the node's engine; the first one starts the flow and
   // then answers UNAVAILABLE, as an engine that stopped under the call does.
   standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
   on_active_.stop_after_start = true;
   Client client(client_options({address_of(*active_), address_of(*standby_)}));
-  register_one_step(client);
-  auto started = client.start_flow("one-step", "{}");
+  auto started = client.start("Echo", "f-once", json::object());
   ASSERT_TRUE(started.is_ok()) << started.status().message();
-  EXPECT_FALSE(started->already_existed());
+  // The repeat carried the first attempt's request ID: it answers that run.
+  EXPECT_TRUE(started->already_started());
   EXPECT_EQ(on_active_.starts.load(), 1);
   EXPECT_EQ(on_standby_.starts.load(), 1);
-  auto listed = client.list_flows();
-  ASSERT_TRUE(listed.is_ok());
-  ASSERT_EQ(listed->flows_size(), 1) << "the flow was started twice";
-  EXPECT_EQ(listed->flows(0).flow_id(), started->flow().flow_id());
+  auto run = client.describe_flow("f-once");
+  ASSERT_TRUE(run.is_ok()) << run.status().message();
+  EXPECT_EQ(run->runs(), 1u) << "the flow was started twice";
+  EXPECT_EQ(run->run_id(), started->run_id());
 }
 
 TEST_F(MultiAddressTest, DeadlineExceededIsNotTriedOnAnotherAddress) {
   standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
-  on_active_.get_flow_delay_ms = 1000;
+  on_active_.describe_delay_ms = 1000;
   ClientOptions options = client_options({address_of(*active_), address_of(*standby_)});
   options.timeout = milliseconds(300);
   Client client(options);
-  auto flow = client.get_flow("f-1");
-  ASSERT_FALSE(flow.is_ok());
-  EXPECT_EQ(flow.status().message().rfind(
+  auto run = client.describe_flow("f-1");
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_EQ(run.status().message().rfind(
                 "DEADLINE_EXCEEDED: no answer from " + address_of(*active_) + " within 300ms", 0),
             0u)
-      << flow.status().message();
-  EXPECT_EQ(on_standby_.gets.load(), 0);
+      << run.status().message();
+  EXPECT_EQ(on_standby_.describes.load(), 0);
 }
 
 // A process replacing its listener (a role change) ends the calls still open
@@ -412,19 +456,19 @@ TEST_F(MultiAddressTest, DeadlineExceededIsNotTriedOnAnotherAddress) {
 // to the next address.
 TEST_F(MultiAddressTest, ACallEndedByTheServerShuttingDownMovesOnToTheNextAddress) {
   standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
-  on_active_.get_flow_delay_ms = 1500;
+  on_active_.describe_delay_ms = 1500;
   Client client(client_options({address_of(*active_), address_of(*standby_)}));
   std::thread closer([&] {
     std::this_thread::sleep_for(milliseconds(300));
     active_->shutdown(seconds(0));
   });
-  auto flow = client.get_flow("f-1");
+  auto run = client.describe_flow("f-1");
   closer.join();
   // The flow does not exist: NOT_FOUND is the second process's answer.
-  ASSERT_FALSE(flow.is_ok());
-  EXPECT_EQ(flow.status().message().rfind("NOT_FOUND", 0), 0u) << flow.status().message();
-  EXPECT_EQ(on_active_.gets.load(), 1);
-  EXPECT_EQ(on_standby_.gets.load(), 1);
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_EQ(run.status().message().rfind("NOT_FOUND", 0), 0u) << run.status().message();
+  EXPECT_EQ(on_active_.describes.load(), 1);
+  EXPECT_EQ(on_standby_.describes.load(), 1);
 }
 
 // A single replica stepping down refuses its Workers for its hold-off (5 s)
@@ -440,7 +484,7 @@ TEST_F(MultiAddressTest, AWorkerRefusedByAStandbyPollsItOftenAndIsBackSoonAfterI
   options.reconnect_backoff_max = seconds(10);
   options.shutdown_timeout = seconds(3);
   worker_ = std::make_unique<Worker>(options);
-  worker_->handle("q", [](TaskContext& task) -> json { return task.flow_input(); });
+  worker_->host(std::make_shared<Echo>());
   run_ = std::async(std::launch::async, [this] { return worker_->run(); });
   std::this_thread::sleep_for(seconds(6));
   const uint64_t refused = worker_->stats().streams_refused;
@@ -459,11 +503,11 @@ TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
   options.timeout = seconds(1);
   Client client(options);
   auto begin = SystemClock::instance().now();
-  auto flow = client.get_flow("f-1");
+  auto run = client.describe_flow("f-1");
   auto took = SystemClock::instance().now() - begin;
-  ASSERT_FALSE(flow.is_ok());
-  EXPECT_TRUE(flow.status().is_transient());
-  const std::string& message = flow.status().message();
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_TRUE(run.status().is_transient());
+  const std::string& message = run.status().message();
   EXPECT_EQ(message.rfind("UNAVAILABLE: no active dex process at any of 2 addresses (kept trying "
                           "for 1s)",
                           0),
@@ -485,23 +529,23 @@ TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
   options.timeout = seconds(10);
   Client nobody(options);
   begin = SystemClock::instance().now();
-  flow = nobody.get_flow("f-1");
+  run = nobody.describe_flow("f-1");
   took = SystemClock::instance().now() - begin;
-  ASSERT_FALSE(flow.is_ok());
+  ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(
-      flow.status().message().rfind(
+      run.status().message().rfind(
           "UNAVAILABLE: no active dex process at any of 2 addresses (none could be reached)", 0),
       0u)
-      << flow.status().message();
+      << run.status().message();
   for (const std::string& address : {dead1, dead2}) {
-    EXPECT_NE(flow.status().message().find("the server is not reachable at " + address),
+    EXPECT_NE(run.status().message().find("the server is not reachable at " + address),
               std::string::npos)
-        << flow.status().message();
+        << run.status().message();
   }
   EXPECT_LT(took, seconds(3));
 
   // A Worker keeps looking (it has no deadline) and stops promptly when asked.
-  Worker& worker = start_worker({a, b}, [](TaskContext&) -> json { return {}; });
+  Worker& worker = start_worker({a, b});
   ASSERT_TRUE(eventually([&] { return worker.stats().streams_refused >= 4; }));
   EXPECT_EQ(worker.stats().streams_accepted, 0u);
   EXPECT_TRUE(worker.stats().connected_address.empty());
@@ -545,23 +589,23 @@ TEST(ServerAddresses, BadListsAreRefusedNamingTheBadEntry) {
   ClientOptions client_options;
   client_options.server_addresses = {"127.0.0.1:8801", "127.0.0.1"};
   Client client(client_options);
-  auto flow = client.get_flow("f");
-  ASSERT_FALSE(flow.is_ok());
-  EXPECT_EQ(flow.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(flow.status().message().find("invalid server address '127.0.0.1'"), std::string::npos)
-      << flow.status().message();
+  auto run = client.describe_flow("f");
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_EQ(run.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(run.status().message().find("invalid server address '127.0.0.1'"), std::string::npos)
+      << run.status().message();
   WorkerOptions worker_options;
   worker_options.server_addresses = {"127.0.0.1:8801", "127.0.0.1:8801"};
   Worker worker(worker_options);
-  worker.handle("q", [](TaskContext&) -> json { return {}; });
-  Status run = worker.run();
-  EXPECT_EQ(run.code(), Code::kInvalidArgument);
-  EXPECT_NE(run.message().find("'127.0.0.1:8801' is listed twice"), std::string::npos)
-      << run.message();
+  worker.host(std::make_shared<Echo>());
+  Status ran = worker.run();
+  EXPECT_EQ(ran.code(), Code::kInvalidArgument);
+  EXPECT_NE(ran.message().find("'127.0.0.1:8801' is listed twice"), std::string::npos)
+      << ran.message();
   // The single-address convenience still works and is checked the same way.
   ClientOptions single;
   single.server_address = "localhost";
-  EXPECT_EQ(Client(single).list_flows().status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Client(single).describe_flow("f").status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

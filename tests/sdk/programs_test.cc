@@ -1,10 +1,11 @@
-// dexcli and dex-example-worker as real processes against the in-process fake
+// dexcli and dex-flow-examples as real processes against the in-process fake
 // services: flags, exit codes, stderr messages, JSON output, signals.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -76,33 +77,43 @@ class ProgramsTest : public ::testing::Test {
 
 // ------------------------------------------------------------------ dexcli
 
+// The JSON error dexcli's flow commands print on stderr.
+json error_of(const Ran& ran) {
+  try {
+    return json::parse(ran.err).at("error");
+  } catch (const json::exception&) {
+    ADD_FAILURE() << "stderr is not a JSON error: " << ran.err;
+    return json::object();
+  }
+}
+
 TEST_F(ProgramsTest, NoCommandIsAUsageErrorListingTheCommands) {
   Ran ran = dexcli({});
   EXPECT_EQ(ran.exit_code, 2);
-  EXPECT_NE(
-      ran.err.find(
-          "'dexcli' needs one of these commands: flow-type, dag, flow, admin, health, inspect"),
-      std::string::npos)
+  EXPECT_NE(ran.err.find("'dexcli' needs one of these commands: flow, admin, health, inspect"),
+            std::string::npos)
       << ran.err;
-  ran = dexcli({"dag"});
+  ran = dexcli({"flow"});
   EXPECT_EQ(ran.exit_code, 2);
-  EXPECT_NE(ran.err.find("start, get, list, cancel, wait"), std::string::npos) << ran.err;
+  EXPECT_EQ(error_of(ran)["kind"], "usage");
+  EXPECT_NE(error_of(ran)["message"].get<std::string>().find(
+                "start, stop, publish, skip-timer, wait, describe, state, history, watch"),
+            std::string::npos)
+      << ran.err;
 }
 
 TEST_F(ProgramsTest, HelpAtEveryLevelExitsZero) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
                                         {"flow", "--help"},
-                                        {"dag", "--help"},
-                                        {"dag", "start", "--help"},
-                                        {"flow-type", "register", "--help"},
-                                        {"admin", "describe", "--help"},
-                                        {"dag", "wait", "--help"}}) {
+                                        {"flow", "start", "--help"},
+                                        {"flow", "wait", "--help"},
+                                        {"admin", "describe", "--help"}}) {
     Ran ran = dexcli(args);
     EXPECT_EQ(ran.exit_code, 0) << args.back();
     EXPECT_NE(ran.out.find("Usage:"), std::string::npos) << ran.out;
   }
-  EXPECT_NE(dexcli({"dag", "start", "--help"}).out.find("--flow-id"), std::string::npos);
-  EXPECT_NE(dexcli({"dag", "wait", "--help"}).out.find("--wait-timeout"), std::string::npos);
+  EXPECT_NE(dexcli({"flow", "start", "--help"}).out.find("--flow-id"), std::string::npos);
+  EXPECT_NE(dexcli({"flow", "wait", "--help"}).out.find("--wait-timeout"), std::string::npos);
 }
 
 TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
@@ -111,33 +122,22 @@ TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{"dag", "start", "three-step", "--input", "{not json"}, "--input is not valid JSON"},
-           {{"--timeout", "10", "dag", "get", "x"}, "--timeout: invalid duration '10'"},
-           {{"dag", "list", "--status", "DONE"}, "--status must be RUNNING, COMPLETED"},
-           {{"dag", "list", "--page-size", "0"}, "--page-size"},
-           {{"dag", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
-           {{"dag", "get"}, "ID is required"},
-           {{"flow-type", "register", (dir_ / "missing.yaml").string()}, "cannot read"},
-           {{"dag", "start", "t", "--bogus"}, "--bogus"},
+           {{"flow", "start", "Echo", "--flow-id", "f", "--input", "{not json"},
+            "--input is not valid JSON"},
+           {{"flow", "start", "Echo", "--flow-id", "f", "--input-file",
+             (dir_ / "missing.json").string()},
+            "--input-file: cannot read"},
+           {{"--timeout", "10", "flow", "describe", "x"}, "--timeout: invalid duration '10'"},
+           {{"flow", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
+           {{"flow", "describe"}, "ID is required"},
+           {{"flow", "stop", "x"}, "add --yes to confirm"},
+           {{"flow", "start", "t", "--flow-id", "f", "--bogus"}, "--bogus"},
        }) {
     Ran ran = call(c.args);
     EXPECT_EQ(ran.exit_code, 2) << c.message << "\n" << ran.err;
-    EXPECT_EQ(ran.err.rfind("dexcli: ", 0), 0u) << ran.err;
     EXPECT_NE(ran.err.find(c.message), std::string::npos) << ran.err;
     EXPECT_TRUE(ran.out.empty()) << ran.out;
   }
-  EXPECT_EQ(flows_.calls(), 0u);
-}
-
-TEST_F(ProgramsTest, DefinitionWithASyntaxErrorIsRefusedBeforeSending) {
-  fs::path yaml = write_file("bad.yaml", "name: x\nsteps: [\n");
-  Ran ran = call({"flow-type", "register", yaml.string()});
-  EXPECT_EQ(ran.exit_code, 2);
-  EXPECT_NE(ran.err.find("bad.yaml is not valid YAML"), std::string::npos) << ran.err;
-  fs::path js = write_file("bad.json", "{\"name\": ");
-  ran = call({"flow-type", "register", js.string()});
-  EXPECT_EQ(ran.exit_code, 2);
-  EXPECT_NE(ran.err.find("bad.json is not valid JSON"), std::string::npos) << ran.err;
   EXPECT_EQ(flows_.calls(), 0u);
 }
 
@@ -150,12 +150,13 @@ TEST_F(ProgramsTest, UnreachableServerIsNamedWithExitOne) {
     FakeServer s(w, f, a);
     address = s.address();
   }
-  Ran ran = dexcli({"--server", address, "dag", "get", "f-1"});
+  Ran ran = dexcli({"--server", address, "flow", "describe", "f-1"});
   EXPECT_EQ(ran.exit_code, 1);
+  json error = error_of(ran);
+  EXPECT_EQ(error["grpcCode"], "UNAVAILABLE");
+  EXPECT_EQ(error["operation"], "flow describe");
   EXPECT_EQ(
-      ran.err.rfind(
-          "dexcli: getting flow f-1: UNAVAILABLE: the server is not reachable at " + address, 0),
-      0u)
+      error["message"].get<std::string>().rfind("the server is not reachable at " + address, 0), 0u)
       << ran.err;
 }
 
@@ -164,13 +165,15 @@ TEST_F(ProgramsTest, SeveralServersFindTheActiveOneInAnyOrderCommaSeparatedOrRep
   ASSERT_TRUE(standby);
   const std::string s = address_of(*standby), a = server_.address();
   for (std::vector<std::string> args :
-       {std::vector<std::string>{"--server", s + "," + a, "dag", "get", "f-done"},
-        {"--server", a + "," + s, "dag", "get", "f-done"},
-        {"--server", s, "--server", a, "dag", "get", "f-done"},
-        {"dag", "get", "f-done", "--server", s + ", " + a}}) {
+       {std::vector<std::string>{"--server", s + "," + a, "flow", "describe", "f-done"},
+        {"--server", a + "," + s, "flow", "describe", "f-done"},
+        {"--server", s, "--server", a, "flow", "describe", "f-done"},
+        {"flow", "describe", "f-done", "--server", s + ", " + a}}) {
     Ran ran = dexcli(args);
     ASSERT_EQ(ran.exit_code, 0) << ran.err;
-    EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
+    json run = json::parse(ran.out);
+    EXPECT_EQ(run["flowId"], "f-done");
+    EXPECT_EQ(run["input"], (json{{"n", 1}}));  // values embedded as JSON
   }
 }
 
@@ -188,12 +191,12 @@ TEST_F(ProgramsTest, BadServerListIsRefusedNamingTheBadEntry) {
             "65535"},
            {"127.0.0.1:1,127.0.0.1:1", "--server: server address '127.0.0.1:1' is listed twice"},
        }) {
-    Ran ran = dexcli({"--server", c.list, "dag", "get", "f-done"});
+    Ran ran = dexcli({"--server", c.list, "flow", "describe", "f-done"});
     EXPECT_EQ(ran.exit_code, 2) << c.list << "\n" << ran.err;
     EXPECT_NE(ran.err.find("dexcli: " + c.message), std::string::npos) << ran.err;
     EXPECT_TRUE(ran.out.empty());
   }
-  Ran ran = dexcli({"--server", "127.0.0.1:1", "--server", "nope", "dag", "list"});
+  Ran ran = dexcli({"--server", "127.0.0.1:1", "--server", "nope", "flow", "describe", "x"});
   EXPECT_EQ(ran.exit_code, 2);
   EXPECT_NE(ran.err.find("invalid server address 'nope'"), std::string::npos) << ran.err;
   EXPECT_EQ(flows_.calls(), 0u);
@@ -203,108 +206,59 @@ TEST_F(ProgramsTest, NoActiveServerNamesEveryAddressWithExitOne) {
   auto one = start_standby(), two = start_standby();
   ASSERT_TRUE(one && two);
   Ran ran = dexcli({"--server", address_of(*one) + "," + address_of(*two), "--timeout", "500ms",
-                    "dag", "get", "f-1"});
+                    "flow", "describe", "f-1"});
   EXPECT_EQ(ran.exit_code, 1);
-  EXPECT_EQ(ran.err.rfind("dexcli: getting flow f-1: UNAVAILABLE: no active dex process at any of "
-                          "2 addresses (kept trying for 500ms)",
-                          0),
+  json error = error_of(ran);
+  EXPECT_EQ(error["grpcCode"], "UNAVAILABLE");
+  const std::string message = error.value("message", "");
+  EXPECT_EQ(message.rfind("no active dex process at any of 2 addresses (kept trying for 500ms)", 0),
             0u)
       << ran.err;
   for (const auto* api : {one.get(), two.get()}) {
-    EXPECT_NE(ran.err.find("the server at " + address_of(*api) + " is not serving"),
+    EXPECT_NE(message.find("the server at " + address_of(*api) + " is not serving"),
               std::string::npos)
         << ran.err;
   }
 }
 
 TEST_F(ProgramsTest, ServerErrorIsPrintedWithItsCode) {
-  Ran ran = call({"dag", "get", "nope"});
+  Ran ran = call({"flow", "describe", "nope"});
   EXPECT_EQ(ran.exit_code, 1);
-  EXPECT_EQ(ran.err, "dexcli: getting flow nope: NOT_FOUND: no flow with ID nope\n");
-}
-
-TEST_F(ProgramsTest, FlowGetPrintsEnumsByNameAndEmbedsJson) {
-  Ran ran = call({"dag", "get", "f-done"});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  json flow = json::parse(ran.out);
-  EXPECT_EQ(flow["flowId"], "f-done");
-  EXPECT_EQ(flow["status"], "COMPLETED");
-  EXPECT_EQ(flow["input"], (json{{"n", 1}}));
-  ASSERT_EQ(flow["steps"].size(), 3u);
-  const json& transform = flow["steps"][1];
-  EXPECT_EQ(transform["name"], "transform");
-  EXPECT_EQ(transform["status"], "COMPLETED");
-  EXPECT_EQ(transform["output"], (json{{"transformed", 2}}));
-  ASSERT_EQ(transform["attempts"].size(), 2u);
-  EXPECT_EQ(transform["attempts"][0]["outcome"], "FAILED");
-  EXPECT_EQ(transform["attempts"][1]["outcome"], "COMPLETED");
-  EXPECT_EQ(transform["attempts"][1]["number"], 2);
+  EXPECT_EQ(error_of(ran), (json{{"kind", "request"},
+                                 {"operation", "flow describe"},
+                                 {"message", "no Flow with ID 'nope'"},
+                                 {"grpcCode", "NOT_FOUND"}}));
+  EXPECT_TRUE(ran.out.empty());
 }
 
 TEST_F(ProgramsTest, GlobalFlagsAreAcceptedAfterTheCommand) {
-  Ran ran = dexcli({"dag", "get", "f-done", "--server", server_.address(), "--timeout", "5s"});
+  Ran ran =
+      dexcli({"flow", "describe", "f-done", "--server", server_.address(), "--timeout", "5s"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["status"], "COMPLETED");
+  EXPECT_EQ(json::parse(ran.out)["flowId"], "f-done");
 }
 
 TEST_F(ProgramsTest, FlowStartSendsTypeInputAndId) {
-  Ran ran = call({"dag", "start", "three-step", "--input", R"({"n": 1})", "--flow-id", "my-1"});
+  Ran ran = call({"flow", "start", "Echo", "--input", R"({"n": 1})", "--flow-id", "my-1"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  json out = json::parse(ran.out);
-  EXPECT_EQ(out["flow"]["flowId"], "my-1");
-  EXPECT_EQ(out["flow"]["status"], "RUNNING");
-  EXPECT_EQ(out["flow"]["input"], (json{{"n", 1}}));
-  EXPECT_EQ(out["alreadyExisted"], false);
+  EXPECT_EQ(json::parse(ran.out),
+            (json{{"flowId", "my-1"}, {"runId", "run-1"}, {"alreadyStarted", false}}));
   ASSERT_EQ(flows_.starts().size(), 1u);
-  EXPECT_EQ(flows_.starts()[0].flow_type(), "three-step");
-  EXPECT_EQ(json::parse(flows_.starts()[0].input()), (json{{"n", 1}}));
-}
-
-TEST_F(ProgramsTest, FlowListPassesFiltersAndPrintsTheNextPageToken) {
-  Ran ran = call({"dag", "list", "--status", "completed", "--page-size", "10"});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  json out = json::parse(ran.out);
-  EXPECT_EQ(out["flows"].size(), 1u);
-  EXPECT_EQ(out["nextPageToken"], "page-2");
-  ASSERT_EQ(flows_.lists().size(), 1u);
-  EXPECT_EQ(flows_.lists()[0].status(), FLOW_STATUS_COMPLETED);
-  EXPECT_EQ(flows_.lists()[0].page_size(), 10u);
+  EXPECT_EQ(flows_.starts()[0].flow_type(), "Echo");
+  EXPECT_EQ(flows_.starts()[0].flow_id(), "my-1");
+  EXPECT_EQ(json::parse(flows_.starts()[0].input().data()), (json{{"n", 1}}));
 }
 
 TEST_F(ProgramsTest, FlowWaitExitsThreeWhenTheFlowDidNotEnd) {
-  Ran ran = call({"dag", "wait", "f-running", "--wait-timeout", "200ms"});
+  Ran ran = call({"flow", "wait", "f-running", "--wait-timeout", "200ms"});
   EXPECT_EQ(ran.exit_code, 3) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["ended"], false);
-  EXPECT_NE(ran.err.find("did not end within 200ms"), std::string::npos) << ran.err;
-  ran = call({"dag", "wait", "f-done"});
+  EXPECT_EQ(json::parse(ran.out)["flowId"], "f-running");
+  EXPECT_EQ(error_of(ran)["kind"], "timeout");
+  EXPECT_NE(error_of(ran)["message"].get<std::string>().find("after 200ms"), std::string::npos)
+      << ran.err;
+  ran = call({"flow", "wait", "f-done"});
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "COMPLETED");
-}
-
-TEST_F(ProgramsTest, FlowTypeCommandsPrintDurationsAsInDefinitions) {
-  fs::path yaml = write_file("t.yaml", "name: three-step\nsteps: []\n");
-  Ran ran = call({"flow-type", "register", yaml.string()});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  ASSERT_EQ(flows_.definitions().size(), 1u);
-  EXPECT_EQ(flows_.definitions()[0], "name: three-step\nsteps: []\n");  // sent as written
-  json out = json::parse(ran.out);
-  EXPECT_EQ(out["changed"], true);
-  const json& transform = out["flowType"]["steps"][1];
-  EXPECT_EQ(transform["retry"]["initialInterval"], "200ms");
-  EXPECT_EQ(transform["retry"]["maxInterval"], "1s");
-  EXPECT_EQ(transform["startToCloseTimeout"], "10s");
-  EXPECT_EQ(transform["dispatch"], "SYNC");
-  EXPECT_EQ(transform["after"], (json{"fetch"}));
-
-  ran = call({"flow-type", "get", "three-step"});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["name"], "three-step");
-  ran = call({"flow-type", "list"});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["flowTypes"].size(), 1u);
-  ran = call({"dag", "cancel", "f-9"});
-  ASSERT_EQ(ran.exit_code, 0) << ran.err;
-  EXPECT_EQ(json::parse(ran.out)["flow"]["status"], "CANCELLED");
+  EXPECT_EQ(json::parse(ran.out)["flowId"], "f-done");
 }
 
 TEST_F(ProgramsTest, AdminDescribePrintsTheEpochAsADecimalString) {
@@ -318,72 +272,77 @@ TEST_F(ProgramsTest, AdminDescribePrintsTheEpochAsADecimalString) {
   EXPECT_EQ(admin_.last_authorization(), "Bearer s3cret");
 }
 
-// ------------------------------------------------------ dex-example-worker
+// ------------------------------------------------------ dex-flow-examples worker
 
-TEST_F(ProgramsTest, ExampleWorkerFindsTheActiveServerAndRefusesABadList) {
-  auto standby = start_standby();
-  ASSERT_TRUE(standby);
+// Starts `dex-flow-examples worker` with `args`; returns its process ID.
+pid_t start_flow_examples(const std::vector<std::string>& args) {
   pid_t pid = fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
-    std::string list = address_of(*standby) + "," + server_.address();
-    execl(EXAMPLE_WORKER_PATH, EXAMPLE_WORKER_PATH, "--server", list.c_str(), "--worker-id",
-          "example-2", static_cast<char*>(nullptr));
+    std::vector<char*> argv = {const_cast<char*>(FLOW_EXAMPLES_PATH), const_cast<char*>("worker")};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(FLOW_EXAMPLES_PATH, argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+TEST_F(ProgramsTest, FlowExamplesWorkerFindsTheActiveServerAndRefusesABadList) {
+  auto standby = start_standby();
+  ASSERT_TRUE(standby);
+  pid_t pid = start_flow_examples(
+      {"--server", address_of(*standby) + "," + server_.address(), "--worker-id", "example-2"});
+  ASSERT_GE(pid, 0);
   bool connected = workers_.wait_for_streams(1, seconds(10));
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(connected) << "dex-example-worker never reached the active server";
+  ASSERT_TRUE(connected) << "dex-flow-examples never reached the active server";
   EXPECT_EQ(workers_.hellos().at(0).worker_id(), "example-2");
-  EXPECT_EQ(flows_.definitions().size(), 2u);  // registered through the active server
 
-  std::string command = "timeout 20 " + quote(EXAMPLE_WORKER_PATH) +
-                        " --server 127.0.0.1:1,127.0.0.1 2>" + quote((dir_ / "err").string());
+  std::string command = "timeout 20 " + quote(FLOW_EXAMPLES_PATH) +
+                        " worker --server 127.0.0.1:1,127.0.0.1 2>" +
+                        quote((dir_ / "err").string());
   int rc = std::system(command.c_str());
   EXPECT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_NE(slurp(dir_ / "err")
-                .find("dex-example-worker: --server: invalid server address "
+                .find("dex-flow-examples: --server: invalid server address "
                       "'127.0.0.1': use host:port"),
             std::string::npos)
       << slurp(dir_ / "err");
 }
 
-TEST_F(ProgramsTest, ExampleWorkerRegistersServesAndStopsOnSigterm) {
-  pid_t pid = fork();
+TEST_F(ProgramsTest, FlowExamplesWorkerDeclaresServesAndStopsOnSigterm) {
+  pid_t pid = start_flow_examples({"--server", server_.address(), "--worker-id", "example-1"});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::string address = server_.address();
-    execl(EXAMPLE_WORKER_PATH, EXAMPLE_WORKER_PATH, "--server", address.c_str(), "--worker-id",
-          "example-1", static_cast<char*>(nullptr));
-    _exit(127);
-  }
   bool connected = workers_.wait_for_streams(1, seconds(10));
   if (connected) {
     WorkerHello hello = workers_.hellos().at(0);
     EXPECT_EQ(hello.worker_id(), "example-1");
-    EXPECT_EQ(std::vector<std::string>(hello.task_queues().begin(), hello.task_queues().end()),
-              (std::vector<std::string>{"example"}));
     EXPECT_EQ(hello.max_concurrent_tasks(), 16u);
-    auto definitions = flows_.definitions();
-    ASSERT_EQ(definitions.size(), 2u);
-    EXPECT_NE(definitions[0].find("name: three-step"), std::string::npos);
-    EXPECT_NE(definitions[1].find("name: one-step"), std::string::npos);
+    std::vector<std::string> types;
+    for (const auto& d : hello.flows()) types.push_back(d.flow_type());
+    for (const char* type : {"OrderProcessing", "SignUp", "ParallelQuotes", "OneStep"}) {
+      EXPECT_NE(std::find(types.begin(), types.end(), type), types.end()) << type;
+    }
 
-    StepTask task;
+    flow::FlowTask task;
     task.set_task_id("t1");
     task.set_flow_id("f");
-    task.set_flow_type("one-step");
-    task.set_step("echo");
+    task.set_run_id("r");
+    task.set_flow_type("OneStep");
+    task.set_step_type("Work");
+    task.set_step_execution_id("Work-1");
+    task.set_method(flow::EXECUTE);
     task.set_attempt(1);
-    task.set_task_queue("example");
-    task.set_input(R"({"flow":{"hello":"world"},"steps":{}})");
+    task.mutable_input()->set_data(R"({"hello":"world"})");
     ASSERT_TRUE(workers_.send_task(task));
     auto result = workers_.wait_for_result("t1", seconds(5));
     ASSERT_TRUE(result.has_value());
-    EXPECT_EQ(json::parse(result->result.output()), (json{{"hello", "world"}}));
+    ASSERT_TRUE(result->result.decision().has_graceful_complete()) << result->result.DebugString();
+    EXPECT_EQ(json::parse(result->result.decision().graceful_complete().data()),
+              (json{{"hello", "world"}}));
   }
   kill(pid, SIGTERM);
   int status = 0;
@@ -396,9 +355,9 @@ TEST_F(ProgramsTest, ExampleWorkerRegistersServesAndStopsOnSigterm) {
   if (done == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-    FAIL() << "dex-example-worker did not stop on SIGTERM";
+    FAIL() << "dex-flow-examples did not stop on SIGTERM";
   }
-  ASSERT_TRUE(connected) << "dex-example-worker never connected";
+  ASSERT_TRUE(connected) << "dex-flow-examples never connected";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }

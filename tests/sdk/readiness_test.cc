@@ -126,6 +126,23 @@ TEST(ProbeReadiness, WithNoneServingWaitsOnlyUntilTheDeadline) {
   EXPECT_LT(took, std::chrono::milliseconds(1500));
 }
 
+// A Flow for the Worker to host: these tests send it no tasks.
+class Idle final : public sdk::Flow {
+  class Done final : public sdk::Step {
+    std::string type() const override { return "Done"; }
+    sdk::StepDecision execute(sdk::Context&) override {
+      return sdk::StepDecision::graceful_complete();
+    }
+  };
+
+ public:
+  std::string type() const override { return "Idle"; }
+  std::string start_step() const override { return "Done"; }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+    return {std::make_shared<Done>()};
+  }
+};
+
 class FrozenWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -146,7 +163,7 @@ class FrozenWorkerTest : public ::testing::Test {
   }
   void start() {
     worker_ = std::make_unique<Worker>(options_);
-    worker_->handle("q", [](TaskContext&) { return nlohmann::json::object(); });
+    worker_->host(std::make_shared<Idle>());
     run_ = std::async(std::launch::async, [this] { return worker_->run(); });
   }
   // Polls the Worker's stats until `predicate` holds or `timeout` passes.

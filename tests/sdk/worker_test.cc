@@ -1,5 +1,6 @@
-// The Worker against a fake WorkerTaskService on a loopback port: one test per
-// rule of the Worker stream (docs/api.md, "The Worker stream").
+// The Worker hosting dex Flows against a fake WorkerTaskService on a loopback
+// port: one test per rule of the Worker stream (docs/api.md, "The Worker
+// stream"), FlowTasks sent by hand.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,19 +23,60 @@ using testing::FakeWorkerTaskService;
 
 constexpr Duration kWait = seconds(5);  // bound on every wait for something that should happen
 
-StepTask make_task(const std::string& id, const std::string& step = "s",
-                   const std::string& queue = "q", uint32_t attempt = 1,
-                   const std::string& input = R"({"flow":{"n":1},"steps":{}})") {
-  StepTask task;
+using Execute = std::function<sdk::StepDecision(sdk::Context&)>;
+
+// An Execute-only Step that runs `execute`.
+class TestStep final : public sdk::Step {
+ public:
+  TestStep(std::string type, Execute execute)
+      : type_(std::move(type)), execute_(std::move(execute)) {}
+  std::string type() const override { return type_; }
+  sdk::StepDecision execute(sdk::Context& context) override { return execute_(context); }
+
+ private:
+  std::string type_;
+  Execute execute_;
+};
+
+// Flow type "type" whose Steps (`step_types`, the first one starts) all run `execute`.
+class TestFlow final : public sdk::Flow {
+ public:
+  TestFlow(std::vector<std::string> step_types, Execute execute)
+      : step_types_(std::move(step_types)), execute_(std::move(execute)) {}
+  std::string type() const override { return "type"; }
+  std::string start_step() const override { return step_types_.front(); }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+    std::vector<std::shared_ptr<sdk::Step>> out;
+    for (const auto& t : step_types_) out.push_back(std::make_shared<TestStep>(t, execute_));
+    return out;
+  }
+
+ private:
+  std::vector<std::string> step_types_;
+  Execute execute_;
+};
+
+flow::FlowTask make_task(const std::string& id, const std::string& step = "s", uint32_t attempt = 1,
+                         const std::string& input = R"({"n":1})") {
+  flow::FlowTask task;
   task.set_task_id(id);
   task.set_flow_id("flow-" + id);
+  task.set_run_id("run-" + id);
   task.set_flow_type("type");
-  task.set_step(step);
+  task.set_declaration_version(1);
+  task.set_step_type(step);
+  task.set_step_execution_id(step + "-1");
+  task.set_method(flow::EXECUTE);
   task.set_attempt(attempt);
-  task.set_task_queue(queue);
-  task.set_input(input);
-  task.set_start_to_close_timeout_ms(60'000);
+  task.mutable_input()->set_data(input);
+  task.set_attempt_timeout_ms(60'000);
   return task;
+}
+
+// The output of a result's GracefulComplete decision; null if it is not one.
+json completed_output(const flow::FlowTaskResult& result) {
+  if (!result.has_decision() || !result.decision().has_graceful_complete()) return nullptr;
+  return sdk::from_payload(result.decision().graceful_complete());
 }
 
 // A latch with a bounded wait, so that no test can hang.
@@ -75,14 +117,23 @@ class WorkerTest : public ::testing::Test {
     worker_.reset();
     server_.reset();
   }
-  // Starts run() on its own thread; handlers must be given first.
+  // Starts run() on its own thread; Flows must be hosted first.
   void start() {
     run_ = std::async(std::launch::async, [this] { return worker_->run(); });
   }
-  Worker& make_worker(Worker::Handler handler, const std::string& queue = "q") {
+  // A Worker hosting Flow type "type" whose Steps `step_types` run `execute`.
+  Worker& make_worker(Execute execute, std::vector<std::string> step_types = {"s"}) {
     worker_ = std::make_unique<Worker>(options_);
-    worker_->handle(queue, std::move(handler));
+    worker_->host(std::make_shared<TestFlow>(std::move(step_types), std::move(execute)));
     return *worker_;
+  }
+  // Waits until the Worker's stats satisfy `predicate`.
+  bool eventually(const std::function<bool(const WorkerStats&)>& predicate) {
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!predicate(worker_->stats()) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return predicate(worker_->stats());
   }
 
   FakeWorkerTaskService workers_;
@@ -94,16 +145,23 @@ class WorkerTest : public ::testing::Test {
   std::future<Status> run_;
 };
 
-TEST_F(WorkerTest, HelloFirstCarriesWorkerIdQueuesAndConcurrency) {
+sdk::StepDecision complete_empty(sdk::Context&) {
+  return sdk::StepDecision::graceful_complete(json::object());
+}
+
+TEST_F(WorkerTest, HelloFirstCarriesWorkerIdFlowsAndConcurrency) {
   options_.max_concurrent_tasks = 5;
-  make_worker([](TaskContext&) { return json::object(); }, "a");
-  worker_->handle("b", [](TaskContext&) { return json::object(); });
+  make_worker(complete_empty, {"First", "Second"});
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   WorkerHello hello = workers_.hellos().at(0);
   EXPECT_EQ(hello.worker_id(), "test-worker");
-  EXPECT_EQ(std::vector<std::string>(hello.task_queues().begin(), hello.task_queues().end()),
-            (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(hello.flows_size(), 1);
+  EXPECT_EQ(hello.flows(0).flow_type(), "type");
+  EXPECT_EQ(hello.flows(0).start_step_type(), "First");
+  ASSERT_EQ(hello.flows(0).steps_size(), 2);
+  EXPECT_EQ(hello.flows(0).steps(1).step_type(), "Second");
+  EXPECT_FALSE(hello.flows(0).steps(1).has_wait_for());
   EXPECT_EQ(hello.max_concurrent_tasks(), 5u);
 }
 
@@ -119,36 +177,100 @@ TEST_F(WorkerTest, DefaultWorkerIdIsHostnameDashPid) {
 
 TEST_F(WorkerTest, RunsTaskAndSendsItsOutput) {
   std::promise<std::string> seen;
-  make_worker([&](TaskContext& task) {
-    seen.set_value(task.task_id() + "|" + task.flow_id() + "|" + task.flow_type() + "|" +
-                   task.step() + "|" + task.task_queue() + "|" + std::to_string(task.attempt()));
-    return json{{"doubled", task.flow_input()["n"].get<int>() * 2},
-                {"had_steps", task.input().contains("steps")}};
+  make_worker([&](sdk::Context& ctx) {
+    seen.set_value(ctx.flow_id() + "|" + ctx.run_id() + "|" + ctx.flow_type() + "|" +
+                   ctx.step_type() + "|" + ctx.step_execution_id() + "|" +
+                   std::to_string(ctx.attempt()));
+    return sdk::StepDecision::graceful_complete({{"doubled", ctx.input()["n"].get<int>() * 2}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  ASSERT_TRUE(workers_.send_task(make_task("t1", "fetch", "q", 2)));
+  ASSERT_TRUE(workers_.send_task(make_task("t1", "s", 2)));
   auto result = workers_.wait_for_result("t1", kWait);
   ASSERT_TRUE(result.has_value());
-  ASSERT_TRUE(result->result.has_output()) << result->result.DebugString();
-  EXPECT_EQ(json::parse(result->result.output()), (json{{"doubled", 2}, {"had_steps", true}}));
-  EXPECT_EQ(seen.get_future().get(), "t1|flow-t1|type|fetch|q|2");
+  EXPECT_EQ(completed_output(result->result), (json{{"doubled", 2}}))
+      << result->result.DebugString();
+  EXPECT_EQ(seen.get_future().get(), "flow-t1|run-t1|type|s|s-1|2");
   // The fake accepted it: nothing stays pending.
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (worker_->stats().results_accepted < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  EXPECT_EQ(worker_->stats().results_accepted, 1u);
+  ASSERT_TRUE(eventually([](const WorkerStats& s) { return s.results_accepted == 1; }));
   EXPECT_EQ(worker_->stats().tasks_finished, 1u);
 }
 
+// A Step that waits: WaitFor's Wait and locals travel in the result, and
+// Execute sees the locals and what met the wait.
+class Approve final : public sdk::WaitingStep {
+ public:
+  std::string type() const override { return "Approve"; }
+  sdk::Wait wait_for(sdk::Context& ctx) override {
+    ctx.set_local("asked", ctx.input()["who"]);
+    return sdk::Wait::any_of(
+        {sdk::Channel("approval").for_one().id("ok"), sdk::Timer::after(seconds(60)).id("late")});
+  }
+  sdk::StepDecision execute(sdk::Context& ctx) override {
+    ctx.publish(sdk::Channel("audit"), {{"asked", ctx.local("asked")}});
+    if (ctx.timer_fired()) return sdk::StepDecision::force_fail("no approval");
+    return sdk::StepDecision::graceful_complete(ctx.messages(sdk::Channel("approval")).at(0));
+  }
+};
+
+class ApprovalFlow final : public sdk::Flow {
+ public:
+  std::string type() const override { return "Approval"; }
+  std::string start_step() const override { return "Approve"; }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+    return {std::make_shared<Approve>()};
+  }
+  std::vector<sdk::Channel> channels() const override {
+    return {sdk::Channel("approval"), sdk::Channel("audit")};
+  }
+};
+
+TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
+  worker_ = std::make_unique<Worker>(options_);
+  worker_->host(std::make_shared<ApprovalFlow>());
+  start();
+  ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
+  flow::FlowTask wait_for = make_task("w1", "Approve", 1, R"({"who":"ann"})");
+  wait_for.set_flow_type("Approval");
+  wait_for.set_method(flow::WAIT_FOR);
+  ASSERT_TRUE(workers_.send_task(wait_for));
+  auto waited = workers_.wait_for_result("w1", kWait);
+  ASSERT_TRUE(waited.has_value());
+  ASSERT_TRUE(waited->result.has_wait()) << waited->result.DebugString();
+  ASSERT_EQ(waited->result.wait().conditions_size(), 2);
+  EXPECT_EQ(sdk::from_payload(waited->result.locals()), (json{{"asked", "ann"}}));
+
+  flow::FlowTask execute = wait_for;
+  execute.set_task_id("e1");
+  execute.set_method(flow::EXECUTE);
+  *execute.mutable_locals() = waited->result.locals();
+  flow::ConditionResult* met = execute.add_conditions();
+  *met->mutable_condition() = waited->result.wait().conditions(0);
+  met->set_condition_id("ok");
+  met->set_fired(true);
+  *met->add_messages() = sdk::to_payload({{"by", "bob"}});
+  ASSERT_TRUE(workers_.send_task(execute));
+  auto executed = workers_.wait_for_result("e1", kWait);
+  ASSERT_TRUE(executed.has_value());
+  EXPECT_EQ(completed_output(executed->result), (json{{"by", "bob"}}))
+      << executed->result.DebugString();
+  ASSERT_EQ(executed->result.publishes_size(), 1);
+  EXPECT_EQ(executed->result.publishes(0).channel(), "audit");
+  ASSERT_EQ(executed->result.publishes(0).messages_size(), 1);
+  EXPECT_EQ(sdk::from_payload(executed->result.publishes(0).messages(0)), (json{{"asked", "ann"}}));
+}
+
 TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableIsHonoured) {
-  make_worker([](TaskContext& task) -> json {
-    if (task.step() == "non-retryable") throw StepFailure("bad input", /*non_retryable=*/true);
-    if (task.step() == "retryable") throw StepFailure("try again");
-    if (task.step() == "std") throw std::runtime_error("boom");
-    throw 42;  // not a std::exception
-  });
+  make_worker(
+      [](sdk::Context& ctx) -> sdk::StepDecision {
+        if (ctx.step_type() == "non-retryable") {
+          throw sdk::FlowFailure("bad input", /*non_retryable=*/true);
+        }
+        if (ctx.step_type() == "retryable") throw sdk::FlowFailure("try again");
+        if (ctx.step_type() == "std") throw std::runtime_error("boom");
+        throw 42;  // not a std::exception
+      },
+      {"non-retryable", "retryable", "std", "other"});
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   for (const char* step : {"non-retryable", "retryable", "std", "other"}) {
@@ -161,35 +283,61 @@ TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableIsHonoured) {
   };
   for (const Expect& e : {Expect{"non-retryable", "bad input", true},
                           Expect{"retryable", "try again", false}, Expect{"std", "boom", false},
-                          Expect{"other", "the handler threw a non-standard exception", false}}) {
+                          Expect{"other", "the Step threw a non-standard exception", false}}) {
     auto result = workers_.wait_for_result(e.id, kWait);
     ASSERT_TRUE(result.has_value()) << e.id;
-    ASSERT_TRUE(result->result.has_failure()) << e.id;
-    EXPECT_EQ(result->result.failure().message(), e.message);
-    EXPECT_EQ(result->result.failure().non_retryable(), e.non_retryable) << e.id;
+    ASSERT_TRUE(result->result.has_error()) << e.id;
+    EXPECT_EQ(result->result.error().message(), e.message);
+    EXPECT_EQ(result->result.error().non_retryable(), e.non_retryable) << e.id;
   }
+}
+
+TEST_F(WorkerTest, ATaskOfAFlowOrStepTypeTheWorkerDoesNotHostFailsNamingIt) {
+  std::atomic<int> calls{0};
+  make_worker([&](sdk::Context& ctx) {
+    ++calls;
+    return complete_empty(ctx);
+  });
+  start();
+  ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
+  flow::FlowTask other_type = make_task("t1");
+  other_type.set_flow_type("Elsewhere");
+  ASSERT_TRUE(workers_.send_task(other_type));
+  ASSERT_TRUE(workers_.send_task(make_task("t2", "Missing")));
+  auto type = workers_.wait_for_result("t1", kWait);
+  ASSERT_TRUE(type.has_value());
+  ASSERT_TRUE(type->result.has_error());
+  EXPECT_NE(type->result.error().message().find("hosts no Flow type 'Elsewhere'"),
+            std::string::npos)
+      << type->result.error().message();
+  auto step = workers_.wait_for_result("t2", kWait);
+  ASSERT_TRUE(step.has_value());
+  ASSERT_TRUE(step->result.has_error());
+  EXPECT_NE(step->result.error().message().find("no Step type 'Missing'"), std::string::npos)
+      << step->result.error().message();
+  EXPECT_EQ(calls.load(), 0);
 }
 
 TEST_F(WorkerTest, InputThatIsNotJsonIsANonRetryableFailure) {
   std::atomic<bool> called{false};
-  make_worker([&](TaskContext&) {
+  make_worker([&](sdk::Context& ctx) {
     called = true;
-    return json::object();
+    return complete_empty(ctx);
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  ASSERT_TRUE(workers_.send_task(make_task("t1", "s", "q", 1, "{not json")));
+  ASSERT_TRUE(workers_.send_task(make_task("t1", "s", 1, "{not json")));
   auto result = workers_.wait_for_result("t1", kWait);
   ASSERT_TRUE(result.has_value());
-  ASSERT_TRUE(result->result.has_failure());
-  EXPECT_TRUE(result->result.failure().non_retryable());
-  EXPECT_NE(result->result.failure().message().find("not valid JSON"), std::string::npos);
+  ASSERT_TRUE(result->result.has_error());
+  EXPECT_TRUE(result->result.error().non_retryable());
+  EXPECT_NE(result->result.error().message().find("not valid JSON"), std::string::npos);
   EXPECT_FALSE(called);
 }
 
 TEST_F(WorkerTest, ResendsUnacknowledgedResultOnTheNextStreamAfterADrop) {
   workers_.set_ack_mode(AckMode::kNone);
-  make_worker([](TaskContext&) { return json{{"ok", true}}; });
+  make_worker([](sdk::Context&) { return sdk::StepDecision::graceful_complete({{"ok", true}}); });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   ASSERT_TRUE(workers_.send_task(make_task("t1")));
@@ -202,7 +350,7 @@ TEST_F(WorkerTest, ResendsUnacknowledgedResultOnTheNextStreamAfterADrop) {
   auto again = workers_.wait_for_result("t1", kWait, 2);
   ASSERT_TRUE(again.has_value()) << "the unacknowledged result was not re-sent";
   EXPECT_EQ(again->stream_index, 1u);
-  EXPECT_EQ(again->result.output(), first->result.output());
+  EXPECT_EQ(again->result.SerializeAsString(), first->result.SerializeAsString());
 
   ASSERT_TRUE(workers_.ack("t1", true));
   workers_.drop_stream();  // acknowledged: not sent a third time
@@ -217,10 +365,10 @@ TEST_F(WorkerTest, KeepsResultAcrossServerRestartAndResendsToTheNewProcess) {
   workers_.set_ack_mode(AckMode::kNone);
   Gate release;
   std::promise<void> started;
-  make_worker([&](TaskContext&) {
+  make_worker([&](sdk::Context&) {
     started.set_value();
     release.wait();
-    return json{{"done", 1}};
+    return sdk::StepDecision::graceful_complete({{"done", 1}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -241,7 +389,7 @@ TEST_F(WorkerTest, KeepsResultAcrossServerRestartAndResendsToTheNewProcess) {
   ASSERT_TRUE(new_workers.wait_for_streams(1, kWait)) << "no reconnect to the restarted server";
   auto result = new_workers.wait_for_result("t1", kWait);
   ASSERT_TRUE(result.has_value()) << "the result produced during the outage was not sent";
-  EXPECT_EQ(json::parse(result->result.output()), (json{{"done", 1}}));
+  EXPECT_EQ(completed_output(result->result), (json{{"done", 1}}));
   worker_->shutdown();
   ASSERT_EQ(run_.wait_for(kWait), std::future_status::ready);
   EXPECT_TRUE(run_.get().is_ok());
@@ -249,7 +397,7 @@ TEST_F(WorkerTest, KeepsResultAcrossServerRestartAndResendsToTheNewProcess) {
 
 TEST_F(WorkerTest, RefusedResultIsDroppedAndNotResent) {
   workers_.set_ack_mode(AckMode::kNone);
-  make_worker([](TaskContext&) { return json::object(); });
+  make_worker(complete_empty);
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   ASSERT_TRUE(workers_.send_task(make_task("refused")));
@@ -257,11 +405,7 @@ TEST_F(WorkerTest, RefusedResultIsDroppedAndNotResent) {
   ASSERT_TRUE(workers_.ack("refused", false, "stale: the attempt already ended"));
   ASSERT_TRUE(workers_.send_task(make_task("unacked")));
   ASSERT_TRUE(workers_.wait_for_result("unacked", kWait).has_value());
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (worker_->stats().results_refused < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  ASSERT_EQ(worker_->stats().results_refused, 1u);
+  ASSERT_TRUE(eventually([](const WorkerStats& s) { return s.results_refused == 1; }));
 
   workers_.drop_stream();
   ASSERT_TRUE(workers_.wait_for_streams(2, kWait));
@@ -275,14 +419,14 @@ TEST_F(WorkerTest, NeverRunsMoreThanMaxConcurrentTasks) {
   options_.max_concurrent_tasks = 3;
   std::atomic<int> running{0};
   std::atomic<int> most{0};
-  make_worker([&](TaskContext&) {
+  make_worker([&](sdk::Context& ctx) {
     int now = ++running;
     int seen = most.load();
     while (now > seen && !most.compare_exchange_weak(seen, now)) {
     }
     std::this_thread::sleep_for(milliseconds(30));
     --running;
-    return json::object();
+    return complete_empty(ctx);
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -299,43 +443,41 @@ TEST_F(WorkerTest, NeverRunsMoreThanMaxConcurrentTasks) {
 
 TEST_F(WorkerTest, HeartbeatReachesTheServerAndCancelRequestReachesTheHandler) {
   workers_.set_cancel_on_heartbeat(true);
-  make_worker([](TaskContext& task) {
-    EXPECT_FALSE(task.cancelled());
-    task.heartbeat(json{{"progress", 50}});
+  make_worker([](sdk::Context& ctx) {
+    EXPECT_FALSE(ctx.cancelled());
+    ctx.heartbeat();
     auto deadline = std::chrono::steady_clock::now() + kWait;
-    while (!task.cancelled() && std::chrono::steady_clock::now() < deadline) {
+    while (!ctx.cancelled() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }
-    return json{{"cancelled", task.cancelled()}};
+    return sdk::StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   ASSERT_TRUE(workers_.send_task(make_task("t1")));
-  auto heartbeat = workers_.wait_for_heartbeat("t1", kWait);
-  ASSERT_TRUE(heartbeat.has_value());
-  EXPECT_EQ(json::parse(heartbeat->details()), (json{{"progress", 50}}));
+  ASSERT_TRUE(workers_.wait_for_heartbeat("t1", kWait).has_value());
   auto result = workers_.wait_for_result("t1", kWait);
   ASSERT_TRUE(result.has_value());
-  EXPECT_EQ(json::parse(result->result.output()), (json{{"cancelled", true}}));
+  EXPECT_EQ(completed_output(result->result), (json{{"cancelled", true}}));
   EXPECT_EQ(worker_->stats().heartbeats_sent, 1u);
 }
 
-TEST_F(WorkerTest, CancelledOnceTheStartToCloseTimeoutPasses) {
-  make_worker([](TaskContext& task) {
+TEST_F(WorkerTest, CancelledOnceTheAttemptTimeoutPasses) {
+  make_worker([](sdk::Context& ctx) {
     auto deadline = std::chrono::steady_clock::now() + kWait;
-    while (!task.cancelled() && std::chrono::steady_clock::now() < deadline) {
+    while (!ctx.cancelled() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }
-    return json{{"cancelled", task.cancelled()}};
+    return sdk::StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  StepTask task = make_task("t1");
-  task.set_start_to_close_timeout_ms(100);
+  flow::FlowTask task = make_task("t1");
+  task.set_attempt_timeout_ms(100);
   ASSERT_TRUE(workers_.send_task(task));
   auto result = workers_.wait_for_result("t1", kWait);
   ASSERT_TRUE(result.has_value());
-  EXPECT_EQ(json::parse(result->result.output()), (json{{"cancelled", true}}));
+  EXPECT_EQ(completed_output(result->result), (json{{"cancelled", true}}));
 }
 
 TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
@@ -343,14 +485,14 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   Gate release;
   std::promise<void> started;
   std::atomic<int> late_runs{0};
-  make_worker([&](TaskContext& task) {
-    if (task.task_id() == "running") {
+  make_worker([&](sdk::Context& ctx) {
+    if (ctx.flow_id() == "flow-running") {
       started.set_value();
       release.wait();
     } else {
       ++late_runs;
     }
-    return json{{"finished", task.task_id()}};
+    return sdk::StepDecision::graceful_complete({{"finished", ctx.flow_id()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -366,7 +508,7 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   release.open();
   auto result = workers_.wait_for_result("running", kWait);
   ASSERT_TRUE(result.has_value());
-  EXPECT_EQ(json::parse(result->result.output()), (json{{"finished", "running"}}));
+  EXPECT_EQ(completed_output(result->result), (json{{"finished", "flow-running"}}));
   EXPECT_EQ(run_.wait_for(milliseconds(200)), std::future_status::timeout)
       << "run() returned before the result was acknowledged";
   EXPECT_EQ(workers_.result_count("late"), 0u);
@@ -375,9 +517,9 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   // Then the late task is handed back as a retryable failure, without running.
   auto late = workers_.wait_for_result("late", kWait);
   ASSERT_TRUE(late.has_value());
-  ASSERT_TRUE(late->result.has_failure());
-  EXPECT_FALSE(late->result.failure().non_retryable());
-  EXPECT_NE(late->result.failure().message().find("shutting down"), std::string::npos);
+  ASSERT_TRUE(late->result.has_error());
+  EXPECT_FALSE(late->result.error().non_retryable());
+  EXPECT_NE(late->result.error().message().find("shutting down"), std::string::npos);
   EXPECT_EQ(late_runs.load(), 0);
   ASSERT_TRUE(workers_.ack("late", true));
   ASSERT_EQ(run_.wait_for(kWait), std::future_status::ready);
@@ -388,7 +530,7 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
 TEST_F(WorkerTest, ShutdownWaitsForAcksOnlyUpToItsBound) {
   workers_.set_ack_mode(AckMode::kNone);
   options_.shutdown_timeout = milliseconds(300);
-  make_worker([](TaskContext&) { return json::object(); });
+  make_worker(complete_empty);
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   ASSERT_TRUE(workers_.send_task(make_task("t1")));
@@ -403,7 +545,7 @@ TEST_F(WorkerTest, ShutdownWaitsForAcksOnlyUpToItsBound) {
 }
 
 TEST_F(WorkerTest, ShutdownWhenIdleReturnsPromptly) {
-  make_worker([](TaskContext&) { return json::object(); });
+  make_worker(complete_empty);
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   auto begin = std::chrono::steady_clock::now();
@@ -412,56 +554,25 @@ TEST_F(WorkerTest, ShutdownWhenIdleReturnsPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - begin, seconds(1));
 }
 
-TEST_F(WorkerTest, RegistersFlowTypesBeforeOpeningTheStream) {
-  std::mutex mu;
-  std::vector<std::string> events;
-  auto record = [&](const std::string& e) {
-    std::lock_guard<std::mutex> lock(mu);
-    events.push_back(e);
-  };
-  workers_.on_event = record;
-  flows_.on_event = record;
-  make_worker([](TaskContext&) { return json::object(); });
-  worker_->register_flow_type("name: a\nsteps: []\n");
-  worker_->register_flow_type("name: b\nsteps: []\n");
-  start();
-  ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  EXPECT_EQ(flows_.definitions(),
-            (std::vector<std::string>{"name: a\nsteps: []\n", "name: b\nsteps: []\n"}));
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(events, (std::vector<std::string>{"register", "register", "hello:test-worker"}));
-}
-
-TEST_F(WorkerTest, RefusedFlowTypeEndsRunWithTheServersReason) {
-  make_worker([](TaskContext&) { return json::object(); });
-  worker_->register_flow_type("name: x\nsteps: [{name: s, taskQueue: invalid queue}]\n");
-  start();
-  ASSERT_EQ(run_.wait_for(kWait), std::future_status::ready);
-  Status s = run_.get();
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("INVALID_ARGUMENT"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("not a valid task queue name"), std::string::npos) << s.message();
-  EXPECT_TRUE(workers_.hellos().empty());
-}
-
-TEST_F(WorkerTest, WaitsForTheServerToRegisterAndServe) {
-  // Nothing listens yet: registration retries with backoff until a server appears.
+TEST_F(WorkerTest, WaitsForTheServerToComeUpAndServe) {
+  // Nothing listens yet: the Worker keeps trying with backoff until a server appears.
   int port = server_->port();
   server_->stop();
-  make_worker([](TaskContext&) { return json::object(); });
-  worker_->register_flow_type("name: a\nsteps: []\n");
+  make_worker(complete_empty);
   start();
   std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_GE(worker_->stats().streams_refused, 1u);
   server_ = std::make_unique<FakeServer>(workers_, flows_, admin_, port);
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  EXPECT_EQ(flows_.definitions().size(), 1u);
+  ASSERT_TRUE(workers_.send_task(make_task("t1")));
+  EXPECT_TRUE(workers_.wait_for_result("t1", kWait).has_value());
 }
 
-TEST_F(WorkerTest, RunWithoutHandlerIsRefused) {
+TEST_F(WorkerTest, RunWithoutAFlowIsRefused) {
   Worker worker(options_);
   Status s = worker.run();
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("handle()"), std::string::npos);
+  EXPECT_NE(s.message().find("host()"), std::string::npos) << s.message();
   EXPECT_TRUE(workers_.hellos().empty());
 }
 
@@ -469,7 +580,7 @@ TEST_F(WorkerTest, BadOptionsAreRefusedByRun) {
   options_.max_concurrent_tasks = 0;
   {
     Worker worker(options_);
-    worker.handle("q", [](TaskContext&) { return json::object(); });
+    worker.host(std::make_shared<TestFlow>(std::vector<std::string>{"s"}, complete_empty));
     Status s = worker.run();
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_NE(s.message().find("max_concurrent_tasks"), std::string::npos);
@@ -478,7 +589,7 @@ TEST_F(WorkerTest, BadOptionsAreRefusedByRun) {
   options_.reconnect_backoff_initial = seconds(2);
   options_.reconnect_backoff_max = seconds(1);
   Worker worker(options_);
-  worker.handle("q", [](TaskContext&) { return json::object(); });
+  worker.host(std::make_shared<TestFlow>(std::vector<std::string>{"s"}, complete_empty));
   EXPECT_EQ(worker.run().code(), Code::kInvalidArgument);
   EXPECT_TRUE(workers_.hellos().empty());
 }
@@ -487,10 +598,10 @@ TEST_F(WorkerTest, DuplicateTaskIsRunOnce) {
   std::atomic<int> calls{0};
   workers_.set_ack_mode(AckMode::kNone);
   Gate release;
-  make_worker([&](TaskContext&) {
+  make_worker([&](sdk::Context& ctx) {
     ++calls;
     release.wait();
-    return json::object();
+    return complete_empty(ctx);
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
