@@ -441,7 +441,7 @@ def main():
     ap.add_argument("--flows", default="one,three", help="flows: one,three")
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
     ap.add_argument("--worker-concurrency", type=int, default=128,
-                    help="tasks a dex Worker runs at once (default 128, as flow_bench)")
+                    help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
     ap.add_argument("--rtt-seconds", type=float, default=1)
     ap.add_argument("--floor-seconds", type=float, default=2,
                     help="fsync floors at the start and the end, each kind (default 2)")
