@@ -26,7 +26,7 @@ import {
   type WireWaitFlowResponse,
 } from "./proto";
 import { flowStatusToWire, toFlow, toFlowType, type Flow, type FlowStatus, type FlowType } from "./types";
-import { Channel, ChannelMap, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow";
+import { Channel, ChannelMap, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow/index";
 import {
   toFlowDescription,
   toFlowState,

@@ -87,7 +87,7 @@ export {
   type StepRef,
   type TaskErrorOptions,
   type WaitForOptions,
-} from "./flow";
+} from "./flow/index";
 export type {
   ConditionResultView,
   ConditionSpec,

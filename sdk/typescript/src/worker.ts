@@ -28,7 +28,7 @@ import * as grpc from "@grpc/grpc-js";
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { Client } from "./client";
 import { DexError, errorFromGrpc, isConnectionFailure, StepFailure } from "./errors";
-import { Flow, runFlowTask } from "./flow";
+import { Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
 import { probeReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
 import {

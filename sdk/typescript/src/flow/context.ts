@@ -1,0 +1,178 @@
+// StepContext: what one attempt of waitFor or execute sees (the task, what
+// met the wait, the locals) and does (publish, heartbeat).
+import type { WireConditionResult, WireFlowTask, WirePublish } from "../proto";
+import { Channel } from "./channels";
+import { invalid } from "./checks";
+import { fromPayload, toPayload, type Codec } from "./codec";
+
+/** What execute learns about one condition of its Step's wait. */
+export interface ConditionResult {
+  /** The condition's position in the wait. */
+  index: number;
+  /** "" when it has none. */
+  id: string;
+  kind: "timer" | "channel";
+  /** Part of what met the wait. */
+  fired: boolean;
+  /** A Timer ended early by Client.skipTimer. */
+  skipped: boolean;
+  /** A Channel condition: its Channel and instance key. */
+  channel?: string;
+  instanceKey?: string;
+  /** A Channel condition: the raw messages it took, in FIFO order (ctx.messages decodes them). */
+  payloads: Uint8Array[];
+}
+
+function conditionResult(c: WireConditionResult): ConditionResult {
+  const cond = c.condition;
+  const r: ConditionResult = {
+    index: c.index,
+    id: c.conditionId,
+    kind: cond?.channel !== null && cond?.channel !== undefined ? "channel" : "timer",
+    fired: c.fired,
+    skipped: c.skipped,
+    payloads: c.messages.map((m) => m.data),
+  };
+  if (cond?.channel !== null && cond?.channel !== undefined) {
+    r.channel = cond.channel.channel;
+    r.instanceKey = cond.channel.instanceKey;
+  }
+  return r;
+}
+
+/** What waitFor left for execute: an object, or {} when there is nothing readable. */
+function localsOf(task: WireFlowTask): Record<string, unknown> {
+  if (task.method === "WAIT_FOR" || task.locals === null || task.locals.data.length === 0) return {};
+  let locals: unknown = null;
+  try {
+    locals = fromPayload(task.locals);
+  } catch {
+    locals = null;
+  }
+  return typeof locals === "object" && locals !== null && !Array.isArray(locals) ? (locals as Record<string, unknown>) : {};
+}
+
+/** The attempt's environment, given to waitFor and execute. */
+export class StepContext<I = unknown> {
+  readonly taskId: string;
+  readonly flowId: string;
+  readonly runId: string;
+  readonly flowType: string;
+  readonly stepType: string;
+  /** "<StepType>-<n>". */
+  readonly stepExecutionId: string;
+  readonly method: "waitFor" | "execute";
+  /** From 1. */
+  readonly attempt: number;
+  /** When the method's first attempt started (Unix ms). */
+  readonly firstAttemptAt: number;
+  /** The execution whose decision started this one ("" for the start Step). */
+  readonly scheduledBy: string;
+  readonly input: I;
+  readonly attemptTimeoutMs: number;
+  /** 0: no heartbeat needed. */
+  readonly heartbeatTimeoutMs: number;
+  /** execute: WaitFor failed for good and its policy proceeded to execute (recoveryError says why). */
+  readonly waitForFailed: boolean;
+  /** Why WaitFor failed (waitForFailed), or why the Step this recovery Step replaces failed; "" otherwise. */
+  readonly recoveryError: string;
+  /** execute: every condition of the wait (empty after a skip or without waitFor). */
+  readonly conditions: readonly ConditionResult[];
+  /**
+   * Aborted when the server asks to stop (learned from a heartbeat's
+   * answer), when the attempt timeout passes, or at the Worker's shutdown
+   * timeout. Pass it on to fetch() and friends.
+   */
+  readonly signal: AbortSignal;
+
+  private readonly localValues: Record<string, unknown>;
+  private readonly publishList: WirePublish[] = [];
+  private readonly beat: () => boolean;
+
+  /** @internal */
+  constructor(task: WireFlowTask, input: I, signal: AbortSignal, heartbeat: () => boolean) {
+    this.taskId = task.taskId;
+    this.flowId = task.flowId;
+    this.runId = task.runId;
+    this.flowType = task.flowType;
+    this.stepType = task.stepType;
+    this.stepExecutionId = task.stepExecutionId;
+    this.method = task.method === "WAIT_FOR" ? "waitFor" : "execute";
+    this.attempt = task.attempt;
+    this.firstAttemptAt = task.firstAttemptUnixMs;
+    this.scheduledBy = task.scheduledBy;
+    this.input = input;
+    this.attemptTimeoutMs = task.attemptTimeoutMs;
+    this.heartbeatTimeoutMs = task.heartbeatTimeoutMs;
+    this.waitForFailed = task.waitForFailed;
+    this.recoveryError = task.recoveryError;
+    this.conditions = task.conditions.map(conditionResult);
+    this.signal = signal;
+    this.beat = heartbeat;
+    this.localValues = localsOf(task);
+  }
+
+  /** True once `signal` aborted. */
+  get cancelled(): boolean {
+    return this.signal.aborted;
+  }
+
+  /** waitFor: leaves `value` (JSON) for the same execution's execute. */
+  setLocal(key: string, value: unknown): void {
+    this.localValues[key] = value;
+  }
+  /** execute: what waitFor left under `key`; undefined when nothing. */
+  getLocal<T = unknown>(key: string): T | undefined {
+    return this.localValues[key] as T | undefined;
+  }
+  /** Every local, by key. */
+  get locals(): Readonly<Record<string, unknown>> {
+    return this.localValues;
+  }
+
+  /** A Timer condition met the wait (fired, or skipped by Client.skipTimer). */
+  timerFired(): boolean {
+    return this.conditions.some((c) => c.fired && c.kind === "timer");
+  }
+  /** Whether the condition with this ID (a string) or at this index (a number) met the wait. */
+  fired(condition: string | number): boolean {
+    const c = this.conditions.find((r) => (typeof condition === "number" ? r.index === condition : r.id === condition));
+    return c?.fired ?? false;
+  }
+  /** The messages the wait took from `channel` (every condition on it), in FIFO order, decoded with its codec. */
+  messages<T>(channel: Channel<T>): T[] {
+    const out: T[] = [];
+    for (const c of this.conditions) {
+      if (c.kind !== "channel" || c.channel !== channel.name || c.instanceKey !== channel.instanceKey) continue;
+      for (const p of c.payloads) out.push(channel.codec.decode(p));
+    }
+    return out;
+  }
+
+  /** Appends `messages` to `channel` when this attempt's result is accepted, with it, in order. */
+  publish<T>(channel: Channel<T>, ...messages: T[]): void {
+    if (!(channel instanceof Channel)) throw invalid("publish needs a Channel (ChannelMap.instance(key) for a map)");
+    const payloads = messages.map((m, i) =>
+      toPayload(m, `message ${i + 1} published to '${channel.name}'`, channel.codec as Codec<unknown>),
+    );
+    const last = this.publishList[this.publishList.length - 1];
+    if (last !== undefined && last.channel === channel.name && last.instanceKey === channel.instanceKey) {
+      last.messages.push(...payloads);
+    } else {
+      this.publishList.push({ channel: channel.name, instanceKey: channel.instanceKey, messages: payloads });
+    }
+  }
+
+  /**
+   * Tells the server the attempt is alive (needed with a heartbeat timeout).
+   * Its answer may abort `signal`. False when it was dropped (no stream now).
+   */
+  heartbeat(): boolean {
+    return this.beat();
+  }
+
+  /** @internal */
+  publishes(): WirePublish[] {
+    return this.publishList;
+  }
+}

@@ -1,0 +1,52 @@
+// The dex programming model in TypeScript (docs/flow-rules.md; the C++ twin is
+// src/sdk/flow.h): a Flow lists its Steps and its persistence schema (Channels
+// and ChannelMaps); a Step has an optional waitFor, which returns a Wait over
+// Timers and Channel conditions, and an execute, which returns a StepDecision.
+// A Worker hosts Flows (worker.ts: Worker.host); a Client starts and talks to
+// their runs (client.ts).
+//
+//   const approval = new Channel<{ seller: string }>("seller-approval");
+//   class Ship implements Step<Order> {
+//     readonly type = "Ship";
+//     waitFor() { return Wait.anyOf(approval.forOne(), Timer.after(86_400_000)); }
+//     execute(ctx: StepContext<Order>) {
+//       if (ctx.timerFired()) return goTo(this, ctx.input);
+//       return gracefulComplete({ approvedBy: ctx.messages(approval)[0] });
+//     }
+//   }
+//   const orders = new Flow({ type: "OrderProcessing", startStep: "Charge",
+//                             steps: [new Charge(), new Ship()], channels: [approval] });
+//
+// One job per file: checks.ts (limits, names), task-error.ts, codec.ts
+// (values as Payloads), waits.ts (conditions, Timers, Waits), channels.ts,
+// options.ts (StepOptions), decisions.ts, context.ts (StepContext), model.ts
+// (Step, Flow), runner.ts (a FlowTask run with its Flow).
+export { checkName, FLOW_LIMITS, type StepRef } from "./checks";
+export { TaskError, type TaskErrorOptions } from "./task-error";
+export { fromPayload, jsonCodec, toPayload, type Codec, type JsonValue } from "./codec";
+export { Condition, Timer, Wait } from "./waits";
+export { Channel, ChannelMap, type ChannelOptions } from "./channels";
+export {
+  mergeStepOptions,
+  stepOptionsToWire,
+  type ExecuteOptions,
+  type MethodOptions,
+  type RetryOptions,
+  type StepOptions,
+  type WaitForOptions,
+} from "./options";
+export {
+  deadEnd,
+  decisionToWire,
+  forceComplete,
+  forceCompleteIfChannelsEmpty,
+  forceFail,
+  goTo,
+  goToMulti,
+  gracefulComplete,
+  StepDecision,
+  type StepMovement,
+} from "./decisions";
+export { StepContext, type ConditionResult } from "./context";
+export { Flow, type FlowDefinition, type Step } from "./model";
+export { runFlowTask } from "./runner";

@@ -1,0 +1,107 @@
+// The task runner: one FlowTask (an attempt of a Step's waitFor or execute)
+// run with its Flow, answered as a FlowTaskResult.
+import type { WireFlowTask, WireFlowTaskResult } from "../proto";
+import { DexError } from "../errors";
+import { FLOW_LIMITS } from "./checks";
+import { fromPayload, toPayload } from "./codec";
+import { StepContext } from "./context";
+import { decisionToWire, StepDecision } from "./decisions";
+import type { Flow, Step } from "./model";
+import { describeError, TaskError } from "./task-error";
+import { Wait } from "./waits";
+
+function typeName(x: unknown): string {
+  if (x === null) return "null";
+  if (typeof x === "object") return `a ${(x as object).constructor?.name ?? "object"}`;
+  return typeof x === "undefined" ? "undefined" : `a ${typeof x}`;
+}
+
+/** The result of waitFor: its wait (every Channel in it declared) and the locals it left. */
+async function runWaitFor(flow: Flow, step: Step, ctx: StepContext<unknown>, from: string): Promise<WireFlowTaskResult> {
+  if (typeof step.waitFor !== "function") {
+    throw new TaskError(`Step '${ctx.stepType}' has no waitFor in this Worker`, { nonRetryable: true });
+  }
+  const wait = await step.waitFor(ctx);
+  if (!(wait instanceof Wait)) {
+    throw new TaskError(`waitFor of Step '${ctx.stepType}' returned ${typeName(wait)}, not a Wait`, { nonRetryable: true });
+  }
+  for (const c of wait.spec.conditions) {
+    if (c.channel !== undefined && c.channel !== null) flow.checkChannel(c.channel.channel, c.channel.instanceKey, from, "waits on");
+  }
+  const result: WireFlowTaskResult = { taskId: ctx.taskId, wait: wait.spec };
+  if (Object.keys(ctx.locals).length > 0) result.locals = toPayload(ctx.locals, `the locals of ${from}`);
+  return result;
+}
+
+/** The result of execute: its decision, checked against the Flow. */
+async function runExecute(flow: Flow, step: Step, ctx: StepContext<unknown>, from: string): Promise<WireFlowTaskResult> {
+  const decision = await step.execute(ctx);
+  if (!(decision instanceof StepDecision)) {
+    throw new TaskError(
+      `execute of Step '${ctx.stepType}' returned ${typeName(decision)}, not a StepDecision (goTo, gracefulComplete, ...)`,
+      { nonRetryable: true },
+    );
+  }
+  flow.checkDecision(decision, from);
+  return { taskId: ctx.taskId, decision: decisionToWire(decision) };
+}
+
+/** Adds the attempt's publishes to `result`: each to a declared Channel, within the per-result limit. */
+function addPublishes(flow: Flow, ctx: StepContext<unknown>, from: string, result: WireFlowTaskResult): void {
+  const publishes = ctx.publishes();
+  let count = 0;
+  for (const p of publishes) {
+    flow.checkChannel(p.channel, p.instanceKey, from, "publishes to");
+    count += p.messages.length;
+  }
+  if (count > FLOW_LIMITS.messagesPerPublish) {
+    throw new TaskError(`${from} published ${count} messages; the limit is ${FLOW_LIMITS.messagesPerPublish} per result`, {
+      nonRetryable: true,
+    });
+  }
+  if (publishes.length > 0) result.publishes = publishes;
+}
+
+/** A thrown error as the result's error: TaskError's nonRetryable kept, a builder's refusal non-retryable. */
+function errorResult(taskId: string, error: unknown): WireFlowTaskResult {
+  if (error instanceof TaskError) return { taskId, error: { message: error.message, nonRetryable: error.nonRetryable } };
+  if (error instanceof DexError && error.code === "INVALID_ARGUMENT") {
+    // A builder refused its arguments (a wait without conditions, ...): the same every time.
+    return { taskId, error: { message: error.details, nonRetryable: true } };
+  }
+  return { taskId, error: { message: describeError(error), nonRetryable: false } };
+}
+
+/**
+ * Runs one FlowTask with `flow`: the Step's waitFor or execute, its result,
+ * locals and publishes as a FlowTaskResult. Never throws: a failure is the
+ * result's error (TaskError's nonRetryable carried over; a bad wait or
+ * decision, or an undeclared Step or Channel, is non-retryable).
+ */
+export async function runFlowTask(
+  flow: Flow,
+  task: WireFlowTask,
+  signal: AbortSignal,
+  heartbeat: () => boolean,
+): Promise<WireFlowTaskResult> {
+  try {
+    const step = flow.step(task.stepType);
+    if (step === undefined) {
+      throw new TaskError(`Flow type '${flow.type}' in this Worker has no Step type '${task.stepType}'`);
+    }
+    let input: unknown;
+    try {
+      input = fromPayload(task.input);
+    } catch (error) {
+      throw new TaskError(`the Step input is not valid JSON: ${describeError(error)}`, { nonRetryable: true });
+    }
+    const ctx = new StepContext<unknown>(task, input, signal, heartbeat);
+    const from = task.stepExecutionId || task.stepType;
+    const run = task.method === "WAIT_FOR" ? runWaitFor : runExecute;
+    const result = await run(flow, step, ctx, from);
+    addPublishes(flow, ctx, from, result);
+    return result;
+  } catch (error) {
+    return errorResult(task.taskId, error);
+  }
+}
