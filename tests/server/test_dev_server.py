@@ -246,8 +246,9 @@ def test_dev_with_admin_disabled_answers_unimplemented(procs, tmp_path):
     port = port_of(a.wait_for_line(READY, 60))
     r = admin_describe(port)
     assert r.returncode == 1 and "UNIMPLEMENTED" in r.stderr, r.stderr
-    # The rest of the API still serves.
-    assert run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "dag", "list").returncode == 0
+    # The rest of the API still serves: the Flow API answers (no such flow).
+    r = run(binary("dexcli"), "--server", f"127.0.0.1:{port}", "flow", "describe", "none")
+    assert r.returncode == 1 and '"grpcCode":"NOT_FOUND"' in r.stderr, r.stderr
 
 
 def test_local_beyond_loopback_without_a_credential_logs_a_warning(procs, tmp_path):

@@ -2,26 +2,27 @@
 standby takes over once the lease expires, and the Workers and clients must follow within seconds.
 
 Two `dex-server-zd serve` processes of one node (hot standby, a 3 s lease, a filesystem object
-store), two `dex-example-worker`s and a stream of `dexcli flow start`s, all given both addresses.
+store), two `dex-flow-examples worker`s and a stream of `dexcli flow start`s of E2EThreeSteps
+dex Flows, all given both addresses.
 After a SIGSTOP of the active process:
 - the Workers notice the silent stream (the server pings every second, a Worker gives a stream up
   after 3 s of silence) and find the new active process by its gRPC health, never waiting on the
   frozen one: the first flow completion after the freeze comes within lease.duration + 3 s;
-- a `dexcli flow wait` that was waiting on the frozen process notices it too (health re-checks),
-  moves to the new active process and returns when the flow ends there.
+- a `dexcli flow wait` that was waiting on the frozen process for an E2EIdle flow (one that waits
+  on a Channel nobody publishes to) notices it too (health re-checks), moves to the new active
+  process and returns when the flow is stopped there.
 """
 import json
 import signal
 import threading
 import time
-from pathlib import Path
 
-from conftest import binary, run
+from conftest import binary, flow_json, flow_worker, parallel, run, start_flow
 from test_multi_address import LEASE_S, ServeProc as MultiAddressServe
+from test_recovery import FLOW_TYPE
 
-FLOW_TYPE = Path(__file__).parent / "flow-types" / "e2e-three-step.yaml"
-# A flow type whose queue no Worker serves: its flow stays RUNNING until cancelled.
-IDLE_FLOW_TYPE = "name: e2e-idle\nsteps:\n  - name: wait\n    taskQueue: nobody\n"
+# Waits on a Channel that nobody publishes to: its flow stays RUNNING until stopped.
+IDLE_FLOW_TYPE = "E2EIdle"
 
 
 class ServeProc(MultiAddressServe):
@@ -59,8 +60,7 @@ class Starter:
         for i in range(5000):  # bounded; stopped long before
             if self.stop.is_set():
                 return
-            r = cli(self.servers, "dag", "start", "e2e-three-step", "--flow-id", f"s-{i:04d}",
-                    "--input", "{}", timeout="5s")
+            r = start_flow(self.servers, FLOW_TYPE, f"s-{i:04d}", timeout="5s")
             if r.returncode == 0:
                 self.started.append(f"s-{i:04d}")
             time.sleep(0.05)
@@ -70,18 +70,12 @@ class Starter:
         self.thread.join(60)
 
 
-def all_flows(servers):
-    flows, token = {}, ""
-    for _ in range(50):
-        args = ["dag", "list", "--page-size", "1000"] + (["--page-token", token] if token else [])
-        r = cli(servers, *args)
-        assert r.returncode == 0, r.stderr
-        page = json.loads(r.stdout)
-        flows.update({f["flowId"]: f for f in page.get("flows", [])})
-        token = page.get("nextPageToken", "")
-        if not token:
-            return flows
-    raise AssertionError("more than 50 pages of flows")
+def described(servers, ids):
+    """{flow ID: its description} of every flow in `ids` (each must be found)."""
+    flows = parallel(lambda i: flow_json(servers, "describe", i), ids)
+    lost = [i for i, f in flows.items() if f is None]
+    assert not lost, f"started flows not found: {lost[:10]}"
+    return flows
 
 
 def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(procs, tmp_path):
@@ -90,21 +84,16 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
     b = ServeProc(procs, tmp_path, "b").start()
     b.wait_hot()
     servers = f"{a.address},{b.address}"
-    for definition in (str(FLOW_TYPE), str(tmp_path / "idle.yaml")):
-        if definition.endswith("idle.yaml"):
-            Path(definition).write_text(IDLE_FLOW_TYPE)
-        r = cli(servers, "flow-type", "register", definition)
-        assert r.returncode == 0, r.stderr
-    workers = [procs(binary("dex-example-worker"), "--server", servers, "--no-register",
-                     "--worker-id", f"w{k}", "--concurrency", "8", "--work-time", "10ms")
+    workers = [flow_worker(procs, servers, "--worker-id", f"w{k}", "--concurrency", "8",
+                           "--work-time", "10ms", connected=False)
                for k in range(2)]
     for w in workers:
         w.wait_for_line(f"connected to {a.address}", 30)
 
-    # A long poll on the active process: the flow ends only when cancelled.
-    r = cli(servers, "dag", "start", "e2e-idle", "--flow-id", "idle-1", "--input", "{}")
+    # A long poll on the active process: the flow ends only when stopped.
+    r = start_flow(servers, IDLE_FLOW_TYPE, "idle-1")
     assert r.returncode == 0, r.stderr
-    waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "dag", "wait",
+    waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "flow", "wait",
                    "idle-1", "--wait-timeout", "120s")
 
     starter = Starter(servers)
@@ -118,7 +107,7 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
         took_over_s = time.time() - t_stop
         # Cancel the waited-for flow on the new active process: the wait must end with it.
         for _ in range(100):
-            r = cli(servers, "dag", "cancel", "idle-1", timeout="5s")
+            r = cli(servers, "flow", "stop", "idle-1", "--yes", timeout="5s")
             if r.returncode == 0:
                 break
             time.sleep(0.2)
@@ -127,18 +116,18 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
         rc = waiter.wait_exit(30)
         wait_returned_s = time.time() - t_cancel
         assert rc == 0, waiter.output()
-        assert json.loads(waiter.output()[waiter.output().index("{"):])["flow"]["status"] == "CANCELLED"
+        assert json.loads(waiter.output()[waiter.output().index("{"):])["status"] == "CANCELED"
 
         time.sleep(max(0.0, LEASE_S + 5 - (time.time() - t_stop)))
         starter.finish()
-        flows = all_flows(b.address)
+        flows = described(b.address, starter.started)
     finally:
         a.proc.signal(signal.SIGCONT)
         a.proc.kill()
 
     stop_ms = int(t_stop * 1000)
-    after = sorted(f["endedAtMs"] for f in flows.values()
-                   if f["status"] == "COMPLETED" and f.get("endedAtMs", 0) >= stop_ms)
+    after = sorted(f["closeUnixMs"] for f in flows.values()
+                   if f["status"] == "COMPLETED" and f.get("closeUnixMs", 0) >= stop_ms)
     assert after, "no flow completed after the freeze"
     gap_s = (after[0] - stop_ms) / 1000
     print(f"\n[frozen active, C++ workers] takeover {took_over_s:.2f}s after SIGSTOP; first completion "

@@ -1,7 +1,9 @@
 """Graceful shutdown drains (issue 13; spec: Step down, "drains running attempts as described
 under graceful shutdown, using the same lifecycle.attemptDrainTimeout"; Kubernetes: deleting the
 active pod). Two `dex-server-zd serve` processes of one node on a filesystem object store, the
-second a hot standby, and a Worker whose Steps take 2 s:
+second a hot standby, and a `dex-flow-examples worker` whose OneStep Flows' Step takes 2 s (its
+default retry policy: 3 attempts, 1 s apart). Attempt numbers are read from each flow's history,
+an interrupted attempt's outcome from `dexcli flow state` while the retry waits and runs:
 
 - SIGTERM while attempts run: the active process hands out nothing new, keeps its lease and
   accepts the results; the attempts complete as attempt 1; then it releases the lease, exits 0,
@@ -15,8 +17,9 @@ import re
 import signal
 import time
 
-from conftest import binary, run
+from conftest import binary, completions, flow_json, flow_worker, run, start_flow
 from test_multi_address import ServeProc
+from test_recovery import INTERRUPTED
 
 STEP_S = 2
 
@@ -40,28 +43,26 @@ def start_node(procs, tmp_path, drain):
     b = Serve(procs, tmp_path, "b", drain).start()
     b.proc.wait_for_line("acquiring the lease", 30)
     servers = f"{a.address},{b.address}"
-    worker = procs(binary("dex-example-worker"), "--server", servers, "--concurrency", "8",
-                   "--work-time", f"{STEP_S}s")
-    worker.wait_for_line("connected", 30)
+    flow_worker(procs, servers, "--concurrency", "8", "--work-time", f"{STEP_S}s")
     return a, b, servers
 
 
 def start_flows(servers, n):
     ids = [f"g-{i}" for i in range(n)]
     for i in ids:
-        r = cli(servers, "dag", "start", "one-step", "--flow-id", i, "--input", '{"n":1}')
+        r = start_flow(servers, "OneStep", i, '{"n":1}')
         assert r.returncode == 0, r.stderr
     return ids
 
 
 def wait_running(servers, ids, timeout=20):
-    """Until every flow's echo Step has an attempt a Worker received."""
+    """Until every flow's Work Step has an attempt a Worker received."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         running = 0
         for i in ids:
-            r = cli(servers, "dag", "get", i)
-            if r.returncode == 0 and json.loads(r.stdout)["steps"][0].get("attempts"):
+            state = flow_json(servers, "state", i)
+            if state and [a.get("taskState") for a in state.get("active", [])] == ["RUNNING"]:
                 running += 1
         if running == len(ids):
             return
@@ -69,14 +70,36 @@ def wait_running(servers, ids, timeout=20):
     raise AssertionError("the attempts never started")
 
 
+def interrupted(servers, ids, timeout=30):
+    """{flow ID: (attempt, outcome, error) of the failed attempt before the running one, or
+    None}: each flow's state is read until it shows a failed attempt or the flow closed (a retry
+    waits 1 s, then runs 2 s, so a failure stays visible for about 3 s)."""
+    seen, deadline = {}, time.monotonic() + timeout
+    while len(seen) < len(ids):
+        assert time.monotonic() < deadline, f"flows neither retried nor closed: {seen}"
+        for i in ids:
+            state = None if i in seen else flow_json(servers, "state", i)
+            if state is None:
+                continue
+            failures = [a["lastFailure"] for a in state.get("active", []) if "lastFailure" in a]
+            if failures:
+                f = failures[0]
+                seen[i] = (f.get("attempt"), f.get("outcome"), f.get("error"))
+            elif state["flow"]["status"] != "RUNNING":
+                seen[i] = None
+        time.sleep(0.1)
+    return seen
+
+
 def attempts(servers, ids):
+    """{flow ID: [(its Step execution, the attempt that completed it)]}; each flow COMPLETED."""
     out = {}
     for i in ids:
-        r = cli(servers, "dag", "wait", i, "--wait-timeout", "40s", timeout="50s")
+        r = cli(servers, "flow", "wait", i, "--wait-timeout", "40s", timeout="50s")
         assert r.returncode == 0, r.stderr
-        flow = json.loads(r.stdout)["flow"]
+        flow = json.loads(r.stdout)
         assert flow["status"] == "COMPLETED", flow
-        out[i] = [(a["number"], a["outcome"]) for a in flow["steps"][0]["attempts"]]
+        out[i] = completions(flow_json(servers, "history", i))
     return out
 
 
@@ -93,7 +116,7 @@ def test_sigterm_lets_running_attempts_finish_as_attempt_1_before_the_release(pr
     assert "released the lease of epoch 1 (0 attempts interrupted)" in a.proc.output(), a.proc.output()
     assert b.wait_ready(10) == 2
     for flow_id, tried in attempts(servers, ids).items():
-        assert tried == [(1, "COMPLETED")], (flow_id, tried)
+        assert tried == [("Work-1", 1)], (flow_id, tried)
 
 
 def test_attempts_still_running_at_the_drain_timeout_end_not_completed(procs, tmp_path):
@@ -109,13 +132,16 @@ def test_attempts_still_running_at_the_drain_timeout_end_not_completed(procs, tm
     assert re.search(r"released the lease of epoch 1 \([1-9]\d* attempts interrupted\)",
                      a.proc.output()), a.proc.output()
     assert b.wait_ready(10) == 2
-    interrupted = 0
+    failed = interrupted(servers, ids)
     for flow_id, tried in attempts(servers, ids).items():
-        assert tried[-1][1] == "COMPLETED" and [n for n, _ in tried] == list(range(1, len(tried) + 1))
-        if tried[0] == (1, "NOT_COMPLETED"):
-            interrupted += 1
-            assert tried[1][0] == 2, (flow_id, tried)
-    assert interrupted >= 1
+        # Completed at attempt 1 within the drain, or interrupted: attempt 1 NOT_COMPLETED on the
+        # successor, then attempt 2 completed.
+        if failed[flow_id] is None:
+            assert tried == [("Work-1", 1)], (flow_id, tried)
+        else:
+            assert failed[flow_id] == (1, "NOT_COMPLETED", INTERRUPTED), (flow_id, failed)
+            assert tried == [("Work-1", 2)], (flow_id, tried)
+    assert [f for f in failed.values() if f], failed
 
 
 def test_a_second_signal_skips_the_drain(procs, tmp_path):
@@ -129,5 +155,7 @@ def test_a_second_signal_skips_the_drain(procs, tmp_path):
     assert a.proc.wait_exit(10) == 0
     assert time.monotonic() - t0 < 1.5
     assert b.wait_ready(10) == 2
+    failed = interrupted(servers, ids)
     for flow_id, tried in attempts(servers, ids).items():
-        assert tried[0] == (1, "NOT_COMPLETED") and tried[-1][1] == "COMPLETED", (flow_id, tried)
+        assert failed[flow_id] == (1, "NOT_COMPLETED", INTERRUPTED), (flow_id, failed)
+        assert tried == [("Work-1", 2)], (flow_id, tried)

@@ -1,4 +1,4 @@
-"""dexcli and dex-example-worker given every address of a node: an active `dex-server-zd serve`
+"""dexcli and the `dex-flow-examples worker` given every address of a node: an active `dex-server-zd serve`
 and a cold standby on the same filesystem object store (each with its own local store and API
 port). The standby answers UNAVAILABLE; the programs find the active process whatever the order,
 and follow it when the standby takes over.
@@ -8,7 +8,7 @@ import re
 import signal
 import time
 
-from conftest import Proc, binary, free_port, log_time, run
+from conftest import Proc, binary, flow_worker, free_port, log_time, run, start_flow
 
 LEASE_S = 3
 
@@ -42,16 +42,16 @@ def cli(servers, *args, timeout="10s"):
 
 def start_flows(servers, ids):
     for i in ids:
-        r = cli(servers, "dag", "start", "three-step", "--flow-id", i, "--input", '{"n":1}')
+        r = start_flow(servers, "ThreeSteps", i, '{"n":1}')
         assert r.returncode == 0, r.stderr
 
 
 def wait_completed(servers, ids, timeout=60):
     deadline = time.monotonic() + timeout
     for i in ids:
-        r = cli(servers, "dag", "wait", i, "--wait-timeout", f"{max(1, int(deadline - time.monotonic()))}s")
+        r = cli(servers, "flow", "wait", i, "--wait-timeout", f"{max(1, int(deadline - time.monotonic()))}s")
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["flow"]["status"] == "COMPLETED", r.stdout
+        assert json.loads(r.stdout)["status"] == "COMPLETED", r.stdout
 
 
 def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(procs, tmp_path):
@@ -63,16 +63,16 @@ def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(pro
     r = cli(b.address, "admin", "describe", timeout="1s")
     assert r.returncode == 1 and "is not serving" in r.stderr, r.stderr
     for servers in (f"{b.address},{a.address}", f"{a.address},{b.address}"):
-        r = cli(servers, "dag", "list")
-        assert r.returncode == 0, r.stderr
+        r = cli(servers, "flow", "describe", "nobody")  # the active process answers NOT_FOUND
+        assert r.returncode == 1 and '"grpcCode":"NOT_FOUND"' in r.stderr, r.stderr
     r = run(binary("dexcli"), "--server", b.address, "--server", a.address, "admin", "describe")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["nodeId"] == "node-m"
 
-    # One worker given both, the standby first: it registers the example flow types and serves.
+    # One Worker given both, the standby first: it declares the example Flows and serves.
     servers = f"{b.address},{a.address}"
-    worker = procs(binary("dex-example-worker"), "--server", servers, "--concurrency", "8",
-                   "--work-time", "100ms")
+    worker = flow_worker(procs, servers, "--concurrency", "8", "--work-time", "100ms",
+                         connected=False)
     worker.wait_for_line(f"connected to {a.address}", 30)
     first = [f"m-{i:02d}" for i in range(10)]
     start_flows(servers, first)
@@ -104,7 +104,7 @@ def test_dexcli_and_the_worker_find_the_active_process_and_follow_a_takeover(pro
 
     # The old active process comes back as the standby: nothing changes for the clients.
     a.start()
-    r = cli(f"{a.address},{b.address}", "dag", "get", third[0])
+    r = cli(f"{a.address},{b.address}", "flow", "describe", third[0])
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "COMPLETED"
 
@@ -116,7 +116,7 @@ def test_dexcli_with_no_active_process_names_every_address(procs, tmp_path):
     dead = f"127.0.0.1:{free_port()}"
     # The standby and an address where nothing listens, without the active process.
     t0 = time.monotonic()
-    r = cli(f"{b.address},{dead}", "dag", "list", timeout="1s")
+    r = cli(f"{b.address},{dead}", "flow", "describe", "m-00", timeout="1s")
     took = time.monotonic() - t0
     assert r.returncode == 1, r.stdout + r.stderr
     assert "no active dex process at any of 2 addresses (kept trying for 1s)" in r.stderr, r.stderr
@@ -124,6 +124,6 @@ def test_dexcli_with_no_active_process_names_every_address(procs, tmp_path):
     assert f"the server is not reachable at {dead}" in r.stderr, r.stderr
     assert took < 5, took
 
-    r = cli(f"{b.address},,{dead}", "dag", "list")
+    r = cli(f"{b.address},,{dead}", "flow", "describe", "m-00")
     assert r.returncode == 2, r.stderr
     assert "empty server address at position 2" in r.stderr, r.stderr

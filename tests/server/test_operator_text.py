@@ -40,7 +40,8 @@ def test_a_standby_says_what_it_is_and_who_is_active(procs, tmp_path):
         refusal = None
         # The standby learns the holder at its first read of the lease (within a poll).
         for _ in range(50):
-            r = run(binary("dexcli"), "--server", b.address, "--timeout", "3s", "dag", "list")
+            r = run(binary("dexcli"), "--server", b.address, "--timeout", "3s", "flow",
+                    "describe", "any")
             refusal = r.stderr
             if holder in r.stderr:
                 break

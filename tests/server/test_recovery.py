@@ -28,6 +28,8 @@ STEPS = ("Fetch", "Transform", "Store")
 # The first attempt at which each Step can complete: Transform fails attempt 1 on purpose.
 FIRST_ATTEMPT = {"Fetch": 1, "Transform": 2, "Store": 1}
 ATTEMPT_TIMEOUT_S = 4
+# The error of an attempt that a new process found running: it ends NOT_COMPLETED.
+INTERRUPTED = "the attempt was interrupted: a new process took over the node"
 READY = re.compile(r"dex-server-zd dev ready: .* epoch (\d+) .* listening on (\S+)")
 
 

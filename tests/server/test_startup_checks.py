@@ -109,8 +109,8 @@ def test_check_refuses_missing_credentials_and_bad_store_settings_naming_the_key
 
 
 # Every binary a user runs, and the harness tools that land beside them in bin/.
-BINARIES = ["dex-server-zd", "dexcli", "dex-example-worker", "log_append_bench", "flow_bench",
-            "objstore_cost_bench", "chaos_client", "chaos_worker"]
+BINARIES = ["dex-server-zd", "dexcli", "dex-flow-examples", "log_append_bench", "dex_flows_bench",
+            "objstore_cost_bench", "chaos_client", "chaos_worker", "dex-peers-worker"]
 
 
 @pytest.mark.parametrize("name", BINARIES)

@@ -19,7 +19,7 @@ import time
 
 from conftest import STORES, binary, completions, flow_worker, log_time, run, start_flow
 from test_hot_standby import HotNode, Load, wait_flows
-from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
+from test_recovery import FLOW_TYPE, INTERRUPTED, check_recovery_rules, summarize
 
 import pytest
 
@@ -27,7 +27,6 @@ import pytest
 # 60 s attempt timeout (examples/flows/pipelines.cc).
 SLOW_FLOW_TYPE = "E2ESlowStep"
 SLOW_NO_RETRY_FLOW_TYPE = "E2ESlowStepNoRetry"
-INTERRUPTED = "the attempt was interrupted: a new process took over the node"
 
 
 def dexcli(servers, *args, timeout="2m", credential=None):
