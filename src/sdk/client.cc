@@ -34,8 +34,7 @@ constexpr Duration kRoundBackoffMax = seconds(1);
 struct Endpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
-  std::shared_ptr<FlowService::Stub> flows;
-  std::shared_ptr<flow::FlowService::Stub> dex_flows;
+  std::shared_ptr<flow::FlowService::Stub> flows;
   std::shared_ptr<AdminService::Stub> admin;
 };
 
@@ -43,8 +42,7 @@ Endpoint make_endpoint(const std::string& address) {
   Endpoint e;
   e.address = address;
   e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
-  e.flows = FlowService::NewStub(e.channel);
-  e.dex_flows = flow::FlowService::NewStub(e.channel);
+  e.flows = flow::FlowService::NewStub(e.channel);
   e.admin = AdminService::NewStub(e.channel);
   return e;
 }
@@ -405,119 +403,6 @@ Status validate_node_epoch(std::string_view epoch) {
   return Status::ok();
 }
 
-// Every call below may be repeated on another process (docs/engine.md: an
-// identical RegisterFlowType, a StartFlow of an existing ID and a CancelFlow of
-// an ended flow change nothing; the others only read).
-
-StatusOr<RegisterFlowTypeResponse> Client::register_flow_type(const std::string& definition) {
-  RegisterFlowTypeRequest request;
-  request.set_definition(definition);
-  return unary<RegisterFlowTypeResponse>(
-      *stubs_, options_, options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, RegisterFlowTypeResponse* r) {
-        return e.flows->RegisterFlowType(c, request, r);
-      });
-}
-
-StatusOr<FlowType> Client::get_flow_type(const std::string& name) {
-  GetFlowTypeRequest request;
-  request.set_name(name);
-  return unary<FlowType>(*stubs_, options_, options_.timeout,
-                         [&](Endpoint& e, grpc::ClientContext* c, TimePoint, FlowType* r) {
-                           return e.flows->GetFlowType(c, request, r);
-                         });
-}
-
-StatusOr<ListFlowTypesResponse> Client::list_flow_types() {
-  ListFlowTypesRequest request;
-  return unary<ListFlowTypesResponse>(
-      *stubs_, options_, options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, ListFlowTypesResponse* r) {
-        return e.flows->ListFlowTypes(c, request, r);
-      });
-}
-
-StatusOr<StartFlowResponse> Client::start_flow(const std::string& flow_type,
-                                               const std::string& input_json,
-                                               const std::string& flow_id) {
-  StartFlowRequest request;
-  request.set_flow_type(flow_type);
-  request.set_input(input_json);
-  // The server would pick a random ID; picking it here makes a repeat on
-  // another process return this flow instead of starting a second one.
-  const bool picked_here = flow_id.empty();
-  request.set_flow_id(picked_here ? random_hex_id() : flow_id);
-  auto started = unary<StartFlowResponse>(
-      *stubs_, options_, options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, StartFlowResponse* r) {
-        return e.flows->StartFlow(c, request, r);
-      });
-  // 128 random bits: a flow with this ID can only have been started by an
-  // earlier attempt of this very call.
-  if (started.is_ok() && picked_here) started->set_already_existed(false);
-  return started;
-}
-
-StatusOr<Flow> Client::get_flow(const std::string& flow_id) {
-  GetFlowRequest request;
-  request.set_flow_id(flow_id);
-  return unary<Flow>(*stubs_, options_, options_.timeout,
-                     [&](Endpoint& e, grpc::ClientContext* c, TimePoint, Flow* r) {
-                       return e.flows->GetFlow(c, request, r);
-                     });
-}
-
-StatusOr<ListFlowsResponse> Client::list_flows(FlowStatus status, uint32_t page_size,
-                                               const std::string& page_token) {
-  ListFlowsRequest request;
-  request.set_status(status);
-  request.set_page_size(page_size);
-  request.set_page_token(page_token);
-  return unary<ListFlowsResponse>(
-      *stubs_, options_, options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, ListFlowsResponse* r) {
-        return e.flows->ListFlows(c, request, r);
-      });
-}
-
-StatusOr<CancelFlowResponse> Client::cancel_flow(const std::string& flow_id) {
-  CancelFlowRequest request;
-  request.set_flow_id(flow_id);
-  return unary<CancelFlowResponse>(
-      *stubs_, options_, options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, CancelFlowResponse* r) {
-        return e.flows->CancelFlow(c, request, r);
-      });
-}
-
-StatusOr<WaitFlowResponse> Client::wait_flow(const std::string& flow_id, Duration wait_timeout) {
-  // The server answers ended = false when wait_timeout passes; the call's own
-  // deadline leaves it the usual time to do so. Time spent finding the active
-  // process comes off the wait, not off that margin.
-  const TimePoint wait_end = SystemClock::instance().now() + wait_timeout;
-  return unary<WaitFlowResponse>(
-      *stubs_, options_, wait_timeout + options_.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, WaitFlowResponse* r) {
-        WaitFlowRequest request;
-        request.set_flow_id(flow_id);
-        // 0 means "until the call's deadline": a wait that is used up by now
-        // asks for 1 ms, so that the answer comes at once.
-        request.set_timeout_ms(
-            wait_timeout <= Duration::zero()
-                ? 0
-                : std::max<int64_t>(1, to_ms(wait_end - SystemClock::instance().now())));
-        // A long poll sends nothing while it waits: if the process freezes or
-        // stops being the active one, only a check from the side notices, and
-        // the call then moves on to the process that took over.
-        sdk_internal::ReadinessWatch watch(e.channel, FlowService::service_full_name(), c);
-        grpc::Status status = e.flows->WaitFlow(c, request, r);
-        if (std::string why = watch.fired(); !why.empty() && !status.ok()) {
-          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "during the wait " + why);
-        }
-        return status;
-      });
-}
-
 // Not repeated: see the header and src/sdk/README.md ("Step down").
 StatusOr<StepDownResponse> Client::step_down(const std::string& expected_node_id,
                                              const std::string& expected_node_epoch,
@@ -604,7 +489,7 @@ StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
   return unary<flow::StartFlowResponse>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StartFlowResponse* r) {
-        return e.dex_flows->StartFlow(c, request, r);
+        return e.flows->StartFlow(c, request, r);
       });
 }
 
@@ -618,7 +503,7 @@ Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::
   return unary<flow::StopFlowResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StopFlowResponse* r) {
-               return e.dex_flows->StopFlow(c, request, r);
+               return e.flows->StopFlow(c, request, r);
              })
       .status();
 }
@@ -637,8 +522,7 @@ Status Client::publish(const std::string& flow_id, const std::string& channel,
   return unary<flow::PublishToChannelResponse>(*stubs_, options_, options_.timeout,
                                                [&](Endpoint& e, grpc::ClientContext* c, TimePoint,
                                                    flow::PublishToChannelResponse* r) {
-                                                 return e.dex_flows->PublishToChannel(c, request,
-                                                                                      r);
+                                                 return e.flows->PublishToChannel(c, request, r);
                                                })
       .status();
 }
@@ -652,7 +536,7 @@ Status Client::skip_timer(const std::string& flow_id, const std::string& step_ex
   return unary<flow::SkipTimerResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
-               return e.dex_flows->SkipTimer(c, request, r);
+               return e.flows->SkipTimer(c, request, r);
              })
       .status();
 }
@@ -666,7 +550,7 @@ Status Client::skip_timer(const std::string& flow_id, const std::string& step_ex
   return unary<flow::SkipTimerResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
-               return e.dex_flows->SkipTimer(c, request, r);
+               return e.flows->SkipTimer(c, request, r);
              })
       .status();
 }
@@ -677,7 +561,7 @@ StatusOr<flow::FlowDescription> Client::describe_flow(const std::string& flow_id
   return unary<flow::FlowDescription>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::FlowDescription* r) {
-        return e.dex_flows->DescribeFlow(c, request, r);
+        return e.flows->DescribeFlow(c, request, r);
       });
 }
 
@@ -687,7 +571,7 @@ StatusOr<flow::GetFlowStateResponse> Client::flow_state(const std::string& flow_
   return unary<flow::GetFlowStateResponse>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::GetFlowStateResponse* r) {
-        return e.dex_flows->GetFlowState(c, request, r);
+        return e.flows->GetFlowState(c, request, r);
       });
 }
 
@@ -703,24 +587,26 @@ StatusOr<flow::GetHistoryEventsResponse> Client::history(const std::string& flow
   return unary<flow::GetHistoryEventsResponse>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::GetHistoryEventsResponse* r) {
-        return e.dex_flows->GetHistoryEvents(c, request, r);
+        return e.flows->GetHistoryEvents(c, request, r);
       });
 }
 
-// One long poll of at most kWaitSliceMax, watched from the side like
-// wait_flow: a process that freezes or steps down is left for the next one.
+// One long poll of at most kWaitSliceMax. A long poll sends nothing while it
+// waits: if the process freezes or stops being the active one, only a check
+// from the side notices (its readiness, health name "", which every process
+// reports), and the call then moves on to the process that took over.
 template <typename Response, typename Call>
 StatusOr<Response> long_poll(Client::Stubs& stubs, const ClientOptions& options, Duration wait,
                              Call&& call) {
-  return unary<Response>(
-      stubs, options, wait + options.timeout,
-      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, Response* r) {
-        sdk_internal::ReadinessWatch watch(e.channel, FlowService::service_full_name(), c);
-        grpc::Status status = call(e, c, r);
-        if (std::string why = watch.fired(); !why.empty() && !status.ok())
-          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "during the wait " + why);
-        return status;
-      });
+  return unary<Response>(stubs, options, wait + options.timeout,
+                         [&](Endpoint& e, grpc::ClientContext* c, TimePoint, Response* r) {
+                           sdk_internal::ReadinessWatch watch(e.channel, "", c);
+                           grpc::Status status = call(e, c, r);
+                           if (std::string why = watch.fired(); !why.empty() && !status.ok())
+                             return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                 "during the wait " + why);
+                           return status;
+                         });
 }
 
 StatusOr<flow::GetHistoryEventsResponse> Client::wait_for_history_event(const std::string& flow_id,
@@ -737,7 +623,7 @@ StatusOr<flow::GetHistoryEventsResponse> Client::wait_for_history_event(const st
   return long_poll<flow::GetHistoryEventsResponse>(
       *stubs_, options_, slice,
       [&](Endpoint& e, grpc::ClientContext* c, flow::GetHistoryEventsResponse* r) {
-        return e.dex_flows->WaitForHistoryEvent(c, request, r);
+        return e.flows->WaitForHistoryEvent(c, request, r);
       });
 }
 
@@ -757,7 +643,7 @@ StatusOr<flow::WaitForFlowResponse> Client::wait_for_flow(const std::string& flo
     auto out = long_poll<flow::WaitForFlowResponse>(
         *stubs_, options_, slice,
         [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForFlowResponse* r) {
-          return e.dex_flows->WaitForFlow(c, request, r);
+          return e.flows->WaitForFlow(c, request, r);
         });
     if (out.is_ok() && (out->closed() || SystemClock::instance().now() >= end)) return out;
     if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
@@ -779,7 +665,7 @@ StatusOr<flow::WaitForStepCompletionResponse> Client::wait_for_step(
     auto out = long_poll<flow::WaitForStepCompletionResponse>(
         *stubs_, options_, slice,
         [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForStepCompletionResponse* r) {
-          return e.dex_flows->WaitForStepCompletion(c, request, r);
+          return e.flows->WaitForStepCompletion(c, request, r);
         });
     if (out.is_ok() && (out->completed() || SystemClock::instance().now() >= end)) return out;
     if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;

@@ -1,23 +1,26 @@
-// A thin typed client for dex.FlowService and dex.AdminService
-// (proto/dex/api.proto). Every call has a deadline and returns a Status whose
-// message starts with the gRPC code name, e.g.
+// A thin typed client for the dex Flow API, dex.flow.FlowService
+// (proto/dex/flow_api.proto), and dex.AdminService (proto/dex/api.proto).
+// Every call has a deadline and returns a Status whose message starts with
+// the gRPC code name, e.g.
 //   "UNAVAILABLE: the server is not reachable at 127.0.0.1:8801 (...)"
-//   "NOT_FOUND: no flow with ID f-1"
+//   "NOT_FOUND: no Flow with ID 'f-1'"
 // so that callers can print it as it is. Thread-safe.
 //
 // Several addresses (the active process of a node and its standbys, in any
 // order): a call goes to the address that answered last, and on UNAVAILABLE
 // or no connection to the next one, round after round with a short backoff,
 // within the call's deadline. Any other answer ends the search. Every call
-// but step_down is safe to repeat (start_flow without a flow ID picks one
-// here), so a call that may have reached an engine that then stopped is not
-// done twice; a DEADLINE_EXCEEDED is not tried elsewhere. step_down is sent
+// but step_down is safe to repeat (start and publish carry a request ID), so
+// a call that may have reached an engine that then stopped is not done
+// twice; a DEADLINE_EXCEEDED is not tried elsewhere. step_down is sent
 // to another address only when no connection to the first was made. Before
 // the first call, after a DEADLINE_EXCEEDED and before every further round,
 // all addresses' gRPC health is asked at once (1 s at most): the SERVING one
 // goes first, and one that does not answer at all (a frozen process) is
-// skipped while another does. wait_flow re-checks its process's health every
-// second and moves on when it stops answering. src/sdk/README.md has the rules.
+// skipped while another does. The long polls (wait_for_flow,
+// wait_for_history_event, wait_for_step) re-check their process's health
+// every second and move on when it stops answering or serving.
+// src/sdk/README.md has the rules.
 #pragma once
 
 #include <memory>
@@ -40,8 +43,8 @@ struct ClientOptions {
   std::vector<std::string> server_addresses;
   // The single-address convenience, used when server_addresses is empty.
   std::string server_address = "127.0.0.1:8801";
-  // Deadline of each call (WaitFlow: its wait timeout plus this), the search
-  // for the active process included.
+  // Deadline of each call (a long poll: its wait plus this), the search for
+  // the active process included.
   Duration timeout = seconds(30);
   // How long one attempt waits for a connection to an address before the
   // next address is tried (nothing has been sent then). Must be > 0.
@@ -64,27 +67,6 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // `definition`: a flow type as JSON or YAML text (examples/flow-types/).
-  // `changed` may be false when an earlier attempt of this call registered it.
-  StatusOr<RegisterFlowTypeResponse> register_flow_type(const std::string& definition);
-  StatusOr<FlowType> get_flow_type(const std::string& name);
-  StatusOr<ListFlowTypesResponse> list_flow_types();
-  // `input_json`: JSON text (empty: {}). `flow_id` empty: the client picks a
-  // random one (32 hex digits, as the server would) before the first attempt,
-  // so that a repeat on another process returns the flow instead of starting a
-  // second one. With the caller's `flow_id`, already_existed may also be true
-  // because an earlier attempt of this same call started the flow.
-  StatusOr<StartFlowResponse> start_flow(const std::string& flow_type,
-                                         const std::string& input_json,
-                                         const std::string& flow_id = "");
-  StatusOr<Flow> get_flow(const std::string& flow_id);
-  // `status` UNSPECIFIED: every status; `page_size` 0: the server's default.
-  StatusOr<ListFlowsResponse> list_flows(FlowStatus status = FLOW_STATUS_UNSPECIFIED,
-                                         uint32_t page_size = 0,
-                                         const std::string& page_token = "");
-  StatusOr<CancelFlowResponse> cancel_flow(const std::string& flow_id);
-  // Blocks until the flow ends or `wait_timeout` passes (ended = false).
-  StatusOr<WaitFlowResponse> wait_flow(const std::string& flow_id, Duration wait_timeout);
   // The active process: node ID, node epoch (decimal), holder process ID.
   StatusOr<DescribeResponse> describe();
   // Asks the active process to step down (docs/api.md, "Step down"): it

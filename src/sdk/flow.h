@@ -42,8 +42,6 @@
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
 
-// The model's names live in dex::sdk while the DAG model's protobuf messages
-// (dex::Flow, dex::Step, ...) still exist (issue 14, stage 4 removes them).
 namespace dex::sdk {
 
 using json = nlohmann::json;

@@ -149,7 +149,7 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
   // 10 s: the server counts pings closer than 5 s apart without data as abuse
   // (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS) and hangs up with
   // too_many_pings. Only while calls are open; the SDK's own liveness checks
-  // (Worker stream silence, WaitFlow's readiness re-checks) act sooner.
+  // (Worker stream silence, the long polls' readiness re-checks) act sooner.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);

@@ -2,8 +2,8 @@
 // its addresses without waiting on one that does not answer. A frozen process
 // (SIGSTOP, a stalled host) still has its listening socket: TCP connects
 // succeed but nothing answers, so every wait on an address must be bounded.
-// The gRPC health service answers SERVING for dex.WorkerTaskService and
-// dex.FlowService only on the active process (docs: Health and probes).
+// The gRPC health service answers SERVING (for "" and for the services'
+// names) only on the active process (docs: Health and probes).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -51,8 +51,8 @@ std::vector<Readiness> probe_readiness(const std::vector<std::shared_ptr<grpc::C
 // process.
 std::vector<size_t> search_order(const std::vector<Readiness>& readiness, size_t first);
 
-// Watches the process behind `channel` while a long call runs on it (a
-// WaitFlow): every kReadinessWatchInterval it asks gRPC health about `service`
+// Watches the process behind `channel` while a long call runs on it (a long
+// poll such as WaitForFlow): every kReadinessWatchInterval it asks gRPC health about `service`
 // and cancels `context` when the process answers NOT_SERVING (it is no longer
 // the active one) or misses kReadinessWatchMisses answers in a row
 // (frozen, or the network dropped it). fired() then says so. Stops when

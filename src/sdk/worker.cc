@@ -5,7 +5,8 @@
 //     order until a process accepts the stream (HelloAck; a standby refuses it
 //     with UNAVAILABLE); it sleeps the reconnect backoff only after a round of
 //     refusals, or after an accepted stream broke;
-//   - max_concurrent_tasks pool threads run handlers from a bounded queue;
+//   - max_concurrent_tasks pool threads run WaitFor and Execute from a bounded
+//     queue;
 //   - a supervisor thread cancels a stream that has been silent too long or
 //     whose set-up and hello take too long (a frozen process) and, after
 //     shutdown(), ends everything when the Worker is idle or the shutdown
@@ -33,7 +34,6 @@
 #include "common/random.h"
 #include "dex/api.grpc.pb.h"
 #include "sdk/addresses.h"
-#include "sdk/client.h"
 #include "sdk/grpc_status.h"
 #include "sdk/readiness.h"
 
@@ -64,10 +64,7 @@ inline constexpr Duration kStandbyRetryMax = milliseconds(500);
 inline constexpr Duration kHandBackAckWait = seconds(1);
 
 struct TaskState {
-  StepTask task;  // a dex Flow task: only its task_id is set
-  std::optional<flow::FlowTask> flow_task;
-  nlohmann::json input;
-  std::string input_error;  // non-empty: the input was not valid JSON
+  flow::FlowTask task;
   TimePoint deadline = TimePoint::max();
   std::atomic<bool> cancel_requested{false};
 };
@@ -113,17 +110,9 @@ class WorkerCore {
   }
 
   // ----------------------------------------------------------- before run()
-  void handle(const std::string& queue, Worker::Handler handler) {
-    std::lock_guard<std::mutex> lock(mu_);
-    handlers_[queue] = std::move(handler);
-  }
   void host(std::shared_ptr<sdk::Flow> flow) {
     std::lock_guard<std::mutex> lock(mu_);
     flows_[flow->type()] = std::move(flow);
-  }
-  void add_definition(std::string definition) {
-    std::lock_guard<std::mutex> lock(mu_);
-    definitions_.push_back(std::move(definition));
   }
 
   Status run();
@@ -150,11 +139,10 @@ class WorkerCore {
     return s;
   }
 
-  // ------------------------------------------------------ from TaskContext
-  void send_heartbeat(const TaskState& task, const nlohmann::json& details) {
+  // ---------------------------------------------------- from sdk::Context
+  void send_heartbeat(const TaskState& task) {
     WorkerMessage message;
     message.mutable_heartbeat()->set_task_id(task.task.task_id());
-    if (!details.is_null()) message.mutable_heartbeat()->set_details(details.dump());
     std::shared_ptr<Connection> conn;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -165,25 +153,20 @@ class WorkerCore {
   }
 
  private:
-  Status register_definitions();
   // Opens one stream to `address` and serves it until it breaks. Returns
-  // whether the server accepted it (HelloAck): the process was the active one.
-  // One stream to `address`: true if a process accepted it. Sets
+  // whether a process accepted it (HelloAck): the active one. Sets
   // *refused_by_standby when a process answered and refused it (a standby).
   bool serve_stream(const std::string& address, bool* refused_by_standby);
   // The readiness of every address for dex.WorkerTaskService, asked at once
   // over fresh channels, by `deadline`.
   std::vector<sdk_internal::Readiness> probe(TimePoint deadline);
-  void on_task(const StepTask& task);
-  void on_flow_task(const flow::FlowTask& task);
+  void on_task(const flow::FlowTask& task);
   void on_result_ack(const ResultAck& ack);
   void on_heartbeat_ack(const HeartbeatAck& ack);
   void pool_loop();
   void supervise();
-  TaskResult run_handler(const std::shared_ptr<TaskState>& state);
   flow::FlowTaskResult run_flow(const std::shared_ptr<TaskState>& state);
-  // Keeps `result` (a result or a flow_result) until acknowledged and writes
-  // it to the current stream.
+  // Keeps `result` until acknowledged and writes it to the current stream.
   void deliver(const std::string& task_id, WorkerMessage result);
   // Sleeps `d` unless the Worker finishes first. Returns !finished_.
   bool sleep_unless_finished(Duration d);
@@ -206,10 +189,7 @@ class WorkerCore {
   std::condition_variable cv_;       // state changes: stopping_, finished_, idleness, in_run_
   std::condition_variable pool_cv_;  // queue_ and pool_stop_
   // Protected by mu_.
-  std::map<std::string, Worker::Handler> handlers_;
-  std::map<std::string, std::shared_ptr<sdk::Flow>>
-      flows_;  // by Flow type; fixed once run() starts
-  std::vector<std::string> definitions_;
+  std::map<std::string, std::shared_ptr<sdk::Flow>> flows_;  // by type; fixed once run() starts
   bool in_run_ = false;
   bool ran_ = false;
   bool stopping_ = false;  // shutdown() was called
@@ -220,10 +200,10 @@ class WorkerCore {
   std::deque<std::shared_ptr<TaskState>> queue_;
   std::map<std::string, std::shared_ptr<TaskState>> tasks_;  // queued or running, by task ID
   uint32_t running_ = 0;
-  // Results (WorkerMessage.result or .flow_result), sent or not, until acknowledged.
+  // Results (WorkerMessage.flow_result), sent or not, until acknowledged, by task ID.
   std::map<std::string, WorkerMessage> pending_results_;
-  // Tasks received after shutdown(), neither run nor answered: task ID -> is a Flow task.
-  std::map<std::string, bool> held_;
+  // Tasks received after shutdown(), neither run nor answered.
+  std::set<std::string> held_;
   bool handing_back_ = false;  // held_ was answered; later tasks are ignored
   WorkerStats stats_;
   Duration backoff_{0};
@@ -234,9 +214,8 @@ Status WorkerCore::run() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ran_) return Status::invalid_argument("Worker::run() may be called once");
-    if (handlers_.empty() && flows_.empty()) {
-      return Status::invalid_argument(
-          "the worker has no handler and hosts no Flow: call handle() or host() before run()");
+    if (flows_.empty()) {
+      return Status::invalid_argument("the worker hosts no Flow: call host() before run()");
     }
     if (options_.max_concurrent_tasks < 1) {
       return Status::invalid_argument("max_concurrent_tasks must be at least 1");
@@ -257,11 +236,6 @@ Status WorkerCore::run() {
     cv_.notify_all();
   };
 
-  if (Status s = register_definitions(); !s.is_ok()) {
-    mark_returned();
-    return s;
-  }
-
   std::vector<std::thread> pool;
   pool.reserve(options_.max_concurrent_tasks);
   for (uint32_t i = 0; i < options_.max_concurrent_tasks; ++i) {
@@ -269,8 +243,8 @@ Status WorkerCore::run() {
   }
   std::thread supervisor([this] { supervise(); });
 
-  spdlog::info("worker {}: serving {} queue(s) on {} with up to {} concurrent tasks",
-               options_.worker_id, handlers_.size(), join_addresses(addresses_),
+  spdlog::info("worker {}: hosting {} Flow type(s) on {} with up to {} concurrent tasks",
+               options_.worker_id, flows_.size(), join_addresses(addresses_),
                options_.max_concurrent_tasks);
   const size_t n = addresses_.size();
   size_t first = 0;  // where the rotation starts: the address accepted last
@@ -357,44 +331,6 @@ Status WorkerCore::run() {
   return Status::ok();
 }
 
-Status WorkerCore::register_definitions() {
-  std::vector<std::string> definitions;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    definitions = definitions_;
-  }
-  if (definitions.empty()) return Status::ok();
-  ClientOptions client_options;
-  client_options.server_addresses = addresses_;
-  client_options.timeout = seconds(10);
-  Client client(client_options);
-  Duration backoff = options_.reconnect_backoff_initial;
-  for (size_t i = 0; i < definitions.size();) {
-    auto registered = client.register_flow_type(definitions[i]);
-    if (registered.is_ok()) {
-      spdlog::info("worker {}: flow type {} registered{}", options_.worker_id,
-                   registered->flow_type().name(), registered->changed() ? "" : " (unchanged)");
-      ++i;
-      continue;
-    }
-    if (!registered.status().is_transient()) {
-      return Status::invalid_argument("registering flow type definition #" + std::to_string(i + 1) +
-                                      ": " + registered.status().message());
-    }
-    spdlog::warn("worker {}: registering flow types: {}; retrying", options_.worker_id,
-                 registered.status().message());
-    Duration delay;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      delay = random_.between(backoff / 2, backoff);
-    }
-    backoff = std::min(backoff * 2, options_.reconnect_backoff_max);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, delay, [&] { return stopping_; })) return Status::ok();
-  }
-  return Status::ok();
-}
-
 bool WorkerCore::sleep_unless_finished(Duration d) {
   std::unique_lock<std::mutex> lock(mu_);
   return !cv_.wait_for(lock, d, [&] { return finished_; });
@@ -430,7 +366,6 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   hello.mutable_hello()->set_worker_id(options_.worker_id);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [queue, handler] : handlers_) hello.mutable_hello()->add_task_queues(queue);
     for (const auto& [type, flow] : flows_)
       *hello.mutable_hello()->add_flows() = flow->declaration();
   }
@@ -479,11 +414,8 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
         }
         break;
       }
-      case ServerMessage::kTask:
-        on_task(message.task());
-        break;
       case ServerMessage::kFlowTask:
-        on_flow_task(message.flow_task());
+        on_task(message.flow_task());
         break;
       case ServerMessage::kPing:
         break;
@@ -538,17 +470,16 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   return accepted;
 }
 
-void WorkerCore::on_task(const StepTask& task) {
-  TaskResult refusal;
+void WorkerCore::on_task(const flow::FlowTask& task) {
+  std::string refusal;
+  const std::string& id = task.task_id();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string& id = task.task_id();
     if (tasks_.count(id) != 0 || pending_results_.count(id) != 0 || held_.count(id) != 0) {
       spdlog::debug("worker {}: task {} received again; ignored", options_.worker_id, id);
       return;
     }
     ++stats_.tasks_received;
-    refusal.set_task_id(id);
     if (stopping_) {
       // Not started, and not answered yet: an answer would free the stream's
       // capacity on the server, which would send the next task at once, and
@@ -560,52 +491,8 @@ void WorkerCore::on_task(const StepTask& task) {
             "server times it out)",
             options_.worker_id, id);
       } else {
-        held_[id] = false;
+        held_.insert(id);
       }
-      return;
-    }
-    if (queue_.size() >= queued_max_) {
-      refusal.mutable_failure()->set_message("worker " + options_.worker_id + " has " +
-                                             std::to_string(queue_.size()) +
-                                             " tasks queued; the task was not started");
-    } else {
-      auto state = std::make_shared<TaskState>();
-      state->task = task;
-      const std::string& input = task.input().empty() ? std::string("{}") : task.input();
-      try {
-        state->input = nlohmann::json::parse(input);
-      } catch (const nlohmann::json::exception& e) {
-        state->input_error = e.what();
-      }
-      if (task.start_to_close_timeout_ms() > 0) {
-        state->deadline =
-            SystemClock::instance().now() + milliseconds(task.start_to_close_timeout_ms());
-      }
-      tasks_[id] = state;
-      queue_.push_back(std::move(state));
-      pool_cv_.notify_one();
-      return;
-    }
-  }
-  spdlog::warn("worker {}: {}", options_.worker_id, refusal.failure().message());
-  WorkerMessage message;
-  *message.mutable_result() = refusal;
-  deliver(refusal.task_id(), std::move(message));
-}
-
-void WorkerCore::on_flow_task(const flow::FlowTask& task) {
-  std::string refusal;
-  const std::string& id = task.task_id();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (tasks_.count(id) != 0 || pending_results_.count(id) != 0 || held_.count(id) != 0) {
-      spdlog::debug("worker {}: task {} received again; ignored", options_.worker_id, id);
-      return;
-    }
-    ++stats_.tasks_received;
-    if (stopping_) {
-      // As on_task: held, handed back when the shutdown ends.
-      if (!handing_back_) held_[id] = true;
       return;
     }
     if (queue_.size() >= queued_max_) {
@@ -613,8 +500,7 @@ void WorkerCore::on_flow_task(const flow::FlowTask& task) {
                 " tasks queued; the task was not started";
     } else {
       auto state = std::make_shared<TaskState>();
-      state->task.set_task_id(id);
-      state->flow_task = task;
+      state->task = task;
       if (task.attempt_timeout_ms() > 0)
         state->deadline = SystemClock::instance().now() + milliseconds(task.attempt_timeout_ms());
       tasks_[id] = state;
@@ -674,11 +560,7 @@ void WorkerCore::pool_loop() {
       assert(running_ <= options_.max_concurrent_tasks);
     }
     WorkerMessage result;
-    if (state->flow_task) {
-      *result.mutable_flow_result() = run_flow(state);
-    } else {
-      *result.mutable_result() = run_handler(state);
-    }
+    *result.mutable_flow_result() = run_flow(state);
     std::shared_ptr<Connection> conn;
     bool keep;
     {
@@ -704,53 +586,22 @@ void WorkerCore::pool_loop() {
   }
 }
 
-TaskResult WorkerCore::run_handler(const std::shared_ptr<TaskState>& state) {
-  TaskResult result;
-  result.set_task_id(state->task.task_id());
-  Worker::Handler* handler = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = handlers_.find(state->task.task_queue());
-    if (it != handlers_.end()) handler = &it->second;  // handlers_ is fixed once run() starts
-  }
-  TaskContext context(state, this);
-  try {
-    if (handler == nullptr) {
-      throw std::runtime_error("worker " + options_.worker_id + " has no handler for task queue " +
-                               state->task.task_queue());
-    }
-    if (!state->input_error.empty()) {
-      throw StepFailure("the task's input is not valid JSON: " + state->input_error, true);
-    }
-    nlohmann::json output = (*handler)(context);
-    result.set_output(output.dump());
-  } catch (const StepFailure& e) {
-    result.mutable_failure()->set_message(e.what());
-    result.mutable_failure()->set_non_retryable(e.non_retryable());
-  } catch (const std::exception& e) {
-    result.mutable_failure()->set_message(e.what());
-  } catch (...) {
-    result.mutable_failure()->set_message("the handler threw a non-standard exception");
-  }
-  return result;
-}
-
 flow::FlowTaskResult WorkerCore::run_flow(const std::shared_ptr<TaskState>& state) {
   std::shared_ptr<sdk::Flow> flow;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = flows_.find(state->flow_task->flow_type());
+    auto it = flows_.find(state->task.flow_type());
     if (it != flows_.end()) flow = it->second;  // flows_ is fixed once run() starts
   }
   if (!flow) {
     flow::FlowTaskResult result;
     result.set_task_id(state->task.task_id());
     result.mutable_error()->set_message("worker " + options_.worker_id + " hosts no Flow type '" +
-                                        state->flow_task->flow_type() + "'");
+                                        state->task.flow_type() + "'");
     return result;
   }
   return sdk::run_flow_task(
-      *flow, *state->flow_task, [this, state] { send_heartbeat(*state, nullptr); },
+      *flow, state->task, [this, state] { send_heartbeat(*state); },
       [state] {
         return state->cancel_requested.load() || SystemClock::instance().now() >= state->deadline;
       });
@@ -813,21 +664,15 @@ void WorkerCore::supervise() {
   }
   // Hand back the tasks that arrived after shutdown() as retryable failures,
   // so the server re-dispatches them after the Step's retry interval instead
-  // of waiting for their start-to-close timeout.
+  // of waiting for their attempt timeout.
   if (!held_.empty()) {
     handing_back_ = true;
     std::vector<WorkerMessage> refusals;
-    for (const auto& [id, is_flow] : held_) {
-      const std::string why =
-          "worker " + options_.worker_id + " is shutting down; the task was not started";
+    for (const std::string& id : held_) {
       WorkerMessage refusal;
-      if (is_flow) {
-        refusal.mutable_flow_result()->set_task_id(id);
-        refusal.mutable_flow_result()->mutable_error()->set_message(why);
-      } else {
-        refusal.mutable_result()->set_task_id(id);
-        refusal.mutable_result()->mutable_failure()->set_message(why);
-      }
+      refusal.mutable_flow_result()->set_task_id(id);
+      refusal.mutable_flow_result()->mutable_error()->set_message(
+          "worker " + options_.worker_id + " is shutting down; the task was not started");
       pending_results_[id] = refusal;
       refusals.push_back(std::move(refusal));
     }
@@ -861,35 +706,6 @@ void WorkerCore::supervise() {
 
 }  // namespace sdk_internal
 
-// ----------------------------------------------------------------- TaskContext
-
-TaskContext::TaskContext(std::shared_ptr<sdk_internal::TaskState> state,
-                         sdk_internal::WorkerCore* core)
-    : state_(std::move(state)), core_(core) {}
-
-const std::string& TaskContext::task_id() const { return state_->task.task_id(); }
-const std::string& TaskContext::flow_id() const { return state_->task.flow_id(); }
-const std::string& TaskContext::flow_type() const { return state_->task.flow_type(); }
-const std::string& TaskContext::step() const { return state_->task.step(); }
-const std::string& TaskContext::task_queue() const { return state_->task.task_queue(); }
-uint32_t TaskContext::attempt() const { return state_->task.attempt(); }
-const nlohmann::json& TaskContext::input() const { return state_->input; }
-
-const nlohmann::json& TaskContext::flow_input() const {
-  static const nlohmann::json kNull;
-  if (!state_->input.is_object()) return kNull;
-  auto it = state_->input.find("flow");
-  return it == state_->input.end() ? kNull : *it;
-}
-
-void TaskContext::heartbeat(const nlohmann::json& details) {
-  core_->send_heartbeat(*state_, details);
-}
-
-bool TaskContext::cancelled() const {
-  return state_->cancel_requested.load() || SystemClock::instance().now() >= state_->deadline;
-}
-
 // ---------------------------------------------------------------------- Worker
 
 Worker::Worker(WorkerOptions options)
@@ -900,13 +716,7 @@ Worker::~Worker() {
   core_->wait_run_returned();
 }
 
-void Worker::handle(const std::string& task_queue, Handler handler) {
-  core_->handle(task_queue, std::move(handler));
-}
 void Worker::host(std::shared_ptr<sdk::Flow> flow) { core_->host(std::move(flow)); }
-void Worker::register_flow_type(std::string definition) {
-  core_->add_definition(std::move(definition));
-}
 Status Worker::run() { return core_->run(); }
 void Worker::shutdown() { core_->shutdown(); }
 const std::string& Worker::worker_id() const { return core_->worker_id(); }
