@@ -1,4 +1,4 @@
-// The client of dex.FlowService (and AdminService.Describe): promises, an
+// The Client of the dex Flow API (and AdminService.Describe): promises, an
 // optional AbortSignal per call, DexErrors whose message starts with the gRPC
 // code name. Finds the active process among several addresses the way the C++
 // SDK does (src/sdk/client.cc; src/sdk/README.md, "Several addresses").
@@ -12,21 +12,12 @@ import { checkReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder
 import {
   channelOptions,
   services,
-  type WireCancelFlowResponse,
   type WireDescribeResponse,
-  type WireFlow,
   type WireFlowDescription,
-  type WireFlowType,
   type WireGetFlowStateResponse,
   type WireGetHistoryEventsResponse,
-  type WireListFlowsResponse,
-  type WireListFlowTypesResponse,
-  type WireRegisterFlowTypeResponse,
-  type WireStartFlowResponse,
-  type WireWaitFlowResponse,
 } from "./proto";
-import { flowStatusToWire, toFlow, toFlowType, type Flow, type FlowStatus, type FlowType } from "./types";
-import { Channel, ChannelMap, checkName, Flow as DexFlow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow/index";
+import { Channel, ChannelMap, checkName, Flow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow/index";
 import {
   toFlowDescription,
   toFlowState,
@@ -48,7 +39,7 @@ export interface ClientOptions {
   address?: string;
   /**
    * Deadline of each call, the search for the active process included
-   * (waitFlow: each server-side wait plus this). Default 30000.
+   * (the waits: each server-side piece of the wait plus this). Default 30000.
    */
   timeoutMs?: number;
   /**
@@ -65,60 +56,6 @@ export interface CallOptions {
   /** This call's deadline instead of the client's timeoutMs. */
   timeoutMs?: number;
   /** Aborting it cancels the call, which then rejects with the signal's reason. */
-  signal?: AbortSignal;
-}
-
-export interface RegisterFlowTypeResult {
-  /** As stored, defaults filled in. */
-  flowType: FlowType;
-  /** false: an identical definition was already registered. */
-  changed: boolean;
-}
-
-export interface StartFlowRequest {
-  flowType: string;
-  /** Any JSON value (JSON.stringify'd). Default {}. */
-  input?: unknown;
-  /**
-   * Caller-chosen: startFlow is idempotent on it. When not given the client
-   * picks one (32 random hex digits) before the first attempt, so that a
-   * repeat on another process returns the flow instead of starting a second.
-   */
-  flowId?: string;
-}
-
-export interface StartFlowResult {
-  flowId: string;
-  flow: Flow;
-  /**
-   * A flow with this ID existed and nothing was started. With a caller-chosen
-   * ID it may also be this call's own earlier attempt (see the README).
-   */
-  alreadyExisted: boolean;
-}
-
-export interface ListFlowsRequest {
-  /** Only flows with this status. Default: every status. */
-  status?: FlowStatus;
-  /** 0 or not set: the server's default (100); at most 1000. */
-  pageSize?: number;
-  /** nextPageToken of the previous page. */
-  pageToken?: string;
-}
-
-export interface ListFlowsResult {
-  flows: Flow[];
-  /** "" on the last page. */
-  nextPageToken: string;
-}
-
-export interface WaitFlowOptions {
-  /**
-   * How long to wait for the flow to end. Default: no limit (then `signal` is
-   * the way to stop waiting). Past it, waitFlow rejects with a
-   * WaitTimeoutError that holds the flow as it was.
-   */
-  timeoutMs?: number;
   signal?: AbortSignal;
 }
 
@@ -212,16 +149,6 @@ export class FlowWaitTimeoutError extends DexError {
   }
 }
 
-/** waitFlow's timeout passed before the flow ended. `flow` is its last state. */
-export class WaitTimeoutError extends DexError {
-  readonly flow: Flow;
-  constructor(details: string, flow: Flow) {
-    super("DEADLINE_EXCEEDED", details);
-    this.name = "WaitTimeoutError";
-    this.flow = flow;
-  }
-}
-
 // The pause between two rounds over every address: 50 ms doubling to 1 s.
 const ROUND_BACKOFF_INITIAL_MS = 50;
 const ROUND_BACKOFF_MAX_MS = 1000;
@@ -229,10 +156,8 @@ const ROUND_BACKOFF_MAX_MS = 1000;
 const UNREACHABLE_GRACE_MS = 1500;
 // A new attempt needs at least this much of the deadline left.
 const MIN_ATTEMPT_MS = 10;
-// waitFlow waits on the server in pieces of at most this, so that an
-// unbounded wait never needs an unbounded deadline.
-const WAIT_PIECE_MS = 60_000;
-// The dex Flow waits ask the server for at most this per call (its limit is 60 s).
+// The waits ask the server for at most this per call (its limit is 60 s), so
+// that an unbounded wait never needs an unbounded deadline.
 const FLOW_WAIT_PIECE_MS = 50_000;
 // While no process serves a dex Flow wait, it asks again this often.
 const FLOW_WAIT_RETRY_MS = 200;
@@ -241,44 +166,46 @@ interface Endpoint {
   address: string;
   flows: grpc.Client;
   admin: grpc.Client;
-  flowApi: grpc.Client;
 }
 
-type Service = "flows" | "admin" | "flowApi";
+type Service = "flows" | "admin";
 
 interface CallSpec {
   service: Service;
   method: string;
-  /** Made again for every attempt (waitFlow's remaining wait shrinks). */
+  /** Made again for every attempt. */
   request: () => unknown;
   timeoutMs: number;
   signal: AbortSignal | undefined;
   credential?: string;
   /**
-   * Once a process was reached in this call, keep trying unreachable
-   * addresses until the deadline instead of for UNREACHABLE_GRACE_MS only
-   * (waitFlow: a wait that a server restart broke goes on waiting).
+   * Once a process of the node was reached (in this call or an earlier
+   * one), keep trying unreachable addresses until the deadline instead of
+   * for UNREACHABLE_GRACE_MS only: a restart or a failover delays the call
+   * instead of failing it.
    */
   keepTryingOnceReached?: boolean;
   /**
    * While an attempt runs, re-check every second that its process is still
-   * the active one (gRPC health of dex.FlowService) and move on when it says
-   * NOT_SERVING or misses two answers in a row (waitFlow: a long poll sends
-   * nothing while it waits, so a frozen process would otherwise hold it).
+   * the active one (its gRPC health) and move on when it says NOT_SERVING or
+   * misses two answers in a row (a long poll sends nothing while it waits,
+   * so a frozen process would otherwise hold it).
    */
   watchReadiness?: boolean;
 }
 
-// waitFlow's re-checks of the process it waits on (watchReadiness).
+// The waits' re-checks of the process they wait on (watchReadiness).
 const READINESS_WATCH_INTERVAL_MS = 1_000;
 const READINESS_WATCH_MISSES = 2;
 
 /**
  * A client of one dex node. Every call may be repeated safely on another
- * process (reads; RegisterFlowType of an identical definition; StartFlow on a
- * flow ID, picked here when the caller gives none; CancelFlow of an ended
- * flow), so a call moves on to the next address on UNAVAILABLE or when no
- * connection is made. DEADLINE_EXCEEDED is never tried elsewhere.
+ * process (starts and publishes carry request IDs; a repeated stop or skip
+ * answers FAILED_PRECONDITION; the rest read), so a call moves on to the next
+ * address on UNAVAILABLE or when no connection is made, and once this client
+ * has reached a process it keeps searching until the call's deadline: a
+ * restart or a failover delays a call instead of failing it.
+ * DEADLINE_EXCEEDED is never tried elsewhere.
  */
 export class Client {
   readonly addresses: readonly string[];
@@ -313,143 +240,11 @@ export class Client {
   }
 
   /**
-   * Registers a flow type: `definition` is JSON or YAML text as the server
-   * takes it (examples/flow-types/), or an object of the same shape.
-   * `changed` may be false when an earlier attempt of this call registered it.
-   */
-  async registerFlowType(definition: string | object, options: CallOptions = {}): Promise<RegisterFlowTypeResult> {
-    const text = typeof definition === "string" ? definition : JSON.stringify(definition);
-    const response = await this.call<WireRegisterFlowTypeResponse>("RegisterFlowType", { definition: text }, options);
-    return { flowType: toFlowType(orEmptyFlowType(response.flowType)), changed: response.changed };
-  }
-
-  async getFlowType(name: string, options: CallOptions = {}): Promise<FlowType> {
-    return toFlowType(await this.call<WireFlowType>("GetFlowType", { name }, options));
-  }
-
-  async listFlowTypes(options: CallOptions = {}): Promise<FlowType[]> {
-    const response = await this.call<WireListFlowTypesResponse>("ListFlowTypes", {}, options);
-    return response.flowTypes.map(toFlowType);
-  }
-
-  private async startDagFlow(request: StartFlowRequest, options: CallOptions): Promise<StartFlowResult> {
-    if (typeof request.flowType !== "string" || request.flowType === "") {
-      throw new DexError("INVALID_ARGUMENT", "startFlow: flowType is required");
-    }
-    const pickedHere = request.flowId === undefined || request.flowId === "";
-    const flowId = pickedHere ? randomBytes(16).toString("hex") : (request.flowId as string);
-    const input = request.input === undefined ? "" : jsonText(request.input, "startFlow: input");
-    const response = await this.call<WireStartFlowResponse>(
-      "StartFlow",
-      { flowType: request.flowType, input, flowId },
-      options,
-    );
-    const flow = toFlow(orEmptyFlow(response.flow));
-    // 128 random bits: a flow with this ID can only have been started by an
-    // earlier attempt of this very call.
-    return { flowId: flow.flowId || flowId, flow, alreadyExisted: pickedHere ? false : response.alreadyExisted };
-  }
-
-  async getFlow(flowId: string, options: CallOptions = {}): Promise<Flow> {
-    return toFlow(await this.call<WireFlow>("GetFlow", { flowId }, options));
-  }
-
-  /** One page of flows, in flow ID order. */
-  async listFlows(request: ListFlowsRequest = {}, options: CallOptions = {}): Promise<ListFlowsResult> {
-    const response = await this.call<WireListFlowsResponse>(
-      "ListFlows",
-      {
-        status: flowStatusToWire(request.status),
-        pageSize: request.pageSize ?? 0,
-        pageToken: request.pageToken ?? "",
-      },
-      options,
-    );
-    return { flows: response.flows.map(toFlow), nextPageToken: response.nextPageToken };
-  }
-
-  /** Every flow (matching `status`), page after page. */
-  async *iterateFlows(request: ListFlowsRequest = {}, options: CallOptions = {}): AsyncGenerator<Flow> {
-    let pageToken = request.pageToken ?? "";
-    do {
-      const page = await this.listFlows({ ...request, pageToken }, options);
-      yield* page.flows;
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
-  }
-
-  /** Cancels a running flow; an ended flow is returned unchanged. */
-  async cancelFlow(flowId: string, options: CallOptions = {}): Promise<Flow> {
-    const response = await this.call<WireCancelFlowResponse>("CancelFlow", { flowId }, options);
-    return toFlow(orEmptyFlow(response.flow));
-  }
-
-  /**
-   * Resolves with the flow once it has ended (COMPLETED, FAILED or
-   * CANCELLED). Rejects with a WaitTimeoutError when `timeoutMs` passes first,
-   * and with the signal's reason when it aborts.
-   */
-  async waitFlow(flowId: string, options: WaitFlowOptions = {}): Promise<Flow> {
-    const { signal } = options;
-    if (options.timeoutMs !== undefined && !(options.timeoutMs >= 0)) {
-      throw new DexError("INVALID_ARGUMENT", "waitFlow: timeoutMs must not be negative");
-    }
-    const waitEnd = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
-    for (;;) {
-      const piece = Math.min(waitEnd - Date.now(), WAIT_PIECE_MS);
-      // Time spent finding the active process comes off the wait.
-      const pieceEnd = Date.now() + piece;
-      const response = await this.callSpec<WireWaitFlowResponse>({
-        service: "flows",
-        method: "WaitFlow",
-        request: () => ({ flowId, timeoutMs: Math.max(1, Math.round(pieceEnd - Date.now())) }),
-        timeoutMs: Math.max(piece, 0) + this.timeoutMs,
-        signal,
-        keepTryingOnceReached: true,
-        watchReadiness: true,
-      });
-      const flow = toFlow(orEmptyFlow(response.flow));
-      if (response.ended) return flow;
-      if (Date.now() >= waitEnd) {
-        const running = flow.steps
-          .filter((s) => s.status !== "COMPLETED")
-          .map((s) => `${s.name} ${s.status}`)
-          .join(", ");
-        throw new WaitTimeoutError(
-          `flow ${flowId} did not end within ${formatDuration(options.timeoutMs ?? 0)} ` +
-            `(it is ${flow.status}${running === "" ? "" : `; steps: ${running}`})`,
-          flow,
-        );
-      }
-    }
-  }
-
-  // ------------------------------------------------------------ dex Flows
-  // dex.flow.FlowService. Every call is safe to repeat on another process
-  // (starts and publishes carry request IDs; stops and skips answer
-  // FAILED_PRECONDITION the second time; the rest read), so each keeps
-  // searching for the active process until its deadline once this client has
-  // reached one: a restart or a failover delays it instead of failing it.
-
-  /**
    * Starts a new run of a dex Flow (a Flow, or its type's name) under
    * `flowId`. The Flow type must have been declared by a Worker (its hello).
    */
-  startFlow(flow: DexFlow | string, flowId: string, input?: unknown, options?: FlowStartOptions): Promise<FlowStartResult>;
-  /** DAG model: starts a flow of a registered flow type; idempotent on `flowId` (see StartFlowRequest). */
-  startFlow(request: StartFlowRequest, options?: CallOptions): Promise<StartFlowResult>;
-  startFlow(
-    a: DexFlow | string | StartFlowRequest,
-    b?: string | CallOptions,
-    input?: unknown,
-    options: FlowStartOptions = {},
-  ): Promise<FlowStartResult | StartFlowResult> {
-    // A Flow (also one of another copy of this package: it has a declaration), or a type name.
-    const isFlow = a instanceof DexFlow || (typeof (a as Partial<DexFlow>).declaration === "function" && typeof (a as Partial<DexFlow>).type === "string");
-    if (typeof a === "string" || isFlow) {
-      return this.startRun(typeof a === "string" ? a : (a as DexFlow).type, b as string, input, options);
-    }
-    return this.startDagFlow(a, (b as CallOptions | undefined) ?? {});
+  async startFlow(flow: Flow | string, flowId: string, input?: unknown, options: FlowStartOptions = {}): Promise<FlowStartResult> {
+    return this.startRun(flowTypeOf(flow), flowId, input, options);
   }
 
   private async startRun(flowType: string, flowId: string, input: unknown, options: FlowStartOptions): Promise<FlowStartResult> {
@@ -635,7 +430,7 @@ export class Client {
   /** A dex Flow call: keeps searching for the active process until its deadline once one was reached. */
   private async flowCall<Response>(method: string, request: unknown, options: CallOptions): Promise<Response> {
     return this.callSpec<Response>({
-      service: "flowApi",
+      service: "flows",
       method,
       request: () => request,
       timeoutMs: options.timeoutMs ?? this.timeoutMs,
@@ -669,7 +464,7 @@ export class Client {
       const spec = piece(pieceMs);
       try {
         last = await this.callSpec<Wire>({
-          service: "flowApi",
+          service: "flows",
           method: spec.method,
           request: () => spec.request,
           timeoutMs: pieceMs + this.timeoutMs,
@@ -710,22 +505,11 @@ export class Client {
     for (const endpoint of this.endpoints ?? []) {
       endpoint.flows.close();
       endpoint.admin.close();
-      endpoint.flowApi.close();
     }
     this.endpoints = undefined;
   }
 
   // ------------------------------------------------------------------ inside
-
-  private call<Response>(method: string, request: unknown, options: CallOptions): Promise<Response> {
-    return this.callSpec<Response>({
-      service: "flows",
-      method,
-      request: () => request,
-      timeoutMs: options.timeoutMs ?? this.timeoutMs,
-      signal: options.signal,
-    });
-  }
 
   /**
    * The readiness of every endpoint (health name ""), asked at once; every
@@ -757,14 +541,13 @@ export class Client {
   private getEndpoints(): Endpoint[] {
     if (this.closed) throw new DexError("CANCELLED", "the client is closed");
     if (this.endpoints === undefined) {
-      const { FlowService, AdminService, FlowApiService } = services();
+      const { FlowService, AdminService } = services();
       const credentials = grpc.credentials.createInsecure();
       this.endpoints = this.addresses.map((address) => {
         const flows = new FlowService(address, credentials, channelOptions(100, 1000));
         // The same channel for both services.
         const admin = new AdminService(address, credentials, { channelOverride: flows.getChannel() });
-        const flowApi = new FlowApiService(address, credentials, { channelOverride: flows.getChannel() });
-        return { address, flows, admin, flowApi };
+        return { address, flows, admin };
       });
     }
     return this.endpoints;
@@ -880,7 +663,7 @@ export class Client {
         }
         // READY, or TRANSIENT_FAILURE: then the call fails at once with
         // gRPC's reason and sends nothing.
-        const client = spec.service === "flows" ? endpoint.flows : spec.service === "admin" ? endpoint.admin : endpoint.flowApi;
+        const client = spec.service === "flows" ? endpoint.flows : endpoint.admin;
         if (state === grpc.connectivityState.READY) everReached = true;
         try {
           const response =
@@ -930,10 +713,10 @@ export class Client {
         // server replacing its listener at a role change or a quick restart,
         // and still fails fast on a wrong address. Counted from the first
         // failure of the rounds that reached nobody (the C++ client counts
-        // from the call's start), so that a long call (waitFlow) broken by a
+        // from the call's start), so that a long call (a wait) broken by a
         // restart gets the same grace as a new one.
         unreachableSince ??= firstFailure ?? now;
-        const keepTrying = spec.keepTryingOnceReached === true && (everReached || (spec.service === "flowApi" && this.reachedOnce));
+        const keepTrying = spec.keepTryingOnceReached === true && (everReached || this.reachedOnce);
         if (!keepTrying && now - unreachableSince >= UNREACHABLE_GRACE_MS) throw exhausted();
       }
       if (now >= deadline) throw exhausted();
@@ -966,7 +749,8 @@ async function watchedCall<Response>(
   // A check starts every interval (at once after one that took longer).
   const check = (next: number): void => {
     timer = setTimeout(() => {
-      void checkReadiness(client, "dex.FlowService", Date.now() + READINESS_PROBE_TIMEOUT_MS).then((r) => {
+      // "": the process's own readiness, which every service of the active process shares.
+      void checkReadiness(client, "", Date.now() + READINESS_PROBE_TIMEOUT_MS).then((r) => {
         if (done) return;
         if (r === "serving" || r === "answered") misses = 0;
         else if (r === "notServing") why = "it answered that it is no longer serving";
@@ -995,6 +779,15 @@ async function watchedCall<Response>(
   }
 }
 
+/** A Flow's type (also of a Flow of another copy of this package: it has a declaration), or a type name as it is. */
+function flowTypeOf(flow: unknown): string {
+  if (typeof flow === "string") return flow;
+  if (flow instanceof Flow) return flow.type;
+  const f = flow as Partial<Flow> | null;
+  if (typeof f === "object" && f !== null && typeof f.declaration === "function" && typeof f.type === "string") return f.type;
+  throw new DexError("INVALID_ARGUMENT", "startFlow needs a Flow or the name of a Flow type");
+}
+
 function nonNegative(ms: number, what: string): number {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
     throw new DexError("INVALID_ARGUMENT", `startFlow: ${what} must be a non-negative number of milliseconds`);
@@ -1016,34 +809,4 @@ function valuePayload(value: unknown, what: string): { data: Buffer } {
   } catch (error) {
     throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
   }
-}
-
-function jsonText(value: unknown, what: string): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (error) {
-    throw new DexError("INVALID_ARGUMENT", `${what} is not JSON-serializable: ${String(error)}`);
-  }
-  if (text === undefined) throw new DexError("INVALID_ARGUMENT", `${what} is not JSON-serializable`);
-  return text;
-}
-
-function orEmptyFlow(flow: WireFlow | null): WireFlow {
-  return (
-    flow ?? {
-      flowId: "",
-      flowType: "",
-      status: "FLOW_STATUS_UNSPECIFIED",
-      input: "",
-      steps: [],
-      error: "",
-      createdAtMs: 0,
-      endedAtMs: 0,
-    }
-  );
-}
-
-function orEmptyFlowType(flowType: WireFlowType | null): WireFlowType {
-  return flowType ?? { name: "", steps: [] };
 }

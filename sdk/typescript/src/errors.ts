@@ -1,5 +1,6 @@
 // Errors of the SDK: DexError for everything the server (or the search for
-// it) answers, StepFailure for handlers that fail an attempt on purpose.
+// it) answers, and how a gRPC failure becomes one. (A Step fails an attempt
+// on purpose with flow/task-error.ts's TaskError.)
 import { status as GrpcStatus } from "@grpc/grpc-js";
 
 /** The gRPC status code names, as dex's docs and dexcli write them. */
@@ -90,28 +91,6 @@ export class DexError extends Error {
       this.code === "RESOURCE_EXHAUSTED" ||
       this.code === "ABORTED"
     );
-  }
-}
-
-export interface StepFailureOptions {
-  /** Fail the flow at once, without further attempts. Default false. */
-  nonRetryable?: boolean;
-  cause?: unknown;
-}
-
-/**
- * Thrown by a handler to fail the attempt with `message`. A non-retryable
- * failure fails the flow at once; a retryable one consumes an attempt and the
- * Step is retried per its retry policy. Anything else a handler throws is a
- * retryable failure with the error's message.
- */
-export class StepFailure extends Error {
-  readonly nonRetryable: boolean;
-
-  constructor(message: string, options: StepFailureOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "StepFailure";
-    this.nonRetryable = options.nonRetryable ?? false;
   }
 }
 

@@ -1,7 +1,6 @@
 // dex-sdk: the TypeScript client and Worker of the dex durable-execution server.
 export {
   Client,
-  WaitTimeoutError,
   FlowWaitTimeoutError,
   type CallOptions,
   type ClientOptions,
@@ -10,47 +9,23 @@ export {
   type FlowWaitOptions,
   type HistoryOptions,
   type HistoryWaitOptions,
+  type NodeDescription,
   type PublishOptions,
   type RunOptions,
   type StepCompletion,
   type StopFlowOptions,
-  type ListFlowsRequest,
-  type ListFlowsResult,
-  type NodeDescription,
-  type RegisterFlowTypeResult,
-  type StartFlowRequest,
-  type StartFlowResult,
-  type WaitFlowOptions,
 } from "./client";
 export {
   Worker,
   TaskCancelledError,
   defaultWorkerId,
-  type Handler,
   type Logger,
-  type StepInput,
-  type Task,
   type WorkerOptions,
   type WorkerStats,
 } from "./worker";
-export { DexError, StepFailure, grpcCodeName, type DexErrorCode, type StepFailureOptions } from "./errors";
+export { DexError, grpcCodeName, type DexErrorCode } from "./errors";
 export { parseServerAddresses, validateServerAddress, validateServerAddresses } from "./addresses";
-export type {
-  Attempt,
-  AttemptOutcome,
-  DispatchMode,
-  // The DAG model's flow and Step (removed with it, issue 14 stage 4); Flow and
-  // Step are the dex Flow model's.
-  Flow as DagFlow,
-  FlowStatus,
-  FlowType,
-  JsonValue,
-  RetryPolicy,
-  Step as DagStep,
-  StepDef,
-  StepStatus,
-} from "./types";
-// The dex Flow model (flow.ts) and the shapes of the Flow API's answers (flow-types.ts).
+// The dex Flow model (flow/) and the shapes of the Flow API's answers (flow-types.ts).
 export {
   Channel,
   ChannelMap,
@@ -79,6 +54,7 @@ export {
   type ConditionResult,
   type ExecuteOptions,
   type FlowDefinition,
+  type JsonValue,
   type MethodOptions,
   type RetryOptions,
   type Step,

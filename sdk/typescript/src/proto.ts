@@ -1,145 +1,47 @@
 // Internal: loads proto/dex/api.proto (the repository's single source of the
-// API) at run time with @grpc/proto-loader, and the shapes of its messages as
-// proto-loader hands them over (camelCase fields, enums as names, int64 as
-// numbers, `kind` naming the field set in a oneof).
+// API; it imports the dex Flow messages) at run time with @grpc/proto-loader,
+// and the shapes of its messages as proto-loader hands them over (camelCase
+// fields, enums as names, int64 as numbers, `kind` naming the field set in a
+// oneof).
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 
 // ----------------------------------------------------------------- messages
+// Requests are written with only the fields they need; responses arrive with
+// every field (defaults: true), a oneof's set member named by its `kind`-like
+// virtual field, bytes as Buffers.
 
-export interface WireRetryPolicy {
-  maxAttempts: number;
-  initialIntervalMs: number;
-  backoffCoefficient: number;
-  maxIntervalMs: number;
-}
-
-export interface WireStepDef {
-  name: string;
-  taskQueue: string;
-  after: string[];
-  retry: WireRetryPolicy | null;
-  startToCloseTimeoutMs: number;
-  heartbeatTimeoutMs: number;
-  dispatch: string;
-  sleepMs: number;
-}
-
-export interface WireFlowType {
-  name: string;
-  steps: WireStepDef[];
-}
-
-export interface WireAttempt {
-  number: number;
-  outcome: string;
-  workerId: string;
-  startedAtMs: number;
-  endedAtMs: number;
-  error: string;
-}
-
-export interface WireStep {
-  name: string;
-  status: string;
-  attempts: WireAttempt[];
-  output: string;
-  error: string;
-  wakeAtMs: number;
-}
-
-export interface WireFlow {
-  flowId: string;
-  flowType: string;
-  status: string;
-  input: string;
-  steps: WireStep[];
-  error: string;
-  createdAtMs: number;
-  endedAtMs: number;
-}
-
-export interface WireRegisterFlowTypeResponse {
-  flowType: WireFlowType | null;
-  changed: boolean;
-}
-export interface WireListFlowTypesResponse {
-  flowTypes: WireFlowType[];
-}
-export interface WireStartFlowResponse {
-  flow: WireFlow | null;
-  alreadyExisted: boolean;
-}
-export interface WireListFlowsResponse {
-  flows: WireFlow[];
-  nextPageToken: string;
-}
-export interface WireCancelFlowResponse {
-  flow: WireFlow | null;
-}
-export interface WireWaitFlowResponse {
-  flow: WireFlow | null;
-  ended: boolean;
-}
 export interface WireDescribeResponse {
   nodeId: string;
   nodeEpoch: string;
   holderProcessId: string;
 }
 
-export interface WireStepTask {
-  taskId: string;
-  flowId: string;
-  flowType: string;
-  step: string;
-  attempt: number;
-  taskQueue: string;
-  input: string;
-  startToCloseTimeoutMs: number;
-  heartbeatTimeoutMs: number;
-}
-
-export interface WireTaskResult {
-  taskId: string;
-  output?: string;
-  failure?: { message: string; nonRetryable: boolean };
-}
+// The Worker stream (dex.WorkerTaskService/PollWorkerTask in api.proto).
 
 export type WireWorkerMessage =
-  | {
-      hello: {
-        workerId: string;
-        taskQueues: string[];
-        maxConcurrentTasks: number;
-        flows?: WireFlowDeclaration[];
-      };
-    }
+  | { hello: { workerId: string; maxConcurrentTasks: number; flows: WireFlowDeclaration[] } }
   | { heartbeat: { taskId: string; details: string } }
-  | { result: WireTaskResult }
   | { flowResult: WireFlowTaskResult };
 
 export interface WireServerMessage {
-  kind?: "helloAck" | "task" | "ping" | "resultAck" | "heartbeatAck" | "flowTask";
+  kind?: "helloAck" | "ping" | "resultAck" | "heartbeatAck" | "flowTask";
   helloAck?: { nodeId: string; nodeEpoch: string };
-  task?: WireStepTask;
   flowTask?: WireFlowTask;
   ping?: Record<string, never>;
   resultAck?: { taskId: string; accepted: boolean; reason: string };
   heartbeatAck?: { taskId: string; cancelRequested: boolean };
 }
 
-// ------------------------------------------------ dex Flows (dex.flow, flow.proto)
-// Requests are written with only the fields they need; responses arrive with
-// every field (defaults: true), a oneof's set member named by its `kind`-like
-// virtual field, bytes as Buffers.
+// The dex Flow messages (package dex.flow: flow.proto, flow_api.proto, flow_records.proto).
 
 export interface WirePayload {
   data: Uint8Array;
 }
 
-export interface WireRetryPolicyFlow {
+export interface WireRetryPolicy {
   initialIntervalMs?: number;
   backoffCoefficient?: number;
   maximumIntervalMs?: number;
@@ -149,7 +51,7 @@ export interface WireRetryPolicyFlow {
 
 export interface WireMethodOptions {
   attemptTimeoutMs?: number;
-  retry?: WireRetryPolicyFlow;
+  retry?: WireRetryPolicy;
   failurePolicy?: string;
   recoveryStepType?: string;
   durability?: string;
@@ -372,11 +274,10 @@ function protoRoot(): string {
 }
 
 export interface DexServices {
+  /** The dex Flow API (dex.flow.FlowService). */
   FlowService: grpc.ServiceClientConstructor;
   WorkerTaskService: grpc.ServiceClientConstructor;
   AdminService: grpc.ServiceClientConstructor;
-  /** dex.flow.FlowService: the dex Flow API (flow_api.proto). */
-  FlowApiService: grpc.ServiceClientConstructor;
 }
 
 let loaded: DexServices | undefined;
@@ -395,11 +296,10 @@ export function services(): DexServices {
     oneofs: true,
   });
   const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-    dex: DexServices & { flow: { FlowService: grpc.ServiceClientConstructor } };
+    dex: Omit<DexServices, "FlowService"> & { flow: { FlowService: grpc.ServiceClientConstructor } };
   };
   loaded = {
-    FlowApiService: pkg.dex.flow.FlowService,
-    FlowService: pkg.dex.FlowService,
+    FlowService: pkg.dex.flow.FlowService,
     WorkerTaskService: pkg.dex.WorkerTaskService,
     AdminService: pkg.dex.AdminService,
   };

@@ -1,8 +1,8 @@
-// The Worker: serves task queues and hosts dex Flows over one
-// WorkerTaskService.PollWorkerTask stream at a time (docs/api.md, "The Worker
-// stream") and runs the DAG Step tasks and the Flow tasks (one attempt of a
-// Step's waitFor or execute, flow.ts: runFlowTask) it receives, at most
-// maxConcurrentTasks at once. Every hello declares the hosted Flows.
+// The Worker: hosts dex Flows over one WorkerTaskService.PollWorkerTask
+// stream at a time (docs/api.md, "The Worker stream") and runs the Flow tasks
+// it receives (one attempt of a Step's waitFor or execute, flow/runner.ts:
+// runFlowTask), at most maxConcurrentTasks at once. Every hello declares the
+// hosted Flows.
 //
 // Semantics of the C++ SDK (src/sdk/worker.h, src/sdk/README.md):
 //   - WorkerHello first on every stream; the stream counts once its HelloAck
@@ -26,8 +26,7 @@ import { hostname } from "node:os";
 import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
-import { Client } from "./client";
-import { DexError, errorFromGrpc, isConnectionFailure, StepFailure } from "./errors";
+import { DexError, errorFromGrpc, isConnectionFailure } from "./errors";
 import { Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
 import { probeReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
@@ -35,10 +34,8 @@ import {
   channelOptions,
   services,
   type WireFlowTask,
-  type WireServerMessage,
-  type WireStepTask,
   type WireFlowTaskResult,
-  type WireTaskResult,
+  type WireServerMessage,
   type WireWorkerMessage,
 } from "./proto";
 
@@ -60,7 +57,7 @@ export interface WorkerOptions {
   address?: string;
   /** Stable across reconnects of one Worker process. Default "<hostname>-<pid>". */
   workerId?: string;
-  /** How many handlers run at once, whatever the server sends. Default 16. */
+  /** How many attempts run at once, whatever the server sends. Default 16. */
   maxConcurrentTasks?: number;
   /**
    * Reconnect delays double from initial to max; each is jittered to
@@ -70,64 +67,15 @@ export interface WorkerOptions {
   reconnectBackoffInitialMs?: number;
   reconnectBackoffMaxMs?: number;
   /**
-   * After shutdown(): how long to wait for running tasks to finish and their
-   * results to be acknowledged. Past it, running handlers see their signal
-   * aborted and their results are dropped (the server times those attempts
-   * out). Default 30000.
+   * After shutdown(): how long to wait for running attempts to finish and
+   * their results to be acknowledged. Past it, running attempts see their
+   * signal aborted and their results are dropped (the server times those
+   * attempts out). Default 30000.
    */
   shutdownTimeoutMs?: number;
   /** Default: warnings and errors to console.error. */
   logger?: Logger;
 }
-
-/** The input of a Step: {"flow": <flow input>, "steps": {<dependency>: <its output>}}. */
-export interface StepInput<FlowInput = unknown> {
-  flow: FlowInput;
-  steps: Record<string, unknown>;
-}
-
-/** What a handler sees of one attempt of a Step. */
-export interface Task<FlowInput = unknown> {
-  /** Unique per dispatch; names the attempt. */
-  readonly taskId: string;
-  readonly flowId: string;
-  readonly flowType: string;
-  /** The Step's name. */
-  readonly step: string;
-  readonly taskQueue: string;
-  /** From 1. */
-  readonly attempt: number;
-  /** The whole input: the flow's input and the outputs of the Steps this one depends on. */
-  readonly input: StepInput<FlowInput>;
-  /** input.flow. */
-  readonly flowInput: FlowInput;
-  /** input.steps: the outputs of the Steps this one depends on, by name. */
-  readonly stepOutputs: Record<string, unknown>;
-  readonly startToCloseTimeoutMs: number;
-  /** 0: the Step needs no heartbeat. */
-  readonly heartbeatTimeoutMs: number;
-  /**
-   * Aborted when the server asks to stop (the attempt ended or its flow was
-   * cancelled, seen in the answer to a heartbeat), when the start-to-close
-   * timeout has passed, or when the Worker's shutdown timeout has passed.
-   * `signal.reason` says which. Pass it on to fetch() and friends.
-   */
-  readonly signal: AbortSignal;
-  /**
-   * Tells the server the attempt is alive (needed when the Step has a
-   * heartbeat timeout); `details` travel as JSON. Its answer may abort
-   * `signal`. Returns false when it was dropped: no stream is open now, or the
-   * task has ended.
-   */
-  heartbeat(details?: unknown): boolean;
-}
-
-/**
- * A handler: returns (or resolves with) the Step's output, any JSON value;
- * throws StepFailure to fail the attempt (nonRetryable: fail the flow), or
- * anything else for a retryable failure with that error's message.
- */
-export type Handler<FlowInput = unknown, Output = unknown> = (task: Task<FlowInput>) => Output | Promise<Output>;
 
 /** Counters, for tests and monitoring. */
 export interface WorkerStats {
@@ -137,9 +85,9 @@ export interface WorkerStats {
   streamsAccepted: number;
   /** Streams that ended without a HelloAck (a standby, nothing listening, no answer). */
   streamsRefused: number;
-  /** StepTasks received (duplicates excluded). */
+  /** FlowTasks received (duplicates excluded). */
   tasksReceived: number;
-  /** Handler calls that returned or threw. */
+  /** Attempts that returned or threw. */
   tasksFinished: number;
   resultsAccepted: number;
   /** Results the server refused as stale (dropped). */
@@ -147,14 +95,14 @@ export interface WorkerStats {
   /** Results sent again on a new stream. */
   resultsResent: number;
   heartbeatsSent: number;
-  /** Handlers running now. */
+  /** Attempts running now. */
   running: number;
   /** The address whose process accepted the current stream; "" while searching. */
   connectedAddress: string;
 }
 
-// Tasks queued beyond the handlers are bounded; past this a task is answered
-// with a retryable failure instead of being queued.
+// Tasks queued beyond the running attempts are bounded; past this a task is
+// answered with a retryable failure instead of being queued.
 const QUEUED_TASKS_MIN = 1000;
 // A stream that received nothing (not even a Ping) for this long is treated as
 // dead and cancelled: the process froze (SIGSTOP, a stalled host) or the
@@ -172,10 +120,10 @@ const SUPERVISOR_TICK_MS = 200;
 // At the end of a shutdown: how long to wait for the acks of handed-back tasks.
 const HAND_BACK_ACK_WAIT_MS = 1_000;
 
-/** Why a task's signal was aborted. */
+/** Why an attempt's signal was aborted. */
 export class TaskCancelledError extends Error {
-  /** "cancel-requested" | "start-to-close-timeout" | "shutdown-timeout" */
-  readonly reason: "cancel-requested" | "start-to-close-timeout" | "shutdown-timeout";
+  /** "cancel-requested" | "attempt-timeout" | "shutdown-timeout" */
+  readonly reason: "cancel-requested" | "attempt-timeout" | "shutdown-timeout";
   constructor(reason: TaskCancelledError["reason"], message: string) {
     super(message);
     this.name = "TaskCancelledError";
@@ -184,11 +132,7 @@ export class TaskCancelledError extends Error {
 }
 
 interface TaskState {
-  /** A dex Flow task: `wire` holds only its task ID and timeouts. */
-  wire: WireStepTask;
-  flowTask: WireFlowTask | undefined;
-  input: unknown;
-  inputError: string | undefined;
+  task: WireFlowTask;
   controller: AbortController;
   timer: NodeJS.Timeout | undefined;
   ended: boolean;
@@ -224,8 +168,6 @@ export class Worker {
   private readonly log: Logger;
   private readonly queuedMax: number;
 
-  private readonly handlers = new Map<string, Handler>();
-  private readonly definitions: (string | object)[] = [];
   private ran = false;
   private stopping = false;
   private finished = false;
@@ -236,10 +178,10 @@ export class Worker {
   private readonly tasks = new Map<string, TaskState>(); // queued or running
   private running = 0;
   private readonly flows = new Map<string, Flow>(); // hosted dex Flows, by Flow type
-  // Results (result or flowResult messages), sent or not, until acknowledged.
+  // Results, sent or not, until acknowledged.
   private readonly pending = new Map<string, WireWorkerMessage>();
-  // Received after shutdown(), neither run nor answered: task ID -> is a Flow task.
-  private readonly held = new Map<string, boolean>();
+  // Tasks received after shutdown(), neither run nor answered, by task ID.
+  private readonly held = new Set<string>();
   private handingBack = false;
   private backoffMs: number;
   private readonly counters: Omit<WorkerStats, "running" | "connectedAddress"> = {
@@ -292,17 +234,6 @@ export class Worker {
   }
 
   /**
-   * Serves `taskQueue` with `handler`. Call before run(); a second handler
-   * for the same queue replaces the first.
-   */
-  handle<FlowInput = unknown, Output = unknown>(taskQueue: string, handler: Handler<FlowInput, Output>): this {
-    if (this.ran) throw new DexError("FAILED_PRECONDITION", "handle() must be called before run()");
-    if (taskQueue === "") throw new DexError("INVALID_ARGUMENT", "handle(): the task queue name is empty");
-    this.handlers.set(taskQueue, handler as Handler);
-    return this;
-  }
-
-  /**
    * Hosts a dex Flow: declares it in every hello (durably recorded by the
    * server; a changed declaration becomes a new version) and runs its
    * WaitFor and Execute tasks. Call before run(); a second Flow of the same
@@ -316,27 +247,14 @@ export class Worker {
   }
 
   /**
-   * A flow type definition (JSON or YAML text, or an object of that shape)
-   * that run() registers before it opens the stream, retrying while no
-   * active process answers. Call before run().
-   */
-  registerFlowType(definition: string | object): this {
-    if (this.ran) throw new DexError("FAILED_PRECONDITION", "registerFlowType() must be called before run()");
-    this.definitions.push(definition);
-    return this;
-  }
-
-  /**
    * Serves until shutdown(); resolves once the shutdown completed. Rejects
-   * with a DexError when there is no handler, when a flow type definition is
-   * refused, or when called twice.
+   * with a DexError when it hosts no Flow or more than 100, or when called
+   * twice.
    */
   run(): Promise<void> {
     if (this.ran) return Promise.reject(new DexError("FAILED_PRECONDITION", "Worker.run() may be called once"));
-    if (this.handlers.size === 0 && this.flows.size === 0) {
-      return Promise.reject(
-        new DexError("INVALID_ARGUMENT", "the worker has no handler and hosts no Flow: call handle() or host() before run()"),
-      );
+    if (this.flows.size === 0) {
+      return Promise.reject(new DexError("INVALID_ARGUMENT", "the worker hosts no Flow: call host(flow) before run()"));
     }
     if (this.flows.size > 100) {
       return Promise.reject(new DexError("INVALID_ARGUMENT", `the worker hosts ${this.flows.size} Flow types; a hello takes at most 100`));
@@ -347,8 +265,8 @@ export class Worker {
   }
 
   /**
-   * Graceful: stops taking tasks, lets running and queued ones finish, sends
-   * their results and waits for their acks, bounded by shutdownTimeoutMs.
+   * Graceful: stops taking tasks, lets running and queued attempts finish,
+   * sends their results and waits for their acks, bounded by shutdownTimeoutMs.
    * Resolves when run() has returned (at once if run() was never called).
    * Idempotent.
    */
@@ -368,9 +286,10 @@ export class Worker {
   }
 
   /**
-   * Resolves once run() has registered the flow types and a process accepted
-   * the task stream: flows started from then on find their flow types and
-   * this Worker. Rejects when run() fails, or when the Worker stops first.
+   * Resolves once a process accepted the task stream, and with it the hello
+   * that declared the hosted Flows: runs started from then on find their Flow
+   * types and this Worker. Rejects when run() fails, or when the Worker stops
+   * first.
    */
   ready(): Promise<void> {
     return this.readyPromise;
@@ -385,9 +304,8 @@ export class Worker {
   private async serve(): Promise<void> {
     const supervisor = setInterval(() => this.supervise(), SUPERVISOR_TICK_MS);
     try {
-      await this.registerDefinitions();
       this.log.info?.(
-        `worker ${this.workerId}: serving ${[...this.handlers.keys(), ...[...this.flows.keys()].map((f) => `Flow ${f}`)].join(", ")} on ${this.addresses.join(
+        `worker ${this.workerId}: serving ${[...this.flows.keys()].map((f) => `Flow ${f}`).join(", ")} on ${this.addresses.join(
           ", ",
         )} with up to ${this.maxConcurrent} concurrent tasks`,
       );
@@ -453,55 +371,10 @@ export class Worker {
       throw error;
     } finally {
       clearInterval(supervisor);
-      // A run() that failed (a refused definition) leaves nothing running.
+      // A run() that failed leaves nothing running.
       this.finished = true;
       this.readyReject?.(new DexError("CANCELLED", `worker ${this.workerId} stopped before it was ready`));
       this.changed();
-    }
-  }
-
-  private async registerDefinitions(): Promise<void> {
-    if (this.definitions.length === 0) return;
-    const client = new Client({ addresses: [...this.addresses], timeoutMs: 10_000 });
-    // shutdown() ends a registration in progress.
-    const stop = new AbortController();
-    let registering = true;
-    const onChange = (): void => {
-      if (!registering) return;
-      if (this.stopping) stop.abort(new DexError("CANCELLED", `worker ${this.workerId} is shutting down`));
-      else this.waiters.push(onChange);
-    };
-    this.waiters.push(onChange);
-    try {
-      let backoff = this.backoffInitialMs;
-      for (let i = 0; i < this.definitions.length && !this.stopping; ) {
-        try {
-          const registered = await client.registerFlowType(this.definitions[i] as string | object, {
-            signal: stop.signal,
-          });
-          this.log.info?.(
-            `worker ${this.workerId}: flow type ${registered.flowType.name} registered${
-              registered.changed ? "" : " (unchanged)"
-            }`,
-          );
-          i++;
-        } catch (error) {
-          if (this.stopping) break;
-          if (!(error instanceof DexError)) throw error;
-          if (!error.transient) {
-            throw new DexError(error.code, `registering flow type definition #${i + 1}: ${error.details}`, {
-              cause: error,
-            });
-          }
-          this.log.warn?.(`worker ${this.workerId}: registering flow types: ${error.message}; retrying`);
-          const delay = jitter(backoff);
-          backoff = Math.min(backoff * 2, this.backoffMaxMs);
-          await this.waitFor(() => this.stopping, delay);
-        }
-      }
-    } finally {
-      registering = false;
-      client.close();
     }
   }
 
@@ -565,7 +438,6 @@ export class Worker {
       const hello: WireWorkerMessage = {
         hello: {
           workerId: this.workerId,
-          taskQueues: [...this.handlers.keys()],
           maxConcurrentTasks: this.maxConcurrent,
           flows: [...this.flows.values()].map((f) => f.declaration()),
         },
@@ -626,9 +498,6 @@ export class Worker {
         this.changed();
         return;
       }
-      case "task":
-        if (message.task !== undefined) this.onTask(message.task);
-        return;
       case "flowTask":
         if (message.flowTask !== undefined) this.onFlowTask(message.flowTask);
         return;
@@ -666,7 +535,7 @@ export class Worker {
           state.controller.abort(
             new TaskCancelledError(
               "cancel-requested",
-              `the server asked to stop task ${ack.taskId}: its attempt ended or its flow was cancelled`,
+              `the server asked to stop task ${ack.taskId}: its attempt ended or its run was stopped`,
             ),
           );
         }
@@ -677,7 +546,7 @@ export class Worker {
     }
   }
 
-  private onTask(task: WireStepTask): void {
+  private onFlowTask(task: WireFlowTask): void {
     const id = task.taskId;
     if (this.tasks.has(id) || this.pending.has(id) || this.held.has(id)) {
       this.log.debug?.(`worker ${this.workerId}: task ${id} received again; ignored`);
@@ -693,58 +562,8 @@ export class Worker {
           `worker ${this.workerId}: task ${id} arrived while the worker hands tasks back; ignored (the server times it out)`,
         );
       } else {
-        this.held.set(id, false);
+        this.held.add(id);
       }
-      return;
-    }
-    if (this.queue.length >= this.queuedMax) {
-      const message = `worker ${this.workerId} has ${this.queue.length} tasks queued; the task was not started`;
-      this.log.warn?.(`worker ${this.workerId}: ${message}`);
-      this.deliver(id, { result: { taskId: id, failure: { message, nonRetryable: false } } });
-      return;
-    }
-    let input: unknown;
-    let inputError: string | undefined;
-    try {
-      input = JSON.parse(task.input === "" ? "{}" : task.input) as unknown;
-    } catch (error) {
-      inputError = error instanceof Error ? error.message : String(error);
-    }
-    const state: TaskState = {
-      wire: task,
-      flowTask: undefined,
-      input,
-      inputError,
-      controller: new AbortController(),
-      timer: undefined,
-      ended: false,
-    };
-    if (task.startToCloseTimeoutMs > 0) {
-      state.timer = setTimeout(() => {
-        state.controller.abort(
-          new TaskCancelledError(
-            "start-to-close-timeout",
-            `task ${id} passed its start-to-close timeout of ${task.startToCloseTimeoutMs} ms`,
-          ),
-        );
-      }, task.startToCloseTimeoutMs);
-      state.timer.unref();
-    }
-    this.tasks.set(id, state);
-    this.queue.push(state);
-    this.pump();
-  }
-
-  private onFlowTask(task: WireFlowTask): void {
-    const id = task.taskId;
-    if (this.tasks.has(id) || this.pending.has(id) || this.held.has(id)) {
-      this.log.debug?.(`worker ${this.workerId}: task ${id} received again; ignored`);
-      return;
-    }
-    this.counters.tasksReceived++;
-    if (this.stopping) {
-      // As onTask: held, handed back at the end.
-      if (!this.handingBack) this.held.set(id, true);
       return;
     }
     if (this.queue.length >= this.queuedMax) {
@@ -753,32 +572,11 @@ export class Worker {
       this.deliver(id, { flowResult: { taskId: id, error: { message, nonRetryable: false } } });
       return;
     }
-    const state: TaskState = {
-      wire: {
-        taskId: id,
-        flowId: task.flowId,
-        flowType: task.flowType,
-        step: task.stepType,
-        attempt: task.attempt,
-        taskQueue: "",
-        input: "",
-        startToCloseTimeoutMs: task.attemptTimeoutMs,
-        heartbeatTimeoutMs: task.heartbeatTimeoutMs,
-      },
-      flowTask: task,
-      input: undefined,
-      inputError: undefined,
-      controller: new AbortController(),
-      timer: undefined,
-      ended: false,
-    };
+    const state: TaskState = { task, controller: new AbortController(), timer: undefined, ended: false };
     if (task.attemptTimeoutMs > 0) {
       state.timer = setTimeout(() => {
         state.controller.abort(
-          new TaskCancelledError(
-            "start-to-close-timeout",
-            `task ${id} passed its attempt timeout of ${task.attemptTimeoutMs} ms`,
-          ),
+          new TaskCancelledError("attempt-timeout", `task ${id} passed its attempt timeout of ${task.attemptTimeoutMs} ms`),
         );
       }, task.attemptTimeoutMs);
       state.timer.unref();
@@ -798,100 +596,39 @@ export class Worker {
   }
 
   private async runTask(state: TaskState): Promise<void> {
-    const result: WireWorkerMessage =
-      state.flowTask !== undefined ? { flowResult: await this.runFlow(state, state.flowTask) } : { result: await this.runHandler(state) };
+    const result: WireWorkerMessage = { flowResult: await this.runFlow(state) };
+    const taskId = state.task.taskId;
     state.ended = true;
     if (state.timer !== undefined) clearTimeout(state.timer);
-    this.tasks.delete(state.wire.taskId);
+    this.tasks.delete(taskId);
     this.running--;
     this.counters.tasksFinished++;
     if (this.finished) {
       this.log.warn?.(
-        `worker ${this.workerId}: task ${state.wire.taskId} finished after the shutdown timeout; its result is dropped`,
+        `worker ${this.workerId}: task ${taskId} finished after the shutdown timeout; its result is dropped`,
       );
     } else {
-      this.deliver(state.wire.taskId, result);
+      this.deliver(taskId, result);
     }
     this.changed();
     this.pump();
   }
 
-  private async runFlow(state: TaskState, task: WireFlowTask): Promise<WireFlowTaskResult> {
+  private async runFlow(state: TaskState): Promise<WireFlowTaskResult> {
+    const task = state.task;
     const flow = this.flows.get(task.flowType);
     if (flow === undefined) {
       return { taskId: task.taskId, error: { message: `worker ${this.workerId} hosts no Flow type '${task.flowType}'`, nonRetryable: false } };
     }
-    return runFlowTask(flow, task, state.controller.signal, () => this.sendHeartbeat(state, undefined));
+    return runFlowTask(flow, task, state.controller.signal, () => this.sendHeartbeat(state));
   }
 
-  private async runHandler(state: TaskState): Promise<WireTaskResult> {
-    const wire = state.wire;
-    const taskId = wire.taskId;
-    const fail = (message: string, nonRetryable: boolean): WireTaskResult => ({
-      taskId,
-      failure: { message, nonRetryable },
-    });
-    const handler = this.handlers.get(wire.taskQueue);
-    if (handler === undefined) {
-      return fail(`worker ${this.workerId} has no handler for task queue ${wire.taskQueue}`, false);
-    }
-    if (state.inputError !== undefined) {
-      return fail(`the task's input is not valid JSON: ${state.inputError}`, true);
-    }
-    const input = state.input;
-    const inputObject: Record<string, unknown> =
-      typeof input === "object" && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
-    const stepOutputs = (
-      typeof inputObject["steps"] === "object" && inputObject["steps"] !== null ? inputObject["steps"] : {}
-    ) as Record<string, unknown>;
-    const task: Task = {
-      taskId,
-      flowId: wire.flowId,
-      flowType: wire.flowType,
-      step: wire.step,
-      taskQueue: wire.taskQueue,
-      attempt: wire.attempt,
-      input: input as StepInput,
-      flowInput: inputObject["flow"] ?? null,
-      stepOutputs,
-      startToCloseTimeoutMs: wire.startToCloseTimeoutMs,
-      heartbeatTimeoutMs: wire.heartbeatTimeoutMs,
-      signal: state.controller.signal,
-      heartbeat: (details?: unknown) => this.sendHeartbeat(state, details),
-    };
-    let output: unknown;
-    try {
-      output = await handler(task);
-    } catch (error) {
-      if (error instanceof StepFailure) return fail(error.message, error.nonRetryable);
-      return fail(describeError(error), false);
-    }
-    let text: string | undefined;
-    try {
-      text = output === undefined ? "null" : JSON.stringify(output);
-    } catch (error) {
-      return fail(`the handler's output is not JSON-serializable: ${describeError(error)}`, true);
-    }
-    if (text === undefined) {
-      return fail(`the handler's output is not JSON-serializable (a ${typeof output})`, true);
-    }
-    return { taskId, output: text };
-  }
-
-  private sendHeartbeat(state: TaskState, details: unknown): boolean {
+  private sendHeartbeat(state: TaskState): boolean {
     if (state.ended) return false;
-    let text = "";
-    if (details !== undefined && details !== null) {
-      try {
-        text = JSON.stringify(details) ?? "";
-      } catch (error) {
-        throw new DexError("INVALID_ARGUMENT", `heartbeat details are not JSON-serializable: ${describeError(error)}`);
-      }
-    }
     const conn = this.current;
     if (conn === undefined) return false;
     this.counters.heartbeatsSent++;
-    return this.write(conn, { heartbeat: { taskId: state.wire.taskId, details: text } });
+    return this.write(conn, { heartbeat: { taskId: state.task.taskId, details: "" } });
   }
 
   /** Keeps `result` until acknowledged and writes it to the current stream, if any. */
@@ -939,9 +676,9 @@ export class Worker {
     if (this.held.size > 0 && !this.finished) {
       this.handingBack = true;
       this.log.info?.(`worker ${this.workerId}: handing back ${this.held.size} task(s) that arrived after shutdown`);
-      for (const [id, isFlow] of this.held) {
-        const failure = { message: `worker ${this.workerId} is shutting down; the task was not started`, nonRetryable: false };
-        this.deliver(id, isFlow ? { flowResult: { taskId: id, error: failure } } : { result: { taskId: id, failure } });
+      for (const id of this.held) {
+        const error = { message: `worker ${this.workerId} is shutting down; the task was not started`, nonRetryable: false };
+        this.deliver(id, { flowResult: { taskId: id, error } });
       }
       this.held.clear();
       await this.waitFor(() => this.pending.size === 0 || this.finished, HAND_BACK_ACK_WAIT_MS);
@@ -959,7 +696,7 @@ export class Worker {
     }
     for (const state of this.queue) {
       if (state.timer !== undefined) clearTimeout(state.timer);
-      this.tasks.delete(state.wire.taskId);
+      this.tasks.delete(state.task.taskId);
     }
     this.queue.length = 0;
     const current = this.current;
@@ -1009,11 +746,4 @@ export class Worker {
   private async sleepUnlessFinished(ms: number): Promise<void> {
     await this.waitFor(() => this.finished, ms);
   }
-}
-
-function describeError(error: unknown): string {
-  if (error instanceof Error) {
-    return error.name === "Error" || error.name === "" ? error.message : `${error.name}: ${error.message}`;
-  }
-  return String(error);
 }

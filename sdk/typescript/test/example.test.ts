@@ -25,5 +25,5 @@ test("the README's quickstart example completes its flow", async () => {
       (error, stdout, stderr) => (error === null ? resolve({ stdout, stderr }) : reject(new Error(`${error.message}\n${stderr}`))),
     );
   });
-  assert.equal(stdout.trim(), 'COMPLETED {"text":"HELLO, ADA! (signed by greet, attempt 1)"}');
+  assert.equal(stdout.trim(), 'COMPLETED {"text":"HELLO, ADA! (signed by Grace, attempt 1)"}');
 });

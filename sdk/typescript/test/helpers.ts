@@ -35,10 +35,6 @@ export function binary(name: string): string {
   return file;
 }
 
-export function exampleFlowType(name: string): string {
-  return fs.readFileSync(path.join(REPO_ROOT, "examples", "flow-types", `${name}.yaml`), "utf8");
-}
-
 /** A loopback port nothing listens on (bound, then released). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

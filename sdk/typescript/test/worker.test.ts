@@ -1,13 +1,44 @@
-// The Worker against a real dex-server-zd dev: flows of one and three Steps,
-// the concurrency limit, heartbeats, cancellation through the AbortSignal,
-// graceful shutdown, and StepFailure.
+// The Worker hosting dex Flows against a real dex-server-zd dev: runs of one
+// and three Steps, a retried attempt, the concurrency limit, heartbeats,
+// the AbortSignal (a stop, the attempt timeout, the shutdown timeout),
+// TaskError and other errors, graceful shutdown and the hand-back of tasks
+// that arrive during it.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Client, StepFailure, TaskCancelledError, Worker, type Task, type WorkerOptions } from "../src/index";
-import { DevServer, eventually, exampleFlowType, MemoryLogger } from "./helpers";
+import {
+  Client,
+  Flow,
+  TaskCancelledError,
+  TaskError,
+  Worker,
+  deadEnd,
+  goTo,
+  gracefulComplete,
+  type Step,
+  type StepContext,
+  type WorkerOptions,
+} from "../src/index";
+import { DevServer, eventually, MemoryLogger } from "./helpers";
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A Flow of one Step type. */
+function oneStep(type: string, step: Omit<Step, "type">): Flow {
+  const only: Step = { type: "S", ...step };
+  return new Flow({ type, startStep: only, steps: [only] });
+}
+
+/** Resolves with the signal's reason once it aborts, or undefined after `ms`. */
+function aborted(signal: AbortSignal, ms: number): Promise<unknown> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve(signal.reason);
+    });
+  });
+}
 
 describe("Worker", () => {
   let server: DevServer;
@@ -25,126 +56,93 @@ describe("Worker", () => {
     await server?.stop();
   });
 
-  function newWorker(options: WorkerOptions = {}): { worker: Worker; logger: MemoryLogger } {
+  /** A Worker hosting `flows`, serving until `run` ends; ready. */
+  async function newWorker(flows: Flow[], options: WorkerOptions = {}): Promise<{ worker: Worker; logger: MemoryLogger; running: Promise<void> }> {
     const logger = new MemoryLogger();
     const worker = new Worker({ addresses: [server.address], logger, shutdownTimeoutMs: 10_000, ...options });
     workers.push(worker);
-    return { worker, logger };
+    for (const flow of flows) worker.host(flow);
+    const running = worker.run();
+    await worker.ready(); // the hello declared the Flows
+    return { worker, logger, running };
   }
 
-  test("runs the example flows of one and three Steps, retrying a failed attempt", async () => {
-    const { worker } = newWorker();
-    worker.handle<{ n: number }>("example", async (task) => {
-      switch (task.step) {
-        case "echo":
-          return task.flowInput;
-        case "fetch":
-          return { items: task.flowInput.n + 2 };
-        case "transform":
-          if (task.attempt === 1) throw new Error("transform fails on its first attempt");
-          return { total: (task.stepOutputs["fetch"] as { items: number }).items * 10 };
-        case "store":
-          return { stored: task.stepOutputs["transform"], input: task.input.flow };
-        default:
-          throw new StepFailure(`unknown step ${task.step}`, { nonRetryable: true });
-      }
-    });
-    worker.registerFlowType(exampleFlowType("one-step")).registerFlowType(exampleFlowType("three-step"));
-    const running = worker.run();
-    await worker.ready(); // the flow types are registered
+  test("runs Flows of one and three Steps, retrying a failed attempt", async () => {
+    const echo = oneStep("w-one", { execute: (ctx) => gracefulComplete(ctx.input) });
+    const fetch: Step<{ n: number }> = { type: "Fetch", execute: (ctx) => goTo("Transform", { items: ctx.input.n + 2 }) };
+    const transform: Step<{ items: number }> = {
+      type: "Transform",
+      options: { execute: { retry: { initialIntervalMs: 50 } } },
+      execute(ctx) {
+        if (ctx.attempt === 1) throw new Error("transform fails on its first attempt");
+        return goTo("Store", { total: ctx.input.items * 10, transformedOnAttempt: ctx.attempt });
+      },
+    };
+    const store: Step = { type: "Store", execute: (ctx) => gracefulComplete({ stored: ctx.input, by: ctx.scheduledBy }) };
+    const three = new Flow({ type: "w-three", startStep: fetch, steps: [fetch, transform, store] });
+    const { worker, running } = await newWorker([echo, three]);
 
-    const one = await client.startFlow({ flowType: "one-step", input: { n: 1 } });
-    const three = await client.startFlow({ flowType: "three-step", input: { n: 1 } });
-    const oneDone = await client.waitFlow(one.flowId, { timeoutMs: 15_000 });
+    await client.startFlow(echo, "one-1", { n: 1 });
+    await client.startFlow(three, "three-1", { n: 1 });
+    const oneDone = await client.waitForFlow("one-1", { timeoutMs: 15_000 });
     assert.equal(oneDone.status, "COMPLETED");
     assert.deepEqual(oneDone.output, { n: 1 });
-
-    const threeDone = await client.waitFlow(three.flowId, { timeoutMs: 15_000 });
+    const threeDone = await client.waitForFlow("three-1", { timeoutMs: 15_000 });
     assert.equal(threeDone.status, "COMPLETED", JSON.stringify(threeDone));
-    assert.deepEqual(threeDone.output, { stored: { total: 30 }, input: { n: 1 } });
-    const transform = threeDone.steps.find((s) => s.name === "transform");
-    assert.deepEqual(
-      transform?.attempts.map((a) => a.outcome),
-      ["FAILED", "COMPLETED"],
-    );
-    assert.equal(transform?.attempts[0]?.error, "transform fails on its first attempt");
+    assert.deepEqual(threeDone.output, { stored: { total: 30, transformedOnAttempt: 2 }, by: "Transform-1" });
 
     await worker.shutdown();
     await running;
     const stats = worker.stats();
     assert.equal(stats.streamsAccepted, 1);
-    assert.equal(stats.tasksReceived, 5);
+    assert.equal(stats.tasksReceived, 5); // Echo; Fetch, Transform twice, Store
+    assert.equal(stats.tasksFinished, 5);
     assert.equal(stats.resultsAccepted, 5);
     assert.equal(stats.running, 0);
   });
 
-  test("never runs more than maxConcurrentTasks handlers at once", async () => {
-    await client.registerFlowType({
-      name: "w-concurrency",
-      steps: [{ name: "work", taskQueue: "w-concurrency", startToCloseTimeout: "10s" }],
-    });
-    const { worker } = newWorker({ maxConcurrentTasks: 3 });
+  test("never runs more than maxConcurrentTasks attempts at once", async () => {
     let now = 0;
     let most = 0;
-    worker.handle("w-concurrency", async () => {
-      now++;
-      most = Math.max(most, now);
-      await sleep(100);
-      now--;
-      return { ok: true };
+    const flow = oneStep("w-concurrency", {
+      async execute() {
+        now++;
+        most = Math.max(most, now);
+        await sleep(100);
+        now--;
+        return gracefulComplete({ ok: true });
+      },
     });
-    const running = worker.run();
-    const ids = await Promise.all(
-      Array.from({ length: 12 }, async () => (await client.startFlow({ flowType: "w-concurrency" })).flowId),
-    );
-    for (const id of ids) assert.equal((await client.waitFlow(id, { timeoutMs: 15_000 })).status, "COMPLETED");
+    const { worker, running } = await newWorker([flow], { maxConcurrentTasks: 3 });
+    const ids = Array.from({ length: 12 }, (_, i) => `c-${i}`);
+    await Promise.all(ids.map((id) => client.startFlow(flow, id)));
+    for (const id of ids) assert.equal((await client.waitForFlow(id, { timeoutMs: 15_000 })).status, "COMPLETED");
     assert.equal(most, 3);
     await worker.shutdown();
     await running;
   });
 
   test("heartbeats keep a long attempt alive; an attempt without them times out", async () => {
-    await client.registerFlowType({
-      name: "w-heartbeat",
-      steps: [
-        {
-          name: "long",
-          taskQueue: "w-heartbeat",
-          startToCloseTimeout: "20s",
-          heartbeatTimeout: "400ms",
-          retry: { maxAttempts: 2, initialInterval: "100ms" },
-        },
-      ],
+    const flow = oneStep("w-heartbeat", {
+      options: { execute: { attemptTimeoutMs: 20_000, heartbeatTimeoutMs: 400, retry: { maximumAttempts: 2, initialIntervalMs: 100 } } },
+      async execute(ctx: StepContext<{ beat: boolean }>) {
+        const beat = ctx.input.beat || ctx.attempt > 1;
+        for (let i = 0; i < 12; i++) {
+          if (beat) assert.equal(ctx.heartbeat(), true);
+          await sleep(100);
+        }
+        return gracefulComplete({ attempt: ctx.attempt });
+      },
     });
-    const { worker } = newWorker();
-    const seen: { attempt: number; aborted: unknown }[] = [];
-    worker.handle<{ beat: boolean }>("w-heartbeat", async (task) => {
-      const beat = task.flowInput.beat || task.attempt > 1;
-      for (let i = 0; i < 12; i++) {
-        if (beat) assert.equal(task.heartbeat({ progress: i }), true);
-        await sleep(100);
-      }
-      seen.push({ attempt: task.attempt, aborted: task.signal.aborted });
-      return { attempt: task.attempt };
-    });
-    const running = worker.run();
-    const beating = await client.startFlow({ flowType: "w-heartbeat", input: { beat: true } });
-    const silent = await client.startFlow({ flowType: "w-heartbeat", input: { beat: false } });
-
-    const beatDone = await client.waitFlow(beating.flowId, { timeoutMs: 15_000 });
+    const { worker, running } = await newWorker([flow]);
+    await client.startFlow(flow, "beating", { beat: true });
+    await client.startFlow(flow, "silent", { beat: false });
+    const beatDone = await client.waitForFlow("beating", { timeoutMs: 15_000 });
     assert.equal(beatDone.status, "COMPLETED");
-    assert.deepEqual(
-      beatDone.steps[0]?.attempts.map((a) => a.outcome),
-      ["COMPLETED"],
-    );
-
+    assert.deepEqual(beatDone.output, { attempt: 1 });
     // The silent attempt passes its 400 ms heartbeat timeout; the retry heartbeats.
-    const silentDone = await client.waitFlow(silent.flowId, { timeoutMs: 15_000 });
+    const silentDone = await client.waitForFlow("silent", { timeoutMs: 15_000 });
     assert.equal(silentDone.status, "COMPLETED");
-    assert.deepEqual(
-      silentDone.steps[0]?.attempts.map((a) => a.outcome),
-      ["TIMED_OUT", "COMPLETED"],
-    );
     assert.deepEqual(silentDone.output, { attempt: 2 });
     // The timed-out attempt's late result is refused as stale and dropped.
     await eventually("the stale result's ack", () => worker.stats().resultsRefused === 1);
@@ -153,140 +151,131 @@ describe("Worker", () => {
     await running;
   });
 
-  test("cancelling the flow aborts the handler's AbortSignal (seen through a heartbeat)", async () => {
-    await client.registerFlowType({
-      name: "w-cancel",
-      steps: [{ name: "wait", taskQueue: "w-cancel", startToCloseTimeout: "30s" }],
-    });
-    const { worker } = newWorker();
+  test("stopping the run aborts the attempt's AbortSignal (seen through a heartbeat)", async () => {
     let started = false;
     let reason: unknown;
-    worker.handle("w-cancel", async (task: Task) => {
-      started = true;
-      // Heartbeat until the server says stop; bounded.
-      for (let i = 0; i < 200 && !task.signal.aborted; i++) {
-        task.heartbeat();
-        await sleep(50);
-      }
-      reason = task.signal.reason;
-      throw task.signal.reason;
+    const flow = oneStep("w-cancel", {
+      options: { execute: { attemptTimeoutMs: 30_000 } },
+      async execute(ctx) {
+        started = true;
+        // Heartbeat until the server says stop; bounded.
+        for (let i = 0; i < 200 && !ctx.signal.aborted; i++) {
+          ctx.heartbeat();
+          await sleep(50);
+        }
+        reason = ctx.signal.reason;
+        throw ctx.signal.reason;
+      },
     });
-    const running = worker.run();
-    const { flowId } = await client.startFlow({ flowType: "w-cancel" });
-    await eventually("the handler to start", () => started);
+    const { worker, running } = await newWorker([flow]);
+    await client.startFlow(flow, "cancel-1");
+    await eventually("the attempt to start", () => started);
     const t0 = Date.now();
-    const cancelled = await client.cancelFlow(flowId);
-    assert.equal(cancelled.status, "CANCELLED");
-    await eventually("the handler to see the cancellation", () => reason !== undefined, 5_000);
+    await client.stopFlow("cancel-1");
+    await eventually("the attempt to see the stop", () => reason !== undefined, 5_000);
     assert.ok(Date.now() - t0 < 2_000);
     assert.ok(reason instanceof TaskCancelledError);
     assert.equal(reason.reason, "cancel-requested");
-    assert.match(reason.message, /flow was cancelled/);
+    assert.match(reason.message, /run was stopped/);
     await worker.shutdown();
     await running;
-    assert.equal((await client.getFlow(flowId)).status, "CANCELLED");
+    assert.equal((await client.describeFlow("cancel-1")).status, "CANCELED");
   });
 
-  test("the start-to-close timeout aborts the signal", async () => {
-    await client.registerFlowType({
-      name: "w-deadline",
-      steps: [{ name: "slow", taskQueue: "w-deadline", startToCloseTimeout: "300ms", retry: { maxAttempts: 1 } }],
-    });
-    const { worker } = newWorker();
+  test("the attempt timeout aborts the signal", async () => {
     let reason: unknown;
-    worker.handle("w-deadline", async (task) => {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 5_000);
-        task.signal.addEventListener("abort", () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-      reason = task.signal.reason;
-      // Past the server's own timeout too (it may sweep a little after the
-      // deadline, and a result before that is still accepted).
-      await sleep(1_000);
-      return "late";
+    const flow = oneStep("w-deadline", {
+      options: { execute: { attemptTimeoutMs: 300, retry: { maximumAttempts: 1 } } },
+      async execute(ctx) {
+        reason = await aborted(ctx.signal, 5_000);
+        // Past the server's own timeout too (it may end the attempt a little
+        // after the deadline, and a result before that is still accepted).
+        await sleep(1_000);
+        return deadEnd();
+      },
     });
-    const running = worker.run();
-    const { flowId } = await client.startFlow({ flowType: "w-deadline" });
-    const done = await client.waitFlow(flowId, { timeoutMs: 10_000 });
+    const { worker, running } = await newWorker([flow]);
+    await client.startFlow(flow, "deadline-1");
+    const done = await client.waitForFlow("deadline-1", { timeoutMs: 10_000 });
     assert.equal(done.status, "FAILED");
-    assert.equal(done.steps[0]?.attempts[0]?.outcome, "TIMED_OUT");
-    await eventually("the handler to see its deadline", () => reason !== undefined, 5_000);
-    assert.ok(reason instanceof TaskCancelledError && reason.reason === "start-to-close-timeout");
+    assert.match(done.closeReason, /S-1 Execute failed after 1 attempt: the attempt timeout of 300ms passed/);
+    await eventually("the attempt to see its deadline", () => reason !== undefined, 5_000);
+    assert.ok(reason instanceof TaskCancelledError && reason.reason === "attempt-timeout", String(reason));
     await worker.shutdown();
     await running;
   });
 
-  test("StepFailure: non-retryable fails the flow at once, retryable is retried, other errors are retryable", async () => {
-    await client.registerFlowType({
-      name: "w-failures",
-      steps: [{ name: "s", taskQueue: "w-failures", retry: { maxAttempts: 3, initialInterval: "50ms" } }],
+  test("TaskError: non-retryable fails the run at once, retryable is retried, other errors are retryable", async () => {
+    const attempts = new Map<string, number>();
+    const step: Step<{ mode: string }> = {
+      type: "S",
+      options: { execute: { retry: { maximumAttempts: 3, initialIntervalMs: 50 } } },
+      execute(ctx) {
+        const { mode } = ctx.input;
+        attempts.set(mode, ctx.attempt);
+        if (mode === "fatal") throw new TaskError("the order does not exist", { nonRetryable: true });
+        if (mode === "retry" && ctx.attempt < 3) throw new TaskError(`busy on attempt ${ctx.attempt}`);
+        if (mode === "type-error") (undefined as unknown as () => void)();
+        if (mode === "always") throw new Error("it never works");
+        return gracefulComplete({ mode, attempt: ctx.attempt }); // a synchronous execute is fine too
+      },
+    };
+    // The TypeError is retried after a minute: its last failure stays in the state meanwhile.
+    const start: Step<{ mode: string }> = {
+      type: "Start",
+      execute: (ctx) =>
+        goTo(step, ctx.input, ctx.input.mode === "type-error" ? { execute: { retry: { initialIntervalMs: 60_000 } } } : undefined),
+    };
+    const flow = new Flow({ type: "w-failures", startStep: start, steps: [start, step] });
+    const { worker, running } = await newWorker([flow]);
+    for (const mode of ["fatal", "retry", "type-error", "always"]) await client.startFlow(flow, `fail-${mode}`, { mode });
+
+    const fatal = await client.waitForFlow("fail-fatal", { timeoutMs: 10_000 });
+    assert.equal(fatal.status, "FAILED");
+    assert.equal(fatal.closeReason, "S-1 Execute failed after 1 attempt: the order does not exist");
+    assert.equal(attempts.get("fatal"), 1);
+
+    const retry = await client.waitForFlow("fail-retry", { timeoutMs: 10_000 });
+    assert.equal(retry.status, "COMPLETED");
+    assert.deepEqual(retry.output, { mode: "retry", attempt: 3 });
+
+    await eventually("the TypeError's retry to be scheduled", async () => {
+      const state = await client.getFlowState("fail-type-error");
+      return state.active.some((a) => a.stepExecutionId === "S-1" && a.taskState === "BACKOFF");
     });
-    const { worker } = newWorker();
-    worker.handle<{ mode: string }>("w-failures", (task) => {
-      const { mode } = task.flowInput;
-      if (mode === "fatal") throw new StepFailure("the order does not exist", { nonRetryable: true });
-      if (mode === "retry" && task.attempt < 3) throw new StepFailure(`busy on attempt ${task.attempt}`);
-      if (mode === "type-error" && task.attempt === 1) (undefined as unknown as () => void)();
-      if (mode === "always") throw new Error("it never works");
-      return { mode, attempt: task.attempt }; // a synchronous handler is fine too
-    });
-    const running = worker.run();
-    const start = async (mode: string): Promise<string> =>
-      (await client.startFlow({ flowType: "w-failures", input: { mode } })).flowId;
-    const [fatal, retry, typeError, always] = await Promise.all(["fatal", "retry", "type-error", "always"].map(start));
+    const state = await client.getFlowState("fail-type-error");
+    assert.match(state.active.find((a) => a.stepExecutionId === "S-1")?.lastFailure?.error ?? "", /^TypeError: /);
+    await client.stopFlow("fail-type-error");
 
-    const fatalDone = await client.waitFlow(fatal as string, { timeoutMs: 10_000 });
-    assert.equal(fatalDone.status, "FAILED");
-    assert.equal(fatalDone.steps[0]?.attempts.length, 1);
-    assert.match(fatalDone.error, /the order does not exist/);
-
-    const retryDone = await client.waitFlow(retry as string, { timeoutMs: 10_000 });
-    assert.equal(retryDone.status, "COMPLETED");
-    assert.deepEqual(
-      retryDone.steps[0]?.attempts.map((a) => `${a.outcome} ${a.error}`.trim()),
-      ["FAILED busy on attempt 1", "FAILED busy on attempt 2", "COMPLETED"],
-    );
-
-    const typeErrorDone = await client.waitFlow(typeError as string, { timeoutMs: 10_000 });
-    assert.equal(typeErrorDone.status, "COMPLETED");
-    assert.match(typeErrorDone.steps[0]?.attempts[0]?.error ?? "", /^TypeError: /);
-
-    const alwaysDone = await client.waitFlow(always as string, { timeoutMs: 10_000 });
-    assert.equal(alwaysDone.status, "FAILED");
-    assert.equal(alwaysDone.steps[0]?.attempts.length, 3);
-    assert.match(alwaysDone.error, /it never works/);
+    const always = await client.waitForFlow("fail-always", { timeoutMs: 10_000 });
+    assert.equal(always.status, "FAILED");
+    assert.equal(always.closeReason, "S-1 Execute failed after 3 attempts: it never works");
     await worker.shutdown();
     await running;
   });
 
-  test("graceful shutdown lets a running task finish and waits for its result's ack", async () => {
-    await client.registerFlowType({
-      name: "w-shutdown",
-      steps: [{ name: "slow", taskQueue: "w-shutdown", startToCloseTimeout: "10s" }],
-    });
-    const { worker } = newWorker();
+  test("graceful shutdown lets a running attempt finish and waits for its result's ack", async () => {
     let started = false;
     let finished = false;
-    worker.handle("w-shutdown", async () => {
-      started = true;
-      await sleep(700);
-      finished = true;
-      return { finished: true };
+    const flow = oneStep("w-shutdown", {
+      async execute() {
+        started = true;
+        await sleep(700);
+        finished = true;
+        return gracefulComplete({ finished: true });
+      },
     });
-    const running = worker.run();
-    const { flowId } = await client.startFlow({ flowType: "w-shutdown" });
-    await eventually("the handler to start", () => started);
+    const { worker, running } = await newWorker([flow]);
+    await client.startFlow(flow, "shutdown-1");
+    await eventually("the attempt to start", () => started);
     const t0 = Date.now();
     await worker.shutdown();
-    assert.ok(finished, "shutdown() resolved before the handler finished");
+    assert.ok(finished, "shutdown() resolved before the attempt finished");
     assert.ok(Date.now() - t0 >= 500, `shutdown took only ${Date.now() - t0} ms`);
     // The result was acknowledged (durable) before shutdown() resolved.
-    const flow = await client.getFlow(flowId);
-    assert.equal(flow.status, "COMPLETED");
-    assert.deepEqual(flow.output, { finished: true });
+    const flowNow = await client.describeFlow("shutdown-1");
+    assert.equal(flowNow.status, "COMPLETED");
+    assert.deepEqual(flowNow.output, { finished: true });
     assert.equal(worker.stats().resultsAccepted, 1);
     await running;
     // Idempotent, and run() is once only.
@@ -295,82 +284,78 @@ describe("Worker", () => {
   });
 
   test("tasks that arrive after shutdown() are not run but handed back as retryable failures", async () => {
-    await client.registerFlowType({
-      name: "w-handback",
-      steps: [{ name: "s", taskQueue: "w-handback", retry: { maxAttempts: 3, initialInterval: "100ms" } }],
-    });
-    const { worker: first } = newWorker({ maxConcurrentTasks: 2 });
     const ran: string[] = [];
-    first.handle("w-handback", async (task) => {
-      ran.push(task.flowId);
-      await sleep(800);
-      return "first";
+    let by = "first";
+    const flow = oneStep("w-handback", {
+      options: { execute: { retry: { maximumAttempts: 3, initialIntervalMs: 100 } } },
+      async execute(ctx) {
+        ran.push(`${by} ${ctx.flowId} ${ctx.attempt}`);
+        if (by === "first") await sleep(800);
+        return gracefulComplete(by);
+      },
     });
-    const firstRunning = first.run();
-    const one = await client.startFlow({ flowType: "w-handback" });
-    await eventually("the first task to start", () => ran.length === 1);
+    const { worker: first, running: firstRunning } = await newWorker([flow], { maxConcurrentTasks: 2 });
+    await client.startFlow(flow, "handback-1");
+    await eventually("the first attempt to start", () => ran.length === 1);
     const stopped = first.shutdown();
     // The Worker still has room for a task: the server sends it, the Worker holds it.
-    const two = await client.startFlow({ flowType: "w-handback" });
+    await client.startFlow(flow, "handback-2");
     await eventually("the second task to arrive", () => first.stats().tasksReceived === 2);
     await stopped;
     await firstRunning;
-    assert.deepEqual(ran, [one.flowId]);
-    assert.equal((await client.getFlow(one.flowId)).status, "COMPLETED");
-    const handedBack = await client.getFlow(two.flowId);
-    assert.equal(handedBack.steps[0]?.attempts[0]?.outcome, "FAILED");
-    assert.match(handedBack.steps[0]?.attempts[0]?.error ?? "", /is shutting down; the task was not started/);
+    assert.deepEqual(ran, ["first handback-1 1"]);
+    assert.equal((await client.describeFlow("handback-1")).status, "COMPLETED");
+    await eventually("the handed-back attempt's failure in the state", async () => {
+      const failure = (await client.getFlowState("handback-2")).active[0]?.lastFailure;
+      return /is shutting down; the task was not started/.test(failure?.error ?? "");
+    });
 
     // Another Worker runs its retry.
-    const { worker: second } = newWorker();
-    second.handle("w-handback", () => "second");
-    const secondRunning = second.run();
-    const done = await client.waitFlow(two.flowId, { timeoutMs: 10_000 });
+    by = "second";
+    const { worker: second, running: secondRunning } = await newWorker([flow]);
+    const done = await client.waitForFlow("handback-2", { timeoutMs: 10_000 });
     assert.equal(done.status, "COMPLETED");
     assert.equal(done.output, "second");
+    assert.deepEqual(ran, ["first handback-1 1", "second handback-2 2"]);
     await second.shutdown();
     await secondRunning;
   });
 
-  test("past shutdownTimeoutMs the running handlers' signals abort and shutdown ends", async () => {
-    await client.registerFlowType({
-      name: "w-stuck",
-      steps: [{ name: "stuck", taskQueue: "w-stuck", startToCloseTimeout: "30s", retry: { maxAttempts: 1 } }],
-    });
-    const { worker, logger } = newWorker({ shutdownTimeoutMs: 300 });
+  test("past shutdownTimeoutMs the running attempts' signals abort and shutdown ends", async () => {
     let started = false;
     let reason: unknown;
-    worker.handle("w-stuck", async (task) => {
-      started = true;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 10_000);
-        task.signal.addEventListener("abort", () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-      reason = task.signal.reason;
-      return null;
+    const flow = oneStep("w-stuck", {
+      options: { execute: { attemptTimeoutMs: 30_000, retry: { maximumAttempts: 1 } } },
+      async execute(ctx) {
+        started = true;
+        reason = await aborted(ctx.signal, 10_000);
+        return deadEnd();
+      },
     });
-    const running = worker.run();
-    const { flowId } = await client.startFlow({ flowType: "w-stuck" });
-    await eventually("the handler to start", () => started);
+    const { worker, logger, running } = await newWorker([flow], { shutdownTimeoutMs: 300 });
+    await client.startFlow(flow, "stuck-1");
+    await eventually("the attempt to start", () => started);
     const t0 = Date.now();
     await worker.shutdown();
     await running;
     assert.ok(Date.now() - t0 < 3_000, `shutdown took ${Date.now() - t0} ms`);
-    await eventually("the handler to see the shutdown timeout", () => reason !== undefined);
+    await eventually("the attempt to see the shutdown timeout", () => reason !== undefined);
     assert.ok(reason instanceof TaskCancelledError && reason.reason === "shutdown-timeout");
     assert.ok(logger.lines.some((l) => l.includes("shutdown timeout passed with 1 task(s) running")));
-    await client.cancelFlow(flowId);
+    await client.stopFlow("stuck-1");
   });
 
-  test("run() refuses a worker without handlers and a bad flow type, saying why", async () => {
+  test("run() refuses a Worker that hosts no Flow, and host() what is not a Flow, saying why", async () => {
     const bare = new Worker({ addresses: [server.address] });
-    await assert.rejects(bare.run(), /INVALID_ARGUMENT: the worker has no handler/);
-    const { worker } = newWorker();
-    worker.handle("x", () => null).registerFlowType("name: nope\nsteps: []\n");
-    await assert.rejects(worker.run(), /INVALID_ARGUMENT: registering flow type definition #1: .*nope/);
+    await assert.rejects(bare.run(), /INVALID_ARGUMENT: the worker hosts no Flow: call host\(flow\) before run\(\)/);
+    const { worker: serving, running } = await newWorker([oneStep("w-early", { execute: () => deadEnd() })]);
+    assert.throws(() => serving.host(oneStep("late", { execute: () => deadEnd() })), /FAILED_PRECONDITION: host\(\) must be called before run\(\)/);
+    await serving.shutdown();
+    await running;
+    assert.throws(() => new Worker().host({ type: "x" } as unknown as Flow), /INVALID_ARGUMENT: host\(\) needs a Flow/);
+    const many = new Worker({ addresses: [server.address] });
+    for (let i = 0; i < 101; i++) many.host(oneStep(`many-${i}`, { execute: () => deadEnd() }));
+    await assert.rejects(many.run(), /INVALID_ARGUMENT: the worker hosts 101 Flow types; a hello takes at most 100/);
     assert.throws(() => new Worker({ maxConcurrentTasks: 0 }), /maxConcurrentTasks must be an integer of at least 1/);
   });
 });
