@@ -1,4 +1,4 @@
-// The public shapes of the dex Flow API's answers (dex.flow.FlowService),
+// The public shapes of the dex Flow API's answers (proto.ts: FLOW_SERVICE),
 // converted from the wire: enums without their prefixes ("COMPLETED", not
 // "FLOW_COMPLETED"), Payloads decoded from JSON (a payload that is not JSON
 // stays a Buffer), times in Unix milliseconds (0: not set).

@@ -273,14 +273,29 @@ function protoRoot(): string {
   );
 }
 
+/**
+ * The full name of the dex Flow API's gRPC service, written here only: issue
+ * 14 moves the service into package dex once the DAG model's service is gone
+ * (its messages stay in package dex.flow), and that is a change of this line.
+ */
+export const FLOW_SERVICE = "dex.flow.FlowService";
+
 export interface DexServices {
-  /** The dex Flow API (dex.flow.FlowService). */
+  /** The dex Flow API: FLOW_SERVICE. */
   FlowService: grpc.ServiceClientConstructor;
   WorkerTaskService: grpc.ServiceClientConstructor;
   AdminService: grpc.ServiceClientConstructor;
 }
 
 let loaded: DexServices | undefined;
+
+/** The constructor of the service `fullName` ("package.Service") of a loaded package definition. */
+function serviceAt(pkg: grpc.GrpcObject, fullName: string): grpc.ServiceClientConstructor {
+  let at: unknown = pkg;
+  for (const part of fullName.split(".")) at = (at as Record<string, unknown> | undefined)?.[part];
+  if (typeof at !== "function") throw new Error(`dex-sdk: the loaded API has no service ${fullName}`);
+  return at as grpc.ServiceClientConstructor;
+}
 
 /** The service constructors, loaded once. */
 export function services(): DexServices {
@@ -295,13 +310,11 @@ export function services(): DexServices {
     arrays: true,
     oneofs: true,
   });
-  const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-    dex: Omit<DexServices, "FlowService"> & { flow: { FlowService: grpc.ServiceClientConstructor } };
-  };
+  const pkg = grpc.loadPackageDefinition(definition);
   loaded = {
-    FlowService: pkg.dex.flow.FlowService,
-    WorkerTaskService: pkg.dex.WorkerTaskService,
-    AdminService: pkg.dex.AdminService,
+    FlowService: serviceAt(pkg, FLOW_SERVICE),
+    WorkerTaskService: serviceAt(pkg, "dex.WorkerTaskService"),
+    AdminService: serviceAt(pkg, "dex.AdminService"),
   };
   return loaded;
 }

@@ -2,8 +2,8 @@
 // waiting on one that does not answer (src/sdk/readiness.h in the C++ SDK). A
 // frozen process (SIGSTOP, a stalled host) still has its listening socket:
 // TCP connects succeed but nothing answers, so every wait on an address is
-// bounded. The gRPC health service answers SERVING for dex.WorkerTaskService
-// and dex.FlowService only on the active process.
+// bounded. The gRPC health service answers SERVING for "" (the process) and
+// for the services of Workers and clients only on the active process.
 import * as grpc from "@grpc/grpc-js";
 
 import { channelOptions } from "./proto";
