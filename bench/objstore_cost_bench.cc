@@ -20,7 +20,7 @@
 // and a real `dex-flow-examples worker` hosting the dex Flows OneStep and
 // ThreeSteps (examples/flows/pipelines.cc); for each Flow type and client
 // concurrency, N runs started and waited for by closed-loop clients
-// (dex.flow.FlowService StartFlow, WaitForFlow). Per case: Step completions,
+// (dex.FlowService StartFlow, WaitForFlow). Per case: Step completions,
 // log PUTs (from the proxy), log objects written (from a listing) and the
 // flow rules' records in them, lease PUTs, elapsed time.
 //

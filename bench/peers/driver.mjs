@@ -11,7 +11,7 @@
 //   node driver.mjs rtt --grpc 127.0.0.1:8801 --seconds 1       (gRPC health Check)
 //   node driver.mjs rtt --http http://127.0.0.1:8080/restate/health --seconds 1
 //
-// dex: dex.flow.FlowService StartFlow with a fresh flow ID, then WaitForFlow until the run
+// dex: dex.FlowService StartFlow with a fresh flow ID, then WaitForFlow until the run
 // closed (one gRPC channel, i.e. one HTTP/2 connection, for all loops). Restate: one HTTP/1.1 POST to the handler on the
 // ingress (the request/response invocation: it answers when the handler has returned),
 // keep-alive connections, one per loop. Prints one JSON object on its last line.
@@ -78,12 +78,12 @@ function unary(client, method, request, deadlineMs) {
   });
 }
 
-// One flow on dex: StartFlow (dex.flow.FlowService) with a fresh flow ID, then WaitForFlow until
+// One flow on dex: StartFlow (dex.FlowService) with a fresh flow ID, then WaitForFlow until
 // the run closed. Resolves, or throws why not.
 function dexRunner(args) {
   const protoRoot = path.join(REPO, "proto");
   const pkg = loadProto(path.join(protoRoot, "dex", "flow_api.proto"), [protoRoot]);
-  const client = new pkg.dex.flow.FlowService(args.address, grpc.credentials.createInsecure());
+  const client = new pkg.dex.FlowService(args.address, grpc.credentials.createInsecure());
   const flowType = args["flow-type"];
   const prefix = `${args["id-prefix"] ?? "peers"}-${process.pid}-`;
   let seq = 0;

@@ -17,7 +17,7 @@
 
 #include "common/digest.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/flow_api.grpc.pb.h"
+#include "dex/api.grpc.pb.h"
 
 namespace dex {
 
@@ -314,9 +314,9 @@ grpc::Status call_engine(ApiServer::Impl& api, F&& f) {
   return to_grpc(f(*engine.value()));
 }
 
-// dex.flow.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
+// dex.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
 // every call answers UNAVAILABLE naming the active holder, as the others do.
-class FlowServiceImpl final : public flow::FlowService::Service {
+class FlowServiceImpl final : public FlowService::Service {
  public:
   explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
 

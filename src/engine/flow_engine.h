@@ -73,7 +73,7 @@ class FlowEngine {
   // The log writer's thread, after the store applied a batch.
   void on_applied(std::vector<FlowRecordResult>& results, const flow::Effects& effects);
 
-  // ------------------------------------------------------- dex.flow.FlowService
+  // ------------------------------------------------------- dex.FlowService
   StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& request);
   Status stop_flow(const flow::StopFlowRequest& request);
   Status publish(const flow::PublishToChannelRequest& request);

@@ -15,7 +15,7 @@
 #include "common/random.h"
 #include "config/config.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/flow_api.grpc.pb.h"
+#include "dex/api.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/grpc_status.h"
@@ -34,7 +34,7 @@ constexpr Duration kRoundBackoffMax = seconds(1);
 struct Endpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
-  std::shared_ptr<flow::FlowService::Stub> flows;
+  std::shared_ptr<FlowService::Stub> flows;
   std::shared_ptr<AdminService::Stub> admin;
 };
 
@@ -42,7 +42,7 @@ Endpoint make_endpoint(const std::string& address) {
   Endpoint e;
   e.address = address;
   e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
-  e.flows = flow::FlowService::NewStub(e.channel);
+  e.flows = FlowService::NewStub(e.channel);
   e.admin = AdminService::NewStub(e.channel);
   return e;
 }

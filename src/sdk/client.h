@@ -1,4 +1,4 @@
-// A thin typed client for the dex Flow API, dex.flow.FlowService
+// A thin typed client for the dex Flow API, dex.FlowService
 // (proto/dex/flow_api.proto), and dex.AdminService (proto/dex/api.proto).
 // Every call has a deadline and returns a Status whose message starts with
 // the gRPC code name, e.g.
@@ -92,7 +92,7 @@ class Client {
                                        Duration timeout = Duration::zero(),
                                        std::string* sent_to = nullptr);
 
-  // ------------------------------------------------ dex Flows (dex.flow.FlowService)
+  // ------------------------------------------------ dex Flows (dex.FlowService)
   // docs/api.md, "Flows". Values are JSON (sent as Payloads of JSON text).
   // Every call may be repeated on another process: start sets a request ID
   // (unless the options carry one) and ignore_already_started, so a repeat

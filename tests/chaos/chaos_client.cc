@@ -53,7 +53,7 @@
 
 #include "common/version.h"
 #include "config/config.h"
-#include "dex/flow_api.grpc.pb.h"
+#include "dex/api.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
@@ -130,7 +130,7 @@ class Publisher {
  public:
   explicit Publisher(const std::vector<std::string>& servers) : servers_(servers) {
     for (const auto& s : servers) {
-      stubs_.push_back(flow::FlowService::NewStub(
+      stubs_.push_back(dex::FlowService::NewStub(
           dex::sdk_internal::make_channel(s, dex::milliseconds(100), dex::seconds(1))));
     }
   }
@@ -186,7 +186,7 @@ class Publisher {
 
  private:
   std::vector<std::string> servers_;
-  std::vector<std::unique_ptr<flow::FlowService::Stub>> stubs_;
+  std::vector<std::unique_ptr<dex::FlowService::Stub>> stubs_;
   size_t preferred_ = 0;
 };
 

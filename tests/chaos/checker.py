@@ -453,7 +453,7 @@ class Checker:
                 if sf.get("options", {}).get("requestId") != f"start-{fid}":
                     self.violation("flows", f"{fid}: slot {slot} starts it with request ID "
                                    f"{sf.get('options', {}).get('requestId')!r}")
-        # No ListFlows in dex.flow.FlowService: a run nobody asked for can only be found in the log.
+        # No ListFlows in dex.FlowService: a run nobody asked for can only be found in the log.
         for fid in sorted(set(self.start_records) - tried):
             self.violation("flows", f"the log starts {fid}, which no client tried to start")
         self.stats.update(acknowledged=len(acked), lost=len(lost), not_ended=len(running),

@@ -1,4 +1,4 @@
-// dex::Client against the fake dex.flow.FlowService and AdminService, and
+// dex::Client against the fake dex.FlowService and AdminService, and
 // against nothing.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

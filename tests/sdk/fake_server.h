@@ -17,7 +17,7 @@
 
 #include "common/clock.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/flow_api.grpc.pb.h"
+#include "dex/api.grpc.pb.h"
 
 namespace dex::testing {
 
@@ -81,7 +81,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
   Duration ping_interval_ = seconds(1);
 };
 
-// dex.flow.FlowService with canned answers:
+// dex.FlowService with canned answers:
 //   StartFlow: records the request; a Flow type named "undeclared" is refused
 //     with INVALID_ARGUMENT; otherwise answers run ID "run-<n>" (n from 1);
 //   DescribeFlow "f-done": a COMPLETED run of "Echo" with one output; "slow":
@@ -89,7 +89,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
 //   WaitForFlow "f-done": closed; others: waits timeout_ms (at most 3 s), closed = false;
 //   StopFlow, PublishToChannel, SkipTimer: record the request;
 //   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request.
-class FakeFlowService final : public flow::FlowService::Service {
+class FakeFlowService final : public FlowService::Service {
  public:
   grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest*,
                          flow::StartFlowResponse*) override;
