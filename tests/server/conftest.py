@@ -267,33 +267,38 @@ def parallel(fn, items, threads=8):
         return dict(zip(items, pool.map(fn, items)))
 
 
-def closed_flows(servers, ids, timeout=180):
-    """Waits until each flow in `ids` closed (`dexcli flow wait` per ID, in parallel) and returns
-    {flow ID: its description with "events": its history}. A flow never found is absent; one
-    still open at the deadline is there with its status (RUNNING)."""
-    deadline = time.monotonic() + timeout
-
+def histories(servers, ids):
+    """{flow ID: its history events (`dexcli flow history`), or None where the call failed (no
+    such flow, or no active process answered)}, one call per flow, a few at a time."""
     def one(flow_id):
-        described = None
-        while True:
-            left = deadline - time.monotonic()
-            r = dexcli(servers, "flow", "wait", flow_id, "--wait-timeout", f"{max(1, int(left))}s",
-                       wait=left + 30)
-            if r.returncode in (0, 3):  # closed, or still open at the deadline
-                described = json.loads(r.stdout)
-                break
-            if "NOT_FOUND" in r.stderr or time.monotonic() >= deadline:
-                return None
-            time.sleep(0.2)  # no active process answered: ask again
-        history = None
-        while history is None and time.monotonic() < deadline + 30:
-            history = flow_json(servers, "history", flow_id)
-        assert history is not None, f"{flow_id}: no history"
-        described["events"] = history["events"]
-        return described
+        h = flow_json(servers, "history", flow_id)
+        return None if h is None else h["events"]
+    return parallel(one, ids)
 
-    found = parallel(one, ids)
-    return {i: f for i, f in found.items() if f is not None}
+
+def closed_flows(servers, ids, timeout=180):
+    """Reads each flow's history until it closed and returns {flow ID: {"status": the status it
+    closed with (RUNNING if still open at the deadline), "events": its history}}; a flow never
+    found is absent. One `dexcli flow history` per flow and round: each is a process, so the
+    history, which holds the status, attempts and output, is all that is asked for."""
+    deadline = time.monotonic() + timeout
+    flows, todo = {}, list(ids)
+    while todo:
+        for flow_id, events in histories(servers, todo).items():
+            if events:
+                closed = events[-1] if events[-1]["kind"] == "FLOW_CLOSED" else {}
+                flows[flow_id] = {"status": closed.get("status", "RUNNING"), "events": events}
+        todo = [i for i in todo if flows.get(i, {}).get("status", "RUNNING") == "RUNNING"]
+        if not todo or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    return flows
+
+
+def output_of(flow):
+    """The output a closed_flows() flow completed with (its last Step's GracefulComplete)."""
+    done = [e for e in flow["events"] if e["kind"] == "EXECUTE_COMPLETED"]
+    return done[-1].get("decision", {}).get("gracefulComplete") if done else None
 
 
 def completions(flow):

@@ -19,7 +19,7 @@ import time
 
 from conftest import binary, flow_json, flow_worker, parallel, run, start_flow
 from test_multi_address import LEASE_S, ServeProc as MultiAddressServe
-from test_recovery import FLOW_TYPE
+from test_recovery import start_e2e
 
 # Waits on a Channel that nobody publishes to: its flow stays RUNNING until stopped.
 IDLE_FLOW_TYPE = "E2EIdle"
@@ -60,7 +60,7 @@ class Starter:
         for i in range(5000):  # bounded; stopped long before
             if self.stop.is_set():
                 return
-            r = start_flow(self.servers, FLOW_TYPE, f"s-{i:04d}", timeout="5s")
+            r = start_e2e(self.servers, f"s-{i:04d}", timeout="5s")
             if r.returncode == 0:
                 self.started.append(f"s-{i:04d}")
             time.sleep(0.05)

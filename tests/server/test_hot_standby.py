@@ -22,8 +22,8 @@ import urllib.request
 import pytest
 
 from conftest import (STORES, Proc, binary, closed_flows, flow_worker, free_port, log_time,
-                      object_store_requests, run, start_flow)
-from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
+                      object_store_requests, run)
+from test_recovery import check_recovery_rules, start_e2e, summarize
 
 LEASE_S = 3
 POLL_S = 0.25  # standby.heldLeasePollInterval (the default, set explicitly below)
@@ -114,7 +114,7 @@ class Load:
         deadline = time.monotonic() + 600
         while not self.stop.is_set() and i < 2000 and time.monotonic() < deadline:
             flow_id = f"c{c}-{i:04d}"
-            r = start_flow(self.servers, FLOW_TYPE, flow_id, timeout="30s")
+            r = start_e2e(self.servers, flow_id, timeout="30s")
             if r.returncode == 0:
                 self.acknowledged.add(flow_id)
                 i += 1

@@ -24,8 +24,8 @@ import uuid
 
 import pytest
 
-from conftest import ACCESS, SECRET, Proc, binary, closed_flows, flow_worker, run, start_flow
-from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
+from conftest import ACCESS, SECRET, Proc, binary, closed_flows, flow_worker, run
+from test_recovery import check_recovery_rules, start_e2e, summarize
 
 FAULTPROXY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tools/faultproxy.py")
 NODE = "node-o"
@@ -154,7 +154,7 @@ class Node:
         return rc, t
 
     def start_flow(self, flow_id):
-        return start_flow(self.address, FLOW_TYPE, flow_id, json.dumps({"id": flow_id}))
+        return start_e2e(self.address, flow_id)
 
     def assert_flows_complete(self, ids, timeout=60):
         flows = closed_flows(self.address, ids, timeout)

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import binary, closed_flows, completions, flow_worker, run, start_flow
+from conftest import binary, closed_flows, completions, flow_worker, output_of, run, start_flow
 
 FLOWS = 200
 FLOW_TYPE = "E2EThreeSteps"
@@ -58,6 +58,11 @@ class Node:
         return run(binary("dexcli"), "--server", self.address, "--timeout", "10s", *args, timeout=timeout)
 
 
+def start_e2e(servers, flow_id, timeout="10s"):
+    """Starts E2EThreeSteps with input {"id": flow_id} (its output adds the Steps' "path")."""
+    return start_flow(servers, FLOW_TYPE, flow_id, json.dumps({"id": flow_id}), timeout=timeout)
+
+
 def start_worker(procs, node, work_time="20ms"):
     # Steps that take a little time, as real work does, so that a kill finds attempts running.
     return flow_worker(procs, node.address, "--concurrency", "16", "--work-time", work_time)
@@ -70,7 +75,7 @@ def start_flows_in_background(node, ids, acknowledged):
     def start_one(flow_id):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            r = start_flow(node.address, FLOW_TYPE, flow_id, json.dumps({"id": flow_id}))
+            r = start_e2e(node.address, flow_id)
             if r.returncode == 0:
                 acknowledged.add(flow_id)
                 return
@@ -90,7 +95,8 @@ def wait_all_ended(node, expected, timeout=120):
 
 
 def check_recovery_rules(flows, acknowledged, server_died, worker_died=False):
-    """`flows`: closed_flows() of E2EThreeSteps runs. Returns what breaks the recovery rules."""
+    """`flows`: closed_flows() of E2EThreeSteps runs started by start_e2e(). Returns what breaks
+    the recovery rules."""
     problems = []
     for flow_id in sorted(acknowledged):
         f = flows.get(flow_id)
@@ -98,7 +104,7 @@ def check_recovery_rules(flows, acknowledged, server_died, worker_died=False):
             problems.append(f"{flow_id}: acknowledged but lost")
             continue
         if f["status"] != "COMPLETED":
-            problems.append(f"{flow_id}: {f['status']} {f.get('closeReason', '')}")
+            problems.append(f"{flow_id}: {f['status']} {f['events'][-1].get('reason', '')}")
             continue
         events = f["events"]
         if [e["seq"] for e in events] != list(range(len(events))):
@@ -110,10 +116,8 @@ def check_recovery_rules(flows, acknowledged, server_died, worker_died=False):
         if kinds != expected:
             problems.append(f"{flow_id}: history {kinds}")
             continue
-        output = {**f["input"], "path": list(STEPS)}
-        if f.get("outputs") != [{"stepType": "Store", "stepExecutionId": "Store-1",
-                                 "output": output}]:
-            problems.append(f"{flow_id}: outputs {f.get('outputs')}")
+        if output_of(f) != {"id": flow_id, "path": list(STEPS)}:
+            problems.append(f"{flow_id}: output {output_of(f)}")
         for execution, attempt in completions(f):
             step = execution.rsplit("-", 1)[0]
             # Transform fails its first attempt on purpose (or a crash ended it first).
@@ -209,7 +213,7 @@ def test_relaxed_mode_refuses_restart_after_a_kill_mid_run(procs, tmp_path):
     node.start()
     start_worker(procs, node)
     for i in range(20):
-        assert start_flow(node.address, FLOW_TYPE, f"rlx-{i}").returncode == 0
+        assert start_e2e(node.address, f"rlx-{i}").returncode == 0
     node.server.signal(signal.SIGKILL)
     node.server.wait_exit(10)
     again = node.procs(binary("dex-server-zd"), "dev", "--data-dir", node.data, "--listen",

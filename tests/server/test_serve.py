@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from conftest import STORES, Proc, binary, flow_worker, log_time, parallel, run, start_flow
+from conftest import STORES, Proc, binary, flow_worker, log_time, parallel, run
 from test_hot_standby import wait_flows
-from test_recovery import FLOW_TYPE, check_recovery_rules, summarize
+from test_recovery import check_recovery_rules, start_e2e, summarize
 
 LEASE_S = 3
 
@@ -63,7 +63,7 @@ def test_cold_standby_takes_over_after_sigkill_and_hands_back_on_sigterm(serve, 
     assert r.returncode == 1 and "UNAVAILABLE" in r.stderr, r.stderr
     worker_for(procs, a)
     ids = [f"s-{i:03d}" for i in range(200)]
-    for i, r in parallel(lambda i: start_flow(a.address, FLOW_TYPE, i), ids).items():
+    for i, r in parallel(lambda i: start_e2e(a.address, i), ids).items():
         assert r.returncode == 0, (i, r.stderr)
     a.proc.signal(signal.SIGKILL)
     t_kill, killed_at = time.monotonic(), time.time()

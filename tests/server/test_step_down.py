@@ -19,7 +19,7 @@ import time
 
 from conftest import STORES, binary, completions, flow_worker, log_time, run, start_flow
 from test_hot_standby import HotNode, Load, wait_flows
-from test_recovery import FLOW_TYPE, INTERRUPTED, check_recovery_rules, summarize
+from test_recovery import INTERRUPTED, check_recovery_rules, start_e2e, summarize
 
 import pytest
 
@@ -223,7 +223,7 @@ def test_step_down_of_a_single_replica_takes_the_lease_back_after_the_hold_off(n
     assert describe([a.address])["nodeEpoch"] == "2"
     a.proc.wait_for_line("epoch 2", 10)
     # The Worker's stream ended at the release; it reconnects and gets new tasks at once.
-    r = start_flow([a.address], FLOW_TYPE, "after")
+    r = start_e2e([a.address], "after")
     assert r.returncode == 0, r.stderr
     r = dexcli([a.address], "flow", "wait", "after", "--wait-timeout", "20s", timeout="30s")
     assert r.returncode == 0 and json.loads(r.stdout)["status"] == "COMPLETED", r.stdout + r.stderr
