@@ -1,8 +1,8 @@
 // The Engine end to end, in one process: MemoryObjectStore + LogWriter +
-// ManualClock (the wall clock is derived from it) + fake Worker streams
-// (docs/engine.md). Crash tests drop an engine and its writer without a clean
-// close and start a new writer of a higher epoch and a new engine, on the same
-// local store and on a fresh one (rebuilt from the log).
+// ManualClock (the wall clock is derived from it) + fake Worker streams that
+// host dex Flows (docs/engine.md). Crash tests drop an engine and its writer
+// without a clean close and start a new writer of a higher epoch and a new
+// engine, on the same local store and on a fresh one (rebuilt from the log).
 #include "engine/engine.h"
 
 #include <fmt/format.h>
@@ -12,20 +12,20 @@
 #include <deque>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/state_machine.h"
 #include "engine_test_util.h"
 #include "log/log.h"
 #include "objstore/memory_store.h"
+#include "snapshot/snapshot.h"
 
 namespace dex {
 namespace {
 
 using namespace dex::testing;
-using json = nlohmann::json;
 
 // Forwards to a MemoryObjectStore; a test can hold log writes: after `allow`
 // more puts, a put waits until crash() and then fails permanently (never written).
@@ -83,74 +83,29 @@ class GateStore final : public ObjectStore {
 
 class EngineTest : public EngineProcessTest {
  protected:
-  static ResultAck complete(Engine& engine, Engine::WorkerHandle w, const StepTask& task,
-                            const std::string& output) {
-    TaskResult r;
-    r.set_task_id(task.task_id());
-    r.set_output(output);
-    auto f = engine.complete_task(w, r);
-    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    return f.get();
-  }
-  static ResultAck fail(Engine& engine, Engine::WorkerHandle w, const StepTask& task,
-                        const std::string& message, bool non_retryable = false) {
-    TaskResult r;
-    r.set_task_id(task.task_id());
-    r.mutable_failure()->set_message(message);
-    r.mutable_failure()->set_non_retryable(non_retryable);
-    auto f = engine.complete_task(w, r);
-    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    return f.get();
-  }
-
-  static void register_type(Engine& engine, const std::string& definition) {
-    RegisterFlowTypeRequest req;
-    req.set_definition(definition);
-    auto r = engine.register_flow_type(req);
-    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  }
-  static Flow start(Engine& engine, const std::string& type, const std::string& id,
-                    const std::string& input = "{}") {
-    StartFlowRequest req;
-    req.set_flow_type(type);
-    req.set_flow_id(id);
-    req.set_input(input);
-    auto r = engine.start_flow(req);
-    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-    return r.is_ok() ? r->flow() : Flow();
-  }
-  // Waits (real time, bounded) until `done` holds.
-  static bool eventually(const std::function<bool()>& done) {
-    for (int i = 0; i < 2000; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return done();
-  }
-
-  // Answers every task `respond` gives an output for (nullopt: fail it once
-  // with "transient"), advancing the clock when idle, until `flows` all ended.
-  void drive(Engine& engine, FakeWorker& worker, Engine::WorkerHandle w,
-             const std::vector<std::string>& flows,
-             const std::function<std::optional<std::string>(const StepTask&)>& respond) {
+  // Answers every task `respond` gives a decision for (nullopt: fails it with
+  // "transient"), advancing the clock when idle, until every run of `flows`
+  // closed.
+  void drive(
+      Engine& e, FlowWorker& worker, Engine::WorkerHandle w, const std::vector<std::string>& flows,
+      const std::function<std::optional<flow::StepDecision>(const flow::FlowTask&)>& respond) {
     for (int i = 0; i < 2000; ++i) {
       auto task = worker.next(std::chrono::milliseconds(20));
       if (task) {
-        auto out = respond(*task);
+        auto decision = respond(*task);
         ResultAck ack =
-            out ? complete(engine, w, *task, *out) : fail(engine, w, *task, "transient");
+            decision ? decide(e, w, *task, *decision) : fail_task(e, w, *task, "transient");
         EXPECT_TRUE(ack.accepted()) << ack.reason();
         continue;
       }
-      bool all_ended = true;
+      bool all_closed = true;
       for (const auto& id : flows) {
-        auto f = engine.get_flow(id);
-        if (!f.is_ok() || f->status() == FLOW_STATUS_RUNNING) all_ended = false;
+        if (status_of(e, id) == flow::FLOW_RUNNING) all_closed = false;
       }
-      if (all_ended) return;
+      if (all_closed) return;
       clock_.advance(milliseconds(500));
     }
-    ADD_FAILURE() << "flows did not end";
+    ADD_FAILURE() << "the runs did not close";
   }
 
   // For an open that is to be refused: a writer of `epoch` on `store`
@@ -180,138 +135,43 @@ class EngineTest : public EngineProcessTest {
   }
 };
 
-TEST_F(EngineTest, ThreeStepFlowWithOneFailureRetriedCompletes) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  register_type(e, kThreeSteps);
-  auto worker = std::make_shared<FakeWorker>();
-  auto w = connect(e, worker);
-  Flow started = start(e, "three", "f1", R"({"n": 1})");
-  EXPECT_EQ(started.status(), FLOW_STATUS_RUNNING);
-  std::map<std::string, json> inputs;
-  drive(e, *worker, w, {"f1"}, [&](const StepTask& t) -> std::optional<std::string> {
-    EXPECT_EQ(t.flow_id(), "f1");
-    EXPECT_EQ(t.flow_type(), "three");
-    inputs[t.step() + std::to_string(t.attempt())] = json::parse(t.input());
-    if (t.step() == "b" && t.attempt() == 1) return std::nullopt;
-    return json{{"from", t.step()}}.dump();
-  });
-  auto f = e.get_flow("f1");
-  ASSERT_TRUE(f.is_ok());
-  EXPECT_EQ(f->status(), FLOW_STATUS_COMPLETED);
-  const Step& b = step_of(f.value(), "b");
-  ASSERT_EQ(b.attempts_size(), 2);
-  EXPECT_EQ(b.attempts(0).outcome(), ATTEMPT_OUTCOME_FAILED);
-  EXPECT_EQ(b.attempts(0).error(), "transient");
-  EXPECT_EQ(b.attempts(1).number(), 2u);
-  EXPECT_EQ(b.attempts(1).outcome(), ATTEMPT_OUTCOME_COMPLETED);
-  // The retry waited its backoff of 1 s on the durable timer.
-  EXPECT_GE(b.attempts(1).started_at_ms() - b.attempts(0).ended_at_ms(), 1000);
-  // Step input: the flow input plus the outputs of the Step's dependencies.
-  EXPECT_EQ(inputs["a1"], (json{{"flow", {{"n", 1}}}, {"steps", json::object()}}));
-  EXPECT_EQ(inputs["c1"]["steps"]["a"], (json{{"from", "a"}}));
-  EXPECT_EQ(inputs["c1"]["steps"]["b"], (json{{"from", "b"}}));
-  EXPECT_EQ(inputs["c1"]["flow"], (json{{"n", 1}}));
-  // wait_flow answers at once for an ended flow.
-  auto waited = e.wait_flow("f1", clock_.now(), nullptr);
-  ASSERT_TRUE(waited.is_ok());
-  EXPECT_TRUE(waited->ended());
-  EXPECT_EQ(waited->flow().status(), FLOW_STATUS_COMPLETED);
-}
-
-TEST_F(EngineTest, StartIsIdempotentAndBadRequestsNameTheProblem) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  register_type(e, kThreeSteps);
-  auto bad = [&](StartFlowRequest req, const std::string& words) {
-    auto r = e.start_flow(req);
-    ASSERT_FALSE(r.is_ok()) << words;
-    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
-  };
-  StartFlowRequest req;
-  req.set_flow_type("three");
-  req.set_flow_id("x");
-  req.set_input(R"({"v": 1})");
-  auto first = e.start_flow(req);
-  ASSERT_TRUE(first.is_ok());
-  EXPECT_FALSE(first->already_existed());
-  req.set_input(R"({"v": 2})");
-  auto second = e.start_flow(req);
-  ASSERT_TRUE(second.is_ok());
-  EXPECT_TRUE(second->already_existed());
-  EXPECT_EQ(second->flow().input(), R"({"v": 1})");
-  StartFlowRequest r;
-  bad(r, "flow_type is empty");
-  r.set_flow_type("nope");
-  bad(r, "unknown flow type 'nope'");
-  r.set_flow_type("three");
-  r.set_input("{not json");
-  bad(r, "input is not valid JSON");
-  r.set_input(std::string(kFlowInputBytesMax + 1, ' '));
-  bad(r, "over the limit");
-  r.set_input("{}");
-  r.set_flow_id(std::string(kFlowIdBytesMax + 1, 'x'));
-  bad(r, "flow_id is 257 bytes");
-  // A generated flow id when none is given.
-  r.clear_flow_id();
-  auto generated = e.start_flow(r);
-  ASSERT_TRUE(generated.is_ok());
-  EXPECT_FALSE(generated->flow().flow_id().empty());
-  EXPECT_EQ(generated->flow().input(), "{}");
-
-  EXPECT_EQ(e.get_flow("ghost").status().code(), Code::kNotFound);
-  CancelFlowRequest cancel;
-  cancel.set_flow_id("ghost");
-  EXPECT_EQ(e.cancel_flow(cancel).status().code(), Code::kNotFound);
-  EXPECT_EQ(e.get_flow_type("ghost").status().code(), Code::kNotFound);
-  RegisterFlowTypeRequest cyclic;
-  cyclic.set_definition(
-      "name: c\nsteps: [{name: a, taskQueue: q, after: [b]}, {name: b, taskQueue: q, after: [a]}]");
-  auto refused = e.register_flow_type(cyclic);
-  ASSERT_FALSE(refused.is_ok());
-  EXPECT_NE(refused.status().message().find("cycle"), std::string::npos);
-  EXPECT_EQ(e.register_flow_type(RegisterFlowTypeRequest()).status().code(),
-            Code::kInvalidArgument);
-  RegisterFlowTypeRequest same;
-  same.set_definition(kThreeSteps);
-  auto unchanged = e.register_flow_type(same);
-  ASSERT_TRUE(unchanged.is_ok());
-  EXPECT_FALSE(unchanged->changed());
-  EXPECT_EQ(e.list_flow_types()->flow_types_size(), 1);
-  ListFlowsRequest list;
-  list.set_page_size(5000);
-  EXPECT_EQ(e.list_flows(list).status().code(), Code::kInvalidArgument);
-  list.set_page_size(1);
-  auto page = e.list_flows(list);
-  ASSERT_TRUE(page.is_ok());
-  EXPECT_EQ(page->flows_size(), 1);
-  EXPECT_FALSE(page->next_page_token().empty());
-
-  p->engine->stop();
-  EXPECT_EQ(e.get_flow("x").status().code(), Code::kStopped);
-  EXPECT_EQ(e.start_flow(req).status().code(), Code::kStopped);
-  EXPECT_EQ(e.wait_flow("x", clock_.now() + seconds(10), nullptr).status().code(), Code::kStopped);
+flow::GetHistoryEventsRequest whole_history(const std::string& flow_id) {
+  flow::GetHistoryEventsRequest r;
+  r.mutable_flow()->set_flow_id(flow_id);
+  r.set_from_start(true);
+  return r;
 }
 
 TEST_F(EngineTest, StaleResultIsRefusedAndChangesNothing) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
-  register_type(e, "name: one\nsteps: [{name: a, taskQueue: q}]");
-  auto worker = std::make_shared<FakeWorker>();
-  auto w = connect(e, worker);
-  start(e, "one", "f");
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  start(e, "f");
   auto task = worker->next();
   ASSERT_TRUE(task);
   EXPECT_EQ(task->attempt(), 1u);
-  EXPECT_TRUE(complete(e, w, *task, R"("first")").accepted());
-  ResultAck again = complete(e, w, *task, R"("second")");
+  ASSERT_TRUE(decide(e, w, *task, complete("first")).accepted());
+  const uint64_t slots = p->writer->next_slot().value;
+  auto events = e.history(whole_history("f"));
+  ASSERT_TRUE(events.is_ok());
+  // The same result again (a Worker re-sending after a reconnect), another
+  // decision, a failure: each refused as stale.
+  ResultAck again = decide(e, w, *task, complete("second"));
   EXPECT_FALSE(again.accepted());
   EXPECT_NE(again.reason().find("stale"), std::string::npos) << again.reason();
-  EXPECT_EQ(step_of(e.get_flow("f").value(), "a").output(), R"("first")");
+  EXPECT_FALSE(decide(e, w, *task, go_to("Next")).accepted());
+  EXPECT_FALSE(fail_task(e, w, *task, "late failure").accepted());
+  auto d = e.describe_flow(flow_ref("f"));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->status(), flow::FLOW_COMPLETED);
+  ASSERT_EQ(d->outputs_size(), 1);
+  EXPECT_EQ(d->outputs(0).output().data(), "first");
+  EXPECT_EQ(p->writer->next_slot().value, slots) << "a stale result was appended to the log";
+  auto after = e.history(whole_history("f"));
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after->DebugString(), events->DebugString());
   // The ended attempt's heartbeat asks the Worker to stop.
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
@@ -322,151 +182,206 @@ TEST_F(EngineTest, HeartbeatTimeoutEndsTheAttemptTimedOutAndItIsRetried) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
-  register_type(e,
-                "name: hb\nsteps: [{name: a, taskQueue: q, heartbeatTimeout: 2s, "
-                "startToCloseTimeout: 10s, retry: {initialInterval: 1s}}]");
-  auto worker = std::make_shared<FakeWorker>();
-  auto w = connect(e, worker);
-  start(e, "hb", "f");
+  flow::FlowDeclaration d = order_declaration();
+  auto& options = execute_options(d, "Start");
+  options.set_heartbeat_timeout_ms(2'000);
+  options.set_attempt_timeout_ms(10'000);
+  options.mutable_retry()->set_initial_interval_ms(1'000);
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker, "w1", d);
+  start(e, "f");
   auto task = worker->next();
   ASSERT_TRUE(task);
-  EXPECT_EQ(task->heartbeat_timeout_ms(), 2000);
+  EXPECT_EQ(task->heartbeat_timeout_ms(), 2'000);
+  EXPECT_EQ(task->attempt_timeout_ms(), 10'000);
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
   clock_.advance(milliseconds(1500));
   EXPECT_FALSE(e.heartbeat(w, hb).cancel_requested());  // in time: the deadline moves
   clock_.advance(milliseconds(1500));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(step_of(e.get_flow("f").value(), "a").status(), STEP_STATUS_RUNNING);
+  EXPECT_EQ(active_step(e, "f", "Start-1")->task_state(), flow::TASK_RUNNING);
   clock_.advance(milliseconds(600));  // 2.1 s after the heartbeat
   ASSERT_TRUE(eventually([&] {
-    return step_of(e.get_flow("f").value(), "a").status() == STEP_STATUS_BACKOFF;
-  })) << e.get_flow("f")->DebugString();
-  Step a = step_of(e.get_flow("f").value(), "a");
-  EXPECT_EQ(a.attempts(0).outcome(), ATTEMPT_OUTCOME_TIMED_OUT);
-  EXPECT_NE(a.attempts(0).error().find("heartbeat"), std::string::npos);
+    auto s = active_step(e, "f", "Start-1");
+    return s && s->task_state() == flow::TASK_BACKOFF;
+  }));
+  auto s = active_step(e, "f", "Start-1");
+  EXPECT_EQ(s->attempt(), 2u);
+  EXPECT_EQ(s->last_failure().attempt(), 1u);
+  EXPECT_EQ(s->last_failure().outcome(), flow::ATTEMPT_TIMED_OUT);
+  EXPECT_NE(s->last_failure().error().find("heartbeat"), std::string::npos)
+      << s->last_failure().error();
   EXPECT_TRUE(e.heartbeat(w, hb).cancel_requested());
-  EXPECT_FALSE(complete(e, w, *task, "1").accepted());  // too late: stale
+  EXPECT_FALSE(decide(e, w, *task, complete("late")).accepted());  // too late: stale
   clock_.advance(milliseconds(1000));
   auto retry = worker->next();
   ASSERT_TRUE(retry);
   EXPECT_EQ(retry->attempt(), 2u);
-  // Start-to-close: 10 s without an answer, heartbeats or not.
+  // The attempt timeout: 10 s without a result, heartbeats or not.
   for (int i = 0; i < 6; ++i) {
     TaskHeartbeat hb2;
     hb2.set_task_id(retry->task_id());
-    EXPECT_FALSE(e.heartbeat(w, hb2).cancel_requested());
+    EXPECT_FALSE(e.heartbeat(w, hb2).cancel_requested()) << i;
     clock_.advance(milliseconds(1800));
   }
   ASSERT_TRUE(eventually([&] {
-    Step s = step_of(e.get_flow("f").value(), "a");
-    return s.attempts_size() == 2 && s.attempts(1).outcome() == ATTEMPT_OUTCOME_TIMED_OUT;
+    auto s2 = active_step(e, "f", "Start-1");
+    return s2 && s2->last_failure().attempt() == 2u;
   }));
-  EXPECT_NE(step_of(e.get_flow("f").value(), "a").attempts(1).error().find("start-to-close"),
-            std::string::npos);
+  s = active_step(e, "f", "Start-1");
+  EXPECT_EQ(s->last_failure().outcome(), flow::ATTEMPT_TIMED_OUT);
+  EXPECT_NE(s->last_failure().error().find("attempt timeout"), std::string::npos)
+      << s->last_failure().error();
 }
 
-TEST_F(EngineTest, CancelEndsTheFlowAndTheWorkerLearnsOnItsHeartbeat) {
+TEST_F(EngineTest, StopEndsTheRunAndTheWorkerLearnsOnItsHeartbeat) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
-  register_type(e, "name: one\nsteps: [{name: a, taskQueue: q}]");
-  auto worker = std::make_shared<FakeWorker>();
-  auto w = connect(e, worker);
-  start(e, "one", "f");
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  start(e, "f");
   auto task = worker->next();
   ASSERT_TRUE(task);
-  // A waiter wakes when the flow ends.
-  std::thread waiter([&] {
-    auto r = e.wait_flow("f", clock_.now() + seconds(3600), nullptr);
-    EXPECT_TRUE(r.is_ok());
-    EXPECT_TRUE(r->ended());
-    EXPECT_EQ(r->flow().status(), FLOW_STATUS_CANCELLED);
+  // A waiter wakes when the run closes.
+  auto waited = std::async(std::launch::async, [&] {
+    flow::WaitForFlowRequest r;
+    r.mutable_flow()->set_flow_id("f");
+    r.set_timeout_ms(60'000);
+    return e.wait_for_flow(r, nullptr);
   });
-  CancelFlowRequest cancel;
-  cancel.set_flow_id("f");
-  auto r = e.cancel_flow(cancel);
-  ASSERT_TRUE(r.is_ok());
-  EXPECT_EQ(r->flow().status(), FLOW_STATUS_CANCELLED);
-  waiter.join();
+  flow::StopFlowRequest stop;
+  stop.set_flow_id("f");
+  stop.set_reason("the customer withdrew");
+  ASSERT_TRUE(e.stop_flow(stop).is_ok());
+  auto closed = waited.get();
+  ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
+  EXPECT_TRUE(closed->closed());
+  EXPECT_EQ(closed->flow().status(), flow::FLOW_CANCELED);
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
   EXPECT_TRUE(e.heartbeat(w, hb).cancel_requested());
-  EXPECT_FALSE(complete(e, w, *task, "1").accepted());
-  // A wait that times out says ended = false.
-  start(e, "one", "g");
-  auto timed = e.wait_flow("g", clock_.now(), nullptr);
-  ASSERT_TRUE(timed.is_ok());
-  EXPECT_FALSE(timed->ended());
+  EXPECT_FALSE(decide(e, w, *task, complete("late")).accepted());
+  // A wait that ends at its timeout says closed = false.
+  start(e, "g");
+  auto timed = std::async(std::launch::async, [&] {
+    flow::WaitForFlowRequest r;
+    r.mutable_flow()->set_flow_id("g");
+    r.set_timeout_ms(1'000);
+    return e.wait_for_flow(r, nullptr);
+  });
+  for (int i = 0;
+       i < 1000 && timed.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready; ++i) {
+    clock_.advance(milliseconds(100));
+  }
+  auto open = timed.get();
+  ASSERT_TRUE(open.is_ok());
+  EXPECT_FALSE(open->closed());
+  EXPECT_EQ(open->flow().status(), flow::FLOW_RUNNING);
+  // A stopped engine answers Stopped.
+  e.stop();
+  EXPECT_EQ(e.describe_flow(flow_ref("f")).status().code(), Code::kStopped);
+  flow::StartFlowRequest again;
+  again.set_flow_id("h");
+  again.set_flow_type("Order");
+  EXPECT_EQ(e.start_flow(again).status().code(), Code::kStopped);
+  flow::WaitForFlowRequest wait;
+  wait.mutable_flow()->set_flow_id("g");
+  EXPECT_EQ(e.wait_for_flow(wait, nullptr).status().code(), Code::kStopped);
 }
 
-TEST_F(EngineTest, SleepStepFiresOnTheWallClock) {
+TEST_F(EngineTest, IdleWorkerStreamsArePinged) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  register_type(e,
-                "name: nap\nsteps: [{name: s, sleep: 30s}, {name: a, taskQueue: q, after: [s]}]");
-  auto worker = std::make_shared<FakeWorker>();
-  connect(e, worker);
-  start(e, "nap", "f");
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(100)));
-  clock_.advance(seconds(29));
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(100)));
-  clock_.advance(seconds(1));
-  auto task = worker->next();
-  ASSERT_TRUE(task);
-  EXPECT_EQ(task->step(), "a");
-  EXPECT_EQ(json::parse(task->input())["steps"]["s"], json::object());
+  auto worker = std::make_shared<FlowWorker>();
+  connect_flows(*p->engine, worker);
+  const int before = worker->pings.load();
+  clock_.advance(seconds(11));
+  EXPECT_TRUE(eventually([&] { return worker->pings.load() > before; }));
 }
 
 TEST_F(EngineTest, TaskTheWorkerNeverReceivedRunsAgainWithTheSameNumber) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
-  register_type(e,
-                "name: t\nsteps: [{name: a, taskQueue: q, retry: {maxAttempts: 1}}, "
-                "{name: b, taskQueue: q, dispatch: ASYNC, retry: {maxAttempts: 1}}]");
-  auto dead = std::make_shared<FakeWorker>();
-  dead->alive = false;
-  auto wd = connect(e, dead, 10, "dead");
-  start(e, "t", "f");
-  // Both tasks were sent to a dead stream: withdrawn, not failed (maxAttempts 1).
+  // One attempt only: a failure would fail the run.
+  flow::FlowDeclaration sync = order_declaration();
+  sync.set_flow_type("Sync");
+  execute_options(sync, "Start").mutable_retry()->set_maximum_attempts(1);
+  flow::FlowDeclaration async = sync;
+  async.set_flow_type("Async");
+  execute_options(async, "Start").set_durability(flow::ASYNC);
+  // Declared, then started while no Worker is connected: both wait queued.
+  auto declarer = connect_flows(e, std::make_shared<FlowWorker>(), "declarer", {sync, async});
+  e.disconnect_worker(declarer);
+  start(e, "s", "in", "Sync");
+  start(e, "a", "in", "Async");
+  auto dead_sync = std::make_shared<FlowWorker>();
+  auto dead_async = std::make_shared<FlowWorker>();
+  dead_sync->alive = false;
+  dead_async->alive = false;
+  auto h1 = connect_flows(e, dead_sync, "dead-1", sync);
+  auto h2 = connect_flows(e, dead_async, "dead-2", async);
+  // Each attempt was sent to a dead stream: withdrawn, not failed.
   ASSERT_TRUE(eventually([&] {
-    Flow f = e.get_flow("f").value();
-    return step_of(f, "a").status() == STEP_STATUS_READY &&
-           step_of(f, "b").status() == STEP_STATUS_READY;
+    auto s = active_step(e, "s", "Start-1");
+    auto a = active_step(e, "a", "Start-1");
+    return dead_sync->sends.load() == 1 && dead_async->sends.load() == 1 && s && a &&
+           s->task_state() == flow::TASK_QUEUED && a->task_state() == flow::TASK_QUEUED;
   }));
-  e.disconnect_worker(wd);
-  auto live = std::make_shared<FakeWorker>();
-  auto w = connect(e, live, 10, "live");
+  for (const char* id : {"s", "a"}) {
+    auto step = active_step(e, id, "Start-1");
+    EXPECT_EQ(step->attempt(), 1u) << id;
+    EXPECT_EQ(step->last_failure().attempt(), 0u) << id << " has a failed attempt";
+  }
+  e.disconnect_worker(h1);
+  e.disconnect_worker(h2);
+  auto live = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, live, "live", {sync, async});
   std::set<std::string> seen;
   for (int i = 0; i < 2; ++i) {
     auto task = live->next();
     ASSERT_TRUE(task);
     EXPECT_EQ(task->attempt(), 1u);
-    seen.insert(task->step());
-    EXPECT_TRUE(complete(e, w, *task, "1").accepted());
+    seen.insert(task->flow_type());
+    // Handed to "live" (an ASYNC attempt is sent while its assignment is written).
+    ASSERT_TRUE(eventually([&] {
+      auto step = active_step(e, task->flow_id(), "Start-1");
+      return step && step->worker_id() == "live";
+    })) << task->DebugString();
+    EXPECT_TRUE(decide(e, w, *task, complete("done")).accepted());
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"a", "b"}));
-  Flow f = e.get_flow("f").value();
-  EXPECT_EQ(f.status(), FLOW_STATUS_COMPLETED);
-  EXPECT_EQ(step_of(f, "a").attempts_size(), 1);
-  EXPECT_EQ(step_of(f, "a").attempts(0).worker_id(), "live");
+  EXPECT_EQ(seen, (std::set<std::string>{"Sync", "Async"}));
+  EXPECT_FALSE(live->next(std::chrono::milliseconds(200))) << "an attempt was sent twice";
+  EXPECT_EQ(wait_closed(e, "s").status(), flow::FLOW_COMPLETED);
+  EXPECT_EQ(wait_closed(e, "a").status(), flow::FLOW_COMPLETED);
 }
 
 TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
-  register_type(*p->engine, "name: a\nsteps: [{name: s, taskQueue: q, dispatch: ASYNC}]\n");
-  start(*p->engine, "a", "f1");
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  connect_flows(e, worker);
+  // Control: while the lease is valid, the attempt is handed out.
+  start(e, "f0");
+  ASSERT_TRUE(worker->next());
   p->lease = false;  // frozen past the lease; the keeper has not noticed yet
-  auto worker = std::make_shared<FakeWorker>();
-  connect(*p->engine, worker);
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value());
-  p->lease = true;  // control: the same Worker gets the task while the lease is valid
-  auto other = std::make_shared<FakeWorker>();
-  connect(*p->engine, other, 100, "w2");
-  EXPECT_TRUE(worker->next().has_value() || other->next().has_value());
+  flow::StartFlowRequest r;
+  r.set_flow_id("f1");
+  r.set_flow_type("Order");
+  auto refused = std::async(std::launch::async, [&] { return e.start_flow(r); });
+  // The engine notices the stopped log writer on its housekeeping clock.
+  for (int i = 0;
+       i < 1000 && refused.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready;
+       ++i) {
+    clock_.advance(milliseconds(100));
+  }
+  EXPECT_FALSE(refused.get().is_ok()) << "its record cannot be acknowledged";
+  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value())
+      << "an attempt was handed out without a valid lease";
+  EXPECT_EQ(worker->sends.load(), 1);
 }
 
 // Spec (Step down): stop handing out new Step tasks; drain running attempts
@@ -475,42 +390,36 @@ TEST_F(EngineTest, DrainHandsOutNothingNewButAcceptsResultsOfRunningAttempts) {
   MemoryObjectStore store;
   auto p = start_process(store, 1, dir_.sub("local"));
   Engine& e = *p->engine;
-  register_type(e, kThreeSteps);
-  auto w = std::make_shared<FakeWorker>();
-  auto h = connect(e, w, /*capacity=*/2);
-  start(e, "three", "f1");
-  start(e, "three", "f2");
+  auto w = std::make_shared<FlowWorker>();
+  auto h = connect_flows(e, w, "w1", order_declaration(), /*capacity=*/2);
+  start(e, "f1");
+  start(e, "f2");
   auto t1 = w->next();
   auto t2 = w->next();
   ASSERT_TRUE(t1 && t2);
   ASSERT_TRUE(eventually([&] { return e.attempts_running() == 2; }));
   e.begin_drain();
-  start(e, "three", "f3");  // accepted, but its Step is not handed out
+  start(e, "f3");  // accepted, but its Step is not handed out
   TaskHeartbeat hb;
   hb.set_task_id(t1->task_id());
   EXPECT_FALSE(e.heartbeat(h, hb).cancel_requested());
-  EXPECT_TRUE(complete(e, h, *t1, "1").accepted());
-  EXPECT_TRUE(complete(e, h, *t2, "1").accepted());
+  // Results are accepted; what they start is not handed out either.
+  EXPECT_TRUE(decide(e, h, *t1, go_to("Next")).accepted());
+  EXPECT_TRUE(decide(e, h, *t2, complete("done")).accepted());
   EXPECT_TRUE(eventually([&] { return e.attempts_running() == 0; }));
   clock_.advance(seconds(5));
   EXPECT_FALSE(w->next(std::chrono::milliseconds(300))) << "a task was handed out while draining";
-  EXPECT_EQ(step_of(e.get_flow("f3").value(), "a").status(), STEP_STATUS_READY);
-}
-
-TEST_F(EngineTest, IdleWorkerStreamsArePinged) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  auto worker = std::make_shared<FakeWorker>();
-  connect(*p->engine, worker);
-  clock_.advance(seconds(11));
-  EXPECT_TRUE(eventually([&] { return worker->pings.load() >= 1; }));
+  EXPECT_EQ(active_step(e, "f3", "Start-1")->task_state(), flow::TASK_QUEUED);
+  EXPECT_EQ(active_step(e, "f1", "Next-1")->task_state(), flow::TASK_QUEUED);
+  EXPECT_EQ(status_of(e, "f2"), flow::FLOW_COMPLETED);
 }
 
 TEST_F(EngineTest, LocalStoreAheadOfTheLogIsRefusedAsCorruption) {
   MemoryObjectStore store;
   {
     auto p = start_process(store, 1, dir_.sub("local"));
-    register_type(*p->engine, kThreeSteps);
+    connect_flows(*p->engine, std::make_shared<FlowWorker>());  // a declaration: slot 1
+    start(*p->engine, "f");
     p->engine->stop();
   }
   MemoryObjectStore other;  // another node's (empty) log
@@ -533,57 +442,69 @@ class EngineCrashTest : public EngineTest {
   void run(bool fresh_store);
 };
 
+// Crash: A -> B (ASYNC) -> C, each Execute tried up to 5 times, 1 s apart.
+flow::FlowDeclaration crash_declaration() {
+  flow::FlowDeclaration d;
+  d.set_flow_type("Crash");
+  d.set_start_step_type("A");
+  for (const char* type : {"A", "B", "C"}) {
+    auto* step = d.add_steps();
+    step->set_step_type(type);
+    auto* retry = step->mutable_options()->mutable_execute()->mutable_retry();
+    retry->set_maximum_attempts(5);
+    retry->set_initial_interval_ms(1'000);
+  }
+  execute_options(d, "B").set_durability(flow::ASYNC);
+  return d;
+}
+
 void EngineCrashTest::run(bool fresh_store) {
   MemoryObjectStore memory;
   GateStore store(memory);
-  const char* type = R"(
-name: crash
-steps:
-  - {name: a, taskQueue: q, retry: {maxAttempts: 5, initialInterval: 1s}}
-  - {name: b, taskQueue: q, after: [a], dispatch: ASYNC, retry: {maxAttempts: 5, initialInterval: 1s}}
-  - {name: c, taskQueue: q, after: [b], retry: {maxAttempts: 5, initialInterval: 1s}}
-)";
   std::vector<std::string> ids;
   for (int i = 0; i < 10; ++i) ids.push_back("f" + std::to_string(i));
+  auto next_of = [](const flow::FlowTask& t) {
+    return t.step_type() == "A"   ? go_to("B")
+           : t.step_type() == "B" ? go_to("C")
+                                  : complete(t.flow_id() + " done");
+  };
   auto p1 = start_process(store, 1, dir_.sub("local1"));
   Engine& e1 = *p1->engine;
-  register_type(e1, type);
-  auto w1 = std::make_shared<FakeWorker>();
-  auto h1 = connect(e1, w1);
-  for (const auto& id : ids) start(e1, "crash", id, json{{"id", id}}.dump());
-  std::map<std::string, StepTask> held;  // "<flow>/<step>" -> task the old Worker holds
-  auto take = [&](size_t n) {
+  auto w1 = std::make_shared<FlowWorker>();
+  auto h1 = connect_flows(e1, w1, "w1", crash_declaration(), 100);
+  for (const auto& id : ids) start(e1, id, id, "Crash");
+  std::map<std::string, flow::FlowTask> held;  // "<flow>/<Step type>" -> what the old Worker holds
+  auto take = [&](FlowWorker& w, size_t n) {
     for (size_t i = 0; i < n; ++i) {
-      auto task = w1->next();
+      auto task = w.next();
       ASSERT_TRUE(task);
-      held[task->flow_id() + "/" + task->step()] = *task;
+      held[task->flow_id() + "/" + task->step_type()] = *task;
     }
   };
-  take(10);  // every a (SYNC: durable before sent)
+  take(*w1, 10);  // every A (SYNC: durable before sent)
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(complete(e1, h1, held.at(ids[i] + "/a"), "1").accepted());
+    EXPECT_TRUE(decide(e1, h1, held.at(ids[i] + "/A"), go_to("B")).accepted());
   }
-  take(5);  // b of f0..f4 (ASYNC)
-  ASSERT_TRUE(eventually([&] {
-    for (int i = 0; i < 5; ++i) {
-      if (step_of(e1.get_flow(ids[i]).value(), "b").status() != STEP_STATUS_RUNNING) return false;
-    }
-    return true;
-  }));
-  EXPECT_TRUE(complete(e1, h1, held.at("f0/b"), "2").accepted());
-  EXPECT_TRUE(complete(e1, h1, held.at("f1/b"), "2").accepted());
-  take(2);  // c of f0, f1
-  EXPECT_TRUE(complete(e1, h1, held.at("f0/c"), "3").accepted());
-  ASSERT_EQ(e1.get_flow("f0")->status(), FLOW_STATUS_COMPLETED);
-  // f5's a completes durably, then its ASYNC b is sent while its start is
-  // being written — and that write never lands.
-  store.allow(1);
-  EXPECT_TRUE(complete(e1, h1, held.at("f5/a"), "1").accepted());
-  take(1);
-  ASSERT_TRUE(held.count("f5/b"));
+  take(*w1, 5);  // B of f0..f4: ASYNC, assigned in the records of A's results
+  EXPECT_TRUE(decide(e1, h1, held.at("f0/B"), go_to("C")).accepted());
+  EXPECT_TRUE(decide(e1, h1, held.at("f1/B"), go_to("C")).accepted());
+  take(*w1, 2);  // C of f0, f1
+  EXPECT_TRUE(decide(e1, h1, held.at("f0/C"), complete("f0 done")).accepted());
+  ASSERT_EQ(status_of(e1, "f0"), flow::FLOW_COMPLETED);
+  // f5's B-1 is queued while no stream of the Worker is connected; its
+  // stream comes back, and B-1 is sent while its assignment is being written —
+  // and that write never lands.
+  e1.disconnect_worker(h1);
+  EXPECT_TRUE(decide(e1, h1, held.at("f5/A"), go_to("B")).accepted());
+  ASSERT_EQ(active_step(e1, "f5", "B-1")->task_state(), flow::TASK_QUEUED);
+  store.allow(1);  // the stream's declaration is written, the assignment after it is not
+  auto w1b = std::make_shared<FlowWorker>();
+  connect_flows(e1, w1b, "w1", crash_declaration(), 100);
+  take(*w1b, 1);
+  ASSERT_TRUE(held.count("f5/B"));
   ASSERT_TRUE(store.wait_held());
-  const std::string lost_async_task = held.at("f5/b").task_id();
-  EXPECT_EQ(held.at("f5/b").attempt(), 1u);
+  const std::string lost_async_task = held.at("f5/B").task_id();
+  EXPECT_EQ(held.at("f5/B").attempt(), 1u);
 
   // Crash: nothing more reaches the log; the engine and writer are dropped.
   p1->lease = false;
@@ -594,77 +515,73 @@ steps:
 
   clock_.advance(seconds(5));
   const int64_t takeover_ms = wall_ms();
-  auto p2 = start_process(store, 2, fresh_store ? dir_.sub("local2") : dir_.sub("local1"));
+  const auto local = fresh_store ? dir_.sub("local2") : dir_.sub("local1");
+  auto p2 = start_process(store, 2, local);
   ASSERT_TRUE(p2->engine);
   Engine& e2 = *p2->engine;
   // Recovery: attempts a Worker had received end NOT_COMPLETED and consume a retry.
-  Flow f6 = e2.get_flow("f6").value();
-  ASSERT_EQ(step_of(f6, "a").attempts_size(), 1);
-  EXPECT_EQ(step_of(f6, "a").attempts(0).outcome(), ATTEMPT_OUTCOME_NOT_COMPLETED);
-  EXPECT_EQ(step_of(f6, "a").attempts(0).ended_at_ms(), takeover_ms);
-  EXPECT_EQ(step_of(f6, "a").status(), STEP_STATUS_BACKOFF);
-  // The ASYNC start that never became durable: READY, nothing consumed.
-  Flow f5 = e2.get_flow("f5").value();
-  EXPECT_EQ(step_of(f5, "b").status(), STEP_STATUS_READY);
-  EXPECT_EQ(step_of(f5, "b").attempts_size(), 0);
-  EXPECT_EQ(e2.get_flow("f0")->status(), FLOW_STATUS_COMPLETED);
+  auto a6 = active_step(e2, "f6", "A-1");
+  ASSERT_TRUE(a6);
+  EXPECT_EQ(a6->task_state(), flow::TASK_BACKOFF);
+  EXPECT_EQ(a6->attempt(), 2u);
+  EXPECT_EQ(a6->last_failure().attempt(), 1u);
+  EXPECT_EQ(a6->last_failure().outcome(), flow::ATTEMPT_NOT_COMPLETED);
+  EXPECT_EQ(a6->last_failure().at_ms(), takeover_ms);
+  // The ASYNC assignment that never became durable: queued, nothing consumed.
+  auto b5 = active_step(e2, "f5", "B-1");
+  ASSERT_TRUE(b5);
+  EXPECT_EQ(b5->task_state(), flow::TASK_QUEUED);
+  EXPECT_EQ(b5->attempt(), 1u);
+  EXPECT_EQ(b5->last_failure().attempt(), 0u);
+  EXPECT_EQ(status_of(e2, "f0"), flow::FLOW_COMPLETED);
   // The old Worker re-sends results on its new stream: all stale now.
-  auto w2 = std::make_shared<FakeWorker>();
-  auto h2 = connect(e2, w2, 100, "w2");
-  EXPECT_FALSE(complete(e2, h2, held.at("f2/b"), "old").accepted());
-  EXPECT_FALSE(complete(e2, h2, held.at("f5/b"), "old").accepted());
+  auto w2 = std::make_shared<FlowWorker>();
+  auto h2 = connect_flows(e2, w2, "w2", crash_declaration(), 100);
+  EXPECT_FALSE(decide(e2, h2, held.at("f2/B"), go_to("C")).accepted());
+  EXPECT_FALSE(decide(e2, h2, held.at("f5/B"), go_to("C")).accepted());
 
-  std::map<std::string, int> runs;
-  drive(e2, *w2, h2, ids, [&](const StepTask& task) -> std::optional<std::string> {
-    ++runs[task.flow_id() + "/" + task.step()];
-    if (task.flow_id() == "f5" && task.step() == "b") {
+  drive(e2, *w2, h2, ids, [&](const flow::FlowTask& task) -> std::optional<flow::StepDecision> {
+    if (task.flow_id() == "f5" && task.step_type() == "B") {
       EXPECT_EQ(task.attempt(), 1u);  // the same number
       EXPECT_NE(task.task_id(), lost_async_task);
     }
-    return json{{"step", task.step()}, {"attempt", task.attempt()}}.dump();
+    return next_of(task);
   });
-  for (const auto& id : ids) {
-    Flow f = e2.get_flow(id).value();
-    EXPECT_EQ(f.status(), FLOW_STATUS_COMPLETED) << id;
-    for (const auto& s : f.steps()) {
-      // Numbered 1..n, exactly one COMPLETED, the last.
-      ASSERT_GE(s.attempts_size(), 1) << id << "/" << s.name();
-      for (int i = 0; i < s.attempts_size(); ++i) {
-        EXPECT_EQ(s.attempts(i).number(), static_cast<uint32_t>(i + 1)) << id << "/" << s.name();
-        EXPECT_EQ(s.attempts(i).outcome() == ATTEMPT_OUTCOME_COMPLETED, i + 1 == s.attempts_size())
-            << id << "/" << s.name();
-        if (i + 1 < s.attempts_size()) {
-          EXPECT_EQ(s.attempts(i).outcome(), ATTEMPT_OUTCOME_NOT_COMPLETED);
-        }
-      }
-    }
-  }
-  // f5's b ran once more with number 1; f6's a is attempt 2 after the lost one.
-  EXPECT_EQ(step_of(e2.get_flow("f5").value(), "b").attempts_size(), 1);
-  EXPECT_EQ(step_of(e2.get_flow("f6").value(), "a").attempts_size(), 2);
-  EXPECT_EQ(step_of(e2.get_flow("f0").value(), "a").attempts_size(), 1);  // finished before
+  for (const auto& id : ids) EXPECT_EQ(status_of(e2, id), flow::FLOW_COMPLETED) << id;
 
-  // No Step's output was recorded twice: replay the whole log into a fresh
-  // store, count accepted completions, and compare the states.
+  // No Step's result was recorded twice: replay the whole log into a fresh
+  // store, list the attempts that ended, and compare the states.
   p2->engine->stop();
-  auto live = StateMachine::open(fresh_store ? dir_.sub("local2") : dir_.sub("local1"));
+  auto live = StateMachine::open(local);
   ASSERT_TRUE(live.is_ok());
   auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
   ASSERT_TRUE(rebuilt.is_ok());
   LogReader reader(memory, kNode, kFirstSlot);
-  std::map<std::string, int> completions;
+  std::map<std::string, std::vector<std::pair<uint32_t, flow::AttemptOutcome>>> ended;
   Status read = reader.read_to_end([&](const LogEntry& entry) {
     auto out = rebuilt.value()->apply(entry.slot, entry.batch);
     if (!out.is_ok()) return out.status();
-    for (const auto& ended : out->effects.attempts_ended) {
-      if (ended.outcome == ATTEMPT_OUTCOME_COMPLETED)
-        ++completions[ended.flow_id + "/" + ended.step];
+    for (const auto& e : out->flow_effects.ended) {
+      ended[e.task.flow_id() + "/" + e.task.step_execution_id()].emplace_back(e.task.attempt(),
+                                                                              e.outcome);
     }
     return Status::ok();
   });
   ASSERT_TRUE(read.is_ok()) << read.to_string();
-  EXPECT_EQ(completions.size(), 30u);
-  for (const auto& [key, n] : completions) EXPECT_EQ(n, 1) << key;
+  EXPECT_EQ(ended.size(), 30u);
+  for (const auto& [key, attempts] : ended) {
+    // Numbered 1..n, exactly one COMPLETED, the last; the others interrupted.
+    for (size_t i = 0; i < attempts.size(); ++i) {
+      EXPECT_EQ(attempts[i].first, i + 1) << key;
+      EXPECT_EQ(attempts[i].second,
+                i + 1 == attempts.size() ? flow::ATTEMPT_COMPLETED : flow::ATTEMPT_NOT_COMPLETED)
+          << key << " attempt " << i + 1;
+    }
+  }
+  // f5's B ran once, with number 1; f6's A is attempt 2 after the lost one.
+  EXPECT_EQ(ended["f5/B-1"].size(), 1u);
+  EXPECT_EQ(ended["f6/A-1"].size(), 2u);
+  EXPECT_EQ(ended["f0/A-1"].size(), 1u);  // finished before
   EXPECT_EQ(rebuilt.value()->dump().value(), live.value()->dump().value());
 }
 
@@ -696,27 +613,31 @@ class EngineRestoreTest : public EngineTest {
     ASSERT_TRUE(read.is_ok()) << read.to_string();
     EXPECT_EQ(rebuilt.value()->dump().value(), live.value()->dump().value());
   }
+  static bool described(Engine& e, const std::string& flow_id) {
+    auto d = e.describe_flow(flow_ref(flow_id));
+    EXPECT_TRUE(d.is_ok()) << flow_id << ": " << d.status().to_string();
+    return d.is_ok();
+  }
 };
 
 TEST_F(EngineRestoreTest, DeletedLocalStoreIsRestoredFromTheNewestSnapshotAndMatchesAFullReplay) {
   MemoryObjectStore store;
   auto p1 = start_process(store, 1, dir_.sub("local"));
-  register_type(*p1->engine, kThreeSteps);
-  auto w = std::make_shared<FakeWorker>();
-  auto h = connect(*p1->engine, w);
-  for (int i = 0; i < 20; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  auto w = std::make_shared<FlowWorker>();
+  auto h = connect_flows(*p1->engine, w, "w1", order_declaration(), 100);
+  for (int i = 0; i < 20; ++i) start(*p1->engine, "f" + std::to_string(i));
   for (int i = 0; i < 10; ++i) {
     auto task = w->next();
     ASSERT_TRUE(task);
-    EXPECT_TRUE(complete(*p1->engine, h, *task, "done").accepted());
+    EXPECT_TRUE(decide(*p1->engine, h, *task, complete("done")).accepted());
   }
   auto first = p1->engine->snapshot_now();
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
-  for (int i = 20; i < 25; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  for (int i = 20; i < 25; ++i) start(*p1->engine, "f" + std::to_string(i));
   auto second = p1->engine->snapshot_now();
   ASSERT_TRUE(second.is_ok());
   EXPECT_GT(second->slot, first->slot);
-  for (int i = 25; i < 30; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  for (int i = 25; i < 30; ++i) start(*p1->engine, "f" + std::to_string(i));
   end(p1);
 
   std::filesystem::remove_all(dir_.sub("local"));
@@ -727,9 +648,8 @@ TEST_F(EngineRestoreTest, DeletedLocalStoreIsRestoredFromTheNewestSnapshotAndMat
             std::string::npos)
       << p2->engine->local_store_report();
   EXPECT_NE(p2->engine->local_store_report().find("is missing"), std::string::npos);
-  for (int i = 0; i < 30; ++i) {
-    EXPECT_TRUE(p2->engine->get_flow("f" + std::to_string(i)).is_ok()) << i;
-  }
+  for (int i = 0; i < 30; ++i) EXPECT_TRUE(described(*p2->engine, "f" + std::to_string(i)));
+  EXPECT_EQ(status_of(*p2->engine, "f0"), flow::FLOW_COMPLETED);
   end(p2);
   expect_matches_full_replay(store, dir_.sub("local"));
 }
@@ -737,10 +657,10 @@ TEST_F(EngineRestoreTest, DeletedLocalStoreIsRestoredFromTheNewestSnapshotAndMat
 TEST_F(EngineRestoreTest, CorruptLocalStoreIsKeptAsideAndRestored) {
   MemoryObjectStore store;
   auto p1 = start_process(store, 1, dir_.sub("local"));
-  register_type(*p1->engine, kThreeSteps);
-  for (int i = 0; i < 5; ++i) start(*p1->engine, "three", "f" + std::to_string(i));
+  connect_flows(*p1->engine, std::make_shared<FlowWorker>());
+  for (int i = 0; i < 5; ++i) start(*p1->engine, "f" + std::to_string(i));
   ASSERT_TRUE(p1->engine->snapshot_now().is_ok());
-  start(*p1->engine, "three", "after-snapshot");
+  start(*p1->engine, "after-snapshot");
   end(p1);
   // A torn CURRENT file: RocksDB refuses to open the store.
   std::ofstream(dir_.sub("local") / "CURRENT", std::ios::trunc) << "MANIFEST-garbage";
@@ -750,8 +670,8 @@ TEST_F(EngineRestoreTest, CorruptLocalStoreIsKeptAsideAndRestored) {
   EXPECT_NE(p2->engine->local_store_report().find("is corrupt"), std::string::npos)
       << p2->engine->local_store_report();
   EXPECT_TRUE(std::filesystem::exists(dir_.sub("local.corrupt") / "CURRENT"));
-  EXPECT_TRUE(p2->engine->get_flow("f4").is_ok());
-  EXPECT_TRUE(p2->engine->get_flow("after-snapshot").is_ok());
+  EXPECT_TRUE(described(*p2->engine, "f4"));
+  EXPECT_TRUE(described(*p2->engine, "after-snapshot"));
   end(p2);
   expect_matches_full_replay(store, dir_.sub("local"));
 }
@@ -759,19 +679,20 @@ TEST_F(EngineRestoreTest, CorruptLocalStoreIsKeptAsideAndRestored) {
 TEST_F(EngineRestoreTest, LocalStoreBehindTheCollectedLogIsRestoredAndWithoutSnapshotsRefused) {
   MemoryObjectStore store;
   auto p1 = start_process(store, 1, dir_.sub("local"));
-  register_type(*p1->engine, kThreeSteps);
+  // The declaration (slot 1): later processes start runs without a Worker.
+  connect_flows(*p1->engine, std::make_shared<FlowWorker>());
   end(p1);
   std::filesystem::copy(dir_.sub("local"), dir_.sub("stale"));
   std::filesystem::copy(dir_.sub("local"), dir_.sub("stale2"));
 
   auto p2 = start_process(store, 2, dir_.sub("local"));
-  for (int i = 0; i < 1100; ++i) start(*p2->engine, "three", "f" + std::to_string(i));
+  for (int i = 0; i < 1100; ++i) start(*p2->engine, "f" + std::to_string(i));
   // Within the epoch's first 10 minutes its EpochStart pins the log.
   ASSERT_TRUE(p2->engine->snapshot_now().is_ok());
   EXPECT_EQ(find_log_bounds(store, kNode)->first, p2->writer->epoch_start_slot());
   EXPECT_EQ(p2->engine->snapshot_stats().log_slots_collected, 2u);  // epoch 1's slots
   clock_.advance(kEpochSettleTime);
-  start(*p2->engine, "three", "last");
+  start(*p2->engine, "last");
   auto snap = p2->engine->snapshot_now();
   ASSERT_TRUE(snap.is_ok()) << snap.status().to_string();
   // Collected behind the snapshot, but 1000 slots stay below the log end.
@@ -797,8 +718,8 @@ TEST_F(EngineRestoreTest, LocalStoreBehindTheCollectedLogIsRestoredAndWithoutSna
   EXPECT_NE(p3->engine->local_store_report().find("but the log now starts at slot"),
             std::string::npos)
       << p3->engine->local_store_report();
-  EXPECT_TRUE(p3->engine->get_flow("f0").is_ok());
-  EXPECT_TRUE(p3->engine->get_flow("last").is_ok());
+  EXPECT_TRUE(described(*p3->engine, "f0"));
+  EXPECT_TRUE(described(*p3->engine, "last"));
   end(p3);
 
   // Without any snapshot the gap cannot be bridged: a clear error, nothing changed.

@@ -1,6 +1,7 @@
-// Helpers shared by the engine tests: temporary store directories, records,
-// the flow types and Worker streams they use, and (EngineProcessTest) whole
-// processes of a log writer and an engine.
+// Helpers shared by the engine tests: temporary store directories, flow records
+// (docs/flow-rules.md) for the state machine, the Flow type and Worker streams
+// they use, and (EngineProcessTest) whole processes of a log writer and an
+// engine.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,17 +12,19 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/clock.h"
-#include "dex/engine.pb.h"
+#include "dex/flow_api.pb.h"
+#include "dex/flow_records.pb.h"
 #include "dex/records.pb.h"
 #include "engine/engine.h"
-#include "engine/flow_type.h"
 #include "log/log.h"
 
 namespace dex::testing {
@@ -46,113 +49,111 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Three Steps: b after a (retried once after 1 s), c after both.
-inline constexpr const char* kThreeSteps = R"(
-name: three
-steps:
-  - {name: a, taskQueue: q}
-  - {name: b, taskQueue: q, after: [a], retry: {maxAttempts: 3, initialInterval: 1s}}
-  - {name: c, taskQueue: q, after: [a, b]}
-)";
+// ------------------------------------------------ Flow types and decisions
 
-// The Step of `f` called `name`; throws if there is none.
-inline const Step& step_of(const Flow& f, const std::string& name) {
-  for (const auto& s : f.steps()) {
-    if (s.name() == name) return s;
+// Order: Start -> (Next | Wait). Wait waits on Channel "approval" or a Timer.
+// Every method keeps the defaults (SYNC, 3 attempts, 1 s first backoff).
+inline flow::FlowDeclaration order_declaration() {
+  flow::FlowDeclaration d;
+  d.set_flow_type("Order");
+  d.set_start_step_type("Start");
+  d.add_steps()->set_step_type("Start");
+  d.add_steps()->set_step_type("Next");
+  auto* wait = d.add_steps();
+  wait->set_step_type("Wait");
+  wait->set_has_wait_for(true);
+  d.add_channels()->set_name("approval");
+  return d;
+}
+
+// The Execute options of `step_type` in `d` (which must declare it).
+inline flow::MethodOptions& execute_options(flow::FlowDeclaration& d,
+                                            const std::string& step_type) {
+  for (auto& s : *d.mutable_steps()) {
+    if (s.step_type() == step_type) return *s.mutable_options()->mutable_execute();
   }
-  throw std::runtime_error("no step " + name);
+  ADD_FAILURE() << "no Step type " << step_type;
+  static flow::MethodOptions none;
+  return none;
 }
 
-inline FlowType must_parse(const std::string& text) {
-  auto t = parse_flow_type(text);
-  if (!t.is_ok()) throw std::runtime_error(t.status().to_string());
-  return t.value();
+inline flow::StepDecision go_to(const std::string& type) {
+  flow::StepDecision d;
+  auto* m = d.mutable_go_to()->add_movements();
+  m->set_step_type(type);
+  m->mutable_input()->set_data(type + "-input");
+  return d;
 }
 
-inline proto::LogRecord engine_record(proto::EngineRecord rec) {
-  proto::LogRecord r;
-  *r.mutable_engine() = std::move(rec);
+inline flow::StepDecision complete(const std::string& output) {
+  flow::StepDecision d;
+  d.mutable_graceful_complete()->set_data(output);
+  return d;
+}
+
+// ------------------------------------------------ records
+
+inline proto::LogRecord flow_record(flow::FlowRecord r) {
+  proto::LogRecord out;
+  *out.mutable_flow() = std::move(r);
+  return out;
+}
+
+inline proto::LogRecord declare(const flow::FlowDeclaration& d, int64_t at = 0) {
+  flow::FlowRecord r;
+  *r.mutable_declare_flows()->add_declarations() = d;
+  r.mutable_declare_flows()->set_at_unix_ms(at);
+  return flow_record(std::move(r));
+}
+
+inline flow::TaskRef task_ref(const std::string& flow_id, const std::string& exec,
+                              uint32_t attempt = 1, flow::Method method = flow::EXECUTE,
+                              const std::string& run_id = "r1") {
+  flow::TaskRef t;
+  t.set_flow_id(flow_id);
+  t.set_run_id(run_id);
+  t.set_step_execution_id(exec);
+  t.set_method(method);
+  t.set_attempt(attempt);
+  return t;
+}
+
+// Hands `task` to Worker "w1" as `task_id` in `r`.
+inline void assign(flow::FlowRecord& r, const flow::TaskRef& task, const std::string& task_id) {
+  auto* a = r.add_assignments();
+  *a->mutable_task() = task;
+  a->set_task_id(task_id);
+  a->set_worker_id("w1");
+}
+
+// A start of run "r1"; with `task_id`, its start Step's first attempt is handed out.
+inline flow::FlowRecord start_record(const std::string& flow_id, const std::string& type,
+                                     int64_t at, const std::string& task_id = "") {
+  flow::FlowRecord r;
+  auto* s = r.mutable_start_flow();
+  s->set_flow_id(flow_id);
+  s->set_run_id("r1");
+  s->set_flow_type(type);
+  s->mutable_input()->set_data("in");
+  s->set_at_unix_ms(at);
+  if (!task_id.empty()) {
+    r.set_at_unix_ms(at);
+    assign(r, task_ref(flow_id, "Start-1"), task_id);
+  }
   return r;
 }
 
-inline proto::LogRecord register_type(const FlowType& type) {
-  proto::EngineRecord rec;
-  *rec.mutable_register_flow_type()->mutable_flow_type() = type;
-  return engine_record(rec);
-}
-
-inline proto::LogRecord start_flow(const std::string& id, const std::string& type,
-                                   const std::string& input, int64_t at) {
-  proto::EngineRecord rec;
-  auto* s = rec.mutable_start_flow();
-  s->set_flow_id(id);
-  s->set_flow_type(type);
-  s->set_input(input);
-  s->set_at_unix_ms(at);
-  return engine_record(rec);
-}
-
-inline proto::LogRecord attempt_started(const std::string& flow, const std::string& step,
-                                        uint32_t attempt, const std::string& task, int64_t at) {
-  proto::EngineRecord rec;
-  auto* s = rec.mutable_attempt_started();
-  s->set_flow_id(flow);
-  s->set_step(step);
-  s->set_attempt(attempt);
-  s->set_task_id(task);
-  s->set_worker_id("w1");
-  s->set_at_unix_ms(at);
-  return engine_record(rec);
-}
-
-inline proto::LogRecord attempt_ended(const std::string& flow, const std::string& step,
-                                      const std::string& task, AttemptOutcome outcome,
-                                      const std::string& output_or_error, int64_t at,
-                                      bool non_retryable = false) {
-  proto::EngineRecord rec;
-  auto* e = rec.mutable_attempt_ended();
-  e->set_flow_id(flow);
-  e->set_step(step);
-  e->set_task_id(task);
-  e->set_outcome(outcome);
-  if (outcome == ATTEMPT_OUTCOME_COMPLETED) {
-    e->set_output(output_or_error);
-  } else {
-    e->set_error(output_or_error);
-  }
-  e->set_non_retryable(non_retryable);
-  e->set_at_unix_ms(at);
-  return engine_record(rec);
-}
-
-inline proto::LogRecord attempt_withdrawn(const std::string& flow, const std::string& step,
-                                          const std::string& task, int64_t at) {
-  proto::EngineRecord rec;
-  auto* w = rec.mutable_attempt_withdrawn();
-  w->set_flow_id(flow);
-  w->set_step(step);
-  w->set_task_id(task);
-  w->set_at_unix_ms(at);
-  return engine_record(rec);
-}
-
-inline proto::LogRecord timer_fired(const std::string& flow, const std::string& step,
-                                    int64_t wake_at, int64_t at) {
-  proto::EngineRecord rec;
-  auto* t = rec.mutable_timer_fired();
-  t->set_flow_id(flow);
-  t->set_step(step);
-  t->set_wake_at_ms(wake_at);
-  t->set_at_unix_ms(at);
-  return engine_record(rec);
-}
-
-inline proto::LogRecord cancel_flow(const std::string& flow, int64_t at) {
-  proto::EngineRecord rec;
-  auto* c = rec.mutable_cancel_flow();
-  c->set_flow_id(flow);
-  c->set_at_unix_ms(at);
-  return engine_record(rec);
+// The Execute result of `task` (attempt `task_id`): `decision`, COMPLETED.
+inline flow::FlowRecord decided(const flow::TaskRef& task, const std::string& task_id,
+                                const flow::StepDecision& decision, int64_t at) {
+  flow::FlowRecord r;
+  auto* m = r.mutable_method_result();
+  *m->mutable_task() = task;
+  m->set_task_id(task_id);
+  m->set_outcome(flow::ATTEMPT_COMPLETED);
+  *m->mutable_decision() = decision;
+  m->set_at_unix_ms(at);
+  return r;
 }
 
 inline proto::LogRecord epoch_start(const std::string& holder, int64_t at) {
@@ -162,21 +163,14 @@ inline proto::LogRecord epoch_start(const std::string& holder, int64_t at) {
   return r;
 }
 
-// ------------------------------------------------ whole engines
+// ------------------------------------------------ Worker streams
 
-// The node whose log the engine tests write.
-inline const NodeId kNode("n1");
-// The wall clock (Unix ms) at the ManualClock's start; EngineProcessTest::wall_ms.
-inline constexpr int64_t kWallBaseMs = 1'700'000'000'000;
-
-// A Worker stream: collects the tasks the engine sends; `alive = false` makes
-// send_task and send_ping fail as on a dead stream.
-class FakeWorker final : public WorkerSink {
+// A Worker stream that hosts Flows: collects the FlowTasks the engine sends;
+// `alive = false` makes send_task and send_ping fail as on a dead stream.
+class FlowWorker final : public WorkerSink {
  public:
-  // `wait`: how long next() waits for a task by default.
-  explicit FakeWorker(std::chrono::milliseconds wait = std::chrono::milliseconds(2000))
-      : wait_(wait) {}
-  bool send_task(const StepTask& task) override {
+  bool send_task(const flow::FlowTask& task) override {
+    ++sends;
     std::lock_guard<std::mutex> lock(mu_);
     if (!alive) return false;
     tasks_.push_back(task);
@@ -184,38 +178,138 @@ class FakeWorker final : public WorkerSink {
     return true;
   }
   bool send_ping() override {
-    pings++;
+    ++pings;
     return alive.load();
   }
-  std::optional<StepTask> next() { return next(wait_); }
-  std::optional<StepTask> next(std::chrono::milliseconds wait) {
+  std::optional<flow::FlowTask> next(
+      std::chrono::milliseconds wait = std::chrono::milliseconds(3000)) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, wait, [&] { return !tasks_.empty(); })) return std::nullopt;
-    StepTask t = tasks_.front();
+    flow::FlowTask t = tasks_.front();
     tasks_.pop_front();
     return t;
   }
   std::atomic<bool> alive{true};
+  std::atomic<int> sends{0};  // send_task calls, on a dead stream too
   std::atomic<int> pings{0};
 
  private:
-  const std::chrono::milliseconds wait_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<StepTask> tasks_;
+  std::deque<flow::FlowTask> tasks_;
 };
 
-// Connects `worker` to `engine` as Worker `id` serving task queue "q".
-inline Engine::WorkerHandle connect(Engine& engine, std::shared_ptr<WorkerSink> worker,
-                                    uint32_t capacity = 100, std::string id = "w1") {
+// Connects `worker` to `engine` as Worker `id` hosting `declarations`.
+inline Engine::WorkerHandle connect_flows(Engine& e, std::shared_ptr<WorkerSink> worker,
+                                          const std::string& id,
+                                          const std::vector<flow::FlowDeclaration>& declarations,
+                                          uint32_t capacity = 10) {
   WorkerHello hello;
   hello.set_worker_id(id);
-  hello.add_task_queues("q");
   hello.set_max_concurrent_tasks(capacity);
-  auto handle = engine.connect_worker(hello, std::move(worker));
+  for (const auto& d : declarations) *hello.add_flows() = d;
+  auto handle = e.connect_worker(hello, std::move(worker));
   EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
   return handle.is_ok() ? handle.value() : 0;
 }
+
+inline Engine::WorkerHandle connect_flows(
+    Engine& e, std::shared_ptr<WorkerSink> worker, const std::string& id = "w1",
+    const flow::FlowDeclaration& declaration = order_declaration(), uint32_t capacity = 10) {
+  return connect_flows(e, std::move(worker), id, std::vector<flow::FlowDeclaration>{declaration},
+                       capacity);
+}
+
+// Starts a run of `type`; its run ID ("" and a test failure if refused).
+inline std::string start(Engine& e, const std::string& flow_id, const std::string& input = "in",
+                         const std::string& type = "Order") {
+  flow::StartFlowRequest r;
+  r.set_flow_id(flow_id);
+  r.set_flow_type(type);
+  r.mutable_input()->set_data(input);
+  auto out = e.start_flow(r);
+  EXPECT_TRUE(out.is_ok()) << flow_id << ": " << out.status().to_string();
+  return out.is_ok() ? out->run_id() : "";
+}
+
+inline ResultAck answer(Engine& e, Engine::WorkerHandle w, const flow::FlowTaskResult& result) {
+  auto f = e.complete_task(w, result);
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  return f.get();
+}
+
+inline ResultAck decide(Engine& e, Engine::WorkerHandle w, const flow::FlowTask& task,
+                        const flow::StepDecision& decision) {
+  flow::FlowTaskResult r;
+  r.set_task_id(task.task_id());
+  *r.mutable_decision() = decision;
+  return answer(e, w, r);
+}
+
+inline ResultAck fail_task(Engine& e, Engine::WorkerHandle w, const flow::FlowTask& task,
+                           const std::string& message, bool non_retryable = false) {
+  flow::FlowTaskResult r;
+  r.set_task_id(task.task_id());
+  r.mutable_error()->set_message(message);
+  r.mutable_error()->set_non_retryable(non_retryable);
+  return answer(e, w, r);
+}
+
+inline flow::FlowRef flow_ref(const std::string& flow_id) {
+  flow::FlowRef ref;
+  ref.set_flow_id(flow_id);
+  return ref;
+}
+
+// The run's status now (UNSPECIFIED and a test failure if it cannot be read).
+inline flow::FlowStatus status_of(Engine& e, const std::string& flow_id) {
+  auto d = e.describe_flow(flow_ref(flow_id));
+  EXPECT_TRUE(d.is_ok()) << flow_id << ": " << d.status().to_string();
+  return d.is_ok() ? d->status() : flow::FLOW_STATUS_UNSPECIFIED;
+}
+
+// The active Step execution `exec` of the run, as GetFlowState shows it.
+inline std::optional<flow::StepExecutionView> active_step(Engine& e, const std::string& flow_id,
+                                                          const std::string& exec) {
+  auto state = e.flow_state(flow_ref(flow_id));
+  EXPECT_TRUE(state.is_ok()) << flow_id << ": " << state.status().to_string();
+  if (!state.is_ok()) return std::nullopt;
+  for (const auto& s : state->active()) {
+    if (s.step_execution_id() == exec) return s;
+  }
+  return std::nullopt;
+}
+
+// Waits (real time, bounded) for the run to close; its description.
+inline flow::FlowDescription wait_closed(Engine& e, const std::string& flow_id) {
+  flow::WaitForFlowRequest r;
+  r.mutable_flow()->set_flow_id(flow_id);
+  r.set_timeout_ms(1);
+  for (int i = 0; i < 200; ++i) {
+    auto out = e.wait_for_flow(r, nullptr);
+    EXPECT_TRUE(out.is_ok()) << out.status().to_string();
+    if (out.is_ok() && out->closed()) return out->flow();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << flow_id << " did not close";
+  return {};
+}
+
+// Waits (real time, bounded) until `done` holds.
+inline bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+// ------------------------------------------------ whole engines
+
+// The node whose log the engine tests write.
+inline const NodeId kNode("n1");
+// The wall clock (Unix ms) at the ManualClock's start; EngineProcessTest::wall_ms.
+inline constexpr int64_t kWallBaseMs = 1'700'000'000'000;
 
 // One active process: a writer of an epoch and an engine over a local store.
 struct EngineProcess {

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <deque>
 #include <future>
 
 #include "engine/engine.h"
@@ -15,33 +14,6 @@ namespace dex {
 namespace {
 
 using namespace dex::testing;
-
-// A Worker stream that hosts Flows: collects the FlowTasks the engine sends.
-class FlowWorker final : public WorkerSink {
- public:
-  bool send_task(const flow::FlowTask& task) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!alive) return false;
-    tasks_.push_back(task);
-    cv_.notify_all();
-    return true;
-  }
-  bool send_ping() override { return alive.load(); }
-  std::optional<flow::FlowTask> next(
-      std::chrono::milliseconds wait = std::chrono::milliseconds(3000)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, wait, [&] { return !tasks_.empty(); })) return std::nullopt;
-    flow::FlowTask t = tasks_.front();
-    tasks_.pop_front();
-    return t;
-  }
-  std::atomic<bool> alive{true};
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<flow::FlowTask> tasks_;
-};
 
 // Forwards to another store; while held, every put waits for release().
 class HoldingStore final : public ObjectStore {
@@ -83,80 +55,7 @@ class HoldingStore final : public ObjectStore {
   bool held_ = false;  // guarded by mu_
 };
 
-// Order: Start -> (Next | Wait). Wait waits on Channel "approval" or a Timer.
-flow::FlowDeclaration order_declaration() {
-  flow::FlowDeclaration d;
-  d.set_flow_type("Order");
-  d.set_start_step_type("Start");
-  d.add_steps()->set_step_type("Start");
-  d.add_steps()->set_step_type("Next");
-  auto* wait = d.add_steps();
-  wait->set_step_type("Wait");
-  wait->set_has_wait_for(true);
-  d.add_channels()->set_name("approval");
-  return d;
-}
-
-class FlowEngineTest : public EngineProcessTest {
- protected:
-  Engine::WorkerHandle connect_flows(
-      Engine& e, std::shared_ptr<FlowWorker> worker, const std::string& id = "w1",
-      const flow::FlowDeclaration& declaration = order_declaration()) {
-    WorkerHello hello;
-    hello.set_worker_id(id);
-    hello.set_max_concurrent_tasks(10);
-    *hello.add_flows() = declaration;
-    auto handle = e.connect_worker(hello, std::move(worker));
-    EXPECT_TRUE(handle.is_ok()) << handle.status().to_string();
-    return handle.is_ok() ? handle.value() : 0;
-  }
-  static std::string start(Engine& e, const std::string& flow_id, const std::string& input = "in") {
-    flow::StartFlowRequest r;
-    r.set_flow_id(flow_id);
-    r.set_flow_type("Order");
-    r.mutable_input()->set_data(input);
-    auto out = e.start_flow(r);
-    EXPECT_TRUE(out.is_ok()) << out.status().to_string();
-    return out.is_ok() ? out->run_id() : "";
-  }
-  static ResultAck answer(Engine& e, Engine::WorkerHandle w, flow::FlowTaskResult result) {
-    auto f = e.complete_task(w, result);
-    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    return f.get();
-  }
-  static ResultAck decide(Engine& e, Engine::WorkerHandle w, const flow::FlowTask& task,
-                          const flow::StepDecision& decision) {
-    flow::FlowTaskResult r;
-    r.set_task_id(task.task_id());
-    *r.mutable_decision() = decision;
-    return answer(e, w, r);
-  }
-  static flow::StepDecision go_to(const std::string& type) {
-    flow::StepDecision d;
-    auto* m = d.mutable_go_to()->add_movements();
-    m->set_step_type(type);
-    m->mutable_input()->set_data(type + "-input");
-    return d;
-  }
-  static flow::StepDecision complete(const std::string& output) {
-    flow::StepDecision d;
-    d.mutable_graceful_complete()->set_data(output);
-    return d;
-  }
-  static flow::FlowDescription wait_closed(Engine& e, const std::string& flow_id) {
-    flow::WaitForFlowRequest r;
-    r.mutable_flow()->set_flow_id(flow_id);
-    r.set_timeout_ms(1);
-    for (int i = 0; i < 200; ++i) {
-      auto out = e.wait_for_flow(r, nullptr);
-      EXPECT_TRUE(out.is_ok()) << out.status().to_string();
-      if (out.is_ok() && out->closed()) return out->flow();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << flow_id << " did not close";
-    return {};
-  }
-};
+class FlowEngineTest : public EngineProcessTest {};
 
 TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
   MemoryObjectStore store;
