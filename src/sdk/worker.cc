@@ -205,6 +205,10 @@ class WorkerCore {
   // Tasks received after shutdown(), neither run nor answered.
   std::set<std::string> held_;
   bool handing_back_ = false;  // held_ was answered; later tasks are ignored
+  // Why the active process refused this Worker (INVALID_ARGUMENT: a Flow
+  // declaration or the hello is wrong). Retrying cannot help, so run() stops
+  // and returns it.
+  Status refused_ = Status::ok();
   WorkerStats stats_;
   Duration backoff_{0};
   Random random_;
@@ -250,7 +254,9 @@ Status WorkerCore::run() {
   size_t first = 0;  // where the rotation starts: the address accepted last
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      // Refused: open no other stream; wait for the shutdown to finish.
+      if (!refused_.is_ok()) cv_.wait(lock, [&] { return finished_; });
       if (finished_) break;
     }
     const TimePoint round_start = SystemClock::instance().now();
@@ -327,8 +333,13 @@ Status WorkerCore::run() {
   supervisor.join();
   for (auto& t : pool) t.join();
   spdlog::info("worker {}: stopped", options_.worker_id);
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused = refused_;
+  }
   mark_returned();
-  return Status::ok();
+  return refused;
 }
 
 bool WorkerCore::sleep_unless_finished(Duration d) {
@@ -451,6 +462,18 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished = finished_;
+  }
+  if (!finished && status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    // The server ends a stream with INVALID_ARGUMENT only for its hello: a
+    // Flow declaration it refuses, or a worker ID or concurrency over a limit.
+    std::lock_guard<std::mutex> lock(mu_);
+    refused_ = Status::invalid_argument(fmt::format(
+        "{} refused this Worker: {} (the Worker stops: fix the Flows it hosts or its options)",
+        address, status.error_message()));
+    spdlog::error("worker {}: {}", options_.worker_id, refused_.message());
+    stopping_ = true;
+    cv_.notify_all();
+    return accepted;
   }
   if (!finished) {
     std::string why = status_from_grpc(status, address, Duration::zero()).message();

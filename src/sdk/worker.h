@@ -96,7 +96,9 @@ class Worker {
   void host(std::shared_ptr<sdk::Flow> flow);
 
   // Serves until shutdown(). Returns ok after a shutdown, InvalidArgument
-  // when no Flow is hosted or the options are not valid. Call once.
+  // when no Flow is hosted or the options are not valid, or when the active
+  // process refuses the hello (a Flow declaration it does not accept, named
+  // in the message): then it stops as after shutdown(). Call once.
   Status run();
   // Graceful: stops taking tasks, lets running and queued ones finish, sends
   // their results and waits for their acks, bounded by shutdown_timeout.

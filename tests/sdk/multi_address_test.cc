@@ -495,6 +495,37 @@ TEST_F(MultiAddressTest, AWorkerRefusedByAStandbyPollsItOftenAndIsBackSoonAfterI
   EXPECT_LT(SystemClock::instance().now() - serving, milliseconds(1500));
 }
 
+// A Flow whose start Step is not one of its Steps: the server refuses the
+// declaration, and retrying cannot help.
+class NoStartStep final : public sdk::Flow {
+ public:
+  std::string type() const override { return "Broken"; }
+  std::string start_step() const override { return "Missing"; }
+  std::vector<std::shared_ptr<sdk::Step>> steps() const override { return Echo().steps(); }
+};
+
+TEST_F(MultiAddressTest, AWorkerWhoseDeclarationTheServerRefusesStopsWithTheReason) {
+  WorkerOptions options;
+  options.server_addresses = {address_of(*standby_), address_of(*active_)};
+  options.worker_id = "w-broken";
+  options.reconnect_backoff_initial = milliseconds(20);
+  options.reconnect_backoff_max = milliseconds(200);
+  Worker worker(options);
+  worker.host(std::make_shared<NoStartStep>());
+  auto ran = std::async(std::launch::async, [&] { return worker.run(); });
+  ASSERT_EQ(ran.wait_for(kWait), std::future_status::ready) << "run() kept retrying";
+  Status status = ran.get();
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find(address_of(*active_) + " refused this Worker"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("Missing"), std::string::npos) << status.message();
+  // Nothing of it was recorded: a start of the type is refused naming it.
+  Client client(client_options({address_of(*active_)}));
+  auto started = client.start("Broken", "f-broken", json::object());
+  ASSERT_FALSE(started.is_ok());
+  EXPECT_EQ(started.status().code(), Code::kInvalidArgument) << started.status().message();
+}
+
 TEST_F(MultiAddressTest, NobodyActiveFailsWithinTheDeadlineNamingEachAddress) {
   auto second_standby = start_api();
   ASSERT_TRUE(second_standby);
