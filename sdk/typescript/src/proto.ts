@@ -274,11 +274,11 @@ function protoRoot(): string {
 }
 
 /**
- * The full name of the dex Flow API's gRPC service, written here only: issue
- * 14 moves the service into package dex once the DAG model's service is gone
- * (its messages stay in package dex.flow), and that is a change of this line.
+ * The full name of the dex Flow API's gRPC service, written here only (its
+ * messages are in package dex.flow; it was dex.flow.FlowService while the DAG
+ * model's service had this name).
  */
-export const FLOW_SERVICE = "dex.flow.FlowService";
+export const FLOW_SERVICE = "dex.FlowService";
 
 export interface DexServices {
   /** The dex Flow API: FLOW_SERVICE. */
