@@ -22,12 +22,6 @@ namespace {
 using namespace dex::testing;
 const NodeId kNode("n1");
 
-const char* kType = R"(
-name: t
-steps:
-  - {name: a, taskQueue: q}
-)";
-
 // Writes batches of epoch 1 straight into the log (slot 0: EpochStart).
 class LogFiller {
  public:
@@ -47,7 +41,8 @@ class LogFiller {
     EXPECT_TRUE(slot.is_ok()) << slot.status().to_string();
   }
   void flows(int from, int to) {
-    for (int i = from; i < to; ++i) append(start_flow("f" + std::to_string(i), "t", "{}", 1000));
+    for (int i = from; i < to; ++i)
+      append(flow_record(start_record("f" + std::to_string(i), "Order", 1000)));
   }
   LogWriter& writer() { return *writer_; }
 
@@ -82,7 +77,7 @@ class FollowerTest : public ::testing::Test {
 
 TEST_F(FollowerTest, FollowsTheLogIntoItsOwnStoreAndMatchesAFullReplay) {
   LogFiller log(memory_, clock_);
-  log.append(register_type(must_parse(kType)));
+  log.append(declare(order_declaration()));
   log.flows(0, 50);
   Follower f(memory_, clock_, options());
   EXPECT_EQ(f.status().state, FollowerState::kBootstrapping);
