@@ -1,6 +1,7 @@
 // Tests of the gRPC layer alone, with a fake Engine: role handling (UNAVAILABLE
-// and NOT_SERVING while not active), health names, status mapping, the Worker
-// stream's framing and acknowledgements, and request size limits.
+// and NOT_SERVING while not active), health names, status mapping of
+// dex.FlowService calls, the Worker stream's framing and acknowledgements, and
+// request size limits.
 #include "api/api_server.h"
 #include "node/role_board.h"
 
@@ -22,35 +23,49 @@ class FakeEngine final : public Engine {
   void stop() override {}
   std::string local_store_report() const override { return "fake"; }
   StatusOr<SnapshotInfo> snapshot_now() override { return Status::stopped("fake"); }
-  Snapshotter::Stats snapshot_stats() const override { return {}; }
-  StatusOr<RegisterFlowTypeResponse> register_flow_type(const RegisterFlowTypeRequest&) override {
-    return Status::invalid_argument("step 'b' depends on unknown step 'c'");
-  }
-  StatusOr<FlowType> get_flow_type(const std::string& name) override {
-    return Status::not_found("no flow type '" + name + "'");
-  }
-  StatusOr<ListFlowTypesResponse> list_flow_types() override { return ListFlowTypesResponse(); }
-  StatusOr<StartFlowResponse> start_flow(const StartFlowRequest& request) override {
-    StartFlowResponse response;
-    response.mutable_flow()->set_flow_id(request.flow_id());
-    response.mutable_flow()->set_flow_type(request.flow_type());
-    response.mutable_flow()->set_status(FLOW_STATUS_RUNNING);
+  SnapshotStats snapshot_stats() const override { return {}; }
+  StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& request) override {
+    if (request.flow_id() == "taken") {
+      return Status::already_exists("Flow ID 'taken' has a running run");
+    }
+    flow::StartFlowResponse response;
+    response.set_run_id("run-of-" + request.flow_id());
     return response;
   }
-  StatusOr<Flow> get_flow(const std::string&) override { return Status::stopped("engine stopped"); }
-  StatusOr<ListFlowsResponse> list_flows(const ListFlowsRequest&) override {
-    return ListFlowsResponse();
-  }
-  StatusOr<CancelFlowResponse> cancel_flow(const CancelFlowRequest&) override {
+  Status stop_flow(const flow::StopFlowRequest&) override {
     return Status::corruption("bad bytes");
   }
-  StatusOr<WaitFlowResponse> wait_flow(const std::string& id, TimePoint deadline,
-                                       const std::function<bool()>&) override {
-    std::this_thread::sleep_until(deadline);
-    WaitFlowResponse response;
-    response.mutable_flow()->set_flow_id(id);
-    response.set_ended(false);
+  Status publish(const flow::PublishToChannelRequest& request) override {
+    return Status::invalid_argument("Channel '" + request.channel() + "' is not declared");
+  }
+  Status skip_timer(const flow::SkipTimerRequest&) override {
+    return Status::precondition_failed("the Timer already fired");
+  }
+  StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) override {
+    return Status::stopped("engine stopped");
+  }
+  StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& ref) override {
+    return Status::not_found("no Flow '" + ref.flow_id() + "'");
+  }
+  StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest&) override {
+    return flow::GetHistoryEventsResponse();
+  }
+  // Sleeps (real time) to the timeout and answers "not closed".
+  StatusOr<flow::WaitForFlowResponse> wait_for_flow(const flow::WaitForFlowRequest& request,
+                                                    const std::function<bool()>&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(request.timeout_ms()));
+    flow::WaitForFlowResponse response;
+    response.set_closed(false);
+    response.mutable_flow()->set_flow_id(request.flow().flow_id());
     return response;
+  }
+  StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
+      const flow::WaitForHistoryEventRequest&, const std::function<bool()>&) override {
+    return flow::GetHistoryEventsResponse();
+  }
+  StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
+      const flow::WaitForStepCompletionRequest&, const std::function<bool()>&) override {
+    return flow::WaitForStepCompletionResponse();
   }
   StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
                                         std::shared_ptr<WorkerSink> sink) override {
@@ -69,7 +84,7 @@ class FakeEngine final : public Engine {
     ack.set_cancel_requested(heartbeat.task_id() == "cancel-me");
     return ack;
   }
-  std::future<ResultAck> complete_task(WorkerHandle, const TaskResult& result) override {
+  std::future<ResultAck> complete_task(WorkerHandle, const flow::FlowTaskResult& result) override {
     std::promise<ResultAck> promise;
     if (result.task_id() == "engine-stopped") {
       promise.set_exception(std::make_exception_ptr(std::runtime_error("stopped")));
@@ -131,9 +146,9 @@ class ApiServerTest : public ::testing::Test {
 };
 
 TEST_F(ApiServerTest, InactiveProcessAnswersUnavailableAndNotServing) {
-  StartFlowRequest request;
-  request.set_flow_type("t");
-  StartFlowResponse response;
+  flow::StartFlowRequest request;
+  request.set_flow_type("Order");
+  flow::StartFlowResponse response;
   auto c = context();
   grpc::Status s = flows_->StartFlow(c.get(), request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -275,23 +290,24 @@ TEST_F(ApiServerTest, ActiveProcessServesAndReportsReadiness) {
     EXPECT_EQ(health(name), grpc::health::v1::HealthCheckResponse::SERVING) << name;
   }
   EXPECT_EQ(health("dex.HotStandby"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  StartFlowRequest request;
-  request.set_flow_type("t");
+  flow::StartFlowRequest request;
+  request.set_flow_type("Order");
   request.set_flow_id("f1");
-  StartFlowResponse response;
+  flow::StartFlowResponse response;
   auto c = context();
   ASSERT_TRUE(flows_->StartFlow(c.get(), request, &response).ok());
-  EXPECT_EQ(response.flow().flow_id(), "f1");
+  EXPECT_EQ(response.run_id(), "run-of-f1");
 }
 
 TEST_F(ApiServerTest, LostRoleAnswersUnavailableAtOnceNamingWhy) {
   activate();
   role_.set_inactive("the lease of node node-a was lost");
   applied();
-  GetFlowRequest request;
-  Flow response;
+  flow::FlowRef request;
+  request.set_flow_id("f1");
+  flow::FlowDescription response;
   auto c = context();
-  grpc::Status s = flows_->GetFlow(c.get(), request, &response);
+  grpc::Status s = flows_->DescribeFlow(c.get(), request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(s.error_message().find("lease"), std::string::npos);
   EXPECT_EQ(health(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
@@ -303,9 +319,9 @@ TEST_F(ApiServerTest, LeaseThatIsNoLongerValidRefusesCallsAtOnceBeforeTheEngine)
   std::atomic<bool> valid{true};
   role_.set_active(&engine_, {"node-a", Epoch(7), "host-1-abc"}, [&] { return valid.load(); });
   applied();
-  StartFlowRequest request;
-  request.set_flow_type("t");
-  StartFlowResponse response;
+  flow::StartFlowRequest request;
+  request.set_flow_type("Order");
+  flow::StartFlowResponse response;
   auto c1 = context();
   ASSERT_TRUE(flows_->StartFlow(c1.get(), request, &response).ok());
   valid = false;
@@ -326,54 +342,82 @@ TEST_F(ApiServerTest, LeaseThatIsNoLongerValidRefusesCallsAtOnceBeforeTheEngine)
 
 TEST_F(ApiServerTest, EngineErrorsMapToGrpcCodesWithTheirMessage) {
   activate();
-  RegisterFlowTypeRequest reg;
-  RegisterFlowTypeResponse reg_response;
+  flow::PublishToChannelRequest publish;
+  publish.set_flow_id("f");
+  publish.set_channel("nope");
+  flow::PublishToChannelResponse published;
   auto c1 = context();
-  grpc::Status s = flows_->RegisterFlowType(c1.get(), reg, &reg_response);
+  grpc::Status s = flows_->PublishToChannel(c1.get(), publish, &published);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("unknown step 'c'"), std::string::npos);
-  GetFlowTypeRequest get;
-  get.set_name("nope");
-  FlowType type;
+  EXPECT_EQ(s.error_message(), "Channel 'nope' is not declared");
+  flow::FlowRef ref;
+  ref.set_flow_id("ghost");
+  flow::GetFlowStateResponse state;
   auto c2 = context();
-  EXPECT_EQ(flows_->GetFlowType(c2.get(), get, &type).error_code(), grpc::StatusCode::NOT_FOUND);
-  GetFlowRequest get_flow;
-  Flow flow;
+  s = flows_->GetFlowState(c2.get(), ref, &state);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "no Flow 'ghost'");
+  flow::FlowDescription description;
   auto c3 = context();
-  EXPECT_EQ(flows_->GetFlow(c3.get(), get_flow, &flow).error_code(), grpc::StatusCode::UNAVAILABLE);
-  CancelFlowRequest cancel;
-  CancelFlowResponse cancelled;
+  EXPECT_EQ(flows_->DescribeFlow(c3.get(), ref, &description).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  flow::StopFlowRequest stop;
+  flow::StopFlowResponse stopped;
   auto c4 = context();
-  EXPECT_EQ(flows_->CancelFlow(c4.get(), cancel, &cancelled).error_code(),
-            grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(flows_->StopFlow(c4.get(), stop, &stopped).error_code(), grpc::StatusCode::INTERNAL);
+  flow::SkipTimerRequest skip;
+  flow::SkipTimerResponse skipped;
+  auto c5 = context();
+  EXPECT_EQ(flows_->SkipTimer(c5.get(), skip, &skipped).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  flow::StartFlowRequest start;
+  start.set_flow_id("taken");
+  flow::StartFlowResponse started;
+  auto c6 = context();
+  EXPECT_EQ(flows_->StartFlow(c6.get(), start, &started).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
 }
 
 TEST_F(ApiServerTest, OversizedRequestIsRefusedNamingTheSizes) {
   activate();
-  StartFlowRequest request;
-  request.set_flow_type("t");
-  request.set_input(std::string(100 * 1024, 'x'));
-  StartFlowResponse response;
+  flow::StartFlowRequest request;
+  request.set_flow_type("Order");
+  request.mutable_input()->set_data(std::string(100 * 1024, 'x'));
+  flow::StartFlowResponse response;
   auto c = context();
   grpc::Status s = flows_->StartFlow(c.get(), request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(s.error_message().find("larger than max"), std::string::npos) << s.error_message();
 }
 
-TEST_F(ApiServerTest, WaitFlowHonoursItsTimeout) {
+TEST_F(ApiServerTest, WaitForFlowHonoursItsTimeoutAndLongPollsRefuseANegativeOne) {
   activate();
-  WaitFlowRequest request;
-  request.set_flow_id("f");
+  flow::WaitForFlowRequest request;
+  request.mutable_flow()->set_flow_id("f");
   request.set_timeout_ms(200);
-  WaitFlowResponse response;
+  flow::WaitForFlowResponse response;
   auto c = context();
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(flows_->WaitFlow(c.get(), request, &response).ok());
-  EXPECT_FALSE(response.ended());
+  ASSERT_TRUE(flows_->WaitForFlow(c.get(), request, &response).ok());
+  EXPECT_FALSE(response.closed());
+  EXPECT_EQ(response.flow().flow_id(), "f");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   request.set_timeout_ms(-1);
   auto c2 = context();
-  EXPECT_EQ(flows_->WaitFlow(c2.get(), request, &response).error_code(),
+  grpc::Status s = flows_->WaitForFlow(c2.get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("timeoutMs"), std::string::npos) << s.error_message();
+  flow::WaitForHistoryEventRequest history;
+  history.set_timeout_ms(-1);
+  flow::GetHistoryEventsResponse events;
+  auto c3 = context();
+  EXPECT_EQ(flows_->WaitForHistoryEvent(c3.get(), history, &events).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  flow::WaitForStepCompletionRequest step;
+  step.set_timeout_ms(-1);
+  flow::WaitForStepCompletionResponse completed;
+  auto c4 = context();
+  EXPECT_EQ(flows_->WaitForStepCompletion(c4.get(), step, &completed).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -411,7 +455,7 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
   auto stream = workers->PollWorkerTask(c.get());
   WorkerMessage hello;
   hello.mutable_hello()->set_worker_id("w1");
-  hello.mutable_hello()->add_task_queues("q");
+  hello.mutable_hello()->add_flows()->set_flow_type("Order");
   ASSERT_TRUE(stream->Write(hello));
   ServerMessage reply;
   ASSERT_TRUE(stream->Read(&reply));
@@ -430,13 +474,20 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
     std::lock_guard<std::mutex> lock(engine_.mu);
     ASSERT_TRUE(engine_.sink != nullptr);
     EXPECT_EQ(engine_.last_hello.worker_id(), "w1");
-    StepTask task;
+    ASSERT_EQ(engine_.last_hello.flows_size(), 1);
+    EXPECT_EQ(engine_.last_hello.flows(0).flow_type(), "Order");
+    flow::FlowTask task;
     task.set_task_id("t1");
+    task.set_step_execution_id("Start-1");
     ASSERT_TRUE(engine_.sink->send_task(task));
+    ASSERT_TRUE(engine_.sink->send_ping());
   }
   ASSERT_TRUE(stream->Read(&reply));
-  ASSERT_TRUE(reply.has_task());
-  EXPECT_EQ(reply.task().task_id(), "t1");
+  ASSERT_TRUE(reply.has_flow_task());
+  EXPECT_EQ(reply.flow_task().task_id(), "t1");
+  EXPECT_EQ(reply.flow_task().step_execution_id(), "Start-1");
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_TRUE(reply.has_ping());
 
   WorkerMessage heartbeat;
   heartbeat.mutable_heartbeat()->set_task_id("cancel-me");
@@ -449,8 +500,8 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
   // gets no ack at all, so the Worker keeps it.
   for (const char* id : {"engine-stopped", "t1", "stale"}) {
     WorkerMessage result;
-    result.mutable_result()->set_task_id(id);
-    result.mutable_result()->set_output("{}");
+    result.mutable_flow_result()->set_task_id(id);
+    result.mutable_flow_result()->mutable_decision()->mutable_graceful_complete()->set_data("ok");
     ASSERT_TRUE(stream->Write(result));
   }
   ASSERT_TRUE(stream->Read(&reply));
@@ -469,7 +520,7 @@ TEST_F(ApiServerTest, WorkerStreamCarriesTasksHeartbeatsAndAcks) {
 }
 
 // A step down deletes the engine after its release: every call that got the
-// engine before it (here a Worker stream and a WaitFlow) must be done with it.
+// engine before it (here a Worker stream and a WaitForFlow) must be done with it.
 TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
   activate();
   EXPECT_TRUE(role_.wait_engine_unused(std::chrono::milliseconds(0)));
@@ -478,18 +529,18 @@ TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
   auto stream = workers->PollWorkerTask(c.get());
   WorkerMessage hello;
   hello.mutable_hello()->set_worker_id("w1");
-  hello.mutable_hello()->add_task_queues("q");
+  hello.mutable_hello()->add_flows()->set_flow_type("Order");
   ASSERT_TRUE(stream->Write(hello));
   ServerMessage reply;
   ASSERT_TRUE(stream->Read(&reply));
   ASSERT_TRUE(reply.has_hello_ack());
   std::thread waiter([&] {
-    WaitFlowRequest request;
-    request.set_flow_id("f");
+    flow::WaitForFlowRequest request;
+    request.mutable_flow()->set_flow_id("f");
     request.set_timeout_ms(1500);
-    WaitFlowResponse response;
+    flow::WaitForFlowResponse response;
     auto wc = context();
-    EXPECT_TRUE(flows_->WaitFlow(wc.get(), request, &response).ok());
+    EXPECT_TRUE(flows_->WaitForFlow(wc.get(), request, &response).ok());
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   role_.set_inactive("stepped down");
@@ -499,7 +550,7 @@ TEST_F(ApiServerTest, TheEngineCountsAsUsedUntilEveryCallThatGotItIsDone) {
   while (stream->Read(&reply)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  // The WaitFlow (the fake sleeps to its deadline) is the last user.
+  // The WaitForFlow (the fake sleeps to its deadline) is the last user.
   EXPECT_TRUE(role_.wait_engine_unused(std::chrono::seconds(10)));
   waiter.join();
   std::lock_guard<std::mutex> lock(engine_.mu);
