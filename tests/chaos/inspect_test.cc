@@ -67,7 +67,8 @@ class InspectConfigTest : public ::testing::Test {
                     .is_ok());
   }
 
-  // A batch at `slot`; an EpochStart when `epoch_start`, else one engine StartFlow.
+  // A batch at `slot`; an EpochStart when `epoch_start`, else one flow record:
+  // a StartFlow of the chaos Flow type.
   void put_batch(const std::string& node_id, uint64_t slot, uint64_t epoch,
                  const std::string& writer, bool epoch_start, const std::string& flow_id = "") {
     proto::LogBatch batch;
@@ -82,9 +83,11 @@ class InspectConfigTest : public ::testing::Test {
       start->set_previous_end_slot(slot);
       start->set_at_unix_ms(1000 + static_cast<int64_t>(slot));
     } else {
-      auto* start = batch.add_records()->mutable_engine()->mutable_start_flow();
+      auto* start = batch.add_records()->mutable_flow()->mutable_start_flow();
       start->set_flow_id(flow_id);
+      start->set_run_id("run-" + flow_id);
       start->set_flow_type("chaos");
+      start->mutable_input()->set_data("in");
       start->set_at_unix_ms(2000);
     }
     ASSERT_TRUE(store_
@@ -118,7 +121,8 @@ TEST_F(InspectConfigTest, LeaseAndLogFromAServeConfigUseItsNodeId) {
   EXPECT_EQ(g["nodeId"], "node-c");
   EXPECT_EQ(g["endSlot"], "3");
   ASSERT_EQ(g["batches"].size(), 3u);
-  EXPECT_EQ(g["batches"][1]["kinds"], json::array({"engine"}));
+  EXPECT_EQ(g["batches"][0]["kinds"], json::array({"epochStart"}));
+  EXPECT_EQ(g["batches"][1]["kinds"], json::array({"flow.startFlow"}));
   EXPECT_FALSE(g["batches"][1].contains("recordDetails"));  // only with --records
 
   // --node-id still overrides the config's nodeId: another node has no lease here.
@@ -138,9 +142,11 @@ TEST_F(InspectConfigTest, RecordsPrintsEveryRecordInFull) {
   json es = g["batches"][0]["recordDetails"][0]["epochStart"];
   EXPECT_EQ(es["holderProcessId"], "proc-a");
   EXPECT_EQ(es["atUnixMs"], "1000");  // int64 as a string: protobuf's JSON mapping
-  json sf = g["batches"][1]["recordDetails"][0]["engine"]["startFlow"];
+  json sf = g["batches"][1]["recordDetails"][0]["flow"]["startFlow"];
   EXPECT_EQ(sf["flowId"], "f-7");
+  EXPECT_EQ(sf["runId"], "run-f-7");
   EXPECT_EQ(sf["flowType"], "chaos");
+  EXPECT_EQ(sf["atUnixMs"], "2000");
 }
 
 TEST_F(InspectConfigTest, RawShowsALowerEpochBatchThatTheReaderSkips) {
