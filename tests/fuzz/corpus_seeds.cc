@@ -5,7 +5,6 @@
 #include "common/framing.h"
 #include "dex/flow_records.pb.h"
 #include "dex/records.pb.h"
-#include "engine/flow_type.h"
 #include "fuzz_util.h"
 #include "lease/lease_record.h"
 #include "log/log_format.h"
@@ -23,33 +22,6 @@ std::string serialized(const google::protobuf::Message& m) {
   assert(ok);
   (void)ok;
   return out;
-}
-
-const char kThreeStepYaml[] = R"(# examples/flow-types/three-step.yaml
-name: three-step
-steps:
-  - name: fetch
-    taskQueue: example
-    startToCloseTimeout: 10s
-  - name: transform
-    taskQueue: example
-    after: [fetch]
-    retry:
-      maxAttempts: 3
-      initialInterval: 200ms
-      backoffCoefficient: 2.0
-      maxInterval: 1s
-    startToCloseTimeout: 10s
-  - name: store
-    taskQueue: example
-    after: [transform]
-    startToCloseTimeout: 10s
-)";
-
-FlowType three_step() {
-  auto t = parse_flow_type(kThreeStepYaml);
-  assert(t.is_ok());
-  return std::move(t).value();
 }
 
 proto::LogRecord epoch_start_record(const std::string& holder, uint64_t previous_end) {
@@ -74,41 +46,86 @@ proto::LogBatch batch(uint64_t slot, uint64_t epoch, bool epoch_start, int opaqu
   return b;
 }
 
-// One of each engine record, as the engine appends them.
-proto::LogBatch engine_batch() {
+// One of each flow record kind, as the engine appends them (docs/flow-rules.md).
+proto::LogBatch flow_batch() {
   proto::LogBatch b = batch(5, 2, false, 0);
-  auto add = [&]() { return b.add_records()->mutable_engine(); };
-  auto* reg = add();
-  reg->set_proposal_id(1);
-  *reg->mutable_register_flow_type()->mutable_flow_type() = three_step();
-  auto* start = add()->mutable_start_flow();
-  start->set_flow_id("flow-1");
-  start->set_flow_type("three-step");
-  start->set_input(R"({"n":1})");
+  auto add = [&]() { return b.add_records()->mutable_flow(); };
+  auto task = [](const std::string& exec, flow::Method method, uint32_t attempt) {
+    flow::TaskRef t;
+    t.set_flow_id("order-1");
+    t.set_run_id("run-1");
+    t.set_step_execution_id(exec);
+    t.set_method(method);
+    t.set_attempt(attempt);
+    return t;
+  };
+  auto* declare = add();
+  declare->set_proposal_id(1);
+  auto* d = declare->mutable_declare_flows()->add_declarations();
+  d->set_flow_type("Order");
+  d->set_start_step_type("Charge");
+  auto* charge = d->add_steps();
+  charge->set_step_type("Charge");
+  charge->mutable_options()->mutable_execute()->mutable_retry()->set_maximum_attempts(5);
+  auto* ship = d->add_steps();
+  ship->set_step_type("Ship");
+  ship->set_has_wait_for(true);
+  ship->mutable_options()->mutable_execute()->set_durability(flow::ASYNC);
+  d->add_channels()->set_name("approval");
+  declare->mutable_declare_flows()->set_at_unix_ms(kAtUnixMs);
+  auto* start = add();
+  start->set_proposal_id(2);
+  auto* s = start->mutable_start_flow();
+  s->set_flow_id("order-1");
+  s->set_run_id("run-1");
+  s->set_flow_type("Order");
+  s->mutable_input()->set_data(R"({"n":1})");
+  s->set_at_unix_ms(kAtUnixMs);
+  auto* assigned = start->add_assignments();
+  *assigned->mutable_task() = task("Charge-1", flow::EXECUTE, 1);
+  assigned->set_task_id("f2.1");
+  assigned->set_worker_id("worker-1");
   start->set_at_unix_ms(kAtUnixMs);
-  auto* started = add()->mutable_attempt_started();
-  started->set_flow_id("flow-1");
-  started->set_step("fetch");
-  started->set_attempt(1);
-  started->set_task_id("t1");
-  started->set_worker_id("worker-1");
-  started->set_at_unix_ms(kAtUnixMs + 1);
-  auto* ended = add()->mutable_attempt_ended();
-  ended->set_flow_id("flow-1");
-  ended->set_step("fetch");
-  ended->set_task_id("t1");
-  ended->set_outcome(ATTEMPT_OUTCOME_COMPLETED);
-  ended->set_output(R"({"fetched":true})");
-  ended->set_at_unix_ms(kAtUnixMs + 2);
+  auto* decided = add()->mutable_method_result();
+  *decided->mutable_task() = task("Charge-1", flow::EXECUTE, 1);
+  decided->set_task_id("f2.1");
+  decided->set_outcome(flow::ATTEMPT_COMPLETED);
+  decided->mutable_decision()->mutable_go_to()->add_movements()->set_step_type("Ship");
+  decided->set_at_unix_ms(kAtUnixMs + 1);
+  auto* waited = add()->mutable_method_result();
+  *waited->mutable_task() = task("Ship-1", flow::WAIT_FOR, 1);
+  waited->set_task_id("f2.2");
+  waited->set_outcome(flow::ATTEMPT_COMPLETED);
+  waited->mutable_wait()->set_kind(flow::ANY_OF);
+  auto* channel = waited->mutable_wait()->add_conditions()->mutable_channel();
+  channel->set_channel("approval");
+  channel->set_match(flow::FOR_ONE);
+  waited->mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(86'400'000);
+  waited->mutable_locals()->set_data("seen");
+  waited->set_at_unix_ms(kAtUnixMs + 2);
   auto* withdrawn = add()->mutable_attempt_withdrawn();
-  withdrawn->set_flow_id("flow-1");
-  withdrawn->set_step("transform");
-  withdrawn->set_task_id("t2");
+  *withdrawn->mutable_task() = task("Ship-1", flow::EXECUTE, 1);
+  withdrawn->set_task_id("f2.3");
   auto* timer = add()->mutable_timer_fired();
-  timer->set_flow_id("flow-1");
-  timer->set_step("transform");
-  timer->set_wake_at_ms(kAtUnixMs + 200);
-  add()->mutable_cancel_flow()->set_flow_id("flow-1");
+  timer->mutable_key()->set_flow_id("order-1");
+  timer->mutable_key()->set_run_id("run-1");
+  timer->mutable_key()->set_kind(flow::CONDITION);
+  timer->mutable_key()->set_step_execution_id("Ship-1");
+  timer->mutable_key()->set_condition_index(1);
+  timer->set_fire_at_ms(kAtUnixMs + 86'400'002);
+  auto* publish = add()->mutable_publish();
+  publish->set_flow_id("order-1");
+  publish->mutable_publish()->set_channel("approval");
+  publish->mutable_publish()->add_messages()->set_data("approved");
+  publish->set_request_id("req-1");
+  auto* skip = add()->mutable_skip_timer();
+  skip->set_flow_id("order-1");
+  skip->set_step_execution_id("Ship-1");
+  skip->set_condition_index(1);
+  auto* stop = add()->mutable_stop_flow();
+  stop->set_flow_id("order-1");
+  stop->set_mode(flow::STOP_FAIL);
+  stop->set_reason("out of stock");
   return b;
 }
 
@@ -119,11 +136,11 @@ void log_batch_seeds(std::vector<Seed>& out) {
   const std::string key0 = slot_key(kNode, Slot(0));
   const std::string key5 = slot_key(kNode, Slot(5));
   const proto::LogBatch first = batch(0, 1, true, 0);
-  const proto::LogBatch engine = engine_batch();
+  const proto::LogBatch flows = flow_batch();
   add("epoch_start_payload", false, key0, serialized(first));
   add("epoch_start_object", true, key0, encode_batch(first));
-  add("engine_records_payload", false, key5, serialized(engine));
-  add("engine_records_object", true, key5, encode_batch(engine));
+  add("flow_records_payload", false, key5, serialized(flows));
+  add("flow_records_object", true, key5, encode_batch(flows));
   add("opaque_records_payload", false, slot_key(kNode, Slot(7)), serialized(batch(7, 3, false, 3)));
   add("empty_batch_payload", false, key0, "");
   // The frame checks, one each.
@@ -344,49 +361,6 @@ localStore: {path: /srv/dex/store}
   add("edge_anchor.yaml", "a: &x {nodeId: b}\nlease: *x\n");
 }
 
-void flow_type_seeds(std::vector<Seed>& out) {
-  auto add = [&](std::string name, std::string bytes) {
-    out.push_back({"flow_type", std::move(name), std::move(bytes)});
-  };
-  add("three_step.yaml", kThreeStepYaml);
-  add("three_step.json", R"({"name": "three-step", "steps": [
-  {"name": "fetch", "taskQueue": "example", "startToCloseTimeout": "10s"},
-  {"name": "transform", "taskQueue": "example", "after": ["fetch"], "dispatch": "ASYNC",
-   "retry": {"maxAttempts": 3, "initialInterval": "200ms", "backoffCoefficient": 2.5,
-             "maxInterval": "1s"}, "heartbeatTimeout": "2s"},
-  {"name": "cool-down", "after": "transform", "sleep": "5s"}]})");
-  add("diamond.yaml", R"(name: diamond
-steps:
-  - {name: a, taskQueue: q}
-  - {name: b, taskQueue: q, after: [a]}
-  - {name: c, taskQueue: q, after: [a]}
-  - {name: d, taskQueue: q, after: [b, c], dispatch: sync}
-)");
-  add("edge_cycle.yaml", R"(name: cycle
-steps:
-  - {name: a, taskQueue: q, after: [c]}
-  - {name: b, taskQueue: q, after: [a]}
-  - {name: c, taskQueue: q, after: [b]}
-)");
-  add("edge_sleep_with_queue.yaml", "name: s\nsteps:\n  - {name: a, taskQueue: q, sleep: 1s}\n");
-  add("edge_bad_duration.yaml",
-      "name: s\nsteps:\n  - {name: a, taskQueue: q, startToCloseTimeout: 10x}\n");
-  add("edge_not_a_mapping.yaml", "- a\n- b\n");
-  add("edge_key_not_a_name.yaml", "name: s\nsteps:\n  - {[name]: a}\n");
-  // The same types as an API request's FlowType protobuf (0x01 first).
-  add("three_step.pb", std::string(1, '\x01') + serialized(three_step()));
-  FlowType raw;
-  raw.set_name("raw");
-  auto* step = raw.add_steps();
-  step->set_name("a");
-  step->set_task_queue("q");
-  step->mutable_retry()->set_backoff_coefficient(1.5);
-  step->set_sleep_ms(0);
-  add("defaults_unset.pb", std::string(1, '\x01') + serialized(raw));
-  step->set_sleep_ms(-5);
-  add("edge_negative_sleep.pb", std::string(1, '\x01') + serialized(raw));
-}
-
 // Frames of flow records (fuzz_flow_rules.cc): a 2-byte little-endian length,
 // then a serialized dex.flow.FlowRecord. The target's prelude has declared
 // Flow type T (A: Execute only, start; B: WaitFor; Channel c, ChannelMap m)
@@ -545,7 +519,6 @@ std::vector<Seed> corpus_seeds() {
   lease_record_seeds(out);
   snapshot_manifest_seeds(out);
   config_seeds(out);
-  flow_type_seeds(out);
   s3_xml_seeds(out);
   flow_rules_seeds(out);
   return out;

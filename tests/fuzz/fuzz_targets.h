@@ -12,7 +12,6 @@ int log_reader(const uint8_t* data, size_t size);         // LogReader, find_log
 int lease_record(const uint8_t* data, size_t size);       // decode_lease_record
 int snapshot_manifest(const uint8_t* data, size_t size);  // decode_snapshot_manifest
 int config(const uint8_t* data, size_t size);             // the YAML config loaders
-int flow_type(const uint8_t* data, size_t size);          // parse/validate_flow_type
 int s3_xml(const uint8_t* data, size_t size);             // S3 XML, error classification
 int flow_rules(const uint8_t* data, size_t size);         // apply_record over any records
 
