@@ -286,8 +286,10 @@ describe("Worker", () => {
   test("tasks that arrive after shutdown() are not run but handed back as retryable failures", async () => {
     const ran: string[] = [];
     let by = "first";
+    // The retry comes after the first Worker closed its stream: a task sent
+    // while it waits for the hand-back's acks is ignored until its attempt times out.
     const flow = oneStep("w-handback", {
-      options: { execute: { retry: { maximumAttempts: 3, initialIntervalMs: 100 } } },
+      options: { execute: { retry: { maximumAttempts: 3, initialIntervalMs: 1_500 } } },
       async execute(ctx) {
         ran.push(`${by} ${ctx.flowId} ${ctx.attempt}`);
         if (by === "first") await sleep(800);
