@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,13 +167,18 @@ inline proto::LogRecord epoch_start(const std::string& holder, int64_t at) {
 // ------------------------------------------------ Worker streams
 
 // A Worker stream that hosts Flows: collects the FlowTasks the engine sends;
-// `alive = false` makes send_task and send_ping fail as on a dead stream.
+// `alive = false` makes send_task and send_ping fail as on a dead stream. A
+// task ID it already received is ignored, as the SDK's Worker does.
 class FlowWorker final : public WorkerSink {
  public:
   bool send_task(const flow::FlowTask& task) override {
     ++sends;
     std::lock_guard<std::mutex> lock(mu_);
     if (!alive) return false;
+    if (!received_.insert(task.task_id()).second) {
+      ++repeats;
+      return true;
+    }
     tasks_.push_back(task);
     cv_.notify_all();
     return true;
@@ -190,13 +196,15 @@ class FlowWorker final : public WorkerSink {
     return t;
   }
   std::atomic<bool> alive{true};
-  std::atomic<int> sends{0};  // send_task calls, on a dead stream too
+  std::atomic<int> sends{0};    // send_task calls, on a dead stream too
+  std::atomic<int> repeats{0};  // tasks received again (ignored)
   std::atomic<int> pings{0};
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<flow::FlowTask> tasks_;
+  std::set<std::string> received_;  // task IDs
 };
 
 // Connects `worker` to `engine` as Worker `id` hosting `declarations`.
