@@ -25,17 +25,17 @@
 
 namespace dex::examples {
 
-std::shared_ptr<sdk::Flow> order_processing();
-std::shared_ptr<sdk::Flow> signup();
-std::shared_ptr<sdk::Flow> parallel_quotes();
+std::shared_ptr<Flow> order_processing();
+std::shared_ptr<Flow> signup();
+std::shared_ptr<Flow> parallel_quotes();
 // The three examples and the pipelines (whose Steps take `work_time` each).
-std::vector<std::shared_ptr<sdk::Flow>> all_flows(
+std::vector<std::shared_ptr<Flow>> all_flows(
     std::chrono::milliseconds work_time = std::chrono::milliseconds(0));
-std::vector<std::shared_ptr<sdk::Flow>> pipelines(std::chrono::milliseconds work_time);
+std::vector<std::shared_ptr<Flow>> pipelines(std::chrono::milliseconds work_time);
 // A Flow `type` of Execute-only Steps named `steps`, in that order: each goes
 // to the next with its input (after `work_time`), the last completes with it.
 // The benchmarks build theirs with it (bench/peers_worker.cc, dex_flows_bench).
-std::shared_ptr<sdk::Flow> pipeline(std::string type, std::vector<std::string> steps,
+std::shared_ptr<Flow> pipeline(std::string type, std::vector<std::string> steps,
                                     std::chrono::milliseconds work_time);
 
 }  // namespace dex::examples

@@ -168,7 +168,7 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
   json outputs = json::array();
   for (const auto& o : closed->flow().outputs())
     outputs.push_back({{"step_execution_id", o.step_execution_id()},
-                       {"output", dex::sdk::from_payload(o.output())}});
+                       {"output", dex::from_payload(o.output())}});
   const std::string status = dex::flow::FlowStatus_Name(closed->flow().status());
   // The messages the run's history shows published by clients, in order.
   json history_publishes = json::array();
@@ -181,7 +181,7 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
       after = e.seq();
       if (e.kind() != dex::flow::CHANNEL_PUBLISHED) continue;
       for (const auto& m : e.publish().messages())
-        history_publishes.push_back(dex::sdk::from_payload(m));
+        history_publishes.push_back(dex::from_payload(m));
     }
     if (!h->more()) break;
   }

@@ -9,17 +9,14 @@
 namespace dex::examples {
 namespace {
 
-using sdk::Context;
-using sdk::StepDecision;
-using sdk::Wait;
 
-const sdk::Channel kSellerApproval("seller-approval");
+const Channel kSellerApproval("seller-approval");
 
-class Charge final : public sdk::Step {
+class Charge final : public Step {
  public:
   std::string type() const override { return "Charge"; }
-  sdk::StepOptions options() const override {
-    sdk::StepOptions o;
+  StepOptions options() const override {
+    StepOptions o;
     o.execute.retry.initial_interval = std::chrono::milliseconds(200);
     o.execute.retry.maximum_attempts = 4;
     return o;
@@ -29,18 +26,18 @@ class Charge final : public sdk::Step {
     if (ctx.attempt() <= ctx.input().value("fail_charges", 0u))
       throw std::runtime_error("the card was declined (attempt " + std::to_string(ctx.attempt()) +
                                ")");
-    sdk::json order = ctx.input();
+    json order = ctx.input();
     order["charged_on_attempt"] = ctx.attempt();
     order["reminders"] = 0;
     return StepDecision::go_to("Ship", order);
   }
 };
 
-class Ship final : public sdk::WaitingStep {
+class Ship final : public WaitingStep {
  public:
   std::string type() const override { return "Ship"; }
-  sdk::StepOptions options() const override {
-    sdk::StepOptions o;
+  StepOptions options() const override {
+    StepOptions o;
     o.execute.retry.initial_interval = std::chrono::milliseconds(100);
     o.execute.retry.maximum_attempts = 2;
     o.execute.recovery_step = "Refund";
@@ -48,10 +45,10 @@ class Ship final : public sdk::WaitingStep {
   }
   Wait wait_for(Context& ctx) override {
     const auto reminder = std::chrono::milliseconds(ctx.input().value("reminder_ms", 86'400'000));
-    return Wait::any_of({kSellerApproval.for_one(), sdk::Timer::after(reminder)});
+    return Wait::any_of({kSellerApproval.for_one(), Timer::after(reminder)});
   }
   StepDecision execute(Context& ctx) override {
-    sdk::json order = ctx.input();
+    json order = ctx.input();
     if (ctx.timer_fired()) {
       // No approval yet: remind the seller and wait again.
       order["reminders"] = order.value("reminders", 0) + 1;
@@ -68,7 +65,7 @@ class Ship final : public sdk::WaitingStep {
   }
 };
 
-class Refund final : public sdk::Step {
+class Refund final : public Step {
  public:
   std::string type() const override { return "Refund"; }
   StepDecision execute(Context& ctx) override {
@@ -78,18 +75,18 @@ class Refund final : public sdk::Step {
   }
 };
 
-class OrderProcessing final : public sdk::Flow {
+class OrderProcessing final : public Flow {
  public:
   std::string type() const override { return "OrderProcessing"; }
   std::string start_step() const override { return "Charge"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Charge>(), std::make_shared<Ship>(), std::make_shared<Refund>()};
   }
-  std::vector<sdk::Channel> channels() const override { return {kSellerApproval}; }
+  std::vector<Channel> channels() const override { return {kSellerApproval}; }
 };
 
 }  // namespace
 
-std::shared_ptr<sdk::Flow> order_processing() { return std::make_shared<OrderProcessing>(); }
+std::shared_ptr<Flow> order_processing() { return std::make_shared<OrderProcessing>(); }
 
 }  // namespace dex::examples

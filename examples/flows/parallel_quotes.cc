@@ -9,19 +9,16 @@
 namespace dex::examples {
 namespace {
 
-using sdk::Context;
-using sdk::StepDecision;
-using sdk::Wait;
 
-const sdk::Channel kQuotes("quotes");
+const Channel kQuotes("quotes");
 
-class Start final : public sdk::Step {
+class Start final : public Step {
  public:
   std::string type() const override { return "Start"; }
   StepDecision execute(Context& ctx) override {
-    std::vector<sdk::Movement> moves;
+    std::vector<Movement> moves;
     for (const char* carrier : {"A", "B", "C"}) {
-      sdk::json ask = ctx.input();
+      json ask = ctx.input();
       ask["carrier"] = carrier;
       moves.push_back({"Quote", ask, std::nullopt});
     }
@@ -31,13 +28,13 @@ class Start final : public sdk::Step {
 };
 
 // A carrier answers after its delay (a durable Timer stands in for the call).
-class Quote final : public sdk::WaitingStep {
+class Quote final : public WaitingStep {
  public:
   std::string type() const override { return "Quote"; }
   Wait wait_for(Context& ctx) override {
     const std::string carrier = ctx.input().value("carrier", "");
     const auto delay = ctx.input()["delays_ms"].value(carrier, 0);
-    return Wait::any_of({sdk::Timer::after(std::chrono::milliseconds(delay))});
+    return Wait::any_of({Timer::after(std::chrono::milliseconds(delay))});
   }
   StepDecision execute(Context& ctx) override {
     const std::string carrier = ctx.input().value("carrier", "");
@@ -47,15 +44,15 @@ class Quote final : public sdk::WaitingStep {
   }
 };
 
-class Pick final : public sdk::WaitingStep {
+class Pick final : public WaitingStep {
  public:
   std::string type() const override { return "Pick"; }
   Wait wait_for(Context& ctx) override {
     const auto settle = std::chrono::milliseconds(ctx.input().value("settle_ms", 100));
-    return Wait::all_of({kQuotes.for_n(2), sdk::Timer::after(settle)});
+    return Wait::all_of({kQuotes.for_n(2), Timer::after(settle)});
   }
   StepDecision execute(Context& ctx) override {
-    sdk::json best;
+    json best;
     for (const auto& q : ctx.messages(kQuotes))
       if (best.is_null() || q.value("price", 0) < best.value("price", 0)) best = q;
     return StepDecision::graceful_complete(
@@ -64,22 +61,22 @@ class Pick final : public sdk::WaitingStep {
   }
 };
 
-class ParallelQuotes final : public sdk::Flow {
+class ParallelQuotes final : public Flow {
  public:
   std::string type() const override { return "ParallelQuotes"; }
   std::string start_step() const override { return "Start"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Start>(), std::make_shared<Quote>(), std::make_shared<Pick>()};
   }
-  std::vector<sdk::Channel> channels() const override { return {kQuotes}; }
+  std::vector<Channel> channels() const override { return {kQuotes}; }
 };
 
 }  // namespace
 
-std::shared_ptr<sdk::Flow> parallel_quotes() { return std::make_shared<ParallelQuotes>(); }
+std::shared_ptr<Flow> parallel_quotes() { return std::make_shared<ParallelQuotes>(); }
 
-std::vector<std::shared_ptr<sdk::Flow>> all_flows(std::chrono::milliseconds work_time) {
-  std::vector<std::shared_ptr<sdk::Flow>> out = {order_processing(), signup(), parallel_quotes()};
+std::vector<std::shared_ptr<Flow>> all_flows(std::chrono::milliseconds work_time) {
+  std::vector<std::shared_ptr<Flow>> out = {order_processing(), signup(), parallel_quotes()};
   for (auto& flow : pipelines(work_time)) out.push_back(std::move(flow));
   return out;
 }

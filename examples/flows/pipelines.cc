@@ -32,10 +32,8 @@ namespace dex::examples {
 namespace {
 
 using namespace std::chrono_literals;
-using sdk::Context;
-using sdk::StepDecision;
 
-class Work final : public sdk::Step {
+class Work final : public Step {
  public:
   Work(std::string type, std::string next, std::chrono::milliseconds work_time)
       : type_(std::move(type)), next_(std::move(next)), work_time_(work_time) {}
@@ -51,14 +49,14 @@ class Work final : public sdk::Step {
   std::chrono::milliseconds work_time_;
 };
 
-class Pipeline final : public sdk::Flow {
+class Pipeline final : public Flow {
  public:
   Pipeline(std::string type, std::vector<std::string> steps, std::chrono::milliseconds work_time)
       : type_(std::move(type)), step_types_(std::move(steps)), work_time_(work_time) {}
   std::string type() const override { return type_; }
   std::string start_step() const override { return step_types_.front(); }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
-    std::vector<std::shared_ptr<sdk::Step>> out;
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    std::vector<std::shared_ptr<Step>> out;
     for (size_t i = 0; i < step_types_.size(); ++i) {  // bounded by the Steps named
       const std::string next = i + 1 < step_types_.size() ? step_types_[i + 1] : "";
       out.push_back(std::make_shared<Work>(step_types_[i], next, work_time_));
@@ -76,23 +74,23 @@ class Pipeline final : public sdk::Flow {
 
 // One Step of an E2E Flow: works `work_time`, appends its type to "path"
 // and goes to `next` ("": completes the Flow).
-class E2EStep final : public sdk::Step {
+class E2EStep final : public Step {
  public:
   struct Spec {
     std::string type, next;
-    sdk::StepOptions options;
+    StepOptions options;
     bool fail_first_attempt = false;
   };
   E2EStep(Spec spec, std::chrono::milliseconds work_time)
       : spec_(std::move(spec)), work_time_(work_time) {}
   std::string type() const override { return spec_.type; }
-  sdk::StepOptions options() const override { return spec_.options; }
+  StepOptions options() const override { return spec_.options; }
   StepDecision execute(Context& ctx) override {
     if (work_time_.count() > 0) std::this_thread::sleep_for(work_time_);
     if (spec_.fail_first_attempt && ctx.attempt() == 1)
       throw std::runtime_error(spec_.type + " fails its first attempt on purpose");
-    sdk::json value = ctx.input().is_object() ? ctx.input() : sdk::json::object();
-    if (!value.contains("path")) value["path"] = sdk::json::array();
+    json value = ctx.input().is_object() ? ctx.input() : json::object();
+    if (!value.contains("path")) value["path"] = json::array();
     value["path"].push_back(spec_.type);
     if (spec_.next.empty()) return StepDecision::graceful_complete(value);
     return StepDecision::go_to(spec_.next, value);
@@ -103,14 +101,14 @@ class E2EStep final : public sdk::Step {
   std::chrono::milliseconds work_time_;
 };
 
-class E2EFlow final : public sdk::Flow {
+class E2EFlow final : public Flow {
  public:
   E2EFlow(std::string type, std::vector<E2EStep::Spec> steps, std::chrono::milliseconds work_time)
       : type_(std::move(type)), specs_(std::move(steps)), work_time_(work_time) {}
   std::string type() const override { return type_; }
   std::string start_step() const override { return specs_.front().type; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
-    std::vector<std::shared_ptr<sdk::Step>> out;
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    std::vector<std::shared_ptr<Step>> out;
     for (const auto& spec : specs_)  // bounded by the Steps named
       out.push_back(std::make_shared<E2EStep>(spec, work_time_));
     return out;
@@ -122,10 +120,10 @@ class E2EFlow final : public sdk::Flow {
   std::chrono::milliseconds work_time_;
 };
 
-sdk::StepOptions execute_options(uint32_t attempts, std::chrono::milliseconds initial,
+StepOptions execute_options(uint32_t attempts, std::chrono::milliseconds initial,
                                  std::chrono::milliseconds maximum,
                                  std::chrono::milliseconds attempt_timeout, bool async = false) {
-  sdk::StepOptions o;
+  StepOptions o;
   o.execute.retry.maximum_attempts = attempts;
   o.execute.retry.initial_interval = initial;
   o.execute.retry.maximum_interval = maximum;
@@ -134,7 +132,7 @@ sdk::StepOptions execute_options(uint32_t attempts, std::chrono::milliseconds in
   return o;
 }
 
-std::shared_ptr<sdk::Flow> e2e_three_steps(std::chrono::milliseconds work_time) {
+std::shared_ptr<Flow> e2e_three_steps(std::chrono::milliseconds work_time) {
   const auto sync = execute_options(5, 100ms, 500ms, 4s);
   const auto async = execute_options(5, 100ms, 500ms, 4s, true);
   return std::make_shared<E2EFlow>("E2EThreeSteps",
@@ -144,7 +142,7 @@ std::shared_ptr<sdk::Flow> e2e_three_steps(std::chrono::milliseconds work_time) 
                                    work_time);
 }
 
-std::shared_ptr<sdk::Flow> e2e_slow_step(std::string type, uint32_t attempts,
+std::shared_ptr<Flow> e2e_slow_step(std::string type, uint32_t attempts,
                                          std::chrono::milliseconds work_time) {
   return std::make_shared<E2EFlow>(
       std::move(type),
@@ -152,36 +150,36 @@ std::shared_ptr<sdk::Flow> e2e_slow_step(std::string type, uint32_t attempts,
       work_time);
 }
 
-const sdk::Channel kWake("wake");
+const Channel kWake("wake");
 
-class Idle final : public sdk::WaitingStep {
+class Idle final : public WaitingStep {
  public:
   std::string type() const override { return "Idle"; }
-  sdk::Wait wait_for(Context&) override { return sdk::Wait::any_of({kWake.for_one()}); }
+  Wait wait_for(Context&) override { return Wait::any_of({kWake.for_one()}); }
   StepDecision execute(Context& ctx) override {
     return StepDecision::graceful_complete(ctx.messages(kWake).at(0));
   }
 };
 
-class E2EIdle final : public sdk::Flow {
+class E2EIdle final : public Flow {
  public:
   std::string type() const override { return "E2EIdle"; }
   std::string start_step() const override { return "Idle"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Idle>()};
   }
-  std::vector<sdk::Channel> channels() const override { return {kWake}; }
+  std::vector<Channel> channels() const override { return {kWake}; }
 };
 
 }  // namespace
 
-std::shared_ptr<sdk::Flow> pipeline(std::string type, std::vector<std::string> steps,
+std::shared_ptr<Flow> pipeline(std::string type, std::vector<std::string> steps,
                                     std::chrono::milliseconds work_time) {
   DEX_INVARIANT(!steps.empty(), "a pipeline has Steps");
   return std::make_shared<Pipeline>(std::move(type), std::move(steps), work_time);
 }
 
-std::vector<std::shared_ptr<sdk::Flow>> pipelines(std::chrono::milliseconds work_time) {
+std::vector<std::shared_ptr<Flow>> pipelines(std::chrono::milliseconds work_time) {
   return {pipeline("OneStep", {"Work"}, work_time),
           pipeline("ThreeSteps", {"Work1", "Work2", "Work3"}, work_time),
           e2e_three_steps(work_time),

@@ -8,17 +8,14 @@
 namespace dex::examples {
 namespace {
 
-using sdk::Context;
-using sdk::StepDecision;
-using sdk::Wait;
 
-const sdk::Channel kVerify("verify");
+const Channel kVerify("verify");
 
-class SendEmail final : public sdk::Step {
+class SendEmail final : public Step {
  public:
   std::string type() const override { return "SendEmail"; }
   StepDecision execute(Context& ctx) override {
-    sdk::json signup = ctx.input();
+    json signup = ctx.input();
     // A real Step would call the mail service here (idempotently: a retried
     // attempt may send the same e-mail twice).
     signup["sends"] = signup.value("sends", 0) + 1;
@@ -26,15 +23,15 @@ class SendEmail final : public sdk::Step {
   }
 };
 
-class AwaitVerification final : public sdk::WaitingStep {
+class AwaitVerification final : public WaitingStep {
  public:
   std::string type() const override { return "AwaitVerification"; }
   Wait wait_for(Context& ctx) override {
     const auto resend = std::chrono::milliseconds(ctx.input().value("resend_ms", 600'000));
-    return Wait::any_of({kVerify.for_one(), sdk::Timer::after(resend)});
+    return Wait::any_of({kVerify.for_one(), Timer::after(resend)});
   }
   StepDecision execute(Context& ctx) override {
-    sdk::json signup = ctx.input();
+    json signup = ctx.input();
     if (ctx.timer_fired()) {
       if (signup.value("sends", 0) >= signup.value("max_sends", 3))
         return StepDecision::force_fail("not verified after " +
@@ -52,18 +49,18 @@ class AwaitVerification final : public sdk::WaitingStep {
   }
 };
 
-class SignUp final : public sdk::Flow {
+class SignUp final : public Flow {
  public:
   std::string type() const override { return "SignUp"; }
   std::string start_step() const override { return "SendEmail"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<SendEmail>(), std::make_shared<AwaitVerification>()};
   }
-  std::vector<sdk::Channel> channels() const override { return {kVerify}; }
+  std::vector<Channel> channels() const override { return {kVerify}; }
 };
 
 }  // namespace
 
-std::shared_ptr<sdk::Flow> signup() { return std::make_shared<SignUp>(); }
+std::shared_ptr<Flow> signup() { return std::make_shared<SignUp>(); }
 
 }  // namespace dex::examples

@@ -1,6 +1,6 @@
 #include "sdk/flow.h"
 
-namespace dex::sdk {
+namespace dex {
 
 flow::Payload to_payload(const json& value) {
   flow::Payload p;
@@ -311,4 +311,4 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
   return result;
 }
 
-}  // namespace dex::sdk
+}  // namespace dex

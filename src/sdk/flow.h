@@ -4,20 +4,20 @@
 // and an execute, which returns a StepDecision. A dex::Worker hosts Flows
 // (worker.h: Worker::host); a dex::Client starts and talks to their runs.
 //
-//   class Charge : public dex::sdk::Step {
+//   class Charge : public dex::Step {
 //    public:
 //     std::string type() const override { return "Charge"; }
-//     dex::sdk::StepDecision execute(dex::sdk::Context& ctx) override {
-//       return dex::sdk::StepDecision::go_to("Ship", ctx.input());
+//     dex::StepDecision execute(dex::Context& ctx) override {
+//       return dex::StepDecision::go_to("Ship", ctx.input());
 //     }
 //   };
-//   class Ship : public dex::sdk::WaitingStep {
-//     dex::sdk::Wait wait_for(dex::sdk::Context&) override {
-//       return dex::sdk::Wait::any_of({approval.for_one(), dex::sdk::Timer::after(hours(24))});
+//   class Ship : public dex::WaitingStep {
+//     dex::Wait wait_for(dex::Context&) override {
+//       return dex::Wait::any_of({approval.for_one(), dex::Timer::after(hours(24))});
 //     }
-//     dex::sdk::StepDecision execute(dex::sdk::Context& ctx) override {
-//       if (ctx.timer_fired()) return dex::sdk::StepDecision::go_to("Ship", ctx.input());
-//       return dex::sdk::StepDecision::graceful_complete(ctx.messages(approval).at(0));
+//     dex::StepDecision execute(dex::Context& ctx) override {
+//       if (ctx.timer_fired()) return dex::StepDecision::go_to("Ship", ctx.input());
+//       return dex::StepDecision::graceful_complete(ctx.messages(approval).at(0));
 //     }
 //   };
 //
@@ -42,7 +42,7 @@
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
 
-namespace dex::sdk {
+namespace dex {
 
 using json = nlohmann::json;
 
@@ -275,4 +275,4 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
 flow::Payload to_payload(const json& value);
 json from_payload(const flow::Payload& payload);
 
-}  // namespace dex::sdk
+}  // namespace dex

@@ -110,7 +110,7 @@ class WorkerCore {
   }
 
   // ----------------------------------------------------------- before run()
-  void host(std::shared_ptr<sdk::Flow> flow) {
+  void host(std::shared_ptr<Flow> flow) {
     std::lock_guard<std::mutex> lock(mu_);
     flows_[flow->type()] = std::move(flow);
   }
@@ -139,7 +139,7 @@ class WorkerCore {
     return s;
   }
 
-  // ---------------------------------------------------- from sdk::Context
+  // ---------------------------------------------------- from Context
   void send_heartbeat(const TaskState& task) {
     WorkerMessage message;
     message.mutable_heartbeat()->set_task_id(task.task.task_id());
@@ -189,7 +189,7 @@ class WorkerCore {
   std::condition_variable cv_;       // state changes: stopping_, finished_, idleness, in_run_
   std::condition_variable pool_cv_;  // queue_ and pool_stop_
   // Protected by mu_.
-  std::map<std::string, std::shared_ptr<sdk::Flow>> flows_;  // by type; fixed once run() starts
+  std::map<std::string, std::shared_ptr<Flow>> flows_;  // by type; fixed once run() starts
   bool in_run_ = false;
   bool ran_ = false;
   bool stopping_ = false;  // shutdown() was called
@@ -610,7 +610,7 @@ void WorkerCore::pool_loop() {
 }
 
 flow::FlowTaskResult WorkerCore::run_flow(const std::shared_ptr<TaskState>& state) {
-  std::shared_ptr<sdk::Flow> flow;
+  std::shared_ptr<Flow> flow;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = flows_.find(state->task.flow_type());
@@ -623,7 +623,7 @@ flow::FlowTaskResult WorkerCore::run_flow(const std::shared_ptr<TaskState>& stat
                                         state->task.flow_type() + "'");
     return result;
   }
-  return sdk::run_flow_task(
+  return run_flow_task(
       *flow, state->task, [this, state] { send_heartbeat(*state); },
       [state] {
         return state->cancel_requested.load() || SystemClock::instance().now() >= state->deadline;
@@ -739,7 +739,7 @@ Worker::~Worker() {
   core_->wait_run_returned();
 }
 
-void Worker::host(std::shared_ptr<sdk::Flow> flow) { core_->host(std::move(flow)); }
+void Worker::host(std::shared_ptr<Flow> flow) { core_->host(std::move(flow)); }
 Status Worker::run() { return core_->run(); }
 void Worker::shutdown() { core_->shutdown(); }
 const std::string& Worker::worker_id() const { return core_->worker_id(); }

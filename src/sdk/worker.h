@@ -4,7 +4,7 @@
 // it receives on a bounded thread pool.
 //
 //   dex::Worker worker({.server_address = "127.0.0.1:8801"});
-//   worker.host(std::make_shared<OrderProcessing>());  // a dex::sdk::Flow
+//   worker.host(std::make_shared<OrderProcessing>());  // a dex::Flow
 //   dex::Status s = worker.run();  // until worker.shutdown()
 //
 // Guarantees: every result (a Wait, a decision or an error) is kept until the
@@ -93,7 +93,7 @@ class Worker {
   // server records it durably), and its WaitFor and Execute tasks run on the
   // pool, concurrently. Call before run(); a second Flow of the same type
   // replaces the first.
-  void host(std::shared_ptr<sdk::Flow> flow);
+  void host(std::shared_ptr<Flow> flow);
 
   // Serves until shutdown(). Returns ok after a shutdown, InvalidArgument
   // when no Flow is hosted or the options are not valid, or when the active

@@ -253,7 +253,7 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
       request.set_flow_id(target);
       request.set_channel("signals");
       request.set_request_id("pub-" + settings.prefix + tail);
-      *request.add_messages() = dex::sdk::to_payload(json{{"m", msg}});
+      *request.add_messages() = dex::to_payload(json{{"m", msg}});
       json base = {{"op", "publish"},
                    {"lane", lane},
                    {"flow", target},

@@ -57,10 +57,11 @@
 
 namespace {
 
+using dex::Context;
+using dex::StepDecision;
+using dex::Wait;
+
 using nlohmann::json;
-using dex::sdk::Context;
-using dex::sdk::StepDecision;
-using dex::sdk::Wait;
 
 double now_ms() {
   using namespace std::chrono;
@@ -84,7 +85,7 @@ json proto_json(const google::protobuf::Message& m) {
   return json::parse(text, nullptr, false);
 }
 
-const dex::sdk::Channel kSignals("signals");
+const dex::Channel kSignals("signals");
 
 // What every Step shares: the attempt's record lines, the nonce, the seeded delay.
 struct Recorder {
@@ -123,7 +124,7 @@ struct Recorder {
     done["result"] = "fail";
     done["error"] = why;
     record(done);
-    throw dex::sdk::FlowFailure(why);
+    throw dex::FlowFailure(why);
   }
   static StepDecision decided(json done, StepDecision d) {
     done["ev"] = "done";
@@ -135,23 +136,23 @@ struct Recorder {
   }
 };
 
-dex::sdk::StepOptions options(bool async_execute) {
-  dex::sdk::MethodOptions m;
+dex::StepOptions options(bool async_execute) {
+  dex::MethodOptions m;
   m.attempt_timeout = std::chrono::seconds(5);
   m.retry.initial_interval = std::chrono::milliseconds(100);
   m.retry.backoff_coefficient = 2;
   m.retry.maximum_interval = std::chrono::seconds(1);
   m.retry.maximum_attempts = 20;
-  dex::sdk::StepOptions o{m, m};
+  dex::StepOptions o{m, m};
   o.execute.async = async_execute;
   return o;
 }
 
-class Begin final : public dex::sdk::Step {
+class Begin final : public dex::Step {
  public:
   explicit Begin(Recorder& r) : r_(r) {}
   std::string type() const override { return "Begin"; }
-  dex::sdk::StepOptions options() const override { return ::options(false); }
+  dex::StepOptions options() const override { return ::options(false); }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
     if (ctx.attempt() == 1) Recorder::fail(done, "chaos: Begin fails its first attempt on purpose");
@@ -167,11 +168,11 @@ class Begin final : public dex::sdk::Step {
   Recorder& r_;
 };
 
-class Fast final : public dex::sdk::Step {
+class Fast final : public dex::Step {
  public:
   explicit Fast(Recorder& r) : r_(r) {}
   std::string type() const override { return "Fast"; }
-  dex::sdk::StepOptions options() const override { return ::options(true); }
+  dex::StepOptions options() const override { return ::options(true); }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
     return Recorder::decided(done, StepDecision::graceful_complete({{"by", Recorder::by(done)}}));
@@ -181,16 +182,16 @@ class Fast final : public dex::sdk::Step {
   Recorder& r_;
 };
 
-class Gate final : public dex::sdk::WaitingStep {
+class Gate final : public dex::WaitingStep {
  public:
   explicit Gate(Recorder& r) : r_(r) {}
   std::string type() const override { return "Gate"; }
-  dex::sdk::StepOptions options() const override { return ::options(false); }
+  dex::StepOptions options() const override { return ::options(false); }
   Wait wait_for(Context& ctx) override {
     json done = r_.begin(ctx, "WAIT_FOR");
     const int round = ctx.input().value("round", 0);
     const uint64_t h = std::hash<std::string>{}(ctx.flow_id() + ctx.step_execution_id()) ^ r_.seed;
-    const auto timer = dex::sdk::Timer::after(std::chrono::milliseconds(300 + h % 501));
+    const auto timer = dex::Timer::after(std::chrono::milliseconds(300 + h % 501));
     Wait w = round % 2 == 0 ? Wait::any_of({kSignals.for_one(), timer})
                             : Wait::all_of({kSignals.at_most(2), timer});
     ctx.set_local("by", Recorder::by(done));
@@ -222,15 +223,15 @@ class Gate final : public dex::sdk::WaitingStep {
   Recorder& r_;
 };
 
-class ChaosFlow final : public dex::sdk::Flow {
+class ChaosFlow final : public dex::Flow {
  public:
   explicit ChaosFlow(Recorder& r) : r_(r) {}
   std::string type() const override { return "chaos"; }
   std::string start_step() const override { return "Begin"; }
-  std::vector<std::shared_ptr<dex::sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<dex::Step>> steps() const override {
     return {std::make_shared<Begin>(r_), std::make_shared<Fast>(r_), std::make_shared<Gate>(r_)};
   }
-  std::vector<dex::sdk::Channel> channels() const override { return {kSignals}; }
+  std::vector<dex::Channel> channels() const override { return {kSignals}; }
 
  private:
   Recorder& r_;

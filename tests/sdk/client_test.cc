@@ -230,7 +230,7 @@ TEST_F(ClientTest, TypedCallsCarryTheirFields) {
   ASSERT_TRUE(described.is_ok()) << described.status().message();
   EXPECT_EQ(described->status(), flow::FLOW_COMPLETED);
   ASSERT_EQ(described->outputs_size(), 1);
-  EXPECT_EQ(sdk::from_payload(described->outputs(0).output()), (json{{"n", 1}}));
+  EXPECT_EQ(from_payload(described->outputs(0).output()), (json{{"n", 1}}));
   auto state = client.flow_state("f-done", "run-done");
   ASSERT_TRUE(state.is_ok());
   EXPECT_EQ(flows_.state_requests().at(0).run_id(), "run-done");

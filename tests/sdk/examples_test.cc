@@ -1,5 +1,5 @@
 // The example dex Flows (examples/flows/) do what examples/README.md promises,
-// method by method through the SDK's task runner (sdk::run_flow_task), as a
+// method by method through the SDK's task runner (run_flow_task), as a
 // Worker runs them: their declarations, the Waits they return and the
 // decisions they take for what met a Wait. tests/server/test_flow_examples.py
 // runs them end to end against a real server.
@@ -23,7 +23,7 @@ flow::FlowTask task(const std::string& step_type, flow::Method method, const jso
   t.set_step_execution_id(step_type + "-1");
   t.set_method(method);
   t.set_attempt(attempt);
-  *t.mutable_input() = sdk::to_payload(input);
+  *t.mutable_input() = to_payload(input);
   return t;
 }
 
@@ -34,11 +34,11 @@ void fired(flow::FlowTask& t, const flow::Wait& wait, uint32_t index,
   c->set_index(index);
   c->set_fired(true);
   *c->mutable_condition() = wait.conditions(static_cast<int>(index));
-  for (const json& m : messages) *c->add_messages() = sdk::to_payload(m);
+  for (const json& m : messages) *c->add_messages() = to_payload(m);
 }
 
-flow::FlowTaskResult run(sdk::Flow& flow, const flow::FlowTask& t) {
-  return sdk::run_flow_task(
+flow::FlowTaskResult run(Flow& flow, const flow::FlowTask& t) {
+  return run_flow_task(
       flow, t, [] {}, [] { return false; });
 }
 
@@ -78,7 +78,7 @@ TEST(ExampleFlows, OrderProcessingChargesWithRetriesAndShipLoopsOnItsReminder) {
   EXPECT_NE(declined.error().message().find("declined"), std::string::npos);
   auto charged = run(*order, task("Charge", flow::EXECUTE, input, 2));
   EXPECT_EQ(go_to(charged).step_type(), "Ship");
-  const json shipping = sdk::from_payload(go_to(charged).input());
+  const json shipping = from_payload(go_to(charged).input());
   EXPECT_EQ(shipping["charged_on_attempt"], 2);
   EXPECT_EQ(shipping["reminders"], 0);
 
@@ -96,7 +96,7 @@ TEST(ExampleFlows, OrderProcessingChargesWithRetriesAndShipLoopsOnItsReminder) {
   fired(reminded, wait, 1);
   auto again = run(*order, reminded);
   EXPECT_EQ(go_to(again).step_type(), "Ship");
-  EXPECT_EQ(sdk::from_payload(go_to(again).input())["reminders"], 1);
+  EXPECT_EQ(from_payload(go_to(again).input())["reminders"], 1);
 
   // The seller approved: shipped.
   flow::FlowTask approved = task("Ship", flow::EXECUTE, shipping);
@@ -104,7 +104,7 @@ TEST(ExampleFlows, OrderProcessingChargesWithRetriesAndShipLoopsOnItsReminder) {
   auto shipped = run(*order, approved);
   ASSERT_TRUE(shipped.has_decision() && shipped.decision().has_graceful_complete())
       << shipped.DebugString();
-  const json out = sdk::from_payload(shipped.decision().graceful_complete());
+  const json out = from_payload(shipped.decision().graceful_complete());
   EXPECT_EQ(out["status"], "shipped");
   EXPECT_EQ(out["approved_by"], (json{{"by", "seller-7"}}));
 }
@@ -115,7 +115,7 @@ TEST(ExampleFlows, SignUpResendsOnItsTimerAndGivesUpAfterMaxSends) {
   const json input = {{"email", "ann@example.com"}, {"code", "123456"}, {"max_sends", 2}};
   auto sent = run(*signup, task("SendEmail", flow::EXECUTE, input));
   EXPECT_EQ(go_to(sent).step_type(), "AwaitVerification");
-  json waiting = sdk::from_payload(go_to(sent).input());
+  json waiting = from_payload(go_to(sent).input());
   EXPECT_EQ(waiting["sends"], 1);
 
   auto waited = run(*signup, task("AwaitVerification", flow::WAIT_FOR, waiting));
@@ -129,7 +129,7 @@ TEST(ExampleFlows, SignUpResendsOnItsTimerAndGivesUpAfterMaxSends) {
   fired(right, wait, 0, {json{{"code", "123456"}}});
   auto verified = run(*signup, right);
   ASSERT_TRUE(verified.decision().has_graceful_complete()) << verified.DebugString();
-  EXPECT_EQ(sdk::from_payload(verified.decision().graceful_complete())["verified"],
+  EXPECT_EQ(from_payload(verified.decision().graceful_complete())["verified"],
             "ann@example.com");
   // The resend Timer: send again, until max_sends e-mails went out.
   flow::FlowTask resend = task("AwaitVerification", flow::EXECUTE, waiting);
@@ -161,26 +161,26 @@ TEST(ExampleFlows, ParallelQuotesFansOutAndPicksTheCheapestCancellingTheRest) {
   fired(pick, waited.wait(), 1);
   auto picked = run(*quotes, pick);
   ASSERT_TRUE(picked.decision().has_graceful_complete()) << picked.DebugString();
-  EXPECT_EQ(sdk::from_payload(picked.decision().graceful_complete())["winner"]["carrier"], "B");
+  EXPECT_EQ(from_payload(picked.decision().graceful_complete())["winner"]["carrier"], "B");
   EXPECT_EQ(std::vector<std::string>(picked.decision().cancel_step_types().begin(),
                                      picked.decision().cancel_step_types().end()),
             std::vector<std::string>{"Quote"});
 }
 
 TEST(ExampleFlows, PipelinesPassTheirInputAlongAndCompleteWithIt) {
-  std::shared_ptr<sdk::Flow> found;
+  std::shared_ptr<Flow> found;
   for (auto& f : examples::pipelines(std::chrono::milliseconds(0)))
     if (f->type() == "ThreeSteps") found = f;
   ASSERT_TRUE(found);
-  sdk::Flow& three = *found;
+  Flow& three = *found;
   EXPECT_EQ(three.start_step(), "Work1");
   const json input = {{"n", 7}};
   auto first = run(three, task("Work1", flow::EXECUTE, input));
   EXPECT_EQ(go_to(first).step_type(), "Work2");
-  EXPECT_EQ(sdk::from_payload(go_to(first).input()), input);
+  EXPECT_EQ(from_payload(go_to(first).input()), input);
   auto last = run(three, task("Work3", flow::EXECUTE, input));
   ASSERT_TRUE(last.decision().has_graceful_complete()) << last.DebugString();
-  EXPECT_EQ(sdk::from_payload(last.decision().graceful_complete()), input);
+  EXPECT_EQ(from_payload(last.decision().graceful_complete()), input);
 }
 
 }  // namespace

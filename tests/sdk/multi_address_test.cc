@@ -33,14 +33,14 @@ constexpr Duration kWait = seconds(10);  // bound on every wait for something th
 
 // Flow type "Echo": one Execute-only Step that completes the run with its
 // input, after `handled` is counted.
-class Echo final : public sdk::Flow {
-  class Step final : public sdk::Step {
+class Echo final : public Flow {
+  class EchoStep final : public Step {
    public:
-    explicit Step(std::atomic<int>* handled) : handled_(handled) {}
+    explicit EchoStep(std::atomic<int>* handled) : handled_(handled) {}
     std::string type() const override { return "Echo"; }
-    sdk::StepDecision execute(sdk::Context& ctx) override {
+    StepDecision execute(Context& ctx) override {
       if (handled_ != nullptr) ++*handled_;
-      return sdk::StepDecision::graceful_complete(ctx.input());
+      return StepDecision::graceful_complete(ctx.input());
     }
 
    private:
@@ -51,8 +51,8 @@ class Echo final : public sdk::Flow {
   explicit Echo(std::atomic<int>* handled = nullptr) : handled_(handled) {}
   std::string type() const override { return "Echo"; }
   std::string start_step() const override { return "Echo"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
-    return {std::make_shared<Step>(handled_)};
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    return {std::make_shared<EchoStep>(handled_)};
   }
 
  private:
@@ -338,7 +338,7 @@ TEST_F(MultiAddressTest, WorkerFindsTheActiveProcessWhicheverOrderTheAddressesAr
     ASSERT_TRUE(run);
     EXPECT_EQ(run->status(), flow::FLOW_COMPLETED);
     ASSERT_EQ(run->outputs_size(), 1);
-    EXPECT_EQ(sdk::from_payload(run->outputs(0).output()), (json{{"round", round}}));
+    EXPECT_EQ(from_payload(run->outputs(0).output()), (json{{"round", round}}));
     WorkerStats stats = worker.stats();
     EXPECT_EQ(stats.connected_address, address_of(*active_));
     EXPECT_EQ(stats.streams_accepted, 1u);
@@ -383,7 +383,7 @@ TEST_F(MultiAddressTest, RolesSwitchAndTheWorkerDeliversItsUnacknowledgedResultO
   EXPECT_EQ(client.preferred_address(), new_active);
   EXPECT_EQ(run->status(), flow::FLOW_COMPLETED);
   ASSERT_EQ(run->outputs_size(), 1);
-  EXPECT_EQ(sdk::from_payload(run->outputs(0).output()), (json{{"x", 1}}));
+  EXPECT_EQ(from_payload(run->outputs(0).output()), (json{{"x", 1}}));
   EXPECT_EQ(handled.load(), 1);
   // One Execute result, of the first attempt: the re-sent result was applied
   // once, and no attempt failed or ran again.
@@ -497,11 +497,11 @@ TEST_F(MultiAddressTest, AWorkerRefusedByAStandbyPollsItOftenAndIsBackSoonAfterI
 
 // A Flow whose start Step is not one of its Steps: the server refuses the
 // declaration, and retrying cannot help.
-class NoStartStep final : public sdk::Flow {
+class NoStartStep final : public Flow {
  public:
   std::string type() const override { return "Broken"; }
   std::string start_step() const override { return "Missing"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override { return Echo().steps(); }
+  std::vector<std::shared_ptr<Step>> steps() const override { return Echo().steps(); }
 };
 
 TEST_F(MultiAddressTest, AWorkerWhoseDeclarationTheServerRefusesStopsWithTheReason) {

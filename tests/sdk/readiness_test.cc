@@ -127,18 +127,18 @@ TEST(ProbeReadiness, WithNoneServingWaitsOnlyUntilTheDeadline) {
 }
 
 // A Flow for the Worker to host: these tests send it no tasks.
-class Idle final : public sdk::Flow {
-  class Done final : public sdk::Step {
+class Idle final : public Flow {
+  class Done final : public Step {
     std::string type() const override { return "Done"; }
-    sdk::StepDecision execute(sdk::Context&) override {
-      return sdk::StepDecision::graceful_complete();
+    StepDecision execute(Context&) override {
+      return StepDecision::graceful_complete();
     }
   };
 
  public:
   std::string type() const override { return "Idle"; }
   std::string start_step() const override { return "Done"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Done>()};
   }
 };

@@ -23,15 +23,15 @@ using testing::FakeWorkerTaskService;
 
 constexpr Duration kWait = seconds(5);  // bound on every wait for something that should happen
 
-using Execute = std::function<sdk::StepDecision(sdk::Context&)>;
+using Execute = std::function<StepDecision(Context&)>;
 
 // An Execute-only Step that runs `execute`.
-class TestStep final : public sdk::Step {
+class TestStep final : public Step {
  public:
   TestStep(std::string type, Execute execute)
       : type_(std::move(type)), execute_(std::move(execute)) {}
   std::string type() const override { return type_; }
-  sdk::StepDecision execute(sdk::Context& context) override { return execute_(context); }
+  StepDecision execute(Context& context) override { return execute_(context); }
 
  private:
   std::string type_;
@@ -39,14 +39,14 @@ class TestStep final : public sdk::Step {
 };
 
 // Flow type "type" whose Steps (`step_types`, the first one starts) all run `execute`.
-class TestFlow final : public sdk::Flow {
+class TestFlow final : public Flow {
  public:
   TestFlow(std::vector<std::string> step_types, Execute execute)
       : step_types_(std::move(step_types)), execute_(std::move(execute)) {}
   std::string type() const override { return "type"; }
   std::string start_step() const override { return step_types_.front(); }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
-    std::vector<std::shared_ptr<sdk::Step>> out;
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    std::vector<std::shared_ptr<Step>> out;
     for (const auto& t : step_types_) out.push_back(std::make_shared<TestStep>(t, execute_));
     return out;
   }
@@ -76,7 +76,7 @@ flow::FlowTask make_task(const std::string& id, const std::string& step = "s", u
 // The output of a result's GracefulComplete decision; null if it is not one.
 json completed_output(const flow::FlowTaskResult& result) {
   if (!result.has_decision() || !result.decision().has_graceful_complete()) return nullptr;
-  return sdk::from_payload(result.decision().graceful_complete());
+  return from_payload(result.decision().graceful_complete());
 }
 
 // A latch with a bounded wait, so that no test can hang.
@@ -145,8 +145,8 @@ class WorkerTest : public ::testing::Test {
   std::future<Status> run_;
 };
 
-sdk::StepDecision complete_empty(sdk::Context&) {
-  return sdk::StepDecision::graceful_complete(json::object());
+StepDecision complete_empty(Context&) {
+  return StepDecision::graceful_complete(json::object());
 }
 
 TEST_F(WorkerTest, HelloFirstCarriesWorkerIdFlowsAndConcurrency) {
@@ -177,11 +177,11 @@ TEST_F(WorkerTest, DefaultWorkerIdIsHostnameDashPid) {
 
 TEST_F(WorkerTest, RunsTaskAndSendsItsOutput) {
   std::promise<std::string> seen;
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     seen.set_value(ctx.flow_id() + "|" + ctx.run_id() + "|" + ctx.flow_type() + "|" +
                    ctx.step_type() + "|" + ctx.step_execution_id() + "|" +
                    std::to_string(ctx.attempt()));
-    return sdk::StepDecision::graceful_complete({{"doubled", ctx.input()["n"].get<int>() * 2}});
+    return StepDecision::graceful_complete({{"doubled", ctx.input()["n"].get<int>() * 2}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -198,30 +198,30 @@ TEST_F(WorkerTest, RunsTaskAndSendsItsOutput) {
 
 // A Step that waits: WaitFor's Wait and locals travel in the result, and
 // Execute sees the locals and what met the wait.
-class Approve final : public sdk::WaitingStep {
+class Approve final : public WaitingStep {
  public:
   std::string type() const override { return "Approve"; }
-  sdk::Wait wait_for(sdk::Context& ctx) override {
+  Wait wait_for(Context& ctx) override {
     ctx.set_local("asked", ctx.input()["who"]);
-    return sdk::Wait::any_of(
-        {sdk::Channel("approval").for_one().id("ok"), sdk::Timer::after(seconds(60)).id("late")});
+    return Wait::any_of(
+        {Channel("approval").for_one().id("ok"), Timer::after(seconds(60)).id("late")});
   }
-  sdk::StepDecision execute(sdk::Context& ctx) override {
-    ctx.publish(sdk::Channel("audit"), {{"asked", ctx.local("asked")}});
-    if (ctx.timer_fired()) return sdk::StepDecision::force_fail("no approval");
-    return sdk::StepDecision::graceful_complete(ctx.messages(sdk::Channel("approval")).at(0));
+  StepDecision execute(Context& ctx) override {
+    ctx.publish(Channel("audit"), {{"asked", ctx.local("asked")}});
+    if (ctx.timer_fired()) return StepDecision::force_fail("no approval");
+    return StepDecision::graceful_complete(ctx.messages(Channel("approval")).at(0));
   }
 };
 
-class ApprovalFlow final : public sdk::Flow {
+class ApprovalFlow final : public Flow {
  public:
   std::string type() const override { return "Approval"; }
   std::string start_step() const override { return "Approve"; }
-  std::vector<std::shared_ptr<sdk::Step>> steps() const override {
+  std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Approve>()};
   }
-  std::vector<sdk::Channel> channels() const override {
-    return {sdk::Channel("approval"), sdk::Channel("audit")};
+  std::vector<Channel> channels() const override {
+    return {Channel("approval"), Channel("audit")};
   }
 };
 
@@ -238,7 +238,7 @@ TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
   ASSERT_TRUE(waited.has_value());
   ASSERT_TRUE(waited->result.has_wait()) << waited->result.DebugString();
   ASSERT_EQ(waited->result.wait().conditions_size(), 2);
-  EXPECT_EQ(sdk::from_payload(waited->result.locals()), (json{{"asked", "ann"}}));
+  EXPECT_EQ(from_payload(waited->result.locals()), (json{{"asked", "ann"}}));
 
   flow::FlowTask execute = wait_for;
   execute.set_task_id("e1");
@@ -248,7 +248,7 @@ TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
   *met->mutable_condition() = waited->result.wait().conditions(0);
   met->set_condition_id("ok");
   met->set_fired(true);
-  *met->add_messages() = sdk::to_payload({{"by", "bob"}});
+  *met->add_messages() = to_payload({{"by", "bob"}});
   ASSERT_TRUE(workers_.send_task(execute));
   auto executed = workers_.wait_for_result("e1", kWait);
   ASSERT_TRUE(executed.has_value());
@@ -257,16 +257,16 @@ TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
   ASSERT_EQ(executed->result.publishes_size(), 1);
   EXPECT_EQ(executed->result.publishes(0).channel(), "audit");
   ASSERT_EQ(executed->result.publishes(0).messages_size(), 1);
-  EXPECT_EQ(sdk::from_payload(executed->result.publishes(0).messages(0)), (json{{"asked", "ann"}}));
+  EXPECT_EQ(from_payload(executed->result.publishes(0).messages(0)), (json{{"asked", "ann"}}));
 }
 
 TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableIsHonoured) {
   make_worker(
-      [](sdk::Context& ctx) -> sdk::StepDecision {
+      [](Context& ctx) -> StepDecision {
         if (ctx.step_type() == "non-retryable") {
-          throw sdk::FlowFailure("bad input", /*non_retryable=*/true);
+          throw FlowFailure("bad input", /*non_retryable=*/true);
         }
-        if (ctx.step_type() == "retryable") throw sdk::FlowFailure("try again");
+        if (ctx.step_type() == "retryable") throw FlowFailure("try again");
         if (ctx.step_type() == "std") throw std::runtime_error("boom");
         throw 42;  // not a std::exception
       },
@@ -294,7 +294,7 @@ TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableIsHonoured) {
 
 TEST_F(WorkerTest, ATaskOfAFlowOrStepTypeTheWorkerDoesNotHostFailsNamingIt) {
   std::atomic<int> calls{0};
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     ++calls;
     return complete_empty(ctx);
   });
@@ -320,7 +320,7 @@ TEST_F(WorkerTest, ATaskOfAFlowOrStepTypeTheWorkerDoesNotHostFailsNamingIt) {
 
 TEST_F(WorkerTest, InputThatIsNotJsonIsANonRetryableFailure) {
   std::atomic<bool> called{false};
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     called = true;
     return complete_empty(ctx);
   });
@@ -337,7 +337,7 @@ TEST_F(WorkerTest, InputThatIsNotJsonIsANonRetryableFailure) {
 
 TEST_F(WorkerTest, ResendsUnacknowledgedResultOnTheNextStreamAfterADrop) {
   workers_.set_ack_mode(AckMode::kNone);
-  make_worker([](sdk::Context&) { return sdk::StepDecision::graceful_complete({{"ok", true}}); });
+  make_worker([](Context&) { return StepDecision::graceful_complete({{"ok", true}}); });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
   ASSERT_TRUE(workers_.send_task(make_task("t1")));
@@ -365,10 +365,10 @@ TEST_F(WorkerTest, KeepsResultAcrossServerRestartAndResendsToTheNewProcess) {
   workers_.set_ack_mode(AckMode::kNone);
   Gate release;
   std::promise<void> started;
-  make_worker([&](sdk::Context&) {
+  make_worker([&](Context&) {
     started.set_value();
     release.wait();
-    return sdk::StepDecision::graceful_complete({{"done", 1}});
+    return StepDecision::graceful_complete({{"done", 1}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -419,7 +419,7 @@ TEST_F(WorkerTest, NeverRunsMoreThanMaxConcurrentTasks) {
   options_.max_concurrent_tasks = 3;
   std::atomic<int> running{0};
   std::atomic<int> most{0};
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     int now = ++running;
     int seen = most.load();
     while (now > seen && !most.compare_exchange_weak(seen, now)) {
@@ -443,14 +443,14 @@ TEST_F(WorkerTest, NeverRunsMoreThanMaxConcurrentTasks) {
 
 TEST_F(WorkerTest, HeartbeatReachesTheServerAndCancelRequestReachesTheHandler) {
   workers_.set_cancel_on_heartbeat(true);
-  make_worker([](sdk::Context& ctx) {
+  make_worker([](Context& ctx) {
     EXPECT_FALSE(ctx.cancelled());
     ctx.heartbeat();
     auto deadline = std::chrono::steady_clock::now() + kWait;
     while (!ctx.cancelled() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }
-    return sdk::StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
+    return StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -463,12 +463,12 @@ TEST_F(WorkerTest, HeartbeatReachesTheServerAndCancelRequestReachesTheHandler) {
 }
 
 TEST_F(WorkerTest, CancelledOnceTheAttemptTimeoutPasses) {
-  make_worker([](sdk::Context& ctx) {
+  make_worker([](Context& ctx) {
     auto deadline = std::chrono::steady_clock::now() + kWait;
     while (!ctx.cancelled() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(2));
     }
-    return sdk::StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
+    return StepDecision::graceful_complete({{"cancelled", ctx.cancelled()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -485,14 +485,14 @@ TEST_F(WorkerTest, GracefulShutdownFinishesTheRunningTaskAndWaitsForItsAck) {
   Gate release;
   std::promise<void> started;
   std::atomic<int> late_runs{0};
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     if (ctx.flow_id() == "flow-running") {
       started.set_value();
       release.wait();
     } else {
       ++late_runs;
     }
-    return sdk::StepDecision::graceful_complete({{"finished", ctx.flow_id()}});
+    return StepDecision::graceful_complete({{"finished", ctx.flow_id()}});
   });
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
@@ -598,7 +598,7 @@ TEST_F(WorkerTest, DuplicateTaskIsRunOnce) {
   std::atomic<int> calls{0};
   workers_.set_ack_mode(AckMode::kNone);
   Gate release;
-  make_worker([&](sdk::Context& ctx) {
+  make_worker([&](Context& ctx) {
     ++calls;
     release.wait();
     return complete_empty(ctx);
