@@ -10,6 +10,7 @@
 #include "engine/flow_reads.h"
 #include "engine/rocks_kv.h"
 #include "flow/kv_txn.h"
+#include "log/log_writer.h"
 
 namespace dex {
 namespace {
@@ -20,6 +21,12 @@ constexpr size_t kAssignmentsPerRoundMax = 256;
 // The scheduler wakes at least this often (timers are read from the store).
 constexpr Duration kSchedulerPollMax = milliseconds(100);
 constexpr size_t kDeclarationsPerHelloMax = 100;
+
+// One attempt of one method of one Step execution, as a set key.
+std::string ref_key(const flow::TaskRef& r) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", r.flow_id(), r.run_id(), r.step_execution_id(),
+                     static_cast<int>(r.method()), r.attempt());
+}
 
 }  // namespace
 
@@ -215,12 +222,18 @@ void FlowEngine::run_scheduler() {
 }
 
 void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
+  // Spec (Lease): a process whose lease is no longer valid hands out nothing.
+  // The attempt stays assigned; the next holder's recovery ends it.
+  if (!log_.lease_valid()) return;
   std::shared_ptr<WorkerSink> sink;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = running_.find(task_id);
     if (it == running_.end()) return;  // ended meanwhile (a cancel)
     Running& r = it->second;
+    // Checked and set in one step: an ASYNC task may be offered by both
+    // send_prebuilt and send_started, and goes out once.
+    if (r.sent || r.ending) return;
     auto w = workers_.find(r.worker);
     if (w != workers_.end() && !w->second.broken) sink = w->second.sink;
     // Timeouts run from the hand-over.
@@ -299,7 +312,19 @@ void FlowEngine::withdraw(const std::string& task_id) {
   *record.mutable_attempt_withdrawn()->mutable_task() = ref;
   record.mutable_attempt_withdrawn()->set_task_id(task_id);
   record.mutable_attempt_withdrawn()->set_at_unix_ms(now_ms());
-  propose(std::move(record), false, [](StatusOr<flow::ApplyResult>) {});
+  propose(std::move(record), false, [this, task_id](StatusOr<flow::ApplyResult>) {
+    // Withdrawn (queued again: the applied effects re-queue it) or already
+    // ended: either way this process no longer runs it, and its Worker's
+    // slot is free. A drain waits for attempts_running() to reach 0.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(task_id);
+    if (it == running_.end()) return;
+    if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
+      --w->second.in_use;
+    running_.erase(it);
+    wake_ = true;
+    sched_cv_.notify_all();
+  });
 }
 
 std::optional<int64_t> FlowEngine::fire_timers() {
@@ -389,9 +414,17 @@ void FlowEngine::enforce_timeouts() {
 void FlowEngine::dispatch() {
   // Free slots by Flow type, fairly: the least busy Worker first.
   std::vector<std::pair<flow::TaskRef, std::string>> candidates;  // task, type
+  if (!log_.lease_valid()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_ || log_stopped_ || draining_) return;
+    // The cache may name an attempt twice (queued by one record, queued again
+    // by a withdrawal) or one this process has assigned and not yet seen
+    // applied: each is handed out once.
+    std::set<std::string> taken;
+    for (const auto& [id, r] : running_) {  // bounded by the Workers' capacity
+      if (!r.ending) taken.insert(ref_key(r.task));
+    }
     std::map<std::string, uint32_t> free;
     for (const auto& [handle, w] : workers_) {
       if (w.broken || w.in_use >= w.capacity) continue;
@@ -401,8 +434,10 @@ void FlowEngine::dispatch() {
       auto q = queued_.find(type);
       while (q != queued_.end() && !q->second.empty() && n > 0 &&
              candidates.size() < kAssignmentsPerRoundMax) {
-        candidates.emplace_back(q->second.front(), type);
+        flow::TaskRef ref = std::move(q->second.front());
         q->second.pop_front();
+        if (!taken.insert(ref_key(ref)).second) continue;
+        candidates.emplace_back(std::move(ref), type);
         --n;
       }
     }

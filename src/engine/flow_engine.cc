@@ -42,7 +42,7 @@ TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms) {
 }
 
 FlowEngine::FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock)
-    : options_(std::move(options)), store_(store), clock_(clock), proposer_(log) {}
+    : options_(std::move(options)), store_(store), log_(log), clock_(clock), proposer_(log) {}
 
 FlowEngine::~FlowEngine() { stop(); }
 
@@ -155,7 +155,7 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
   flow::ApplyResult verdict = flow::apply_record(txn, record, fx);
   if (verdict.kind != flow::ApplyKind::kApplied || fx.queued.empty()) return verdict;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_ || log_stopped_ || draining_) return verdict;
+  if (stopped_ || log_stopped_ || draining_ || !log_.lease_valid()) return verdict;
   record.set_at_unix_ms(now_ms());
   for (const auto& q : fx.queued) {  // bounded by the record's new attempts
     Worker* chosen = nullptr;
@@ -289,7 +289,8 @@ Status FlowEngine::publish(const flow::PublishToChannelRequest& request) {
   p->set_at_unix_ms(now_ms());
   auto result = propose_and_wait(std::move(record), true);
   if (!result.is_ok()) return result.status();
-  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  // Unchanged: a repeated request ID, answered as its first try was.
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
   return Status::ok();
 }
 

@@ -170,6 +170,7 @@ class FlowEngine {
   // Constant after construction.
   const FlowEngineOptions options_;
   SharedStore& store_;
+  LogWriter& log_;  // only for lease_valid(): no task is handed out without a valid lease
   Clock& clock_;
   FlowProposer proposer_;
 

@@ -354,14 +354,16 @@ ApplyResult Apply::publish(const PublishToChannel& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
+  // A repeat first: a retry whose first try was taken (and maybe consumed by
+  // a Step that then closed the run) is answered as the first try was.
+  const auto& seen = scope->run().publish_requests();
+  if (!r.request_id().empty() && std::find(seen.begin(), seen.end(), r.request_id()) != seen.end())
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated publish request", ""};
   if (scope->run().status() != FLOW_RUNNING)
     return rejected(RefusalCode::kFailedPrecondition,
                     "Flow " + quoted(r.flow_id()) + " run " + quoted(scope->run().run_id()) +
                         " is " + status_name(scope->run().status()) +
                         "; Channels take messages only while the run is RUNNING");
-  const auto& seen = scope->run().publish_requests();
-  if (!r.request_id().empty() && std::find(seen.begin(), seen.end(), r.request_id()) != seen.end())
-    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated publish request", ""};
   if (r.request_id().size() > kNameBytesMax)
     return rejected(RefusalCode::kInvalidArgument,
                     "requestId is longer than " + std::to_string(kNameBytesMax) + " bytes");

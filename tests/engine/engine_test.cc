@@ -358,30 +358,69 @@ TEST_F(EngineTest, TaskTheWorkerNeverReceivedRunsAgainWithTheSameNumber) {
   EXPECT_EQ(wait_closed(e, "a").status(), flow::FLOW_COMPLETED);
 }
 
-TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  connect_flows(e, worker);
-  // Control: while the lease is valid, the attempt is handed out.
-  start(e, "f0");
-  ASSERT_TRUE(worker->next());
-  p->lease = false;  // frozen past the lease; the keeper has not noticed yet
-  flow::StartFlowRequest r;
-  r.set_flow_id("f1");
-  r.set_flow_type("Order");
-  auto refused = std::async(std::launch::async, [&] { return e.start_flow(r); });
-  // The engine notices the stopped log writer on its housekeeping clock.
-  for (int i = 0;
-       i < 1000 && refused.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready;
-       ++i) {
-    clock_.advance(milliseconds(100));
+// A send to a stream that is gone withdraws the attempt: it is queued again
+// once (not once per cached copy), the dead stream's slot is freed, and a
+// drain has nothing left to wait for.
+TEST_F(EngineTest, AWithdrawnAttemptIsHandedOutOnceAndNoLongerCountsAsRunning) {
+  for (flow::Durability durability : {flow::SYNC, flow::ASYNC}) {
+    SCOPED_TRACE(flow::Durability_Name(durability));
+    MemoryObjectStore store;
+    auto p = start_process(store, 1, dir_.sub("local-" + flow::Durability_Name(durability)));
+    Engine& e = *p->engine;
+    flow::FlowDeclaration d = order_declaration();
+    execute_options(d, "Start").set_durability(durability);
+    auto dead = std::make_shared<FlowWorker>();
+    dead->alive = false;
+    connect_flows(e, dead, "dead", d);  // connected before the start: it is assigned
+    start(e, "f1");
+    ASSERT_TRUE(eventually([&] {
+      auto step = active_step(e, "f1", "Start-1");
+      return dead->sends.load() == 1 && step && step->task_state() == flow::TASK_QUEUED &&
+             e.attempts_running() == 0;
+    })) << "attempts_running "
+        << e.attempts_running();
+    auto live = std::make_shared<FlowWorker>();
+    connect_flows(e, live, "live", d);
+    auto task = live->next();
+    ASSERT_TRUE(task);
+    EXPECT_EQ(task->attempt(), 1u);
+    EXPECT_FALSE(live->next(std::chrono::milliseconds(300))) << "handed out twice";
+    EXPECT_EQ(live->sends.load(), 1);
+    EXPECT_EQ(dead->sends.load(), 1) << "a stream whose send failed gets nothing more";
   }
-  EXPECT_FALSE(refused.get().is_ok()) << "its record cannot be acknowledged";
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value())
-      << "an attempt was handed out without a valid lease";
-  EXPECT_EQ(worker->sends.load(), 1);
+}
+
+TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
+  // SYNC attempts are sent once their record applied; ASYNC ones while it is
+  // written: neither may reach a Worker once the lease is no longer valid.
+  for (flow::Durability durability : {flow::SYNC, flow::ASYNC}) {
+    SCOPED_TRACE(flow::Durability_Name(durability));
+    MemoryObjectStore store;
+    auto p = start_process(store, 1, dir_.sub("local-" + flow::Durability_Name(durability)));
+    Engine& e = *p->engine;
+    auto worker = std::make_shared<FlowWorker>();
+    flow::FlowDeclaration d = order_declaration();
+    execute_options(d, "Start").set_durability(durability);
+    connect_flows(e, worker, "w1", d);
+    // Control: while the lease is valid, the attempt is handed out.
+    start(e, "f0");
+    ASSERT_TRUE(worker->next());
+    p->lease = false;  // frozen past the lease; the keeper has not noticed yet
+    flow::StartFlowRequest r;
+    r.set_flow_id("f1");
+    r.set_flow_type("Order");
+    auto refused = std::async(std::launch::async, [&] { return e.start_flow(r); });
+    // The engine notices the stopped log writer on its housekeeping clock.
+    for (int i = 0;
+         i < 1000 && refused.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready;
+         ++i) {
+      clock_.advance(milliseconds(100));
+    }
+    EXPECT_FALSE(refused.get().is_ok()) << "its record cannot be acknowledged";
+    EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value())
+        << "an attempt was handed out without a valid lease";
+    EXPECT_EQ(worker->sends.load(), 1);
+  }
 }
 
 // Spec (Step down): stop handing out new Step tasks; drain running attempts

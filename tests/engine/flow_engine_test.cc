@@ -139,6 +139,10 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   pub.set_flow_id("f1");
   pub.set_channel("approval");
   pub.add_messages()->set_data("approved by Ann");
+  pub.set_request_id("pub-1");
+  ASSERT_TRUE(e.publish(pub).is_ok());
+  // A retry with the same request ID (its answer lost) is answered OK and
+  // appends nothing: the wait takes exactly one message.
   ASSERT_TRUE(e.publish(pub).is_ok());
   auto execute = worker->next();
   ASSERT_TRUE(execute);
@@ -150,6 +154,14 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   EXPECT_EQ(execute->conditions(0).messages(0).data(), "approved by Ann");
   EXPECT_FALSE(execute->conditions(1).fired());
   EXPECT_TRUE(execute->conditions(1).condition().has_timer());
+  flow::GetHistoryEventsRequest history;
+  history.mutable_flow()->set_flow_id("f1");
+  history.set_from_start(true);
+  auto events = e.history(history);
+  ASSERT_TRUE(events.is_ok());
+  int published = 0;
+  for (const auto& event : events->events()) published += event.kind() == flow::CHANNEL_PUBLISHED;
+  EXPECT_EQ(published, 1);
 }
 
 TEST_F(FlowEngineTest, ATimerFiresOnTheClockAndAFailedAttemptRetries) {

@@ -502,6 +502,16 @@ TEST_F(FlowRules, ARepeatedPublishRequestChangesNothing) {
   EXPECT_EQ(h.apply(r).kind, ApplyKind::kUnchanged);
   EXPECT_EQ(h.kv.data(), before);
   EXPECT_EQ(h.kv.scan(keys::kMessagePrefix).size(), 1u);
+  // A retry after the run closed (its answer lost in a failover) is still the
+  // same request: unchanged, not refused as a publish to a closed run.
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied);
+  const auto closed = h.kv.data();
+  EXPECT_EQ(h.apply(r).kind, ApplyKind::kUnchanged);
+  EXPECT_EQ(h.kv.data(), closed);
+  p->set_request_id("req-2");
+  EXPECT_EQ(h.apply(r).code, RefusalCode::kFailedPrecondition) << "a new request to a closed run";
 }
 
 TEST_F(FlowRules, SkipTimerFiresItMarkedSkipped) {
