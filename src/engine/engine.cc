@@ -188,6 +188,7 @@ class EngineImpl final : public Engine {
   std::string local_store_report_;            // set before start()
   TimePoint started_at_;                      // set by start(), after the EpochStart
   std::atomic<uint64_t> records_applied_{0};  // since open, replay included
+  Slot next_live_slot_;  // the log writer's thread only (set by start() before the attach)
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
   std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
   std::once_flag stop_once_;
@@ -215,6 +216,16 @@ void EngineImpl::mark_log_stopped(const Status& why) {
 // The log writer's on_durable, on its thread, in slot order (docs/engine.md,
 // "How the engine uses the log"): apply, then tell the flow engine.
 void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
+  // This process's writer writes the slots after its EpochStart one by one:
+  // a batch that was not delivered would leave the store behind the log.
+  if (slot != next_live_slot_) {
+    spdlog::error("engine: log slot {} was delivered where slot {} was expected", slot.value,
+                  next_live_slot_.value);
+    mark_log_stopped(Status::corruption(fmt::format("log slot {} was not applied before slot {}",
+                                                    next_live_slot_.value, slot.value)));
+    return;
+  }
+  next_live_slot_ = slot.next();
   StatusOr<ApplyOutcome> outcome = Status::stopped("not applied");
   {
     std::shared_lock<std::shared_mutex> sm_lock(local_.mu);
@@ -306,9 +317,14 @@ Status EngineImpl::start() {
   }
   flow_ = std::make_unique<FlowEngine>(FlowEngineOptions{options_.epoch, options_.now_unix_ms},
                                        local_, log_, clock_);
-  if (auto s = flow_->start(); !s.is_ok()) return s;
+  // Attached before the flow engine starts: its first round proposes due
+  // timers and queued attempts at once, and a batch that became durable
+  // before the hook was attached would never be applied (its callers never
+  // answered, a timer never fired again, the store behind its own log).
+  next_live_slot_ = epoch_slot.next();
   options_.log_hook->attach(
       [this](Slot slot, const proto::LogBatch& batch) { on_durable(slot, batch); });
+  if (auto s = flow_->start(); !s.is_ok()) return s;
   housekeeping_ = std::thread([this] { run_housekeeping(); });
 
   Snapshotter::Options so;

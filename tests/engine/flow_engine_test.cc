@@ -241,6 +241,39 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
+// Retry timers already due when a new process starts fire in its first
+// scheduler round, before any call: every one of their records must be
+// applied by that process (none may become durable before the engine listens
+// to the log), so every retry reaches a Worker.
+TEST_F(FlowEngineTest, TimersDueWhenANewProcessStartsFireAndAreApplied) {
+  constexpr int kFlows = 20;
+  MemoryObjectStore store;
+  const auto local = dir_.sub("local");
+  auto p1 = start_process(store, 1, local);
+  auto worker = std::make_shared<FlowWorker>();
+  auto w1 = connect_flows(*p1->engine, worker, "w1", order_declaration(), kFlows);
+  for (int i = 0; i < kFlows; ++i) start(*p1->engine, "f" + std::to_string(i));
+  for (int i = 0; i < kFlows; ++i) {
+    auto task = worker->next();
+    ASSERT_TRUE(task);
+    ASSERT_TRUE(fail_task(*p1->engine, w1, *task, "declined").accepted());  // BACKOFF, 1 s
+  }
+  p1->engine->stop();
+  (void)p1->writer->close();
+  clock_.advance(seconds(5));  // every retry is due
+  auto p2 = start_process(store, 2, local);
+  auto worker2 = std::make_shared<FlowWorker>();
+  connect_flows(*p2->engine, worker2, "w2", order_declaration(), kFlows);
+  std::set<std::string> retried;
+  for (int i = 0; i < kFlows; ++i) {
+    auto task = worker2->next();
+    ASSERT_TRUE(task) << "only " << retried.size() << " retries reached the Worker";
+    EXPECT_EQ(task->attempt(), 2u);
+    retried.insert(task->flow_id());
+  }
+  EXPECT_EQ(retried.size(), static_cast<size_t>(kFlows));
+}
+
 TEST_F(FlowEngineTest, ANewEpochEndsReceivedAttemptsAndRunsThemAgain) {
   MemoryObjectStore store;
   const auto local = dir_.sub("local");
