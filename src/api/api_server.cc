@@ -17,7 +17,6 @@
 
 #include "common/digest.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/api.grpc.pb.h"
 
 namespace dex {
 
@@ -54,7 +53,6 @@ constexpr const char* kHotStandbyName = "dex.HotStandby";
 grpc::Status to_grpc(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(grpc_code_for(status)), status.message());
 }
-
 
 }  // namespace
 
@@ -406,6 +404,21 @@ class StreamSink final : public WorkerSink {
   }
   bool write(const ServerMessage& message) {
     std::lock_guard<std::mutex> lock(write_mu_);
+    return write_locked(message);
+  }
+  // Runs `connect` (the engine records the hello's declarations durably and
+  // may hand tasks to this sink from then on) and writes `ack` only if it
+  // succeeded, holding the write lock throughout: a task the engine sends
+  // meanwhile waits, so the Worker always reads the HelloAck first, and the
+  // HelloAck means the declarations are durable.
+  template <typename Connect>
+  auto connect_then_ack(Connect connect, const ServerMessage& ack) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    auto connected = connect();
+    if (connected.is_ok()) write_locked(ack);
+    return connected;
+  }
+  bool write_locked(const ServerMessage& message) {
     if (closed_) return false;
     if (!stream_->Write(message)) closed_ = true;
     return !closed_;
@@ -498,8 +511,8 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
     NodeIdentity identity = api_.identity();
     hello_ack.mutable_hello_ack()->set_node_id(identity.node_id);
     hello_ack.mutable_hello_ack()->set_node_epoch(identity.epoch.to_string());
-    if (!sink->write(hello_ack)) return grpc::Status::OK;
-    auto handle = engine.value()->connect_worker(first.hello(), sink);
+    auto handle = sink->connect_then_ack(
+        [&] { return engine.value()->connect_worker(first.hello(), sink); }, hello_ack);
     if (!handle.is_ok()) return to_grpc(handle.status());
     {
       Acker acker(sink);

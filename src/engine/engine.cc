@@ -404,14 +404,13 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
           fmt::format("{} Worker streams are connected, the limit", kWorkersMax));
     }
     handle = next_worker_++;
-    workers_[handle] = WorkerConn{sink, clock_.now()};
   }
-  // Records the declarations durably first (a log write): without mu_.
-  if (auto s = flow_->connect(handle, hello, std::move(sink)); !s.is_ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    workers_.erase(handle);
-    return s;
-  }
+  // Records the declarations durably first (a log write): without mu_. Pings
+  // start once that is done: nothing is written to the stream before the
+  // caller's HelloAck.
+  if (auto s = flow_->connect(handle, hello, sink); !s.is_ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_[handle] = WorkerConn{std::move(sink), clock_.now()};
   return handle;
 }
 
