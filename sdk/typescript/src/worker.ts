@@ -171,6 +171,8 @@ export class Worker {
   private ran = false;
   private stopping = false;
   private finished = false;
+  /** Why the active process refused the hello: run() stops and rejects with it. */
+  private refused: DexError | undefined;
   private runPromise: Promise<void> | undefined;
   private current: Connection | undefined;
   private connecting: Connection | undefined;
@@ -248,8 +250,10 @@ export class Worker {
 
   /**
    * Serves until shutdown(); resolves once the shutdown completed. Rejects
-   * with a DexError when it hosts no Flow or more than 100, or when called
-   * twice.
+   * with a DexError when it hosts no Flow or more than 100, when called
+   * twice, or when the active process refuses the hello (INVALID_ARGUMENT
+   * with the server's reason: a declaration or option it does not accept;
+   * the Worker stops as after shutdown()).
    */
   run(): Promise<void> {
     if (this.ran) return Promise.reject(new DexError("FAILED_PRECONDITION", "Worker.run() may be called once"));
@@ -346,6 +350,10 @@ export class Worker {
         // round's own time (a probe that waited on a silent address) counts.
         if (!accepted && standbyInRound) {
           delay = Math.max(0, Math.min(delay, STANDBY_RETRY_MAX_MS) - (Date.now() - roundStart));
+          // A node that answered is about to serve: the listener swap at its
+          // role change refuses connections for a moment, and that refusal
+          // must not wait out a backoff grown during the standby's refusals.
+          this.backoffMs = Math.min(this.backoffMs, STANDBY_RETRY_MAX_MS);
         }
         if (n === 1) {
           this.log.info?.(
@@ -366,6 +374,7 @@ export class Worker {
         await this.sleepUnlessFinished(delay);
       }
       this.log.info?.(`worker ${this.workerId}: stopped`);
+      if (this.refused !== undefined) throw this.refused;
     } catch (error) {
       this.readyReject?.(error);
       throw error;
@@ -410,7 +419,17 @@ export class Worker {
         if (this.connecting === conn) this.connecting = undefined;
         if (!conn.accepted) this.counters.streamsRefused++;
         this.closeConnection(conn);
-        if (!this.finished) {
+        if (!this.finished && endStatus?.code === grpc.status.INVALID_ARGUMENT && this.refused === undefined) {
+          // The server ends a stream with INVALID_ARGUMENT only for its hello
+          // (a Flow declaration it refuses, a worker ID or concurrency over a
+          // limit): retrying cannot help, so the Worker stops.
+          this.refused = new DexError(
+            "INVALID_ARGUMENT",
+            `${address} refused this Worker: ${endStatus.details ?? ""} (the Worker stops: fix the Flows it hosts or its options)`,
+          );
+          this.log.error?.(`worker ${this.workerId}: ${this.refused.message}`);
+          void this.shutdown();
+        } else if (!this.finished) {
           const why =
             endStatus === undefined || endStatus.code === grpc.status.OK
               ? "the server closed the stream"

@@ -360,4 +360,17 @@ describe("Worker", () => {
     await assert.rejects(many.run(), /INVALID_ARGUMENT: the worker hosts 101 Flow types; a hello takes at most 100/);
     assert.throws(() => new Worker({ maxConcurrentTasks: 0 }), /maxConcurrentTasks must be an integer of at least 1/);
   });
+
+  test("a Worker whose hello the server refuses stops, and run() rejects with the server's reason", async () => {
+    // The server takes at most 1,000 concurrent tasks per Worker.
+    const greedy = new Worker({ addresses: [server.address], maxConcurrentTasks: 5000, reconnectBackoffInitialMs: 20, reconnectBackoffMaxMs: 200 });
+    workers.push(greedy);
+    greedy.host(oneStep("greedy", { execute: () => deadEnd() }));
+    const started = Date.now();
+    await assert.rejects(greedy.run(), (error: Error) => {
+      assert.match(error.message, /INVALID_ARGUMENT: .* refused this Worker: max_concurrent_tasks 5000 is over the limit of 1000/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 5000, "run() kept retrying");
+  });
 });
