@@ -82,8 +82,16 @@ class HotNode:
         raise AssertionError(f"{self.name} never followed:\n" + self.proc.output())
 
     def health(self, service):
-        r = run(binary("dexcli"), "--server", self.address, "--timeout", "5s", "health", "--service", service)
-        return json.loads(r.stdout)["status"] if r.stdout else r.stderr
+        """The process's health for `service`, as a probe sees it. A role change rebuilds the
+        process's gRPC server on the same port (docs/standby.md, "Connections"), so a connection
+        refused in that moment is asked again, for up to 3 s; any answer is returned as it is."""
+        deadline = time.monotonic() + 3
+        while True:
+            r = run(binary("dexcli"), "--server", self.address, "--timeout", "5s", "health",
+                    "--service", service)
+            if r.stdout or "Connection refused" not in r.stderr or time.monotonic() >= deadline:
+                return json.loads(r.stdout)["status"] if r.stdout else r.stderr
+            time.sleep(0.1)
 
 
 @pytest.fixture
