@@ -402,20 +402,30 @@ class StreamSink final : public WorkerSink {
     message.mutable_ping();
     return write(message);
   }
+  // Waits until the HelloAck is written (or the stream closed): a task or
+  // ping the engine hands out while connect_then_ack runs follows the ack.
   bool write(const ServerMessage& message) {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    std::unique_lock<std::mutex> lock(write_mu_);
+    acked_cv_.wait(lock, [&] { return acked_ || closed_; });
     return write_locked(message);
   }
   // Runs `connect` (the engine records the hello's declarations durably and
-  // may hand tasks to this sink from then on) and writes `ack` only if it
-  // succeeded, holding the write lock throughout: a task the engine sends
-  // meanwhile waits, so the Worker always reads the HelloAck first, and the
-  // HelloAck means the declarations are durable.
+  // may hand tasks to this sink from then on), then writes `ack` if it
+  // succeeded, and only then lets other writes through: the Worker always
+  // reads the HelloAck first, and it means the declarations are durable.
+  // `connect` runs without the sink's lock, so an engine may write to the
+  // sink from any of its threads whatever locks it holds.
   template <typename Connect>
   auto connect_then_ack(Connect connect, const ServerMessage& ack) {
-    std::lock_guard<std::mutex> lock(write_mu_);
     auto connected = connect();
-    if (connected.is_ok()) write_locked(ack);
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (connected.is_ok()) {
+      write_locked(ack);
+    } else {
+      closed_ = true;
+    }
+    acked_ = true;
+    acked_cv_.notify_all();
     return connected;
   }
   bool write_locked(const ServerMessage& message) {
@@ -426,12 +436,15 @@ class StreamSink final : public WorkerSink {
   void close() {
     std::lock_guard<std::mutex> lock(write_mu_);
     closed_ = true;
+    acked_cv_.notify_all();
   }
 
  private:
   grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream_;
   std::mutex write_mu_;
-  bool closed_ = false;  // guarded by write_mu_
+  std::condition_variable acked_cv_;  // acked_ or closed_ set
+  bool acked_ = false;                // guarded by write_mu_: the HelloAck was written
+  bool closed_ = false;               // guarded by write_mu_
 };
 
 class Acker {
