@@ -511,6 +511,10 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
     case FlowRecord::kSkipTimer:
       result = apply.skip_timer(record.skip_timer());
       break;
+    case FlowRecord::kSetAttributes:  // issue 15: replaced by the rules for Attributes and RPCs
+    case FlowRecord::kInvokeRpc:
+      result = {ApplyKind::kRejected, RefusalCode::kInvalidArgument, "not supported yet", ""};
+      break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
       break;

@@ -71,8 +71,10 @@ struct Effects {
   std::vector<Ended> ended;
   std::vector<int64_t> timers_set;  // fire times of new durable timers
   std::vector<Closed> closed;
-  std::vector<std::string> history;     // "<flow_id>/<run_id>" of runs with new events
-  std::vector<std::string> steps_done;  // "<flow_id>/<run_id>/<step execution id>" closed
+  std::vector<std::string> history;             // "<flow_id>/<run_id>" of runs with new events
+  std::vector<std::string> steps_done;          // "<flow_id>/<run_id>/<step execution id>" closed
+  std::vector<std::string> attributes_changed;  // "<flow_id>/<run_id>" of runs with new values
+  std::vector<std::string> rpcs_done;           // "<flow_id>/<run_id>/<rpc id>" that ended
   void clear() { *this = Effects(); }
 };
 

@@ -71,6 +71,28 @@ class FlowTxn {
   virtual void delete_running(std::string_view task_id) = 0;
   virtual std::vector<std::pair<std::string, TaskRef>> running() = 0;
 
+  // A run's Attributes: one value per key, or per AttributeMap instance key
+  // (instance_key empty for a plain Attribute). Each instance is its own entry,
+  // so writing one never rewrites the others.
+  virtual std::optional<AttributeValue> attribute(std::string_view flow_id, std::string_view run_id,
+                                                  std::string_view key,
+                                                  std::string_view instance_key) = 0;
+  virtual void put_attribute(std::string_view flow_id, std::string_view run_id,
+                             const Attribute& attribute) = 0;  // value set
+  virtual void delete_attribute(std::string_view flow_id, std::string_view run_id,
+                                std::string_view key, std::string_view instance_key) = 0;
+  // The run's Attributes with this key (every instance of a map), or all of
+  // them for an empty key; in (key, instance key) order.
+  virtual std::vector<Attribute> attributes(std::string_view flow_id, std::string_view run_id,
+                                            std::string_view key) = 0;
+
+  // A run's RPCs, by RPC ID.
+  virtual std::optional<RpcExecution> rpc(std::string_view flow_id, std::string_view run_id,
+                                          std::string_view rpc_id) = 0;
+  virtual void put_rpc(const RpcExecution& rpc) = 0;
+  virtual void delete_rpc(std::string_view flow_id, std::string_view run_id,
+                          std::string_view rpc_id) = 0;
+
   // A run's semantic history, by event sequence number.
   virtual void put_event(std::string_view flow_id, std::string_view run_id,
                          const HistoryEvent& event) = 0;

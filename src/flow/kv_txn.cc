@@ -46,6 +46,9 @@ bool parse_timer(std::string_view index_key, TimerKey* key, int64_t* fire_at_ms)
                              static_cast<int>(index_key.size() - sep - 1));
 }
 
+std::string attributes_prefix(std::string_view flow_id, std::string_view run_id) {
+  return std::string(kAttributePrefix) + join({flow_id, run_id}) + kSep;
+}
 std::string task_queue_prefix(std::string_view flow_type) {
   return std::string(kTaskQueuePrefix) + std::string(flow_type) + kSep;
 }
@@ -78,6 +81,13 @@ std::string event(std::string_view flow_id, std::string_view run_id, uint64_t se
   return events_prefix(flow_id, run_id) + digits(seq);
 }
 constexpr std::string_view kTaskSeq = "~meta/task_seq";
+std::string attribute(std::string_view flow_id, std::string_view run_id, std::string_view key,
+                      std::string_view instance_key) {
+  return attributes_prefix(flow_id, run_id) + join({key, instance_key});
+}
+std::string rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id) {
+  return std::string(kRpcPrefix) + join({flow_id, run_id, rpc_id});
+}
 
 }  // namespace keys
 
@@ -204,6 +214,52 @@ std::vector<std::pair<std::string, TaskRef>> KvFlowTxn::running() {
   for (auto& [key, value] : kv_.scan(keys::kRunningPrefix))  // bounded by the running attempts
     out.emplace_back(key.substr(keys::kRunningPrefix.size()), *parse<TaskRef>(value));
   return out;
+}
+std::optional<AttributeValue> KvFlowTxn::attribute(std::string_view flow_id,
+                                                   std::string_view run_id, std::string_view key,
+                                                   std::string_view instance_key) {
+  return parse<AttributeValue>(kv_.get(keys::attribute(flow_id, run_id, key, instance_key)));
+}
+void KvFlowTxn::put_attribute(std::string_view flow_id, std::string_view run_id,
+                              const Attribute& a) {
+  DEX_INVARIANT(a.has_value(), "a stored Attribute has a value");
+  kv_.put(keys::attribute(flow_id, run_id, a.key(), a.instance_key()),
+          a.value().SerializeAsString());
+}
+void KvFlowTxn::delete_attribute(std::string_view flow_id, std::string_view run_id,
+                                 std::string_view key, std::string_view instance_key) {
+  kv_.del(keys::attribute(flow_id, run_id, key, instance_key));
+}
+std::vector<Attribute> KvFlowTxn::attributes(std::string_view flow_id, std::string_view run_id,
+                                             std::string_view key) {
+  const std::string run_prefix = keys::attributes_prefix(flow_id, run_id);
+  std::string prefix = run_prefix;
+  if (!key.empty()) (prefix += key) += keys::kSep;
+  std::vector<Attribute> out;
+  for (auto& [k, value] : kv_.scan(prefix)) {  // bounded by the run's Attributes (kAttributesMax)
+    std::string_view rest = std::string_view(k).substr(run_prefix.size());
+    const auto sep = rest.find(keys::kSep);
+    DEX_INVARIANT(sep != std::string_view::npos, "an Attribute key names its instance");
+    Attribute a;
+    a.set_key(std::string(rest.substr(0, sep)));
+    a.set_instance_key(std::string(rest.substr(sep + 1)));
+    auto v = parse<AttributeValue>(value);
+    DEX_INVARIANT(v.has_value(), "a stored Attribute value parses");
+    *a.mutable_value() = std::move(*v);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+std::optional<RpcExecution> KvFlowTxn::rpc(std::string_view flow_id, std::string_view run_id,
+                                           std::string_view rpc_id) {
+  return parse<RpcExecution>(kv_.get(keys::rpc(flow_id, run_id, rpc_id)));
+}
+void KvFlowTxn::put_rpc(const RpcExecution& r) {
+  kv_.put(keys::rpc(r.flow_id(), r.run_id(), r.rpc_id()), r.SerializeAsString());
+}
+void KvFlowTxn::delete_rpc(std::string_view flow_id, std::string_view run_id,
+                           std::string_view rpc_id) {
+  kv_.del(keys::rpc(flow_id, run_id, rpc_id));
 }
 void KvFlowTxn::put_event(std::string_view flow_id, std::string_view run_id,
                           const HistoryEvent& e) {

@@ -77,6 +77,20 @@ class KvFlowTxn final : public FlowTxn {
   void put_running(std::string_view task_id, const TaskRef& task) override;
   void delete_running(std::string_view task_id) override;
   std::vector<std::pair<std::string, TaskRef>> running() override;
+  std::optional<AttributeValue> attribute(std::string_view flow_id, std::string_view run_id,
+                                          std::string_view key,
+                                          std::string_view instance_key) override;
+  void put_attribute(std::string_view flow_id, std::string_view run_id,
+                     const Attribute& attribute) override;
+  void delete_attribute(std::string_view flow_id, std::string_view run_id, std::string_view key,
+                        std::string_view instance_key) override;
+  std::vector<Attribute> attributes(std::string_view flow_id, std::string_view run_id,
+                                    std::string_view key) override;
+  std::optional<RpcExecution> rpc(std::string_view flow_id, std::string_view run_id,
+                                  std::string_view rpc_id) override;
+  void put_rpc(const RpcExecution& rpc) override;
+  void delete_rpc(std::string_view flow_id, std::string_view run_id,
+                  std::string_view rpc_id) override;
   void put_event(std::string_view flow_id, std::string_view run_id,
                  const HistoryEvent& event) override;
 
@@ -103,6 +117,9 @@ inline constexpr std::string_view kStepPrefix = "~s/";
 inline constexpr std::string_view kMessagePrefix = "~m/";
 inline constexpr std::string_view kEventPrefix = "~h/";
 inline constexpr std::string_view kTaskQueuePrefix = "~w/";
+inline constexpr std::string_view kAttributePrefix = "~v/";
+inline constexpr std::string_view kRpcPrefix = "~p/";
+std::string attributes_prefix(std::string_view flow_id, std::string_view run_id);
 // A time as 20 digits that sort like the signed value.
 std::string sortable(int64_t value);
 std::string digits(uint64_t n);
