@@ -17,8 +17,30 @@ import {
   type WireGetFlowStateResponse,
   type WireGetHistoryEventsResponse,
 } from "./proto";
-import { Channel, ChannelMap, checkName, Flow, FLOW_LIMITS, jsonCodec, toPayload, type Codec } from "./flow/index";
 import {
+  Attribute,
+  AttributeMap,
+  Channel,
+  ChannelMap,
+  checkName,
+  Flow,
+  FLOW_LIMITS,
+  fromPayload,
+  jsonCodec,
+  Rpc,
+  toPayload,
+  type AttributeRef,
+  type AttributeValue,
+  type AttributeWrite,
+  type Codec,
+} from "./flow/index";
+import { attributeKeyOf, attributeValueFromWire, attributeValueToWire, attributeWriteToWire } from "./flow/attributes";
+import type { WireAttribute, WireAttributeValue, WirePayload } from "./proto";
+import {
+  FlowAttributes,
+  toAttributeEntry,
+  toRunStatus,
+  type RunStatus,
   toFlowDescription,
   toFlowState,
   toHistoryPage,
@@ -87,7 +109,55 @@ export interface FlowStartOptions extends CallOptions {
   ignoreAlreadyStarted?: boolean;
   /** The start Step waits this long first. */
   startDelayMs?: number;
+  /** Attributes written with the start, in the same record (attr.write(v), map.write(key, v)); each must be declared. */
+  initialAttributes?: AttributeWrite[];
 }
+
+export interface GetAttributesOptions extends RunOptions {
+  /** Only these keys (an AttributeMap: all its instances). Default: every Attribute the run has. */
+  keys?: AttributeRef[];
+}
+
+export interface AttributeWaitOptions extends FlowWaitOptions {
+  /** An AttributeMap's instance. */
+  instanceKey?: string;
+}
+
+export interface AttributeWaitResult<T> {
+  /** The Attribute equals the value; false: the wait ended (or the run closed) first. */
+  matched: boolean;
+  /** Its value when the call answered (undefined: none). */
+  current: T | undefined;
+  status: RunStatus;
+}
+
+export interface InvokeRpcOptions<I = unknown, O = unknown> {
+  /**
+   * How long the server waits for the handler's result: default 10000, at
+   * most 60000. The call's own deadline is this plus the client's timeoutMs.
+   */
+  timeoutMs?: number;
+  /**
+   * Names the invocation: a retry with the same ID of an RPC whose result
+   * was committed answers that result without running the handler again.
+   * Default: a random one per call, kept across its retries on other processes.
+   */
+  requestId?: string;
+  /** Default: the latest run. */
+  runId?: string;
+  /** Instead of the Rpc's codecs (JSON for a name). */
+  codecs?: { input?: Codec<I>; output?: Codec<O> };
+  signal?: AbortSignal;
+}
+
+export interface RpcCallResult<O> {
+  runId: string;
+  output: O;
+}
+
+/** InvokeRpc's limits (docs/api.md): the server's default and maximum timeout. */
+const RPC_DEFAULT_TIMEOUT_MS = 10_000;
+const RPC_MAX_TIMEOUT_MS = 60_000;
 
 export interface FlowStartResult {
   flowId: string;
@@ -276,6 +346,9 @@ export class Client {
       start["requestId"] = checkName(options.requestId, "startFlow: requestId");
       start["ignoreAlreadyStarted"] = options.ignoreAlreadyStarted ?? false;
     }
+    if (options.initialAttributes !== undefined) {
+      start["initialAttributes"] = attributeWrites(options.initialAttributes, "startFlow: initialAttributes", false);
+    }
     const request = { flowId, flowType, input: valuePayload(input, "startFlow: input"), options: start };
     const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options);
     return { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
@@ -330,6 +403,146 @@ export class Client {
     if (typeof timer === "number") request["conditionIndex"] = timer;
     else request["conditionId"] = timer;
     await this.flowCall("SkipTimer", request, options);
+  }
+
+  /** The run's Attributes (the latest run unless runId is given, also after it closed). */
+  async getAttributes(flowId: string, options: GetAttributesOptions = {}): Promise<FlowAttributes> {
+    const keys = (options.keys ?? []).map((k, i) => attributeKeyOf(k, `getAttributes: keys[${i}]`));
+    const response = await this.flowCall<{ runId: string; status: string; attributes: WireAttribute[] }>(
+      "GetAttributes",
+      { flow: { flowId, runId: options.runId ?? "" }, keys },
+      options,
+    );
+    return new FlowAttributes(response.runId, toRunStatus(response.status), response.attributes.map(toAttributeEntry));
+  }
+
+  /**
+   * Writes Attributes of a RUNNING run, in order, all or none
+   * (attr.write(v), map.write(key, v), attr.removal()). Answers the run's ID.
+   */
+  async setAttributes(flowId: string, writes: AttributeWrite[], options: RunOptions = {}): Promise<{ runId: string }> {
+    const wire = attributeWrites(writes, "setAttributes", true);
+    if (wire.length === 0) throw new DexError("INVALID_ARGUMENT", "setAttributes needs at least one write");
+    const response = await this.flowCall<{ runId: string }>(
+      "SetAttributes",
+      { flow: { flowId, runId: options.runId ?? "" }, writes: wire },
+      options,
+    );
+    return { runId: response.runId };
+  }
+
+  /**
+   * Waits until a scalar Attribute (string, int64, double, bool, datetime)
+   * equals `value`, the run closes, or `timeoutMs` passes (default: no
+   * limit); `matched` says which.
+   */
+  async waitForAttribute<T extends AttributeValue>(
+    flowId: string,
+    attribute: Attribute<T> | AttributeMap<T>,
+    value: T,
+    options: AttributeWaitOptions = {},
+  ): Promise<AttributeWaitResult<T>> {
+    if (!(attribute instanceof Attribute) && !(attribute instanceof AttributeMap)) {
+      throw new DexError("INVALID_ARGUMENT", "waitForAttribute needs an Attribute or AttributeMap (e.g. Attribute.string(key))");
+    }
+    if (attribute.type === "json" || attribute.type === "bytes") {
+      throw new DexError("INVALID_ARGUMENT", `waitForAttribute: '${attribute.key}' is a ${attribute.type} Attribute; only scalars can be waited for`);
+    }
+    const isMap = attribute instanceof AttributeMap;
+    const instanceKey = options.instanceKey ?? "";
+    if (isMap !== (instanceKey !== "")) {
+      throw new DexError(
+        "INVALID_ARGUMENT",
+        isMap ? `waitForAttribute: the AttributeMap '${attribute.key}' needs an instanceKey` : `waitForAttribute: '${attribute.key}' is not an AttributeMap; drop instanceKey`,
+      );
+    }
+    const wanted = attributeValueToWire(attribute.type, value, `waitForAttribute: the value of '${attribute.key}'`);
+    type Wire = { matched: boolean; current: WireAttributeValue | null; status: string };
+    return this.flowWait(options, (pieceMs) => ({
+      method: "WaitForAttribute",
+      request: { flow: { flowId, runId: options.runId ?? "" }, key: attribute.key, instanceKey, value: wanted, timeoutMs: pieceMs },
+      done: (r: Wire) => r.matched || r.status !== "FLOW_RUNNING",
+      convert: (r: Wire | undefined): AttributeWaitResult<T> => ({
+        matched: r?.matched ?? false,
+        current: attributeValueFromWire(r?.current, `the Attribute '${attribute.key}'`) as T | undefined,
+        status: r === undefined ? "UNSPECIFIED" : toRunStatus(r.status),
+      }),
+    }));
+  }
+
+  /**
+   * Runs an RPC's handler on a Worker and answers its output once its result
+   * (output, new Steps, Attribute writes, publishes) is durable. An Rpc gives
+   * the codecs (options.codecs override them; a name means JSON). Rejects with
+   * a DexError: FAILED_PRECONDITION (the handler threw: its message; or the
+   * run is closed), DEADLINE_EXCEEDED (timeoutMs passed), INVALID_ARGUMENT
+   * (no such RPC), UNAVAILABLE (no active process answered, or the process
+   * changed before the result was committed: nothing of it was). Retries on
+   * another process carry the same requestId, so a committed result is never
+   * committed twice.
+   */
+  async invokeRpc<I = unknown, O = unknown>(
+    flowId: string,
+    rpc: Rpc<I, O> | string,
+    input?: I,
+    options: InvokeRpcOptions<I, O> = {},
+  ): Promise<RpcCallResult<O>> {
+    checkName(flowId, "invokeRpc: the Flow ID");
+    const name = rpc instanceof Rpc ? rpc.name : checkName(rpc, "invokeRpc: the RPC name");
+    const inputCodec = (options.codecs?.input ?? (rpc instanceof Rpc ? rpc.inputCodec : jsonCodec)) as Codec<unknown>;
+    const outputCodec = (options.codecs?.output ?? (rpc instanceof Rpc ? rpc.outputCodec : jsonCodec)) as Codec<unknown>;
+    const timeoutMs = options.timeoutMs ?? RPC_DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > RPC_MAX_TIMEOUT_MS) {
+      throw new DexError("INVALID_ARGUMENT", `invokeRpc: timeoutMs must be more than 0 and at most ${RPC_MAX_TIMEOUT_MS}, not ${String(timeoutMs)}`);
+    }
+    const requestId =
+      options.requestId === undefined || options.requestId === ""
+        ? randomBytes(16).toString("hex")
+        : checkName(options.requestId, "invokeRpc: requestId");
+    let payload: WirePayload;
+    try {
+      payload = toPayload(input, `invokeRpc: the input of RPC '${name}'`, inputCodec);
+    } catch (error) {
+      throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
+    }
+    const end = Date.now() + timeoutMs;
+    let response: { runId: string; output: WirePayload | null };
+    try {
+      response = await this.callSpec<{ runId: string; output: WirePayload | null }>({
+        service: "flows",
+        method: "InvokeRpc",
+        // A retry on another process waits only for what is left of the timeout.
+        request: () => ({
+          flow: { flowId, runId: options.runId ?? "" },
+          name,
+          input: payload,
+          timeoutMs: Math.max(1, Math.round(end - Date.now())),
+          requestId,
+        }),
+        timeoutMs: timeoutMs + this.timeoutMs,
+        signal: options.signal,
+        keepTryingOnceReached: true,
+      });
+    } catch (error) {
+      if (error instanceof DexError && error.code === "DEADLINE_EXCEEDED") {
+        throw new DexError(
+          "DEADLINE_EXCEEDED",
+          `RPC '${name}' of ${flowId} did not complete within ${formatDuration(timeoutMs)}: ${error.details}`,
+          { ...(error.address === undefined ? {} : { address: error.address }), cause: error },
+        );
+      }
+      throw error;
+    }
+    let output: unknown;
+    try {
+      output = fromPayload(response.output, outputCodec);
+    } catch (error) {
+      throw new DexError(
+        "INTERNAL",
+        `the output of RPC '${name}' cannot be decoded: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    return { runId: response.runId, output: output as O };
   }
 
   /** The run's IDs, type, status, times, result (outputs), input and runs of its Flow ID. */
@@ -809,4 +1022,16 @@ function valuePayload(value: unknown, what: string): { data: Buffer } {
   } catch (error) {
     throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
   }
+}
+
+/** A Client's writes as the wire's Attributes; `removals`: whether a write may delete. */
+function attributeWrites(writes: AttributeWrite[], what: string, removals: boolean): WireAttribute[] {
+  if (!Array.isArray(writes)) throw new DexError("INVALID_ARGUMENT", `${what} must be an array of writes (attr.write(v))`);
+  return writes.map((w, i) => {
+    if (typeof w !== "object" || w === null || typeof w.key !== "string" || typeof w.type !== "string") {
+      throw new DexError("INVALID_ARGUMENT", `${what}[${i}] is not a write (attr.write(v), map.write(key, v))`);
+    }
+    if (w.value === undefined && !removals) throw new DexError("INVALID_ARGUMENT", `${what}[${i}] deletes '${w.key}'; a start can only set values`);
+    return attributeWriteToWire(w, `${what}[${i}] ('${w.key}')`);
+  });
 }

@@ -2,7 +2,11 @@
 // converted from the wire: enums without their prefixes ("COMPLETED", not
 // "FLOW_COMPLETED"), Payloads decoded from JSON (a payload that is not JSON
 // stays a Buffer), times in Unix milliseconds (0: not set).
+import { Attribute, AttributeMap, type AttributeTypeName, type AttributeValue } from "./flow/attributes";
+import { attributeValueFromWire, wireAttributeType } from "./flow/attributes";
+import { DexError } from "./errors";
 import type {
+  WireAttribute,
   WireCondition,
   WireConditionResult,
   WireFlowDescription,
@@ -28,6 +32,11 @@ export type HistoryEventKind =
   | "CHANNEL_PUBLISHED"
   | "TIMER_SKIPPED"
   | "FLOW_CLOSED"
+  | "RPC_COMPLETED"
+  | "RPC_FAILED"
+  | "ATTRIBUTES_SET"
+  | "LOCKS_ACQUIRED"
+  | "LOCKS_RELEASED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -44,6 +53,64 @@ export function decodeValue(payload: WirePayload | null | undefined): unknown {
 
 function strip(name: string, prefix: string): string {
   return name.startsWith(prefix) ? name.slice(prefix.length) : name;
+}
+
+/** FlowStatus by name ("FLOW_RUNNING") as a RunStatus ("RUNNING"). */
+export function toRunStatus(status: string | undefined): RunStatus {
+  return strip(status ?? "FLOW_STATUS_UNSPECIFIED", "FLOW_").replace("STATUS_", "") as RunStatus;
+}
+
+/** One Attribute (or AttributeMap instance) of a run, decoded by its type; value undefined: deleted (in a write). */
+export interface AttributeEntry {
+  key: string;
+  /** "" for a plain Attribute. */
+  instanceKey: string;
+  /** undefined when it has no value. */
+  type: AttributeTypeName | undefined;
+  value: AttributeValue | undefined;
+}
+
+export function toAttributeEntry(a: WireAttribute): AttributeEntry {
+  const what = a.instanceKey === "" ? `the Attribute '${a.key}'` : `the AttributeMap '${a.key}' [${a.instanceKey}]`;
+  return { key: a.key, instanceKey: a.instanceKey, type: wireAttributeType(a.value), value: attributeValueFromWire(a.value, what) };
+}
+
+/** A run's Attributes as Client.getAttributes answers them. */
+export class FlowAttributes {
+  readonly runId: string;
+  readonly status: RunStatus;
+  /** In key order; keys with no value are absent. */
+  readonly entries: readonly AttributeEntry[];
+
+  constructor(runId: string, status: RunStatus, entries: AttributeEntry[]) {
+    this.runId = runId;
+    this.status = status;
+    this.entries = entries;
+  }
+
+  private typed(e: AttributeEntry, declared: AttributeTypeName): AttributeValue | undefined {
+    if (e.type !== declared) {
+      const name = e.instanceKey === "" ? `'${e.key}'` : `'${e.key}' [${e.instanceKey}]`;
+      throw new DexError("INVALID_ARGUMENT", `the run's Attribute ${name} is a ${String(e.type)}, not a ${declared}`);
+    }
+    return e.value;
+  }
+
+  /** The value of an Attribute (or of one instance of an AttributeMap); undefined when it has none. */
+  get<T extends AttributeValue>(attribute: Attribute<T>): T | undefined;
+  get<T extends AttributeValue>(map: AttributeMap<T>, instanceKey: string): T | undefined;
+  get(attribute: Attribute | AttributeMap, instanceKey = ""): AttributeValue | undefined {
+    const ik = attribute instanceof AttributeMap ? instanceKey : "";
+    const e = this.entries.find((x) => x.key === attribute.key && x.instanceKey === ik);
+    return e === undefined ? undefined : this.typed(e, attribute.type);
+  }
+
+  /** Every instance of an AttributeMap that has a value, by instance key. */
+  instances<T extends AttributeValue>(map: AttributeMap<T>): Map<string, T> {
+    const out = new Map<string, T>();
+    for (const e of this.entries) if (e.key === map.key) out.set(e.instanceKey, this.typed(e, map.type) as T);
+    return out;
+  }
 }
 
 export interface StepOutput {
@@ -84,7 +151,7 @@ export function toFlowDescription(d: WireFlowDescription | null): FlowDescriptio
     runId: d?.runId ?? "",
     flowType: d?.flowType ?? "",
     declarationVersion: d?.declarationVersion ?? 0,
-    status: strip(d?.status ?? "FLOW_STATUS_UNSPECIFIED", "FLOW_").replace("STATUS_", "") as RunStatus,
+    status: toRunStatus(d?.status),
     startedAt: d?.startUnixMs ?? 0,
     closedAt: d?.closeUnixMs ?? 0,
     closeReason: d?.closeReason ?? "",
@@ -252,6 +319,14 @@ export interface HistoryEvent {
   /** FLOW_CLOSED. */
   status?: RunStatus;
   reason: string;
+  /** Method and RPC results, ATTRIBUTES_SET: the writes, in order (value undefined: deleted). */
+  attributeWrites: AttributeEntry[];
+  /** RPC_COMPLETED, RPC_FAILED. */
+  rpcName: string;
+  /** RPC_COMPLETED: the output (JSON decoded). */
+  output?: unknown;
+  /** LOCKS_ACQUIRED, LOCKS_RELEASED. */
+  lockKeys: string[];
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -264,7 +339,11 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
     error: e.error,
     conditions: e.conditions.map(toConditionResultView),
     reason: e.reason,
+    attributeWrites: (e.attributeWrites ?? []).map(toAttributeEntry),
+    rpcName: e.rpcName ?? "",
+    lockKeys: [...(e.lockKeys ?? [])],
   };
+  if (e.kind === "RPC_COMPLETED") out.output = decodeValue(e.output);
   const wait = toWaitView(e.wait);
   if (wait !== undefined) out.wait = wait;
   const decision = toDecisionView(e.decision);
@@ -294,7 +373,8 @@ export interface StepExecutionState {
   /** The method running or next. */
   method: "WAIT_FOR" | "EXECUTE" | "UNSPECIFIED";
   attempt: number;
-  taskState: "QUEUED" | "RUNNING" | "BACKOFF" | "UNSPECIFIED";
+  /** LOCKED: waits for a lock key another attempt or RPC of the run holds. */
+  taskState: "QUEUED" | "RUNNING" | "BACKOFF" | "LOCKED" | "UNSPECIFIED";
   workerId: string;
   /** BACKOFF: when the next attempt starts. */
   retryAt: number;

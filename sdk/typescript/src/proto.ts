@@ -56,6 +56,7 @@ export interface WireMethodOptions {
   recoveryStepType?: string;
   durability?: string;
   heartbeatTimeoutMs?: number;
+  lockKeys?: string[];
 }
 
 export interface WireStepOptions {
@@ -66,8 +67,52 @@ export interface WireStepOptions {
 export interface WireFlowDeclaration {
   flowType: string;
   startStepType: string;
-  steps: { stepType: string; hasWaitFor: boolean; options: WireStepOptions }[];
+  steps: { stepType: string; hasWaitFor: boolean; options: WireStepOptions; attributeReads: string[] }[];
   channels: { name: string; isMap: boolean }[];
+  attributes: WireAttributeDeclaration[];
+  rpcs: WireRpcDeclaration[];
+}
+
+/** AttributeType by name. */
+export type WireAttributeType =
+  | "ATTRIBUTE_TYPE_UNSPECIFIED"
+  | "ATTRIBUTE_STRING"
+  | "ATTRIBUTE_INT64"
+  | "ATTRIBUTE_DOUBLE"
+  | "ATTRIBUTE_BOOL"
+  | "ATTRIBUTE_DATETIME"
+  | "ATTRIBUTE_JSON"
+  | "ATTRIBUTE_BYTES";
+
+export interface WireAttributeDeclaration {
+  key: string;
+  type: WireAttributeType;
+  isMap: boolean;
+}
+
+export interface WireRpcDeclaration {
+  name: string;
+  lockKeys: string[];
+  attributeReads: string[];
+}
+
+/** One member of the oneof is set; `value` names it in what the server sends. */
+export interface WireAttributeValue {
+  stringValue?: string;
+  int64Value?: number;
+  doubleValue?: number;
+  boolValue?: boolean;
+  datetimeUnixMs?: number;
+  jsonValue?: string;
+  bytesValue?: Uint8Array;
+  value?: "stringValue" | "int64Value" | "doubleValue" | "boolValue" | "datetimeUnixMs" | "jsonValue" | "bytesValue";
+}
+
+/** An Attribute or AttributeMap instance; in a write, no value deletes it. */
+export interface WireAttribute {
+  key: string;
+  instanceKey: string;
+  value?: WireAttributeValue | null;
 }
 
 export interface WireTimerCondition {
@@ -159,6 +204,10 @@ export interface WireFlowTask {
   recoveryError: string;
   attemptTimeoutMs: number;
   heartbeatTimeoutMs: number;
+  /** Method RPC: the RPC's name (stepExecutionId is its ID). */
+  rpcName: string;
+  /** The current values of the Attributes the Step or RPC reads (absent: no value). */
+  attributes: WireAttribute[];
 }
 
 export interface WireFlowTaskResult {
@@ -166,8 +215,10 @@ export interface WireFlowTaskResult {
   wait?: WireWait;
   decision?: WireStepDecision;
   error?: { message: string; nonRetryable: boolean };
+  rpc?: { output: WirePayload; nextSteps: WireStepMovement[] };
   locals?: WirePayload;
   publishes?: WirePublish[];
+  attributeWrites?: WireAttribute[];
 }
 
 export interface WireStepOutput {
@@ -237,6 +288,11 @@ export interface WireHistoryEvent {
   publish: WirePublish | null;
   status: string;
   reason: string;
+  attributeWrites?: WireAttribute[];
+  rpcName?: string;
+  output?: WirePayload | null;
+  method?: string;
+  lockKeys?: string[];
 }
 
 export interface WireGetHistoryEventsResponse {

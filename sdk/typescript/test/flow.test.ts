@@ -60,6 +60,8 @@ function task(over: Partial<WireFlowTask>): WireFlowTask {
     recoveryError: "",
     attemptTimeoutMs: 60_000,
     heartbeatTimeoutMs: 0,
+    rpcName: "",
+    attributes: [],
     ...over,
   };
 }
@@ -197,13 +199,15 @@ describe("Flow declarations", () => {
       flowType: "T",
       startStepType: "A",
       steps: [
-        { stepType: "A", hasWaitFor: false, options: { execute: { attemptTimeoutMs: 1, retry: { maximumAttempts: 5 } } } },
-        { stepType: "B", hasWaitFor: true, options: { execute: { attemptTimeoutMs: 9, retry: { maximumAttempts: 5 } } } },
+        { stepType: "A", hasWaitFor: false, options: { execute: { attemptTimeoutMs: 1, retry: { maximumAttempts: 5 } } }, attributeReads: [] },
+        { stepType: "B", hasWaitFor: true, options: { execute: { attemptTimeoutMs: 9, retry: { maximumAttempts: 5 } } }, attributeReads: [] },
       ],
       channels: [
         { name: "approval", isMap: false },
         { name: "per-user", isMap: true },
       ],
+      attributes: [],
+      rpcs: [],
     });
   });
 

@@ -1,6 +1,9 @@
 // StepContext: what one attempt of waitFor or execute sees (the task, what
-// met the wait, the locals) and does (publish, heartbeat).
+// met the wait, the locals, the Attributes it reads) and does (publish,
+// write Attributes, heartbeat). TaskContext is what it shares with an RPC
+// handler's RpcContext (rpc.ts).
 import type { WireConditionResult, WireFlowTask, WirePublish } from "../proto";
+import { AttributeStore, type AttributeScope } from "./attributes";
 import { Channel } from "./channels";
 import { invalid } from "./checks";
 import { fromPayload, toPayload, type Codec } from "./codec";
@@ -52,12 +55,73 @@ function localsOf(task: WireFlowTask): Record<string, unknown> {
   return typeof locals === "object" && locals !== null && !Array.isArray(locals) ? (locals as Record<string, unknown>) : {};
 }
 
-/** The attempt's environment, given to waitFor and execute. */
-export class StepContext<I = unknown> {
+/** What every task of a run sees and does: Step attempts and RPC handlers. */
+export class TaskContext implements AttributeScope {
   readonly taskId: string;
   readonly flowId: string;
   readonly runId: string;
   readonly flowType: string;
+  /** 0: no heartbeat needed. */
+  readonly heartbeatTimeoutMs: number;
+  /**
+   * Aborted when the server asks to stop (learned from a heartbeat's
+   * answer), when the attempt timeout passes, or at the Worker's shutdown
+   * timeout. Pass it on to fetch() and friends.
+   */
+  readonly signal: AbortSignal;
+  /** @internal The Attributes the task reads and writes (Attribute.get/set/remove). */
+  readonly attributeStore: AttributeStore;
+
+  private readonly publishList: WirePublish[] = [];
+  private readonly beat: () => boolean;
+
+  /** @internal */
+  constructor(task: WireFlowTask, signal: AbortSignal, heartbeat: () => boolean, attributes: AttributeStore) {
+    this.taskId = task.taskId;
+    this.flowId = task.flowId;
+    this.runId = task.runId;
+    this.flowType = task.flowType;
+    this.heartbeatTimeoutMs = task.heartbeatTimeoutMs;
+    this.signal = signal;
+    this.beat = heartbeat;
+    this.attributeStore = attributes;
+  }
+
+  /** True once `signal` aborted. */
+  get cancelled(): boolean {
+    return this.signal.aborted;
+  }
+
+  /** Appends `messages` to `channel` when this task's result is accepted, with it, in order. */
+  publish<T>(channel: Channel<T>, ...messages: T[]): void {
+    if (!(channel instanceof Channel)) throw invalid("publish needs a Channel (ChannelMap.instance(key) for a map)");
+    const payloads = messages.map((m, i) =>
+      toPayload(m, `message ${i + 1} published to '${channel.name}'`, channel.codec as Codec<unknown>),
+    );
+    const last = this.publishList[this.publishList.length - 1];
+    if (last !== undefined && last.channel === channel.name && last.instanceKey === channel.instanceKey) {
+      last.messages.push(...payloads);
+    } else {
+      this.publishList.push({ channel: channel.name, instanceKey: channel.instanceKey, messages: payloads });
+    }
+  }
+
+  /**
+   * Tells the server the task is alive (needed with a heartbeat timeout).
+   * Its answer may abort `signal`. False when it was dropped (no stream now).
+   */
+  heartbeat(): boolean {
+    return this.beat();
+  }
+
+  /** @internal */
+  publishes(): WirePublish[] {
+    return this.publishList;
+  }
+}
+
+/** The attempt's environment, given to waitFor and execute. */
+export class StepContext<I = unknown> extends TaskContext {
   readonly stepType: string;
   /** "<StepType>-<n>". */
   readonly stepExecutionId: string;
@@ -70,31 +134,24 @@ export class StepContext<I = unknown> {
   readonly scheduledBy: string;
   readonly input: I;
   readonly attemptTimeoutMs: number;
-  /** 0: no heartbeat needed. */
-  readonly heartbeatTimeoutMs: number;
   /** execute: WaitFor failed for good and its policy proceeded to execute (recoveryError says why). */
   readonly waitForFailed: boolean;
   /** Why WaitFor failed (waitForFailed), or why the Step this recovery Step replaces failed; "" otherwise. */
   readonly recoveryError: string;
   /** execute: every condition of the wait (empty after a skip or without waitFor). */
   readonly conditions: readonly ConditionResult[];
-  /**
-   * Aborted when the server asks to stop (learned from a heartbeat's
-   * answer), when the attempt timeout passes, or at the Worker's shutdown
-   * timeout. Pass it on to fetch() and friends.
-   */
-  readonly signal: AbortSignal;
 
   private readonly localValues: Record<string, unknown>;
-  private readonly publishList: WirePublish[] = [];
-  private readonly beat: () => boolean;
 
   /** @internal */
-  constructor(task: WireFlowTask, input: I, signal: AbortSignal, heartbeat: () => boolean) {
-    this.taskId = task.taskId;
-    this.flowId = task.flowId;
-    this.runId = task.runId;
-    this.flowType = task.flowType;
+  constructor(
+    task: WireFlowTask,
+    input: I,
+    signal: AbortSignal,
+    heartbeat: () => boolean,
+    attributes: AttributeStore = new AttributeStore(new Map(), new Set(), [], `Step execution '${task.stepExecutionId}'`),
+  ) {
+    super(task, signal, heartbeat, attributes);
     this.stepType = task.stepType;
     this.stepExecutionId = task.stepExecutionId;
     this.method = task.method === "WAIT_FOR" ? "waitFor" : "execute";
@@ -103,18 +160,10 @@ export class StepContext<I = unknown> {
     this.scheduledBy = task.scheduledBy;
     this.input = input;
     this.attemptTimeoutMs = task.attemptTimeoutMs;
-    this.heartbeatTimeoutMs = task.heartbeatTimeoutMs;
     this.waitForFailed = task.waitForFailed;
     this.recoveryError = task.recoveryError;
     this.conditions = task.conditions.map(conditionResult);
-    this.signal = signal;
-    this.beat = heartbeat;
     this.localValues = localsOf(task);
-  }
-
-  /** True once `signal` aborted. */
-  get cancelled(): boolean {
-    return this.signal.aborted;
   }
 
   /** waitFor: leaves `value` (JSON) for the same execution's execute. */
@@ -147,32 +196,5 @@ export class StepContext<I = unknown> {
       for (const p of c.payloads) out.push(channel.codec.decode(p));
     }
     return out;
-  }
-
-  /** Appends `messages` to `channel` when this attempt's result is accepted, with it, in order. */
-  publish<T>(channel: Channel<T>, ...messages: T[]): void {
-    if (!(channel instanceof Channel)) throw invalid("publish needs a Channel (ChannelMap.instance(key) for a map)");
-    const payloads = messages.map((m, i) =>
-      toPayload(m, `message ${i + 1} published to '${channel.name}'`, channel.codec as Codec<unknown>),
-    );
-    const last = this.publishList[this.publishList.length - 1];
-    if (last !== undefined && last.channel === channel.name && last.instanceKey === channel.instanceKey) {
-      last.messages.push(...payloads);
-    } else {
-      this.publishList.push({ channel: channel.name, instanceKey: channel.instanceKey, messages: payloads });
-    }
-  }
-
-  /**
-   * Tells the server the attempt is alive (needed with a heartbeat timeout).
-   * Its answer may abort `signal`. False when it was dropped (no stream now).
-   */
-  heartbeat(): boolean {
-    return this.beat();
-  }
-
-  /** @internal */
-  publishes(): WirePublish[] {
-    return this.publishList;
   }
 }

@@ -19,13 +19,25 @@
 //
 // One job per file: checks.ts (limits, names), task-error.ts, codec.ts
 // (values as Payloads), waits.ts (conditions, Timers, Waits), channels.ts,
-// options.ts (StepOptions), decisions.ts, context.ts (StepContext), model.ts
-// (Step, Flow), runner.ts (a FlowTask run with its Flow).
+// attributes.ts (Attribute, AttributeMap), options.ts (StepOptions, lock
+// keys), decisions.ts, context.ts (StepContext), rpc.ts (Rpc, RpcContext),
+// model.ts (Step, Flow), runner.ts (a FlowTask run with its Flow).
 export { checkName, FLOW_LIMITS, type StepRef } from "./checks";
 export { TaskError, type TaskErrorOptions } from "./task-error";
 export { fromPayload, jsonCodec, toPayload, type Codec, type JsonValue } from "./codec";
 export { Condition, Timer, Wait } from "./waits";
 export { Channel, ChannelMap, type ChannelOptions } from "./channels";
+export {
+  Attribute,
+  AttributeMap,
+  type AttributeRef,
+  type AttributeScope,
+  type AttributeTypeName,
+  type AttributeValue,
+  type AttributeValueTypes,
+  type AttributeWrite,
+  type JsonObject,
+} from "./attributes";
 export {
   mergeStepOptions,
   stepOptionsToWire,
@@ -47,6 +59,7 @@ export {
   StepDecision,
   type StepMovement,
 } from "./decisions";
-export { StepContext, type ConditionResult } from "./context";
+export { StepContext, TaskContext, type ConditionResult } from "./context";
+export { Rpc, RpcContext, type RpcDefinition, type RpcResult } from "./rpc";
 export { Flow, type FlowDefinition, type Step } from "./model";
 export { runFlowTask } from "./runner";

@@ -1,13 +1,16 @@
 // The Flow and Step model: a Step type has an optional waitFor and an
-// execute; a Flow lists its Step types, the one a run starts with, and its
-// Channels. A Flow is checked when constructed, declares itself in a
-// Worker's hello, and checks the decisions, waits and publishes of its Steps.
+// execute; a Flow lists its Step types, the one a run starts with, its
+// persistence schema (Channels, Attributes) and its RPCs. A Flow is checked
+// when constructed, declares itself in a Worker's hello, and checks the
+// decisions, waits and publishes of its Steps.
 import type { WireFlowDeclaration } from "../proto";
+import { type AnyAttribute, Attribute, AttributeMap, attributeKeyOf, type AttributeRef, attributeTypeToWire } from "./attributes";
 import { Channel, ChannelMap } from "./channels";
 import { checkName, invalid, stepTypeOf, type StepRef } from "./checks";
 import type { StepContext } from "./context";
 import type { StepDecision } from "./decisions";
 import { mergeStepOptions, stepOptionsToWire, type StepOptions } from "./options";
+import { Rpc, type RpcDefinition } from "./rpc";
 import { TaskError } from "./task-error";
 import type { Wait } from "./waits";
 
@@ -18,6 +21,8 @@ import type { Wait } from "./waits";
 export interface Step<I = any> {
   readonly type: string;
   readonly options?: StepOptions;
+  /** The Attributes its tasks read (get). Default: every key its Flow declares. */
+  readonly attributeReads?: readonly AttributeRef[];
   waitFor?(ctx: StepContext<I>): Wait | Promise<Wait>;
   execute(ctx: StepContext<I>): StepDecision | Promise<StepDecision>;
 }
@@ -31,6 +36,10 @@ export interface FlowDefinition {
   steps: Step<any>[];
   /** The persistence schema: the Flow's Channels and ChannelMaps. */
   channels?: (Channel<any> | ChannelMap<any>)[];
+  /** The persistence schema: the Flow's typed Attributes and AttributeMaps. */
+  attributes?: AnyAttribute[];
+  /** Handlers Clients invoke on a running run (Client.invokeRpc). */
+  rpcs?: (Rpc<any, any> | RpcDefinition<any, any>)[];
   /** Options every Step starts from; a Step's own options override them field by field. */
   defaultStepOptions?: StepOptions;
 }
@@ -69,10 +78,52 @@ function checkedChannels(channels: AnyChannel[], what: string): AnyChannel[] {
   return [...channels];
 }
 
-/** The declaration's Steps: each one's merged options, its recoveryStep among the Steps. */
+/** The declared Attributes and AttributeMaps by key, checked: each key once. */
+function checkedAttributes(attributes: unknown, what: string): Map<string, AnyAttribute> {
+  if (!Array.isArray(attributes)) throw invalid(`${what}: attributes must be an array`);
+  const byKey = new Map<string, AnyAttribute>();
+  for (const a of attributes as unknown[]) {
+    if (!(a instanceof Attribute) && !(a instanceof AttributeMap)) {
+      throw invalid(`${what}: attributes holds something that is not an Attribute or AttributeMap`);
+    }
+    if (byKey.has(a.key)) throw invalid(`${what} declares the Attribute '${a.key}' twice`);
+    byKey.set(a.key, a);
+  }
+  return byKey;
+}
+
+/** The keys a Step or RPC reads: `reads` checked against the schema, or every declared key. */
+function readKeys(reads: readonly AttributeRef[] | undefined, schema: ReadonlyMap<string, AnyAttribute>, what: string): string[] {
+  if (reads === undefined) return [...schema.keys()];
+  if (!Array.isArray(reads)) throw invalid(`${what}: attributeReads must be an array`);
+  const keys: string[] = [];
+  reads.forEach((r, i) => {
+    const key = attributeKeyOf(r, `${what}: attributeReads[${i}]`);
+    if (!schema.has(key)) {
+      throw invalid(`${what} reads the Attribute '${key}', which its Flow does not declare (its Attributes: ${[...schema.keys()].join(", ") || "none"})`);
+    }
+    if (!keys.includes(key)) keys.push(key);
+  });
+  return keys;
+}
+
+/** The RPCs by name, checked: each name once. */
+function checkedRpcs(rpcs: unknown, what: string): Map<string, Rpc<any, any>> {
+  if (!Array.isArray(rpcs)) throw invalid(`${what}: rpcs must be an array`);
+  const byName = new Map<string, Rpc<any, any>>();
+  for (const r of rpcs as unknown[]) {
+    const rpc = r instanceof Rpc ? r : new Rpc(r as RpcDefinition<any, any>);
+    if (byName.has(rpc.name)) throw invalid(`${what} declares the RPC '${rpc.name}' twice`);
+    byName.set(rpc.name, rpc);
+  }
+  return byName;
+}
+
+/** The declaration's Steps: each one's merged options, its recoveryStep among the Steps, its Attribute reads. */
 function declareSteps(
   steps: ReadonlyMap<string, Step<any>>,
   defaults: StepOptions | undefined,
+  schema: ReadonlyMap<string, AnyAttribute>,
   what: string,
 ): WireFlowDeclaration["steps"] {
   return [...steps.values()].map((s) => {
@@ -86,16 +137,21 @@ function declareSteps(
       stepType: s.type,
       hasWaitFor: typeof s.waitFor === "function",
       options: stepOptionsToWire(options, `${what}: the options of Step '${s.type}'`),
+      attributeReads: readKeys(s.attributeReads, schema, `${what}: Step '${s.type}'`),
     };
   });
 }
 
-/** A Flow type: its Steps, its start Step and its Channels. Checked when constructed. */
+/** A Flow type: its Steps, its start Step, its Channels, Attributes and RPCs. Checked when constructed. */
 export class Flow {
   readonly type: string;
   readonly startStep: string;
   readonly steps: ReadonlyMap<string, Step<any>>;
   readonly channels: readonly AnyChannel[];
+  /** By key. */
+  readonly attributes: ReadonlyMap<string, AnyAttribute>;
+  /** By name. */
+  readonly rpcs: ReadonlyMap<string, Rpc<any, any>>;
   readonly defaultStepOptions: StepOptions | undefined;
   private readonly wireDeclaration: WireFlowDeclaration;
 
@@ -109,13 +165,36 @@ export class Flow {
       throw invalid(`${what}: the start Step '${this.startStep}' is not one of its Steps (${[...this.steps.keys()].join(", ")})`);
     }
     this.channels = checkedChannels(definition.channels ?? [], what);
+    this.attributes = checkedAttributes(definition.attributes ?? [], what);
+    this.rpcs = checkedRpcs(definition.rpcs ?? [], what);
     this.defaultStepOptions = definition.defaultStepOptions;
     this.wireDeclaration = {
       flowType: this.type,
       startStepType: this.startStep,
-      steps: declareSteps(this.steps, this.defaultStepOptions, what),
+      steps: declareSteps(this.steps, this.defaultStepOptions, this.attributes, what),
       channels: this.channels.map((c) => ({ name: c.name, isMap: c instanceof ChannelMap })),
+      attributes: [...this.attributes.values()].map((a) => ({
+        key: a.key,
+        type: attributeTypeToWire(a.type),
+        isMap: a instanceof AttributeMap,
+      })),
+      rpcs: [...this.rpcs.values()].map((r) => ({
+        name: r.name,
+        lockKeys: [...r.lockKeys],
+        attributeReads: readKeys(r.attributeReads, this.attributes, `${what}: RPC '${r.name}'`),
+      })),
     };
+  }
+
+  /** The Attribute keys a task of this Step type (or, with `rpc`, of this RPC) reads. */
+  attributeReads(name: string, rpc = false): string[] {
+    const list = rpc ? this.wireDeclaration.rpcs.find((r) => r.name === name) : this.wireDeclaration.steps.find((s) => s.stepType === name);
+    return list === undefined ? [] : [...list.attributeReads];
+  }
+
+  /** The RPC of this name, if declared. */
+  rpc(name: string): Rpc<any, any> | undefined {
+    return this.rpcs.get(name);
   }
 
   /** What a Worker declares in its hello. */
@@ -130,10 +209,18 @@ export class Flow {
 
   /** Throws a TaskError (non-retryable) when the decision names a Step or Channel this Flow does not declare. */
   checkDecision(decision: StepDecision, from: string): void {
+    this.checkMovements(decision, `Step '${from}'`);
+    if (decision.body.kind === "forceCompleteIfChannelsEmpty") {
+      for (const c of decision.body.channels) this.checkChannel(c.name, c instanceof ChannelMap ? null : c.instanceKey, from, "checks");
+    }
+  }
+
+  /** Throws a TaskError (non-retryable) when the decision's movements or cancels name a Step this Flow does not declare. */
+  checkMovements(decision: StepDecision, who: string): void {
     const mustBeStep = (type: string, role: string): void => {
       if (!this.steps.has(type)) {
         throw new TaskError(
-          `Step '${from}' decided ${role} '${type}', which Flow '${this.type}' does not declare ` +
+          `${who} decided ${role} '${type}', which Flow '${this.type}' does not declare ` +
             `(its Steps: ${[...this.steps.keys()].join(", ")})`,
           { nonRetryable: true },
         );
@@ -147,20 +234,17 @@ export class Flow {
       if (recovery !== undefined) mustBeStep(stepTypeOf(recovery, "recoveryStep"), "a recoveryStep");
     }
     for (const t of decision.cancelStepTypes) mustBeStep(t, "to cancel the Step type");
-    if (b.kind === "forceCompleteIfChannelsEmpty") {
-      for (const c of b.channels) this.checkChannel(c.name, c instanceof ChannelMap ? null : c.instanceKey, from, "checks");
-    }
   }
 
   /**
    * Throws a TaskError (non-retryable) when a wait's, publish's or check's
    * Channel is not declared as used (`instanceKey` null: a whole ChannelMap).
    */
-  checkChannel(name: string, instanceKey: string | null, from: string, role: string): void {
+  checkChannel(name: string, instanceKey: string | null, from: string, role: string, who = `Step '${from}'`): void {
     const c = this.channels.find((x) => x.name === name);
     if (c === undefined) {
       throw new TaskError(
-        `Step '${from}' ${role} the Channel '${name}', which Flow '${this.type}' does not declare ` +
+        `${who} ${role} the Channel '${name}', which Flow '${this.type}' does not declare ` +
           `(its Channels: ${this.channels.map((x) => x.name).join(", ") || "none"})`,
         { nonRetryable: true },
       );
@@ -168,12 +252,12 @@ export class Flow {
     if (instanceKey === null) return;
     const isMap = c instanceof ChannelMap;
     if (isMap && instanceKey === "") {
-      throw new TaskError(`Step '${from}' ${role} the ChannelMap '${name}' without an instance key (use map.instance(key))`, {
+      throw new TaskError(`${who} ${role} the ChannelMap '${name}' without an instance key (use map.instance(key))`, {
         nonRetryable: true,
       });
     }
     if (!isMap && instanceKey !== "") {
-      throw new TaskError(`Step '${from}' ${role} the Channel '${name}' with an instance key, but it is not a ChannelMap`, {
+      throw new TaskError(`${who} ${role} the Channel '${name}' with an instance key, but it is not a ChannelMap`, {
         nonRetryable: true,
       });
     }

@@ -1,8 +1,8 @@
 // StepOptions: the attempt timeout, retry policy, durability, heartbeat
-// timeout and failure policy of a Step's two methods, merged and encoded as
-// the wire's StepOptions.
+// timeout, lock keys and failure policy of a Step's two methods, merged and
+// encoded as the wire's StepOptions.
 import type { WireMethodOptions, WireStepOptions } from "../proto";
-import { checkCount, checkDuration, invalid, stepTypeOf, type StepRef } from "./checks";
+import { checkCount, checkDuration, checkName, invalid, stepTypeOf, type StepRef } from "./checks";
 
 export interface RetryOptions {
   /** The first backoff. Default 1000. */
@@ -25,6 +25,12 @@ export interface MethodOptions {
   durability?: "sync" | "async";
   /** The attempt must heartbeat at least this often. Default: no heartbeat needed. */
   heartbeatTimeoutMs?: number;
+  /**
+   * Per run: no attempt of this method is handed out while another attempt
+   * (or RPC) of the same run holds one of these keys; waiters get them in
+   * the order they queued. Held from the attempt's queueing until it ends.
+   */
+  lockKeys?: string[];
 }
 
 export interface WaitForOptions extends MethodOptions {
@@ -74,6 +80,18 @@ function retryToWire(r: RetryOptions, what: string): NonNullable<WireMethodOptio
   return retry;
 }
 
+/** Lock keys, checked: each a name, none twice. */
+export function checkLockKeys(keys: unknown, what: string): string[] {
+  if (!Array.isArray(keys)) throw invalid(`${what} must be an array of key names`);
+  const seen = new Set<string>();
+  for (const [i, k] of keys.entries()) {
+    checkName(k, `${what}[${i}]`);
+    if (seen.has(k as string)) throw invalid(`${what} lists '${String(k)}' twice`);
+    seen.add(k as string);
+  }
+  return [...(keys as string[])];
+}
+
 function methodOptionsToWire(m: WaitForOptions & ExecuteOptions, what: string): WireMethodOptions {
   const wire: WireMethodOptions = {};
   if (m.attemptTimeoutMs !== undefined) wire.attemptTimeoutMs = checkDuration(m.attemptTimeoutMs, `${what}.attemptTimeoutMs`);
@@ -87,6 +105,7 @@ function methodOptionsToWire(m: WaitForOptions & ExecuteOptions, what: string): 
     wire.durability = m.durability === "async" ? "ASYNC" : "SYNC";
   }
   if (m.retry !== undefined) wire.retry = retryToWire(m.retry, `${what}.retry`);
+  if (m.lockKeys !== undefined) wire.lockKeys = checkLockKeys(m.lockKeys, `${what}.lockKeys`);
   if (m.proceedToExecute === true) wire.failurePolicy = "PROCEED_TO_EXECUTE";
   if (m.recoveryStep !== undefined) {
     wire.failurePolicy = "PROCEED_TO_STEP";

@@ -1,12 +1,14 @@
-// The task runner: one FlowTask (an attempt of a Step's waitFor or execute)
-// run with its Flow, answered as a FlowTaskResult.
-import type { WireFlowTask, WireFlowTaskResult } from "../proto";
+// The task runner: one FlowTask (an attempt of a Step's waitFor or execute,
+// or an RPC) run with its Flow, answered as a FlowTaskResult.
+import type { WireFlowTask, WireFlowTaskResult, WireStepMovement } from "../proto";
 import { DexError } from "../errors";
+import { AttributeStore } from "./attributes";
 import { FLOW_LIMITS } from "./checks";
-import { fromPayload, toPayload } from "./codec";
-import { StepContext } from "./context";
-import { decisionToWire, StepDecision } from "./decisions";
+import { fromPayload, toPayload, type Codec } from "./codec";
+import { StepContext, type TaskContext } from "./context";
+import { decisionToWire, goToMulti, StepDecision } from "./decisions";
 import type { Flow, Step } from "./model";
+import { RpcContext } from "./rpc";
 import { describeError, TaskError } from "./task-error";
 import { Wait } from "./waits";
 
@@ -46,12 +48,46 @@ async function runExecute(flow: Flow, step: Step, ctx: StepContext<unknown>, fro
   return { taskId: ctx.taskId, decision: decisionToWire(decision) };
 }
 
-/** Adds the attempt's publishes to `result`: each to a declared Channel, within the per-result limit. */
-function addPublishes(flow: Flow, ctx: StepContext<unknown>, from: string, result: WireFlowTaskResult): void {
+/** The result of an RPC handler: its output (its codec) and new Steps, each declared. */
+async function runRpc(flow: Flow, task: WireFlowTask, signal: AbortSignal, heartbeat: () => boolean): Promise<[TaskContext, WireFlowTaskResult]> {
+  const rpc = flow.rpc(task.rpcName);
+  if (rpc === undefined) {
+    throw new TaskError(`Flow type '${flow.type}' in this Worker has no RPC '${task.rpcName}'`, { nonRetryable: true });
+  }
+  const who = `RPC '${rpc.name}'`;
+  let input: unknown;
+  try {
+    input = fromPayload(task.input, rpc.inputCodec as Codec<unknown>);
+  } catch (error) {
+    throw new TaskError(`the input of ${who} cannot be decoded: ${describeError(error)}`, { nonRetryable: true });
+  }
+  const attributes = new AttributeStore(flow.attributes, new Set(flow.attributeReads(rpc.name, true)), task.attributes, who);
+  const ctx = new RpcContext<unknown>(task, input, signal, heartbeat, attributes);
+  const returned: unknown = await rpc.handler(ctx, input);
+  if (returned !== undefined && (typeof returned !== "object" || returned === null || Array.isArray(returned))) {
+    throw new TaskError(`the handler of ${who} returned ${typeName(returned)}, not { output, nextSteps }`, { nonRetryable: true });
+  }
+  const { output, nextSteps } = (returned ?? {}) as { output?: unknown; nextSteps?: unknown };
+  let movements: WireStepMovement[] = [];
+  if (nextSteps !== undefined) {
+    if (!Array.isArray(nextSteps)) throw new TaskError(`the nextSteps of ${who} must be an array of StepMovements`, { nonRetryable: true });
+    if (nextSteps.length > 0) {
+      const decision = goToMulti(...nextSteps);
+      flow.checkMovements(decision, who);
+      movements = decisionToWire(decision).goTo?.movements ?? [];
+    }
+  }
+  const outputPayload =
+    output === undefined ? { data: Buffer.alloc(0) } : toPayload(output, `the output of ${who}`, rpc.outputCodec as Codec<unknown>);
+  return [ctx, { taskId: task.taskId, rpc: { output: outputPayload, nextSteps: movements } }];
+}
+
+/** Adds the task's publishes to `result`: each to a declared Channel, within the per-result limit. */
+function addPublishes(flow: Flow, ctx: TaskContext, from: string, who: string, result: WireFlowTaskResult): void {
   const publishes = ctx.publishes();
   let count = 0;
   for (const p of publishes) {
-    flow.checkChannel(p.channel, p.instanceKey, from, "publishes to");
+    flow.checkChannel(p.channel, p.instanceKey, from, "publishes to", who);
     count += p.messages.length;
   }
   if (count > FLOW_LIMITS.messagesPerPublish) {
@@ -60,6 +96,12 @@ function addPublishes(flow: Flow, ctx: StepContext<unknown>, from: string, resul
     });
   }
   if (publishes.length > 0) result.publishes = publishes;
+}
+
+/** Adds the task's Attribute writes, in the order it made them. */
+function addAttributeWrites(ctx: TaskContext, result: WireFlowTaskResult): void {
+  const writes = ctx.attributeStore.writes();
+  if (writes.length > 0) result.attributeWrites = writes;
 }
 
 /** A thrown error as the result's error: TaskError's nonRetryable kept, a builder's refusal non-retryable. */
@@ -73,10 +115,11 @@ function errorResult(taskId: string, error: unknown): WireFlowTaskResult {
 }
 
 /**
- * Runs one FlowTask with `flow`: the Step's waitFor or execute, its result,
- * locals and publishes as a FlowTaskResult. Never throws: a failure is the
- * result's error (TaskError's nonRetryable carried over; a bad wait or
- * decision, or an undeclared Step or Channel, is non-retryable).
+ * Runs one FlowTask with `flow`: the Step's waitFor or execute (or the RPC's
+ * handler), its result, locals, publishes and Attribute writes as a
+ * FlowTaskResult. Never throws: a failure is the result's error (TaskError's
+ * nonRetryable carried over; a bad wait or decision, or an undeclared Step,
+ * Channel or Attribute, is non-retryable).
  */
 export async function runFlowTask(
   flow: Flow,
@@ -85,6 +128,13 @@ export async function runFlowTask(
   heartbeat: () => boolean,
 ): Promise<WireFlowTaskResult> {
   try {
+    if (task.method === "RPC") {
+      const [ctx, result] = await runRpc(flow, task, signal, heartbeat);
+      const who = `RPC '${task.rpcName}'`;
+      addPublishes(flow, ctx, task.rpcName, who, result);
+      addAttributeWrites(ctx, result);
+      return result;
+    }
     const step = flow.step(task.stepType);
     if (step === undefined) {
       throw new TaskError(`Flow type '${flow.type}' in this Worker has no Step type '${task.stepType}'`);
@@ -95,11 +145,13 @@ export async function runFlowTask(
     } catch (error) {
       throw new TaskError(`the Step input is not valid JSON: ${describeError(error)}`, { nonRetryable: true });
     }
-    const ctx = new StepContext<unknown>(task, input, signal, heartbeat);
     const from = task.stepExecutionId || task.stepType;
+    const attributes = new AttributeStore(flow.attributes, new Set(flow.attributeReads(step.type)), task.attributes, `Step '${from}'`);
+    const ctx = new StepContext<unknown>(task, input, signal, heartbeat, attributes);
     const run = task.method === "WAIT_FOR" ? runWaitFor : runExecute;
     const result = await run(flow, step, ctx, from);
-    addPublishes(flow, ctx, from, result);
+    addPublishes(flow, ctx, from, `Step '${from}'`, result);
+    addAttributeWrites(ctx, result);
     return result;
   } catch (error) {
     return errorResult(task.taskId, error);

@@ -1,0 +1,424 @@
+// Attributes: typed values of one run, part of its Flow's persistence schema.
+// An Attribute holds one value, an AttributeMap one value per runtime
+// instance key. Steps and RPC handlers read the keys they declare (every
+// declared key unless they name fewer) from their task and write them with
+// their result; Clients read, write and wait for them (client.ts).
+//
+// int64 values are JavaScript numbers: writes must be safe integers
+// (|n| <= 2^53 - 1), and a stored value beyond that range fails its read
+// instead of coming back rounded. datetime values are Dates (Unix ms on the
+// wire), json values JSON objects, bytes values Uint8Arrays.
+import type { WireAttribute, WireAttributeType, WireAttributeValue } from "../proto";
+import { checkName, FLOW_LIMITS, invalid } from "./checks";
+import { TaskError } from "./task-error";
+
+export type AttributeTypeName = "string" | "int64" | "double" | "bool" | "datetime" | "json" | "bytes";
+
+/** A JSON object, the value of a json Attribute. */
+export type JsonObject = { [key: string]: unknown };
+
+/** The JavaScript value of each Attribute type. */
+export interface AttributeValueTypes {
+  string: string;
+  int64: number;
+  double: number;
+  bool: boolean;
+  datetime: Date;
+  json: JsonObject;
+  bytes: Uint8Array;
+}
+
+/** Any Attribute value. */
+export type AttributeValue = AttributeValueTypes[AttributeTypeName];
+
+const WIRE_TYPES: Record<AttributeTypeName, WireAttributeType> = {
+  string: "ATTRIBUTE_STRING",
+  int64: "ATTRIBUTE_INT64",
+  double: "ATTRIBUTE_DOUBLE",
+  bool: "ATTRIBUTE_BOOL",
+  datetime: "ATTRIBUTE_DATETIME",
+  json: "ATTRIBUTE_JSON",
+  bytes: "ATTRIBUTE_BYTES",
+};
+
+const WIRE_FIELDS: Record<AttributeTypeName, NonNullable<WireAttributeValue["value"]>> = {
+  string: "stringValue",
+  int64: "int64Value",
+  double: "doubleValue",
+  bool: "boolValue",
+  datetime: "datetimeUnixMs",
+  json: "jsonValue",
+  bytes: "bytesValue",
+};
+
+const TYPE_OF_FIELD = new Map(Object.entries(WIRE_FIELDS).map(([t, f]) => [f, t as AttributeTypeName]));
+
+export function attributeTypeToWire(type: AttributeTypeName): WireAttributeType {
+  return WIRE_TYPES[type];
+}
+
+function checkType(type: unknown, what: string): AttributeTypeName {
+  if (typeof type !== "string" || !(type in WIRE_TYPES)) {
+    throw invalid(`${what}: the type must be one of ${Object.keys(WIRE_TYPES).join(", ")}, not ${String(type)}`);
+  }
+  return type as AttributeTypeName;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v === "object") return `a ${(v as object).constructor?.name ?? "object"}`;
+  return `a ${typeof v}`;
+}
+
+/**
+ * `value` as the wire's AttributeValue for `type`; throws a DexError
+ * (INVALID_ARGUMENT) naming `what` when it is not a value of that type.
+ */
+export function attributeValueToWire(type: AttributeTypeName, value: unknown, what: string): WireAttributeValue {
+  const wrong = (expected: string): never => {
+    throw invalid(`${what} is a ${type} Attribute; it takes ${expected}, not ${describe(value)}`);
+  };
+  switch (type) {
+    case "string":
+      if (typeof value !== "string") wrong("a string");
+      if (Buffer.byteLength(value as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is longer than 1 MiB`);
+      return { stringValue: value as string };
+    case "int64":
+      if (typeof value !== "number" || !Number.isSafeInteger(value)) wrong("an integer number within +-(2^53 - 1)");
+      return { int64Value: value as number };
+    case "double":
+      if (typeof value !== "number") wrong("a number");
+      return { doubleValue: value as number };
+    case "bool":
+      if (typeof value !== "boolean") wrong("a boolean");
+      return { boolValue: value as boolean };
+    case "datetime":
+      if (!(value instanceof Date) || Number.isNaN(value.getTime())) wrong("a valid Date");
+      return { datetimeUnixMs: (value as Date).getTime() };
+    case "json": {
+      if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array || value instanceof Date) {
+        wrong("a JSON object");
+      }
+      let text: string | undefined;
+      try {
+        text = JSON.stringify(value);
+      } catch (error) {
+        throw invalid(`${what} is not JSON-serializable: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      if (text === undefined) wrong("a JSON object");
+      if (Buffer.byteLength(text as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than 1 MiB as JSON`);
+      return { jsonValue: text as string };
+    }
+    case "bytes":
+      if (!(value instanceof Uint8Array)) wrong("a Uint8Array (or Buffer)");
+      if ((value as Uint8Array).length > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than 1 MiB`);
+      return { bytesValue: Buffer.from((value as Uint8Array).buffer, (value as Uint8Array).byteOffset, (value as Uint8Array).byteLength) };
+  }
+  return checkType(type, what) as never;
+}
+
+/** The type of a wire AttributeValue (the member set), or undefined when none is. */
+export function wireAttributeType(v: WireAttributeValue | null | undefined): AttributeTypeName | undefined {
+  if (v === null || v === undefined) return undefined;
+  if (v.value !== undefined) return TYPE_OF_FIELD.get(v.value);
+  // A value built here (no virtual oneof field): the member that is present.
+  for (const [field, type] of TYPE_OF_FIELD) if ((v as Record<string, unknown>)[field] !== undefined) return type;
+  return undefined;
+}
+
+/**
+ * A wire AttributeValue as its JavaScript value, undefined when it has none;
+ * throws a DexError (INVALID_ARGUMENT) naming `what` for an int64 beyond
+ * the safe integers or JSON that does not parse.
+ */
+export function attributeValueFromWire(v: WireAttributeValue | null | undefined, what: string): AttributeValue | undefined {
+  const type = wireAttributeType(v);
+  if (type === undefined || v === null || v === undefined) return undefined;
+  switch (type) {
+    case "string":
+      return v.stringValue ?? "";
+    case "int64": {
+      const n = Number(v.int64Value ?? 0);
+      if (!Number.isSafeInteger(n)) throw invalid(`${what} holds the int64 ${n}, beyond what a JavaScript number keeps exactly`);
+      return n;
+    }
+    case "double":
+      return Number(v.doubleValue ?? 0);
+    case "bool":
+      return v.boolValue ?? false;
+    case "datetime":
+      return new Date(Number(v.datetimeUnixMs ?? 0));
+    case "json":
+      try {
+        return JSON.parse(v.jsonValue ?? "null") as JsonObject;
+      } catch (error) {
+        throw invalid(`${what} holds JSON that does not parse: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    case "bytes": {
+      const b = v.bytesValue ?? new Uint8Array(0);
+      return Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+    }
+  }
+}
+
+/** One write of a Client's setAttributes or a start's initial Attributes: `value` undefined deletes. */
+export interface AttributeWrite {
+  readonly key: string;
+  readonly instanceKey: string;
+  readonly type: AttributeTypeName;
+  readonly value: AttributeValue | undefined;
+}
+
+export function attributeWriteToWire(w: AttributeWrite, what: string): WireAttribute {
+  const wire: WireAttribute = { key: w.key, instanceKey: w.instanceKey };
+  if (w.value !== undefined) wire.value = attributeValueToWire(w.type, w.value, what);
+  return wire;
+}
+
+/** What Attribute.get and friends need of a Step's or RPC handler's context. */
+export interface AttributeScope {
+  /** @internal */
+  readonly attributeStore: AttributeStore;
+}
+
+function storeOf(ctx: AttributeScope, what: string): AttributeStore {
+  const store = (ctx as Partial<AttributeScope> | null)?.attributeStore;
+  if (!(store instanceof AttributeStore)) throw invalid(`${what} needs the StepContext or RpcContext of the running task`);
+  return store;
+}
+
+/**
+ * One typed value of a run, declared in its Flow's `attributes`. In waitFor,
+ * execute and RPC handlers: get(ctx), set(ctx, v), remove(ctx). For Clients:
+ * write(v) and removal() build the writes of setAttributes and of a start's
+ * initialAttributes.
+ */
+export class Attribute<T extends AttributeValue = AttributeValue> {
+  readonly key: string;
+  readonly type: AttributeTypeName;
+
+  constructor(key: string, type: AttributeTypeName) {
+    this.key = checkName(key, "an Attribute key");
+    this.type = checkType(type, `Attribute '${this.key}'`);
+  }
+  static string(key: string): Attribute<string> {
+    return new Attribute<string>(key, "string");
+  }
+  static int64(key: string): Attribute<number> {
+    return new Attribute<number>(key, "int64");
+  }
+  static double(key: string): Attribute<number> {
+    return new Attribute<number>(key, "double");
+  }
+  static bool(key: string): Attribute<boolean> {
+    return new Attribute<boolean>(key, "bool");
+  }
+  static datetime(key: string): Attribute<Date> {
+    return new Attribute<Date>(key, "datetime");
+  }
+  static json<T extends JsonObject = JsonObject>(key: string): Attribute<T> {
+    return new Attribute<T>(key, "json");
+  }
+  static bytes(key: string): Attribute<Uint8Array> {
+    return new Attribute<Uint8Array>(key, "bytes");
+  }
+
+  /** The current value (this task's own writes included); undefined when it has none. */
+  get(ctx: AttributeScope): T | undefined {
+    return storeOf(ctx, `get of Attribute '${this.key}'`).get(this.key, "") as T | undefined;
+  }
+  /** Sets it when the task's result is accepted, with it (get sees it at once). */
+  set(ctx: AttributeScope, value: T): void {
+    storeOf(ctx, `set of Attribute '${this.key}'`).write(this.key, "", this.type, value);
+  }
+  /** Deletes it when the task's result is accepted. */
+  remove(ctx: AttributeScope): void {
+    storeOf(ctx, `remove of Attribute '${this.key}'`).write(this.key, "", this.type, undefined);
+  }
+  /** A Client's write of `value` (Client.setAttributes, FlowStartOptions.initialAttributes). */
+  write(value: T): AttributeWrite {
+    attributeValueToWire(this.type, value, `the value of Attribute '${this.key}'`);
+    return { key: this.key, instanceKey: "", type: this.type, value };
+  }
+  /** A Client's deletion (Client.setAttributes). */
+  removal(): AttributeWrite {
+    return { key: this.key, instanceKey: "", type: this.type, value: undefined };
+  }
+}
+
+/** Typed values by a runtime instance key (declared once, by key). */
+export class AttributeMap<T extends AttributeValue = AttributeValue> {
+  readonly key: string;
+  readonly type: AttributeTypeName;
+
+  constructor(key: string, type: AttributeTypeName) {
+    this.key = checkName(key, "an AttributeMap key");
+    this.type = checkType(type, `AttributeMap '${this.key}'`);
+  }
+  static string(key: string): AttributeMap<string> {
+    return new AttributeMap<string>(key, "string");
+  }
+  static int64(key: string): AttributeMap<number> {
+    return new AttributeMap<number>(key, "int64");
+  }
+  static double(key: string): AttributeMap<number> {
+    return new AttributeMap<number>(key, "double");
+  }
+  static bool(key: string): AttributeMap<boolean> {
+    return new AttributeMap<boolean>(key, "bool");
+  }
+  static datetime(key: string): AttributeMap<Date> {
+    return new AttributeMap<Date>(key, "datetime");
+  }
+  static json<T extends JsonObject = JsonObject>(key: string): AttributeMap<T> {
+    return new AttributeMap<T>(key, "json");
+  }
+  static bytes(key: string): AttributeMap<Uint8Array> {
+    return new AttributeMap<Uint8Array>(key, "bytes");
+  }
+
+  private instanceKeyOf(instanceKey: string): string {
+    return checkName(instanceKey, `an instance key of AttributeMap '${this.key}'`);
+  }
+  /** The value of `instanceKey`; undefined when it has none. */
+  get(ctx: AttributeScope, instanceKey: string): T | undefined {
+    return storeOf(ctx, `get of AttributeMap '${this.key}'`).get(this.key, this.instanceKeyOf(instanceKey)) as T | undefined;
+  }
+  /** Every instance with a value, by instance key. */
+  entries(ctx: AttributeScope): Map<string, T> {
+    return storeOf(ctx, `entries of AttributeMap '${this.key}'`).instances(this.key) as Map<string, T>;
+  }
+  set(ctx: AttributeScope, instanceKey: string, value: T): void {
+    storeOf(ctx, `set of AttributeMap '${this.key}'`).write(this.key, this.instanceKeyOf(instanceKey), this.type, value);
+  }
+  remove(ctx: AttributeScope, instanceKey: string): void {
+    storeOf(ctx, `remove of AttributeMap '${this.key}'`).write(this.key, this.instanceKeyOf(instanceKey), this.type, undefined);
+  }
+  write(instanceKey: string, value: T): AttributeWrite {
+    const ik = this.instanceKeyOf(instanceKey);
+    attributeValueToWire(this.type, value, `the value of AttributeMap '${this.key}' [${ik}]`);
+    return { key: this.key, instanceKey: ik, type: this.type, value };
+  }
+  removal(instanceKey: string): AttributeWrite {
+    return { key: this.key, instanceKey: this.instanceKeyOf(instanceKey), type: this.type, value: undefined };
+  }
+}
+
+export type AnyAttribute = Attribute<any> | AttributeMap<any>;
+/** An Attribute key, or the Attribute (or AttributeMap) itself. */
+export type AttributeRef = string | AnyAttribute;
+
+export function attributeKeyOf(ref: AttributeRef, what: string): string {
+  if (ref instanceof Attribute || ref instanceof AttributeMap) return ref.key;
+  if (typeof ref === "string") return checkName(ref, what);
+  throw invalid(`${what} must be an Attribute, an AttributeMap or a key, not ${describe(ref)}`);
+}
+
+/**
+ * The Attributes one task sees: the values it carried for the keys it reads,
+ * with its own writes applied as it makes them, and those writes in order
+ * for its result. `from` names the Step execution or RPC in errors.
+ */
+export class AttributeStore {
+  private readonly values = new Map<string, Map<string, AttributeValue>>();
+  private readonly written = new Map<string, Set<string>>();
+  private readonly writeList: WireAttribute[] = [];
+
+  constructor(
+    private readonly schema: ReadonlyMap<string, AnyAttribute>,
+    private readonly reads: ReadonlySet<string>,
+    carried: readonly WireAttribute[],
+    private readonly from: string,
+  ) {
+    for (const a of carried) {
+      const declared = schema.get(a.key);
+      // Keys this Worker's Flow does not know (another version's) are no use to it.
+      if (declared === undefined) continue;
+      const value = attributeValueFromWire(a.value, this.name(a.key, a.instanceKey));
+      if (value === undefined) continue;
+      const type = wireAttributeType(a.value);
+      if (type !== declared.type) {
+        throw new TaskError(`the task carries ${this.name(a.key, a.instanceKey)} as a ${type}, but it is declared ${declared.type}`, {
+          nonRetryable: true,
+        });
+      }
+      this.valuesOf(a.key).set(a.instanceKey, value);
+    }
+  }
+
+  private name(key: string, instanceKey: string): string {
+    return instanceKey === "" ? `the Attribute '${key}'` : `the AttributeMap '${key}' [${instanceKey}]`;
+  }
+
+  private valuesOf(key: string): Map<string, AttributeValue> {
+    let m = this.values.get(key);
+    if (m === undefined) this.values.set(key, (m = new Map()));
+    return m;
+  }
+
+  private declared(key: string, role: string): AnyAttribute {
+    const a = this.schema.get(key);
+    if (a === undefined) {
+      throw new TaskError(
+        `${this.from} ${role} the Attribute '${key}', which its Flow does not declare ` +
+          `(its Attributes: ${[...this.schema.keys()].join(", ") || "none"})`,
+        { nonRetryable: true },
+      );
+    }
+    return a;
+  }
+
+  private checkRead(key: string, instanceKey: string | null): void {
+    this.declared(key, "reads");
+    if (this.reads.has(key)) return;
+    // What this task wrote itself it knows.
+    if (instanceKey !== null && this.written.get(key)?.has(instanceKey) === true) return;
+    throw new TaskError(
+      `${this.from} reads the Attribute '${key}', which is not among its attributeReads ` +
+        `(${[...this.reads].join(", ") || "none"}): add it there`,
+      { nonRetryable: true },
+    );
+  }
+
+  get(key: string, instanceKey: string): AttributeValue | undefined {
+    this.checkRead(key, instanceKey);
+    return this.values.get(key)?.get(instanceKey);
+  }
+
+  instances(key: string): Map<string, AttributeValue> {
+    this.checkRead(key, null);
+    return new Map(this.values.get(key) ?? []);
+  }
+
+  write(key: string, instanceKey: string, type: AttributeTypeName, value: AttributeValue | undefined): void {
+    const declared = this.declared(key, "writes");
+    const isMap = declared instanceof AttributeMap;
+    if (isMap !== (instanceKey !== "")) {
+      throw new TaskError(
+        isMap
+          ? `${this.from} writes the AttributeMap '${key}' without an instance key`
+          : `${this.from} writes the Attribute '${key}' with an instance key, but it is not an AttributeMap`,
+        { nonRetryable: true },
+      );
+    }
+    if (declared.type !== type) {
+      throw new TaskError(`${this.from} writes '${key}' as a ${type}, but its Flow declares it ${declared.type}`, {
+        nonRetryable: true,
+      });
+    }
+    const wire: WireAttribute = { key, instanceKey };
+    if (value !== undefined) wire.value = attributeValueToWire(type, value, this.name(key, instanceKey));
+    this.writeList.push(wire);
+    let written = this.written.get(key);
+    if (written === undefined) this.written.set(key, (written = new Set()));
+    written.add(instanceKey);
+    const values = this.valuesOf(key);
+    if (value === undefined) values.delete(instanceKey);
+    else values.set(instanceKey, value);
+  }
+
+  /** @internal The writes, in order, for the task's result. */
+  writes(): WireAttribute[] {
+    return this.writeList;
+  }
+}
