@@ -43,8 +43,24 @@ Status validate_retry(const RetryPolicy& retry, const std::string& where) {
   return Status::ok();
 }
 
+Status validate_reads(const FlowDeclaration& decl,
+                      const google::protobuf::RepeatedPtrField<std::string>& reads,
+                      const std::string& where) {
+  std::set<std::string_view> seen;
+  for (const auto& key : reads) {  // bounded by the request's size
+    if (find_attribute(decl, key) == nullptr)
+      return Status::invalid_argument(where + " reads Attribute " + quoted(key) +
+                                      ", which Flow type " + quoted(decl.flow_type()) +
+                                      " does not declare");
+    if (!seen.insert(key).second)
+      return Status::invalid_argument(where + " reads Attribute " + quoted(key) + " twice");
+  }
+  return Status::ok();
+}
+
 Status validate_method(const FlowDeclaration& decl, const MethodOptions& options, bool execute,
                        const std::string& where) {
+  if (auto s = validate_lock_keys(options.lock_keys(), where + ".lockKeys"); !s.is_ok()) return s;
   if (auto s = check_duration(options.attempt_timeout_ms(), where + ".attemptTimeoutMs");
       !s.is_ok())
     return s;
@@ -95,6 +111,36 @@ Status validate_name(std::string_view what, std::string_view name) {
   return Status::ok();
 }
 
+Status validate_lock_keys(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                          const std::string& where) {
+  if (static_cast<size_t>(keys.size()) > kLockKeysMax)
+    return Status::invalid_argument(where + " has more than " + std::to_string(kLockKeysMax) +
+                                    " keys");
+  std::set<std::string_view> seen;
+  for (int i = 0; i < keys.size(); ++i) {  // bounded by kLockKeysMax
+    if (auto s = validate_name(where + "[" + std::to_string(i) + "]", keys[i]); !s.is_ok())
+      return s;
+    if (!seen.insert(keys[i]).second)
+      return Status::invalid_argument(where + " names " + quoted(keys[i]) + " twice");
+  }
+  return Status::ok();
+}
+
+const AttributeDeclaration* find_attribute(const FlowDeclaration& declaration,
+                                           std::string_view key) {
+  for (const auto& a : declaration.attributes()) {  // bounded by kAttributeKeysMax
+    if (a.key() == key) return &a;
+  }
+  return nullptr;
+}
+
+const RpcDeclaration* find_rpc(const FlowDeclaration& declaration, std::string_view name) {
+  for (const auto& r : declaration.rpcs()) {  // bounded by kRpcTypesMax
+    if (r.name() == name) return &r;
+  }
+  return nullptr;
+}
+
 const StepDeclaration* find_step(const FlowDeclaration& declaration, std::string_view step_type) {
   for (const auto& step : declaration.steps()) {  // bounded by kStepTypesMax
     if (step.step_type() == step_type) return &step;
@@ -127,6 +173,34 @@ Status validate_declaration(const FlowDeclaration& decl) {
   if (static_cast<size_t>(decl.channels_size()) > kChannelsMax)
     return Status::invalid_argument(type + " declares more than " + std::to_string(kChannelsMax) +
                                     " Channels");
+  if (static_cast<size_t>(decl.attributes_size()) > kAttributeKeysMax)
+    return Status::invalid_argument(type + " declares more than " +
+                                    std::to_string(kAttributeKeysMax) + " Attributes");
+  if (static_cast<size_t>(decl.rpcs_size()) > kRpcTypesMax)
+    return Status::invalid_argument(type + " declares more than " + std::to_string(kRpcTypesMax) +
+                                    " RPCs");
+  std::set<std::string> attributes;
+  for (int i = 0; i < decl.attributes_size(); ++i) {  // bounded by kAttributeKeysMax
+    const auto& a = decl.attributes(i);
+    const std::string where = type + " attributes[" + std::to_string(i) + "]";
+    if (auto s = validate_name(where + ".key", a.key()); !s.is_ok()) return s;
+    if (!attributes.insert(a.key()).second)
+      return Status::invalid_argument(type + " declares Attribute " + quoted(a.key()) + " twice");
+    if (a.type() == ATTRIBUTE_TYPE_UNSPECIFIED || !AttributeType_IsValid(a.type()))
+      return Status::invalid_argument(type + " declares Attribute " + quoted(a.key()) +
+                                      " without a known type");
+  }
+  std::set<std::string> rpcs;
+  for (int i = 0; i < decl.rpcs_size(); ++i) {  // bounded by kRpcTypesMax
+    const auto& r = decl.rpcs(i);
+    const std::string where = type + " rpcs[" + std::to_string(i) + "]";
+    if (auto s = validate_name(where + ".name", r.name()); !s.is_ok()) return s;
+    if (!rpcs.insert(r.name()).second)
+      return Status::invalid_argument(type + " declares RPC " + quoted(r.name()) + " twice");
+    const std::string rpc = type + " RPC " + quoted(r.name());
+    if (auto s = validate_lock_keys(r.lock_keys(), rpc + " lockKeys"); !s.is_ok()) return s;
+    if (auto s = validate_reads(decl, r.attribute_reads(), rpc); !s.is_ok()) return s;
+  }
   std::set<std::string> seen;
   for (int i = 0; i < decl.steps_size(); ++i) {  // bounded by kStepTypesMax
     const auto& step = decl.steps(i);
@@ -136,6 +210,10 @@ Status validate_declaration(const FlowDeclaration& decl) {
       return Status::invalid_argument(type + " declares Step type " + quoted(step.step_type()) +
                                       " twice");
     if (auto s = validate_step_options(decl, step.options(), where + ".options"); !s.is_ok())
+      return s;
+    if (auto s = validate_reads(decl, step.attribute_reads(),
+                                type + " Step type " + quoted(step.step_type()));
+        !s.is_ok())
       return s;
   }
   if (!decl.start_step_type().empty() && find_step(decl, decl.start_step_type()) == nullptr)

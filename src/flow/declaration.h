@@ -29,6 +29,13 @@ Status validate_step_options(const FlowDeclaration& declaration, const StepOptio
 
 const StepDeclaration* find_step(const FlowDeclaration& declaration, std::string_view step_type);
 const ChannelDeclaration* find_channel(const FlowDeclaration& declaration, std::string_view name);
+const AttributeDeclaration* find_attribute(const FlowDeclaration& declaration,
+                                           std::string_view key);
+const RpcDeclaration* find_rpc(const FlowDeclaration& declaration, std::string_view name);
+
+// A method's or RPC's lock keys: names, at most kLockKeysMax, none twice.
+Status validate_lock_keys(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                          const std::string& where);
 
 // A name (Flow ID, type, Step type, Channel, instance key): non-empty, at most
 // kNameBytesMax bytes, no control characters.

@@ -56,24 +56,7 @@ ApplyResult invalid(const Status& s) {
   return rejected(RefusalCode::kInvalidArgument, s.message());
 }
 
-const char* status_name(FlowStatus status) {
-  switch (status) {
-    case FLOW_RUNNING:
-      return "RUNNING";
-    case FLOW_COMPLETED:
-      return "COMPLETED";
-    case FLOW_FAILED:
-      return "FAILED";
-    case FLOW_CANCELED:
-      return "CANCELED";
-    case FLOW_TERMINATED:
-      return "TERMINATED";
-    case FLOW_TIMED_OUT:
-      return "TIMED_OUT";
-    default:
-      return "UNSPECIFIED";
-  }
-}
+const char* status_name(FlowStatus status) { return flow_status_name(status); }
 
 // One apply: the transaction, the effects and the record's time.
 class Apply {
@@ -88,6 +71,8 @@ class Apply {
   ApplyResult publish(const PublishToChannel& r);
   ApplyResult stop(const StopFlow& r);
   ApplyResult skip_timer(const SkipTimer& r);
+  ApplyResult set_attributes(const SetAttributes& r);
+  ApplyResult invoke_rpc(const InvokeRpc& r);
   void assign(const TaskAssignment& a, int64_t at_ms);
   void recover(int64_t at_ms);
 
@@ -96,6 +81,10 @@ class Apply {
   std::optional<RunScope> open(const std::string& flow_id, const std::string& run_id, int64_t at_ms,
                                std::string* why);
   void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before);
+  ApplyResult rpc_result(RunScope& scope, const MethodResult& r);
+  // "Flow 'f' run 'r' is STATUS; <what> only while the run is RUNNING".
+  static ApplyResult not_running(const std::string& flow_id, const Run& run,
+                                 const std::string& what);
 
   FlowTxn& txn_;
   Effects& effects_;
@@ -154,6 +143,8 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   run.set_status(FLOW_RUNNING);
   *run.mutable_input() = r.input();
   *run.mutable_options() = r.options();
+  // Kept as Attributes and in the start event, not in the run rewritten by every apply.
+  run.mutable_options()->clear_initial_attributes();
   run.set_start_ms(r.at_unix_ms());
   FlowIdEntry entry;
   entry.set_flow_id(r.flow_id());
@@ -165,7 +156,9 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   RunScope scope(txn_, effects_, std::move(run), decl.declaration(), r.at_unix_ms());
   HistoryEvent event;
   event.set_kind(FLOW_STARTED);
+  *event.mutable_attribute_writes() = r.options().initial_attributes();
   scope.add_event(std::move(event));
+  scope.write_attributes(r.options().initial_attributes());
   const auto& options = r.options();
   if (options.timeout_ms() > 0) {
     TimerKey key;
@@ -201,6 +194,13 @@ ApplyResult Apply::start(const StartFlow& r) {
                     "Flow type " + quoted(r.flow_type()) + " was never declared by a Worker");
   if (txn_.run(r.flow_id(), r.run_id()))
     return {ApplyKind::kUnchanged, RefusalCode::kNone, "the run exists", r.run_id()};
+  if (auto s = validate_attribute_writes(decl->declaration(), r.options().initial_attributes(),
+                                         "initialAttributes");
+      !s.is_ok())
+    return invalid(s);
+  if (auto s = attribute_room(txn_, r.flow_id(), r.run_id(), 0, r.options().initial_attributes());
+      !s.is_ok())
+    return rejected(RefusalCode::kFailedPrecondition, s.message());
   auto entry = txn_.flow_id(r.flow_id());
   if (!entry) {
     start_run(r, *decl, 0);
@@ -254,6 +254,7 @@ ApplyResult Apply::method_result(const MethodResult& r) {
   if (!scope) return stale(why);
   if (scope->run().status() != FLOW_RUNNING)
     return stale("the run is " + std::string(status_name(scope->run().status())));
+  if (r.task().method() == RPC) return rpc_result(*scope, r);
   StepExecution* step = scope->step(r.task().step_execution_id());
   if (step == nullptr) return stale("no Step execution " + quoted(r.task().step_execution_id()));
   const auto& method = step->method();
@@ -262,6 +263,12 @@ ApplyResult Apply::method_result(const MethodResult& r) {
     return stale("task " + quoted(r.task_id()) + " is not the running attempt of " +
                  step->step_execution_id());
   if (auto s = validate_method_result(scope->declaration(), r); !s.is_ok()) return invalid(s);
+  if (r.outcome() == ATTEMPT_COMPLETED) {
+    if (auto s = attribute_room(txn_, scope->run().flow_id(), scope->run().run_id(),
+                                scope->run().attribute_count(), r.attribute_writes());
+        !s.is_ok())
+      return invalid(s);
+  }
   if (r.outcome() != ATTEMPT_COMPLETED) {
     scope->attempt_failed(*step, r.outcome(), r.error(),
                           r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
@@ -282,10 +289,52 @@ ApplyResult Apply::method_result(const MethodResult& r) {
   return applied();
 }
 
+ApplyResult Apply::not_running(const std::string& flow_id, const Run& run,
+                               const std::string& what) {
+  return rejected(RefusalCode::kFailedPrecondition,
+                  "Flow " + quoted(flow_id) + " run " + quoted(run.run_id()) + " is " +
+                      status_name(run.status()) + "; " + what + " only while the run is RUNNING");
+}
+
+ApplyResult Apply::rpc_result(RunScope& scope, const MethodResult& r) {
+  RpcExecution* rpc = scope.rpc(r.task().step_execution_id());
+  if (rpc == nullptr || rpc->done() || rpc->method().state() != TASK_RUNNING ||
+      rpc->method().task_id() != r.task_id())
+    return stale("task " + quoted(r.task_id()) + " is not the running attempt of RPC " +
+                 quoted(r.task().step_execution_id()));
+  if (auto s = validate_method_result(scope.declaration(), r); !s.is_ok()) return invalid(s);
+  if (r.outcome() == ATTEMPT_COMPLETED) {
+    if (auto s = attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
+                                scope.run().attribute_count(), r.attribute_writes());
+        !s.is_ok())
+      return invalid(s);
+    if (static_cast<size_t>(scope.run().active_size()) +
+            static_cast<size_t>(r.rpc().next_steps_size()) >
+        kActiveStepsMax)
+      return rejected(RefusalCode::kInvalidArgument, "the RPC's next Steps would leave more than " +
+                                                         std::to_string(kActiveStepsMax) +
+                                                         " active Step executions");
+    scope.complete_rpc(*rpc, r);
+  } else {
+    scope.end_rpc(*rpc, r.outcome(), r.error());
+  }
+  scope.flush();
+  return applied();
+}
+
 ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
   std::string why;
   auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
+  if (r.task().method() == RPC) {
+    RpcExecution* rpc = scope->rpc(r.task().step_execution_id());
+    if (scope->run().status() != FLOW_RUNNING || rpc == nullptr || rpc->done() ||
+        rpc->method().state() != TASK_RUNNING || rpc->method().task_id() != r.task_id())
+      return stale("task " + quoted(r.task_id()) + " is not running");
+    scope->withdraw_rpc(*rpc);
+    scope->flush();
+    return applied();
+  }
   StepExecution* step = scope->step(r.task().step_execution_id());
   if (scope->run().status() != FLOW_RUNNING || step == nullptr ||
       step->method().state() != TASK_RUNNING || step->method().task_id() != r.task_id())
@@ -341,6 +390,15 @@ ApplyResult Apply::timer_fired(const TimerFired& r) {
         return stale("no such Timer condition");
       scope->fire_condition(*step, i, false);
       scope->match_waits();
+      break;
+    }
+    case RPC_DEADLINE: {
+      RpcExecution* rpc = scope->rpc(key.step_execution_id());
+      if (rpc == nullptr || rpc->done() || rpc->deadline_ms() != at)
+        return stale("no such RPC deadline");
+      scope->end_rpc(*rpc, ATTEMPT_TIMED_OUT,
+                     "the RPC's timeout of " + std::to_string(at - rpc->created_ms()) +
+                         " ms passed before it completed");
       break;
     }
     default:
@@ -451,11 +509,80 @@ ApplyResult Apply::skip_timer(const SkipTimer& r) {
   return applied();
 }
 
+ApplyResult Apply::set_attributes(const SetAttributes& r) {
+  std::string why;
+  auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return rejected(RefusalCode::kNotFound, why);
+  if (scope->run().status() != FLOW_RUNNING)
+    return not_running(r.flow_id(), scope->run(), "Attributes are set");
+  if (auto s = validate_attribute_writes(scope->declaration(), r.writes(), "writes"); !s.is_ok())
+    return invalid(s);
+  if (auto s = attribute_room(txn_, r.flow_id(), scope->run().run_id(),
+                              scope->run().attribute_count(), r.writes());
+      !s.is_ok())
+    return rejected(RefusalCode::kFailedPrecondition, s.message());
+  ApplyResult result = applied();
+  result.run_id = scope->run().run_id();
+  if (r.writes().empty()) {
+    result.kind = ApplyKind::kUnchanged;
+    result.message = "no writes";
+    return result;
+  }
+  HistoryEvent event;
+  event.set_kind(ATTRIBUTES_SET);
+  *event.mutable_attribute_writes() = r.writes();
+  scope->add_event(std::move(event));
+  scope->write_attributes(r.writes());
+  scope->flush();
+  return result;
+}
+
+ApplyResult Apply::invoke_rpc(const InvokeRpc& r) {
+  std::string why;
+  auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
+  if (!scope) return rejected(RefusalCode::kNotFound, why);
+  const std::string run_id = scope->run().run_id();
+  if (RpcExecution* old = scope->rpc(r.rpc_id()); old != nullptr) {
+    if (!old->done())
+      return {ApplyKind::kUnchanged, RefusalCode::kNone, "the RPC is running", run_id};
+    if (old->outcome() == ATTEMPT_COMPLETED)
+      return {ApplyKind::kUnchanged, RefusalCode::kNone, "the RPC completed", run_id};
+  }
+  if (scope->run().status() != FLOW_RUNNING)
+    return not_running(r.flow_id(), scope->run(), "RPCs are invoked");
+  if (auto s = validate_name("rpcId", r.rpc_id()); !s.is_ok()) return invalid(s);
+  const RpcDeclaration* decl = find_rpc(scope->declaration(), r.name());
+  if (decl == nullptr)
+    return rejected(RefusalCode::kInvalidArgument, "RPC " + quoted(r.name()) +
+                                                       " is not declared by Flow type " +
+                                                       quoted(scope->run().flow_type()));
+  if (auto s = validate_payload("the RPC input", r.input()); !s.is_ok()) return invalid(s);
+  if (r.timeout_ms() < 1 || r.timeout_ms() > kRpcTimeoutMsMax)
+    return rejected(RefusalCode::kInvalidArgument,
+                    "the RPC timeout " + std::to_string(r.timeout_ms()) +
+                        " ms is not between 1 and " + std::to_string(kRpcTimeoutMsMax) + " ms");
+  if (r.request_id().size() > kNameBytesMax)
+    return rejected(RefusalCode::kInvalidArgument,
+                    "requestId is longer than " + std::to_string(kNameBytesMax) + " bytes");
+  scope->invoke_rpc(r, *decl);
+  scope->flush();
+  return {ApplyKind::kApplied, RefusalCode::kNone, "", run_id};
+}
+
 void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
   if (a.task_id().empty() || a.worker_id().empty()) return;
   std::string why;
   auto scope = open(a.task().flow_id(), a.task().run_id(), at_ms, &why);
   if (!scope || scope->run().status() != FLOW_RUNNING) return;
+  if (a.task().method() == RPC) {
+    RpcExecution* rpc = scope->rpc(a.task().step_execution_id());
+    if (rpc == nullptr || rpc->done() || rpc->method().state() != TASK_QUEUED ||
+        a.task().attempt() != 1)
+      return;
+    scope->start_rpc_attempt(*rpc, a.task_id(), a.worker_id());
+    scope->flush();
+    return;
+  }
   StepExecution* step = scope->step(a.task().step_execution_id());
   if (step == nullptr || step->method().state() != TASK_QUEUED ||
       step->method().method() != a.task().method() ||
@@ -471,12 +598,24 @@ void Apply::recover(int64_t at_ms) {
     auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
     DEX_INVARIANT(scope.has_value(), "a running attempt belongs to a run");
     // An earlier attempt's failure may have closed the run (and ended this one).
-    if (scope->run().status() != FLOW_RUNNING) continue;
+    if (scope->run().status() != FLOW_RUNNING || ref.method() == RPC) continue;
     StepExecution* step = scope->step(ref.step_execution_id());
     DEX_INVARIANT(step != nullptr, "a running attempt belongs to an execution");
     if (step->method().state() != TASK_RUNNING || step->method().task_id() != task_id) continue;
     scope->attempt_failed(*step, ATTEMPT_NOT_COMPLETED,
                           "the attempt was interrupted: a new process took over the node", false);
+    scope->flush();
+  }
+  // An RPC's caller waited on the old process: whatever its attempt is doing,
+  // nobody waits for it any more.
+  for (const auto& ref : txn_.open_rpcs()) {  // bounded by the open RPCs
+    std::string why;
+    auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
+    DEX_INVARIANT(scope.has_value(), "an open RPC belongs to a run");
+    RpcExecution* rpc = scope->rpc(ref.step_execution_id());
+    DEX_INVARIANT(rpc != nullptr && !rpc->done(), "an open RPC is stored, not done");
+    scope->end_rpc(*rpc, ATTEMPT_NOT_COMPLETED,
+                   "the RPC was interrupted: a new process took over the node");
     scope->flush();
   }
 }
@@ -511,9 +650,11 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
     case FlowRecord::kSkipTimer:
       result = apply.skip_timer(record.skip_timer());
       break;
-    case FlowRecord::kSetAttributes:  // issue 15: replaced by the rules for Attributes and RPCs
+    case FlowRecord::kSetAttributes:
+      result = apply.set_attributes(record.set_attributes());
+      break;
     case FlowRecord::kInvokeRpc:
-      result = {ApplyKind::kRejected, RefusalCode::kInvalidArgument, "not supported yet", ""};
+      result = apply.invoke_rpc(record.invoke_rpc());
       break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
@@ -525,6 +666,31 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
 
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
   Apply(txn, effects).recover(at_ms);
+}
+
+std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task) {
+  std::vector<Attribute> out;
+  auto run = txn.run(task.flow_id(), task.run_id());
+  if (!run) return out;
+  auto decl = txn.declaration(run->flow_type(), run->declaration_version());
+  if (!decl) return out;
+  const google::protobuf::RepeatedPtrField<std::string>* reads = nullptr;
+  if (task.method() == RPC) {
+    auto rpc = txn.rpc(task.flow_id(), task.run_id(), task.step_execution_id());
+    if (!rpc) return out;
+    if (const RpcDeclaration* d = find_rpc(decl->declaration(), rpc->name()))
+      reads = &d->attribute_reads();
+  } else {
+    auto step = txn.step(task.flow_id(), task.run_id(), task.step_execution_id());
+    if (!step) return out;
+    if (const StepDeclaration* d = find_step(decl->declaration(), step->step_type()))
+      reads = &d->attribute_reads();
+  }
+  if (reads == nullptr) return out;
+  for (const auto& key : *reads) {  // bounded by kAttributeKeysMax
+    for (auto& a : txn.attributes(task.flow_id(), task.run_id(), key)) out.push_back(std::move(a));
+  }
+  return out;
 }
 
 }  // namespace dex::flow

@@ -83,8 +83,14 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
 
 // Recovery at an EpochStart (docs/flow-rules.md, "Recovery"): every attempt
 // handed to a Worker ends NOT_COMPLETED at `at_ms`, consuming a retry; queued
-// attempts stay queued.
+// attempts stay queued. Every RPC not done ends NOT_COMPLETED (its caller
+// waited on the old process), releasing its lock keys.
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects);
+
+// The current values of the Attributes `task`'s Step type (or RPC) declares in
+// attribute_reads (an AttributeMap key: every instance), in declared order:
+// what the task carries to its Worker. Empty for an unknown task. Reads only.
+std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task);
 
 // Limits (docs/flow-rules.md, "Limits").
 inline constexpr size_t kActiveStepsMax = 10'000;          // per run
@@ -96,6 +102,12 @@ inline constexpr size_t kNameBytesMax = 255;               // Flow ID, type and 
 inline constexpr size_t kStepTypesMax = 1'000;             // per declaration
 inline constexpr size_t kChannelsMax = 1'000;              // per declaration
 inline constexpr size_t kPublishRequestsRemembered = 256;  // per run, for repeated publishes
+inline constexpr size_t kAttributeKeysMax = 1'000;         // per declaration
+inline constexpr size_t kAttributesMax = 10'000;           // stored instances per run
+inline constexpr size_t kRpcTypesMax = 1'000;              // per declaration
+inline constexpr size_t kLockKeysMax = 16;                 // per method or RPC
+inline constexpr size_t kRpcsDoneKept = 256;               // per run, for repeated InvokeRpc
+inline constexpr int64_t kRpcTimeoutMsMax = 60'000;        // an InvokeRpc's timeout
 // Any duration (timeouts, delays, Timer durations, retry intervals): ten years.
 inline constexpr int64_t kDurationMsMax = 10LL * 365 * 24 * 3600 * 1000;
 

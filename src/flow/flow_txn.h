@@ -92,6 +92,11 @@ class FlowTxn {
   virtual void put_rpc(const RpcExecution& rpc) = 0;
   virtual void delete_rpc(std::string_view flow_id, std::string_view run_id,
                           std::string_view rpc_id) = 0;
+  // The RPCs not done, of every run (TaskRef of their one attempt): recovery
+  // ends them all.
+  virtual void put_open_rpc(const TaskRef& rpc) = 0;
+  virtual void delete_open_rpc(const TaskRef& rpc) = 0;
+  virtual std::vector<TaskRef> open_rpcs() = 0;
 
   // A run's semantic history, by event sequence number.
   virtual void put_event(std::string_view flow_id, std::string_view run_id,

@@ -59,7 +59,8 @@ std::string events_prefix(std::string_view flow_id, std::string_view run_id) {
   return std::string(kEventPrefix) + join({flow_id, run_id}) + kSep;
 }
 std::string messages_prefix(const QueueKey& k) {
-  return std::string(kMessagePrefix) + join({k.flow_id, k.run_id, k.channel, k.instance_key}) + kSep;
+  return std::string(kMessagePrefix) + join({k.flow_id, k.run_id, k.channel, k.instance_key}) +
+         kSep;
 }
 
 std::string declaration(std::string_view type, uint32_t version) {
@@ -87,6 +88,12 @@ std::string attribute(std::string_view flow_id, std::string_view run_id, std::st
 }
 std::string rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id) {
   return std::string(kRpcPrefix) + join({flow_id, run_id, rpc_id});
+}
+std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id) {
+  return std::string(kRpcPrefix) + join({flow_id, run_id}) + kSep;
+}
+std::string open_rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id) {
+  return std::string(kOpenRpcPrefix) + join({flow_id, run_id, rpc_id});
 }
 
 }  // namespace keys
@@ -260,6 +267,18 @@ void KvFlowTxn::put_rpc(const RpcExecution& r) {
 void KvFlowTxn::delete_rpc(std::string_view flow_id, std::string_view run_id,
                            std::string_view rpc_id) {
   kv_.del(keys::rpc(flow_id, run_id, rpc_id));
+}
+void KvFlowTxn::put_open_rpc(const TaskRef& r) {
+  kv_.put(keys::open_rpc(r.flow_id(), r.run_id(), r.step_execution_id()), r.SerializeAsString());
+}
+void KvFlowTxn::delete_open_rpc(const TaskRef& r) {
+  kv_.del(keys::open_rpc(r.flow_id(), r.run_id(), r.step_execution_id()));
+}
+std::vector<TaskRef> KvFlowTxn::open_rpcs() {
+  std::vector<TaskRef> out;
+  for (auto& [key, value] : kv_.scan(keys::kOpenRpcPrefix))  // bounded by the open RPCs
+    out.push_back(*parse<TaskRef>(value));
+  return out;
 }
 void KvFlowTxn::put_event(std::string_view flow_id, std::string_view run_id,
                           const HistoryEvent& e) {

@@ -91,6 +91,9 @@ class KvFlowTxn final : public FlowTxn {
   void put_rpc(const RpcExecution& rpc) override;
   void delete_rpc(std::string_view flow_id, std::string_view run_id,
                   std::string_view rpc_id) override;
+  void put_open_rpc(const TaskRef& rpc) override;
+  void delete_open_rpc(const TaskRef& rpc) override;
+  std::vector<TaskRef> open_rpcs() override;
   void put_event(std::string_view flow_id, std::string_view run_id,
                  const HistoryEvent& event) override;
 
@@ -119,7 +122,10 @@ inline constexpr std::string_view kEventPrefix = "~h/";
 inline constexpr std::string_view kTaskQueuePrefix = "~w/";
 inline constexpr std::string_view kAttributePrefix = "~v/";
 inline constexpr std::string_view kRpcPrefix = "~p/";
+inline constexpr std::string_view kOpenRpcPrefix = "~o/";
 std::string attributes_prefix(std::string_view flow_id, std::string_view run_id);
+std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id);
+std::string open_rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id);
 // A time as 20 digits that sort like the signed value.
 std::string sortable(int64_t value);
 std::string digits(uint64_t n);

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "flow/declaration.h"
 #include "flow/flow_rules.h"
 #include "flow/wait_eval.h"
@@ -27,6 +30,8 @@ Status validate_channel_ref(const FlowDeclaration& decl, const std::string& chan
   return Status::ok();
 }
 
+}  // namespace
+
 Status validate_movements(const FlowDeclaration& decl,
                           const google::protobuf::RepeatedPtrField<StepMovement>& movements,
                           const std::string& where) {
@@ -48,7 +53,107 @@ Status validate_movements(const FlowDeclaration& decl,
   return Status::ok();
 }
 
+namespace {
+
+const char* type_name(AttributeType type) {
+  switch (type) {
+    case ATTRIBUTE_STRING:
+      return "STRING";
+    case ATTRIBUTE_INT64:
+      return "INT64";
+    case ATTRIBUTE_DOUBLE:
+      return "DOUBLE";
+    case ATTRIBUTE_BOOL:
+      return "BOOL";
+    case ATTRIBUTE_DATETIME:
+      return "DATETIME";
+    case ATTRIBUTE_JSON:
+      return "JSON";
+    case ATTRIBUTE_BYTES:
+      return "BYTES";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+AttributeType type_of(const AttributeValue& v) {
+  switch (v.value_case()) {
+    case AttributeValue::kStringValue:
+      return ATTRIBUTE_STRING;
+    case AttributeValue::kInt64Value:
+      return ATTRIBUTE_INT64;
+    case AttributeValue::kDoubleValue:
+      return ATTRIBUTE_DOUBLE;
+    case AttributeValue::kBoolValue:
+      return ATTRIBUTE_BOOL;
+    case AttributeValue::kDatetimeUnixMs:
+      return ATTRIBUTE_DATETIME;
+    case AttributeValue::kJsonValue:
+      return ATTRIBUTE_JSON;
+    case AttributeValue::kBytesValue:
+      return ATTRIBUTE_BYTES;
+    default:
+      return ATTRIBUTE_TYPE_UNSPECIFIED;
+  }
+}
+
+Status validate_attribute(const FlowDeclaration& decl, const Attribute& a,
+                          const std::string& where) {
+  const AttributeDeclaration* d = find_attribute(decl, a.key());
+  if (d == nullptr)
+    return Status::invalid_argument(where + " writes Attribute " + quoted(a.key()) +
+                                    ", which Flow type " + quoted(decl.flow_type()) +
+                                    " does not declare");
+  const std::string what = (d->is_map() ? "AttributeMap " : "Attribute ") + quoted(a.key());
+  if (d->is_map()) {
+    if (auto s = validate_name(where + " instanceKey of " + what, a.instance_key()); !s.is_ok())
+      return s;
+  } else if (!a.instance_key().empty()) {
+    return Status::invalid_argument(where + " gives an instance key, but " + quoted(a.key()) +
+                                    " is an Attribute, not an AttributeMap");
+  }
+  if (deletes(a)) return Status::ok();
+  const AttributeValue& v = a.value();
+  if (type_of(v) != d->type())
+    return Status::invalid_argument(where + " writes a " + type_name(type_of(v)) + " value to " +
+                                    what + ", which is declared " + type_name(d->type()));
+  size_t bytes = 0;
+  if (v.has_string_value()) bytes = v.string_value().size();
+  if (v.has_json_value()) bytes = v.json_value().size();
+  if (v.has_bytes_value()) bytes = v.bytes_value().size();
+  if (bytes > kPayloadBytesMax)
+    return Status::invalid_argument(where + ": the value of " + what + " is " +
+                                    std::to_string(bytes) + " bytes; the limit is " +
+                                    std::to_string(kPayloadBytesMax));
+  if (v.has_json_value()) {
+    google::protobuf::Struct object;
+    auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &object);
+    if (!parsed.ok())
+      return Status::invalid_argument(where + ": the value of " + what +
+                                      " is not a JSON object: " + std::string(parsed.message()));
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+bool deletes(const Attribute& write) {
+  return !write.has_value() || write.value().value_case() == AttributeValue::VALUE_NOT_SET;
+}
+
+Status validate_attribute_writes(const FlowDeclaration& decl,
+                                 const google::protobuf::RepeatedPtrField<Attribute>& writes,
+                                 const std::string& where) {
+  if (static_cast<size_t>(writes.size()) > kAttributesMax)
+    return Status::invalid_argument(where + " has more than " + std::to_string(kAttributesMax) +
+                                    " Attribute writes");
+  for (int i = 0; i < writes.size(); ++i) {  // bounded by kAttributesMax
+    if (auto s = validate_attribute(decl, writes[i], where + "[" + std::to_string(i) + "]");
+        !s.is_ok())
+      return s;
+  }
+  return Status::ok();
+}
 
 Status validate_payload(const char* what, const Payload& payload) {
   if (payload.data().size() > kPayloadBytesMax)
@@ -138,6 +243,15 @@ Status validate_method_result(const FlowDeclaration& decl, const MethodResult& r
       return Status::invalid_argument("the result has no outcome");
   }
   if (auto s = validate_publishes(decl, r.publishes()); !s.is_ok()) return s;
+  if (auto s = validate_attribute_writes(decl, r.attribute_writes(), "attributeWrites"); !s.is_ok())
+    return s;
+  if (r.task().method() == RPC) {
+    if (r.has_wait() || r.has_decision())
+      return Status::invalid_argument("an RPC returns an output, not a wait or a decision");
+    if (auto s = validate_payload("the RPC output", r.rpc().output()); !s.is_ok()) return s;
+    return validate_movements(decl, r.rpc().next_steps(), "nextSteps");
+  }
+  if (r.has_rpc()) return Status::invalid_argument("a Step method returns no RPC output");
   if (r.task().method() == WAIT_FOR) {
     if (r.has_decision()) return Status::invalid_argument("WaitFor returns a wait, not a decision");
     if (auto s = validate_payload("the locals", r.locals()); !s.is_ok()) return s;

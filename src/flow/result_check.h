@@ -2,6 +2,8 @@
 // (docs/flow-rules.md, "Refusals"). Pure. Every message names the bad input.
 #pragma once
 
+#include <string>
+
 #include "common/status.h"
 #include "dex/flow.pb.h"
 #include "dex/flow_records.pb.h"
@@ -15,5 +17,19 @@ Status validate_decision(const FlowDeclaration& declaration, const StepDecision&
 // A method result of `method` (the wait, locals, decision, publishes).
 Status validate_method_result(const FlowDeclaration& declaration, const MethodResult& result);
 Status validate_start_options(const StartOptions& options);
+// New Step executions (a GoTo's movements, an RPC's next Steps).
+Status validate_movements(const FlowDeclaration& declaration,
+                          const google::protobuf::RepeatedPtrField<StepMovement>& movements,
+                          const std::string& where);
+// Attribute writes (a result's, a client's, a start's initial values): each key
+// declared, the instance key as its kind asks, the value of the declared type
+// (a JSON value an object), at most kPayloadBytesMax. A write without a value
+// deletes. The count limit (kAttributesMax) is the rules' to check: it depends
+// on the stored state.
+Status validate_attribute_writes(const FlowDeclaration& declaration,
+                                 const google::protobuf::RepeatedPtrField<Attribute>& writes,
+                                 const std::string& where);
+// A write that deletes: no value.
+bool deletes(const Attribute& write);
 
 }  // namespace dex::flow

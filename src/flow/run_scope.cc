@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "common/invariant.h"
 #include "flow/declaration.h"
+#include "flow/result_check.h"
 #include "flow/wait_eval.h"
 
 namespace dex::flow {
@@ -31,7 +33,53 @@ int64_t backoff_ms(const RetryPolicy& retry, uint32_t next) {
   return static_cast<int64_t>(backoff);
 }
 
+const std::string& holder_of(const LockWaiter& w) { return w.holder(); }
+
 }  // namespace
+
+const char* flow_status_name(FlowStatus status) {
+  switch (status) {
+    case FLOW_RUNNING:
+      return "RUNNING";
+    case FLOW_COMPLETED:
+      return "COMPLETED";
+    case FLOW_FAILED:
+      return "FAILED";
+    case FLOW_CANCELED:
+      return "CANCELED";
+    case FLOW_TERMINATED:
+      return "TERMINATED";
+    case FLOW_TIMED_OUT:
+      return "TIMED_OUT";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+std::string rpc_parent(std::string_view rpc_name) { return "rpc:" + std::string(rpc_name); }
+
+Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
+                      uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes) {
+  std::map<std::pair<std::string, std::string>, bool> exists;  // as the writes leave it
+  int64_t n = count;
+  for (const auto& w : writes) {  // bounded by kAttributesMax writes
+    const auto id = std::pair(w.key(), w.instance_key());
+    auto it = exists.find(id);
+    const bool was = it != exists.end()
+                         ? it->second
+                         : txn.attribute(flow_id, run_id, w.key(), w.instance_key()).has_value();
+    const bool is = !deletes(w);
+    n += static_cast<int64_t>(is) - static_cast<int64_t>(was);
+    if (n > static_cast<int64_t>(kAttributesMax))
+      return Status::precondition_failed(
+          "writing Attribute '" + w.key() + "'" +
+          (w.instance_key().empty() ? "" : " instance '" + w.instance_key() + "'") +
+          " would store more than " + std::to_string(kAttributesMax) +
+          " Attribute instances in run '" + run_id + "' of Flow '" + flow_id + "'");
+    exists[id] = is;
+  }
+  return Status::ok();
+}
 
 std::string step_execution_id(std::string_view step_type, uint32_t n) {
   return std::string(step_type) + "-" + std::to_string(n);
@@ -55,6 +103,24 @@ StepExecution* RunScope::step(std::string_view id) {
   auto loaded = txn_.step(run_.flow_id(), run_.run_id(), id);
   if (!loaded) return nullptr;
   return &steps_.emplace(std::string(id), std::move(*loaded)).first->second;
+}
+
+RpcExecution* RunScope::rpc(std::string_view id) {
+  auto it = rpcs_.find(id);
+  if (it != rpcs_.end()) return &it->second;
+  auto loaded = txn_.rpc(run_.flow_id(), run_.run_id(), id);
+  if (!loaded) return nullptr;
+  return &rpcs_.emplace(std::string(id), std::move(*loaded)).first->second;
+}
+
+TaskRef RunScope::rpc_ref(const RpcExecution& rpc) const {
+  TaskRef ref;
+  ref.set_flow_id(run_.flow_id());
+  ref.set_run_id(run_.run_id());
+  ref.set_step_execution_id(rpc.rpc_id());
+  ref.set_method(RPC);
+  ref.set_attempt(1);
+  return ref;
 }
 
 TaskRef RunScope::task_ref(const StepExecution& step) const {
@@ -133,7 +199,7 @@ StepExecution& RunScope::create_step(const std::string& step_type, const Payload
   return stored;
 }
 
-void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt) {
+void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt, bool acquire) {
   DEX_INVARIANT(attempt >= 1, "attempts count from 1");
   auto* state = step.mutable_method();
   if (state->method() != method) {
@@ -141,37 +207,159 @@ void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt
     state->set_method(method);
   }
   state->set_attempt(attempt);
-  state->set_state(TASK_QUEUED);
   state->clear_task_id();
   state->clear_worker_id();
   state->clear_retry_at_ms();
-  TaskRef ref = task_ref(step);
-  state->set_queue_seq(txn_.enqueue_task(run_.flow_type(), ref));
-  effects_.queued.push_back(
-      {run_.flow_type(), ref, state->queue_seq(), options_of(step, method).durability()});
+  state->clear_queue_seq();
+  const MethodOptions& options = options_of(step, method);
+  if (acquire && !take_locks(step.step_execution_id(), method, attempt, options.lock_keys())) {
+    state->set_state(TASK_LOCKED);
+    return;
+  }
+  enqueue(*state, task_ref(step), options.durability());
+}
+
+void RunScope::enqueue(MethodState& state, const TaskRef& ref, Durability durability) {
+  state.set_state(TASK_QUEUED);
+  state.set_queue_seq(txn_.enqueue_task(run_.flow_type(), ref));
+  effects_.queued.push_back({run_.flow_type(), ref, state.queue_seq(), durability});
+}
+
+void RunScope::start(MethodState& state, const TaskRef& ref, const std::string& task_id,
+                     const std::string& worker_id) {
+  DEX_INVARIANT(state.state() == TASK_QUEUED, "only a queued attempt starts");
+  txn_.dequeue_task(run_.flow_type(), state.queue_seq());
+  state.set_state(TASK_RUNNING);
+  state.clear_queue_seq();
+  state.set_task_id(task_id);
+  state.set_worker_id(worker_id);
+  state.set_started_ms(at_ms_);
+  if (state.first_attempt_ms() == 0) state.set_first_attempt_ms(at_ms_);
+  txn_.put_running(task_id, ref);
+  effects_.started.push_back({ref, task_id, worker_id});
 }
 
 void RunScope::start_attempt(StepExecution& step, const std::string& task_id,
                              const std::string& worker_id) {
-  auto* state = step.mutable_method();
-  DEX_INVARIANT(state->state() == TASK_QUEUED, "only a queued attempt starts");
-  txn_.dequeue_task(run_.flow_type(), state->queue_seq());
-  state->set_state(TASK_RUNNING);
-  state->clear_queue_seq();
-  state->set_task_id(task_id);
-  state->set_worker_id(worker_id);
-  state->set_started_ms(at_ms_);
-  if (state->first_attempt_ms() == 0) state->set_first_attempt_ms(at_ms_);
-  TaskRef ref = task_ref(step);
-  txn_.put_running(task_id, ref);
-  effects_.started.push_back({ref, task_id, worker_id});
+  start(*step.mutable_method(), task_ref(step), task_id, worker_id);
 }
 
 void RunScope::withdraw_attempt(StepExecution& step) {
   auto* state = step.mutable_method();
   DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running attempt is withdrawn");
   txn_.delete_running(state->task_id());
-  queue_method(step, state->method(), state->attempt());
+  // The attempt has not ended: it keeps its lock keys.
+  queue_method(step, state->method(), state->attempt(), false);
+}
+
+// ------------------------------------------------------------------- locks
+
+void RunScope::lock_event(HistoryKind kind, const std::string& holder, Method method,
+                          uint32_t attempt, const std::vector<std::string>& keys) {
+  HistoryEvent event;
+  event.set_kind(kind);
+  event.set_step_execution_id(holder);
+  event.set_method(method);
+  event.set_attempt(attempt);
+  for (const auto& k : keys) event.add_lock_keys(k);
+  add_event(std::move(event));
+}
+
+bool RunScope::take_locks(const std::string& holder, Method method, uint32_t attempt,
+                          const google::protobuf::RepeatedPtrField<std::string>& keys) {
+  if (keys.empty()) return true;
+  bool free = true;
+  for (const auto& key : keys) {             // bounded by kLockKeysMax
+    for (const auto& held : run_.locks()) {  // bounded by the run's holders
+      if (held.key() == key) free = false;
+    }
+    for (const auto& w : run_.lock_waiters()) {  // bounded by the run's waiters
+      if (std::find(w.keys().begin(), w.keys().end(), key) != w.keys().end()) free = false;
+    }
+  }
+  if (!free) {
+    auto* w = run_.add_lock_waiters();
+    w->set_holder(holder);
+    w->set_method(method);
+    *w->mutable_keys() = keys;
+    return false;
+  }
+  for (const auto& key : keys) {  // bounded by kLockKeysMax
+    auto* held = run_.add_locks();
+    held->set_key(key);
+    held->set_holder(holder);
+    held->set_method(method);
+  }
+  lock_event(LOCKS_ACQUIRED, holder, method, attempt, {keys.begin(), keys.end()});
+  return true;
+}
+
+void RunScope::release_locks(const std::string& holder, Method method, uint32_t attempt) {
+  std::vector<std::string> released;
+  auto* locks = run_.mutable_locks();
+  for (int i = 0; i < locks->size();) {  // bounded by the run's holders
+    if (locks->Get(i).holder() == holder && locks->Get(i).method() == method) {
+      released.push_back(locks->Get(i).key());
+      locks->erase(locks->begin() + i);
+    } else {
+      ++i;
+    }
+  }
+  if (!released.empty()) lock_event(LOCKS_RELEASED, holder, method, attempt, released);
+}
+
+void RunScope::drop_waiter(const std::string& holder, Method method) {
+  auto* waiters = run_.mutable_lock_waiters();
+  auto it = std::find_if(waiters->begin(), waiters->end(), [&](const LockWaiter& w) {
+    return holder_of(w) == holder && w.method() == method;
+  });
+  DEX_INVARIANT(it != waiters->end(), "a locked attempt waits in the run's lock queue");
+  waiters->erase(it);
+}
+
+void RunScope::grant_waiters() {
+  if (run_.lock_waiters().empty()) return;
+  std::set<std::string> taken;  // held, or wanted by an earlier waiter that stays
+  for (const auto& held : run_.locks()) taken.insert(held.key());
+  google::protobuf::RepeatedPtrField<LockWaiter> staying;
+  const auto waiters = run_.lock_waiters();
+  run_.clear_lock_waiters();
+  for (const auto& w : waiters) {  // bounded by the run's waiters
+    const bool free = std::none_of(w.keys().begin(), w.keys().end(),
+                                   [&](const std::string& k) { return taken.contains(k); });
+    for (const auto& k : w.keys()) taken.insert(k);
+    if (!free) {
+      *staying.Add() = w;
+      continue;
+    }
+    MethodState* state = nullptr;
+    TaskRef ref;
+    Durability durability = ASYNC;
+    if (w.method() == RPC) {
+      RpcExecution* r = rpc(w.holder());
+      DEX_INVARIANT(r != nullptr, "a lock waiter's RPC exists");
+      state = r->mutable_method();
+      ref = rpc_ref(*r);
+    } else {
+      StepExecution* st = step(w.holder());
+      DEX_INVARIANT(st != nullptr, "a lock waiter's execution exists");
+      state = st->mutable_method();
+      ref = task_ref(*st);
+      durability = options_of(*st, w.method()).durability();
+    }
+    DEX_INVARIANT(state->state() == TASK_LOCKED && state->method() == w.method(),
+                  "a lock waiter is a locked attempt");
+    for (const auto& k : w.keys()) {  // bounded by kLockKeysMax
+      auto* held = run_.add_locks();
+      held->set_key(k);
+      held->set_holder(w.holder());
+      held->set_method(w.method());
+    }
+    lock_event(LOCKS_ACQUIRED, w.holder(), w.method(), state->attempt(),
+               {w.keys().begin(), w.keys().end()});
+    enqueue(*state, ref, durability);
+  }
+  *run_.mutable_lock_waiters() = std::move(staying);
 }
 
 void RunScope::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
@@ -181,9 +369,14 @@ void RunScope::clear_method(StepExecution& step, AttemptOutcome running_outcome)
       txn_.delete_running(state->task_id());
       effects_.ended.push_back(
           {task_ref(step), state->task_id(), state->worker_id(), running_outcome});
+      release_locks(step.step_execution_id(), state->method(), state->attempt());
       break;
     case TASK_QUEUED:
       txn_.dequeue_task(run_.flow_type(), state->queue_seq());
+      release_locks(step.step_execution_id(), state->method(), state->attempt());
+      break;
+    case TASK_LOCKED:
+      drop_waiter(step.step_execution_id(), state->method());
       break;
     case TASK_BACKOFF: {
       TimerKey key = timer_key(RETRY);
@@ -387,15 +580,17 @@ void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped)
 }
 
 void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result) {
-  clear_method(step, ATTEMPT_COMPLETED);
-  append_publishes(result.publishes());
-  *step.mutable_locals() = result.locals();
   HistoryEvent event;
   event.set_kind(WAIT_FOR_COMPLETED);
   event.set_step_execution_id(step.step_execution_id());
   event.set_attempt(result.task().attempt());
   *event.mutable_wait() = result.wait();
+  *event.mutable_attribute_writes() = result.attribute_writes();
   add_event(std::move(event));
+  clear_method(step, ATTEMPT_COMPLETED);
+  write_attributes(result.attribute_writes());
+  append_publishes(result.publishes());
+  *step.mutable_locals() = result.locals();
   if (result.wait().kind() == SKIP) {
     step.set_phase(PHASE_EXECUTE);
     queue_method(step, EXECUTE, 1);
@@ -508,14 +703,16 @@ void RunScope::apply_decision(StepExecution& step, const StepDecision& decision)
 }
 
 void RunScope::complete_execute(StepExecution& step, const MethodResult& result) {
-  clear_method(step, ATTEMPT_COMPLETED);
-  append_publishes(result.publishes());
   HistoryEvent event;
   event.set_kind(EXECUTE_COMPLETED);
   event.set_step_execution_id(step.step_execution_id());
   event.set_attempt(result.task().attempt());
   *event.mutable_decision() = result.decision();
+  *event.mutable_attribute_writes() = result.attribute_writes();
   add_event(std::move(event));
+  clear_method(step, ATTEMPT_COMPLETED);
+  write_attributes(result.attribute_writes());
+  append_publishes(result.publishes());
   finish_step(step, PHASE_DONE);
   cancel_steps(step, result.decision());
   apply_decision(step, result.decision());
@@ -545,6 +742,14 @@ void RunScope::close(FlowStatus status, const std::string& reason) {
     DEX_INVARIANT(s != nullptr, "an active execution exists");
     finish_step(*s, PHASE_CANCELED);
   }
+  const std::vector<std::string> open(run_.rpcs_open().begin(), run_.rpcs_open().end());
+  for (const auto& id : open) {  // bounded by the run's open RPCs
+    RpcExecution* r = rpc(id);
+    DEX_INVARIANT(r != nullptr && !r->done(), "an open RPC exists");
+    end_rpc(
+        *r, ATTEMPT_FAILED,
+        std::string("the run closed (") + flow_status_name(status) + ") before the RPC completed");
+  }
   if (run_.options().timeout_ms() > 0)
     txn_.delete_timer(timer_key(FLOW_TIMEOUT),
                       later_ms(run_.start_ms(), run_.options().timeout_ms()));
@@ -563,9 +768,164 @@ void RunScope::close(FlowStatus status, const std::string& reason) {
   effects_.closed.push_back({run_.flow_id(), run_.run_id(), status});
 }
 
+// -------------------------------------------------------------- Attributes
+
+void RunScope::write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes) {
+  uint32_t count = run_.attribute_count();
+  for (const auto& w : writes) {  // bounded by kAttributesMax writes
+    const bool was =
+        txn_.attribute(run_.flow_id(), run_.run_id(), w.key(), w.instance_key()).has_value();
+    if (deletes(w)) {
+      if (!was) continue;  // nothing to delete
+      txn_.delete_attribute(run_.flow_id(), run_.run_id(), w.key(), w.instance_key());
+      --count;
+    } else {
+      txn_.put_attribute(run_.flow_id(), run_.run_id(), w);
+      if (!was) ++count;
+    }
+    attributes_changed_ = true;
+  }
+  DEX_INVARIANT(count <= kAttributesMax, "the Attribute count was checked before");
+  run_.set_attribute_count(count);
+}
+
+// -------------------------------------------------------------------- RPCs
+
+void RunScope::invoke_rpc(const InvokeRpc& r, const RpcDeclaration& declaration) {
+  RpcExecution x;
+  x.set_flow_id(run_.flow_id());
+  x.set_run_id(run_.run_id());
+  x.set_rpc_id(r.rpc_id());
+  x.set_name(r.name());
+  *x.mutable_input() = r.input();
+  x.set_request_id(r.request_id());
+  x.set_deadline_ms(later_ms(at_ms_, r.timeout_ms()));
+  x.set_created_ms(at_ms_);
+  x.mutable_method()->set_method(RPC);
+  x.mutable_method()->set_attempt(1);
+  if (RpcExecution* old = rpc(r.rpc_id()); old != nullptr) {  // a done one runs anew
+    DEX_INVARIANT(old->done(), "only a done RPC is replaced");
+    auto* done = run_.mutable_rpcs_done();
+    auto it = std::find(done->begin(), done->end(), r.rpc_id());
+    if (it != done->end()) done->erase(it);
+  }
+  RpcExecution& stored = rpcs_.insert_or_assign(r.rpc_id(), std::move(x)).first->second;
+  run_.add_rpcs_open(r.rpc_id());
+  const TaskRef ref = rpc_ref(stored);
+  txn_.put_open_rpc(ref);
+  TimerKey key = timer_key(RPC_DEADLINE);
+  key.set_step_execution_id(r.rpc_id());
+  put_timer(key, stored.deadline_ms());
+  if (!take_locks(r.rpc_id(), RPC, 1, declaration.lock_keys())) {
+    stored.mutable_method()->set_state(TASK_LOCKED);
+    return;
+  }
+  // The caller waits and a lost RPC is not retried: no need to sync first.
+  enqueue(*stored.mutable_method(), ref, ASYNC);
+}
+
+void RunScope::start_rpc_attempt(RpcExecution& rpc, const std::string& task_id,
+                                 const std::string& worker_id) {
+  start(*rpc.mutable_method(), rpc_ref(rpc), task_id, worker_id);
+}
+
+void RunScope::withdraw_rpc(RpcExecution& rpc) {
+  auto* state = rpc.mutable_method();
+  DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running RPC is withdrawn");
+  txn_.delete_running(state->task_id());
+  state->clear_task_id();
+  state->clear_worker_id();
+  enqueue(*state, rpc_ref(rpc), ASYNC);  // it keeps its lock keys
+}
+
+void RunScope::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
+  auto* state = rpc.mutable_method();
+  switch (state->state()) {
+    case TASK_RUNNING:
+      txn_.delete_running(state->task_id());
+      effects_.ended.push_back({rpc_ref(rpc), state->task_id(), state->worker_id(), outcome});
+      release_locks(rpc.rpc_id(), RPC, 1);
+      break;
+    case TASK_QUEUED:
+      txn_.dequeue_task(run_.flow_type(), state->queue_seq());
+      release_locks(rpc.rpc_id(), RPC, 1);
+      break;
+    case TASK_LOCKED:
+      drop_waiter(rpc.rpc_id(), RPC);
+      break;
+    default:
+      DEX_INVARIANT(false, "an open RPC's attempt is queued, locked or running");
+  }
+  state->set_state(TASK_STATE_UNSPECIFIED);
+  state->clear_task_id();
+  state->clear_worker_id();
+  state->clear_queue_seq();
+  TimerKey key = timer_key(RPC_DEADLINE);
+  key.set_step_execution_id(rpc.rpc_id());
+  txn_.delete_timer(key, rpc.deadline_ms());
+  rpc.set_done(true);
+  rpc.set_outcome(outcome);
+  txn_.delete_open_rpc(rpc_ref(rpc));
+  auto* open = run_.mutable_rpcs_open();
+  auto it = std::find(open->begin(), open->end(), rpc.rpc_id());
+  DEX_INVARIANT(it != open->end(), "an open RPC is listed in its run");
+  open->erase(it);
+  const std::string id = rpc.rpc_id();
+  effects_.rpcs_done.push_back(run_key(run_.flow_id(), run_.run_id()) + "/" + id);
+  run_.add_rpcs_done(id);
+  // Bounded: the oldest done RPC is forgotten (a retry of it would run anew).
+  while (static_cast<size_t>(run_.rpcs_done_size()) > kRpcsDoneKept) {
+    const std::string oldest = run_.rpcs_done(0);
+    run_.mutable_rpcs_done()->erase(run_.mutable_rpcs_done()->begin());
+    rpcs_.erase(oldest);
+    txn_.delete_rpc(run_.flow_id(), run_.run_id(), oldest);
+  }
+}
+
+void RunScope::end_rpc(RpcExecution& rpc, AttemptOutcome outcome, const std::string& error) {
+  DEX_INVARIANT(!rpc.done() && outcome != ATTEMPT_COMPLETED, "an open RPC ends not completed");
+  rpc.set_error(error);
+  HistoryEvent event;
+  event.set_kind(RPC_FAILED);
+  event.set_step_execution_id(rpc.rpc_id());
+  event.set_rpc_name(rpc.name());
+  event.set_error(error);
+  event.set_method(RPC);
+  event.set_attempt(1);
+  add_event(std::move(event));
+  end_rpc_attempt(rpc, outcome);
+}
+
+void RunScope::complete_rpc(RpcExecution& rpc, const MethodResult& result) {
+  DEX_INVARIANT(!rpc.done(), "an open RPC completes");
+  const std::string name = rpc.name();
+  *rpc.mutable_output() = result.rpc().output();
+  HistoryEvent event;
+  event.set_kind(RPC_COMPLETED);
+  event.set_step_execution_id(rpc.rpc_id());
+  event.set_rpc_name(name);
+  event.set_method(RPC);
+  event.set_attempt(1);
+  *event.mutable_output() = result.rpc().output();
+  *event.mutable_attribute_writes() = result.attribute_writes();
+  add_event(std::move(event));
+  end_rpc_attempt(rpc, ATTEMPT_COMPLETED);  // `rpc` may be gone from rpcs_ (retention) after
+  write_attributes(result.attribute_writes());
+  append_publishes(result.publishes());
+  for (const auto& m : result.rpc().next_steps()) {  // bounded by kMovementsMax
+    create_step(m.step_type(), m.input(), m.has_options() ? &m.options() : nullptr,
+                rpc_parent(name), "");
+  }
+  match_waits();
+}
+
 void RunScope::flush() {
+  if (run_.status() == FLOW_RUNNING) grant_waiters();
   for (auto& [id, s] : steps_) txn_.put_step(s);  // bounded by the executions touched
+  for (auto& [id, r] : rpcs_) txn_.put_rpc(r);    // bounded by the RPCs touched
   txn_.put_run(run_);
+  if (attributes_changed_)
+    effects_.attributes_changed.push_back(run_key(run_.flow_id(), run_.run_id()));
   auto entry = txn_.flow_id(run_.flow_id());
   DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
   if (entry->run_id() == run_.run_id() && entry->status() != run_.status()) {

@@ -12,6 +12,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "common/status.h"
 
 #include "dex/flow_records.pb.h"
 #include "flow/flow_rules.h"
@@ -29,6 +32,22 @@ class RunScope {
   int64_t at_ms() const { return at_ms_; }
   // A Step execution of this run, loaded once; nullptr if it does not exist.
   StepExecution* step(std::string_view step_execution_id);
+  // An RPC of this run, loaded once; nullptr if it does not exist.
+  RpcExecution* rpc(std::string_view rpc_id);
+
+  // Writes Attributes in order (validated, and attribute_room checked, before).
+  void write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes);
+
+  // A new RPC (replacing a done one with its ID): its attempt is queued after
+  // its lock keys, its deadline timer set.
+  void invoke_rpc(const InvokeRpc& record, const RpcDeclaration& declaration);
+  void start_rpc_attempt(RpcExecution& rpc, const std::string& task_id,
+                         const std::string& worker_id);
+  void withdraw_rpc(RpcExecution& rpc);
+  // The RPC's running attempt completed with `result` (validated before).
+  void complete_rpc(RpcExecution& rpc, const MethodResult& result);
+  // The RPC ends not COMPLETED (whatever its attempt is doing).
+  void end_rpc(RpcExecution& rpc, AttemptOutcome outcome, const std::string& error);
 
   // A new Step execution: its first method's attempt 1 is queued.
   StepExecution& create_step(const std::string& step_type, const Payload& input,
@@ -58,12 +77,28 @@ class RunScope {
   void close(FlowStatus status, const std::string& reason);
   void add_event(HistoryEvent event);
 
-  // Writes everything changed. Call once, last.
+  // Hands lock keys to the waiters that can now have all theirs, then writes
+  // everything changed. Call once, last.
   void flush();
 
  private:
   TaskRef task_ref(const StepExecution& step) const;
-  void queue_method(StepExecution& step, Method method, uint32_t attempt);
+  TaskRef rpc_ref(const RpcExecution& rpc) const;
+  // Queues the method's attempt: first its lock keys (acquire false: it holds
+  // them already), or TASK_LOCKED behind the keys' holders and earlier waiters.
+  void queue_method(StepExecution& step, Method method, uint32_t attempt, bool acquire = true);
+  void enqueue(MethodState& state, const TaskRef& ref, Durability durability);
+  void start(MethodState& state, const TaskRef& ref, const std::string& task_id,
+             const std::string& worker_id);
+  // True when `holder` now holds every key; false when it waits (a LockWaiter).
+  bool take_locks(const std::string& holder, Method method, uint32_t attempt,
+                  const google::protobuf::RepeatedPtrField<std::string>& keys);
+  void release_locks(const std::string& holder, Method method, uint32_t attempt);
+  void drop_waiter(const std::string& holder, Method method);
+  void grant_waiters();
+  void lock_event(HistoryKind kind, const std::string& holder, Method method, uint32_t attempt,
+                  const std::vector<std::string>& keys);
+  void end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome);
   // Ends whatever the current method is doing (running, queued, backoff).
   void clear_method(StepExecution& step, AttemptOutcome running_outcome);
   void finish_step(StepExecution& step, Phase phase);
@@ -82,8 +117,18 @@ class RunScope {
   FlowDeclaration declaration_;
   const int64_t at_ms_;
   std::map<std::string, StepExecution, std::less<>> steps_;  // loaded or created
+  std::map<std::string, RpcExecution, std::less<>> rpcs_;    // loaded or created
   bool events_added_ = false;
+  bool attributes_changed_ = false;
 };
+
+// Whether `writes` (validated) leave the run within kAttributesMax stored
+// instances, counting from `count` stored now.
+Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
+                      uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes);
+const char* flow_status_name(FlowStatus status);
+// The RPC ID prefix of Step executions an RPC creates: "rpc:<name>".
+std::string rpc_parent(std::string_view rpc_name);
 
 // The Step execution ID of the n-th execution of a type: "<type>-<n>".
 std::string step_execution_id(std::string_view step_type, uint32_t n);

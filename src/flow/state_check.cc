@@ -25,6 +25,7 @@ struct Indexes {
   std::map<std::string, TaskRef> running;                      // task id -> ref
   std::map<std::pair<std::string, uint64_t>, TaskRef> queued;  // (type, seq) -> ref
   std::set<std::string> timers;                                // keys::timer(...)
+  std::set<std::string> open_rpcs;                             // keys::open_rpc(...)
 };
 
 Indexes load_indexes(KvStore& kv) {
@@ -33,9 +34,11 @@ Indexes load_indexes(KvStore& kv) {
     ix.running[k.substr(keys::kRunningPrefix.size())] = parsed<TaskRef>(v);
   for (auto& [k, v] : kv.scan(keys::kTaskQueuePrefix)) {
     auto sep = k.rfind(keys::kSep);
-    ix.queued[{k.substr(keys::kTaskQueuePrefix.size(), sep - keys::kTaskQueuePrefix.size()), std::stoull(k.substr(sep + 1))}] = parsed<TaskRef>(v);
+    ix.queued[{k.substr(keys::kTaskQueuePrefix.size(), sep - keys::kTaskQueuePrefix.size()),
+               std::stoull(k.substr(sep + 1))}] = parsed<TaskRef>(v);
   }
   for (auto& [k, v] : kv.scan(keys::kTimerPrefix)) ix.timers.insert(k);
+  for (auto& [k, v] : kv.scan(keys::kOpenRpcPrefix)) ix.open_rpcs.insert(k);
   return ix;
 }
 
@@ -111,9 +114,65 @@ Status check_step(const Run& run, const StepExecution& s, Indexes& ix,
       used_timers.insert(key);
       return Status::ok();
     }
+    case TASK_LOCKED:
+      return Status::ok();  // check_locks
     default:
       return bad(id + " is active without a task");
   }
+}
+
+// An attempt that holds or wants lock keys: a Step method or an RPC.
+struct LockUser {
+  TaskState state = TASK_STATE_UNSPECIFIED;
+  std::vector<std::string> keys;  // declared
+};
+using Holder = std::pair<std::string, int>;  // (execution or RPC ID, Method)
+
+// The run's lock table against its attempts: every QUEUED or RUNNING attempt
+// with keys holds them all, alone; every LOCKED attempt waits, and could not
+// have its keys now.
+Status check_locks(const Run& run, const std::map<Holder, LockUser>& users) {
+  std::map<std::string, Holder> holder_of;
+  std::map<Holder, std::set<std::string>> held;
+  for (const auto& l : run.locks()) {
+    const Holder h{l.holder(), l.method()};
+    if (!holder_of.emplace(l.key(), h).second)
+      return bad(run.flow_id() + ": lock key " + l.key() + " has two holders");
+    held[h].insert(l.key());
+  }
+  std::set<Holder> waiting;
+  std::set<std::string> wanted;
+  for (const auto& w : run.lock_waiters()) {
+    const Holder h{w.holder(), w.method()};
+    if (!waiting.insert(h).second) return bad(run.flow_id() + ": a lock waiter waits twice");
+    auto it = users.find(h);
+    if (it == users.end() || it->second.state != TASK_LOCKED)
+      return bad(run.flow_id() + ": lock waiter " + w.holder() + " is not a locked attempt");
+    if (std::set<std::string>(w.keys().begin(), w.keys().end()) !=
+        std::set<std::string>(it->second.keys.begin(), it->second.keys.end()))
+      return bad(run.flow_id() + ": lock waiter " + w.holder() + " waits for other keys");
+    bool blocked = false;
+    for (const auto& k : w.keys()) blocked = blocked || holder_of.contains(k) || wanted.contains(k);
+    if (!blocked)
+      return bad(run.flow_id() + ": " + w.holder() + " waits for lock keys it could have");
+    for (const auto& k : w.keys()) wanted.insert(k);
+  }
+  for (const auto& [h, u] : users) {
+    const bool holds = u.state == TASK_QUEUED || u.state == TASK_RUNNING;
+    std::set<std::string> want(u.keys.begin(), u.keys.end());
+    if (u.state == TASK_LOCKED && !waiting.contains(h))
+      return bad(run.flow_id() + ": " + h.first + " is locked but not in the lock queue");
+    auto it = held.find(h);
+    const std::set<std::string> has = it == held.end() ? std::set<std::string>() : it->second;
+    if (holds && has != want)
+      return bad(run.flow_id() + ": " + h.first + " runs without holding its lock keys");
+    if (!holds && !has.empty())
+      return bad(run.flow_id() + ": " + h.first + " holds lock keys but is not queued or running");
+  }
+  for (const auto& [h, keys] : held) {
+    if (!users.contains(h)) return bad(run.flow_id() + ": lock holder " + h.first + " is gone");
+  }
+  return Status::ok();
 }
 
 Status check_queues(KvStore& kv, const Run& run) {
@@ -147,10 +206,21 @@ Status check_state(KvStore& kv) {
       return bad(run.flow_id() + " lists an active execution twice");
     std::map<std::string, uint32_t> per_type;
     std::set<std::string> found_active;
+    std::map<Holder, LockUser> users;
+    KvFlowTxn txn(kv);
+    auto decl = txn.declaration(run.flow_type(), run.declaration_version());
+    if (!decl) return bad(run.flow_id() + " has no declaration version");
     for (auto& [sk, sv] : kv.scan(keys::steps_prefix(run.flow_id(), run.run_id()))) {
       const StepExecution s = parsed<StepExecution>(sv);
       per_type[s.step_type()]++;
       if (active(s.phase())) found_active.insert(s.step_execution_id());
+      if (active(s.phase()) && s.method().state() != TASK_STATE_UNSPECIFIED &&
+          s.method().state() != TASK_BACKOFF) {
+        const auto& o =
+            s.method().method() == WAIT_FOR ? s.options().wait_for() : s.options().execute();
+        users[{s.step_execution_id(), s.method().method()}] = {
+            s.method().state(), {o.lock_keys().begin(), o.lock_keys().end()}};
+      }
       if (auto st = check_step(run, s, ix, used_timers, used_running, used_queued); !st.is_ok())
         return st;
     }
@@ -179,7 +249,71 @@ Status check_state(KvStore& kv) {
       used_timers.insert(key);
     }
     if (auto st = check_queues(kv, run); !st.is_ok()) return st;
+    // RPCs: the open ones are listed, indexed, timed and have an attempt.
+    std::set<std::string> open, done;
+    for (auto& [pk, pv] : kv.scan(keys::rpcs_prefix(run.flow_id(), run.run_id()))) {
+      const RpcExecution x = parsed<RpcExecution>(pv);
+      const std::string id = run.flow_id() + " RPC " + x.rpc_id();
+      const auto& m = x.method();
+      if (x.done()) {
+        done.insert(x.rpc_id());
+        if (m.state() != TASK_STATE_UNSPECIFIED) return bad(id + " is done but has a task");
+        continue;
+      }
+      open.insert(x.rpc_id());
+      if (run.status() != FLOW_RUNNING) return bad(id + " is open in a closed run");
+      const RpcDeclaration* d = nullptr;
+      for (const auto& r : decl->declaration().rpcs())
+        if (r.name() == x.name()) d = &r;
+      if (d == nullptr) return bad(id + " is not declared");
+      users[{x.rpc_id(), RPC}] = {m.state(), {d->lock_keys().begin(), d->lock_keys().end()}};
+      TaskRef ref;
+      ref.set_flow_id(run.flow_id());
+      ref.set_run_id(run.run_id());
+      ref.set_step_execution_id(x.rpc_id());
+      ref.set_method(RPC);
+      ref.set_attempt(1);
+      const std::string open_key = keys::open_rpc(run.flow_id(), run.run_id(), x.rpc_id());
+      if (!ix.open_rpcs.erase(open_key)) return bad(id + " is open but not indexed");
+      TimerKey k;
+      k.set_flow_id(run.flow_id());
+      k.set_run_id(run.run_id());
+      k.set_kind(RPC_DEADLINE);
+      k.set_step_execution_id(x.rpc_id());
+      const std::string timer = keys::timer(k, x.deadline_ms());
+      if (!ix.timers.contains(timer)) return bad(id + " has no deadline timer");
+      used_timers.insert(timer);
+      if (m.state() == TASK_RUNNING) {
+        auto it = ix.running.find(m.task_id());
+        if (it == ix.running.end() || !MessageDifferencer::Equals(it->second, ref))
+          return bad(id + " runs task " + m.task_id() + ", which is not indexed as running");
+        used_running.insert(m.task_id());
+      } else if (m.state() == TASK_QUEUED) {
+        auto it = ix.queued.find({run.flow_type(), m.queue_seq()});
+        if (it == ix.queued.end() || !MessageDifferencer::Equals(it->second, ref))
+          return bad(id + " is queued but not in its type's task queue");
+        used_queued.insert(it->first);
+      } else if (m.state() != TASK_LOCKED) {
+        return bad(id + " is open without a task");
+      }
+    }
+    if (open != std::set<std::string>(run.rpcs_open().begin(), run.rpcs_open().end()) ||
+        static_cast<size_t>(run.rpcs_open_size()) != open.size())
+      return bad(run.flow_id() + ": the open RPC list is wrong");
+    if (done != std::set<std::string>(run.rpcs_done().begin(), run.rpcs_done().end()) ||
+        static_cast<size_t>(run.rpcs_done_size()) != done.size())
+      return bad(run.flow_id() + ": the done RPC list is wrong");
+    if (done.size() > kRpcsDoneKept) return bad(run.flow_id() + " keeps too many done RPCs");
+    if (auto st = check_locks(run, users); !st.is_ok()) return st;
+    if (run.status() != FLOW_RUNNING && (run.locks_size() > 0 || run.lock_waiters_size() > 0))
+      return bad(run.flow_id() + " is closed but holds lock keys");
+    const size_t stored = kv.scan(keys::attributes_prefix(run.flow_id(), run.run_id())).size();
+    if (stored != run.attribute_count())
+      return bad(run.flow_id() + " stores " + std::to_string(stored) +
+                 " Attributes; its count says " + std::to_string(run.attribute_count()));
+    if (stored > kAttributesMax) return bad(run.flow_id() + " stores too many Attributes");
   }
+  if (!ix.open_rpcs.empty()) return bad("an RPC is indexed as open that no run has open");
   if (used_timers.size() != ix.timers.size()) return bad("a timer is indexed that nothing uses");
   if (used_running.size() != ix.running.size())
     return bad("an attempt is indexed as running that no execution runs");
