@@ -1,8 +1,8 @@
 // The Worker: hosts dex Flows over one WorkerTaskService.PollWorkerTask
 // stream at a time (docs/api.md, "The Worker stream") and runs the Flow tasks
-// it receives (one attempt of a Step's waitFor or execute, flow/runner.ts:
-// runFlowTask), at most maxConcurrentTasks at once. Every hello declares the
-// hosted Flows.
+// it receives (one attempt of a Step's waitFor or execute, or one RPC
+// handler; flow/runner.ts: runFlowTask), at most maxConcurrentTasks at once.
+// Every hello declares the hosted Flows.
 //
 // Semantics of the C++ SDK (src/sdk/worker.h, src/sdk/README.md):
 //   - WorkerHello first on every stream; the stream counts once its HelloAck
@@ -238,7 +238,7 @@ export class Worker {
   /**
    * Hosts a dex Flow: declares it in every hello (durably recorded by the
    * server; a changed declaration becomes a new version) and runs its
-   * WaitFor and Execute tasks. Call before run(); a second Flow of the same
+   * WaitFor, Execute and RPC tasks. Call before run(); a second Flow of the same
    * type replaces the first.
    */
   host(flow: Flow): this {
