@@ -585,5 +585,523 @@ TEST(FlowDeclarations, DefaultsAreFilledIn) {
   EXPECT_EQ(method_with_defaults(unlimited).retry().maximum_attempts(), 0u) << "0: no limit";
 }
 
+// ------------------------------------------------- Attributes, locks, RPCs
+
+// A: Start (reads status and tags) -> Locked / Locked2 / WaitLocked / Next;
+// Attributes of every type, AttributeMap "tags"; RPCs "get" (reads status)
+// and "bump" (lock key "acct").
+FlowDeclaration attr_declaration() {
+  FlowDeclaration d;
+  d.set_flow_type("A");
+  d.set_start_step_type("Start");
+  for (auto [key, type] : {std::pair{"status", ATTRIBUTE_STRING},
+                           {"count", ATTRIBUTE_INT64},
+                           {"score", ATTRIBUTE_DOUBLE},
+                           {"flag", ATTRIBUTE_BOOL},
+                           {"due", ATTRIBUTE_DATETIME},
+                           {"doc", ATTRIBUTE_JSON},
+                           {"blob", ATTRIBUTE_BYTES}}) {
+    auto* a = d.add_attributes();
+    a->set_key(key);
+    a->set_type(type);
+  }
+  auto* tags = d.add_attributes();
+  tags->set_key("tags");
+  tags->set_type(ATTRIBUTE_STRING);
+  tags->set_is_map(true);
+  auto start = step_decl("Start");
+  start.add_attribute_reads("status");
+  start.add_attribute_reads("tags");
+  *d.add_steps() = start;
+  auto locked = step_decl("Locked");
+  locked.mutable_options()->mutable_execute()->add_lock_keys("acct");
+  locked.mutable_options()->mutable_execute()->mutable_retry()->set_initial_interval_ms(1'000);
+  locked.mutable_options()->mutable_execute()->mutable_retry()->set_maximum_attempts(2);
+  *d.add_steps() = locked;
+  auto locked2 = step_decl("Locked2");
+  locked2.mutable_options()->mutable_execute()->add_lock_keys("acct");
+  locked2.mutable_options()->mutable_execute()->add_lock_keys("other");
+  *d.add_steps() = locked2;
+  auto wait_locked = step_decl("WaitLocked", true);
+  wait_locked.mutable_options()->mutable_wait_for()->add_lock_keys("other");
+  *d.add_steps() = wait_locked;
+  *d.add_steps() = step_decl("Next");
+  auto* get = d.add_rpcs();
+  get->set_name("get");
+  get->add_attribute_reads("status");
+  auto* bump = d.add_rpcs();
+  bump->set_name("bump");
+  bump->add_lock_keys("acct");
+  return d;
+}
+
+class FlowAttributes : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(h.declare(attr_declaration()).kind, ApplyKind::kApplied); }
+  // Starts "f" with Start-1's Execute deciding `decision`.
+  void start_and_go(const StepDecision& decision) {
+    ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+    ASSERT_EQ(h.execute("f", "Start-1", decision).kind, ApplyKind::kApplied);
+  }
+  std::vector<HistoryKind> kinds(const std::string& flow_id) {
+    std::vector<HistoryKind> out;
+    for (const auto& e : h.history(flow_id)) out.push_back(e.kind());
+    return out;
+  }
+  size_t count(const std::string& flow_id, HistoryKind kind) {
+    size_t n = 0;
+    for (const auto& e : h.history(flow_id)) n += e.kind() == kind;
+    return n;
+  }
+  Harness h;
+};
+
+TEST_F(FlowAttributes, DeclarationsRefuseBadAttributesRpcsAndLockKeys) {
+  auto refused = [&](FlowDeclaration d, const std::string& needle) {
+    auto r = h.declare(d);
+    EXPECT_EQ(r.kind, ApplyKind::kRejected) << needle;
+    EXPECT_EQ(r.code, RefusalCode::kInvalidArgument) << needle;
+    EXPECT_NE(r.message.find(needle), std::string::npos) << r.message;
+  };
+  auto d = attr_declaration();
+  d.mutable_steps(0)->add_attribute_reads("nope");
+  refused(d, "reads Attribute 'nope', which Flow type 'A' does not declare");
+  d = attr_declaration();
+  *d.add_attributes() = d.attributes(0);
+  refused(d, "declares Attribute 'status' twice");
+  d = attr_declaration();
+  d.mutable_attributes(1)->set_type(ATTRIBUTE_TYPE_UNSPECIFIED);
+  refused(d, "Attribute 'count' without a known type");
+  d = attr_declaration();
+  d.mutable_attributes(1)->set_key(std::string("a\nb"));
+  refused(d, "attributes[1].key contains a control character");
+  d = attr_declaration();
+  *d.add_rpcs() = d.rpcs(0);
+  refused(d, "declares RPC 'get' twice");
+  d = attr_declaration();
+  d.mutable_rpcs(0)->add_attribute_reads("missing");
+  refused(d, "RPC 'get' reads Attribute 'missing'");
+  d = attr_declaration();
+  d.mutable_rpcs(1)->add_lock_keys("");
+  refused(d, "RPC 'bump' lockKeys[1] is empty");
+  d = attr_declaration();
+  for (int i = 0; i < 17; ++i)
+    d.mutable_steps(1)->mutable_options()->mutable_execute()->add_lock_keys("k" +
+                                                                            std::to_string(i));
+  refused(d, "execute.lockKeys has more than 16 keys");
+  d = attr_declaration();
+  d.mutable_steps(1)->mutable_options()->mutable_execute()->add_lock_keys("acct");
+  refused(d, "names 'acct' twice");
+  d = attr_declaration();
+  for (int i = 0; i < 1'001; ++i) {
+    auto* a = d.add_attributes();
+    a->set_key("x" + std::to_string(i));
+    a->set_type(ATTRIBUTE_INT64);
+  }
+  refused(d, "more than 1000 Attributes");
+  EXPECT_EQ(h.declare(attr_declaration()).kind, ApplyKind::kUnchanged) << "nothing was stored";
+}
+
+TEST_F(FlowAttributes, InitialAttributesAreWrittenWithTheStart) {
+  StartOptions o;
+  *o.add_initial_attributes() = attr("status", "new");
+  *o.add_initial_attributes() = attr("tags", "red", "color");
+  *o.add_initial_attributes() = attr_json("doc", R"({"a": [1, 2]})");
+  *o.add_initial_attributes() = attr_delete("count");  // nothing to delete: no-op
+  ASSERT_EQ(h.start("f", "r1", "A", o).kind, ApplyKind::kApplied);
+  auto all = h.attributes("f");
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].key(), "doc");
+  EXPECT_EQ(all[1].value().string_value(), "new");
+  EXPECT_EQ(all[2].instance_key(), "color");
+  EXPECT_EQ(h.run("f")->attribute_count(), 3u);
+  EXPECT_EQ(h.run("f")->options().initial_attributes_size(), 0) << "not kept in the run";
+  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  auto events = h.history("f");
+  ASSERT_EQ(events[0].kind(), FLOW_STARTED);
+  EXPECT_EQ(events[0].attribute_writes_size(), 4);
+  // The start Step's task carries what it reads: status and every tags instance.
+  KvFlowTxn txn(h.kv);
+  auto carried = task_attributes(txn, h.ref("f", "Start-1"));
+  ASSERT_EQ(carried.size(), 2u);
+  EXPECT_EQ(carried[0].key(), "status");
+  EXPECT_EQ(carried[1].key(), "tags");
+  EXPECT_EQ(carried[1].value().string_value(), "red");
+}
+
+TEST_F(FlowAttributes, ABadInitialAttributeRefusesTheStartAndWritesNothing) {
+  auto refused = [&](Attribute a, const std::string& needle) {
+    StartOptions o;
+    *o.add_initial_attributes() = attr("status", "fine");
+    *o.add_initial_attributes() = a;
+    auto r = h.start("g", "r1", "A", o);
+    EXPECT_EQ(r.kind, ApplyKind::kRejected) << needle;
+    EXPECT_EQ(r.code, RefusalCode::kInvalidArgument) << needle;
+    EXPECT_NE(r.message.find(needle), std::string::npos) << r.message;
+    EXPECT_FALSE(h.run("g").has_value());
+    EXPECT_TRUE(h.attributes("g").empty());
+  };
+  refused(attr("nope", "x"), "Attribute 'nope', which Flow type 'A' does not declare");
+  refused(attr_int("status", 3),
+          "writes a INT64 value to Attribute 'status', which is declared STRING");
+  refused(attr("tags", "x"), "instanceKey of AttributeMap 'tags' is empty");
+  refused(attr("status", "x", "i"), "'status' is an Attribute, not an AttributeMap");
+  refused(attr_json("doc", "[1, 2]"), "Attribute 'doc' is not a JSON object");
+  refused(attr_json("doc", "{nope"), "Attribute 'doc' is not a JSON object");
+  Attribute big;
+  big.set_key("blob");
+  big.mutable_value()->set_bytes_value(std::string(kPayloadBytesMax + 1, 'x'));
+  refused(big, "the limit is");
+}
+
+TEST_F(FlowAttributes, ResultWritesApplyInOrderAndAreRecorded) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  const std::string task = h.assign("f", "Start-1");
+  FlowRecord r = h.result_record("f", "Start-1", task);
+  auto* m = r.mutable_method_result();
+  *m->mutable_decision() = go_to({go("Next")});
+  *m->add_attribute_writes() = attr("status", "a");
+  *m->add_attribute_writes() = attr("tags", "1", "x");
+  *m->add_attribute_writes() = attr("tags", "2", "y");
+  *m->add_attribute_writes() = attr("status", "b");
+  *m->add_attribute_writes() = attr_delete("tags", "x");
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  auto all = h.attributes("f");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].value().string_value(), "b") << "the later write wins";
+  EXPECT_EQ(all[1].instance_key(), "y");
+  EXPECT_EQ(h.run("f")->attribute_count(), 2u);
+  auto events = h.history("f");
+  ASSERT_EQ(events[1].kind(), EXECUTE_COMPLETED);
+  EXPECT_EQ(events[1].attribute_writes_size(), 5);
+}
+
+TEST_F(FlowAttributes, ABadResultWriteIsRejectedAndChangesNothing) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  const std::string task = h.assign("f", "Start-1");
+  FlowRecord r = h.result_record("f", "Start-1", task);
+  *r.mutable_method_result()->mutable_decision() = go_to({go("Next")});
+  *r.mutable_method_result()->add_attribute_writes() = attr("status", "ok");
+  *r.mutable_method_result()->add_attribute_writes() = attr_int("flag", 1);
+  auto result = h.apply(r);
+  EXPECT_EQ(result.kind, ApplyKind::kRejected);
+  EXPECT_EQ(result.code, RefusalCode::kInvalidArgument);
+  EXPECT_NE(result.message.find("attributeWrites[1] writes a INT64 value to Attribute 'flag'"),
+            std::string::npos)
+      << result.message;
+  EXPECT_TRUE(h.attributes("f").empty());
+  EXPECT_EQ(h.step("f", "Start-1").method().state(), TASK_RUNNING);
+  // A failed attempt's writes never apply.
+  r.mutable_method_result()->set_outcome(ATTEMPT_FAILED);
+  r.mutable_method_result()->set_error("boom");
+  r.mutable_method_result()->clear_decision();
+  r.mutable_method_result()->mutable_attribute_writes()->RemoveLast();
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  EXPECT_TRUE(h.attributes("f").empty());
+  EXPECT_TRUE(h.effects.attributes_changed.empty());
+}
+
+TEST_F(FlowAttributes, SetAttributesOnARunningRunAllOrNothing) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  auto r = h.set_attributes("f", {attr("status", "x"), attr_int("count", 7)});
+  ASSERT_EQ(r.kind, ApplyKind::kApplied) << r.message;
+  EXPECT_EQ(r.run_id, "r1") << "an empty run ID is the latest run";
+  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  EXPECT_EQ(h.history("f").back().kind(), ATTRIBUTES_SET);
+  EXPECT_EQ(h.history("f").back().attribute_writes_size(), 2);
+  r = h.set_attributes("f", {attr("status", "y"), attr("nope", "z")});
+  EXPECT_EQ(r.kind, ApplyKind::kRejected);
+  EXPECT_NE(r.message.find("writes[1] writes Attribute 'nope'"), std::string::npos) << r.message;
+  EXPECT_EQ(h.attributes("f", "status")[0].value().string_value(), "x") << "nothing applied";
+  r = h.set_attributes("nobody", {attr("status", "y")});
+  EXPECT_EQ(r.code, RefusalCode::kNotFound);
+  r = h.set_attributes("f", {attr("status", "y")}, "r9");
+  EXPECT_EQ(r.code, RefusalCode::kNotFound);
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_at_unix_ms(h.now);
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied);
+  r = h.set_attributes("f", {attr("status", "y")});
+  EXPECT_EQ(r.code, RefusalCode::kFailedPrecondition);
+  EXPECT_EQ(r.message,
+            "Flow 'f' run 'r1' is CANCELED; Attributes are set only while the run is RUNNING");
+}
+
+TEST_F(FlowAttributes, ARunStoresAtMostTenThousandAttributeInstances) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  FlowRecord r;
+  auto* s = r.mutable_set_attributes();
+  s->set_flow_id("f");
+  s->set_at_unix_ms(h.now);
+  for (size_t i = 0; i + 1 < kAttributesMax; ++i)
+    *s->add_writes() = attr("tags", "v", "i" + std::to_string(i));
+  *s->add_writes() = attr("status", "s");
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.run("f")->attribute_count(), kAttributesMax);
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "overwrite")}).kind, ApplyKind::kApplied)
+      << "an overwrite adds no instance";
+  auto full = h.set_attributes("f", {attr("tags", "v", "one-more")});
+  EXPECT_EQ(full.kind, ApplyKind::kRejected);
+  EXPECT_NE(full.message.find("more than 10000 Attribute instances"), std::string::npos)
+      << full.message;
+  EXPECT_EQ(h.set_attributes("f", {attr_delete("tags", "i0"), attr("tags", "v", "one-more")}).kind,
+            ApplyKind::kApplied)
+      << "a delete first makes room";
+  EXPECT_EQ(h.run("f")->attribute_count(), kAttributesMax);
+}
+
+TEST_F(FlowAttributes, LockKeysQueueWaitersInOrderAndReleaseOnEveryEnd) {
+  start_and_go(go_to({go("Locked"), go("Locked"), go("Locked2"), go("WaitLocked")}));
+  EXPECT_EQ(h.step("f", "Locked-1").method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_LOCKED) << "acct is held";
+  EXPECT_EQ(h.step("f", "Locked2-1").method().state(), TASK_LOCKED);
+  EXPECT_EQ(h.step("f", "WaitLocked-1").method().state(), TASK_LOCKED)
+      << "'other' is wanted by the earlier waiter Locked2-1";
+  ASSERT_EQ(h.run("f")->lock_waiters_size(), 3);
+  // Locked-1 completes: Locked-2 (the first waiter) gets acct.
+  ASSERT_EQ(h.execute("f", "Locked-1", go_to({go("Next")})).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "Locked2-1").method().state(), TASK_LOCKED);
+  bool queued = false;
+  for (const auto& q : h.effects.queued) queued |= q.task.step_execution_id() == "Locked-2";
+  EXPECT_TRUE(queued) << "the waiter is queued in the apply that released the key";
+  // Locked-2 fails and backs off: its key goes to Locked2-1, then WaitLocked-1 waits on.
+  ASSERT_EQ(h.fail("f", "Locked-2", "boom").kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_BACKOFF);
+  EXPECT_EQ(h.step("f", "Locked2-1").method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "WaitLocked-1").method().state(), TASK_LOCKED);
+  // The retry re-acquires: it waits behind Locked2-1.
+  ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_LOCKED);
+  EXPECT_EQ(h.step("f", "Locked-2").method().attempt(), 2u);
+  // A withdrawn attempt keeps its keys.
+  const std::string task = h.assign("f", "Locked2-1");
+  FlowRecord w;
+  *w.mutable_attempt_withdrawn()->mutable_task() = h.ref("f", "Locked2-1");
+  w.mutable_attempt_withdrawn()->set_task_id(task);
+  ASSERT_EQ(h.apply(w).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked2-1").method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_LOCKED);
+  ASSERT_EQ(h.execute("f", "Locked2-1", go_to({go("Next")})).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "WaitLocked-1").method().state(), TASK_QUEUED);
+  auto events = h.history("f");
+  std::vector<std::string> acquired;
+  for (const auto& e : events) {
+    if (e.kind() != LOCKS_ACQUIRED) continue;
+    acquired.push_back(e.step_execution_id() + "#" + std::to_string(e.attempt()));
+    EXPECT_EQ(e.method(), e.step_execution_id() == "WaitLocked-1" ? WAIT_FOR : EXECUTE);
+  }
+  EXPECT_EQ(acquired, (std::vector<std::string>{"Locked-1#1", "Locked-2#1", "Locked2-1#1",
+                                                "WaitLocked-1#1", "Locked-2#2"}))
+      << "WaitLocked-1 waited first";
+  EXPECT_EQ(count("f", LOCKS_RELEASED), 3u);
+  // Closing the run releases every key and drops every waiter.
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_at_unix_ms(h.now);
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.run("f")->locks_size(), 0);
+  EXPECT_EQ(h.run("f")->lock_waiters_size(), 0);
+}
+
+TEST_F(FlowAttributes, AMovementsOverrideCanBringLockKeys) {
+  StepMovement m = go("Next");
+  m.mutable_options()->mutable_execute()->add_lock_keys("acct");
+  start_and_go(go_to({go("Locked"), m}));
+  EXPECT_EQ(h.step("f", "Next-1").method().state(), TASK_LOCKED);
+  m.mutable_options()->mutable_execute()->add_lock_keys(std::string(300, 'k'));
+  ASSERT_EQ(h.start("g", "r1", "A").kind, ApplyKind::kApplied);
+  const std::string task = h.assign("g", "Start-1");
+  FlowRecord r = h.result_record("g", "Start-1", task);
+  *r.mutable_method_result()->mutable_decision() = go_to({m});
+  auto result = h.apply(r);
+  EXPECT_EQ(result.kind, ApplyKind::kRejected);
+  EXPECT_NE(result.message.find("lockKeys[1] is longer than 255 bytes"), std::string::npos)
+      << result.message;
+}
+
+TEST_F(FlowAttributes, AnRpcRunsOnceWritesAttributesAndStartsSteps) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  h.set_attributes("f", {attr("status", "s0")});
+  auto r = h.invoke("f", "req:1", "get", 5'000);
+  ASSERT_EQ(r.kind, ApplyKind::kApplied) << r.message;
+  EXPECT_EQ(r.run_id, "r1");
+  ASSERT_EQ(h.effects.queued.size(), 1u);
+  EXPECT_EQ(h.effects.queued[0].task.step_execution_id(), "req:1");
+  EXPECT_EQ(h.effects.queued[0].task.method(), RPC);
+  EXPECT_EQ(h.effects.queued[0].task.attempt(), 1u);
+  EXPECT_EQ(h.effects.queued[0].durability, ASYNC);
+  EXPECT_EQ(h.effects.timers_set, std::vector<int64_t>{h.now + 5'000});
+  EXPECT_EQ(h.invoke("f", "req:1", "get").kind, ApplyKind::kUnchanged) << "a repeat waits";
+  {
+    KvFlowTxn txn(h.kv);
+    auto carried = task_attributes(txn, Harness::rpc_ref("f", "req:1"));
+    ASSERT_EQ(carried.size(), 1u);
+    EXPECT_EQ(carried[0].value().string_value(), "s0");
+  }
+  const std::string task = h.assign_rpc("f", "req:1");
+  EXPECT_EQ(h.rpc("f", "req:1")->method().state(), TASK_RUNNING);
+  FlowRecord result = h.rpc_result_record("f", "req:1", task);
+  auto* m = result.mutable_method_result();
+  m->mutable_rpc()->mutable_output()->set_data("out");
+  *m->mutable_rpc()->add_next_steps() = go("Next", "from-rpc");
+  *m->add_attribute_writes() = attr("status", "s1");
+  ASSERT_EQ(h.apply(result).kind, ApplyKind::kApplied);
+  auto x = h.rpc("f", "req:1");
+  EXPECT_TRUE(x->done());
+  EXPECT_EQ(x->outcome(), ATTEMPT_COMPLETED);
+  EXPECT_EQ(x->output().data(), "out");
+  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/req:1"});
+  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  ASSERT_EQ(h.effects.ended.size(), 1u);
+  EXPECT_EQ(h.effects.ended[0].task_id, task);
+  EXPECT_EQ(h.step("f", "Next-1").parent_execution_id(), "rpc:get");
+  EXPECT_EQ(h.step("f", "Next-1").input().data(), "from-rpc");
+  EXPECT_EQ(h.attributes("f", "status")[0].value().string_value(), "s1");
+  EXPECT_FALSE(h.next_timer_at().has_value()) << "the deadline timer is gone";
+  auto completed = h.history("f").back();
+  for (const auto& e : h.history("f"))
+    if (e.kind() == RPC_COMPLETED) completed = e;
+  EXPECT_EQ(completed.kind(), RPC_COMPLETED);
+  EXPECT_EQ(completed.rpc_name(), "get");
+  EXPECT_EQ(completed.output().data(), "out");
+  EXPECT_EQ(completed.attribute_writes_size(), 1);
+  EXPECT_EQ(h.invoke("f", "req:1", "get").kind, ApplyKind::kUnchanged)
+      << "a completed RPC answers its output";
+  EXPECT_EQ(h.apply(result).kind, ApplyKind::kStale) << "its result came already";
+}
+
+TEST_F(FlowAttributes, InvokeRpcRefusalsNameTheProblem) {
+  EXPECT_EQ(h.invoke("nobody", "rpc:1", "get").code, RefusalCode::kNotFound);
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  auto r = h.invoke("f", "rpc:1", "nope");
+  EXPECT_EQ(r.code, RefusalCode::kInvalidArgument);
+  EXPECT_EQ(r.message, "RPC 'nope' is not declared by Flow type 'A'");
+  EXPECT_EQ(h.invoke("f", "rpc:1", "get", 0).code, RefusalCode::kInvalidArgument);
+  EXPECT_EQ(h.invoke("f", "rpc:1", "get", 60'001).code, RefusalCode::kInvalidArgument);
+  EXPECT_EQ(h.invoke("f", "", "get").code, RefusalCode::kInvalidArgument);
+  FlowRecord big =
+      h.invoke_record("f", "rpc:1", "get", 1'000, std::string(kPayloadBytesMax + 1, 'x'));
+  EXPECT_EQ(h.apply(big).code, RefusalCode::kInvalidArgument);
+  EXPECT_FALSE(h.rpc("f", "rpc:1").has_value());
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_mode(STOP_TERMINATE);
+  stop.mutable_stop_flow()->set_at_unix_ms(h.now);
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied);
+  r = h.invoke("f", "rpc:1", "get");
+  EXPECT_EQ(r.code, RefusalCode::kFailedPrecondition);
+  EXPECT_EQ(r.message,
+            "Flow 'f' run 'r1' is TERMINATED; RPCs are invoked only while the run is RUNNING");
+}
+
+TEST_F(FlowAttributes, AnRpcThatFailsOrTimesOutEndsWithoutRetryAndCanRunAnew) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.invoke("f", "req:a", "get").kind, ApplyKind::kApplied);
+  std::string task = h.assign_rpc("f", "req:a");
+  FlowRecord stale = h.rpc_result_record("f", "req:a", "other-task");
+  EXPECT_EQ(h.apply(stale).kind, ApplyKind::kStale);
+  FlowRecord failed = h.rpc_result_record("f", "req:a", task);
+  failed.mutable_method_result()->set_outcome(ATTEMPT_FAILED);
+  failed.mutable_method_result()->set_error("handler said no");
+  ASSERT_EQ(h.apply(failed).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "req:a")->outcome(), ATTEMPT_FAILED);
+  EXPECT_EQ(h.rpc("f", "req:a")->error(), "handler said no");
+  EXPECT_EQ(h.history("f").back().kind(), RPC_FAILED);
+  EXPECT_EQ(h.history("f").back().error(), "handler said no");
+  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/req:a"});
+  auto queued_rpcs = [&] {
+    size_t n = 0;
+    for (auto& [k, v] : h.kv.scan(keys::kTaskQueuePrefix)) {
+      TaskRef ref;
+      ref.ParseFromString(v);
+      n += ref.method() == RPC;
+    }
+    return n;
+  };
+  EXPECT_EQ(queued_rpcs(), 0u) << "never retried";
+  // The same ID again runs anew; its deadline passes while it is queued.
+  h.now += 10;
+  ASSERT_EQ(h.invoke("f", "req:a", "get", 250).kind, ApplyKind::kApplied);
+  EXPECT_FALSE(h.rpc("f", "req:a")->done());
+  ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);
+  auto x = h.rpc("f", "req:a");
+  EXPECT_EQ(x->outcome(), ATTEMPT_TIMED_OUT);
+  EXPECT_EQ(x->error(), "the RPC's timeout of 250 ms passed before it completed");
+  EXPECT_EQ(queued_rpcs(), 0u) << "dequeued";
+  EXPECT_EQ(h.run("f")->rpcs_done_size(), 1);
+}
+
+TEST_F(FlowAttributes, AnRpcHoldsItsLockKeysUntilItEnds) {
+  start_and_go(go_to({go("Locked")}));
+  ASSERT_EQ(h.invoke("f", "rpc:1", "bump").kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "rpc:1")->method().state(), TASK_LOCKED);
+  EXPECT_TRUE(h.effects.queued.empty());
+  ASSERT_EQ(h.invoke("f", "rpc:2", "get").kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "rpc:2")->method().state(), TASK_QUEUED) << "no keys: queued at once";
+  ASSERT_EQ(h.execute("f", "Locked-1", go_to({go("Locked")})).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "rpc:1")->method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_LOCKED) << "behind the RPC";
+  bool rpc_queued = false;
+  for (const auto& q : h.effects.queued)
+    rpc_queued |= q.task.method() == RPC && q.durability == ASYNC;
+  EXPECT_TRUE(rpc_queued);
+  const std::string task = h.assign_rpc("f", "rpc:1");
+  FlowRecord done = h.rpc_result_record("f", "rpc:1", task);
+  ASSERT_EQ(h.apply(done).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-2").method().state(), TASK_QUEUED);
+}
+
+TEST_F(FlowAttributes, RecoveryEndsEveryOpenRpcAndTheRunsCloseFailsThem) {
+  start_and_go(go_to({go("Locked")}));
+  const std::string step_task = h.assign("f", "Locked-1");
+  ASSERT_EQ(h.invoke("f", "rpc:run", "get").kind, ApplyKind::kApplied);
+  h.assign_rpc("f", "rpc:run");
+  ASSERT_EQ(h.invoke("f", "rpc:queued", "get").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.invoke("f", "rpc:locked", "bump").kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "rpc:locked")->method().state(), TASK_LOCKED);
+  {
+    KvFlowTxn txn(h.kv);
+    Effects fx;
+    recover_attempts(txn, h.now, fx);
+    EXPECT_EQ(fx.rpcs_done.size(), 3u);
+    EXPECT_EQ(fx.ended.size(), 2u) << "the running step attempt and the running RPC";
+  }
+  ASSERT_TRUE(check_state(h.kv).is_ok()) << check_state(h.kv).message();
+  for (const char* id : {"rpc:run", "rpc:queued", "rpc:locked"}) {
+    auto x = h.rpc("f", id);
+    EXPECT_TRUE(x->done()) << id;
+    EXPECT_EQ(x->outcome(), ATTEMPT_NOT_COMPLETED) << id;
+  }
+  auto locked = h.step("f", "Locked-1");
+  EXPECT_EQ(locked.method().last_failure().outcome(), ATTEMPT_NOT_COMPLETED);
+  EXPECT_NE(locked.method().task_id(), step_task);
+  // Close with an RPC open: it fails naming the status.
+  ASSERT_EQ(h.invoke("f", "rpc:late", "get").kind, ApplyKind::kApplied);
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_mode(STOP_FAIL);
+  stop.mutable_stop_flow()->set_at_unix_ms(h.now);
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied);
+  auto late = h.rpc("f", "rpc:late");
+  EXPECT_EQ(late->outcome(), ATTEMPT_FAILED);
+  EXPECT_EQ(late->error(), "the run closed (FAILED) before the RPC completed");
+  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/rpc:late"});
+}
+
+TEST_F(FlowAttributes, ARunKeepsTheLast256DoneRpcs) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  for (size_t i = 0; i <= kRpcsDoneKept; ++i) {
+    const std::string id = "rpc:" + std::to_string(i);
+    ASSERT_EQ(h.invoke("f", id, "get", 1).kind, ApplyKind::kApplied);
+    ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);
+  }
+  EXPECT_FALSE(h.rpc("f", "rpc:0").has_value()) << "the oldest is forgotten";
+  EXPECT_TRUE(h.rpc("f", "rpc:1").has_value());
+  EXPECT_EQ(static_cast<size_t>(h.run("f")->rpcs_done_size()), kRpcsDoneKept);
+}
+
 }  // namespace
 }  // namespace dex::flow

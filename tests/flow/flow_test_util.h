@@ -69,6 +69,37 @@ inline Wait wait_of(WaitKind kind, std::initializer_list<Condition> conditions) 
   return w;
 }
 
+inline Attribute attr(const std::string& key, const std::string& value,
+                      const std::string& instance = "") {
+  Attribute a;
+  a.set_key(key);
+  a.set_instance_key(instance);
+  a.mutable_value()->set_string_value(value);
+  return a;
+}
+
+inline Attribute attr_int(const std::string& key, int64_t value) {
+  Attribute a;
+  a.set_key(key);
+  a.mutable_value()->set_int64_value(value);
+  return a;
+}
+
+inline Attribute attr_json(const std::string& key, const std::string& json) {
+  Attribute a;
+  a.set_key(key);
+  a.mutable_value()->set_json_value(json);
+  return a;
+}
+
+// A write without a value: deletes.
+inline Attribute attr_delete(const std::string& key, const std::string& instance = "") {
+  Attribute a;
+  a.set_key(key);
+  a.set_instance_key(instance);
+  return a;
+}
+
 struct Harness {
   MemoryKv kv;
   int64_t now = 1'000'000;
@@ -221,6 +252,84 @@ struct Harness {
     int64_t at = 0;
     EXPECT_TRUE(keys::parse_timer(timers.front().first, &key, &at));
     return at;
+  }
+
+  ApplyResult set_attributes(const std::string& flow_id, std::initializer_list<Attribute> writes,
+                             const std::string& run_id = "") {
+    FlowRecord r;
+    auto* s = r.mutable_set_attributes();
+    s->set_flow_id(flow_id);
+    s->set_run_id(run_id);
+    for (const auto& w : writes) *s->add_writes() = w;
+    s->set_at_unix_ms(now);
+    return apply(r);
+  }
+
+  std::vector<Attribute> attributes(const std::string& flow_id, const std::string& key = "",
+                                    const std::string& run_id = "r1") {
+    KvFlowTxn txn(kv);
+    return txn.attributes(flow_id, run_id, key);
+  }
+
+  FlowRecord invoke_record(const std::string& flow_id, const std::string& rpc_id,
+                           const std::string& name, int64_t timeout_ms = 10'000,
+                           const std::string& input = "") {
+    FlowRecord r;
+    auto* i = r.mutable_invoke_rpc();
+    i->set_flow_id(flow_id);
+    i->set_rpc_id(rpc_id);
+    i->set_name(name);
+    i->mutable_input()->set_data(input);
+    i->set_timeout_ms(timeout_ms);
+    i->set_at_unix_ms(now);
+    return r;
+  }
+
+  ApplyResult invoke(const std::string& flow_id, const std::string& rpc_id, const std::string& name,
+                     int64_t timeout_ms = 10'000) {
+    return apply(invoke_record(flow_id, rpc_id, name, timeout_ms));
+  }
+
+  std::optional<RpcExecution> rpc(const std::string& flow_id, const std::string& rpc_id,
+                                  const std::string& run_id = "r1") {
+    KvFlowTxn txn(kv);
+    return txn.rpc(flow_id, run_id, rpc_id);
+  }
+
+  static TaskRef rpc_ref(const std::string& flow_id, const std::string& rpc_id,
+                         const std::string& run_id = "r1") {
+    TaskRef r;
+    r.set_flow_id(flow_id);
+    r.set_run_id(run_id);
+    r.set_step_execution_id(rpc_id);
+    r.set_method(RPC);
+    r.set_attempt(1);
+    return r;
+  }
+
+  // Hands the RPC's queued attempt to a Worker; returns its task id.
+  std::string assign_rpc(const std::string& flow_id, const std::string& rpc_id,
+                         const std::string& run_id = "r1") {
+    FlowRecord r;
+    r.set_at_unix_ms(now);
+    auto* a = r.add_assignments();
+    *a->mutable_task() = rpc_ref(flow_id, rpc_id, run_id);
+    a->set_task_id("e1." + std::to_string(++tasks));
+    a->set_worker_id("w1");
+    apply(r);
+    EXPECT_EQ(effects.started.size(), 1u) << rpc_id << " was not queued";
+    return a->task_id();
+  }
+
+  FlowRecord rpc_result_record(const std::string& flow_id, const std::string& rpc_id,
+                               const std::string& task_id, const std::string& run_id = "r1") {
+    FlowRecord r;
+    auto* m = r.mutable_method_result();
+    *m->mutable_task() = rpc_ref(flow_id, rpc_id, run_id);
+    m->set_task_id(task_id);
+    m->set_outcome(ATTEMPT_COMPLETED);
+    m->set_at_unix_ms(now);
+    return r;
   }
 
   std::vector<HistoryEvent> history(const std::string& flow_id, const std::string& run_id = "r1") {
