@@ -125,6 +125,8 @@ describe("Attribute declarations", () => {
     );
     assert.throws(() => stepOptionsToWire({ execute: { lockKeys: ["a", "a"] } }), invalidArgument(/execute\.lockKeys lists 'a' twice/));
     assert.throws(() => stepOptionsToWire({ execute: { lockKeys: [""] } }), invalidArgument(/lockKeys\[0\] must be a non-empty string/));
+    const seventeen = Array.from({ length: 17 }, (_, i) => `k${i}`);
+    assert.throws(() => stepOptionsToWire({ waitFor: { lockKeys: seventeen } }), invalidArgument(/waitFor\.lockKeys has 17 keys; the limit is 16/));
     assert.throws(() => new Rpc({ name: "r", lockKeys: "k" as unknown as string[], handler: () => undefined }), invalidArgument(/RPC 'r': lockKeys must be an array/));
   });
 

@@ -12,6 +12,11 @@ export const FLOW_LIMITS = {
   nameBytes: 255,
   conditionsPerWait: 100,
   movementsPerDecision: 1_000,
+  /** Lock keys of one method or RPC. */
+  lockKeysPerMethod: 16,
+  /** Attributes (and AttributeMaps) one Flow declares; RPCs one Flow declares. */
+  attributesPerFlow: 1_000,
+  rpcsPerFlow: 1_000,
   /** Ten years, the longest duration the server takes. */
   maxDurationMs: 10 * 366 * 24 * 3600 * 1000,
 } as const;

@@ -6,7 +6,7 @@
 import type { WireFlowDeclaration } from "../proto";
 import { type AnyAttribute, Attribute, AttributeMap, attributeKeyOf, type AttributeRef, attributeTypeToWire } from "./attributes";
 import { Channel, ChannelMap } from "./channels";
-import { checkName, invalid, stepTypeOf, type StepRef } from "./checks";
+import { checkName, FLOW_LIMITS, invalid, stepTypeOf, type StepRef } from "./checks";
 import type { StepContext } from "./context";
 import type { StepDecision } from "./decisions";
 import { mergeStepOptions, stepOptionsToWire, type StepOptions } from "./options";
@@ -81,6 +81,9 @@ function checkedChannels(channels: AnyChannel[], what: string): AnyChannel[] {
 /** The declared Attributes and AttributeMaps by key, checked: each key once. */
 function checkedAttributes(attributes: unknown, what: string): Map<string, AnyAttribute> {
   if (!Array.isArray(attributes)) throw invalid(`${what}: attributes must be an array`);
+  if (attributes.length > FLOW_LIMITS.attributesPerFlow) {
+    throw invalid(`${what} declares ${attributes.length} Attributes; the limit is ${FLOW_LIMITS.attributesPerFlow}`);
+  }
   const byKey = new Map<string, AnyAttribute>();
   for (const a of attributes as unknown[]) {
     if (!(a instanceof Attribute) && !(a instanceof AttributeMap)) {
@@ -110,6 +113,7 @@ function readKeys(reads: readonly AttributeRef[] | undefined, schema: ReadonlyMa
 /** The RPCs by name, checked: each name once. */
 function checkedRpcs(rpcs: unknown, what: string): Map<string, Rpc<any, any>> {
   if (!Array.isArray(rpcs)) throw invalid(`${what}: rpcs must be an array`);
+  if (rpcs.length > FLOW_LIMITS.rpcsPerFlow) throw invalid(`${what} declares ${rpcs.length} RPCs; the limit is ${FLOW_LIMITS.rpcsPerFlow}`);
   const byName = new Map<string, Rpc<any, any>>();
   for (const r of rpcs as unknown[]) {
     const rpc = r instanceof Rpc ? r : new Rpc(r as RpcDefinition<any, any>);

@@ -2,7 +2,7 @@
 // timeout, lock keys and failure policy of a Step's two methods, merged and
 // encoded as the wire's StepOptions.
 import type { WireMethodOptions, WireStepOptions } from "../proto";
-import { checkCount, checkDuration, checkName, invalid, stepTypeOf, type StepRef } from "./checks";
+import { checkCount, checkDuration, checkName, FLOW_LIMITS, invalid, stepTypeOf, type StepRef } from "./checks";
 
 export interface RetryOptions {
   /** The first backoff. Default 1000. */
@@ -83,6 +83,9 @@ function retryToWire(r: RetryOptions, what: string): NonNullable<WireMethodOptio
 /** Lock keys, checked: each a name, none twice. */
 export function checkLockKeys(keys: unknown, what: string): string[] {
   if (!Array.isArray(keys)) throw invalid(`${what} must be an array of key names`);
+  if (keys.length > FLOW_LIMITS.lockKeysPerMethod) {
+    throw invalid(`${what} has ${keys.length} keys; the limit is ${FLOW_LIMITS.lockKeysPerMethod}`);
+  }
   const seen = new Set<string>();
   for (const [i, k] of keys.entries()) {
     checkName(k, `${what}[${i}]`);
