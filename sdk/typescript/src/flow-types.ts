@@ -325,8 +325,9 @@ export interface HistoryEvent {
   rpcName: string;
   /** RPC_COMPLETED: the output (JSON decoded). */
   output?: unknown;
-  /** LOCKS_ACQUIRED, LOCKS_RELEASED. */
+  /** LOCKS_ACQUIRED, LOCKS_RELEASED: the keys, and the method that holds them (stepExecutionId: the execution or RPC ID). */
   lockKeys: string[];
+  method?: "WAIT_FOR" | "EXECUTE" | "RPC";
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -344,6 +345,7 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
     lockKeys: [...(e.lockKeys ?? [])],
   };
   if (e.kind === "RPC_COMPLETED") out.output = decodeValue(e.output);
+  if (e.method === "WAIT_FOR" || e.method === "EXECUTE" || e.method === "RPC") out.method = e.method;
   const wait = toWaitView(e.wait);
   if (wait !== undefined) out.wait = wait;
   const decision = toDecisionView(e.decision);

@@ -360,6 +360,44 @@ describe("over the wire, against an in-process server", () => {
     await assert.rejects(client.invokeRpc("f-1", "x", 10n), /INVALID_ARGUMENT: invokeRpc: the input of RPC 'x' cannot be encoded/);
   });
 
+  test("history events of RPCs, Attribute writes and locks; a task waiting for a lock", async () => {
+    fake.answers.set("GetHistoryEvents", () => ({
+      runId: "r-1",
+      more: false,
+      events: [
+        { seq: 4, kind: "LOCKS_ACQUIRED", stepExecutionId: "rpc:1.4", method: "RPC", lockKeys: ["inventory"] },
+        {
+          seq: 5,
+          kind: "RPC_COMPLETED",
+          stepExecutionId: "rpc:1.4",
+          rpcName: "reserve",
+          output: { data: Buffer.from('{"left":1}') },
+          attributeWrites: [{ key: "seats", instanceKey: "A1", value: { int64Value: 1 } }, { key: "blob" }],
+        },
+        { seq: 6, kind: "ATTRIBUTES_SET", attributeWrites: [{ key: "stage", value: { stringValue: "closing" } }] },
+        { seq: 7, kind: "RPC_FAILED", stepExecutionId: "rpc:1.5", rpcName: "reserve", error: "no seats left in A1" },
+      ],
+    }));
+    const page = await client.getHistoryEvents("f-1");
+    const [locks, completed, set, failed] = page.events;
+    assert.deepEqual([locks?.kind, locks?.method, locks?.lockKeys], ["LOCKS_ACQUIRED", "RPC", ["inventory"]]);
+    assert.deepEqual([completed?.kind, completed?.rpcName, completed?.output], ["RPC_COMPLETED", "reserve", { left: 1 }]);
+    assert.deepEqual(completed?.attributeWrites, [
+      { key: "seats", instanceKey: "A1", type: "int64", value: 1 },
+      { key: "blob", instanceKey: "", type: undefined, value: undefined },
+    ]);
+    assert.deepEqual(set?.attributeWrites.map((w) => [w.key, w.value]), [["stage", "closing"]]);
+    assert.deepEqual([failed?.kind, failed?.rpcName, failed?.error], ["RPC_FAILED", "reserve", "no seats left in A1"]);
+
+    fake.answers.set("GetFlowState", () => ({
+      flow: { flowId: "f-1", runId: "r-1", status: "FLOW_RUNNING" },
+      active: [{ stepExecutionId: "Ship-2", stepType: "Ship", phase: "PHASE_EXECUTE", method: "EXECUTE", taskState: "TASK_LOCKED" }],
+      workers: [],
+    }));
+    const state = await client.getFlowState("f-1");
+    assert.equal(state.active[0]?.taskState, "LOCKED");
+  });
+
   test("invokeRpc's errors keep the server's code and message", async () => {
     const failWith = (code: grpc.status, details: string) => () => ({ error: { code, details } });
     const rejectsWith = async (code: string, pattern: RegExp): Promise<void> => {
