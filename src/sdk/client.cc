@@ -15,9 +15,9 @@
 #include "common/random.h"
 #include "config/config.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/api.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
+#include "sdk/flow.h"
 #include "sdk/grpc_status.h"
 #include "sdk/readiness.h"
 
@@ -669,6 +669,112 @@ StatusOr<flow::WaitForStepCompletionResponse> Client::wait_for_step(
         });
     if (out.is_ok() && (out->completed() || SystemClock::instance().now() >= end)) return out;
     if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
+  }
+}
+
+}  // namespace dex
+
+// ------------------------------------------------------------ Attributes and RPCs
+
+namespace dex {
+
+StatusOr<flow::GetAttributesResponse> Client::get_attributes(const std::string& flow_id,
+                                                             const std::string& run_id,
+                                                             const std::vector<std::string>& keys) {
+  flow::GetAttributesRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  for (const auto& k : keys) request.add_keys(k);
+  return unary<flow::GetAttributesResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::GetAttributesResponse* r) {
+        return e.flows->GetAttributes(c, request, r);
+      });
+}
+
+Status Client::set_attributes(const std::string& flow_id,
+                              const std::vector<flow::Attribute>& writes,
+                              const std::string& run_id) {
+  flow::SetAttributesRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  for (const auto& w : writes) *request.add_writes() = w;
+  return unary<flow::SetAttributesResponse>(
+             *stubs_, options_, options_.timeout,
+             [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SetAttributesResponse* r) {
+               return e.flows->SetAttributes(c, request, r);
+             })
+      .status();
+}
+
+StatusOr<flow::WaitForAttributeResponse> Client::wait_for_attribute(
+    const std::string& flow_id, const std::string& key, const flow::AttributeValue& value,
+    Duration timeout, const std::string& instance_key, const std::string& run_id) {
+  switch (value.value_case()) {
+    case flow::AttributeValue::kStringValue:
+    case flow::AttributeValue::kInt64Value:
+    case flow::AttributeValue::kDoubleValue:
+    case flow::AttributeValue::kBoolValue:
+    case flow::AttributeValue::kDatetimeUnixMs:
+      break;
+    default:
+      return Status::invalid_argument(
+          "INVALID_ARGUMENT: wait_for_attribute '" + key +
+          "': the value to wait for must be a string, int64, double, bool or datetime");
+  }
+  const TimePoint end = SystemClock::instance().now() + timeout;
+  // Bounded by `timeout`, as wait_for_flow; a closed run ends the wait.
+  while (true) {
+    const Duration left = std::max<Duration>(end - SystemClock::instance().now(), milliseconds(1));
+    const Duration slice = std::min(left, kWaitSliceMax);
+    flow::WaitForAttributeRequest request;
+    *request.mutable_flow() = flow_ref(flow_id, run_id);
+    request.set_key(key);
+    request.set_instance_key(instance_key);
+    *request.mutable_value() = value;
+    request.set_timeout_ms(std::max<int64_t>(1, to_ms(slice)));
+    auto out = long_poll<flow::WaitForAttributeResponse>(
+        *stubs_, options_, slice,
+        [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForAttributeResponse* r) {
+          return e.flows->WaitForAttribute(c, request, r);
+        });
+    if (out.is_ok() && (out->matched() || out->status() != flow::FLOW_RUNNING ||
+                        SystemClock::instance().now() >= end))
+      return out;
+    if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
+  }
+}
+
+StatusOr<nlohmann::json> Client::invoke_rpc(const std::string& flow_id, const std::string& name,
+                                            const nlohmann::json& input,
+                                            const InvokeRpcOptions& options) {
+  flow::InvokeRpcRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, options.run_id);
+  request.set_name(name);
+  *request.mutable_input() = json_payload(input);
+  request.set_timeout_ms(to_ms(options.timeout));
+  // The same on every repeat of this call: a committed RPC is not run twice.
+  request.set_request_id(options.request_id.empty() ? random_hex_id() : options.request_id);
+  // The server answers within the RPC's timeout (10 s by default): the call's
+  // deadline is that plus the usual one.
+  const Duration wait = options.timeout > Duration::zero() ? options.timeout : seconds(10);
+  auto out = long_poll<flow::InvokeRpcResponse>(
+      *stubs_, options_, wait,
+      [&](Endpoint& e, grpc::ClientContext* c, flow::InvokeRpcResponse* r) {
+        return e.flows->InvokeRpc(c, request, r);
+      });
+  if (!out.is_ok() && sdk_internal::grpc_code_of(out.status()) == "DEADLINE_EXCEEDED") {
+    return Status(out.status().code(),
+                  fmt::format("DEADLINE_EXCEEDED: RPC '{}' of Flow '{}' gave no result within {} "
+                              "(its outcome is unknown; a retry with request ID '{}' answers it "
+                              "if it was committed): {}",
+                              name, flow_id, format_duration(wait), request.request_id(),
+                              without_code(out.status())));
+  }
+  if (!out.is_ok()) return out.status();
+  try {
+    return from_payload(out->output());
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid_argument("INVALID_ARGUMENT: the output of RPC '" + name +
+                                    "' is not JSON: " + e.what());
   }
 }
 

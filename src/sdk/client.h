@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 #include "common/clock.h"
 #include "common/status.h"
+#include "sdk/attribute.h"
 
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
@@ -57,6 +58,38 @@ struct ClientOptions {
 // StepDownRequest.expected_node_epoch): a decimal number from 1 to 2^64-1
 // without leading zeros. InvalidArgument naming the text otherwise.
 Status validate_node_epoch(std::string_view epoch);
+
+// Client::start's options: the proto's fields (request ID, ID reuse policy,
+// timeout, start delay, ...) and typed initial Attributes, written with the
+// start in the same record:
+//   dex::StartOptions options;
+//   options.initial(status, std::string("new")).initial(stock, "sku-1", int64_t{4});
+struct StartOptions {
+  flow::StartOptions proto;
+
+  template <typename T>
+  StartOptions& initial(const Attribute<T>& attribute, const T& value) {
+    *proto.add_initial_attributes() = attribute.write(value);
+    return *this;
+  }
+  template <typename T>
+  StartOptions& initial(const AttributeMap<T>& map, const std::string& instance_key,
+                        const T& value) {
+    *proto.add_initial_attributes() = map.write(instance_key, value);
+    return *this;
+  }
+};
+
+struct InvokeRpcOptions {
+  // How long the server waits for the handler's result to be committed.
+  // Zero: the server's default (10 s); at most 60 s.
+  Duration timeout = Duration::zero();
+  // Empty: a fresh one per call, the same for every repeat of the call on
+  // another process. A retry with the request ID of an RPC whose result was
+  // committed answers that output again, without running the handler.
+  std::string request_id;
+  std::string run_id;  // empty: the current run
+};
 
 // Options that are not valid (a bad or repeated address, see addresses.h)
 // make every call fail with InvalidArgument naming what is wrong.
@@ -103,6 +136,12 @@ class Client {
   StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
                                           const nlohmann::json& input,
                                           flow::StartOptions options = {});
+  // With typed initial Attributes (StartOptions::initial).
+  StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
+                                          const nlohmann::json& input,
+                                          const StartOptions& options) {
+    return start(flow_type, flow_id, input, options.proto);
+  }
   Status stop(const std::string& flow_id, flow::StopMode mode = flow::STOP_CANCEL,
               const std::string& reason = "", const std::string& run_id = "");
   // Appends `messages` in order to a Channel (or a ChannelMap's instance).
@@ -136,6 +175,70 @@ class Client {
                                                               const std::string& step_execution_id,
                                                               Duration timeout,
                                                               const std::string& run_id = "");
+
+  // ------------------------------------------------ Attributes and RPCs
+  // The run's Attributes (the latest run when run_id is empty, also after it
+  // closed): `keys` only, or every one. Read them typed with
+  // Attribute::get(response) / AttributeMap::get(response, instance) / all(response).
+  StatusOr<flow::GetAttributesResponse> get_attributes(const std::string& flow_id,
+                                                       const std::string& run_id = "",
+                                                       const std::vector<std::string>& keys = {});
+  // Applies `writes` (Attribute::write / deletion, AttributeMap::write /
+  // deletion) in order, all or none, to a RUNNING run. Safe to repeat.
+  Status set_attributes(const std::string& flow_id, const std::vector<flow::Attribute>& writes,
+                        const std::string& run_id = "");
+  // Waits until the Attribute (an AttributeMap's instance) equals `value` (a
+  // string, int64, double, bool or datetime; otherwise InvalidArgument and
+  // nothing is sent), the run closes or `timeout` passes (matched = false).
+  // Like wait_for_flow, it keeps waiting through a restart or a failover.
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const std::string& flow_id, const std::string& key, const flow::AttributeValue& value,
+      Duration timeout, const std::string& instance_key = "", const std::string& run_id = "");
+  template <typename T>
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(const std::string& flow_id,
+                                                              const Attribute<T>& attribute,
+                                                              const T& value, Duration timeout,
+                                                              const std::string& run_id = "") {
+    return wait_for_attribute(flow_id, attribute.key(), attribute_value(value), timeout, "",
+                              run_id);
+  }
+  template <typename T>
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(const std::string& flow_id,
+                                                              const AttributeMap<T>& map,
+                                                              const std::string& instance_key,
+                                                              const T& value, Duration timeout,
+                                                              const std::string& run_id = "") {
+    return wait_for_attribute(flow_id, map.key(), attribute_value(value), timeout, instance_key,
+                              run_id);
+  }
+
+  // Runs the Flow's RPC `name` on a Worker and answers its output once its
+  // result (output, Attribute writes, publishes, new Steps) is committed.
+  // Errors: INVALID_ARGUMENT (an RPC the Flow does not declare),
+  // FAILED_PRECONDITION (the run is closed, or the handler failed: its
+  // message), DEADLINE_EXCEEDED (no result within the timeout), UNAVAILABLE
+  // (no active process, or it changed before the result was committed:
+  // nothing of it was). Repeated on another process with the same request ID
+  // like every call: a committed RPC answers its output again, one that was
+  // not committed runs again (make the handler's outside effects idempotent).
+  StatusOr<nlohmann::json> invoke_rpc(const std::string& flow_id, const std::string& name,
+                                      const nlohmann::json& input,
+                                      const InvokeRpcOptions& options = {});
+  // Typed: the input converts with to_json, the output with from_json (an
+  // output that does not convert to Out is InvalidArgument naming the RPC).
+  //   StatusOr<Quote> q = client.invoke_rpc<Quote>("f-1", "quote", QuoteRequest{...});
+  template <typename Out, typename In>
+  StatusOr<Out> invoke_rpc(const std::string& flow_id, const std::string& name, const In& input,
+                           const InvokeRpcOptions& options = {}) {
+    StatusOr<nlohmann::json> out = invoke_rpc(flow_id, name, nlohmann::json(input), options);
+    if (!out.is_ok()) return out.status();
+    try {
+      return out->template get<Out>();
+    } catch (const nlohmann::json::exception& e) {
+      return Status::invalid_argument("INVALID_ARGUMENT: the output of RPC '" + name +
+                                      "' does not convert: " + e.what());
+    }
+  }
 
   const ClientOptions& options() const { return options_; }
   // The addresses calls go to, in the order given.

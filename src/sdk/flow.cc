@@ -1,5 +1,8 @@
 #include "sdk/flow.h"
 
+#include <algorithm>
+#include <set>
+
 namespace dex {
 
 flow::Payload to_payload(const json& value) {
@@ -103,6 +106,7 @@ flow::MethodOptions method_proto(const MethodOptions& m, bool execute) {
   }
   if (m.async) p.set_durability(flow::ASYNC);
   p.set_heartbeat_timeout_ms(m.heartbeat_timeout.count());
+  for (const auto& k : m.lock_keys) p.add_lock_keys(k);
   return p;
 }
 }  // namespace
@@ -185,15 +189,46 @@ StepDecision& StepDecision::cancel_siblings() {
 
 // ---------------------------------------------------------------- context
 
+const std::string Context::kNone;
+
 Context::Context(const flow::FlowTask& task, json input, std::function<void()> heartbeat,
-                 std::function<bool()> cancelled)
+                 std::function<bool()> cancelled, const sdk_internal::AttributeScope* attributes)
     : task_(task),
       input_(std::move(input)),
+      attributes_(attributes),
       heartbeat_(std::move(heartbeat)),
       cancelled_(std::move(cancelled)) {
   if (task.method() == flow::EXECUTE && !task.locals().data().empty()) {
     locals_ = from_payload(task.locals());
     if (!locals_.is_object()) locals_ = json::object();
+  }
+  for (const auto& a : task.attributes()) {
+    if (a.has_value()) values_[a.key()][a.instance_key()] = a.value();
+  }
+}
+
+void Context::check_attribute(const AttributeDef& def, bool read) const {
+  const std::string flow = "Flow type '" + task_.flow_type() + "'";
+  const std::string reader = attributes_ != nullptr ? attributes_->reader : "this method";
+  auto declared = attributes_ == nullptr ? nullptr : [&]() -> const AttributeDef* {
+    auto it = attributes_->schema.find(def.key());
+    return it == attributes_->schema.end() ? nullptr : &it->second;
+  }();
+  if (declared == nullptr) {
+    throw AttributeError("Attribute '" + def.key() + "' is not declared by " + flow +
+                         " (Flow::attributes())");
+  }
+  if (declared->type() != def.type() || declared->is_map() != def.is_map()) {
+    throw AttributeError(def.describe() + " does not match its declaration by " + flow + ": " +
+                         declared->describe());
+  }
+  if (read && std::find(attributes_->reads.begin(), attributes_->reads.end(), def.key()) ==
+                  attributes_->reads.end()) {
+    std::string reads;
+    for (const auto& k : attributes_->reads) reads += (reads.empty() ? "" : ", ") + k;
+    throw AttributeError(reader + " does not read Attribute '" + def.key() +
+                         "' (its attribute_reads: " + (reads.empty() ? "none" : reads) +
+                         "): its tasks do not carry it");
   }
 }
 
@@ -257,6 +292,12 @@ flow::FlowDeclaration Flow::declaration() const {
     step->set_step_type(s->type());
     step->set_has_wait_for(s->waits());
     *step->mutable_options() = s->options().proto();
+    AttributeReads reads = s->attribute_reads();
+    if (reads.is_all()) {
+      for (const auto& a : attributes()) step->add_attribute_reads(a.key());
+    } else {
+      for (const auto& k : reads.keys()) step->add_attribute_reads(k);
+    }
   }
   for (const auto& c : channels()) d.add_channels()->set_name(c.name());
   for (const auto& m : channel_maps()) {
@@ -264,8 +305,71 @@ flow::FlowDeclaration Flow::declaration() const {
     c->set_name(m.name());
     c->set_is_map(true);
   }
+  const std::vector<AttributeDef> schema = attributes();
+  for (const auto& a : schema) *d.add_attributes() = a.declaration();
+  for (const auto& r : rpcs()) {
+    auto* rpc = d.add_rpcs();
+    rpc->set_name(r.name());
+    for (const auto& k : r.options().lock_keys) rpc->add_lock_keys(k);
+    if (r.options().attribute_reads.is_all()) {
+      for (const auto& a : schema) rpc->add_attribute_reads(a.key());
+    } else {
+      for (const auto& k : r.options().attribute_reads.keys()) rpc->add_attribute_reads(k);
+    }
+  }
   return d;
 }
+
+Status Flow::validate() const {
+  const std::string flow = "Flow type '" + type() + "'";
+  std::set<std::string> keys;
+  for (const auto& a : attributes()) {
+    if (a.key().empty()) return Status::invalid_argument(flow + " declares an empty Attribute key");
+    if (!keys.insert(a.key()).second) {
+      return Status::invalid_argument(flow + " declares Attribute '" + a.key() + "' twice");
+    }
+  }
+  auto check_reads = [&](const AttributeReads& reads, const std::string& who) -> Status {
+    for (const auto& k : reads.keys()) {
+      if (keys.count(k) == 0) {
+        return Status::invalid_argument(flow + ": " + who + " reads Attribute '" + k +
+                                        "', which the Flow does not declare");
+      }
+    }
+    return Status::ok();
+  };
+  for (const auto& s : steps()) {
+    if (Status st = check_reads(s->attribute_reads(), "Step '" + s->type() + "'"); !st.is_ok())
+      return st;
+  }
+  std::set<std::string> names;
+  for (const auto& r : rpcs()) {
+    if (r.name().empty()) return Status::invalid_argument(flow + " declares an RPC with no name");
+    if (!names.insert(r.name()).second) {
+      return Status::invalid_argument(flow + " declares RPC '" + r.name() + "' twice");
+    }
+    if (Status st = check_reads(r.options().attribute_reads, "RPC '" + r.name() + "'"); !st.is_ok())
+      return st;
+  }
+  return Status::ok();
+}
+
+namespace {
+
+sdk_internal::AttributeScope attribute_scope(const Flow& flow, std::string reader,
+                                             const AttributeReads& reads) {
+  sdk_internal::AttributeScope scope;
+  scope.flow_type = flow.type();
+  scope.reader = std::move(reader);
+  for (const auto& a : flow.attributes()) {
+    scope.schema.emplace(a.key(), a);
+    if (reads.is_all()) scope.reads.push_back(a.key());
+  }
+  if (!reads.is_all()) scope.reads = reads.keys();
+  return scope;
+}
+
+}  // namespace
 
 flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
                                    const std::function<void()>& heartbeat,
@@ -276,10 +380,37 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
     result.clear_result();
     result.clear_publishes();
     result.clear_locals();
+    result.clear_attribute_writes();
     result.mutable_error()->set_message(message);
     result.mutable_error()->set_non_retryable(non_retryable);
   };
   try {
+    if (task.method() == flow::RPC) {
+      std::optional<Rpc> rpc;
+      for (auto& r : flow.rpcs())
+        if (r.name() == task.rpc_name()) rpc = std::move(r);
+      if (!rpc) {
+        throw FlowFailure(
+            "Flow type '" + flow.type() + "' in this Worker has no RPC '" + task.rpc_name() + "'",
+            true);
+      }
+      json input;
+      try {
+        input = from_payload(task.input());
+      } catch (const json::exception& e) {
+        throw FlowFailure(std::string("the RPC input is not valid JSON: ") + e.what(), true);
+      }
+      const auto scope =
+          attribute_scope(flow, "RPC '" + rpc->name() + "'", rpc->options().attribute_reads);
+      Context context(task, input, heartbeat, cancelled, &scope);
+      RpcResult out = rpc->call(context, input);
+      auto* r = result.mutable_rpc();
+      *r->mutable_output() = to_payload(out.output);
+      for (const auto& m : out.next_steps) add_movement(r->mutable_next_steps(), m);
+      for (const auto& p : context.publishes()) *result.add_publishes() = p;
+      for (const auto& w : context.attribute_writes()) *result.add_attribute_writes() = w;
+      return result;
+    }
     std::shared_ptr<Step> step;
     for (auto& s : flow.steps())
       if (s->type() == task.step_type()) step = s;
@@ -293,7 +424,9 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
     } catch (const json::exception& e) {
       throw FlowFailure(std::string("the Step input is not valid JSON: ") + e.what(), true);
     }
-    Context context(task, std::move(input), heartbeat, cancelled);
+    const auto scope =
+        attribute_scope(flow, "Step '" + step->type() + "'", step->attribute_reads());
+    Context context(task, std::move(input), heartbeat, cancelled, &scope);
     if (task.method() == flow::WAIT_FOR) {
       *result.mutable_wait() = step->wait_for(context).proto();
       if (!context.locals().empty()) *result.mutable_locals() = to_payload(context.locals());
@@ -301,12 +434,17 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
       *result.mutable_decision() = step->execute(context).proto();
     }
     for (const auto& p : context.publishes()) *result.add_publishes() = p;
+    for (const auto& w : context.attribute_writes()) *result.add_attribute_writes() = w;
   } catch (const FlowFailure& e) {
     fail(e.what(), e.non_retryable());
+  } catch (const AttributeError& e) {
+    fail(e.what(), true);  // a misused Attribute fails again on every attempt
   } catch (const std::exception& e) {
     fail(e.what(), false);
   } catch (...) {
-    fail("the Step threw a non-standard exception", false);
+    fail(task.method() == flow::RPC ? "the RPC handler threw a non-standard exception"
+                                    : "the Step threw a non-standard exception",
+         false);
   }
   return result;
 }

@@ -21,9 +21,14 @@
 //     }
 //   };
 //
-// Values (inputs, outputs, messages, locals) are JSON: on the wire they are
-// Payloads holding JSON text. Handlers run on the Worker's pool threads; a
-// Context is valid only during its call.
+// A Flow may also declare Attributes (sdk/attribute.h: typed per-run values
+// its Steps and RPCs read and write) and RPCs (Rpc: handlers a client calls
+// synchronously with Client::invoke_rpc).
+//
+// Values (inputs, outputs, messages, locals, RPC inputs and outputs) are JSON:
+// on the wire they are Payloads holding JSON text; a typed value goes through
+// nlohmann::json's to_json/from_json. Handlers run on the Worker's pool
+// threads; a Context is valid only during its call.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,10 +42,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
+#include "sdk/attribute.h"
 
 namespace dex {
 
@@ -130,6 +137,9 @@ struct MethodOptions {
   std::string recovery_step;
   bool async = false;  // ASYNC durability: sent while its start is written
   std::chrono::milliseconds heartbeat_timeout{0};
+  // No attempt of this method is handed out while another attempt or RPC of
+  // the same run holds one of these keys; waiters get them in queue order.
+  std::vector<std::string> lock_keys;
 };
 
 struct StepOptions {
@@ -183,16 +193,36 @@ class FlowFailure : public std::runtime_error {
 
 // ---------------------------------------------------------------- context
 
+namespace sdk_internal {
+// What a method may do with Attributes: the Flow's schema and the keys its
+// task carries (its reads). `reader` names the method in messages.
+struct AttributeScope {
+  std::string flow_type;
+  std::string reader;  // "Step 'Charge'", "RPC 'approve'"
+  std::map<std::string, AttributeDef> schema;
+  std::vector<std::string> reads;
+};
+}  // namespace sdk_internal
+
 class Context {
  public:
+  // `attributes` (may be null: no Attribute is declared) must outlive the Context.
   Context(const flow::FlowTask& task, json input, std::function<void()> heartbeat,
-          std::function<bool()> cancelled);
+          std::function<bool()> cancelled,
+          const sdk_internal::AttributeScope* attributes = nullptr);
 
   const std::string& flow_id() const { return task_.flow_id(); }
   const std::string& run_id() const { return task_.run_id(); }
   const std::string& flow_type() const { return task_.flow_type(); }
+  // An RPC handler's Context has no Step: these are empty there.
   const std::string& step_type() const { return task_.step_type(); }
-  const std::string& step_execution_id() const { return task_.step_execution_id(); }
+  const std::string& step_execution_id() const {
+    return is_rpc() ? kNone : task_.step_execution_id();
+  }
+  // An RPC handler's: its name and the RPC ID; empty in a Step.
+  bool is_rpc() const { return task_.method() == flow::RPC; }
+  const std::string& rpc_name() const { return task_.rpc_name(); }
+  const std::string& rpc_id() const { return is_rpc() ? task_.step_execution_id() : kNone; }
   uint32_t attempt() const { return task_.attempt(); }
   int64_t first_attempt_unix_ms() const { return task_.first_attempt_unix_ms(); }
   // The execution whose decision started this one ("" for the start Step).
@@ -223,12 +253,29 @@ class Context {
   // Internal: what the result carries.
   const json& locals() const { return locals_; }
   const std::vector<flow::Publish>& publishes() const { return publishes_; }
+  const std::vector<flow::Attribute>& attribute_writes() const { return attribute_writes_; }
 
  private:
+  friend std::optional<flow::AttributeValue> sdk_internal::read_attribute(const Context&,
+                                                                          const AttributeDef&,
+                                                                          const std::string&);
+  friend std::vector<std::string> sdk_internal::attribute_instances(const Context&,
+                                                                    const AttributeDef&);
+  friend void sdk_internal::write_attribute(Context&, const AttributeDef&, const std::string&,
+                                            std::optional<flow::AttributeValue>);
+  // Throws AttributeError unless `def` matches the schema (and, for a read, is read).
+  void check_attribute(const AttributeDef& def, bool read) const;
+
+  static const std::string kNone;
   const flow::FlowTask& task_;
   json input_;
   json locals_ = json::object();
   std::vector<flow::Publish> publishes_;
+  const sdk_internal::AttributeScope* attributes_;
+  // The current values: the task's, with this method's writes applied. By key,
+  // then instance key ("" for a plain Attribute).
+  std::map<std::string, std::map<std::string, flow::AttributeValue>> values_;
+  std::vector<flow::Attribute> attribute_writes_;
   std::function<void()> heartbeat_;
   std::function<bool()> cancelled_;
 };
@@ -243,6 +290,9 @@ class Step {
   virtual Wait wait_for(Context&) { return Wait::skip(); }
   virtual StepDecision execute(Context& context) = 0;
   virtual StepOptions options() const { return {}; }
+  // The Attributes this Step's tasks carry (its reads): by default every one
+  // the Flow declares. A get of any other fails naming it.
+  virtual AttributeReads attribute_reads() const { return AttributeReads::all(); }
 };
 
 // A Step whose wait_for runs first.
@@ -250,6 +300,81 @@ class WaitingStep : public Step {
  public:
   bool waits() const final { return true; }
   Wait wait_for(Context& context) override = 0;
+};
+
+// ---------------------------------------------------------------- RPCs
+
+// What an RPC handler returns: its output (JSON; a typed value converts with
+// to_json) and the Steps it starts (scheduled by "rpc:<name>").
+struct RpcResult {
+  RpcResult(json output_ = nullptr, std::vector<Movement> next_steps_ = {})  // NOLINT: implicit
+      : output(std::move(output_)), next_steps(std::move(next_steps_)) {}
+  json output;
+  std::vector<Movement> next_steps;
+};
+
+struct RpcOptions {
+  // As MethodOptions::lock_keys: the handler runs only while it holds them.
+  std::vector<std::string> lock_keys;
+  AttributeReads attribute_reads;  // default: every declared Attribute
+};
+
+// An RPC handler: runs on a Worker's pool thread with the run's Attributes
+// (its reads); its Attribute writes, Channel publishes (ctx.publish) and next
+// Steps are committed with its output in one record. A throw (or a
+// FlowFailure) fails the RPC: the client gets FAILED_PRECONDITION with the
+// message. The server never retries an RPC.
+using RpcHandler = std::function<RpcResult(Context&, const json& input)>;
+
+class Rpc {
+ public:
+  Rpc(std::string name, RpcHandler handler, RpcOptions options = {})
+      : name_(std::move(name)), handler_(std::move(handler)), options_(std::move(options)) {}
+
+  // A handler of a typed input: `handler(Context&, const In&)` returns an
+  // RpcResult, a json, a value with to_json, or nothing. An input that does
+  // not convert to In fails the RPC naming it.
+  template <typename In, typename Handler>
+  static Rpc typed(std::string name, Handler handler, RpcOptions options = {}) {
+    std::string rpc = name;
+    return Rpc(
+        std::move(name),
+        [rpc, handler = std::move(handler)](Context& ctx, const json& input) -> RpcResult {
+          auto call = [&](const In& in) -> RpcResult {
+            using Out = std::invoke_result_t<Handler&, Context&, const In&>;
+            if constexpr (std::is_void_v<Out>) {
+              handler(ctx, in);
+              return RpcResult();
+            } else if constexpr (std::is_same_v<std::decay_t<Out>, RpcResult>) {
+              return handler(ctx, in);
+            } else {
+              return RpcResult(json(handler(ctx, in)));
+            }
+          };
+          if constexpr (std::is_same_v<In, json>) {
+            return call(input);
+          } else {
+            std::optional<In> in;
+            try {
+              in.emplace(input.get<In>());
+            } catch (const json::exception& e) {
+              throw FlowFailure("the input of RPC '" + rpc + "' does not convert: " + e.what(),
+                                true);
+            }
+            return call(*in);
+          }
+        },
+        std::move(options));
+  }
+
+  const std::string& name() const { return name_; }
+  const RpcOptions& options() const { return options_; }
+  RpcResult call(Context& context, const json& input) const { return handler_(context, input); }
+
+ private:
+  std::string name_;
+  RpcHandler handler_;
+  RpcOptions options_;
 };
 
 class Flow {
@@ -261,12 +386,20 @@ class Flow {
   virtual std::string start_step() const = 0;
   virtual std::vector<Channel> channels() const { return {}; }
   virtual std::vector<ChannelMap> channel_maps() const { return {}; }
+  // The Attributes and AttributeMaps of the persistence schema:
+  //   std::vector<dex::AttributeDef> attributes() const override { return {status, stock}; }
+  virtual std::vector<AttributeDef> attributes() const { return {}; }
+  virtual std::vector<Rpc> rpcs() const { return {}; }
 
   // What a Worker declares in its hello.
   flow::FlowDeclaration declaration() const;
+  // InvalidArgument naming what is wrong: an Attribute key or RPC name empty
+  // or repeated, a read of an undeclared Attribute. Worker::run() checks it.
+  Status validate() const;
 };
 
-// Runs one FlowTask with `flow` (the Worker's pool threads call it).
+// Runs one FlowTask with `flow` (the Worker's pool threads call it): WaitFor,
+// Execute or an RPC handler. Never throws.
 flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
                                    const std::function<void()>& heartbeat,
                                    const std::function<bool()>& cancelled);

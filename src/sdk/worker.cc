@@ -5,8 +5,8 @@
 //     order until a process accepts the stream (HelloAck; a standby refuses it
 //     with UNAVAILABLE); it sleeps the reconnect backoff only after a round of
 //     refusals, or after an accepted stream broke;
-//   - max_concurrent_tasks pool threads run WaitFor and Execute from a bounded
-//     queue;
+//   - max_concurrent_tasks pool threads run WaitFor, Execute and RPC handlers
+//     from a bounded queue;
 //   - a supervisor thread cancels a stream that has been silent too long or
 //     whose set-up and hello take too long (a frozen process) and, after
 //     shutdown(), ends everything when the Worker is idle or the shutdown
@@ -220,6 +220,9 @@ Status WorkerCore::run() {
     if (ran_) return Status::invalid_argument("Worker::run() may be called once");
     if (flows_.empty()) {
       return Status::invalid_argument("the worker hosts no Flow: call host() before run()");
+    }
+    for (const auto& [type, flow] : flows_) {
+      if (Status s = flow->validate(); !s.is_ok()) return s;
     }
     if (options_.max_concurrent_tasks < 1) {
       return Status::invalid_argument("max_concurrent_tasks must be at least 1");

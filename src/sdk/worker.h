@@ -1,7 +1,7 @@
 // The C++ worker SDK: a Worker hosts dex Flows (sdk/flow.h) over one
 // WorkerTaskService.PollWorkerTask stream (proto/dex/api.proto): its hello
-// declares every hosted Flow type, and it runs the WaitFor and Execute tasks
-// it receives on a bounded thread pool.
+// declares every hosted Flow type (its Steps, Attributes and RPCs), and it
+// runs the WaitFor, Execute and RPC tasks it receives on a bounded thread pool.
 //
 //   dex::Worker worker({.server_address = "127.0.0.1:8801"});
 //   worker.host(std::make_shared<OrderProcessing>());  // a dex::Flow
@@ -69,7 +69,7 @@ struct WorkerStats {
   uint64_t streams_refused = 0;   // streams that ended without a HelloAck (a standby, nothing
                                   // listening, no answer)
   uint64_t tasks_received = 0;    // FlowTasks received (duplicates excluded)
-  uint64_t tasks_finished = 0;    // WaitFor and Execute calls that returned or threw
+  uint64_t tasks_finished = 0;    // WaitFor, Execute and RPC calls that returned or threw
   uint64_t results_accepted = 0;  // ResultAck accepted = true
   uint64_t results_refused = 0;   // ResultAck accepted = false (dropped)
   uint64_t results_resent = 0;    // results sent again on a new stream
@@ -90,13 +90,14 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   // Hosts a dex Flow (sdk/flow.h): its declaration goes in every hello (the
-  // server records it durably), and its WaitFor and Execute tasks run on the
-  // pool, concurrently. Call before run(); a second Flow of the same type
+  // server records it durably), and its WaitFor, Execute and RPC tasks run on
+  // the pool, concurrently. Call before run(); a second Flow of the same type
   // replaces the first.
   void host(std::shared_ptr<Flow> flow);
 
   // Serves until shutdown(). Returns ok after a shutdown, InvalidArgument
-  // when no Flow is hosted or the options are not valid, or when the active
+  // when no Flow is hosted, a Flow is not valid (Flow::validate()) or the
+  // options are not valid, or when the active
   // process refuses the hello (a Flow declaration it does not accept, named
   // in the message): then it stops as after shutdown(). Call once.
   Status run();

@@ -356,6 +356,141 @@ grpc::Status FakeFlowService::WaitForFlow(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status FakeFlowService::GetAttributes(grpc::ServerContext*,
+                                            const flow::GetAttributesRequest* request,
+                                            flow::GetAttributesResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  attribute_gets_.push_back(*request);
+  if (request->flow().flow_id() == "missing") {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no Flow with ID 'missing'");
+  }
+  response->set_run_id("run-attrs");
+  response->set_status(flow::FLOW_RUNNING);
+  for (const auto& a : attributes_) {
+    bool wanted =
+        request->keys().empty() ||
+        std::find(request->keys().begin(), request->keys().end(), a.key()) != request->keys().end();
+    if (wanted) *response->add_attributes() = a;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::SetAttributes(grpc::ServerContext*,
+                                            const flow::SetAttributesRequest* request,
+                                            flow::SetAttributesResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  attribute_sets_.push_back(*request);
+  if (request->flow().flow_id() == "f-done") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "run 'run-done' of Flow 'f-done' is not running (COMPLETED)");
+  }
+  for (const auto& w : request->writes()) {
+    if (w.key() == "undeclared") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "Attribute 'undeclared' is not declared by Flow type 'Echo'");
+    }
+  }
+  response->set_run_id("run-1");
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::WaitForAttribute(grpc::ServerContext* context,
+                                               const flow::WaitForAttributeRequest* request,
+                                               flow::WaitForAttributeResponse* response) {
+  std::optional<flow::AttributeValue> current;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    attribute_waits_.push_back(*request);
+    for (const auto& a : attributes_) {
+      if (a.key() == request->key() && a.instance_key() == request->instance_key())
+        current = a.value();
+    }
+  }
+  if (request->flow().flow_id() == "f-done") {
+    response->set_matched(false);
+    response->set_status(flow::FLOW_COMPLETED);
+    return grpc::Status::OK;
+  }
+  if (current && current->SerializeAsString() == request->value().SerializeAsString()) {
+    response->set_matched(true);
+    *response->mutable_current() = *current;
+    response->set_status(flow::FLOW_RUNNING);
+    return grpc::Status::OK;
+  }
+  wait_unless_cancelled(context,
+                        std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 3000)));
+  response->set_matched(false);
+  if (current) *response->mutable_current() = *current;
+  response->set_status(flow::FLOW_RUNNING);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeFlowService::InvokeRpc(grpc::ServerContext* context,
+                                        const flow::InvokeRpcRequest* request,
+                                        flow::InvokeRpcResponse* response) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    rpcs_.push_back(*request);
+  }
+  const std::string& name = request->name();
+  if (request->flow().flow_id() == "f-done") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "run 'run-done' of Flow 'f-done' is closed (COMPLETED)");
+  }
+  if (name == "undeclared") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "RPC 'undeclared' is not declared by Flow type 'Echo'");
+  }
+  if (name == "fail") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "RPC 'fail' failed: the handler says no");
+  }
+  if (name == "slow") {
+    wait_unless_cancelled(
+        context, std::chrono::milliseconds(std::min<int64_t>(request->timeout_ms(), 3000)));
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "RPC 'slow' gave no result within its timeout");
+  }
+  if (name == "unavailable") {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the active process changed before RPC 'unavailable' was committed");
+  }
+  response->set_run_id("run-1");
+  if (name == "text") {
+    *response->mutable_output() = json_text(R"("just text")");
+    return grpc::Status::OK;
+  }
+  const std::string& input = request->input().data();
+  *response->mutable_output() =
+      json_text(R"({"rpc":")" + name + R"(","input":)" + (input.empty() ? "null" : input) + "}");
+  return grpc::Status::OK;
+}
+
+std::vector<flow::GetAttributesRequest> FakeFlowService::attribute_gets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return attribute_gets_;
+}
+std::vector<flow::SetAttributesRequest> FakeFlowService::attribute_sets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return attribute_sets_;
+}
+std::vector<flow::WaitForAttributeRequest> FakeFlowService::attribute_waits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return attribute_waits_;
+}
+std::vector<flow::InvokeRpcRequest> FakeFlowService::rpcs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rpcs_;
+}
+void FakeFlowService::set_attributes_answer(std::vector<flow::Attribute> attributes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  attributes_ = std::move(attributes);
+}
+
 std::vector<flow::StartFlowRequest> FakeFlowService::starts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return starts_;

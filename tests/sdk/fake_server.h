@@ -17,7 +17,6 @@
 
 #include "common/clock.h"
 #include "dex/api.grpc.pb.h"
-#include "dex/api.grpc.pb.h"
 
 namespace dex::testing {
 
@@ -88,7 +87,19 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
 //     answers after 3 s (or when the call is cancelled); anything else NOT_FOUND;
 //   WaitForFlow "f-done": closed; others: waits timeout_ms (at most 3 s), closed = false;
 //   StopFlow, PublishToChannel, SkipTimer: record the request;
-//   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request.
+//   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request;
+//   GetAttributes: the Attributes set_attributes_answer() gave (those of the
+//     requested keys), run "run-attrs" RUNNING; "missing": NOT_FOUND;
+//   SetAttributes: "f-done": FAILED_PRECONDITION; a write of key "undeclared":
+//     INVALID_ARGUMENT; otherwise run "run-1";
+//   WaitForAttribute: "f-done": matched = false, COMPLETED; matched when the
+//     answer's value of (key, instance) equals the request's; otherwise waits
+//     timeout_ms (at most 3 s), matched = false;
+//   InvokeRpc: "f-done": FAILED_PRECONDITION (closed run); name "undeclared":
+//     INVALID_ARGUMENT; "fail": FAILED_PRECONDITION with a handler's message;
+//     "slow": waits timeout_ms (at most 3 s), DEADLINE_EXCEEDED; "unavailable":
+//     UNAVAILABLE (the process changed); "text": the output "just text";
+//     otherwise {"rpc": name, "input": input}. All record the request.
 class FakeFlowService final : public FlowService::Service {
  public:
   grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest*,
@@ -107,6 +118,14 @@ class FakeFlowService final : public FlowService::Service {
                                 flow::GetHistoryEventsResponse*) override;
   grpc::Status WaitForFlow(grpc::ServerContext*, const flow::WaitForFlowRequest*,
                            flow::WaitForFlowResponse*) override;
+  grpc::Status GetAttributes(grpc::ServerContext*, const flow::GetAttributesRequest*,
+                             flow::GetAttributesResponse*) override;
+  grpc::Status SetAttributes(grpc::ServerContext*, const flow::SetAttributesRequest*,
+                             flow::SetAttributesResponse*) override;
+  grpc::Status WaitForAttribute(grpc::ServerContext*, const flow::WaitForAttributeRequest*,
+                                flow::WaitForAttributeResponse*) override;
+  grpc::Status InvokeRpc(grpc::ServerContext*, const flow::InvokeRpcRequest*,
+                         flow::InvokeRpcResponse*) override;
 
   static flow::FlowDescription completed_run();
 
@@ -116,6 +135,11 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::SkipTimerRequest> skips() const;
   std::vector<flow::GetHistoryEventsRequest> history_requests() const;
   std::vector<flow::FlowRef> state_requests() const;
+  std::vector<flow::GetAttributesRequest> attribute_gets() const;
+  std::vector<flow::SetAttributesRequest> attribute_sets() const;
+  std::vector<flow::WaitForAttributeRequest> attribute_waits() const;
+  std::vector<flow::InvokeRpcRequest> rpcs() const;
+  void set_attributes_answer(std::vector<flow::Attribute> attributes);
   size_t calls() const;
 
  private:
@@ -126,6 +150,11 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::SkipTimerRequest> skips_;
   std::vector<flow::GetHistoryEventsRequest> history_requests_;
   std::vector<flow::FlowRef> state_requests_;
+  std::vector<flow::GetAttributesRequest> attribute_gets_;
+  std::vector<flow::SetAttributesRequest> attribute_sets_;
+  std::vector<flow::WaitForAttributeRequest> attribute_waits_;
+  std::vector<flow::InvokeRpcRequest> rpcs_;
+  std::vector<flow::Attribute> attributes_;
   size_t calls_ = 0;
 };
 
