@@ -1,5 +1,6 @@
 #include "cli/flow_commands.h"
 
+#include <absl/strings/escaping.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/attributes.h"
+#include "cli/flow_calls.h"
 #include "cli/flow_table.h"
 #include "cli/proto_json.h"
 #include "common/clock.h"
@@ -134,7 +137,22 @@ json event_json(const flow::HistoryEvent& e) {
   json out = {{"seq", e.seq()}};
   const json fields = proto_to_json(e);  // kept alive while its items are read
   for (const auto& [key, value] : fields.items()) out[key] = value;
+  if (e.attribute_writes_size() > 0) out["attributeWrites"] = attributes_json(e.attribute_writes());
   return out;
+}
+
+// An RPC's output: the JSON value it holds, or base64 when it is not JSON.
+void put_output(json& out, const std::string& data) {
+  if (data.empty()) {
+    out["output"] = nullptr;
+    return;
+  }
+  json value = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    out["outputBase64"] = absl::Base64Escape(data);
+  } else {
+    out["output"] = std::move(value);
+  }
 }
 
 }  // namespace
@@ -143,7 +161,8 @@ struct FlowCommands::Impl {
   CLI::App* flow = nullptr;
   CLI::App *start = nullptr, *stop = nullptr, *publish = nullptr, *wait = nullptr,
            *describe = nullptr, *state = nullptr, *history = nullptr, *skip = nullptr,
-           *watch = nullptr;
+           *watch = nullptr, *attributes = nullptr, *attr_get = nullptr, *attr_set = nullptr,
+           *rpc = nullptr, *inspect = nullptr;
 
   // Flags (one set: a command line names one command).
   std::string flow_type, flow_id, run_id, output = "json";
@@ -160,12 +179,17 @@ struct FlowCommands::Impl {
   uint32_t limit = 1000;
   std::string step_execution_id, condition_id;
   uint32_t condition_index = 0;
+  std::vector<std::string> attribute_keys;  // attributes get --key
+  AttributeWriteFlags write_flags;          // attributes set
+  std::string rpc_name, rpc_timeout_text;
 
   // Parsed in check().
   flow::StartOptions start_options;
   flow::StopMode mode = flow::STOP_CANCEL;
   Duration wait_timeout{};
   std::optional<Duration> watch_timeout;
+  std::vector<flow::Attribute> writes;
+  int64_t rpc_timeout_ms = 0;  // 0: the server's default (10 s)
 
   void add_commands(CLI::App& app);
   void add_mutations();
@@ -174,6 +198,8 @@ struct FlowCommands::Impl {
   int check_start(const std::string& op);
   int check_publish(const std::string& op);
   int check_output(const std::string& op);
+  int check_rpc(const std::string& op);
+  void add_attributes_and_rpcs();
 
   int run_start(Client& c);
   int run_stop(Client& c);
@@ -184,21 +210,33 @@ struct FlowCommands::Impl {
   int run_state(Client& c);
   int run_history(Client& c);
   int run_watch(Client& c);
+  int run_attr_get(FlowCalls& calls);
+  int run_attr_set(FlowCalls& calls);
+  int run_rpc(FlowCalls& calls);
+  int run_inspect(Client& c, FlowCalls& calls);
+  // The run's events after `after` (from the first when 0), at most `max`,
+  // only `kind` when given; `run` is set to the run they belong to.
+  Status fetch_history(Client& c, const std::string& run_ref, uint64_t after, uint32_t max,
+                       const std::string& kind, std::vector<flow::HistoryEvent>& events,
+                       std::string& run);
 };
 
 void FlowCommands::Impl::add_commands(CLI::App& app) {
   flow = app.add_subcommand(
       "flow",
       "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
-      "Timer, watch. JSON on stdout (--output table for people), errors as JSON on stderr; exit "
+      "Timer, watch, get and set Attributes, invoke an RPC, inspect a run. JSON on stdout "
+      "(--output table for people), errors as JSON on stderr; exit "
       "2 for bad flags or input (nothing sent), 1 when the request failed");
   flow->require_subcommand(1);
   add_mutations();
   add_reads();
-  for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch}) {
+  add_attributes_and_rpcs();
+  for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch, attr_get,
+                        attr_set, rpc, inspect}) {
     cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
   }
-  for (CLI::App* cmd : {wait, describe, state, history}) {
+  for (CLI::App* cmd : {wait, describe, state, history, attr_get, inspect}) {
     cmd->add_option("--output", output, "json (default, stable) or table (for people)")
         ->capture_default_str();
   }
@@ -298,8 +336,78 @@ void FlowCommands::Impl::add_reads() {
                     "Give up after this long (exit 3; default: until the run closes)");
 }
 
+void FlowCommands::Impl::add_attributes_and_rpcs() {
+  // One value per flag: a word after it is a positional argument (a write), not the flag's.
+  const auto one_each = [](CLI::Option* o) {
+    o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  };
+  attributes = flow->add_subcommand(
+      "attributes", "A run's Attributes (typed values the run's Steps and RPCs read and write)");
+  attributes->require_subcommand(1);
+  attr_get = attributes->add_subcommand(
+      "get",
+      "Print a run's Attributes: key, instanceKey (AttributeMap instances), type and value "
+      "(datetime as RFC 3339 plus unixMs, json as its value, bytes as base64). Works on a "
+      "closed run too");
+  attr_get->add_option("ID", flow_id, "Flow ID")->required();
+  one_each(
+      attr_get->add_option("--key", attribute_keys,
+                           "Only this Attribute (an AttributeMap: all its instances); repeatable"));
+
+  attr_set = attributes->add_subcommand(
+      "set",
+      "Write a RUNNING run's Attributes in one change; needs --yes. Each write is KEY=VALUE, or "
+      "KEY[INSTANCE]=VALUE for an AttributeMap instance; the flag says the type. The server "
+      "refuses an undeclared key or a wrong type (INVALID_ARGUMENT) and then writes nothing");
+  attr_set->add_option("ID", flow_id, "Flow ID")->required();
+  attr_set->add_option("KEY=VALUE", write_flags.positional, "String values (as --string)");
+  one_each(attr_set->add_option("--string", write_flags.strings, "KEY=TEXT: a string; repeatable"));
+  one_each(
+      attr_set->add_option("--int,--int64", write_flags.int64s, "KEY=N: an int64; repeatable"));
+  one_each(attr_set->add_option("--double", write_flags.doubles,
+                                "KEY=X: a double (finite); repeatable"));
+  one_each(attr_set->add_option("--bool", write_flags.bools, "KEY=true|false; repeatable"));
+  one_each(
+      attr_set->add_option("--datetime", write_flags.datetimes,
+                           "KEY=2026-12-02T10:00:00Z (RFC 3339, ms precision) or KEY=<Unix ms>; "
+                           "repeatable"));
+  one_each(
+      attr_set->add_option("--json", write_flags.jsons, "KEY={...}: a JSON object; repeatable"));
+  one_each(attr_set->add_option("--bytes-base64", write_flags.bytes_base64,
+                                "KEY=BASE64: bytes, given in base64; repeatable"));
+  one_each(attr_set->add_option("--delete", write_flags.deletes,
+                                "KEY or KEY[INSTANCE]: remove the value; repeatable"));
+  attr_set->add_option("--instance", write_flags.instance,
+                       "The AttributeMap instance of every write that names none in [brackets]");
+  attr_set->add_flag("--yes", yes, "Required: confirms that the run's Attributes are to change");
+
+  rpc = flow->add_subcommand(
+      "rpc",
+      "Invoke a RUNNING run's RPC and print its output; needs --yes (an RPC may change the run). "
+      "Exit 1 with FAILED_PRECONDITION when the run is closed or the handler failed, "
+      "INVALID_ARGUMENT for an undeclared RPC, DEADLINE_EXCEEDED after --rpc-timeout");
+  rpc->add_option("ID", flow_id, "Flow ID")->required();
+  rpc->add_option("NAME", rpc_name, "The RPC's name (declared by the Flow type)")->required();
+  rpc->add_option("--input", input_text, "The RPC's input as JSON text")->capture_default_str();
+  rpc->add_option("--input-file", input_file, "Read the input from a file, or stdin with '-'");
+  rpc->add_option("--rpc-timeout", rpc_timeout_text,
+                  "How long the server waits for the RPC's result (default 10s, at most 60s); "
+                  "the call's own --timeout is added on top");
+  rpc->add_option("--request-id", request_id,
+                  "Makes a repeat safe: an RPC whose result was committed answers the same "
+                  "output again without running (default: a fresh ID, printed)");
+  rpc->add_flag("--yes", yes, "Required: confirms that the RPC is to run (it may change the run)");
+
+  inspect = flow->add_subcommand(
+      "inspect",
+      "Print everything about one run in one document: flow (describe), state (active Step "
+      "executions, Workers, hints), attributes and the full history (oldest first)");
+  inspect->add_option("ID", flow_id, "Flow ID")->required();
+}
+
 CLI::App* FlowCommands::Impl::chosen_command() const {
-  for (CLI::App* cmd : {start, stop, publish, wait, describe, state, history, skip, watch}) {
+  for (CLI::App* cmd : {start, stop, publish, wait, describe, state, history, skip, watch, attr_get,
+                        attr_set, rpc, inspect}) {
     if (cmd->parsed()) return cmd;
   }
   return nullptr;
@@ -308,6 +416,25 @@ CLI::App* FlowCommands::Impl::chosen_command() const {
 int FlowCommands::Impl::check_output(const std::string& op) {
   if (output != "json" && output != "table") {
     return usage_error(op, "--output must be json or table, not '" + output + "'");
+  }
+  return 0;
+}
+
+int FlowCommands::Impl::check_rpc(const std::string& op) {
+  if (rpc->get_option("--input")->count() > 0 && !input_file.empty()) {
+    return usage_error(op, "give the input with --input or --input-file, not both");
+  }
+  auto text = read_input(input_text, input_file, !input_file.empty());
+  if (!text.is_ok()) return usage_error(op, text.status().message());
+  input = *text;
+  if (!rpc_timeout_text.empty()) {
+    auto d = parse_duration(rpc_timeout_text);
+    if (!d.is_ok()) return usage_error(op, "--rpc-timeout: " + d.status().message());
+    rpc_timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d).count();
+    if (rpc_timeout_ms <= 0 || rpc_timeout_ms > 60'000) {
+      return usage_error(op, "--rpc-timeout " + rpc_timeout_text +
+                                 ": an RPC's timeout is more than 0 and at most 60s");
+    }
   }
   return 0;
 }
@@ -376,12 +503,21 @@ int FlowCommands::check() {
   Impl& m = *impl_;
   CLI::App* cmd = m.chosen_command();
   if (cmd == nullptr) return kExitUsage;
-  const std::string op = "flow " + cmd->get_name();
+  const std::string op = cmd->get_parent() == m.attributes ? "flow attributes " + cmd->get_name()
+                                                           : "flow " + cmd->get_name();
   if (int rc = m.check_output(op); rc != 0) return rc;
   if (cmd == m.start) return m.check_start(op);
-  if ((cmd == m.stop || cmd == m.publish || cmd == m.skip) && !m.yes) {
+  if ((cmd == m.stop || cmd == m.publish || cmd == m.skip || cmd == m.attr_set || cmd == m.rpc) &&
+      !m.yes) {
     return usage_error(op, op + " changes the run: add --yes to confirm");
   }
+  if (cmd == m.attr_set) {
+    auto writes = parse_attribute_writes(m.write_flags);
+    if (!writes.is_ok()) return usage_error(op, writes.status().message());
+    m.writes = std::move(writes).value();
+    return 0;
+  }
+  if (cmd == m.rpc) return m.check_rpc(op);
   if (cmd == m.stop) {
     auto mode = parse_choice(m.mode_text, kStopModes);
     if (!mode) return usage_error(op, "--mode must be one of " + choice_names(kStopModes));
@@ -413,7 +549,12 @@ int FlowCommands::check() {
 int FlowCommands::run(const ClientOptions& options) {
   Impl& m = *impl_;
   Client client(options);
+  FlowCalls calls(client.addresses(), options.timeout);
   CLI::App* cmd = m.chosen_command();
+  if (cmd == m.attr_get) return m.run_attr_get(calls);
+  if (cmd == m.attr_set) return m.run_attr_set(calls);
+  if (cmd == m.rpc) return m.run_rpc(calls);
+  if (cmd == m.inspect) return m.run_inspect(client, calls);
   if (cmd == m.start) return m.run_start(client);
   if (cmd == m.stop) return m.run_stop(client);
   if (cmd == m.publish) return m.run_publish(client);
@@ -514,24 +655,34 @@ int FlowCommands::Impl::run_state(Client& c) {
   return print_json(out);
 }
 
-int FlowCommands::Impl::run_history(Client& c) {
-  std::vector<flow::HistoryEvent> events;
-  std::string run;
-  uint64_t after = after_seq;
-  bool from_start = after_seq == 0;
-  // Bounded by --limit: each page adds at least one event or ends the loop.
-  while (events.size() < limit) {
-    auto page = c.history(flow_id, after, from_start, std::min<uint32_t>(1000, limit), run_id);
-    if (!page.is_ok()) return request_error("flow history", page.status());
+Status FlowCommands::Impl::fetch_history(Client& c, const std::string& run_ref, uint64_t after,
+                                         uint32_t max, const std::string& kind,
+                                         std::vector<flow::HistoryEvent>& events,
+                                         std::string& run) {
+  bool from_start = after == 0;
+  // Bounded by `max`: each page adds at least one event or ends the loop.
+  while (events.size() < max) {
+    auto page = c.history(flow_id, after, from_start, std::min<uint32_t>(1000, max), run_ref);
+    if (!page.is_ok()) return page.status();
     run = page->run_id();
     for (const flow::HistoryEvent& e : page->events()) {
       after = e.seq();
-      const std::string kind = enum_value_text(*flow::HistoryKind_descriptor(), e.kind());
-      if (!kind_filter.empty() && kind != kind_filter) continue;
-      if (events.size() < limit) events.push_back(e);
+      if (!kind.empty() && enum_value_text(*flow::HistoryKind_descriptor(), e.kind()) != kind) {
+        continue;
+      }
+      if (events.size() < max) events.push_back(e);
     }
     from_start = false;
     if (!page->more() || page->events().empty()) break;
+  }
+  return Status::ok();
+}
+
+int FlowCommands::Impl::run_history(Client& c) {
+  std::vector<flow::HistoryEvent> events;
+  std::string run;
+  if (Status s = fetch_history(c, run_id, after_seq, limit, kind_filter, events, run); !s.is_ok()) {
+    return request_error("flow history", s);
   }
   if (output == "table") {
     std::cout << history_table(events, now_ms());
@@ -573,6 +724,111 @@ int FlowCommands::Impl::run_watch(Client& c) {
       if (e.kind() == flow::FLOW_CLOSED) return 0;
     }
   }
+}
+
+// ---------------------------------------------------- Attributes, RPCs, inspect
+
+namespace {
+
+flow::FlowRef flow_ref(const std::string& flow_id, const std::string& run_id) {
+  flow::FlowRef ref;
+  ref.set_flow_id(flow_id);
+  ref.set_run_id(run_id);
+  return ref;
+}
+
+// The whole history of a run is at most this many events in `flow inspect`.
+constexpr uint32_t kInspectHistoryMax = 100'000;
+
+}  // namespace
+
+int FlowCommands::Impl::run_attr_get(FlowCalls& calls) {
+  flow::GetAttributesRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  for (const std::string& k : attribute_keys) request.add_keys(k);
+  auto r = calls.get_attributes(request);
+  if (!r.is_ok()) return request_error("flow attributes get", r.status());
+  if (output == "table") {
+    std::cout << flow_id << " run " << r->run_id() << " ("
+              << enum_value_text(*flow::FlowStatus_descriptor(), r->status()) << ")\n\n"
+              << attributes_table({r->attributes().begin(), r->attributes().end()}, now_ms());
+    return 0;
+  }
+  return print_json({{"flowId", flow_id},
+                     {"runId", r->run_id()},
+                     {"status", enum_value_text(*flow::FlowStatus_descriptor(), r->status())},
+                     {"attributes", attributes_json(r->attributes())}});
+}
+
+int FlowCommands::Impl::run_attr_set(FlowCalls& calls) {
+  flow::SetAttributesRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  for (const flow::Attribute& a : writes) *request.add_writes() = a;
+  auto r = calls.set_attributes(request);
+  if (!r.is_ok()) return request_error("flow attributes set", r.status());
+  return print_json({{"flowId", flow_id},
+                     {"runId", r->run_id()},
+                     {"written", attributes_json(request.writes())}});
+}
+
+int FlowCommands::Impl::run_rpc(FlowCalls& calls) {
+  flow::InvokeRpcRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_name(rpc_name);
+  request.mutable_input()->set_data(input);
+  request.set_timeout_ms(rpc_timeout_ms);
+  request.set_request_id(request_id.empty() ? random_hex_id() : request_id);
+  auto r = calls.invoke_rpc(request);
+  if (!r.is_ok()) return request_error("flow rpc", r.status());
+  json out = {{"flowId", flow_id},
+              {"runId", r->run_id()},
+              {"rpc", rpc_name},
+              {"requestId", request.request_id()}};
+  put_output(out, r->output().data());
+  return print_json(out);
+}
+
+int FlowCommands::Impl::run_inspect(Client& c, FlowCalls& calls) {
+  const std::string op = "flow inspect";
+  // Every part from the same run: the one describe names.
+  auto described = c.describe_flow(flow_id, run_id);
+  if (!described.is_ok()) return request_error(op, described.status());
+  const std::string run = described->run_id();
+  auto st = c.flow_state(flow_id, run);
+  if (!st.is_ok()) return request_error(op, st.status());
+  flow::GetAttributesRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run);
+  auto attrs = calls.get_attributes(request);
+  if (!attrs.is_ok()) return request_error(op, attrs.status());
+  std::vector<flow::HistoryEvent> events;
+  std::string history_run;
+  if (Status s = fetch_history(c, run, 0, kInspectHistoryMax, "", events, history_run);
+      !s.is_ok()) {
+    return request_error(op, s);
+  }
+  const std::vector<std::string> hints = state_hints(*st);
+  const int64_t now = now_ms();
+  if (output == "table") {
+    std::cout << describe_table(*described, now) << "\nAttributes:\n"
+              << attributes_table({attrs->attributes().begin(), attrs->attributes().end()}, now)
+              << "\n"
+              << state_table(*st, {}, hints, now) << "\nHistory (newest first):\n"
+              << history_table(events, now);
+    return 0;
+  }
+  json state = proto_to_json(*st);
+  state.erase("flow");  // the same as "flow" above
+  if (!state.contains("active")) state["active"] = json::array();
+  if (!state.contains("workers")) state["workers"] = json::array();
+  if (!hints.empty()) state["hints"] = hints;
+  json history = json::array();
+  for (const flow::HistoryEvent& e : events) history.push_back(event_json(e));
+  return print_json({{"flowId", flow_id},
+                     {"runId", run},
+                     {"flow", proto_to_json(*described)},
+                     {"state", state},
+                     {"attributes", attributes_json(attrs->attributes())},
+                     {"history", history}});
 }
 
 }  // namespace dex::cli

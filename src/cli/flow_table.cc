@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "cli/attributes.h"
 #include "cli/output.h"
 #include "cli/proto_json.h"
 
@@ -192,6 +193,19 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
     if (e.has_decision()) detail = json_text(proto_to_json(e.decision()));
     if (e.has_publish()) detail = json_text(proto_to_json(e.publish()));
     if (e.has_wait()) detail = json_text(proto_to_json(e.wait()));
+    if (!e.rpc_name().empty()) {
+      detail = "rpc " + e.rpc_name();
+      if (e.has_output()) detail += " -> " + payload_text(e.output(), 40);
+    }
+    if (e.attribute_writes_size() > 0) {
+      detail += (detail.empty() ? "" : "; ") + std::string("set ") +
+                attribute_writes_text(e.attribute_writes());
+    }
+    if (e.lock_keys_size() > 0) {
+      std::string keys;
+      for (const std::string& k : e.lock_keys()) keys += (keys.empty() ? "" : ", ") + k;
+      detail += (detail.empty() ? "" : "; ") + name_of(e.method()) + " locks " + keys;
+    }
     if (e.status() != flow::FLOW_STATUS_UNSPECIFIED) detail = name_of(e.status());
     if (!e.reason().empty()) detail += (detail.empty() ? "" : ": ") + e.reason();
     if (!e.error().empty())

@@ -1,0 +1,414 @@
+#include "cli/attributes.h"
+
+#include <absl/strings/escaping.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "cli/flow_table.h"
+#include "cli/output.h"
+#include "cli/proto_json.h"
+
+namespace dex::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int64_t kMsPerDay = 86'400'000;
+
+// Days since 1970-01-01 of a proleptic Gregorian date, and back (the
+// well-known era-based civil calendar algorithms, exact for any int64 day).
+int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+void civil_from_days(int64_t z, int64_t& y, int64_t& m, int64_t& d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp + (mp < 10 ? 3 : -9);
+  y = yoe + era * 400 + (m <= 2);
+}
+
+bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int64_t days_in_month(int64_t y, int64_t m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && leap(y) ? 29 : kDays[m - 1];
+}
+
+// `n` decimal digits at `text[pos]`, or -1.
+int64_t digits(std::string_view text, size_t pos, size_t n) {
+  if (pos + n > text.size()) return -1;
+  int64_t v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (text[i] < '0' || text[i] > '9') return -1;
+    v = v * 10 + (text[i] - '0');
+  }
+  return v;
+}
+
+template <typename Int>
+bool parse_whole(std::string_view text, Int& out) {
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
+json double_json(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  return d;
+}
+
+std::string cut(std::string text, size_t max) {
+  if (text.size() > max) text = text.substr(0, max - 3) + "...";
+  return text;
+}
+
+// One value as a table cell (or a history line): strings as they are.
+std::string value_text(const flow::AttributeValue& v, int64_t now, size_t max) {
+  using V = flow::AttributeValue;
+  switch (v.value_case()) {
+    case V::kStringValue:
+      return cut(v.string_value(), max);
+    case V::kDatetimeUnixMs:
+      return now == 0 ? rfc3339_text(v.datetime_unix_ms()) : time_text(v.datetime_unix_ms(), now);
+    case V::kBytesValue:
+      return cut(absl::Base64Escape(v.bytes_value()), max) +
+             fmt::format(" ({} bytes)", v.bytes_value().size());
+    case V::VALUE_NOT_SET:
+      return "(deleted)";
+    default: {
+      json j = attribute_json([&] {
+        flow::Attribute a;
+        *a.mutable_value() = v;
+        return a;
+      }())["value"];
+      return cut(json_text(j), max);
+    }
+  }
+}
+
+std::string full_key(const flow::Attribute& a) {
+  return a.instance_key().empty() ? a.key() : a.key() + "[" + a.instance_key() + "]";
+}
+
+// KEY=VALUE or KEY[INSTANCE]=VALUE (with_value), or KEY / KEY[INSTANCE].
+struct Target {
+  std::string key, instance, value;
+};
+
+StatusOr<Target> split_target(std::string_view text, bool with_value,
+                              const std::string& default_instance) {
+  Target t;
+  const size_t stop = text.find_first_of(with_value ? "[=" : "[");
+  t.key = std::string(text.substr(0, stop));
+  if (t.key.empty()) return Status::invalid_argument("the key is empty");
+  if (!with_value && t.key.find('=') != std::string::npos) {
+    return Status::invalid_argument("a delete names KEY or KEY[INSTANCE], without a value");
+  }
+  if (stop == std::string_view::npos) {
+    if (with_value) return Status::invalid_argument("expected KEY=VALUE");
+    t.instance = default_instance;
+    return t;
+  }
+  std::string_view rest = text.substr(stop);
+  if (rest[0] == '[') {
+    const size_t close = with_value ? rest.find("]=") : rest.size() - 1;
+    if (close == std::string_view::npos || rest[close] != ']') {
+      return Status::invalid_argument(with_value ? "expected KEY[INSTANCE]=VALUE"
+                                                 : "expected KEY or KEY[INSTANCE]");
+    }
+    t.instance = std::string(rest.substr(1, close - 1));
+    if (t.instance.empty()) return Status::invalid_argument("the instance key in [] is empty");
+    rest = rest.substr(close + 1);
+  } else {
+    t.instance = default_instance;
+  }
+  if (with_value) t.value = std::string(rest.substr(1));  // after '='
+  return t;
+}
+
+enum class Kind { kString, kInt64, kDouble, kBool, kDatetime, kJson, kBytes, kDelete };
+
+Status fill_value(Kind kind, const std::string& text, flow::AttributeValue& v) {
+  switch (kind) {
+    case Kind::kString:
+      v.set_string_value(text);
+      return Status::ok();
+    case Kind::kInt64: {
+      int64_t n = 0;
+      if (!parse_whole(text, n)) {
+        return Status::invalid_argument("'" + text + "' is not a whole number (int64)");
+      }
+      v.set_int64_value(n);
+      return Status::ok();
+    }
+    case Kind::kDouble: {
+      char* end = nullptr;
+      const double d = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(d)) {
+        return Status::invalid_argument("'" + text + "' is not a finite number");
+      }
+      v.set_double_value(d);
+      return Status::ok();
+    }
+    case Kind::kBool:
+      if (text != "true" && text != "false") {
+        return Status::invalid_argument("'" + text + "' is not true or false");
+      }
+      v.set_bool_value(text == "true");
+      return Status::ok();
+    case Kind::kDatetime: {
+      auto ms = parse_datetime(text);
+      if (!ms.is_ok()) return ms.status();
+      v.set_datetime_unix_ms(*ms);
+      return Status::ok();
+    }
+    case Kind::kJson: {
+      json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded()) return Status::invalid_argument("not valid JSON");
+      if (!parsed.is_object()) {
+        return Status::invalid_argument("a json Attribute holds a JSON object ({...})");
+      }
+      v.set_json_value(parsed.dump());
+      return Status::ok();
+    }
+    case Kind::kBytes: {
+      std::string bytes;
+      if (!absl::Base64Unescape(text, &bytes)) return Status::invalid_argument("not base64");
+      v.set_bytes_value(bytes);
+      return Status::ok();
+    }
+    case Kind::kDelete:
+      return Status::ok();
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string attribute_type_name(const flow::AttributeValue& v) {
+  using V = flow::AttributeValue;
+  switch (v.value_case()) {
+    case V::kStringValue:
+      return "string";
+    case V::kInt64Value:
+      return "int64";
+    case V::kDoubleValue:
+      return "double";
+    case V::kBoolValue:
+      return "bool";
+    case V::kDatetimeUnixMs:
+      return "datetime";
+    case V::kJsonValue:
+      return "json";
+    case V::kBytesValue:
+      return "bytes";
+    case V::VALUE_NOT_SET:
+      break;
+  }
+  return "";
+}
+
+json attribute_json(const flow::Attribute& a) {
+  json out = {{"key", a.key()}};
+  if (!a.instance_key().empty()) out["instanceKey"] = a.instance_key();
+  const flow::AttributeValue& v = a.value();
+  using V = flow::AttributeValue;
+  if (!a.has_value() || v.value_case() == V::VALUE_NOT_SET) {
+    out["deleted"] = true;
+    return out;
+  }
+  out["type"] = attribute_type_name(v);
+  switch (v.value_case()) {
+    case V::kStringValue:
+      out["value"] = v.string_value();
+      break;
+    case V::kInt64Value:
+      out["value"] = v.int64_value();
+      break;
+    case V::kDoubleValue:
+      out["value"] = double_json(v.double_value());
+      break;
+    case V::kBoolValue:
+      out["value"] = v.bool_value();
+      break;
+    case V::kDatetimeUnixMs:
+      out["value"] = rfc3339_text(v.datetime_unix_ms());
+      out["unixMs"] = v.datetime_unix_ms();
+      break;
+    case V::kJsonValue:
+      out["value"] = embed_json(v.json_value());
+      break;
+    case V::kBytesValue:
+      out["value"] = absl::Base64Escape(v.bytes_value());
+      break;
+    case V::VALUE_NOT_SET:
+      break;
+  }
+  return out;
+}
+
+json attributes_json(const google::protobuf::RepeatedPtrField<flow::Attribute>& attributes) {
+  json out = json::array();
+  for (const flow::Attribute& a : attributes) out.push_back(attribute_json(a));  // bounded
+  return out;
+}
+
+std::string attributes_table(const std::vector<flow::Attribute>& attributes, int64_t now) {
+  if (attributes.empty()) return "(no Attributes)\n";
+  std::vector<std::string> keys, instances, types, values;
+  size_t wk = 3, wi = 8, wt = 4;                 // the headers' widths
+  for (const flow::Attribute& a : attributes) {  // bounded by the Attributes given
+    keys.push_back(a.key());
+    instances.push_back(a.instance_key().empty() ? "-" : a.instance_key());
+    types.push_back(a.has_value() ? attribute_type_name(a.value()) : "-");
+    values.push_back(value_text(a.value(), now, 80));
+    wk = std::max(wk, keys.back().size());
+    wi = std::max(wi, instances.back().size());
+    wt = std::max(wt, types.back().size());
+  }
+  std::string out =
+      fmt::format("{:<{}}  {:<{}}  {:<{}}  VALUE\n", "KEY", wk, "INSTANCE", wi, "TYPE", wt);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", keys[i], wk, instances[i], wi, types[i], wt,
+                       values[i]);
+  }
+  return out;
+}
+
+std::string attribute_writes_text(
+    const google::protobuf::RepeatedPtrField<flow::Attribute>& writes) {
+  std::string out;
+  for (const flow::Attribute& a : writes) {  // bounded by the writes
+    out += (out.empty() ? "" : ", ") + full_key(a) + "=";
+    if (a.value().value_case() == flow::AttributeValue::kStringValue) {
+      out += json_text(json(cut(a.value().string_value(), 40)));
+    } else {
+      out += value_text(a.value(), 0, 40);
+    }
+  }
+  return out;
+}
+
+std::string rfc3339_text(int64_t unix_ms) {
+  // Floor division: a time before 1970 is the day before plus a positive remainder.
+  int64_t days = unix_ms / kMsPerDay;
+  int64_t rem = unix_ms % kMsPerDay;
+  if (rem < 0) {
+    rem += kMsPerDay;
+    --days;
+  }
+  int64_t y = 0, m = 0, d = 0;
+  civil_from_days(days, y, m, d);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", y, m, d, rem / 3'600'000,
+                     rem / 60'000 % 60, rem / 1000 % 60, rem % 1000);
+}
+
+StatusOr<int64_t> parse_datetime(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  int64_t whole = 0;
+  if (parse_whole(text, whole)) return whole;  // Unix milliseconds
+  const auto bad = [&](const std::string& why) {
+    return Status::invalid_argument(
+        quoted + " is not a datetime (RFC 3339 like 2026-12-02T10:00:00Z, or Unix ms): " + why);
+  };
+  const int64_t y = digits(text, 0, 4), mo = digits(text, 5, 2), d = digits(text, 8, 2);
+  const int64_t h = digits(text, 11, 2), mi = digits(text, 14, 2), s = digits(text, 17, 2);
+  if (y < 0 || mo < 0 || d < 0 || h < 0 || mi < 0 || s < 0 || text[4] != '-' || text[7] != '-' ||
+      (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || text[13] != ':' ||
+      text[16] != ':') {
+    return bad("expected YYYY-MM-DDTHH:MM:SS");
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return bad("no such date");
+  if (h > 23 || mi > 59 || s > 59) return bad("no such time of day");
+  size_t pos = 19;
+  int64_t ms = 0;
+  if (pos < text.size() && text[pos] == '.') {
+    size_t n = 0;
+    for (++pos; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++n) {
+      if (n < 3) {
+        ms = ms * 10 + (text[pos] - '0');
+      } else if (text[pos] != '0') {
+        return bad("finer than a millisecond");
+      }
+    }
+    if (n == 0) return bad("no digits after '.'");
+    for (; n < 3; ++n) ms *= 10;
+  }
+  int64_t offset_min = 0;
+  const std::string_view zone = text.substr(std::min(pos, text.size()));
+  if (zone == "Z" || zone == "z") {
+  } else if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':' &&
+             digits(zone, 1, 2) >= 0 && digits(zone, 4, 2) >= 0 && digits(zone, 1, 2) <= 23 &&
+             digits(zone, 4, 2) <= 59) {
+    offset_min = digits(zone, 1, 2) * 60 + digits(zone, 4, 2);
+    if (zone[0] == '-') offset_min = -offset_min;
+  } else {
+    return bad("expected a time zone: Z or +HH:MM");
+  }
+  return days_from_civil(y, mo, d) * kMsPerDay + h * 3'600'000 + mi * 60'000 + s * 1000 + ms -
+         offset_min * 60'000;
+}
+
+StatusOr<std::vector<flow::Attribute>> parse_attribute_writes(const AttributeWriteFlags& flags) {
+  const std::vector<std::tuple<const char*, Kind, const std::vector<std::string>*>> groups = {
+      {"--string", Kind::kString, &flags.strings},
+      {"--int", Kind::kInt64, &flags.int64s},
+      {"--double", Kind::kDouble, &flags.doubles},
+      {"--bool", Kind::kBool, &flags.bools},
+      {"--datetime", Kind::kDatetime, &flags.datetimes},
+      {"--json", Kind::kJson, &flags.jsons},
+      {"--bytes-base64", Kind::kBytes, &flags.bytes_base64},
+      {"--delete", Kind::kDelete, &flags.deletes},
+      {"KEY=VALUE", Kind::kString, &flags.positional},
+  };
+  std::vector<flow::Attribute> writes;
+  std::map<std::pair<std::string, std::string>, std::string> seen;  // target -> its flag
+  for (const auto& [flag, kind, entries] : groups) {
+    for (const std::string& entry : *entries) {  // bounded by the flags given
+      const std::string named =
+          std::string(flag) == "KEY=VALUE" ? "'" + entry + "'" : std::string(flag) + " " + entry;
+      auto target = split_target(entry, kind != Kind::kDelete, flags.instance);
+      if (!target.is_ok())
+        return Status::invalid_argument(named + ": " + target.status().message());
+      flow::Attribute a;
+      a.set_key(target->key);
+      a.set_instance_key(target->instance);
+      if (kind != Kind::kDelete) {
+        if (Status s = fill_value(kind, target->value, *a.mutable_value()); !s.is_ok()) {
+          return Status::invalid_argument(named + ": " + s.message());
+        }
+      }
+      auto [it, fresh] = seen.emplace(std::pair{a.key(), a.instance_key()}, named);
+      if (!fresh) {
+        return Status::invalid_argument(named + ": " + full_key(a) + " is already written by " +
+                                        it->second + " (one write per Attribute)");
+      }
+      writes.push_back(std::move(a));
+    }
+  }
+  if (writes.empty()) {
+    return Status::invalid_argument(
+        "nothing to write: give KEY=VALUE (a string), --string, --int, --double, --bool, "
+        "--datetime, --json, --bytes-base64 or --delete");
+  }
+  return writes;
+}
+
+}  // namespace dex::cli
