@@ -65,7 +65,10 @@ const total = Attribute.int64("total");
 const ratio = Attribute.double("ratio");
 const paid = Attribute.bool("paid");
 const due = Attribute.datetime("due");
-const cart = Attribute.json<{ items: string[] }>("cart");
+interface Cart {
+  items: string[];
+}
+const cart = Attribute.json<Cart>("cart");
 const blob = Attribute.bytes("blob");
 const seats = AttributeMap.int64("seats");
 const events = new Channel<string>("events");

@@ -28,8 +28,8 @@ export interface AttributeValueTypes {
   bytes: Uint8Array;
 }
 
-/** Any Attribute value. */
-export type AttributeValue = AttributeValueTypes[AttributeTypeName];
+/** Any Attribute value (a json Attribute's may be typed by an interface: any object). */
+export type AttributeValue = AttributeValueTypes[AttributeTypeName] | object;
 
 const WIRE_TYPES: Record<AttributeTypeName, WireAttributeType> = {
   string: "ATTRIBUTE_STRING",
@@ -216,7 +216,7 @@ export class Attribute<T extends AttributeValue = AttributeValue> {
   static datetime(key: string): Attribute<Date> {
     return new Attribute<Date>(key, "datetime");
   }
-  static json<T extends JsonObject = JsonObject>(key: string): Attribute<T> {
+  static json<T extends object = JsonObject>(key: string): Attribute<T> {
     return new Attribute<T>(key, "json");
   }
   static bytes(key: string): Attribute<Uint8Array> {
@@ -270,7 +270,7 @@ export class AttributeMap<T extends AttributeValue = AttributeValue> {
   static datetime(key: string): AttributeMap<Date> {
     return new AttributeMap<Date>(key, "datetime");
   }
-  static json<T extends JsonObject = JsonObject>(key: string): AttributeMap<T> {
+  static json<T extends object = JsonObject>(key: string): AttributeMap<T> {
     return new AttributeMap<T>(key, "json");
   }
   static bytes(key: string): AttributeMap<Uint8Array> {
