@@ -736,8 +736,9 @@ StatusOr<flow::WaitForAttributeResponse> Client::wait_for_attribute(
         [&](Endpoint& e, grpc::ClientContext* c, flow::WaitForAttributeResponse* r) {
           return e.flows->WaitForAttribute(c, request, r);
         });
-    if (out.is_ok() && (out->matched() || out->status() != flow::FLOW_RUNNING ||
-                        SystemClock::instance().now() >= end))
+    const bool closed = out.is_ok() && out->status() != flow::FLOW_RUNNING &&
+                        out->status() != flow::FLOW_STATUS_UNSPECIFIED;
+    if (out.is_ok() && (out->matched() || closed || SystemClock::instance().now() >= end))
       return out;
     if (!out.is_ok() && !keep_waiting(out.status(), end)) return out;
   }
