@@ -1,6 +1,6 @@
 // dexcli: the dex command-line client.
-//   flow start|stop|publish|wait|describe|state|history|skip-timer|watch
-//     (dex Flows: flow_commands.cc, docs/cli.md),
+//   flow start|stop|publish|wait|describe|state|history|skip-timer|watch|
+//     attributes get|set|rpc|inspect (dex Flows: flow_commands.cc, docs/cli.md),
 //   admin describe|step-down: calls to a server over gRPC (--server,
 //     --timeout), JSON on stdout; with several --server addresses (a node's
 //     active process and its standbys) each call goes to whichever is active
@@ -584,7 +584,12 @@ int main(int argc, char** argv) {
   uint64_t from_slot = 0;
   CLI::App* lease = inspect->add_subcommand(
       "lease", "Print the lease record: nodeId, nodeEpoch, holderProcessId, duration, released");
-  CLI::App* log = inspect->add_subcommand("log", "Print the log's batches in slot order");
+  CLI::App* log = inspect->add_subcommand(
+      "log",
+      "Print the log's batches in slot order; each batch's kinds are epochStart, opaque or "
+      "flow.<kind>: flow.declareFlows, flow.startFlow, flow.methodResult, "
+      "flow.attemptWithdrawn, flow.timerFired, flow.publish, flow.stopFlow, flow.skipTimer, "
+      "flow.setAttributes, flow.invokeRpc");
   for (CLI::App* cmd : {lease, log}) {
     CLI::Option* dir = cmd->add_option("--data-dir", source.data_dir,
                                        "Data directory of dex-server-zd dev or local")
