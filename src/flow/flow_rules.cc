@@ -194,14 +194,19 @@ ApplyResult Apply::start(const StartFlow& r) {
                     "Flow type " + quoted(r.flow_type()) + " was never declared by a Worker");
   if (txn_.run(r.flow_id(), r.run_id()))
     return {ApplyKind::kUnchanged, RefusalCode::kNone, "the run exists", r.run_id()};
-  if (auto s = validate_attribute_writes(decl->declaration(), r.options().initial_attributes(),
-                                         "initialAttributes");
-      !s.is_ok())
-    return invalid(s);
-  if (auto s = attribute_room(txn_, r.flow_id(), r.run_id(), 0, r.options().initial_attributes());
-      !s.is_ok())
-    return rejected(RefusalCode::kFailedPrecondition, s.message());
   auto entry = txn_.flow_id(r.flow_id());
+  const std::string& request = r.options().request_id();
+  const bool repeat = entry && r.options().ignore_already_started() && !request.empty() &&
+                      request == entry->request_id();
+  if (!repeat) {  // a repeat answers its run, whatever it writes
+    if (auto s = validate_attribute_writes(decl->declaration(), r.options().initial_attributes(),
+                                           "initialAttributes");
+        !s.is_ok())
+      return invalid(s);
+    if (auto s = attribute_room(txn_, r.flow_id(), r.run_id(), 0, r.options().initial_attributes());
+        !s.is_ok())
+      return rejected(RefusalCode::kFailedPrecondition, s.message());
+  }
   if (!entry) {
     start_run(r, *decl, 0);
     return {ApplyKind::kApplied, RefusalCode::kNone, "", r.run_id()};
@@ -210,8 +215,7 @@ ApplyResult Apply::start(const StartFlow& r) {
   // after a failover lost the answer) answers that run, whatever its status
   // now: under a policy that allows a new run after a closed one, a repeat
   // would otherwise start a second run of one start.
-  const std::string& request = r.options().request_id();
-  if (r.options().ignore_already_started() && !request.empty() && request == entry->request_id())
+  if (repeat)
     return {ApplyKind::kUnchanged, RefusalCode::kNone,
             "the same request started run " + quoted(entry->run_id()), entry->run_id()};
   const auto policy = r.options().id_reuse_policy();
@@ -593,6 +597,25 @@ void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
 }
 
 void Apply::recover(int64_t at_ms) {
+  // An RPC's caller waited on the old process: whatever its attempt is doing,
+  // nobody waits for it any more. RPCs first, so a key one releases goes to
+  // a waiting Step, never to an RPC that this recovery ends next.
+  for (const auto& ref : txn_.open_rpcs()) {  // bounded by the open RPCs
+    std::string why;
+    auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
+    DEX_INVARIANT(scope.has_value(), "an open RPC belongs to a run");
+    // All of the run's at once: a key one releases goes to none of them.
+    const std::vector<std::string> open_ids(scope->run().rpcs_open().begin(),
+                                            scope->run().rpcs_open().end());
+    if (open_ids.empty()) continue;    // ended with an earlier one of its run
+    for (const auto& id : open_ids) {  // bounded by the run's open RPCs
+      RpcExecution* rpc = scope->rpc(id);
+      DEX_INVARIANT(rpc != nullptr && !rpc->done(), "an open RPC is stored, not done");
+      scope->end_rpc(*rpc, ATTEMPT_NOT_COMPLETED,
+                     "the RPC was interrupted: a new process took over the node");
+    }
+    scope->flush();
+  }
   for (const auto& [task_id, ref] : txn_.running()) {  // bounded by the running attempts
     std::string why;
     auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
@@ -604,18 +627,6 @@ void Apply::recover(int64_t at_ms) {
     if (step->method().state() != TASK_RUNNING || step->method().task_id() != task_id) continue;
     scope->attempt_failed(*step, ATTEMPT_NOT_COMPLETED,
                           "the attempt was interrupted: a new process took over the node", false);
-    scope->flush();
-  }
-  // An RPC's caller waited on the old process: whatever its attempt is doing,
-  // nobody waits for it any more.
-  for (const auto& ref : txn_.open_rpcs()) {  // bounded by the open RPCs
-    std::string why;
-    auto scope = open(ref.flow_id(), ref.run_id(), at_ms, &why);
-    DEX_INVARIANT(scope.has_value(), "an open RPC belongs to a run");
-    RpcExecution* rpc = scope->rpc(ref.step_execution_id());
-    DEX_INVARIANT(rpc != nullptr && !rpc->done(), "an open RPC is stored, not done");
-    scope->end_rpc(*rpc, ATTEMPT_NOT_COMPLETED,
-                   "the RPC was interrupted: a new process took over the node");
     scope->flush();
   }
 }

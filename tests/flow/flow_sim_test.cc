@@ -13,7 +13,14 @@
 //  - every applied publish's messages are either queued or taken by exactly
 //    one wait, each queue's messages taken in FIFO order;
 //  - no Step execution has two applied decisions; a closed run never changes;
-//  - a repeated publish request (same request ID) changes nothing.
+//  - a repeated publish request (same request ID) changes nothing;
+//  - Attributes (initial values, result and RPC writes, SetAttributes): the
+//    stored ones are exactly what the applied writes left, in a model;
+//  - lock keys (on Work, Fragile, Wait's WaitFor and RPC "r"): in each run's
+//    history, between a holder's LOCKS_ACQUIRED and LOCKS_RELEASED no other
+//    holder acquires one of its keys;
+//  - RPCs (InvokeRpc, results with writes, publishes and next Steps,
+//    failures, deadlines, recovery, run close) end once, never retried.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -22,6 +29,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -61,6 +69,27 @@ FlowDeclaration sim_declaration(int variant) {
   fragile->mutable_options()->mutable_execute()->set_recovery_step_type("Recover");
   fragile->mutable_options()->mutable_execute()->mutable_retry()->set_maximum_attempts(2);
   add("Recover", false);
+  d.mutable_steps(1)->mutable_options()->mutable_execute()->add_lock_keys("k1");
+  fragile->mutable_options()->mutable_execute()->add_lock_keys("k1");
+  fragile->mutable_options()->mutable_execute()->add_lock_keys("k2");
+  wait->mutable_options()->mutable_wait_for()->add_lock_keys("k2");
+  wait->add_attribute_reads("a");
+  for (auto [key, type, is_map] : {std::tuple{"a", ATTRIBUTE_STRING, false},
+                                   {"n", ATTRIBUTE_INT64, false},
+                                   {"m", ATTRIBUTE_STRING, true},
+                                   {"j", ATTRIBUTE_JSON, false}}) {
+    auto* a = d.add_attributes();
+    a->set_key(key);
+    a->set_type(type);
+    a->set_is_map(is_map);
+  }
+  auto* rpc = d.add_rpcs();
+  rpc->set_name("r");
+  rpc->add_lock_keys("k1");
+  rpc->add_attribute_reads("a");
+  rpc = d.add_rpcs();
+  rpc->set_name("q");
+  rpc->add_attribute_reads("m");
   d.add_channels()->set_name("c");
   auto* map = d.add_channels();
   map->set_name("cm");
@@ -85,6 +114,10 @@ struct Sim {
   std::multiset<std::string> published;            // every message of an applied publish
   std::map<std::string, std::string> closed_runs;  // run key -> its bytes at close
   std::vector<FlowRecord> applied_results;         // for duplicates
+  // The model of every run's Attributes: run key -> (key, instance) -> value bytes.
+  std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> attributes;
+  uint64_t rpc_n = 0;
+  std::set<std::string> open_rpcs;  // "<flow>/<run>/<rpc id>" invoked, not yet done
   std::map<std::string, int> stats;
   std::string failure;
 
@@ -119,11 +152,78 @@ struct Sim {
         applied_results.push_back(record);
         for (const auto& p : record.method_result().publishes())
           for (const auto& m : p.messages()) published.insert(m.data());
+        const auto& m = record.method_result();
+        if (m.outcome() == ATTEMPT_COMPLETED)
+          write_model(m.task().flow_id() + "/" + m.task().run_id(), m.attribute_writes());
+      }
+      if (record.has_start_flow())
+        write_model(record.start_flow().flow_id() + "/" + r.run_id,
+                    record.start_flow().options().initial_attributes());
+      if (record.has_set_attributes()) {
+        write_model(record.set_attributes().flow_id() + "/" + r.run_id,
+                    record.set_attributes().writes());
+        stats["attributes set"]++;
+      }
+      if (record.has_invoke_rpc()) {
+        stats["rpcs invoked"]++;
+        if (!open_rpcs
+                 .insert(record.invoke_rpc().flow_id() + "/" + r.run_id + "/" +
+                         record.invoke_rpc().rpc_id())
+                 .second)
+          fail("an RPC still open was invoked anew");
       }
     }
+    end_rpcs(fx);
     for (const auto& c : fx.closed) stats[fmt::format("closed {}", FlowStatus_Name(c.status))]++;
     check();
     return r;
+  }
+
+  // Each invoked RPC ends once; nothing queues a done RPC again.
+  void end_rpcs(const Effects& fx) {
+    stats["rpcs done"] += static_cast<int>(fx.rpcs_done.size());
+    for (const auto& id : fx.rpcs_done)
+      if (open_rpcs.erase(id) != 1) fail(id + " ended but was not open");
+    for (const auto& q : fx.queued)
+      if (q.task.method() == RPC && !open_rpcs.contains(q.task.flow_id() + "/" + q.task.run_id() +
+                                                        "/" + q.task.step_execution_id()))
+        fail(q.task.step_execution_id() + ": an RPC that is not open was queued");
+  }
+
+  void write_model(const std::string& run,
+                   const google::protobuf::RepeatedPtrField<Attribute>& writes) {
+    auto& model = attributes[run];
+    for (const auto& w : writes) {
+      const auto id = std::pair(w.key(), w.instance_key());
+      if (!w.has_value() || w.value().value_case() == AttributeValue::VALUE_NOT_SET)
+        model.erase(id);
+      else
+        model[id] = w.value().SerializeAsString();
+    }
+  }
+
+  // Between a holder's LOCKS_ACQUIRED and its LOCKS_RELEASED, nobody else
+  // acquires one of its keys (each run's history, in order).
+  void check_locks(const std::string& run_prefix) {
+    std::map<std::string, std::string> holder;  // key -> holder
+    for (auto& [k, v] : kv.scan(run_prefix)) {
+      HistoryEvent e;
+      e.ParseFromString(v);
+      const std::string who = e.step_execution_id() + "/" + std::to_string(e.method());
+      if (e.kind() == LOCKS_ACQUIRED) {
+        stats["lock events checked"]++;
+        for (const auto& key : e.lock_keys()) {
+          if (holder.contains(key))
+            fail(fmt::format("{} acquired {} held by {}", who, key, holder[key]));
+          holder[key] = who;
+        }
+      } else if (e.kind() == LOCKS_RELEASED) {
+        for (const auto& key : e.lock_keys()) {
+          if (holder[key] != who) fail(fmt::format("{} released {} it did not hold", who, key));
+          holder.erase(key);
+        }
+      }
+    }
   }
 
   // Every check of the header, on the live state.
@@ -158,9 +258,20 @@ struct Sim {
           ++decisions[k.substr(0, k.rfind(keys::kSep)) + e.step_execution_id()] > 1)
         fail(e.step_execution_id() + " has two applied decisions");
     }
+    std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> stored;
     for (auto& [k, v] : kv.scan(keys::kRunPrefix)) {
       Run run;
       run.ParseFromString(v);
+      const std::string key = run.flow_id() + "/" + run.run_id();
+      KvFlowTxn txn(kv);
+      for (const auto& a : txn.attributes(run.flow_id(), run.run_id(), ""))
+        stored[key][{a.key(), a.instance_key()}] = a.value().SerializeAsString();
+      if (!stored.contains(key) && attributes.contains(key) && !attributes[key].empty())
+        fail(key + ": applied Attribute writes are not stored");
+      if (stored.contains(key) && stored[key] != attributes[key])
+        fail(key + ": the stored Attributes are not what the applied writes left");
+      if (run.lock_waiters_size() > 0) stats["lock waits"]++;
+      check_locks(keys::events_prefix(run.flow_id(), run.run_id()));
       if (run.status() == FLOW_RUNNING) continue;
       auto [it, inserted] = closed_runs.emplace(k, v);
       if (!inserted && it->second != v) fail(run.flow_id() + ": a closed run changed");
@@ -222,6 +333,9 @@ struct Sim {
     if (random.chance(0.15)) o->set_start_delay_ms(static_cast<int64_t>(random.uniform(3'000)) + 1);
     o->set_request_id(fmt::format("q{}", random.uniform(3)));
     o->set_ignore_already_started(random.chance(0.5));
+    if (random.chance(0.3))
+      for (int i = 0; i < 1 + static_cast<int>(random.uniform(3)); ++i)
+        *o->add_initial_attributes() = random_write();
     if (random.chance(0.5)) {  // a Worker is polling: the first attempt rides along
       r.set_at_unix_ms(now);
       TaskRef ref;
@@ -245,6 +359,39 @@ struct Sim {
     if (repeat && (result.kind != ApplyKind::kUnchanged || result.run_id != entry->run_id()))
       fail(fmt::format("a repeated start request of {} got {} {}, not its run {}", s->flow_id(),
                        apply_kind_name(result.kind), result.run_id, entry->run_id()));
+  }
+
+  // A random Attribute write: mostly valid, sometimes a delete, rarely invalid.
+  Attribute random_write() {
+    Attribute a;
+    const auto kind = random.uniform(100);
+    if (kind < 30) {
+      a.set_key("a");
+      a.mutable_value()->set_string_value(fmt::format("v{}", random.uniform(100)));
+    } else if (kind < 50) {
+      a.set_key("n");
+      a.mutable_value()->set_int64_value(static_cast<int64_t>(random.uniform(1000)));
+    } else if (kind < 75) {
+      a.set_key("m");
+      a.set_instance_key(fmt::format("i{}", random.uniform(4)));
+      a.mutable_value()->set_string_value(fmt::format("v{}", random.uniform(100)));
+    } else if (kind < 82) {
+      a.set_key("j");
+      a.mutable_value()->set_json_value(fmt::format(R"({{"x": {}}})", random.uniform(10)));
+    } else if (kind < 95) {  // a delete
+      a.set_key(random.chance(0.5) ? "a" : "m");
+      if (a.key() == "m") a.set_instance_key(fmt::format("i{}", random.uniform(4)));
+    } else if (kind < 97) {
+      a.set_key("undeclared");
+      a.mutable_value()->set_string_value("x");
+    } else if (kind < 99) {
+      a.set_key("n");
+      a.mutable_value()->set_string_value("not a number");
+    } else {
+      a.set_key("j");
+      a.mutable_value()->set_json_value("[1]");
+    }
+    return a;
   }
 
   Condition random_condition(int i) {
@@ -341,7 +488,13 @@ struct Sim {
     const auto outcome = random.uniform(100);
     if (outcome < 75) {
       m->set_outcome(ATTEMPT_COMPLETED);
-      if (ref.method() == WAIT_FOR) {
+      if (random.chance(0.4))
+        for (int i = 0; i < 1 + static_cast<int>(random.uniform(3)); ++i)
+          *m->add_attribute_writes() = random_write();
+      if (ref.method() == RPC) {
+        m->mutable_rpc()->mutable_output()->set_data("out");
+        if (random.chance(0.3)) *m->mutable_rpc()->add_next_steps() = movement();
+      } else if (ref.method() == WAIT_FOR) {
         *m->mutable_wait() = random_wait();
         m->mutable_locals()->set_data("locals");
       } else {
@@ -421,6 +574,52 @@ struct Sim {
     if (apply(r).kind != ApplyKind::kStale) fail("a timer fired twice");
   }
 
+  void set_attributes() {
+    auto all = runs();
+    if (all.empty()) return;
+    const Run& run = pick(all);
+    FlowRecord r;
+    auto* s = r.mutable_set_attributes();
+    s->set_flow_id(run.flow_id());
+    if (random.chance(0.5)) s->set_run_id(run.run_id());
+    for (int i = 0; i < 1 + static_cast<int>(random.uniform(4)); ++i)
+      *s->add_writes() = random_write();
+    s->set_at_unix_ms(now);
+    apply(r);
+  }
+
+  void invoke_rpc() {
+    auto all = runs();
+    if (all.empty()) return;
+    const Run& run = pick(all);
+    FlowRecord r;
+    auto* i = r.mutable_invoke_rpc();
+    i->set_flow_id(run.flow_id());
+    if (random.chance(0.5)) i->set_run_id(run.run_id());
+    // A few request IDs: repeats of running, completed and failed RPCs.
+    if (random.chance(0.5)) {
+      i->set_request_id(fmt::format("{}", random.uniform(4)));
+      i->set_rpc_id("req:" + i->request_id());
+    } else {
+      i->set_rpc_id(fmt::format("rpc:{}.{}", epoch, ++rpc_n));
+    }
+    i->set_name(random.chance(0.03) ? "nope" : (random.chance(0.5) ? "r" : "q"));
+    i->set_timeout_ms(random.chance(0.02) ? 0 : 1 + static_cast<int64_t>(random.uniform(3'000)));
+    i->mutable_input()->set_data("rpc-in");
+    i->set_at_unix_ms(now);
+    if (random.chance(0.5)) {  // a Worker is polling: the attempt rides along
+      r.set_at_unix_ms(now);
+      TaskRef ref;
+      ref.set_flow_id(run.flow_id());
+      ref.set_run_id(run.run_id());
+      ref.set_step_execution_id(i->rpc_id());
+      ref.set_method(RPC);
+      ref.set_attempt(1);
+      *r.add_assignments() = assignment(ref);
+    }
+    apply(r);
+  }
+
   void stop() {
     auto all = runs();
     if (all.empty()) return;
@@ -487,6 +686,8 @@ struct Sim {
     KvFlowTxn txn(kv);
     const size_t was_running = txn.running().size();
     recover_attempts(txn, now, fx);
+    end_rpcs(fx);
+    if (!txn.open_rpcs().empty()) fail("an RPC is open after recovery");
     log.push_back({std::nullopt, now});
     if (!txn.running().empty()) fail("an attempt still runs after recovery");
     stats["crashes"]++;
@@ -519,6 +720,10 @@ struct Sim {
       crash();
     else if (action < 89)
       declare();
+    else if (action < 93)
+      set_attributes();
+    else if (action < 97)
+      invoke_rpc();
     else
       result();
   }
@@ -546,9 +751,11 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
   std::printf("%s\n", summary.c_str());
   // The schedules reach every outcome the rules have.
   if (last - first + 1 >= 100) {
-    for (const char* kind : {"applied", "stale", "rejected", "unchanged", "closed FLOW_COMPLETED",
-                             "closed FLOW_FAILED", "closed FLOW_CANCELED", "closed FLOW_TIMED_OUT",
-                             "closed FLOW_TERMINATED", "crashes", "attempts ended by recovery"})
+    for (const char* kind :
+         {"applied", "stale", "rejected", "unchanged", "closed FLOW_COMPLETED",
+          "closed FLOW_FAILED", "closed FLOW_CANCELED", "closed FLOW_TIMED_OUT",
+          "closed FLOW_TERMINATED", "crashes", "attempts ended by recovery", "attributes set",
+          "rpcs invoked", "rpcs done", "lock events checked", "lock waits"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }
