@@ -363,8 +363,10 @@ localStore: {path: /srv/dex/store}
 
 // Frames of flow records (fuzz_flow_rules.cc): a 2-byte little-endian length,
 // then a serialized dex.flow.FlowRecord. The target's prelude has declared
-// Flow type T (A: Execute only, start; B: WaitFor; Channel c, ChannelMap m)
-// and started flow f run r with A-1's attempt 1 running as task "t".
+// Flow type T (A: Execute only, start, lock key k, reads s; B: WaitFor with
+// lock key k; Channel c, ChannelMap m; Attribute s (string), AttributeMap t
+// (JSON); RPC p (lock key k, reads t) and q) and started flow f run r with
+// A-1's attempt 1 running as task "t", holding k.
 std::string frame(const google::protobuf::Message& m) {
   const std::string bytes = serialized(m);
   std::string out;
@@ -451,6 +453,64 @@ void flow_rules_seeds(std::vector<Seed>& out) {
   stop.mutable_stop_flow()->set_flow_id("f");
   stop.mutable_stop_flow()->set_mode(flow::STOP_TERMINATE);
   add("refused_then_stopped", frame(bad) + frame(stop) + frame(done));
+  // RPC p waits behind A-1 for k; a client sets s; A-1 writes t and goes to
+  // B (whose WaitFor queues behind p); p runs, writes, publishes and starts a
+  // B; RPC q's deadline passes; a bad SetAttributes is refused.
+  flow::FlowRecord invoke;
+  auto* i = invoke.mutable_invoke_rpc();
+  i->set_flow_id("f");
+  i->set_rpc_id("req:1");
+  i->set_request_id("1");
+  i->set_name("p");
+  i->mutable_input()->set_data("in");
+  i->set_timeout_ms(5'000);
+  i->set_at_unix_ms(1'500);
+  flow::FlowRecord set;
+  auto* sa = set.mutable_set_attributes();
+  sa->set_flow_id("f");
+  auto* wa = sa->add_writes();
+  wa->set_key("s");
+  wa->mutable_value()->set_string_value("x");
+  sa->set_at_unix_ms(1'600);
+  flow::FlowRecord wrote = flow_result("A-1", flow::EXECUTE, "t");
+  auto* tw = wrote.mutable_method_result()->add_attribute_writes();
+  tw->set_key("t");
+  tw->set_instance_key("i");
+  tw->mutable_value()->set_json_value(R"({"n": 1})");
+  wrote.mutable_method_result()
+      ->mutable_decision()
+      ->mutable_go_to()
+      ->add_movements()
+      ->set_step_type("B");
+  wrote.set_at_unix_ms(2'000);
+  auto* ra = wrote.add_assignments();
+  *ra->mutable_task() = flow_task("req:1", flow::RPC, 1);
+  ra->set_task_id("t3");
+  ra->set_worker_id("w");
+  flow::FlowRecord answered = flow_result("req:1", flow::RPC, "t3");
+  auto* am = answered.mutable_method_result();
+  am->mutable_rpc()->mutable_output()->set_data("out");
+  am->mutable_rpc()->add_next_steps()->set_step_type("B");
+  *am->add_attribute_writes() = *wa;
+  auto* ap = am->add_publishes();
+  ap->set_channel("c");
+  ap->add_messages()->set_data("from-rpc");
+  flow::FlowRecord late = invoke;
+  late.mutable_invoke_rpc()->set_rpc_id("rpc:2");
+  late.mutable_invoke_rpc()->set_name("q");
+  late.mutable_invoke_rpc()->set_timeout_ms(100);
+  flow::FlowRecord deadline;
+  auto* dk = deadline.mutable_timer_fired()->mutable_key();
+  dk->set_flow_id("f");
+  dk->set_run_id("r");
+  dk->set_kind(flow::RPC_DEADLINE);
+  dk->set_step_execution_id("rpc:2");
+  deadline.mutable_timer_fired()->set_fire_at_ms(1'600);
+  deadline.mutable_timer_fired()->set_at_unix_ms(1'600);
+  flow::FlowRecord bad_set = set;
+  bad_set.mutable_set_attributes()->mutable_writes(0)->set_key("nope");
+  add("rpc_locks_attributes", frame(invoke) + frame(set) + frame(wrote) + frame(answered) +
+                                  frame(late) + frame(deadline) + frame(bad_set) + frame(invoke));
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

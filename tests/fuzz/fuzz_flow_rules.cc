@@ -2,12 +2,16 @@
 // a sequence of frames, each a 2-byte little-endian length and a serialized
 // dex.flow.FlowRecord (a frame that does not parse is skipped), applied to a
 // state that already holds a declaration and a running flow, so that most
-// records reach the rules rather than "no such run". After every record:
+// records reach the rules rather than "no such run". The declaration has
+// Attributes, lock keys (A's Execute, B's WaitFor, RPC "p") and RPCs, so
+// SetAttributes, InvokeRpc, RPC results and RPC deadlines reach their rules
+// too. After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
 //  - a refused record without assignments changed nothing.
 // At the end, replaying the same records into an empty state gives the same
-// state, and recovery leaves no running attempt and a consistent state.
+// state, and recovery leaves no running attempt, no open RPC and a
+// consistent state.
 #include <vector>
 
 #include "flow/flow_rules.h"
@@ -30,9 +34,24 @@ std::vector<FlowRecord> prelude() {
   d->set_start_step_type("A");
   auto* a = d->add_steps();
   a->set_step_type("A");
+  a->mutable_options()->mutable_execute()->add_lock_keys("k");
+  a->add_attribute_reads("s");
   auto* b = d->add_steps();
   b->set_step_type("B");
   b->set_has_wait_for(true);
+  b->mutable_options()->mutable_wait_for()->add_lock_keys("k");
+  auto* attr = d->add_attributes();
+  attr->set_key("s");
+  attr->set_type(ATTRIBUTE_STRING);
+  attr = d->add_attributes();
+  attr->set_key("t");
+  attr->set_type(ATTRIBUTE_JSON);
+  attr->set_is_map(true);
+  auto* rpc = d->add_rpcs();
+  rpc->set_name("p");
+  rpc->add_lock_keys("k");
+  rpc->add_attribute_reads("t");
+  d->add_rpcs()->set_name("q");
   d->add_channels()->set_name("c");
   auto* m = d->add_channels();
   m->set_name("m");
@@ -92,6 +111,7 @@ int flow_rules(const uint8_t* data, size_t size) {
   KvFlowTxn txn(kv);
   recover_attempts(txn, 5'000, fx);
   FUZZ_CHECK(txn.running().empty(), "an attempt still runs after recovery");
+  FUZZ_CHECK(txn.open_rpcs().empty(), "an RPC is still open after recovery");
   auto s = check_state(kv);
   FUZZ_CHECK(s.is_ok(), "after recovery: {}", s.message());
   return 0;
