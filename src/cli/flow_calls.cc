@@ -101,22 +101,6 @@ FlowCalls::FlowCalls(std::vector<std::string> addresses, Duration timeout)
 
 FlowCalls::~FlowCalls() = default;
 
-StatusOr<flow::GetAttributesResponse> FlowCalls::get_attributes(
-    const flow::GetAttributesRequest& request) {
-  return impl_->unary<flow::GetAttributesResponse>(
-      impl_->timeout, [&](FlowService::Stub& s, grpc::ClientContext& c, auto& r) {
-        return s.GetAttributes(&c, request, &r);
-      });
-}
-
-StatusOr<flow::SetAttributesResponse> FlowCalls::set_attributes(
-    const flow::SetAttributesRequest& request) {
-  return impl_->unary<flow::SetAttributesResponse>(
-      impl_->timeout, [&](FlowService::Stub& s, grpc::ClientContext& c, auto& r) {
-        return s.SetAttributes(&c, request, &r);
-      });
-}
-
 StatusOr<flow::InvokeRpcResponse> FlowCalls::invoke_rpc(const flow::InvokeRpcRequest& request) {
   const int64_t rpc_ms = request.timeout_ms() > 0 ? request.timeout_ms() : kDefaultRpcTimeoutMs;
   return impl_->unary<flow::InvokeRpcResponse>(

@@ -210,10 +210,10 @@ struct FlowCommands::Impl {
   int run_state(Client& c);
   int run_history(Client& c);
   int run_watch(Client& c);
-  int run_attr_get(FlowCalls& calls);
-  int run_attr_set(FlowCalls& calls);
+  int run_attr_get(Client& c);
+  int run_attr_set(Client& c);
   int run_rpc(FlowCalls& calls);
-  int run_inspect(Client& c, FlowCalls& calls);
+  int run_inspect(Client& c);
   // The run's events after `after` (from the first when 0), at most `max`,
   // only `kind` when given; `run` is set to the run they belong to.
   Status fetch_history(Client& c, const std::string& run_ref, uint64_t after, uint32_t max,
@@ -551,10 +551,10 @@ int FlowCommands::run(const ClientOptions& options) {
   Client client(options);
   FlowCalls calls(client.addresses(), options.timeout);
   CLI::App* cmd = m.chosen_command();
-  if (cmd == m.attr_get) return m.run_attr_get(calls);
-  if (cmd == m.attr_set) return m.run_attr_set(calls);
+  if (cmd == m.attr_get) return m.run_attr_get(client);
+  if (cmd == m.attr_set) return m.run_attr_set(client);
   if (cmd == m.rpc) return m.run_rpc(calls);
-  if (cmd == m.inspect) return m.run_inspect(client, calls);
+  if (cmd == m.inspect) return m.run_inspect(client);
   if (cmd == m.start) return m.run_start(client);
   if (cmd == m.stop) return m.run_stop(client);
   if (cmd == m.publish) return m.run_publish(client);
@@ -742,11 +742,8 @@ constexpr uint32_t kInspectHistoryMax = 100'000;
 
 }  // namespace
 
-int FlowCommands::Impl::run_attr_get(FlowCalls& calls) {
-  flow::GetAttributesRequest request;
-  *request.mutable_flow() = flow_ref(flow_id, run_id);
-  for (const std::string& k : attribute_keys) request.add_keys(k);
-  auto r = calls.get_attributes(request);
+int FlowCommands::Impl::run_attr_get(Client& c) {
+  auto r = c.get_attributes(flow_id, run_id, attribute_keys);
   if (!r.is_ok()) return request_error("flow attributes get", r.status());
   if (output == "table") {
     std::cout << flow_id << " run " << r->run_id() << " ("
@@ -760,15 +757,15 @@ int FlowCommands::Impl::run_attr_get(FlowCalls& calls) {
                      {"attributes", attributes_json(r->attributes())}});
 }
 
-int FlowCommands::Impl::run_attr_set(FlowCalls& calls) {
-  flow::SetAttributesRequest request;
-  *request.mutable_flow() = flow_ref(flow_id, run_id);
-  for (const flow::Attribute& a : writes) *request.add_writes() = a;
-  auto r = calls.set_attributes(request);
-  if (!r.is_ok()) return request_error("flow attributes set", r.status());
-  return print_json({{"flowId", flow_id},
-                     {"runId", r->run_id()},
-                     {"written", attributes_json(request.writes())}});
+int FlowCommands::Impl::run_attr_set(Client& c) {
+  if (Status s = c.set_attributes(flow_id, writes, run_id); !s.is_ok()) {
+    return request_error("flow attributes set", s);
+  }
+  google::protobuf::RepeatedPtrField<flow::Attribute> written(writes.begin(), writes.end());
+  json out = {{"flowId", flow_id}};
+  if (!run_id.empty()) out["runId"] = run_id;
+  out["written"] = attributes_json(written);
+  return print_json(out);
 }
 
 int FlowCommands::Impl::run_rpc(FlowCalls& calls) {
@@ -788,7 +785,7 @@ int FlowCommands::Impl::run_rpc(FlowCalls& calls) {
   return print_json(out);
 }
 
-int FlowCommands::Impl::run_inspect(Client& c, FlowCalls& calls) {
+int FlowCommands::Impl::run_inspect(Client& c) {
   const std::string op = "flow inspect";
   // Every part from the same run: the one describe names.
   auto described = c.describe_flow(flow_id, run_id);
@@ -796,9 +793,7 @@ int FlowCommands::Impl::run_inspect(Client& c, FlowCalls& calls) {
   const std::string run = described->run_id();
   auto st = c.flow_state(flow_id, run);
   if (!st.is_ok()) return request_error(op, st.status());
-  flow::GetAttributesRequest request;
-  *request.mutable_flow() = flow_ref(flow_id, run);
-  auto attrs = calls.get_attributes(request);
+  auto attrs = c.get_attributes(flow_id, run);
   if (!attrs.is_ok()) return request_error(op, attrs.status());
   std::vector<flow::HistoryEvent> events;
   std::string history_run;
