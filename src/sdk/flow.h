@@ -246,6 +246,8 @@ class Context {
 
   // Appended when the method's result is accepted, with it, in order.
   void publish(const Channel& channel, json message);
+  // Attributes: through Attribute<T>::get/set/remove and AttributeMap<T>'s
+  // (sdk/attribute.h); their writes go with the result in the same way.
 
   void heartbeat() { heartbeat_(); }
   bool cancelled() const { return cancelled_(); }
@@ -307,8 +309,8 @@ class WaitingStep : public Step {
 // What an RPC handler returns: its output (JSON; a typed value converts with
 // to_json) and the Steps it starts (scheduled by "rpc:<name>").
 struct RpcResult {
-  RpcResult(json output_ = nullptr, std::vector<Movement> next_steps_ = {})  // NOLINT: implicit
-      : output(std::move(output_)), next_steps(std::move(next_steps_)) {}
+  RpcResult(json out = nullptr, std::vector<Movement> steps = {})  // NOLINT: implicit
+      : output(std::move(out)), next_steps(std::move(steps)) {}
   json output;
   std::vector<Movement> next_steps;
 };
