@@ -1103,5 +1103,62 @@ TEST_F(FlowAttributes, ARunKeepsTheLast256DoneRpcs) {
   EXPECT_EQ(static_cast<size_t>(h.run("f")->rpcs_done_size()), kRpcsDoneKept);
 }
 
+TEST_F(FlowAttributes, ACanceledWaiterLeavesTheLockQueue) {
+  start_and_go(go_to({go("Locked"), go("Locked"), go("Next")}));
+  ASSERT_EQ(h.step("f", "Locked-2").method().state(), TASK_LOCKED);
+  StepDecision cancel;
+  cancel.mutable_dead_end();
+  cancel.add_cancel_step_types("Locked");
+  ASSERT_EQ(h.execute("f", "Next-1", cancel).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Locked-1").phase(), PHASE_CANCELED);
+  EXPECT_EQ(h.step("f", "Locked-2").phase(), PHASE_CANCELED);
+  EXPECT_EQ(h.run("f")->locks_size(), 0);
+  EXPECT_EQ(h.run("f")->lock_waiters_size(), 0);
+  for (const auto& q : h.effects.queued)
+    EXPECT_NE(q.task.step_execution_id(), "Locked-2") << "no key goes to a canceled waiter";
+}
+
+TEST_F(FlowAttributes, AnRpcResultWithABadNextStepIsRejectedAndAWithdrawnRpcKeepsItsKeys) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.invoke("f", "rpc:1", "bump").kind, ApplyKind::kApplied);
+  std::string task = h.assign_rpc("f", "rpc:1");
+  FlowRecord w;
+  *w.mutable_attempt_withdrawn()->mutable_task() = Harness::rpc_ref("f", "rpc:1");
+  w.mutable_attempt_withdrawn()->set_task_id(task);
+  ASSERT_EQ(h.apply(w).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.rpc("f", "rpc:1")->method().state(), TASK_QUEUED);
+  EXPECT_EQ(h.run("f")->locks_size(), 1) << "acct stays held";
+  task = h.assign_rpc("f", "rpc:1");
+  FlowRecord bad = h.rpc_result_record("f", "rpc:1", task);
+  bad.mutable_method_result()->mutable_rpc()->add_next_steps()->set_step_type("Nope");
+  auto r = h.apply(bad);
+  EXPECT_EQ(r.kind, ApplyKind::kRejected);
+  EXPECT_NE(r.message.find("nextSteps[0] goes to Step type 'Nope'"), std::string::npos)
+      << r.message;
+  EXPECT_EQ(h.rpc("f", "rpc:1")->method().state(), TASK_RUNNING);
+  FlowRecord wrong = h.rpc_result_record("f", "rpc:1", task);
+  wrong.mutable_method_result()->mutable_decision()->mutable_dead_end();
+  EXPECT_EQ(h.apply(wrong).kind, ApplyKind::kRejected) << "an RPC returns no decision";
+  KvFlowTxn txn(h.kv);
+  EXPECT_TRUE(task_attributes(txn, Harness::rpc_ref("f", "nope")).empty());
+}
+
+TEST_F(FlowAttributes, ARunReplacedByTerminateIfRunningGetsItsOwnInitialAttributes) {
+  StartOptions o;
+  *o.add_initial_attributes() = attr("status", "first");
+  ASSERT_EQ(h.start("f", "r1", "A", o).kind, ApplyKind::kApplied);
+  o.set_id_reuse_policy(TERMINATE_IF_RUNNING);
+  o.mutable_initial_attributes(0)->mutable_value()->set_string_value("second");
+  *o.add_initial_attributes() = attr_int("status", 1);
+  EXPECT_EQ(h.start("f", "r2", "A", o).kind, ApplyKind::kRejected);
+  EXPECT_EQ(h.run("f")->status(), FLOW_RUNNING) << "a refused start terminates nothing";
+  o.mutable_initial_attributes()->RemoveLast();
+  ASSERT_EQ(h.start("f", "r2", "A", o).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.run("f")->status(), FLOW_TERMINATED);
+  EXPECT_EQ(h.attributes("f", "status", "r1")[0].value().string_value(), "first");
+  EXPECT_EQ(h.attributes("f", "status", "r2")[0].value().string_value(), "second");
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "third")}).run_id, "r2");
+}
+
 }  // namespace
 }  // namespace dex::flow
