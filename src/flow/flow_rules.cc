@@ -554,7 +554,14 @@ ApplyResult Apply::invoke_rpc(const InvokeRpc& r) {
   }
   if (scope->run().status() != FLOW_RUNNING)
     return not_running(r.flow_id(), scope->run(), "RPCs are invoked");
-  if (auto s = validate_name("rpcId", r.rpc_id()); !s.is_ok()) return invalid(s);
+  // Like a name, but "req:" + a request ID of kNameBytesMax bytes fits.
+  if (r.rpc_id().empty()) return rejected(RefusalCode::kInvalidArgument, "rpcId is empty");
+  if (r.rpc_id().size() > kRpcIdBytesMax)
+    return rejected(RefusalCode::kInvalidArgument,
+                    "rpcId is longer than " + std::to_string(kRpcIdBytesMax) + " bytes");
+  for (unsigned char c : r.rpc_id())  // bounded by kRpcIdBytesMax
+    if (c < 0x20 || c == 0x7f)
+      return rejected(RefusalCode::kInvalidArgument, "rpcId contains a control character");
   const RpcDeclaration* decl = find_rpc(scope->declaration(), r.name());
   if (decl == nullptr)
     return rejected(RefusalCode::kInvalidArgument, "RPC " + quoted(r.name()) +

@@ -982,6 +982,13 @@ TEST_F(FlowAttributes, InvokeRpcRefusalsNameTheProblem) {
   EXPECT_EQ(h.invoke("f", "rpc:1", "get", 0).code, RefusalCode::kInvalidArgument);
   EXPECT_EQ(h.invoke("f", "rpc:1", "get", 60'001).code, RefusalCode::kInvalidArgument);
   EXPECT_EQ(h.invoke("f", "", "get").code, RefusalCode::kInvalidArgument);
+  EXPECT_EQ(h.invoke("f", "req:" + std::string(kNameBytesMax, 'r'), "get").kind,
+            ApplyKind::kApplied)
+      << "a request ID of the longest name fits";
+  EXPECT_EQ(h.invoke("f", "req:" + std::string(kNameBytesMax + 5, 'r'), "get").code,
+            RefusalCode::kInvalidArgument);
+  EXPECT_EQ(h.invoke("f", "req:" + std::string(kNameBytesMax, 'r') + "\x1f", "get").code,
+            RefusalCode::kInvalidArgument);
   FlowRecord big =
       h.invoke_record("f", "rpc:1", "get", 1'000, std::string(kPayloadBytesMax + 1, 'x'));
   EXPECT_EQ(h.apply(big).code, RefusalCode::kInvalidArgument);
