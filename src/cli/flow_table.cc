@@ -189,23 +189,26 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
   // Newest first; bounded by the events given.
   for (auto it = events.rbegin(); it != events.rend(); ++it) {
     const flow::HistoryEvent& e = *it;
-    std::string detail;
-    if (e.has_decision()) detail = json_text(proto_to_json(e.decision()));
-    if (e.has_publish()) detail = json_text(proto_to_json(e.publish()));
-    if (e.has_wait()) detail = json_text(proto_to_json(e.wait()));
+    // What the event did first (an RPC, Attribute writes, locks), then the
+    // decision or wait it recorded, which may be long and is cut.
+    std::vector<std::string> parts;
     if (!e.rpc_name().empty()) {
-      detail = "rpc " + e.rpc_name();
-      if (e.has_output()) detail += " -> " + payload_text(e.output(), 40);
+      parts.push_back("rpc " + e.rpc_name() +
+                      (e.has_output() ? " -> " + payload_text(e.output(), 40) : ""));
     }
     if (e.attribute_writes_size() > 0) {
-      detail += (detail.empty() ? "" : "; ") + std::string("set ") +
-                attribute_writes_text(e.attribute_writes());
+      parts.push_back("set " + attribute_writes_text(e.attribute_writes()));
     }
     if (e.lock_keys_size() > 0) {
       std::string keys;
       for (const std::string& k : e.lock_keys()) keys += (keys.empty() ? "" : ", ") + k;
-      detail += (detail.empty() ? "" : "; ") + name_of(e.method()) + " locks " + keys;
+      parts.push_back(name_of(e.method()) + " locks " + keys);
     }
+    if (e.has_decision()) parts.push_back(json_text(proto_to_json(e.decision())));
+    if (e.has_publish()) parts.push_back(json_text(proto_to_json(e.publish())));
+    if (e.has_wait()) parts.push_back(json_text(proto_to_json(e.wait())));
+    std::string detail;
+    for (const std::string& p : parts) detail += (detail.empty() ? "" : "; ") + p;
     if (e.status() != flow::FLOW_STATUS_UNSPECIFIED) detail = name_of(e.status());
     if (!e.reason().empty()) detail += (detail.empty() ? "" : ": ") + e.reason();
     if (!e.error().empty())

@@ -229,9 +229,21 @@ TEST(HistoryTable, RpcAndAttributeEventsShowTheirDetail) {
   locks.set_kind(flow::LOCKS_ACQUIRED);
   locks.set_method(flow::RPC);
   locks.add_lock_keys("order");
-  const std::string t = history_table({rpc, locks}, 0);
-  EXPECT_NE(t.find(R"(RPC_COMPLETED   -               -        rpc set-status -> {"ok":true}; set )"
-                   R"(status="paused", counts[a]=(deleted))"),
+  flow::HistoryEvent waited;  // the writes come before the (long) wait, which is cut
+  waited.set_seq(6);
+  waited.set_kind(flow::WAIT_FOR_COMPLETED);
+  *waited.add_attribute_writes() = attr("status");
+  waited.mutable_attribute_writes(0)->mutable_value()->set_string_value("started");
+  waited.mutable_wait()->set_kind(flow::ANY_OF);
+  for (int i = 0; i < 5; ++i) {
+    waited.mutable_wait()->add_conditions()->mutable_channel()->set_channel("done");
+  }
+  const std::string t = history_table({rpc, locks, waited}, 0);
+  EXPECT_NE(t.find(R"(set status="started"; {"kind":"ANY_OF","conditions":[{"channel":)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find(R"(rpc set-status -> {"ok":true}; set status="paused", counts[a]=(deleted))"
+                   "\n"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("LOCKS_ACQUIRED"), std::string::npos) << t;
