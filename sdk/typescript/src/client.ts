@@ -422,7 +422,6 @@ export class Client {
    */
   async setAttributes(flowId: string, writes: AttributeWrite[], options: RunOptions = {}): Promise<{ runId: string }> {
     const wire = attributeWrites(writes, "setAttributes", true);
-    if (wire.length === 0) throw new DexError("INVALID_ARGUMENT", "setAttributes needs at least one write");
     const response = await this.flowCall<{ runId: string }>(
       "SetAttributes",
       { flow: { flowId, runId: options.runId ?? "" }, writes: wire },
@@ -461,7 +460,8 @@ export class Client {
     return this.flowWait(options, (pieceMs) => ({
       method: "WaitForAttribute",
       request: { flow: { flowId, runId: options.runId ?? "" }, key: attribute.key, instanceKey, value: wanted, timeoutMs: pieceMs },
-      done: (r: Wire) => r.matched || r.status !== "FLOW_RUNNING",
+      // A closed run ends the wait (an unknown status does not).
+      done: (r: Wire) => r.matched || (r.status !== "FLOW_RUNNING" && r.status !== "FLOW_STATUS_UNSPECIFIED"),
       convert: (r: Wire | undefined): AttributeWaitResult<T> => ({
         matched: r?.matched ?? false,
         current: attributeValueFromWire(r?.current, `the Attribute '${attribute.key}'`) as T | undefined,
@@ -527,7 +527,8 @@ export class Client {
       if (error instanceof DexError && error.code === "DEADLINE_EXCEEDED") {
         throw new DexError(
           "DEADLINE_EXCEEDED",
-          `RPC '${name}' of ${flowId} did not complete within ${formatDuration(timeoutMs)}: ${error.details}`,
+          `RPC '${name}' of ${flowId} did not complete within ${formatDuration(timeoutMs)} (its outcome is unknown; ` +
+            `a retry with request ID '${requestId}' answers it if it was committed): ${error.details}`,
           { ...(error.address === undefined ? {} : { address: error.address }), cause: error },
         );
       }
