@@ -539,7 +539,7 @@ export class Client {
       output = fromPayload(response.output, outputCodec);
     } catch (error) {
       throw new DexError(
-        "INTERNAL",
+        "INVALID_ARGUMENT",
         `the output of RPC '${name}' cannot be decoded: ${error instanceof Error ? error.message : String(error)}`,
       );
     }

@@ -355,6 +355,8 @@ describe("over the wire, against an in-process server", () => {
     assert.match(fake.lastCall("InvokeRpc").requestId, /^[0-9a-f]{32}$/);
     fake.answers.set("InvokeRpc", () => ({ runId: "r-5", output: { data: Buffer.alloc(0) } }));
     assert.equal((await client.invokeRpc("f-1", "empty")).output, null);
+    fake.answers.set("InvokeRpc", () => ({ runId: "r-5", output: { data: Buffer.from("not json") } }));
+    await assert.rejects(client.invokeRpc("f-1", "raw"), /INVALID_ARGUMENT: the output of RPC 'raw' cannot be decoded/);
 
     await assert.rejects(client.invokeRpc("f-1", "x", null, { timeoutMs: 60_001 }), /INVALID_ARGUMENT: invokeRpc: timeoutMs must be more than 0 and at most 60000/);
     await assert.rejects(client.invokeRpc("f-1", "x", 10n), /INVALID_ARGUMENT: invokeRpc: the input of RPC 'x' cannot be encoded/);
