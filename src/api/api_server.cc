@@ -32,6 +32,8 @@ int grpc_code_for(const Status& status) {
       return grpc::StatusCode::FAILED_PRECONDITION;
     case Code::kAlreadyExists:
       return grpc::StatusCode::ALREADY_EXISTS;
+    case Code::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
     case Code::kTransient:
     case Code::kStopped:
     case Code::kFenced:
@@ -370,6 +372,31 @@ class FlowServiceImpl final : public FlowService::Service {
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
       return assign(e.wait_for_step(*request, [context] { return context->IsCancelled(); }),
+                    response);
+    });
+  }
+
+  grpc::Status GetAttributes(grpc::ServerContext*, const flow::GetAttributesRequest* request,
+                             flow::GetAttributesResponse* response) override {
+    return call([&](Engine& e) { return assign(e.get_attributes(*request), response); });
+  }
+  grpc::Status SetAttributes(grpc::ServerContext*, const flow::SetAttributesRequest* request,
+                             flow::SetAttributesResponse* response) override {
+    return call([&](Engine& e) { return assign(e.set_attributes(*request), response); });
+  }
+  grpc::Status WaitForAttribute(grpc::ServerContext* context,
+                                const flow::WaitForAttributeRequest* request,
+                                flow::WaitForAttributeResponse* response) override {
+    if (request->timeout_ms() < 0) return negative_timeout();
+    return call([&](Engine& e) {
+      return assign(e.wait_for_attribute(*request, [context] { return context->IsCancelled(); }),
+                    response);
+    });
+  }
+  grpc::Status InvokeRpc(grpc::ServerContext* context, const flow::InvokeRpcRequest* request,
+                         flow::InvokeRpcResponse* response) override {
+    return call([&](Engine& e) {
+      return assign(e.invoke_rpc(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }

@@ -20,6 +20,8 @@ std::string_view code_name(Code code) {
       return "Fenced";
     case Code::kAlreadyExists:
       return "AlreadyExists";
+    case Code::kDeadlineExceeded:
+      return "DeadlineExceeded";
     case Code::kInvalidArgument:
       return "InvalidArgument";
     case Code::kStopped:

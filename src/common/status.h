@@ -21,6 +21,7 @@ enum class Code {
   kInvalidArgument,  // bad input from a user: config, flag, request
   kStopped,          // the component was stopped or lost its lease
   kAlreadyExists,    // a request to create what exists (a Flow ID its reuse policy refuses)
+  kDeadlineExceeded, // the caller's deadline passed before the operation ended (an RPC)
 };
 
 std::string_view code_name(Code code);

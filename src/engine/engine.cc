@@ -151,6 +151,26 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return flow_->wait_for_step(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
   }
+  StatusOr<flow::GetAttributesResponse> get_attributes(
+      const flow::GetAttributesRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->get_attributes(r);
+  }
+  StatusOr<flow::SetAttributesResponse> set_attributes(
+      const flow::SetAttributesRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->set_attributes(r);
+  }
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const flow::WaitForAttributeRequest& r, const std::function<bool()>& cancelled) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->wait_for_attribute(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+  }
+  StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& r,
+                                               const std::function<bool()>& cancelled) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->invoke_rpc(r, cancelled);
+  }
 
  private:
   struct WorkerConn {

@@ -196,6 +196,17 @@ class Engine {
       const flow::WaitForHistoryEventRequest&, const std::function<bool()>& cancelled) = 0;
   virtual StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
       const flow::WaitForStepCompletionRequest&, const std::function<bool()>& cancelled) = 0;
+  // Attributes and RPCs. invoke_rpc answers once the RPC's end is durable:
+  // DeadlineExceeded at its timeout, Transient when it was not completed (a
+  // takeover), PreconditionFailed when the run closed or the handler failed.
+  virtual StatusOr<flow::GetAttributesResponse> get_attributes(
+      const flow::GetAttributesRequest&) = 0;
+  virtual StatusOr<flow::SetAttributesResponse> set_attributes(
+      const flow::SetAttributesRequest&) = 0;
+  virtual StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const flow::WaitForAttributeRequest&, const std::function<bool()>& cancelled) = 0;
+  virtual StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest&,
+                                                       const std::function<bool()>& cancelled) = 0;
 };
 
 }  // namespace dex

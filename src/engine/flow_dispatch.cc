@@ -133,6 +133,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
   m->set_task_id(result.task_id());
   m->set_at_unix_ms(now_ms());
   *m->mutable_publishes() = result.publishes();
+  *m->mutable_attribute_writes() = result.attribute_writes();
   switch (result.result_case()) {
     case flow::FlowTaskResult::kWait:
       m->set_outcome(flow::ATTEMPT_COMPLETED);
@@ -143,16 +144,40 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
       m->set_outcome(flow::ATTEMPT_COMPLETED);
       *m->mutable_decision() = result.decision();
       break;
+    case flow::FlowTaskResult::kRpc:
+      m->set_outcome(flow::ATTEMPT_COMPLETED);
+      *m->mutable_rpc()->mutable_output() = result.rpc().output();
+      *m->mutable_rpc()->mutable_next_steps() = result.rpc().next_steps();
+      break;
     case flow::FlowTaskResult::kError:
       m->set_outcome(flow::ATTEMPT_FAILED);
       m->set_error(result.error().message());
       m->set_non_retryable(result.error().non_retryable());
       m->clear_publishes();  // a failed attempt's effects never exist
+      m->clear_attribute_writes();
       break;
     default:
       m->set_outcome(flow::ATTEMPT_FAILED);
-      m->set_error("the Worker sent a result without a wait, a decision or an error");
+      m->set_error("the Worker sent a result without a wait, a decision, an RPC output or an error");
       m->clear_publishes();
+      m->clear_attribute_writes();
+  }
+  // A result of the wrong kind for its method (a decision for an RPC, ...).
+  const bool kind_fits =
+      m->outcome() != flow::ATTEMPT_COMPLETED ||
+      (ref->method() == flow::WAIT_FOR && result.result_case() == flow::FlowTaskResult::kWait) ||
+      (ref->method() == flow::EXECUTE && result.result_case() == flow::FlowTaskResult::kDecision) ||
+      (ref->method() == flow::RPC && result.result_case() == flow::FlowTaskResult::kRpc);
+  if (!kind_fits) {
+    m->set_outcome(flow::ATTEMPT_FAILED);
+    m->set_error(fmt::format("the Worker answered a {} task with a result of another kind",
+                             flow::Method_Name(ref->method())));
+    m->clear_wait();
+    m->clear_decision();
+    m->clear_rpc();
+    m->clear_locals();
+    m->clear_publishes();
+    m->clear_attribute_writes();
   }
   // One speculative apply: it assigns the attempts the result starts and
   // judges the result. An invalid wait or decision is the application's bug:
@@ -169,8 +194,10 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
     m->set_error("invalid result: " + refused);
     m->clear_wait();
     m->clear_decision();
+    m->clear_rpc();
     m->clear_locals();
     m->clear_publishes();
+    m->clear_attribute_writes();
     speculate(record, reserved);
   }
   propose_speculated(

@@ -21,8 +21,6 @@ constexpr int64_t kWaitDefaultMs = 30'000;
 constexpr int64_t kWaitMaxMs = 60'000;
 constexpr uint32_t kHistoryPageDefault = 100;
 constexpr uint32_t kHistoryPageMax = 1'000;
-// A long poll re-checks whether its caller went away at least this often.
-constexpr Duration kWaitSlice = milliseconds(500);
 
 Status engine_stopped() {
   return Status::stopped("the engine stopped (the lease was released or lost)");
@@ -133,7 +131,8 @@ void FlowEngine::on_applied(std::vector<FlowRecordResult>& results, const flow::
         --w->second.in_use;
       running_.erase(it);
     }
-    if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty()) {
+    if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty() ||
+        !fx.attributes_changed.empty() || !fx.rpcs_done.empty()) {
       ++version_;
       changed_cv_.notify_all();
     }
@@ -349,30 +348,6 @@ StatusOr<flow::GetHistoryEventsResponse> FlowEngine::history(
     if (!run.is_ok()) return run.status();
     return history_page(kv, *run, request.after_seq(), request.from_start(), page);
   });
-}
-
-// Waits until `ready()` answers a value, the deadline passes (nullopt), the
-// caller goes away or the engine stops.
-template <typename T>
-StatusOr<std::optional<T>> FlowEngine::wait_until(
-    TimePoint deadline, const std::function<bool()>& cancelled,
-    const std::function<StatusOr<std::optional<T>>()>& ready) {
-  // Bounded by the deadline: each round waits at most kWaitSlice.
-  while (true) {
-    uint64_t seen;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_ || log_stopped_) return engine_stopped();
-      seen = version_;
-    }
-    auto value = ready();
-    if (!value.is_ok() || value->has_value()) return value;
-    const TimePoint now = clock_.now();
-    if (now >= deadline || (cancelled && cancelled())) return std::optional<T>();
-    std::unique_lock<std::mutex> lock(mu_);
-    clock_.wait_until(lock, changed_cv_, std::min(deadline, now + kWaitSlice),
-                      [&] { return stopped_ || log_stopped_ || version_ != seen; });
-  }
 }
 
 StatusOr<flow::WaitForFlowResponse> FlowEngine::wait_for_flow(

@@ -48,6 +48,9 @@ struct FlowEngineOptions {
   std::function<int64_t()> now_unix_ms;  // wall clock written into records
 };
 
+// A long poll re-checks whether its caller went away at least this often.
+inline constexpr Duration kWaitSlice = milliseconds(500);
+
 // The deadline of a long poll asking for `timeout_ms` (0: 30 s; at most 60 s).
 TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms);
 
@@ -91,6 +94,17 @@ class FlowEngine {
   StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
       const flow::WaitForStepCompletionRequest& request, TimePoint deadline,
       const std::function<bool()>& cancelled);
+
+  // Attributes and RPCs (flow_rpc.cc).
+  StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest& request);
+  StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest& request);
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const flow::WaitForAttributeRequest& request, TimePoint deadline,
+      const std::function<bool()>& cancelled);
+  // Answers once the RPC's end is durable: its output, or why it did not
+  // complete (DeadlineExceeded, Transient for NOT_COMPLETED, PreconditionFailed).
+  StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& request,
+                                               const std::function<bool()>& cancelled);
 
   // ------------------------------------------------------------ Worker streams
   // Records the hello's declarations (durably, before it returns) and lets the
@@ -183,6 +197,7 @@ class FlowEngine {
   bool wake_ = false;                       // guarded by mu_
   uint64_t version_ = 0;                    // guarded by mu_: bumped by every applied change
   uint64_t next_task_ = 1;                  // guarded by mu_
+  uint64_t next_rpc_ = 1;                   // guarded by mu_
   std::map<WorkerHandle, Worker> workers_;  // guarded by mu_
   std::unordered_map<std::string, Running> running_;  // guarded by mu_; by task id
   // Queued attempts by Flow type, in queue order (a cache of the store's task
@@ -202,6 +217,31 @@ inline auto FlowEngine::with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>()
   auto out = fn(*view);
   if (!view->status().is_ok()) return view->status();
   return out;
+}
+
+// Waits until `ready()` answers a value, the deadline passes (nullopt), the
+// caller goes away or the engine stops.
+template <typename T>
+inline StatusOr<std::optional<T>> FlowEngine::wait_until(
+    TimePoint deadline, const std::function<bool()>& cancelled,
+    const std::function<StatusOr<std::optional<T>>()>& ready) {
+  // Bounded by the deadline: each round waits at most kWaitSlice.
+  while (true) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_ || log_stopped_)
+        return Status::stopped("the engine stopped (the lease was released or lost)");
+      seen = version_;
+    }
+    auto value = ready();
+    if (!value.is_ok() || value->has_value()) return value;
+    const TimePoint now = clock_.now();
+    if (now >= deadline || (cancelled && cancelled())) return std::optional<T>();
+    std::unique_lock<std::mutex> lock(mu_);
+    clock_.wait_until(lock, changed_cv_, std::min(deadline, now + kWaitSlice),
+                      [&] { return stopped_ || log_stopped_ || version_ != seen; });
+  }
 }
 
 }  // namespace dex

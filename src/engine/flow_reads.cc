@@ -1,5 +1,7 @@
 #include "engine/flow_reads.h"
 
+#include "flow/flow_rules.h"
+
 namespace dex {
 namespace {
 
@@ -91,6 +93,10 @@ flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& 
 }
 
 flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
+  // An RPC's caller waits: its task goes out while its start is written (a
+  // start that never becomes durable leaves nothing, and the caller gets
+  // UNAVAILABLE).
+  if (ref.method() == flow::RPC) return flow::ASYNC;
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!s) return flow::SYNC;
   return ref.method() == flow::WAIT_FOR ? s->options().wait_for().durability()
@@ -100,14 +106,48 @@ flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& re
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
   auto run = txn.run(ref.flow_id(), ref.run_id());
   if (!run || run->status() != flow::FLOW_RUNNING) return false;
+  if (ref.method() == flow::RPC) {
+    auto rpc = txn.rpc(ref.flow_id(), ref.run_id(), ref.step_execution_id());
+    return rpc && !rpc->done() && rpc->method().state() == flow::TASK_QUEUED &&
+           rpc->method().attempt() == ref.attempt();
+  }
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   return s && s->method().state() == flow::TASK_QUEUED && s->method().method() == ref.method() &&
          s->method().attempt() == ref.attempt();
 }
 
+namespace {
+
+std::optional<flow::FlowTask> build_rpc_task(flow::KvFlowTxn& txn, const flow::Run& run,
+                                             const flow::TaskRef& ref,
+                                             const std::string& task_id) {
+  auto rpc = txn.rpc(ref.flow_id(), ref.run_id(), ref.step_execution_id());
+  if (!rpc || rpc->done() || rpc->method().attempt() != ref.attempt()) return std::nullopt;
+  flow::FlowTask t;
+  t.set_task_id(task_id);
+  t.set_flow_id(run.flow_id());
+  t.set_run_id(run.run_id());
+  t.set_flow_type(run.flow_type());
+  t.set_declaration_version(run.declaration_version());
+  t.set_step_execution_id(rpc->rpc_id());
+  t.set_method(flow::RPC);
+  t.set_attempt(ref.attempt());
+  t.set_first_attempt_unix_ms(rpc->created_ms());
+  t.set_rpc_name(rpc->name());
+  *t.mutable_input() = rpc->input();
+  // The whole timeout: the deadline timer ends the RPC at its deadline even
+  // when the attempt's own timeout, counted from the hand-over, has not passed.
+  t.set_attempt_timeout_ms(std::max<int64_t>(1, rpc->deadline_ms() - rpc->created_ms()));
+  for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);
+  return t;
+}
+
+}  // namespace
+
 std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
                                          const std::string& task_id) {
   auto run = txn.run(ref.flow_id(), ref.run_id());
+  if (run && ref.method() == flow::RPC) return build_rpc_task(txn, *run, ref, task_id);
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!run || !s || s->method().method() != ref.method() || s->method().attempt() != ref.attempt())
     return std::nullopt;
@@ -142,6 +182,7 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
       *r->mutable_condition() = s->wait().conditions(i);
     }
   }
+  for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);
   return t;
 }
 

@@ -205,6 +205,8 @@ std::string_view status_outcome_label(Code code) {
       return "stopped";
     case Code::kAlreadyExists:
       return "already_exists";
+    case Code::kDeadlineExceeded:
+      return "deadline_exceeded";
   }
   return "unknown";
 }

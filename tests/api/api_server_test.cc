@@ -67,6 +67,21 @@ class FakeEngine final : public Engine {
       const flow::WaitForStepCompletionRequest&, const std::function<bool()>&) override {
     return flow::WaitForStepCompletionResponse();
   }
+  StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest&) override {
+    return flow::GetAttributesResponse();
+  }
+  StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest&) override {
+    return flow::SetAttributesResponse();
+  }
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const flow::WaitForAttributeRequest&, const std::function<bool()>&) override {
+    return flow::WaitForAttributeResponse();
+  }
+  StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest&,
+                                               const std::function<bool()>&) override {
+    // An RPC whose caller's deadline passed: the API maps it to DEADLINE_EXCEEDED.
+    return Status(Code::kDeadlineExceeded, "fake: the RPC timed out");
+  }
   StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
                                         std::shared_ptr<WorkerSink> sink) override {
     std::lock_guard<std::mutex> lock(mu);

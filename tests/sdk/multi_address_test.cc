@@ -171,6 +171,22 @@ class ProcessEngine final : public Engine {
       const std::function<bool()>& cancelled) override {
     return inner_.wait_for_step(r, cancelled);
   }
+  StatusOr<flow::GetAttributesResponse> get_attributes(
+      const flow::GetAttributesRequest& r) override {
+    return inner_.get_attributes(r);
+  }
+  StatusOr<flow::SetAttributesResponse> set_attributes(
+      const flow::SetAttributesRequest& r) override {
+    return inner_.set_attributes(r);
+  }
+  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
+      const flow::WaitForAttributeRequest& r, const std::function<bool()>& cancelled) override {
+    return inner_.wait_for_attribute(r, cancelled);
+  }
+  StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& r,
+                                               const std::function<bool()>& cancelled) override {
+    return inner_.invoke_rpc(r, cancelled);
+  }
   StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
                                         std::shared_ptr<WorkerSink> sink) override {
     return inner_.connect_worker(hello, std::move(sink));
