@@ -238,6 +238,31 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
+double fsync_floor_ms(const fs::path& dir) {
+  std::string block(512, 'x');
+  std::vector<double> lat;
+  const auto end = Clock::now() + std::chrono::seconds(1);
+  // Bounded by one second.
+  for (int i = 0; Clock::now() < end; ++i) {
+    const auto t0 = Clock::now();
+    int fd = ::open((dir / fmt::format("f{}", i % 16)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::write(fd, block.data(), block.size()) < 0 || ::fsync(fd) != 0)
+      die("the fsync floor could not write in " + dir.string());
+    ::close(fd);
+    lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return percentile(lat, 0.5);
+}
+
+uint64_t dev_log_slots(const fs::path& data) {
+  uint64_t n = 0;
+  for (const auto& e : fs::directory_iterator(data / "objects" / "nodes" / "dev" / "log")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
 std::string wait_dev_ready(const Child& server, std::chrono::seconds timeout) {
   static const std::regex kReady(R"(dex-server-zd dev ready: .* listening on (\S+))");
   const auto deadline = std::chrono::steady_clock::now() + timeout;

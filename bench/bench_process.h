@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
@@ -93,5 +94,13 @@ void require_programs(const std::filesystem::path& bin,
 
 // The value at fraction `p` (0.5, 0.99) of `v`; 0 if empty.
 double percentile(std::vector<double> v, double p);
+
+// The fsync floor: p50 (ms) over one second of a 512 B write and fsync of a
+// file in `dir` (the server's file system), what one strict log batch cannot beat.
+double fsync_floor_ms(const std::filesystem::path& dir);
+
+// The log slots a `dex-server-zd dev` with data directory `data` has written
+// (one object per log batch).
+uint64_t dev_log_slots(const std::filesystem::path& data);
 
 }  // namespace dex::bench

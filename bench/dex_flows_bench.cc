@@ -11,7 +11,6 @@
 //    WaitForFlow until the run closes; one Client per thread).
 //
 //   build/bin/dex_flows_bench [--seconds 5] [--concurrency 1,64] [--runs 50]
-#include <fcntl.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -37,31 +36,6 @@ using Clock = std::chrono::steady_clock;
 using namespace dex::bench;
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);
-
-double fsync_floor_ms(const fs::path& dir) {
-  std::string block(512, 'x');
-  std::vector<double> lat;
-  const auto end = Clock::now() + std::chrono::seconds(1);
-  // Bounded by one second.
-  for (int i = 0; Clock::now() < end; ++i) {
-    const auto t0 = Clock::now();
-    int fd = ::open((dir / fmt::format("f{}", i % 16)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || ::write(fd, block.data(), block.size()) < 0 || ::fsync(fd) != 0)
-      die("the fsync floor could not write in " + dir.string());
-    ::close(fd);
-    lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return percentile(lat, 0.5);
-}
-
-uint64_t log_slots(const fs::path& data) {
-  uint64_t n = 0;
-  for (const auto& e : fs::directory_iterator(data / "objects" / "nodes" / "dev" / "log")) {
-    (void)e;
-    ++n;
-  }
-  return n;
-}
 
 std::string run_once(dex::Client& client, const std::string& type, const std::string& id) {
   auto started = client.start(type, id, nlohmann::json{{"n", 1}});
@@ -170,12 +144,12 @@ int main(int argc, char** argv) {
   fmt::print("{:<11} {:>15} {:>5} {:>9} {:>9} {:>9} {:>10}\n", "flow", "batches/run", "conc",
              "flows/s", "p50 ms", "p99 ms", "p50/fsync");
   for (const char* type : {"BenchOne", "BenchThree"}) {
-    const uint64_t before = log_slots(root / "data");
+    const uint64_t before = dev_log_slots(root / "data");
     for (int i = 0; i < runs; ++i) {
       std::string err = run_once(client, type, fmt::format("seq-{}-{}", type, i));
       if (!err.empty()) die(std::string(type) + ": " + err);
     }
-    const double batches = static_cast<double>(log_slots(root / "data") - before) / runs;
+    const double batches = static_cast<double>(dev_log_slots(root / "data") - before) / runs;
     for (int c : concurrency) {
       Row r = closed_loop(address, type, c, seconds);
       check_alive(server);
