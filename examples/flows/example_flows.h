@@ -13,6 +13,12 @@
 //  - E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, E2EIdle (pipelines.cc):
 //    the HA end-to-end tests' Flows (tests/server/), with the retry policies
 //    and timeouts those tests rely on.
+//  - AttrRpcDemo: Attribute `status`, AttributeMap `counts`, RPCs `describe`
+//    and `set-status`; its Step writes status and waits on Channel `done`
+//    (dexcli's Attribute and RPC tests).
+//  - E2ECounter: RPC `add` sums into Attribute `total` under lock key
+//    "counter", once per id (AttributeMap `applied`); Count waits on Channel
+//    `stop` and completes with the total (the failover tests).
 // Inputs are JSON objects; every duration is in milliseconds so that tests can
 // shorten them.
 #pragma once
@@ -28,7 +34,9 @@ namespace dex::examples {
 std::shared_ptr<Flow> order_processing();
 std::shared_ptr<Flow> signup();
 std::shared_ptr<Flow> parallel_quotes();
-// The three examples and the pipelines (whose Steps take `work_time` each).
+std::shared_ptr<Flow> attr_rpc_demo();
+std::shared_ptr<Flow> e2e_counter();
+// Every Flow above (the pipelines' Steps take `work_time` each).
 std::vector<std::shared_ptr<Flow>> all_flows(
     std::chrono::milliseconds work_time = std::chrono::milliseconds(0));
 std::vector<std::shared_ptr<Flow>> pipelines(std::chrono::milliseconds work_time);
@@ -36,6 +44,6 @@ std::vector<std::shared_ptr<Flow>> pipelines(std::chrono::milliseconds work_time
 // to the next with its input (after `work_time`), the last completes with it.
 // The benchmarks build theirs with it (bench/peers_worker.cc, dex_flows_bench).
 std::shared_ptr<Flow> pipeline(std::string type, std::vector<std::string> steps,
-                                    std::chrono::milliseconds work_time);
+                               std::chrono::milliseconds work_time);
 
 }  // namespace dex::examples

@@ -74,11 +74,11 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
     worker.shutdown();
   });
   waiter.detach();
-  std::cout
-      << "dex-flow-examples worker " << worker.worker_id()
-      << " hosts OrderProcessing, SignUp, ParallelQuotes and the pipelines (OneStep, ThreeSteps, "
-         "E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, E2EIdle)"
-      << std::endl;
+  std::cout << "dex-flow-examples worker " << worker.worker_id()
+            << " hosts OrderProcessing, SignUp, ParallelQuotes, AttrRpcDemo, E2ECounter and the "
+               "pipelines (OneStep, ThreeSteps, E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, "
+               "E2EIdle)"
+            << std::endl;
   dex::Status s = worker.run();
   if (!s.is_ok()) {
     std::cerr << "dex-flow-examples: " << s.to_string() << std::endl;
@@ -167,8 +167,8 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
   auto closed = retried("wait", [&] { return client.wait_for_flow(flow_id, kScenarioTimeout); });
   json outputs = json::array();
   for (const auto& o : closed->flow().outputs())
-    outputs.push_back({{"step_execution_id", o.step_execution_id()},
-                       {"output", dex::from_payload(o.output())}});
+    outputs.push_back(
+        {{"step_execution_id", o.step_execution_id()}, {"output", dex::from_payload(o.output())}});
   const std::string status = dex::flow::FlowStatus_Name(closed->flow().status());
   // The messages the run's history shows published by clients, in order.
   json history_publishes = json::array();

@@ -9,7 +9,6 @@
 namespace dex::examples {
 namespace {
 
-
 const Channel kSellerApproval("seller-approval");
 
 class Charge final : public Step {

@@ -121,8 +121,8 @@ class E2EFlow final : public Flow {
 };
 
 StepOptions execute_options(uint32_t attempts, std::chrono::milliseconds initial,
-                                 std::chrono::milliseconds maximum,
-                                 std::chrono::milliseconds attempt_timeout, bool async = false) {
+                            std::chrono::milliseconds maximum,
+                            std::chrono::milliseconds attempt_timeout, bool async = false) {
   StepOptions o;
   o.execute.retry.maximum_attempts = attempts;
   o.execute.retry.initial_interval = initial;
@@ -143,7 +143,7 @@ std::shared_ptr<Flow> e2e_three_steps(std::chrono::milliseconds work_time) {
 }
 
 std::shared_ptr<Flow> e2e_slow_step(std::string type, uint32_t attempts,
-                                         std::chrono::milliseconds work_time) {
+                                    std::chrono::milliseconds work_time) {
   return std::make_shared<E2EFlow>(
       std::move(type),
       std::vector<E2EStep::Spec>{{"Slow", "", execute_options(attempts, 100ms, 100ms, 60s), false}},
@@ -165,16 +165,14 @@ class E2EIdle final : public Flow {
  public:
   std::string type() const override { return "E2EIdle"; }
   std::string start_step() const override { return "Idle"; }
-  std::vector<std::shared_ptr<Step>> steps() const override {
-    return {std::make_shared<Idle>()};
-  }
+  std::vector<std::shared_ptr<Step>> steps() const override { return {std::make_shared<Idle>()}; }
   std::vector<Channel> channels() const override { return {kWake}; }
 };
 
 }  // namespace
 
 std::shared_ptr<Flow> pipeline(std::string type, std::vector<std::string> steps,
-                                    std::chrono::milliseconds work_time) {
+                               std::chrono::milliseconds work_time) {
   DEX_INVARIANT(!steps.empty(), "a pipeline has Steps");
   return std::make_shared<Pipeline>(std::move(type), std::move(steps), work_time);
 }

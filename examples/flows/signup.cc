@@ -8,7 +8,6 @@
 namespace dex::examples {
 namespace {
 
-
 const Channel kVerify("verify");
 
 class SendEmail final : public Step {

@@ -56,6 +56,64 @@ const flow::StepDeclaration* step_of(const flow::FlowDeclaration& d, const std::
   return nullptr;
 }
 
+const flow::RpcDeclaration* rpc_of(const flow::FlowDeclaration& d, const std::string& name) {
+  for (const auto& r : d.rpcs())
+    if (r.name() == name) return &r;
+  return nullptr;
+}
+
+std::vector<std::string> strings(const google::protobuf::RepeatedPtrField<std::string>& field) {
+  return {field.begin(), field.end()};
+}
+
+// An RPC task of `name`, carrying `attributes` (what the server reads for it).
+flow::FlowTask rpc_task(const std::string& name, const json& input,
+                        const std::vector<flow::Attribute>& attributes = {}) {
+  flow::FlowTask t;
+  t.set_task_id("t-rpc-" + name);
+  t.set_flow_id("f-1");
+  t.set_run_id("run-1");
+  t.set_step_execution_id("rpc:9.1");
+  t.set_method(flow::RPC);
+  t.set_rpc_name(name);
+  t.set_attempt(1);
+  *t.mutable_input() = to_payload(input);
+  for (const auto& a : attributes) *t.add_attributes() = a;
+  return t;
+}
+
+// The output of an RPC result (null when the result is not an RPC's).
+json output_of(const flow::FlowTaskResult& r) {
+  EXPECT_TRUE(r.has_rpc()) << r.DebugString();
+  return r.has_rpc() ? from_payload(r.rpc().output()) : json();
+}
+
+// "key[instance]=<value>;..." of a result's Attribute writes, in order.
+std::string writes(const flow::FlowTaskResult& r) {
+  std::string out;
+  for (const auto& w : r.attribute_writes()) {
+    out += w.key() + (w.instance_key().empty() ? "" : "[" + w.instance_key() + "]") + "=";
+    switch (w.value().value_case()) {
+      case flow::AttributeValue::kStringValue:
+        out += w.value().string_value();
+        break;
+      case flow::AttributeValue::kInt64Value:
+        out += std::to_string(w.value().int64_value());
+        break;
+      case flow::AttributeValue::kBoolValue:
+        out += w.value().bool_value() ? "true" : "false";
+        break;
+      case flow::AttributeValue::VALUE_NOT_SET:
+        out += "<deleted>";
+        break;
+      default:
+        out += w.value().ShortDebugString();
+    }
+    out += ";";
+  }
+  return out;
+}
+
 TEST(ExampleFlows, OrderProcessingChargesWithRetriesAndShipLoopsOnItsReminder) {
   auto order = examples::order_processing();
   const flow::FlowDeclaration d = order->declaration();
@@ -129,8 +187,7 @@ TEST(ExampleFlows, SignUpResendsOnItsTimerAndGivesUpAfterMaxSends) {
   fired(right, wait, 0, {json{{"code", "123456"}}});
   auto verified = run(*signup, right);
   ASSERT_TRUE(verified.decision().has_graceful_complete()) << verified.DebugString();
-  EXPECT_EQ(from_payload(verified.decision().graceful_complete())["verified"],
-            "ann@example.com");
+  EXPECT_EQ(from_payload(verified.decision().graceful_complete())["verified"], "ann@example.com");
   // The resend Timer: send again, until max_sends e-mails went out.
   flow::FlowTask resend = task("AwaitVerification", flow::EXECUTE, waiting);
   fired(resend, wait, 1);
@@ -181,6 +238,125 @@ TEST(ExampleFlows, PipelinesPassTheirInputAlongAndCompleteWithIt) {
   auto last = run(three, task("Work3", flow::EXECUTE, input));
   ASSERT_TRUE(last.decision().has_graceful_complete()) << last.DebugString();
   EXPECT_EQ(from_payload(last.decision().graceful_complete()), input);
+}
+
+TEST(ExampleFlows, AttrRpcDemoWritesItsStatusWaitsOnDoneAndAnswersItsRpcs) {
+  auto demo = examples::attr_rpc_demo();
+  const flow::FlowDeclaration d = demo->declaration();
+  EXPECT_EQ(d.flow_type(), "AttrRpcDemo");
+  EXPECT_EQ(d.start_step_type(), "Demo");
+  ASSERT_EQ(d.attributes_size(), 2);
+  EXPECT_EQ(d.attributes(0).key(), "status");
+  EXPECT_EQ(d.attributes(0).type(), flow::ATTRIBUTE_STRING);
+  EXPECT_FALSE(d.attributes(0).is_map());
+  EXPECT_EQ(d.attributes(1).key(), "counts");
+  EXPECT_EQ(d.attributes(1).type(), flow::ATTRIBUTE_INT64);
+  EXPECT_TRUE(d.attributes(1).is_map());
+  for (const char* name : {"describe", "set-status"}) {
+    const auto* rpc = rpc_of(d, name);
+    ASSERT_NE(rpc, nullptr) << name;
+    EXPECT_EQ(strings(rpc->attribute_reads()), std::vector<std::string>{"status"}) << name;
+    EXPECT_TRUE(rpc->lock_keys().empty()) << name;
+  }
+  EXPECT_TRUE(demo->validate().is_ok()) << demo->validate().message();
+
+  // WaitFor writes "started" with its Wait on Channel `done`.
+  auto waited = run(*demo, task("Demo", flow::WAIT_FOR, json::object()));
+  ASSERT_TRUE(waited.has_wait()) << waited.DebugString();
+  EXPECT_EQ(writes(waited), "status=started;");
+  ASSERT_EQ(waited.wait().conditions_size(), 1);
+  EXPECT_EQ(waited.wait().conditions(0).channel().channel(), "done");
+
+  // describe answers the status it reads (null when there is none).
+  EXPECT_EQ(output_of(run(*demo, rpc_task("describe", nullptr))), (json{{"status", nullptr}}));
+  const Attribute<std::string> status("status");
+  auto described = run(*demo, rpc_task("describe", nullptr, {status.write("paused")}));
+  EXPECT_EQ(output_of(described), (json{{"status", "paused"}}));
+  EXPECT_EQ(writes(described), "");
+
+  // set-status writes its input's status; a bad input fails the RPC naming the shape.
+  auto set = run(*demo, rpc_task("set-status", {{"status", "shipping"}}, {status.write("x")}));
+  EXPECT_EQ(output_of(set), (json{{"ok", true}}));
+  EXPECT_EQ(writes(set), "status=shipping;");
+  auto bad = run(*demo, rpc_task("set-status", {{"status", 7}}));
+  ASSERT_TRUE(bad.has_error()) << bad.DebugString();
+  EXPECT_NE(bad.error().message().find("set-status takes"), std::string::npos);
+  EXPECT_EQ(bad.attribute_writes_size(), 0);
+
+  // A message on `done` completes the run with it, the status and the counts.
+  const AttributeMap<int64_t> counts("counts");
+  flow::FlowTask done = task("Demo", flow::EXECUTE, json::object());
+  *done.add_attributes() = status.write("paused");
+  *done.add_attributes() = counts.write("eu", 3);
+  fired(done, waited.wait(), 0, {json{{"bye", 1}}});
+  auto completed = run(*demo, done);
+  ASSERT_TRUE(completed.has_decision() && completed.decision().has_graceful_complete())
+      << completed.DebugString();
+  EXPECT_EQ(from_payload(completed.decision().graceful_complete()),
+            (json{{"done", {{"bye", 1}}}, {"status", "paused"}, {"counts", {{"eu", 3}}}}));
+}
+
+TEST(ExampleFlows, E2ECounterAddsOncePerIdUnderItsLockAndCompletesWithTheTotal) {
+  auto counter = examples::e2e_counter();
+  const flow::FlowDeclaration d = counter->declaration();
+  EXPECT_EQ(d.flow_type(), "E2ECounter");
+  EXPECT_EQ(d.start_step_type(), "Count");
+  std::vector<std::string> keys;
+  for (const auto& a : d.attributes()) keys.push_back(a.key() + (a.is_map() ? "[]" : ""));
+  EXPECT_EQ(keys, (std::vector<std::string>{"applied[]", "total", "note[]"}));
+  const auto* add = rpc_of(d, "add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(strings(add->lock_keys()), std::vector<std::string>{"counter"});
+  EXPECT_EQ(strings(add->attribute_reads()), (std::vector<std::string>{"total", "applied"}));
+  const auto* count = step_of(d, "Count");
+  ASSERT_NE(count, nullptr);
+  EXPECT_TRUE(count->has_wait_for());
+  EXPECT_EQ(strings(count->options().execute().lock_keys()), std::vector<std::string>{"counter"});
+  EXPECT_TRUE(count->options().wait_for().lock_keys().empty());
+  EXPECT_EQ(strings(count->attribute_reads()), std::vector<std::string>{"total"});
+  EXPECT_TRUE(counter->validate().is_ok()) << counter->validate().message();
+
+  const Attribute<int64_t> total("total");
+  const AttributeMap<int64_t> applied("applied");
+  // The first add of an id: total + n and applied[id] = n.
+  auto first = run(*counter, rpc_task("add", {{"id", "a"}, {"n", 5}}));
+  EXPECT_EQ(output_of(first), (json{{"total", 5}}));
+  EXPECT_EQ(writes(first), "total=5;applied[a]=5;");
+  auto second = run(
+      *counter, rpc_task("add", {{"id", "b"}, {"n", -2}}, {total.write(5), applied.write("a", 5)}));
+  EXPECT_EQ(output_of(second), (json{{"total", 3}}));
+  EXPECT_EQ(writes(second), "total=3;applied[b]=-2;");
+  // An id already applied answers the total as it is and writes nothing.
+  auto repeat =
+      run(*counter, rpc_task("add", {{"id", "a"}, {"n", 5}},
+                             {total.write(3), applied.write("a", 5), applied.write("b", -2)}));
+  EXPECT_EQ(output_of(repeat), (json{{"total", 3}, {"repeat", true}}));
+  EXPECT_EQ(writes(repeat), "");
+  // A bad input fails the RPC, writing nothing.
+  for (const json& bad :
+       {json{{"n", 1}}, json{{"id", ""}, {"n", 1}}, json{{"id", "c"}, {"n", "1"}}}) {
+    auto failed = run(*counter, rpc_task("add", bad));
+    ASSERT_TRUE(failed.has_error()) << bad.dump();
+    EXPECT_NE(failed.error().message().find("add takes"), std::string::npos) << bad.dump();
+    EXPECT_EQ(failed.attribute_writes_size(), 0);
+  }
+
+  // Count waits for one message on `stop`, then completes with the total.
+  auto waited = run(*counter, task("Count", flow::WAIT_FOR, json::object()));
+  ASSERT_TRUE(waited.has_wait()) << waited.DebugString();
+  ASSERT_EQ(waited.wait().conditions_size(), 1);
+  EXPECT_EQ(waited.wait().conditions(0).channel().channel(), "stop");
+  flow::FlowTask stop = task("Count", flow::EXECUTE, json::object());
+  *stop.add_attributes() = total.write(42);
+  fired(stop, waited.wait(), 0, {json::object()});
+  auto done = run(*counter, stop);
+  ASSERT_TRUE(done.has_decision() && done.decision().has_graceful_complete()) << done.DebugString();
+  EXPECT_EQ(from_payload(done.decision().graceful_complete()), (json{{"total", 42}}));
+  // No total yet: 0.
+  flow::FlowTask empty = task("Count", flow::EXECUTE, json::object());
+  fired(empty, waited.wait(), 0, {json::object()});
+  EXPECT_EQ(from_payload(run(*counter, empty).decision().graceful_complete()),
+            (json{{"total", 0}}));
 }
 
 }  // namespace
