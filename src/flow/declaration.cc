@@ -17,32 +17,6 @@ Status check_duration(int64_t ms, const std::string& what) {
   return Status::ok();
 }
 
-Status validate_retry(const RetryPolicy& retry, const std::string& where) {
-  for (auto [ms, name] : {std::pair{retry.initial_interval_ms(), ".retry.initialIntervalMs"},
-                          {retry.maximum_interval_ms(), ".retry.maximumIntervalMs"},
-                          {retry.total_duration_ms(), ".retry.totalDurationMs"}}) {
-    if (auto s = check_duration(ms, where + name); !s.is_ok()) return s;
-  }
-  if (retry.initial_interval_ms() * kRetryMaximumIntervalFactor > kDurationMsMax &&
-      retry.maximum_interval_ms() == 0)
-    return Status::invalid_argument(where +
-                                    ".retry.initialIntervalMs is too long without a "
-                                    "maximumIntervalMs");
-  if (retry.initial_interval_ms() < 0)
-    return Status::invalid_argument(where + ".retry.initialIntervalMs must not be negative");
-  if (retry.backoff_coefficient() != 0 && !(retry.backoff_coefficient() >= 1.0))
-    return Status::invalid_argument(where + ".retry.backoffCoefficient must be at least 1");
-  if (retry.maximum_interval_ms() < 0)
-    return Status::invalid_argument(where + ".retry.maximumIntervalMs must not be negative");
-  if (retry.maximum_interval_ms() > 0 && retry.initial_interval_ms() > 0 &&
-      retry.maximum_interval_ms() < retry.initial_interval_ms())
-    return Status::invalid_argument(where +
-                                    ".retry.maximumIntervalMs must not be below initialIntervalMs");
-  if (retry.total_duration_ms() < 0)
-    return Status::invalid_argument(where + ".retry.totalDurationMs must not be negative");
-  return Status::ok();
-}
-
 Status validate_reads(const FlowDeclaration& decl,
                       const google::protobuf::RepeatedPtrField<std::string>& reads,
                       const std::string& where) {
@@ -98,6 +72,32 @@ Status validate_method(const FlowDeclaration& decl, const MethodOptions& options
 }
 
 }  // namespace
+
+Status validate_retry(const RetryPolicy& retry, const std::string& where) {
+  for (auto [ms, name] : {std::pair{retry.initial_interval_ms(), ".retry.initialIntervalMs"},
+                          {retry.maximum_interval_ms(), ".retry.maximumIntervalMs"},
+                          {retry.total_duration_ms(), ".retry.totalDurationMs"}}) {
+    if (auto s = check_duration(ms, where + name); !s.is_ok()) return s;
+  }
+  if (retry.initial_interval_ms() * kRetryMaximumIntervalFactor > kDurationMsMax &&
+      retry.maximum_interval_ms() == 0)
+    return Status::invalid_argument(where +
+                                    ".retry.initialIntervalMs is too long without a "
+                                    "maximumIntervalMs");
+  if (retry.initial_interval_ms() < 0)
+    return Status::invalid_argument(where + ".retry.initialIntervalMs must not be negative");
+  if (retry.backoff_coefficient() != 0 && !(retry.backoff_coefficient() >= 1.0))
+    return Status::invalid_argument(where + ".retry.backoffCoefficient must be at least 1");
+  if (retry.maximum_interval_ms() < 0)
+    return Status::invalid_argument(where + ".retry.maximumIntervalMs must not be negative");
+  if (retry.maximum_interval_ms() > 0 && retry.initial_interval_ms() > 0 &&
+      retry.maximum_interval_ms() < retry.initial_interval_ms())
+    return Status::invalid_argument(where +
+                                    ".retry.maximumIntervalMs must not be below initialIntervalMs");
+  if (retry.total_duration_ms() < 0)
+    return Status::invalid_argument(where + ".retry.totalDurationMs must not be negative");
+  return Status::ok();
+}
 
 Status validate_name(std::string_view what, std::string_view name) {
   if (name.empty()) return Status::invalid_argument(std::string(what) + " is empty");
@@ -232,16 +232,20 @@ Status validate_declaration(const FlowDeclaration& decl) {
   return Status::ok();
 }
 
+RetryPolicy retry_with_defaults(RetryPolicy retry) {
+  if (retry.initial_interval_ms() == 0)
+    retry.set_initial_interval_ms(kRetryInitialIntervalDefaultMs);
+  if (retry.backoff_coefficient() == 0)
+    retry.set_backoff_coefficient(kRetryBackoffCoefficientDefault);
+  if (retry.maximum_interval_ms() == 0)
+    retry.set_maximum_interval_ms(retry.initial_interval_ms() * kRetryMaximumIntervalFactor);
+  if (!retry.has_maximum_attempts()) retry.set_maximum_attempts(kRetryMaximumAttemptsDefault);
+  return retry;
+}
+
 MethodOptions method_with_defaults(MethodOptions options) {
   if (options.attempt_timeout_ms() == 0) options.set_attempt_timeout_ms(kAttemptTimeoutDefaultMs);
-  auto* retry = options.mutable_retry();
-  if (retry->initial_interval_ms() == 0)
-    retry->set_initial_interval_ms(kRetryInitialIntervalDefaultMs);
-  if (retry->backoff_coefficient() == 0)
-    retry->set_backoff_coefficient(kRetryBackoffCoefficientDefault);
-  if (retry->maximum_interval_ms() == 0)
-    retry->set_maximum_interval_ms(retry->initial_interval_ms() * kRetryMaximumIntervalFactor);
-  if (!retry->has_maximum_attempts()) retry->set_maximum_attempts(kRetryMaximumAttemptsDefault);
+  *options.mutable_retry() = retry_with_defaults(options.retry());
   if (options.failure_policy() == FAILURE_POLICY_UNSPECIFIED) options.set_failure_policy(FAIL_FLOW);
   // SYNC unless asked otherwise: a start that is durable before the Worker
   // gets it never runs twice with one number (docs/flow-rules.md, "Defaults").

@@ -23,6 +23,12 @@ Status validate_declaration(const FlowDeclaration& declaration);
 FlowDeclaration with_defaults(FlowDeclaration declaration);
 // A method's options with every default filled in.
 MethodOptions method_with_defaults(MethodOptions options);
+// A retry policy (a method's, or a start's Flow retry policy); `where` prefixes
+// the field names in the message.
+Status validate_retry(const RetryPolicy& retry, const std::string& where);
+// The policy with every default filled in (as a method's: 1 s, x2, 100 x
+// initial, 3 attempts).
+RetryPolicy retry_with_defaults(RetryPolicy retry);
 // Checks options given per execution (a movement's override).
 Status validate_step_options(const FlowDeclaration& declaration, const StepOptions& options,
                              std::string_view where);

@@ -75,12 +75,32 @@ class Apply {
   ApplyResult invoke_rpc(const InvokeRpc& r);
   void assign(const TaskAssignment& a, int64_t at_ms);
   void recover(int64_t at_ms);
+  // Tells the SubFlow parents of every run closed for good since
+  // effects.closed[from] (a close with a Flow retry pending waits for the retry).
+  void notify_parents(size_t from);
 
  private:
+  // Where a retry's or a SubFlow child's run comes from.
+  struct Origin {
+    google::protobuf::RepeatedPtrField<SubFlowParent> parents;
+    uint32_t flow_attempt = 1;
+    std::string first_run_id, previous_run_id;
+    int64_t first_start_ms = 0;
+  };
+  // Checks a wait's SubFlow conditions against the store (the child's type,
+  // its options and initial Attributes, the derived ID); writes nothing.
+  Status check_sub_flows(const Run& parent, const StepExecution& step, const Wait& wait);
+  // Starts (or attaches to) the child of condition `index` by its reuse policy.
+  SubFlowChild sub_flow(const Run& parent, const StepExecution& step, uint32_t index,
+                        const SubFlowCondition& c, int64_t at_ms);
+  // Tells the parents of `run` (closed for good); true if one of them changed.
+  bool tell_parents(const Run& run, int64_t at_ms);
+  ApplyResult flow_retry(const TimerFired& r);
   // The run a record names (run_id empty: the Flow ID's latest), with its scope.
   std::optional<RunScope> open(const std::string& flow_id, const std::string& run_id, int64_t at_ms,
                                std::string* why);
-  void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before);
+  void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before,
+                 const Origin* origin = nullptr);
   ApplyResult rpc_result(RunScope& scope, const MethodResult& r);
   // "Flow 'f' run 'r' is STATUS; <what> only while the run is RUNNING".
   static ApplyResult not_running(const std::string& flow_id, const Run& run,
@@ -134,7 +154,8 @@ ApplyResult Apply::declare(const DeclareFlows& r) {
   return applied();
 }
 
-void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before) {
+void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before,
+                      const Origin* origin) {
   Run run;
   run.set_flow_id(r.flow_id());
   run.set_run_id(r.run_id());
@@ -143,9 +164,19 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   run.set_status(FLOW_RUNNING);
   *run.mutable_input() = r.input();
   *run.mutable_options() = r.options();
-  // Kept as Attributes and in the start event, not in the run rewritten by every apply.
-  run.mutable_options()->clear_initial_attributes();
+  // Kept as Attributes and in the start event, not in the run rewritten by
+  // every apply; but a Flow retry starts with them again.
+  if (!r.options().has_retry_policy()) run.mutable_options()->clear_initial_attributes();
   run.set_start_ms(r.at_unix_ms());
+  run.set_flow_attempt(origin != nullptr ? origin->flow_attempt : 1);
+  run.set_first_run_id(origin != nullptr && !origin->first_run_id.empty() ? origin->first_run_id
+                                                                          : r.run_id());
+  run.set_first_start_ms(origin != nullptr && origin->flow_attempt > 1 ? origin->first_start_ms
+                                                                       : r.at_unix_ms());
+  if (origin != nullptr) {
+    *run.mutable_parents() = origin->parents;
+    run.set_previous_run_id(origin->previous_run_id);
+  }
   FlowIdEntry entry;
   entry.set_flow_id(r.flow_id());
   entry.set_run_id(r.run_id());
@@ -157,6 +188,7 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   HistoryEvent event;
   event.set_kind(FLOW_STARTED);
   *event.mutable_attribute_writes() = r.options().initial_attributes();
+  if (origin != nullptr) event.set_previous_run_id(origin->previous_run_id);
   scope.add_event(std::move(event));
   scope.write_attributes(r.options().initial_attributes());
   const auto& options = r.options();
@@ -192,6 +224,7 @@ ApplyResult Apply::start(const StartFlow& r) {
   if (!decl)
     return rejected(RefusalCode::kInvalidArgument,
                     "Flow type " + quoted(r.flow_type()) + " was never declared by a Worker");
+  if (auto s = validate_start_for(decl->declaration(), r.options()); !s.is_ok()) return invalid(s);
   if (txn_.run(r.flow_id(), r.run_id()))
     return {ApplyKind::kUnchanged, RefusalCode::kNone, "the run exists", r.run_id()};
   auto entry = txn_.flow_id(r.flow_id());
@@ -277,7 +310,15 @@ ApplyResult Apply::method_result(const MethodResult& r) {
     scope->attempt_failed(*step, r.outcome(), r.error(),
                           r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
   } else if (r.task().method() == WAIT_FOR) {
-    scope->complete_wait_for(*step, r);
+    if (auto s = check_sub_flows(scope->run(), *step, r.wait()); !s.is_ok()) return invalid(s);
+    std::map<uint32_t, SubFlowChild> children;  // started before the parent's state changes
+    for (int i = 0; i < r.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
+      const Condition& c = r.wait().conditions(i);
+      if (c.has_sub_flow())
+        children[static_cast<uint32_t>(i)] =
+            sub_flow(scope->run(), *step, static_cast<uint32_t>(i), c.sub_flow(), r.at_unix_ms());
+    }
+    scope->complete_wait_for(*step, r, children);
   } else {
     const auto& d = r.decision();
     size_t adds = d.has_go_to() ? static_cast<size_t>(d.go_to().movements_size()) : 0;
@@ -350,6 +391,7 @@ ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
 
 ApplyResult Apply::timer_fired(const TimerFired& r) {
   const TimerKey& key = r.key();
+  if (key.kind() == FLOW_RETRY) return flow_retry(r);  // its run is closed
   std::string why;
   auto scope = open(key.flow_id(), key.run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
@@ -465,7 +507,7 @@ ApplyResult Apply::stop(const StopFlow& r) {
   FlowStatus status = FLOW_CANCELED;
   if (r.mode() == STOP_TERMINATE) status = FLOW_TERMINATED;
   if (r.mode() == STOP_FAIL) status = FLOW_FAILED;
-  scope->close(status, r.reason().empty() ? "stopped by a client" : r.reason());
+  scope->close(status, r.reason().empty() ? "stopped by a client" : r.reason(), true);
   scope->flush();
   return applied();
 }
@@ -580,6 +622,165 @@ ApplyResult Apply::invoke_rpc(const InvokeRpc& r) {
   return {ApplyKind::kApplied, RefusalCode::kNone, "", run_id};
 }
 
+Status Apply::check_sub_flows(const Run& parent, const StepExecution& step, const Wait& wait) {
+  for (int i = 0; i < wait.conditions_size(); ++i) {  // bounded by kConditionsMax
+    if (!wait.conditions(i).has_sub_flow()) continue;
+    const SubFlowCondition& c = wait.conditions(i).sub_flow();
+    const std::string where = "condition " + std::to_string(i) + " (SubFlow)";
+    const std::string id =
+        sub_flow_id(parent.flow_id(), step.step_execution_id(), static_cast<uint32_t>(i));
+    if (auto s = validate_name(where + " derived Flow ID " + quoted(id), id); !s.is_ok()) return s;
+    auto decl = txn_.declaration(c.flow_type(), 0);
+    if (!decl)
+      return Status::invalid_argument(where + " names Flow type " + quoted(c.flow_type()) +
+                                      ", which no Worker declared");
+    if (auto s = validate_start_for(decl->declaration(), c.options()); !s.is_ok())
+      return Status::invalid_argument(where + ": " + s.message());
+    if (auto s = validate_attribute_writes(decl->declaration(), c.options().initial_attributes(),
+                                           where + " initialAttributes");
+        !s.is_ok())
+      return s;
+    if (static_cast<size_t>(c.options().initial_attributes_size()) > kAttributesMax)
+      return Status::invalid_argument(where + " has more than " + std::to_string(kAttributesMax) +
+                                      " initialAttributes");
+  }
+  return Status::ok();
+}
+
+SubFlowChild Apply::sub_flow(const Run& parent, const StepExecution& step, uint32_t index,
+                             const SubFlowCondition& c, int64_t at_ms) {
+  SubFlowParent me;
+  me.set_flow_id(parent.flow_id());
+  me.set_run_id(parent.run_id());
+  me.set_step_execution_id(step.step_execution_id());
+  me.set_condition_index(index);
+  SubFlowChild child;
+  child.flow_id = sub_flow_id(parent.flow_id(), step.step_execution_id(), index);
+  const std::string request = sub_flow_request_id(parent.run_id(), step.step_execution_id(), index);
+  auto entry = txn_.flow_id(child.flow_id);
+  // Attach when the same request started the latest run (whatever the policy),
+  // else by the reuse policy and the latest run's status.
+  bool attach = false;
+  if (entry) {
+    const bool running = entry->status() == FLOW_RUNNING;
+    switch (c.reuse_policy()) {
+      case SUB_FLOW_ATTACH:
+        attach = true;
+        break;
+      case SUB_FLOW_ALWAYS_RESTART:
+        attach = false;
+        break;
+      default:  // RESTART_IF_PREVIOUS_EXITS_ABNORMALLY
+        attach = running || entry->status() == FLOW_COMPLETED;
+    }
+    if (entry->request_id() == request) attach = true;
+    // A run ID is used once per Flow ID: the one this start would take exists
+    // (only the same parent run could have started it).
+    if (txn_.run(child.flow_id, parent.run_id())) attach = true;
+  }
+  if (attach) {
+    std::string why;
+    auto scope = open(child.flow_id, entry->run_id(), at_ms, &why);
+    DEX_INVARIANT(scope.has_value(), "a Flow ID's latest run exists");
+    child.run_id = entry->run_id();
+    child.attached = true;
+    if (scope->run().status() == FLOW_RUNNING) {
+      auto* parents = scope->run().mutable_parents();
+      const bool known = std::any_of(parents->begin(), parents->end(), [&](const SubFlowParent& p) {
+        return google::protobuf::util::MessageDifferencer::Equals(p, me);
+      });
+      if (!known) *parents->Add() = me;
+      scope->flush();
+    } else {
+      // Closed: its result now (a pending Flow retry is not waited for; the
+      // policy judged the status it closed with).
+      child.closed = sub_flow_result(scope->run());
+    }
+    return child;
+  }
+  if (entry && entry->status() == FLOW_RUNNING) {  // ALWAYS_RESTART
+    std::string why;
+    auto old = open(child.flow_id, entry->run_id(), at_ms, &why);
+    DEX_INVARIANT(old.has_value(), "a running run exists");
+    old->close(FLOW_TERMINATED, "replaced by run " + parent.run_id() + " of SubFlow " +
+                                    quoted(child.flow_id) + " (reuse policy ALWAYS_RESTART)");
+    old->flush();
+  }
+  auto decl = txn_.declaration(c.flow_type(), 0);
+  DEX_INVARIANT(decl.has_value(), "a SubFlow's type is declared (checked before)");
+  StartFlow r;
+  r.set_flow_id(child.flow_id);
+  r.set_run_id(parent.run_id());  // unique per Flow ID: one start per parent run
+  r.set_flow_type(c.flow_type());
+  *r.mutable_input() = c.input();
+  *r.mutable_options() = c.options();
+  r.mutable_options()->set_request_id(request);
+  r.set_at_unix_ms(at_ms);
+  Origin origin;
+  *origin.parents.Add() = me;
+  start_run(r, *decl, entry ? entry->runs() : 0, &origin);
+  child.run_id = r.run_id();
+  return child;
+}
+
+bool Apply::tell_parents(const Run& run, int64_t at_ms) {
+  bool changed = false;
+  for (const auto& p : run.parents()) {  // bounded by the parents that attached
+    std::string why;
+    auto scope = open(p.flow_id(), p.run_id(), at_ms, &why);
+    if (!scope || !scope->sub_flow_closed(p, run)) continue;
+    scope->flush();
+    changed = true;
+  }
+  return changed;
+}
+
+void Apply::notify_parents(size_t from) {
+  // A parent's wait being met never closes a run, but a loop keeps it right if it did.
+  for (size_t i = from; i < effects_.closed.size(); ++i) {
+    const auto closed = effects_.closed[i];
+    auto run = txn_.run(closed.flow_id, closed.run_id);
+    DEX_INVARIANT(run.has_value(), "a closed run exists");
+    if (run->parents().empty() || retry_pending(*run)) continue;
+    tell_parents(*run, run->close_ms());
+  }
+}
+
+ApplyResult Apply::flow_retry(const TimerFired& r) {
+  const TimerKey& key = r.key();
+  auto run = txn_.run(key.flow_id(), key.run_id());
+  if (!run || !retry_pending(*run) || run->retry_at_ms() != r.fire_at_ms())
+    return stale("no such Flow retry");
+  auto entry = txn_.flow_id(key.flow_id());
+  DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
+  if (entry->run_id() == run->next_run_id()) return stale("the Flow retry started");
+  txn_.delete_timer(key, r.fire_at_ms());
+  if (entry->run_id() != run->run_id()) {
+    // Another start took the Flow ID after this run closed: no retry; the
+    // SubFlow parents learn this run's end now.
+    tell_parents(*run, r.at_unix_ms());
+    return applied();
+  }
+  auto decl = txn_.declaration(run->flow_type(), 0);
+  DEX_INVARIANT(decl.has_value(), "a run's Flow type is declared");
+  StartFlow start;
+  start.set_flow_id(run->flow_id());
+  start.set_run_id(run->next_run_id());
+  start.set_flow_type(run->flow_type());
+  *start.mutable_input() = run->input();
+  *start.mutable_options() = run->options();
+  start.set_at_unix_ms(r.at_unix_ms());
+  if (txn_.run(start.flow_id(), start.run_id())) return stale("the retry's run exists");
+  Origin origin;
+  origin.parents = run->parents();
+  origin.flow_attempt = std::max<uint32_t>(run->flow_attempt(), 1) + 1;
+  origin.first_run_id = run->first_run_id().empty() ? run->run_id() : run->first_run_id();
+  origin.first_start_ms = run->first_start_ms();
+  origin.previous_run_id = run->run_id();
+  start_run(start, *decl, entry->runs(), &origin);
+  return applied();
+}
+
 void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
   if (a.task_id().empty() || a.worker_id().empty()) return;
   std::string why;
@@ -642,6 +843,7 @@ void Apply::recover(int64_t at_ms) {
 
 ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects) {
   Apply apply(txn, effects);
+  const size_t closed_before = effects.closed.size();
   ApplyResult result;
   switch (record.kind_case()) {
     case FlowRecord::kDeclareFlows:
@@ -678,12 +880,16 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
       break;
   }
+  apply.notify_parents(closed_before);
   for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
   return result;
 }
 
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
-  Apply(txn, effects).recover(at_ms);
+  Apply apply(txn, effects);
+  const size_t closed_before = effects.closed.size();
+  apply.recover(at_ms);
+  apply.notify_parents(closed_before);
 }
 
 std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task) {

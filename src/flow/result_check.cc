@@ -267,7 +267,7 @@ Status validate_start_options(const StartOptions& o) {
   if (o.start_delay_ms() < 0 || o.start_delay_ms() > kDurationMsMax)
     return Status::invalid_argument("startDelay must be between 0 and ten years");
   if (!TimeoutPolicy_IsValid(o.timeout_policy()))
-    return Status::invalid_argument("timeoutPolicy is not FAIL or CANCEL");
+    return Status::invalid_argument("timeoutPolicy is not FAIL, CANCEL or HANDLER");
   if (o.timeout_ms() == 0 && o.timeout_policy() != TIMEOUT_POLICY_UNSPECIFIED)
     return Status::invalid_argument("timeoutPolicy is set without a timeout");
   if (!IdReusePolicy_IsValid(o.id_reuse_policy()))
@@ -275,6 +275,33 @@ Status validate_start_options(const StartOptions& o) {
   if (o.request_id().size() > kNameBytesMax)
     return Status::invalid_argument("requestId is longer than " + std::to_string(kNameBytesMax) +
                                     " bytes");
+  if (o.has_retry_policy()) {
+    if (auto s = validate_retry(o.retry_policy(), "retryPolicy"); !s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Status validate_start_for(const FlowDeclaration& declaration, const StartOptions& o) {
+  if (o.timeout_policy() == TIMEOUT_HANDLER && !declaration.has_timeout_handler())
+    return Status::invalid_argument(
+        "timeoutPolicy HANDLER needs a timeout handler, and Flow type '" + declaration.flow_type() +
+        "' declares none");
+  return Status::ok();
+}
+
+Status validate_sub_flow(const SubFlowCondition& c, const std::string& where) {
+  if (auto s = validate_name(where + " flowType", c.flow_type()); !s.is_ok()) return s;
+  if (auto s = validate_payload("the SubFlow's input", c.input()); !s.is_ok()) return s;
+  if (auto s = validate_start_options(c.options()); !s.is_ok())
+    return Status::invalid_argument(where + " options: " + s.message());
+  if (c.options().id_reuse_policy() != ID_REUSE_POLICY_UNSPECIFIED ||
+      !c.options().request_id().empty() || c.options().ignore_already_started())
+    return Status::invalid_argument(
+        where +
+        " options set idReusePolicy, requestId or ignoreAlreadyStarted; a SubFlow uses its "
+        "reusePolicy and a derived request ID instead");
+  if (!SubFlowReusePolicy_IsValid(c.reuse_policy()))
+    return Status::invalid_argument(where + " reusePolicy is not a known policy");
   return Status::ok();
 }
 

@@ -17,6 +17,11 @@ Status validate_decision(const FlowDeclaration& declaration, const StepDecision&
 // A method result of `method` (the wait, locals, decision, publishes).
 Status validate_method_result(const FlowDeclaration& declaration, const MethodResult& result);
 Status validate_start_options(const StartOptions& options);
+// What depends on the Flow type: HANDLER needs a declared timeout handler.
+Status validate_start_for(const FlowDeclaration& declaration, const StartOptions& options);
+// A SubFlow condition as far as it can be judged without the store (the type's
+// declaration and the derived IDs are the rules' to check).
+Status validate_sub_flow(const SubFlowCondition& condition, const std::string& where);
 // New Step executions (a GoTo's movements, an RPC's next Steps).
 Status validate_movements(const FlowDeclaration& declaration,
                           const google::protobuf::RepeatedPtrField<StepMovement>& movements,

@@ -58,6 +58,38 @@ const char* flow_status_name(FlowStatus status) {
 
 std::string rpc_parent(std::string_view rpc_name) { return "rpc:" + std::string(rpc_name); }
 
+std::string sub_flow_id(std::string_view parent_flow_id, std::string_view step_execution_id,
+                        uint32_t index) {
+  return std::string(parent_flow_id) + "/" + std::string(step_execution_id) + "/" +
+         std::to_string(index);
+}
+
+std::string sub_flow_request_id(std::string_view parent_run_id, std::string_view step_execution_id,
+                                uint32_t index) {
+  return "subflow:" + std::string(parent_run_id) + "/" + std::string(step_execution_id) + "/" +
+         std::to_string(index);
+}
+
+std::string retry_run_id(std::string_view first_run_id, uint32_t attempt) {
+  return std::string(first_run_id) + "." + std::to_string(attempt);
+}
+
+SubFlowResult sub_flow_result(const Run& run) {
+  SubFlowResult r;
+  r.set_flow_id(run.flow_id());
+  r.set_run_id(run.run_id());
+  r.set_status(run.status());
+  if (run.status() != FLOW_RUNNING) {
+    *r.mutable_outputs() = run.outputs();
+    r.set_close_reason(run.close_reason());
+  }
+  return r;
+}
+
+bool retry_pending(const Run& run) {
+  return run.status() != FLOW_RUNNING && run.retry_at_ms() != 0;
+}
+
 Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
                       uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes) {
   std::map<std::pair<std::string, std::string>, bool> exists;  // as the writes leave it
@@ -547,6 +579,13 @@ void RunScope::match_waits() {
       }
     }
     for (int i = 0; i < s.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
+      if (s.wait().conditions(i).has_sub_flow() && !s.conditions(i).has_sub_flow()) {
+        // A child still running (another condition won): a RUNNING snapshot.
+        auto* state = s.mutable_conditions(i);
+        auto child = txn_.run(state->child_flow_id(), state->child_run_id());
+        DEX_INVARIANT(child.has_value(), "a SubFlow condition's child run exists");
+        *state->mutable_sub_flow() = sub_flow_result(*child);
+      }
       const auto& state = s.conditions(i);
       if (s.wait().conditions(i).has_timer() && !state.fired()) {
         TimerKey key = timer_key(CONDITION);
@@ -561,6 +600,7 @@ void RunScope::match_waits() {
       result->set_skipped(state.skipped());
       *result->mutable_messages() = state.messages();
       *result->mutable_condition() = s.wait().conditions(i);
+      if (state.has_sub_flow()) *result->mutable_sub_flow() = state.sub_flow();
     }
     add_event(std::move(event));
     s.set_phase(PHASE_EXECUTE);
@@ -579,7 +619,33 @@ void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped)
   state->set_skipped(skipped);
 }
 
-void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result) {
+bool RunScope::sub_flow_closed(const SubFlowParent& parent, const Run& child) {
+  if (run_.status() != FLOW_RUNNING) return false;
+  StepExecution* s = step(parent.step_execution_id());
+  const int i = static_cast<int>(parent.condition_index());
+  if (s == nullptr || s->phase() != PHASE_WAITING || i >= s->wait().conditions_size() ||
+      !s->wait().conditions(i).has_sub_flow() ||
+      s->conditions(i).child_flow_id() != child.flow_id() || s->conditions(i).fired())
+    return false;  // the wait was met, or the execution ended, before the child closed
+  auto* state = s->mutable_conditions(i);
+  state->set_fired(true);
+  state->set_child_run_id(child.run_id());
+  *state->mutable_sub_flow() = sub_flow_result(child);
+  HistoryEvent event;
+  event.set_kind(SUB_FLOW_CLOSED);
+  event.set_step_execution_id(s->step_execution_id());
+  event.set_condition_index(parent.condition_index());
+  event.set_child_flow_id(child.flow_id());
+  event.set_child_run_id(child.run_id());
+  event.set_status(child.status());
+  event.set_reason(child.close_reason());
+  add_event(std::move(event));
+  match_waits();
+  return true;
+}
+
+void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result,
+                                 const std::map<uint32_t, SubFlowChild>& children) {
   HistoryEvent event;
   event.set_kind(WAIT_FOR_COMPLETED);
   event.set_step_execution_id(step.step_execution_id());
@@ -606,6 +672,24 @@ void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result
   for (int i = 0; i < result.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
     const Condition& c = result.wait().conditions(i);
     auto* state = step.add_conditions();
+    if (c.has_sub_flow()) {
+      const SubFlowChild& child = children.at(static_cast<uint32_t>(i));
+      state->set_child_flow_id(child.flow_id);
+      state->set_child_run_id(child.run_id);
+      if (child.closed) {  // attached to a run that closed for good: met now
+        state->set_fired(true);
+        *state->mutable_sub_flow() = *child.closed;
+      }
+      HistoryEvent event;
+      event.set_kind(SUB_FLOW_STARTED);
+      event.set_step_execution_id(step.step_execution_id());
+      event.set_condition_index(static_cast<uint32_t>(i));
+      event.set_child_flow_id(child.flow_id);
+      event.set_child_run_id(child.run_id);
+      event.set_attached(child.attached);
+      add_event(std::move(event));
+      continue;
+    }
     if (!c.has_timer()) continue;
     const int64_t at = c.timer().has_duration_ms() ? later_ms(at_ms_, c.timer().duration_ms())
                                                    : c.timer().at_unix_ms();
@@ -732,7 +816,7 @@ void RunScope::create_start_step() {
     create_step(declaration_.start_step_type(), run_.input(), nullptr, "", "");
 }
 
-void RunScope::close(FlowStatus status, const std::string& reason) {
+void RunScope::close(FlowStatus status, const std::string& reason, bool by_client) {
   if (run_.status() != FLOW_RUNNING) return;
   DEX_INVARIANT(status != FLOW_RUNNING && status != FLOW_STATUS_UNSPECIFIED,
                 "a run closes to an end");
@@ -764,6 +848,23 @@ void RunScope::close(FlowStatus status, const std::string& reason) {
   event.set_kind(FLOW_CLOSED);
   event.set_status(status);
   event.set_reason(reason);
+  if (!by_client && (status == FLOW_FAILED || status == FLOW_TIMED_OUT) &&
+      run_.options().has_retry_policy()) {
+    const RetryPolicy retry = retry_with_defaults(run_.options().retry_policy());
+    const uint32_t attempt = std::max<uint32_t>(run_.flow_attempt(), 1);
+    const int64_t retry_at = later_ms(at_ms_, backoff_ms(retry, attempt + 1));
+    const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
+    const bool time_left = retry.total_duration_ms() == 0 ||
+                           later_ms(retry_at, -run_.first_start_ms()) <= retry.total_duration_ms();
+    if (attempts_left && time_left) {
+      const std::string first = run_.first_run_id().empty() ? run_.run_id() : run_.first_run_id();
+      run_.set_retry_at_ms(retry_at);
+      run_.set_next_run_id(retry_run_id(first, attempt + 1));
+      put_timer(timer_key(FLOW_RETRY), retry_at);
+      event.set_next_run_id(run_.next_run_id());
+      event.set_retry_at_ms(retry_at);
+    }
+  }
   add_event(std::move(event));
   effects_.closed.push_back({run_.flow_id(), run_.run_id(), status});
 }

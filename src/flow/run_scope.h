@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,13 @@
 #include "flow/flow_txn.h"
 
 namespace dex::flow {
+
+// A SubFlow condition's child as the apply that records the wait left it.
+struct SubFlowChild {
+  std::string flow_id, run_id;
+  bool attached = false;                // the run existed (a reuse policy attached to it)
+  std::optional<SubFlowResult> closed;  // attached to a run closed for good: met at once
+};
 
 class RunScope {
  public:
@@ -55,7 +63,10 @@ class RunScope {
                              const std::string& recovery_error);
   // The method's running attempt ended with `result`: the result's effects
   // (publishes, wait, decision) or the failure rules.
-  void complete_wait_for(StepExecution& step, const MethodResult& result);
+  // `children`: the SubFlow conditions' children by condition index, started
+  // or attached to before (Apply::sub_flow).
+  void complete_wait_for(StepExecution& step, const MethodResult& result,
+                         const std::map<uint32_t, SubFlowChild>& children);
   void complete_execute(StepExecution& step, const MethodResult& result);
   void attempt_failed(StepExecution& step, AttemptOutcome outcome, const std::string& error,
                       bool non_retryable);
@@ -67,6 +78,9 @@ class RunScope {
   void withdraw_attempt(StepExecution& step);
   // A Timer condition's time came (skipped: SkipTimer).
   void fire_condition(StepExecution& step, uint32_t index, bool skipped);
+  // A SubFlow condition's child closed for good: the condition is met. False
+  // when the condition no longer waits for that child (nothing changes).
+  bool sub_flow_closed(const SubFlowParent& parent, const Run& child);
 
   void append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes);
   // Matches every waiting execution, the first to wait first.
@@ -74,7 +88,9 @@ class RunScope {
   // Creates the start Step (after the start delay, if any).
   void create_start_step();
   // Ends the run (no-op when it is closed): every active execution is canceled.
-  void close(FlowStatus status, const std::string& reason);
+  // A FAILED or TIMED_OUT end with a Flow retry policy schedules the next run
+  // (unless `by_client`: a StopFlow never retries).
+  void close(FlowStatus status, const std::string& reason, bool by_client = false);
   void add_event(HistoryEvent event);
 
   // Hands lock keys to the waiters that can now have all theirs, then writes
@@ -133,5 +149,17 @@ std::string rpc_parent(std::string_view rpc_name);
 // The Step execution ID of the n-th execution of a type: "<type>-<n>".
 std::string step_execution_id(std::string_view step_type, uint32_t n);
 std::string run_key(std::string_view flow_id, std::string_view run_id);
+// A SubFlow's derived Flow ID: "<parent flow id>/<step execution id>/<index>".
+std::string sub_flow_id(std::string_view parent_flow_id, std::string_view step_execution_id,
+                        uint32_t index);
+// Its derived request ID: the parent run, execution and index.
+std::string sub_flow_request_id(std::string_view parent_run_id, std::string_view step_execution_id,
+                                uint32_t index);
+// A Flow retry's run ID: "<first run id>.<attempt>".
+std::string retry_run_id(std::string_view first_run_id, uint32_t attempt);
+// A run as a SubFlow result (outputs and reason once closed).
+SubFlowResult sub_flow_result(const Run& run);
+// Whether a closed run waits for its Flow retry (its SubFlow parents wait too).
+bool retry_pending(const Run& run);
 
 }  // namespace dex::flow

@@ -1,6 +1,8 @@
 #include "flow/state_check.h"
 
 #include "flow/flow_rules.h"
+#include "flow/kv_txn.h"
+#include "flow/run_scope.h"
 
 #include <map>
 #include <set>
@@ -121,6 +123,55 @@ Status check_step(const Run& run, const StepExecution& s, Indexes& ix,
   }
 }
 
+// A waiting execution's SubFlow conditions: each names its derived child, the
+// child run exists, a met one's child is closed, an unmet one's child is
+// running and lists this condition among its parents (or waits for a Flow retry).
+Status check_sub_flow_conditions(FlowTxn& txn, const StepExecution& s) {
+  if (s.phase() != PHASE_WAITING) return Status::ok();
+  for (int i = 0; i < s.wait().conditions_size() && i < s.conditions_size(); ++i) {
+    if (!s.wait().conditions(i).has_sub_flow()) continue;
+    const auto& c = s.conditions(i);
+    const std::string id =
+        s.flow_id() + "/" + s.step_execution_id() + " SubFlow " + std::to_string(i);
+    if (c.child_flow_id() !=
+        sub_flow_id(s.flow_id(), s.step_execution_id(), static_cast<uint32_t>(i)))
+      return bad(id + " names a child that is not its derived Flow ID");
+    auto child = txn.run(c.child_flow_id(), c.child_run_id());
+    if (!child) return bad(id + " names a child run that does not exist");
+    if (c.fired()) {
+      if (child->status() == FLOW_RUNNING) return bad(id + " is met but its child runs");
+      if (!c.has_sub_flow() || c.sub_flow().status() != child->status())
+        return bad(id + " is met without its child's result");
+      continue;
+    }
+    if (retry_pending(*child)) continue;
+    if (child->status() != FLOW_RUNNING) return bad(id + " waits for a closed child");
+    const bool listed =
+        std::any_of(child->parents().begin(), child->parents().end(), [&](const SubFlowParent& p) {
+          return p.flow_id() == s.flow_id() && p.run_id() == s.run_id() &&
+                 p.step_execution_id() == s.step_execution_id() &&
+                 p.condition_index() == static_cast<uint32_t>(i);
+        });
+    if (!listed) return bad(id + " waits for a child that does not list it as a parent");
+  }
+  return Status::ok();
+}
+
+// A child's parent references: each names an existing run's SubFlow condition
+// whose child is this Flow ID.
+Status check_parents(FlowTxn& txn, const Run& run) {
+  for (const auto& p : run.parents()) {
+    const std::string id = run.flow_id() + " parent " + p.flow_id() + "/" + p.step_execution_id();
+    if (!txn.run(p.flow_id(), p.run_id())) return bad(id + ": no such parent run");
+    auto s = txn.step(p.flow_id(), p.run_id(), p.step_execution_id());
+    const int i = static_cast<int>(p.condition_index());
+    if (!s || i >= s->wait().conditions_size() || !s->wait().conditions(i).has_sub_flow() ||
+        i >= s->conditions_size() || s->conditions(i).child_flow_id() != run.flow_id())
+      return bad(id + ": the parent has no SubFlow condition for this child");
+  }
+  return Status::ok();
+}
+
 // An attempt that holds or wants lock keys: a Step method or an RPC.
 struct LockUser {
   TaskState state = TASK_STATE_UNSPECIFIED;
@@ -223,6 +274,7 @@ Status check_state(KvStore& kv) {
       }
       if (auto st = check_step(run, s, ix, used_timers, used_running, used_queued); !st.is_ok())
         return st;
+      if (auto st = check_sub_flow_conditions(txn, s); !st.is_ok()) return st;
     }
     if (found_active != listed) return bad(run.flow_id() + ": the active list is wrong");
     for (const auto& c : run.counters()) {
@@ -248,6 +300,18 @@ Status check_state(KvStore& kv) {
       if (!ix.timers.contains(key)) return bad(run.flow_id() + " has no start-delay timer");
       used_timers.insert(key);
     }
+    if (run.retry_at_ms() != 0) {  // a Flow retry: its timer, until the retry starts
+      if (run.status() == FLOW_RUNNING) return bad(run.flow_id() + " runs with a retry pending");
+      if (run.next_run_id().empty()) return bad(run.flow_id() + " retries without a run ID");
+      k.set_kind(FLOW_RETRY);
+      const std::string key = keys::timer(k, run.retry_at_ms());
+      auto entry = txn.flow_id(run.flow_id());
+      if (!entry) return bad(run.flow_id() + " has no Flow ID entry");
+      if (entry->run_id() == run.run_id() && !ix.timers.contains(key))
+        return bad(run.flow_id() + " waits for a Flow retry without its timer");
+      if (ix.timers.contains(key)) used_timers.insert(key);
+    }
+    if (auto st = check_parents(txn, run); !st.is_ok()) return st;
     if (auto st = check_queues(kv, run); !st.is_ok()) return st;
     // RPCs: the open ones are listed, indexed, timed and have an attempt.
     std::set<std::string> open, done;

@@ -8,6 +8,7 @@
 #include "common/invariant.h"
 #include "flow/declaration.h"
 #include "flow/flow_rules.h"
+#include "flow/result_check.h"
 
 namespace dex::flow {
 namespace {
@@ -83,11 +84,11 @@ bool group_met(const Wait& wait, const std::vector<ConditionState>& states,
   std::vector<uint64_t> group_take(wait.conditions_size(), 0);
   for (uint32_t i : group) {  // bounded by kConditionsMax
     const Condition& c = wait.conditions(i);
-    if (c.has_timer()) {
+    if (c.has_timer() || c.has_sub_flow()) {  // a Timer's time came; a SubFlow's child closed
       if (!states[i].fired()) return false;
       continue;
     }
-    DEX_INVARIANT(c.has_channel(), "a stored condition is neither a Timer nor a Channel");
+    DEX_INVARIANT(c.has_channel(), "a stored condition is a Timer, a Channel or a SubFlow");
     QueueId id{c.channel().channel(), c.channel().instance_key()};
     auto it = left.find(id);
     if (it == left.end()) it = left.emplace(id, queued(c.channel())).first;
@@ -143,8 +144,11 @@ Status validate_wait(const FlowDeclaration& decl, const Wait& wait) {
                                         "longer than ten years");
     } else if (c.has_channel()) {
       if (auto s = validate_channel(decl, c.channel(), where); !s.is_ok()) return s;
+    } else if (c.has_sub_flow()) {
+      if (auto s = validate_sub_flow(c.sub_flow(), where + " (SubFlow)"); !s.is_ok()) return s;
     } else {
-      return Status::invalid_argument(where + " is neither a Timer nor a Channel condition");
+      return Status::invalid_argument(where +
+                                      " is neither a Timer, a Channel nor a SubFlow condition");
     }
   }
   if (wait.kind() != ANY_COMBINATION_OF) {
