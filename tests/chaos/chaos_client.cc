@@ -30,10 +30,23 @@
 // checker sees which process answered each try and when; Client::publish retries inside one
 // call and reports only the outcome.
 //
+// RPCs and Attributes: after about --rpc-ratio of the starts the lane invokes the RPC "add" of a
+// run it started in the last 2.5 s, with a request ID "rpc-<prefix>-l<lane>-<k>", input
+// {"id": that request ID, "n": 1..7}; after an acknowledged one, now and then (--repeat-ratio) the
+// same id again under a new request ID ("rpcr-..."), which must answer {"repeat": true}. After
+// about --set-ratio of the starts it sets the AttributeMap instance note[l<lane>] of such a run to
+// a unique value ("v-<prefix>-l<lane>-<k>"). Both go through this program's own stubs like a
+// publish (one line per call, every address in turn with the same request):
+//
+//   {"op":"rpc","lane":0,"flow":..,"req":"rpc-s7-l0-000004","id":"rpc-s7-l0-000004","n":5,
+//    "try":1,"t0":..,"t1":..,"ok":true,"run":..,"output":{"n":5,"total":9,"by":{..}},"addr":..}
+//   {"op":"set","lane":0,"flow":..,"inst":"l0","value":"v-s7-l0-000002","try":1,..,"ok":true}
+//
 // Readback mode (--readback IDS --out FILE): for every Flow ID in IDS (one a
 // line), waits until its run closed (all together within --wait seconds), then
 // writes {flow id: {"description": DescribeFlow, "events": [every history
-// event], "error": "..."}} as protobuf JSON: the final state the checker reads.
+// event], "attributes": GetAttributes, "error": "..."}} as protobuf JSON: the final state the
+// checker reads.
 #include <google/protobuf/util/json_util.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -44,11 +57,13 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/version.h"
@@ -103,6 +118,9 @@ struct Settings {
   double rate = 10;  // flow starts per second, all lanes together
   double get_ratio = 0.3;
   double publish_ratio = 0.8;
+  double rpc_ratio = 0.6;
+  double repeat_ratio = 0.15;
+  double set_ratio = 0.3;
   uint32_t rounds = 3;
   uint32_t tries = 3;
   flow::IdReusePolicy id_reuse = flow::ALLOW_IF_NO_RUNNING;
@@ -114,7 +132,7 @@ struct Settings {
 
 struct Counters {
   std::atomic<uint64_t> ops{0}, starts_ok{0}, starts_failed{0}, gets_ok{0}, gets_failed{0},
-      publishes_ok{0}, publishes_failed{0};
+      publishes_ok{0}, publishes_failed{0}, rpcs_ok{0}, rpcs_failed{0}, sets_ok{0}, sets_failed{0};
 };
 
 void record_error(json& line, const dex::Status& status) {
@@ -125,19 +143,25 @@ void record_error(json& line, const dex::Status& status) {
   line["msg_text"] = msg;
 }
 
-// PublishToChannel with a request ID the caller chooses, over every address.
-class Publisher {
+// dex.FlowService calls through stubs of our own over every address, so that every try is one
+// history line with the address that answered: PublishToChannel with a request ID the caller
+// chooses, InvokeRpc, SetAttributes.
+class Caller {
  public:
-  explicit Publisher(const std::vector<std::string>& servers) : servers_(servers) {
+  explicit Caller(const std::vector<std::string>& servers) : servers_(servers) {
     for (const auto& s : servers) {
       stubs_.push_back(dex::FlowService::NewStub(
           dex::sdk_internal::make_channel(s, dex::milliseconds(100), dex::seconds(1))));
     }
   }
 
-  // One line per call; true once a call answered OK.
-  bool publish(const json& base, const flow::PublishToChannelRequest& request, dex::Duration budget,
-               History& history, Counters& counters, const std::atomic<bool>& stop) {
+  // `call(stub, ctx, line)` makes one call (filling `line` on success). Every address in turn,
+  // the next one on UNAVAILABLE or DEADLINE_EXCEEDED, within `budget`; one line per call; true
+  // once a call answered OK.
+  using Call = std::function<grpc::Status(dex::FlowService::Stub&, grpc::ClientContext&, json&)>;
+  bool call(const json& base, const Call& call, dex::Duration budget, dex::Duration per_call,
+            History& history, Counters& counters, std::atomic<uint64_t>& ok,
+            std::atomic<uint64_t>& failed, const std::atomic<bool>& stop) {
     const auto until = std::chrono::steady_clock::now() + budget;
     auto backoff = std::chrono::milliseconds(50);
     uint32_t tries = 0;
@@ -148,19 +172,18 @@ class Publisher {
         if (left <= std::chrono::milliseconds(0)) break;
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::min<std::chrono::nanoseconds>(left, std::chrono::seconds(2)));
-        flow::PublishToChannelResponse response;
+                         std::min<std::chrono::nanoseconds>(left, per_call));
         json line = base;
         line["try"] = ++tries;
         line["addr"] = servers_[i];
         line["t0"] = now_ms();
-        grpc::Status s = stubs_[i]->PublishToChannel(&ctx, request, &response);
+        grpc::Status s = call(*stubs_[i], ctx, line);
         line["t1"] = now_ms();
         counters.ops++;
         if (s.ok()) {
           line["ok"] = true;
           history.write(line);
-          counters.publishes_ok++;
+          ok++;
           preferred_ = i;
           return true;
         }
@@ -170,7 +193,7 @@ class Publisher {
         if (msg.size() > 300) msg.resize(300);
         line["msg_text"] = msg;
         history.write(line);
-        counters.publishes_failed++;
+        failed++;
         if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
             s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
           preferred_ = i;
@@ -197,7 +220,9 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   options.timeout = settings.timeout;
   options.connect_timeout = dex::milliseconds(500);
   dex::Client client(options);
-  Publisher publisher(settings.servers);
+  Caller caller(settings.servers);
+  uint64_t rpcs = 0, sets = 0;
+  std::vector<std::pair<std::string, json>> rpcs_acked;  // (flow, input) of acknowledged adds
   std::mt19937_64 rng(settings.seed * 1000 + lane);
   std::uniform_real_distribution<double> unit(0, 1);
   std::vector<std::string> acknowledged;
@@ -259,7 +284,79 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
                    {"flow", target},
                    {"req", request.request_id()},
                    {"msg", msg}};
-      publisher.publish(base, request, settings.timeout, history, counters, stop);
+      caller.call(
+          base,
+          [&](dex::FlowService::Stub& stub, grpc::ClientContext& ctx, json&) {
+            flow::PublishToChannelResponse response;
+            return stub.PublishToChannel(&ctx, request, &response);
+          },
+          settings.timeout, dex::seconds(2), history, counters, counters.publishes_ok,
+          counters.publishes_failed, stop);
+    }
+    // The RPC "add" on a recent run, or again (new request ID, same id) after an acked one.
+    if (!recent.empty() && unit(rng) < settings.rpc_ratio && !stop.load()) {
+      char tail[64];
+      std::snprintf(tail, sizeof tail, "-l%u-%06llu", lane,
+                    static_cast<unsigned long long>(rpcs++));
+      flow::InvokeRpcRequest request;
+      json input;
+      std::string target;
+      if (!rpcs_acked.empty() && unit(rng) < settings.repeat_ratio) {
+        std::tie(target, input) = rpcs_acked[rng() % rpcs_acked.size()];
+        request.set_request_id("rpcr-" + settings.prefix + tail);
+      } else {
+        target = recent[rng() % recent.size()].second;
+        request.set_request_id("rpc-" + settings.prefix + tail);
+        input = {{"id", request.request_id()}, {"n", 1 + static_cast<int64_t>(rng() % 7)}};
+      }
+      request.mutable_flow()->set_flow_id(target);
+      request.set_name("add");
+      *request.mutable_input() = dex::to_payload(input);
+      request.set_timeout_ms(4000);
+      json base = {{"op", "rpc"},       {"lane", lane},
+                   {"flow", target},    {"req", request.request_id()},
+                   {"id", input["id"]}, {"n", input["n"]}};
+      const bool ok = caller.call(
+          base,
+          [&](dex::FlowService::Stub& stub, grpc::ClientContext& ctx, json& line) {
+            flow::InvokeRpcResponse response;
+            grpc::Status s = stub.InvokeRpc(&ctx, request, &response);
+            if (s.ok()) {
+              line["run"] = response.run_id();
+              line["output"] = json::parse(response.output().data(), nullptr, false);
+            }
+            return s;
+          },
+          settings.timeout, dex::seconds(5), history, counters, counters.rpcs_ok,
+          counters.rpcs_failed, stop);
+      if (ok && request.request_id().rfind("rpc-", 0) == 0) rpcs_acked.emplace_back(target, input);
+    }
+    // A client-only Attribute: note[l<lane>] of a recent run, a unique value each time.
+    if (!recent.empty() && unit(rng) < settings.set_ratio && !stop.load()) {
+      char tail[64];
+      std::snprintf(tail, sizeof tail, "-l%u-%06llu", lane,
+                    static_cast<unsigned long long>(sets++));
+      const std::string target = recent[rng() % recent.size()].second;
+      const std::string inst = "l" + std::to_string(lane);
+      const std::string value = "v-" + settings.prefix + tail;
+      flow::SetAttributesRequest request;
+      request.mutable_flow()->set_flow_id(target);
+      auto* w = request.add_writes();
+      w->set_key("note");
+      w->set_instance_key(inst);
+      w->mutable_value()->set_string_value(value);
+      json base = {
+          {"op", "set"}, {"lane", lane}, {"flow", target}, {"inst", inst}, {"value", value}};
+      caller.call(
+          base,
+          [&](dex::FlowService::Stub& stub, grpc::ClientContext& ctx, json& line) {
+            flow::SetAttributesResponse response;
+            grpc::Status s = stub.SetAttributes(&ctx, request, &response);
+            if (s.ok()) line["run"] = response.run_id();
+            return s;
+          },
+          settings.timeout, dex::seconds(2), history, counters, counters.sets_ok,
+          counters.sets_failed, stop);
     }
     // A read of a flow acknowledged before this read was sent: it must be found.
     if (!acknowledged.empty() && unit(rng) < settings.get_ratio && !stop.load()) {
@@ -351,6 +448,13 @@ int readback(const Settings& settings, const std::string& ids_path, const std::s
         continue;
       }
       entry["events"] = events;
+      auto a = client.get_attributes(id, d->run_id());
+      if (!a.is_ok()) {
+        entry["error"] = a.status().message();
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        continue;
+      }
+      entry["attributes"] = proto_json(a.value());
       if (d->status() == flow::FLOW_RUNNING) ++open;
       break;
     }
@@ -381,6 +485,11 @@ int main(int argc, char** argv) {
   app.add_option("--get-ratio", settings.get_ratio, "Probability of a read after each start");
   app.add_option("--publish-ratio", settings.publish_ratio,
                  "Probability of a publish after each start");
+  app.add_option("--rpc-ratio", settings.rpc_ratio, "Probability of an RPC after each start");
+  app.add_option("--repeat-ratio", settings.repeat_ratio,
+                 "Probability that an RPC repeats an acknowledged one's id");
+  app.add_option("--set-ratio", settings.set_ratio,
+                 "Probability of a SetAttributes after each start");
   app.add_option("--rounds", settings.rounds, "Gate rounds of each run")
       ->check(CLI::Range(1u, 20u));
   std::string id_reuse = "allow-if-no-running";
@@ -444,7 +553,9 @@ int main(int argc, char** argv) {
   for (auto& t : lanes) t.join();  // bounded: each call by --timeout, at most --tries per flow
   std::cout << "chaos_client: " << counters.ops << " requests, starts " << counters.starts_ok
             << " ok / " << counters.starts_failed << " failed, publishes " << counters.publishes_ok
-            << " ok / " << counters.publishes_failed << " failed calls, reads " << counters.gets_ok
+            << " ok / " << counters.publishes_failed << " failed calls, rpcs " << counters.rpcs_ok
+            << " ok / " << counters.rpcs_failed << " failed calls, sets " << counters.sets_ok
+            << " ok / " << counters.sets_failed << " failed calls, reads " << counters.gets_ok
             << " ok / " << counters.gets_failed << " failed" << std::endl;
   return 0;
 }

@@ -11,7 +11,19 @@
 //   Fast  -> GracefulComplete
 //   Gate  (WaitFor, SYNC): round r even: AnyOf(signals.ForOne, Timer 300-800 ms);
 //                          round r odd:  AllOf(signals.AtMost(2), Timer 300-800 ms)
-//         Execute: r + 1 < rounds: GoTo Gate {round r + 1}; else GracefulComplete
+//         Execute (lock key "counter"; writes steps[exec] = total):
+//                 r + 1 < rounds: GoTo Gate {round r + 1}; else GracefulComplete
+//
+// Persistence schema: total (int64), applied (AttributeMap int64, by RPC id),
+// steps (AttributeMap int64, by Step execution: the total its Gate Execute
+// saw), note (AttributeMap string, written by clients only).
+//
+// RPC "add" (lock key "counter"; input {"id", "n"}): if applied[id] exists it
+// writes nothing and answers {"repeat": true, "n": applied[id]}; else it writes
+// total += n and applied[id] = n (atomically, in its result) and answers
+// {"n": n, "total": new total}. Every output carries "by" as a Step result
+// does. Gate's Execute holds the same key, so Step and RPC lock holders
+// interleave in each run. (SubFlows, issue 15 stage 2, are to join here.)
 //
 // Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
 // (ends the attempts of a killed Worker). The client publishes to the Channel
@@ -24,6 +36,9 @@
 //   {"ev":"done",... the same ...,"result":"wait"|"decision"|"fail",
 //    "wait":<the Wait as protobuf JSON>,"locals":<JSON>}        (WaitFor)
 //    "decision":<the StepDecision as protobuf JSON>}            (Execute)
+//   RPCs likewise, with "method":"RPC", "exec":<the RPC ID>, "step":"rpc:add",
+//   "input", and in "done": "result":"rpc"|"fail", "output", "writes"
+//   (the Attribute writes as protobuf JSON).
 //
 // A line is written and flushed before the handler returns, so every result
 // the server can have received is in the file even if the Worker is SIGKILLed
@@ -86,6 +101,10 @@ json proto_json(const google::protobuf::Message& m) {
 }
 
 const dex::Channel kSignals("signals");
+const dex::Attribute<int64_t> kTotal{"total"};
+const dex::AttributeMap<int64_t> kApplied{"applied"};
+const dex::AttributeMap<int64_t> kSteps{"steps"};
+const dex::AttributeMap<std::string> kNote{"note"};  // clients' SetAttributes only
 
 // What every Step shares: the attempt's record lines, the nonce, the seeded delay.
 struct Recorder {
@@ -94,29 +113,38 @@ struct Recorder {
   std::atomic<uint64_t> nonce{0};
 
   // Writes the "run" line, sleeps the seeded time, returns the base of the "done" line.
-  json begin(Context& ctx, const char* method) {
-    json base = {{"worker", worker_id},       {"flow", ctx.flow_id()},
-                 {"run", ctx.run_id()},       {"exec", ctx.step_execution_id()},
-                 {"step", ctx.step_type()},   {"method", method},
-                 {"attempt", ctx.attempt()},  {"nonce", ++nonce}};
+  json begin(Context& ctx, const char* method, const json* input = nullptr) {
+    const std::string exec = ctx.is_rpc() ? ctx.rpc_id() : ctx.step_execution_id();
+    const std::string step = ctx.is_rpc() ? "rpc:" + ctx.rpc_name() : ctx.step_type();
+    json base = {{"worker", worker_id},
+                 {"flow", ctx.flow_id()},
+                 {"run", ctx.run_id()},
+                 {"exec", exec},
+                 {"step", step},
+                 {"method", method},
+                 {"attempt", ctx.attempt()},
+                 {"nonce", ++nonce}};
     json run = base;
     run["ev"] = "run";
     run["t"] = now_ms();
+    if (input != nullptr) run["input"] = *input;
     record(run);
-    const uint64_t h = std::hash<std::string>{}(ctx.flow_id() + "/" + ctx.step_execution_id() +
-                                                "/" + method + "/" +
+    const uint64_t h = std::hash<std::string>{}(ctx.flow_id() + "/" + exec + "/" + method + "/" +
                                                 std::to_string(ctx.attempt())) ^
                        seed;
     int64_t work_ms = 5 + static_cast<int64_t>(h % 116);
-    if ((h >> 20) % 20 == 0) work_ms = 600 + static_cast<int64_t>((h >> 8) % 900);
+    // RPCs wait at most 5 s in all: one in forty holds its lock for 0.6-1.5 s.
+    if ((h >> 20) % (ctx.is_rpc() ? 40 : 20) == 0) {
+      work_ms = 600 + static_cast<int64_t>((h >> 8) % 900);
+    }
     for (int64_t slept = 0; slept < work_ms && !ctx.cancelled(); slept += 10) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return base;
   }
   static json by(const json& base) {
-    return {{"w", base["worker"]}, {"n", base["nonce"]}, {"a", base["attempt"]},
-            {"x", base["exec"]}};
+    return {
+        {"w", base["worker"]}, {"n", base["nonce"]}, {"a", base["attempt"]}, {"x", base["exec"]}};
   }
   static void fail(json done, const std::string& why) {
     done["ev"] = "done";
@@ -136,7 +164,13 @@ struct Recorder {
   }
 };
 
-dex::StepOptions options(bool async_execute) {
+json writes_json(const Context& ctx) {
+  json out = json::array();
+  for (const auto& w : ctx.attribute_writes()) out.push_back(proto_json(w));
+  return out;
+}
+
+dex::StepOptions options(bool async_execute, bool execute_locks = false) {
   dex::MethodOptions m;
   m.attempt_timeout = std::chrono::seconds(5);
   m.retry.initial_interval = std::chrono::milliseconds(100);
@@ -145,6 +179,7 @@ dex::StepOptions options(bool async_execute) {
   m.retry.maximum_attempts = 20;
   dex::StepOptions o{m, m};
   o.execute.async = async_execute;
+  if (execute_locks) o.execute.lock_keys = {"counter"};
   return o;
 }
 
@@ -159,9 +194,9 @@ class Begin final : public dex::Step {
     json by = Recorder::by(done);
     const int rounds = ctx.input().value("rounds", 3);
     return Recorder::decided(
-        done, StepDecision::go_to_multi({{"Fast", {{"by", by}}, std::nullopt},
-                                         {"Gate", {{"by", by}, {"round", 0}, {"rounds", rounds}},
-                                          std::nullopt}}));
+        done, StepDecision::go_to_multi(
+                  {{"Fast", {{"by", by}}, std::nullopt},
+                   {"Gate", {{"by", by}, {"round", 0}, {"rounds", rounds}}, std::nullopt}}));
   }
 
  private:
@@ -186,7 +221,7 @@ class Gate final : public dex::WaitingStep {
  public:
   explicit Gate(Recorder& r) : r_(r) {}
   std::string type() const override { return "Gate"; }
-  dex::StepOptions options() const override { return ::options(false); }
+  dex::StepOptions options() const override { return ::options(false, true); }
   Wait wait_for(Context& ctx) override {
     json done = r_.begin(ctx, "WAIT_FOR");
     const int round = ctx.input().value("round", 0);
@@ -212,6 +247,9 @@ class Gate final : public dex::WaitingStep {
                 {"rounds", rounds},
                 {"took", ctx.messages(kSignals)},
                 {"timer", ctx.timer_fired()}};
+    // Under the lock "counter": no RPC "add" runs meanwhile, so total is stable.
+    kSteps.set(ctx, ctx.step_execution_id(), kTotal.get(ctx).value_or(0));
+    done["writes"] = writes_json(ctx);
     if (round + 1 < rounds) {
       out["round"] = round + 1;
       return Recorder::decided(done, StepDecision::go_to("Gate", out));
@@ -232,6 +270,45 @@ class ChaosFlow final : public dex::Flow {
     return {std::make_shared<Begin>(r_), std::make_shared<Fast>(r_), std::make_shared<Gate>(r_)};
   }
   std::vector<dex::Channel> channels() const override { return {kSignals}; }
+  std::vector<dex::AttributeDef> attributes() const override {
+    return {kTotal, kApplied, kSteps, kNote};
+  }
+  std::vector<dex::Rpc> rpcs() const override {
+    Recorder* r = &r_;
+    return {dex::Rpc(
+        "add",
+        [r](Context& ctx, const json& input) -> dex::RpcResult {
+          json done = r->begin(ctx, "RPC", &input);
+          done["ev"] = "done";
+          const std::string id = input.value("id", "");
+          const int64_t n = input.value("n", int64_t{0});
+          json out = {{"by", Recorder::by(done)}};
+          if (id.empty()) {
+            done["t"] = now_ms();
+            done["result"] = "fail";
+            done["error"] = "chaos: add without an id";
+            record(done);
+            throw dex::FlowFailure("chaos: add without an id", true);
+          }
+          if (auto seen = kApplied.get(ctx, id)) {
+            out["repeat"] = true;
+            out["n"] = *seen;
+          } else {
+            const int64_t total = kTotal.get(ctx).value_or(0) + n;
+            kTotal.set(ctx, total);
+            kApplied.set(ctx, id, n);
+            out["n"] = n;
+            out["total"] = total;
+          }
+          done["t"] = now_ms();
+          done["result"] = "rpc";
+          done["output"] = out;
+          done["writes"] = writes_json(ctx);
+          record(done);
+          return out;
+        },
+        dex::RpcOptions{{"counter"}, dex::AttributeReads::all()})};
+  }
 
  private:
   Recorder& r_;
