@@ -6,13 +6,14 @@
 Starts MinIO, the fault-injecting proxy (tests/tools/faultproxy.py, in this process, recording
 every request it sees), two `dex-server-zd serve` processes of one node in hot-standby mode
 (lease 3 s), three chaos_worker Workers hosting the chaos dex Flow and chaos_client (four lanes
-starting runs with known Flow IDs, publishing to their Channel and reading them back). A
+starting runs with known Flow IDs, publishing to their Channel, invoking their RPC "add",
+setting their Attributes and reading them back). A
 nemesis drawn from the seed then injects faults for the scenario's length: SIGKILL and restart
 of the active or the standby, SIGSTOP/SIGCONT shorter and longer than the lease, step downs
 with and without a standby, Worker kills, and object-store faults through the proxy (latency,
 503 SlowDown, stalls past the cutoffs, connection resets, writes whose answer is dropped after
 they landed). Then it heals everything, waits for every acknowledged run to close, reads the
-final state (every Flow's description and history events through the API, the lease and the
+final state (every Flow's description, history events and Attributes through the API, the lease and the
 raw log straight from MinIO) and runs checker.py over the run directory. It prints the seed and
 the schedule first and the checker's summary line last, and exits 1 on any violation (77 when MinIO
 is not installed). README.md here explains the checks and how to replay a seed.

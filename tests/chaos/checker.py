@@ -20,7 +20,7 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
   answer     every successful answer (start, publish, read) came from a process that held a lease
              period at some moment between the request's send and its answer, and every task a
              Worker ran was handed out under its epoch's lease
-  durable    every acknowledged start and publish is in the log, in a batch that landed before
+  durable    every acknowledged start, publish, RPC (its result) and set is in the log, in a batch that landed before
              the answer, written under a lease period that lasted until after the landing; a
              start answered "new" was written by the process that answered
   flows      every acknowledged start exists and its run closed; one run per Flow ID (every
@@ -48,6 +48,16 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
              Execute result applied at most once, and only the running attempt's)
   reads      a read of a flow acknowledged before the read was sent finds it, and no read shows
              a flow RUNNING after an earlier, completed observation showed it closed
+  rpcs       every acknowledged RPC "add" applied exactly once: applied[id] == n, one
+             RPC_COMPLETED writes it, the answered output is that event's, an id sent anew is
+             answered as new and a repeated id as a repeat; no RPC half applied (total ==
+             sum(applied)); no applied id that no client sent or that was refused; each Step's
+             steps[exec] is the total the history had when its Execute (holding the lock) ran
+  attributes every acknowledged SetAttributes is in its run's history (ATTRIBUTES_SET) and its
+             value is the final one unless a later set of the same instance may have replaced it
+  locks      in each run's history no holder (a Step execution's method attempt or an RPC)
+             acquires a lock key another holder holds, releases one it does not hold, or keeps
+             one at the end
 
 It prints one summary line and exits 1 on any violation. Usable on a saved run directory.
 """
@@ -120,6 +130,12 @@ def nonce_of(result):
         if isinstance(p, dict) and isinstance(p.get("by"), dict):
             return (p["by"].get("w"), p["by"].get("n"))
     return None
+
+
+def attr_value(a):
+    """The value of a normalized protobuf JSON Attribute (None: a deletion)."""
+    v = a.get("value") or {}
+    return next(iter(v.values()), None)
 
 
 def messages_of(v):
@@ -282,8 +298,9 @@ class Checker:
         arrival (plus an injected delay) of the proxied PUT that carried its write ID and got
         a 200."""
         self.first_start, self.start_records, self.first_publish = {}, defaultdict(list), {}
+        self.first_rpc_result, self.first_set = {}, {}
         self.log_results, self.assignments = [], defaultdict(list)
-        self.async_methods, self.epoch_start_at = set(), []
+        self.async_methods, self.epoch_start_at, self.lock_methods = set(), [], set()
         for b in self.effective:
             for r in b.get("recordDetails", []):
                 if "epochStart" in r:
@@ -297,6 +314,8 @@ class Checker:
                             for m, name in (("waitFor", "WAIT_FOR"), ("execute", "EXECUTE")):
                                 if st.get("options", {}).get(m, {}).get("durability") == "ASYNC":
                                     self.async_methods.add((st["stepType"], name))
+                                if st.get("options", {}).get(m, {}).get("lockKeys"):
+                                    self.lock_methods.add((st["stepType"], name))
                 elif "startFlow" in fr:
                     sf = fr["startFlow"]
                     self.first_start.setdefault(sf["flowId"], b)
@@ -304,7 +323,17 @@ class Checker:
                 elif "publish" in fr:
                     self.first_publish.setdefault(fr["publish"].get("requestId", ""), b)
                 elif "methodResult" in fr:
-                    self.log_results.append((b, fr["methodResult"]))
+                    mr = fr["methodResult"]
+                    self.log_results.append((b, mr))
+                    t = mr.get("task", {})
+                    if t.get("method") == "RPC" and mr.get("outcome") == "ATTEMPT_COMPLETED":
+                        self.first_rpc_result.setdefault(
+                            (t.get("flowId"), t.get("stepExecutionId")), b)
+                elif "setAttributes" in fr:
+                    for w in fr["setAttributes"].get("writes", []):
+                        v = w.get("value", {}).get("stringValue")
+                        if w.get("key") == "note" and v:
+                            self.first_set.setdefault((fr["setAttributes"].get("flowId"), v), b)
                 for a in fr.get("assignments", []):
                     t = a["task"]
                     key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"),
@@ -390,6 +419,22 @@ class Checker:
                 # A repeat after an attempt that landed is answered without a write: no writer
                 # check, only that the first record with the request ID landed before.
                 self.durable(f"publish {h['req']} to {h['flow']}", b, h, name, holder, False)
+            elif op == "rpc":  # answered once its result is durable (a repeat: the first's)
+                b = self.first_rpc_result.get((h["flow"], "req:" + h["req"]))
+                if b is None:
+                    self.violation("durable", f"acknowledged RPC {h['req']} to {h['flow']} "
+                                   f"(answered by {name} at {t1:.3f}) has no result in the log")
+                    continue
+                self.durable(f"RPC {h['req']} to {h['flow']}", b, h, name, holder, False)
+            elif op == "set":
+                b = self.first_set.get((h["flow"], h["value"]))
+                if b is None:
+                    self.violation("durable", f"acknowledged set of {h['flow']} note[{h['inst']}]"
+                                   f" = {h['value']} (answered by {name} at {t1:.3f}) is not in "
+                                   "the log")
+                    continue
+                self.durable(f"set of {h['flow']} note = {h['value']}", b, h, name, holder,
+                             False)
         self.stats.update(starts_ok=n[("start", True)], starts_failed=n[("start", False)],
                           publish_calls_ok=n[("publish", True)],
                           publish_calls_failed=n[("publish", False)],
@@ -519,7 +564,8 @@ class Checker:
                     outputs[ex] = dec["gracefulComplete"]
                 self.match_result(f"{fid}/{ex} applied decision (attempt {x.get('attempt')})",
                                   dec, (fid, run, ex, "EXECUTE", x.get("attempt")), "decision")
-            execs = {x["stepExecutionId"] for x in ev if x.get("stepExecutionId")}
+            execs = {x["stepExecutionId"] for x in ev if x.get("stepExecutionId")
+                     and x.get("method") != "RPC" and not x["kind"].startswith("RPC_")}
             for ex in sorted(execs):
                 typ, _, num = ex.rpartition("-")
                 if not num.isdigit() or int(num) > created[typ]:
@@ -623,7 +669,21 @@ class Checker:
             outcomes[outcome] += 1
             what = f"slot {b['slot']}: result of {key[0]}/{key[2]} {key[3]} attempt {key[4]} " \
                    f"(task {mr.get('taskId')})"
-            if outcome == "ATTEMPT_COMPLETED":
+            if outcome == "ATTEMPT_COMPLETED" and key[3] == "RPC":
+                # An RPC's output and writes are what the Worker's handler returned.
+                content = norm(mr.get("rpc", {}).get("output", {}))
+                nk = nonce_of(content)
+                wd = self.worker_done.get(nk) if nk else None
+                if wd is None:
+                    self.violation("results", f"{what}: RPC output {content} no Worker returned")
+                    continue
+                got = (wd["flow"], wd["run"], wd["exec"], wd["method"], wd["attempt"])
+                if got != key or {"payload": norm(wd.get("output"))} != content or \
+                        norm(wd.get("writes", [])) != norm(mr.get("attributeWrites", [])):
+                    self.violation("results", f"{what}: differs from what Worker {wd['worker']} "
+                                   f"returned (nonce {nk[1]}) for {got}")
+                nonce_tasks[nk].add(mr.get("taskId"))
+            elif outcome == "ATTEMPT_COMPLETED":
                 if key[3] == "EXECUTE":
                     content = norm(mr.get("decision", {}))
                     self.match_result(what, content, key, "decision")
@@ -649,10 +709,15 @@ class Checker:
         method is running and it names the next attempt number; a result applies when it names
         the running task; an EpochStart ends every running attempt (recovery: the next attempt
         gets the next number); a withdrawal queues the same number again; an execution whose
-        Execute completed takes nothing more. The decisions the history shows applied (attempt
+        Execute completed takes nothing more; for a method with lock keys every hand-out of the
+        running number is a candidate (see below). The decisions the history shows applied (attempt
         and Worker nonce) must be exactly those the log applies: a decision served that the log
         does not hold, or one the log holds that the server did not apply, is reported."""
         running, next_n, done = {}, defaultdict(lambda: 1), set()
+        maybe_void = {}  # a method with lock keys -> the number of its unanswered hand-out
+
+        def locks(key):
+            return (key[2].rpartition("-")[0], key[3]) in self.lock_methods
         self.applied = {}  # (flow, run, exec) -> (attempt, nonce) of the applied decision
         for b in self.effective:
             for r in b.get("recordDetails", []):
@@ -670,8 +735,9 @@ class Checker:
                     key = (t.get("flowId"), t.get("runId"), t.get("stepExecutionId"),
                            t.get("method"))
                     cur = running.get(key)
-                    if cur is not None and cur[0] == res.get("taskId") and key[:3] not in done:
+                    if cur is not None and res.get("taskId") in cur[0] and key[:3] not in done:
                         del running[key]
+                        maybe_void.pop(key, None)
                         if "attemptWithdrawn" in fr:
                             next_n[key] = cur[1]
                         elif res.get("outcome") == "ATTEMPT_COMPLETED":
@@ -687,7 +753,21 @@ class Checker:
                            t.get("method"))
                     n = int(t.get("attempt", 0))
                     if key not in running and key[:3] not in done and n == next_n[key]:
-                        running[key] = (a.get("taskId"), n)
+                        running[key] = ({a.get("taskId")}, n)
+                    elif locks(key) and key[:3] not in done and n == maybe_void.get(key):
+                        # A hand-out of a method with lock keys applies only when its task is
+                        # queued; the proposer does not see the keys its batch's earlier records
+                        # took, so it may name a task that waits for a key (ignored, the same
+                        # number handed out again later, perhaps after an EpochStart) or hand
+                        # out again one that runs (ignored). Either may be the one that ran: a
+                        # result naming one of them applies.
+                        if key in running:
+                            running[key] = (running[key][0] | {a.get("taskId")}, n)
+                        else:
+                            running[key] = ({a.get("taskId")}, n)
+                        next_n[key] = n
+                    if locks(key) and a.get("taskId") in running.get(key, (set(),))[0]:
+                        maybe_void[key] = n
         served = {}
         for fid, entry in self.final.items():
             for x in entry.get("events", []):
@@ -721,7 +801,8 @@ class Checker:
             # became durable runs again later with the same number, handed out anew.
             got = [g for g in self.assignments.get(key, []) if g[1] / 1000.0 <= t_run + SLACK_S]
             if not got:
-                if (r["step"], r["method"]) in self.async_methods:
+                # RPCs are queued ASYNC (docs/flow-rules.md, "RPCs"), like Fast.
+                if (r["step"], r["method"]) in self.async_methods or r["method"] == "RPC":
                     if any(at / 1000.0 > t_run - 1.0 for at in self.epoch_start_at[1:]):
                         async_rerun += 1
                         continue
@@ -742,6 +823,194 @@ class Checker:
         self.stats["async_not_durable_reruns"] = async_rerun
         self.stats["tasks_run"] = tasks
 
+    # ------------------------------------------------------------------------ RPCs, Attributes,
+    # locks. Each check reads the history lines of its op and each Flow's final Attributes and
+    # history events; SubFlows (issue 15 stage 2) are to add their own check beside these.
+
+    def final_attributes(self, fid):
+        """{(key, instance): value} of the Flow's final GetAttributes, or None if not read."""
+        a = (self.final.get(fid) or {}).get("attributes")
+        if a is None:
+            return None
+        return {(x["key"], x.get("instanceKey", "")): attr_value(x)
+                for x in norm(a).get("attributes", [])}
+
+    def events_of(self, fid):
+        return norm((self.final.get(fid) or {}).get("events", []))
+
+    def check_rpcs(self):
+        lines = [h for h in self.history if h["op"] == "rpc"]
+        sent = {}  # id -> (flow, n)
+        by_req = defaultdict(list)
+        for h in lines:
+            sent.setdefault(h["id"], (h["flow"], h["n"]))
+            by_req[h["req"]].append(h)
+        acked_ids = {h["id"] for h in lines if h.get("ok")}
+        definite = {"FAILED_PRECONDITION", "NOT_FOUND", "INVALID_ARGUMENT"}
+        refused = {hs[0]["id"] for req, hs in by_req.items()
+                   if req.startswith("rpc-") and all(h.get("code") in definite for h in hs)}
+        completed = {}  # (flow, rpc id) -> event
+        applied_total = steps_checked = 0
+        for fid in sorted(self.final):
+            attrs = self.final_attributes(fid)
+            if attrs is None:
+                continue
+            applied = {i: v for (k, i), v in attrs.items() if k == "applied"}
+            applied_total += len(applied)
+            total = attrs.get(("total", ""), 0)
+            if total != sum(applied.values()):
+                self.violation("rpcs", f"{fid}: total is {total}, but applied sums to "
+                               f"{sum(applied.values())} ({len(applied)} ids): an RPC half "
+                               "applied")
+            for i, v in sorted(applied.items()):
+                if i not in sent or sent[i][0] != fid:
+                    self.violation("rpcs", f"{fid}: applied[{i}] = {v}, but no client sent id "
+                                   f"{i} to it")
+                elif v != sent[i][1]:
+                    self.violation("rpcs", f"{fid}: applied[{i}] = {v}, the client sent n = "
+                                   f"{sent[i][1]}")
+                if i in refused:
+                    self.violation("rpcs", f"{fid}: applied[{i}] = {v}, but every call of it "
+                                   "was refused")
+            writes_of = defaultdict(list)  # applied id -> [seq of the RPC_COMPLETED writing it]
+            last_total = 0
+            for x in self.events_of(fid):
+                ws = {(w["key"], w.get("instanceKey", "")): attr_value(w)
+                      for w in x.get("attributeWrites", [])}
+                if x["kind"] == "RPC_COMPLETED":
+                    completed[(fid, x.get("stepExecutionId"))] = x
+                    for (k, i), v in ws.items():
+                        if k == "applied":
+                            writes_of[i].append(x["seq"])
+                            if applied.get(i) != v:
+                                self.violation("rpcs", f"{fid}: RPC_COMPLETED seq {x['seq']} "
+                                               f"writes applied[{i}] = {v}, the final value is "
+                                               f"{applied.get(i)}")
+                elif any(k == "applied" or k == "total" for k, _ in ws):
+                    self.violation("rpcs", f"{fid}: {x['kind']} seq {x['seq']} writes "
+                                   f"{sorted(ws)}, which only the RPC may write")
+                if x["kind"] == "EXECUTE_COMPLETED":
+                    for (k, i), v in ws.items():
+                        if k == "steps":
+                            steps_checked += 1
+                            if v != last_total:
+                                self.violation("rpcs", f"{fid}/{i}: its Execute (holding the "
+                                               f"lock) saw total {v}, the history had "
+                                               f"{last_total} then (seq {x['seq']})")
+                if ("total", "") in ws:
+                    last_total = ws[("total", "")]
+            for i in set(applied) | set(writes_of):
+                if len(writes_of.get(i, [])) != 1:
+                    self.violation("rpcs", f"{fid}: applied[{i}] = {applied.get(i)} written by "
+                                   f"{len(writes_of.get(i, []))} RPC_COMPLETED events "
+                                   f"{writes_of.get(i, [])}")
+            for i in sorted(acked_ids):
+                if sent[i][0] == fid and i not in applied:
+                    self.violation("rpcs", f"{fid}: the acknowledged RPC id {i} (n = {sent[i][1]})"
+                                   " is not applied")
+        # What each acknowledged call answered is the RPC_COMPLETED output of its request.
+        acked_calls = 0
+        for req, hs in sorted(by_req.items()):
+            ok = [h for h in hs if h.get("ok")]
+            if not ok:
+                continue
+            acked_calls += 1
+            h = ok[0]
+            x = completed.get((h["flow"], "req:" + req))
+            if x is None:
+                self.violation("rpcs", f"RPC {req} to {h['flow']} answered {h.get('output')} "
+                               f"(by {h['addr']}), but its history has no RPC_COMPLETED for it")
+                continue
+            if x.get("output") != {"payload": h.get("output")}:
+                self.violation("rpcs", f"RPC {req} to {h['flow']} answered {h.get('output')}, "
+                               f"its RPC_COMPLETED (seq {x['seq']}) shows {x.get('output')}")
+            out = h.get("output") or {}
+            if out.get("n") != h["n"] or bool(out.get("repeat")) != req.startswith("rpcr-"):
+                self.violation("rpcs", f"RPC {req} (id {h['id']}, n {h['n']}) to {h['flow']} "
+                               f"answered {out}: a {'repeat' if req.startswith('rpcr-') else 'new id'}"
+                               " must answer " + ("a repeat" if req.startswith("rpcr-") else
+                                                  "as new"))
+        self.stats.update(rpcs=len(by_req), rpcs_acked=acked_calls,
+                          rpc_calls_ok=sum(1 for h in lines if h.get("ok")),
+                          rpc_calls_failed=sum(1 for h in lines if not h.get("ok")),
+                          rpcs_applied=applied_total, rpcs_refused=len(refused),
+                          steps_total_checked=steps_checked)
+
+    def check_sets(self):
+        lines = defaultdict(list)  # (flow, instance) -> lines in send order
+        for h in self.history:
+            if h["op"] == "set":
+                lines[(h["flow"], h["inst"])].append(h)
+        acked = 0
+        for (fid, inst), hs in sorted(lines.items()):
+            hs.sort(key=lambda h: h["t0"])
+            attrs = self.final_attributes(fid)
+            if attrs is None:
+                continue
+            in_history = set()
+            for x in self.events_of(fid):
+                if x["kind"] == "ATTRIBUTES_SET":
+                    for w in x.get("attributeWrites", []):
+                        if w["key"] == "note" and w.get("instanceKey") == inst:
+                            in_history.add(attr_value(w))
+            ok = [h for h in hs if h.get("ok")]
+            acked += len({h["value"] for h in ok})
+            for h in ok:
+                if h["value"] not in in_history:
+                    self.violation("attributes", f"acknowledged set of {fid} note[{inst}] = "
+                                   f"{h['value']} (by {h['addr']}) has no ATTRIBUTES_SET")
+            got = attrs.get(("note", inst))
+            sent = {h["value"] for h in hs}
+            if got is not None and got not in sent:
+                self.violation("attributes", f"{fid}: note[{inst}] = {got}, which no client set")
+            if not ok:
+                continue
+            last = ok[-1]
+            # A set not acknowledged that was sent before the last acked one answered may have
+            # landed after it (its outcome is unknown).
+            allowed = {last["value"]} | {h["value"] for h in hs
+                                         if not h.get("ok") and h["t1"] >= last["t0"]}
+            if got not in allowed:
+                self.violation("attributes", f"{fid}: note[{inst}] is {got}, but the last "
+                               f"acknowledged set (answered at {last['t1'] / 1000:.3f}) wrote "
+                               f"{last['value']} and no later set could replace it")
+        self.stats.update(sets=sum(len({h["value"] for h in hs}) for hs in lines.values()),
+                          sets_acked=acked,
+                          set_calls_ok=sum(1 for hs in lines.values() for h in hs if h.get("ok")),
+                          set_calls_failed=sum(1 for hs in lines.values() for h in hs
+                                               if not h.get("ok")))
+
+    def check_locks(self):
+        holders = rpc_holders = 0
+        for fid in sorted(self.final):
+            held = {}  # key -> (holder, seq)
+            for x in self.events_of(fid):
+                if x["kind"] not in ("LOCKS_ACQUIRED", "LOCKS_RELEASED"):
+                    continue
+                who = (x.get("stepExecutionId"), x.get("method"), x.get("attempt", 0))
+                keys = x.get("lockKeys", [])
+                if x["kind"] == "LOCKS_ACQUIRED":
+                    holders += 1
+                    rpc_holders += who[1] == "RPC"
+                    for k in keys:
+                        if k in held:
+                            self.violation("locks", f"{fid}: {'/'.join(map(str, who))} acquired "
+                                           f"'{k}' at seq {x['seq']} while "
+                                           f"{'/'.join(map(str, held[k][0]))} held it (since seq "
+                                           f"{held[k][1]})")
+                        held[k] = (who, x["seq"])
+                else:
+                    for k in keys:
+                        if held.get(k, (None,))[0] != who:
+                            self.violation("locks", f"{fid}: {'/'.join(map(str, who))} released "
+                                           f"'{k}' at seq {x['seq']}, held by "
+                                           f"{held.get(k, ('nobody',))[0]}")
+                        held.pop(k, None)
+            for k, (who, seq) in sorted(held.items()):
+                self.violation("locks", f"{fid}: {'/'.join(map(str, who))} acquired '{k}' at seq "
+                               f"{seq} and never released it")
+        self.stats.update(lock_holders=holders, lock_holders_rpc=rpc_holders)
+
     def run(self):
         self.load()
         return self.check_all()
@@ -756,6 +1025,9 @@ class Checker:
         self.check_results()
         self.check_applied()
         self.check_attempts()
+        self.check_rpcs()
+        self.check_sets()
+        self.check_locks()
         proxy_faults = Counter(e["a"] for e in self.proxy
                                if e["a"] not in ("forwarded", "upstream_error"))
         return {"seed": self.meta.get("seed"), "faults": self.meta.get("faults", {}),
@@ -917,6 +1189,87 @@ def _mutations(base):
         h = next(h for h in c.history if h["op"] == "get" and h.get("ok"))
         h.update(ok=False, code="NOT_FOUND", msg_text="NOT_FOUND: no Flow")
     out.append(("stale read", "reads", stale_read))
+
+    # RPCs, Attributes and locks: a flow with an acknowledged new RPC, one whose history shows
+    # two lock holders, an acknowledged set.
+    rpc = next(h for h in base.history if h["op"] == "rpc" and h.get("ok")
+               and h["req"].startswith("rpc-"))
+    rflow = rpc["flow"]
+    aset = next(h for h in base.history if h["op"] == "set" and h.get("ok"))
+
+    def set_attr(c, fid, key, inst, value):
+        attrs = c.final[fid]["attributes"].setdefault("attributes", [])
+        attrs[:] = [a for a in attrs if (a["key"], a.get("instanceKey", "")) != (key, inst)]
+        if value is not None:
+            a = {"key": key, "value": value}
+            if inst:
+                a["instanceKey"] = inst
+            attrs.append(a)
+
+    def final_total(c, fid):
+        return c.final_attributes(fid).get(("total", ""), 0)
+
+    def rpc_lost(c):  # an acknowledged RPC whose writes are gone (with total kept consistent)
+        n = c.final_attributes(rflow)[("applied", rpc["id"])]
+        set_attr(c, rflow, "applied", rpc["id"], None)
+        set_attr(c, rflow, "total", "", {"int64Value": str(final_total(c, rflow) - n)})
+    out.append(("an acknowledged RPC's writes lost", "rpcs", rpc_lost))
+
+    def rpc_half(c):  # applied[id] written without its total
+        set_attr(c, rflow, "total", "", {"int64Value": str(final_total(c, rflow) - rpc["n"])})
+    out.append(("an RPC half applied", "rpcs", rpc_half))
+
+    def rpc_phantom(c):  # an id no client sent, applied whole
+        set_attr(c, rflow, "applied", "rpc-nobody", {"int64Value": "3"})
+        set_attr(c, rflow, "total", "", {"int64Value": str(final_total(c, rflow) + 3)})
+    out.append(("an RPC no client sent", "rpcs", rpc_phantom))
+
+    def rpc_twice(c):  # the handler's result committed twice (a retry ran it again)
+        ev = c.final[rflow]["events"]
+        x = next(x for x in ev if x["kind"] == "RPC_COMPLETED")
+        y = copy.deepcopy(x)
+        y["stepExecutionId"] = "req:" + x["stepExecutionId"][4:] + "-again"
+        y["seq"] = str(int(ev[-1].get("seq", 0)) + 1)
+        ev.append(y)
+    out.append(("an RPC applied twice", "rpcs", rpc_twice))
+
+    def rpc_output(c):  # the client got another output than the one committed
+        h = next(h for h in c.history if h is not None and h.get("req") == rpc["req"]
+                 and h.get("ok"))
+        h["output"] = dict(h["output"], total=h["output"].get("total", 0) + 1)
+    out.append(("an RPC answered another output", "rpcs", rpc_output))
+
+    def set_lost(c):  # an acknowledged SetAttributes missing from the final state and history
+        set_attr(c, aset["flow"], "note", aset["inst"], {"stringValue": "v-older"})
+        ev = c.final[aset["flow"]]["events"]
+        c.final[aset["flow"]]["events"] = [x for x in ev if x["kind"] != "ATTRIBUTES_SET"]
+    out.append(("an acknowledged SetAttributes lost", "attributes", set_lost))
+
+    def rpc_not_durable(c):  # an RPC answered before (without) its result reaching the log
+        for b in c.log["batches"]:
+            b["recordDetails"] = [
+                r for r in b.get("recordDetails", [])
+                if r.get("flow", {}).get("methodResult", {}).get("task", {}).get(
+                    "stepExecutionId") != "req:" + rpc["req"]]
+    out.append(("an acknowledged RPC's result missing from the log", "durable", rpc_not_durable))
+
+    lflow = next(f for f, e in sorted(base.final.items())
+                 if sum(x["kind"] == "LOCKS_ACQUIRED" for x in e.get("events", [])) >= 2)
+
+    def lock_overlap(c):  # a second holder acquires a held key: its acquire moved up
+        ev = c.final[lflow]["events"]
+        idx = [i for i, x in enumerate(ev) if x["kind"] == "LOCKS_ACQUIRED"]
+        second = ev.pop(idx[1])
+        ev.insert(idx[0] + 1, second)
+        for k, x in enumerate(ev):
+            x["seq"] = str(k + 1)
+    out.append(("two lock holders overlap", "locks", lock_overlap))
+
+    def lock_kept(c):  # a holder that never releases
+        ev = c.final[lflow]["events"]
+        i = next(i for i, x in enumerate(ev) if x["kind"] == "LOCKS_RELEASED")
+        del ev[i]
+    out.append(("a lock never released", "locks", lock_kept))
     return out
 
 
@@ -954,7 +1307,9 @@ def summary_line(result):
     kinds = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
     store = " ".join(f"{k}={v}" for k, v in sorted(result["store_requests_faulted"].items()))
     ops = sum(s.get(k, 0) for k in ("starts_ok", "starts_failed", "publish_calls_ok",
-                                    "publish_calls_failed", "gets_ok", "gets_failed"))
+                                    "publish_calls_failed", "gets_ok", "gets_failed",
+                                    "rpc_calls_ok", "rpc_calls_failed", "set_calls_ok",
+                                    "set_calls_failed"))
     return (f"chaos seed={result['seed']}: operations={ops} (starts {s.get('starts_ok', 0)} ok/"
             f"{s.get('starts_failed', 0)} failed, publish calls {s.get('publish_calls_ok', 0)} ok/"
             f"{s.get('publish_calls_failed', 0)} failed, reads {s.get('gets_ok', 0)} ok/"
@@ -964,6 +1319,11 @@ def summary_line(result):
             f"lost={s.get('lost', 0)}; publishes={s.get('publishes', 0)} "
             f"acknowledged={s.get('publishes_acked', 0)} published={s.get('published', 0)} "
             f"taken={s.get('taken', 0)} queued={s.get('queued_at_end', 0)}; "
+            f"rpcs={s.get('rpcs', 0)} acknowledged={s.get('rpcs_acked', 0)} "
+            f"applied={s.get('rpcs_applied', 0)} refused={s.get('rpcs_refused', 0)} (calls "
+            f"{s.get('rpc_calls_ok', 0)} ok/{s.get('rpc_calls_failed', 0)} failed); "
+            f"sets={s.get('sets', 0)} acknowledged={s.get('sets_acked', 0)}; "
+            f"lock holders={s.get('lock_holders', 0)} (rpcs {s.get('lock_holders_rpc', 0)}); "
             f"epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
             f"violations={result['violations']}"
             + (f" {result['violations_by_check']}" if result["violations"] else ""))
