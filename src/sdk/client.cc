@@ -197,7 +197,8 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
   auto exhausted = [&]() -> Status {
     Duration elapsed = SystemClock::instance().now() - start;
     if (std::all_of(said.begin(), said.end(), [](const Status& x) { return x.is_ok(); })) {
-      return Status::transient(
+      return Status(
+          Code::kDeadlineExceeded,
           fmt::format("DEADLINE_EXCEEDED: the deadline ({}) passed before {} could be called",
                       format_duration(timeout), join_addresses(stubs.addresses)));
     }
@@ -301,6 +302,10 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
         return Status::ok();
       }
       Status mapped = sdk_internal::status_from_grpc(status, endpoint.address, timeout);
+      // The outcome of a call past its deadline is unknown: not a transient
+      // failure to retry blindly (only UNAVAILABLE is repeated, below).
+      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        mapped = Status(Code::kDeadlineExceeded, mapped.message());
       if (repeat == Repeat::kOnlyIfNotSent) {
         // The call may have reached a process that acted (an UNAVAILABLE can
         // come from a process that stopped under it, or a connection lost

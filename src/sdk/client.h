@@ -12,7 +12,8 @@
 // within the call's deadline. Any other answer ends the search. Every call
 // but step_down is safe to repeat (start and publish carry a request ID), so
 // a call that may have reached an engine that then stopped is not done
-// twice; a DEADLINE_EXCEEDED is not tried elsewhere. step_down is sent
+// twice; a DEADLINE_EXCEEDED (Code::kDeadlineExceeded: the outcome is
+// unknown, so not kTransient) is not tried elsewhere. step_down is sent
 // to another address only when no connection to the first was made. Before
 // the first call, after a DEADLINE_EXCEEDED and before every further round,
 // all addresses' gRPC health is asked at once (1 s at most): the SERVING one
