@@ -2,7 +2,11 @@
 // C++ SDK (src/sdk/flow.h):
 //  - OrderProcessing: Charge (retried) -> Ship, which waits for the seller's
 //    approval or a reminder Timer and loops on the Timer; Ship's exhausted
-//    retries proceed to Refund.
+//    retries proceed to Refund. Attribute `order-status`; RPCs `approve`
+//    (publishes the seller's approval) and `describe`.
+//  - MoneyTransfer: Debit (lock "balance") -> Credit, whose exhausted retries
+//    proceed to Compensate (lock "balance"), which gives the amount back;
+//    Attributes `balance` and `transferred`, RPC `balance`.
 //  - SignUp: SendEmail -> AwaitVerification, which waits for the code or a
 //    resend Timer (resend loop, at most max_sends e-mails).
 //  - ParallelQuotes: Start fans out to three Quote Steps and Pick (GoToMulti);
@@ -34,6 +38,7 @@ namespace dex::examples {
 std::shared_ptr<Flow> order_processing();
 std::shared_ptr<Flow> signup();
 std::shared_ptr<Flow> parallel_quotes();
+std::shared_ptr<Flow> money_transfer();
 std::shared_ptr<Flow> attr_rpc_demo();
 std::shared_ptr<Flow> e2e_counter();
 // Every Flow above (the pipelines' Steps take `work_time` each).

@@ -2,13 +2,18 @@
 //
 //   dex-flow-examples worker [--server ADDR]... [--concurrency N] [--work-time D]
 //                                                       host the Flows (example_flows.h)
-//   dex-flow-examples drive order|order-refund|signup|quotes --flow-id ID [--server ADDR]...
+//   dex-flow-examples drive order|order-refund|signup|quotes|transfer|transfer-compensate
+//                           --flow-id ID [--server ADDR]...
 //
 // `drive` plays the outside world of one example (the seller approving, the
 // user typing the code) against a running Worker and prints JSON lines: what
 // it did, then {"event": "result", ...} with the run's status and outputs. It
 // keeps going through a server restart or failover (starts and publishes are
-// safe to repeat; waits ask again). Exit status: 0 when the run completed as
+// safe to repeat; waits ask again). `transfer` (and `transfer-compensate`,
+// whose credit fails) starts a MoneyTransfer of 30 from a balance of 100 (an
+// initial Attribute), asks the `balance` RPC while a failed credit waits for
+// its retries, and prints
+// the run's Attributes with the result. Exit status: 0 when the run completed as
 // the example expects, 1 otherwise, 2 for usage errors.
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -75,7 +80,8 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   });
   waiter.detach();
   std::cout << "dex-flow-examples worker " << worker.worker_id()
-            << " hosts OrderProcessing, SignUp, ParallelQuotes, AttrRpcDemo, E2ECounter and the "
+            << " hosts OrderProcessing, SignUp, ParallelQuotes, MoneyTransfer, AttrRpcDemo, "
+               "E2ECounter and the "
                "pipelines (OneStep, ThreeSteps, E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, "
                "E2EIdle)"
             << std::endl;
@@ -126,11 +132,62 @@ void publish(dex::Client& client, const std::string& flow_id, const std::string&
   emit({{"event", "published"}, {"channel", channel}, {"message", message}});
 }
 
+// The run's result line, once it closed: its status and outputs.
+json closed_result(dex::Client& client, const std::string& flow_id) {
+  auto closed = retried("wait", [&] { return client.wait_for_flow(flow_id, kScenarioTimeout); });
+  json outputs = json::array();
+  for (const auto& o : closed->flow().outputs())
+    outputs.push_back(
+        {{"step_execution_id", o.step_execution_id()}, {"output", dex::from_payload(o.output())}});
+  return {{"event", "result"},
+          {"flow_id", flow_id},
+          {"closed", closed->closed()},
+          {"status", dex::flow::FlowStatus_Name(closed->flow().status())},
+          {"reason", closed->flow().close_reason()},
+          {"outputs", outputs},
+          {"runs", closed->flow().runs()}};
+}
+
+const dex::Attribute<int64_t> kBalance{"balance"};
+const dex::Attribute<bool> kTransferred{"transferred"};
+
+int drive_transfer(dex::Client& client, const std::string& flow_id, bool fail_credit) {
+  const json input = {{"amount", 30}, {"to", "acct-2"}, {"fail_credit", fail_credit}};
+  dex::StartOptions options;
+  options.initial(kBalance, int64_t{100});
+  auto started =
+      retried("start", [&] { return client.start("MoneyTransfer", flow_id, input, options); });
+  emit({{"event", "started"},
+        {"flow_type", "MoneyTransfer"},
+        {"flow_id", flow_id},
+        {"run_id", started->run_id()}});
+  if (fail_credit) {
+    // Debit holds the lock from the start: the RPC waits for it and sees 70.
+    // The failed credit is compensated only seconds later, so the run is
+    // still on (a successful transfer may well have closed already).
+    dex::InvokeRpcOptions rpc;
+    rpc.request_id = flow_id + "-balance";  // a repeat answers the same
+    auto balance =
+        retried("rpc", [&] { return client.invoke_rpc(flow_id, "balance", json::object(), rpc); });
+    emit({{"event", "rpc"}, {"rpc", "balance"}, {"output", *balance}});
+  }
+  json result = closed_result(client, flow_id);
+  auto got = retried("attributes", [&] { return client.get_attributes(flow_id); });
+  json attributes = json::object();
+  if (auto b = kBalance.get(*got)) attributes["balance"] = *b;
+  if (auto t = kTransferred.get(*got)) attributes["transferred"] = *t;
+  result["attributes"] = attributes;
+  emit(result);
+  return result["status"] == "FLOW_COMPLETED" ? 0 : 1;
+}
+
 int drive(const std::string& example, const std::vector<std::string>& servers,
           const std::string& flow_id) {
   dex::ClientOptions options;
   options.server_addresses = servers;
   dex::Client client(options);
+  if (example == "transfer" || example == "transfer-compensate")
+    return drive_transfer(client, flow_id, example == "transfer-compensate");
   std::string type;
   json input;
   if (example == "order" || example == "order-refund") {
@@ -164,12 +221,7 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
     publish(client, flow_id, "verify", json{{"code", "000000"}});
     publish(client, flow_id, "verify", json{{"code", "123456"}});
   }
-  auto closed = retried("wait", [&] { return client.wait_for_flow(flow_id, kScenarioTimeout); });
-  json outputs = json::array();
-  for (const auto& o : closed->flow().outputs())
-    outputs.push_back(
-        {{"step_execution_id", o.step_execution_id()}, {"output", dex::from_payload(o.output())}});
-  const std::string status = dex::flow::FlowStatus_Name(closed->flow().status());
+  json result = closed_result(client, flow_id);
   // The messages the run's history shows published by clients, in order.
   json history_publishes = json::array();
   uint64_t after = 0;
@@ -185,15 +237,9 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
     }
     if (!h->more()) break;
   }
-  emit({{"event", "result"},
-        {"flow_id", flow_id},
-        {"closed", closed->closed()},
-        {"status", status},
-        {"reason", closed->flow().close_reason()},
-        {"outputs", outputs},
-        {"runs", closed->flow().runs()},
-        {"history_publishes", history_publishes}});
-  return closed->flow().status() == dex::flow::FLOW_COMPLETED ? 0 : 1;
+  result["history_publishes"] = history_publishes;
+  emit(result);
+  return result["status"] == "FLOW_COMPLETED" ? 0 : 1;
 }
 
 }  // namespace
@@ -220,9 +266,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string example, flow_id;
   auto* driver = app.add_subcommand("drive", "Run one example end to end against a Worker");
-  driver->add_option("example", example, "order, order-refund, signup or quotes")
+  driver
+      ->add_option("example", example,
+                   "order, order-refund, signup, quotes, transfer or transfer-compensate")
       ->required()
-      ->check(CLI::IsMember({"order", "order-refund", "signup", "quotes"}));
+      ->check(CLI::IsMember(
+          {"order", "order-refund", "signup", "quotes", "transfer", "transfer-compensate"}));
   driver->add_option("--flow-id", flow_id, "The Flow ID to start")->required();
   driver->add_option("--server", servers, "Address of a process of the node (repeatable)");
   try {

@@ -1,6 +1,12 @@
 // OrderProcessing: charge with retries; ship waits AnyOf(the seller's
 // approval, a reminder Timer) and loops on the Timer; exhausted ship retries
 // proceed to a refund.
+//  - Attribute `order-status` (string): each Step writes where the order is
+//    ("charged", "awaiting-approval", "shipped", "refunded"); the Steps only
+//    write it, so their tasks carry no Attribute.
+//  - RPC `approve`, input {"seller": "<id>"}: publishes the seller's approval
+//    (what Ship waits on) and answers {"approved": true}.
+//  - RPC `describe`: answers {"status": <order-status>} (null before Charge).
 //
 // Input: {"order": "o-1", "amount": 42, "fail_charges": 0, "reminder_ms": 86400000,
 //         "fail_shipping": false}
@@ -10,6 +16,9 @@ namespace dex::examples {
 namespace {
 
 const Channel kSellerApproval("seller-approval");
+// Indexed-to-be: a later stage indexes it, so that runs can be searched by
+// where their order is.
+const Attribute<std::string> kOrderStatus{"order-status"};
 
 class Charge final : public Step {
  public:
@@ -20,6 +29,7 @@ class Charge final : public Step {
     o.execute.retry.maximum_attempts = 4;
     return o;
   }
+  AttributeReads attribute_reads() const override { return AttributeReads::none(); }
   StepDecision execute(Context& ctx) override {
     // A payment provider that declines the first `fail_charges` attempts.
     if (ctx.attempt() <= ctx.input().value("fail_charges", 0u))
@@ -28,6 +38,7 @@ class Charge final : public Step {
     json order = ctx.input();
     order["charged_on_attempt"] = ctx.attempt();
     order["reminders"] = 0;
+    kOrderStatus.set(ctx, "charged");
     return StepDecision::go_to("Ship", order);
   }
 };
@@ -42,7 +53,9 @@ class Ship final : public WaitingStep {
     o.execute.recovery_step = "Refund";
     return o;
   }
+  AttributeReads attribute_reads() const override { return AttributeReads::none(); }
   Wait wait_for(Context& ctx) override {
+    kOrderStatus.set(ctx, "awaiting-approval");  // committed with the Wait
     const auto reminder = std::chrono::milliseconds(ctx.input().value("reminder_ms", 86'400'000));
     return Wait::any_of({kSellerApproval.for_one(), Timer::after(reminder)});
   }
@@ -56,6 +69,7 @@ class Ship final : public WaitingStep {
     if (order.value("fail_shipping", false))
       throw std::runtime_error("the carrier refused the parcel");
     const auto approvals = ctx.messages(kSellerApproval);
+    kOrderStatus.set(ctx, "shipped");
     return StepDecision::graceful_complete({{"order", order.value("order", "")},
                                             {"status", "shipped"},
                                             {"approved_by", approvals.at(0)},
@@ -67,12 +81,28 @@ class Ship final : public WaitingStep {
 class Refund final : public Step {
  public:
   std::string type() const override { return "Refund"; }
+  AttributeReads attribute_reads() const override { return AttributeReads::none(); }
   StepDecision execute(Context& ctx) override {
+    kOrderStatus.set(ctx, "refunded");
     return StepDecision::graceful_complete({{"order", ctx.input().value("order", "")},
                                             {"status", "refunded"},
                                             {"reason", ctx.recovery_error()}});
   }
 };
+
+// The seller approves through the run itself: the message goes to the
+// Channel Ship waits on, committed with the answer.
+RpcResult approve(Context& ctx, const json& input) {
+  if (!input.is_object() || !input.contains("seller") || !input["seller"].is_string())
+    throw FlowFailure("approve takes {\"seller\": \"<id>\"}, not " + input.dump(), true);
+  ctx.publish(kSellerApproval, input);
+  return json{{"approved", true}};
+}
+
+RpcResult describe(Context& ctx, const json&) {
+  const auto status = kOrderStatus.get(ctx);
+  return json{{"status", status ? json(*status) : json(nullptr)}};
+}
 
 class OrderProcessing final : public Flow {
  public:
@@ -82,6 +112,11 @@ class OrderProcessing final : public Flow {
     return {std::make_shared<Charge>(), std::make_shared<Ship>(), std::make_shared<Refund>()};
   }
   std::vector<Channel> channels() const override { return {kSellerApproval}; }
+  std::vector<AttributeDef> attributes() const override { return {kOrderStatus}; }
+  std::vector<Rpc> rpcs() const override {
+    return {Rpc("approve", approve, RpcOptions{{}, AttributeReads::none()}),
+            Rpc("describe", describe, RpcOptions{{}, {kOrderStatus}})};
+  }
 };
 
 }  // namespace

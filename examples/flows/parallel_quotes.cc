@@ -75,8 +75,8 @@ class ParallelQuotes final : public Flow {
 std::shared_ptr<Flow> parallel_quotes() { return std::make_shared<ParallelQuotes>(); }
 
 std::vector<std::shared_ptr<Flow>> all_flows(std::chrono::milliseconds work_time) {
-  std::vector<std::shared_ptr<Flow>> out = {order_processing(), signup(), parallel_quotes(),
-                                            attr_rpc_demo(), e2e_counter()};
+  std::vector<std::shared_ptr<Flow>> out = {order_processing(), signup(),        parallel_quotes(),
+                                            money_transfer(),   attr_rpc_demo(), e2e_counter()};
   for (auto& flow : pipelines(work_time)) out.push_back(std::move(flow));
   return out;
 }

@@ -359,5 +359,132 @@ TEST(ExampleFlows, E2ECounterAddsOncePerIdUnderItsLockAndCompletesWithTheTotal) 
             (json{{"total", 0}}));
 }
 
+TEST(ExampleFlows, OrderProcessingWritesItsStatusAndAnswersApproveAndDescribe) {
+  auto order = examples::order_processing();
+  const flow::FlowDeclaration d = order->declaration();
+  ASSERT_EQ(d.attributes_size(), 1);
+  EXPECT_EQ(d.attributes(0).key(), "order-status");
+  EXPECT_EQ(d.attributes(0).type(), flow::ATTRIBUTE_STRING);
+  // The Steps only write it: their tasks carry nothing.
+  for (const char* step : {"Charge", "Ship", "Refund"})
+    EXPECT_TRUE(step_of(d, step)->attribute_reads().empty()) << step;
+  ASSERT_NE(rpc_of(d, "approve"), nullptr);
+  EXPECT_TRUE(rpc_of(d, "approve")->attribute_reads().empty());
+  ASSERT_NE(rpc_of(d, "describe"), nullptr);
+  EXPECT_EQ(strings(rpc_of(d, "describe")->attribute_reads()),
+            std::vector<std::string>{"order-status"});
+  EXPECT_TRUE(order->validate().is_ok()) << order->validate().message();
+
+  const json input = {{"order", "o-1"}, {"reminder_ms", 5000}};
+  EXPECT_EQ(writes(run(*order, task("Charge", flow::EXECUTE, input))), "order-status=charged;");
+  // A declined charge writes nothing (its writes go with the failed attempt).
+  auto declined = run(*order, task("Charge", flow::EXECUTE, {{"fail_charges", 1}}));
+  ASSERT_TRUE(declined.has_error());
+  EXPECT_EQ(declined.attribute_writes_size(), 0);
+  auto waited = run(*order, task("Ship", flow::WAIT_FOR, input));
+  EXPECT_EQ(writes(waited), "order-status=awaiting-approval;");
+  flow::FlowTask approved = task("Ship", flow::EXECUTE, input);
+  fired(approved, waited.wait(), 0, {json{{"seller", "s-1"}}});
+  EXPECT_EQ(writes(run(*order, approved)), "order-status=shipped;");
+  flow::FlowTask refund = task("Refund", flow::EXECUTE, input);
+  refund.set_recovery_error("the carrier refused the parcel");
+  auto refunded = run(*order, refund);
+  EXPECT_EQ(writes(refunded), "order-status=refunded;");
+  EXPECT_EQ(from_payload(refunded.decision().graceful_complete())["reason"],
+            "the carrier refused the parcel");
+
+  // approve publishes its input to the Channel Ship waits on, with its answer.
+  auto approve = run(*order, rpc_task("approve", {{"seller", "s-1"}}));
+  EXPECT_EQ(output_of(approve), (json{{"approved", true}}));
+  ASSERT_EQ(approve.publishes_size(), 1);
+  EXPECT_EQ(approve.publishes(0).channel(), "seller-approval");
+  ASSERT_EQ(approve.publishes(0).messages_size(), 1);
+  EXPECT_EQ(from_payload(approve.publishes(0).messages(0)), (json{{"seller", "s-1"}}));
+  EXPECT_EQ(writes(approve), "");
+  auto anonymous = run(*order, rpc_task("approve", json::object()));
+  ASSERT_TRUE(anonymous.has_error()) << anonymous.DebugString();
+  EXPECT_EQ(anonymous.publishes_size(), 0);
+
+  const Attribute<std::string> status("order-status");
+  EXPECT_EQ(output_of(run(*order, rpc_task("describe", nullptr, {status.write("shipped")}))),
+            (json{{"status", "shipped"}}));
+  EXPECT_EQ(output_of(run(*order, rpc_task("describe", nullptr))), (json{{"status", nullptr}}));
+}
+
+TEST(ExampleFlows, MoneyTransferDebitsUnderItsLockAndCompensatesAFailedCredit) {
+  auto transfer = examples::money_transfer();
+  const flow::FlowDeclaration d = transfer->declaration();
+  EXPECT_EQ(d.flow_type(), "MoneyTransfer");
+  EXPECT_EQ(d.start_step_type(), "Debit");
+  std::vector<std::string> keys;
+  for (const auto& a : d.attributes()) keys.push_back(a.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"balance", "transferred"}));
+  const std::vector<std::string> balance_only{"balance"};
+  for (const char* step : {"Debit", "Compensate"}) {
+    EXPECT_EQ(strings(step_of(d, step)->options().execute().lock_keys()), balance_only) << step;
+    EXPECT_EQ(strings(step_of(d, step)->attribute_reads()), balance_only) << step;
+  }
+  const auto* credit = step_of(d, "Credit");
+  EXPECT_TRUE(credit->options().execute().lock_keys().empty());
+  EXPECT_TRUE(credit->attribute_reads().empty());
+  EXPECT_EQ(credit->options().execute().recovery_step_type(), "Compensate");
+  EXPECT_GE(credit->options().execute().retry().maximum_attempts(), 2u);
+  ASSERT_NE(rpc_of(d, "balance"), nullptr);
+  EXPECT_EQ(strings(rpc_of(d, "balance")->lock_keys()), balance_only);
+  EXPECT_EQ(strings(rpc_of(d, "balance")->attribute_reads()), balance_only);
+  EXPECT_TRUE(transfer->validate().is_ok()) << transfer->validate().message();
+
+  const Attribute<int64_t> balance("balance");
+  const json input = {{"amount", 30}, {"to", "acct-2"}, {"fail_credit", true}};
+  // Debit takes the amount from the balance.
+  flow::FlowTask debit = task("Debit", flow::EXECUTE, input);
+  *debit.add_attributes() = balance.write(100);
+  auto debited = run(*transfer, debit);
+  EXPECT_EQ(go_to(debited).step_type(), "Credit");
+  EXPECT_EQ(from_payload(go_to(debited).input()), input);
+  EXPECT_EQ(writes(debited), "balance=70;");
+  // A balance that does not cover the amount (or none) fails the run at once, writing nothing.
+  for (int64_t held : {29, -1}) {
+    flow::FlowTask poor = task("Debit", flow::EXECUTE, input);
+    if (held >= 0) *poor.add_attributes() = balance.write(held);
+    auto refused = run(*transfer, poor);
+    ASSERT_TRUE(refused.has_error()) << refused.DebugString();
+    EXPECT_TRUE(refused.error().non_retryable());
+    EXPECT_NE(refused.error().message().find("insufficient funds"), std::string::npos);
+    EXPECT_EQ(refused.attribute_writes_size(), 0);
+  }
+  auto no_amount = run(*transfer, task("Debit", flow::EXECUTE, {{"amount", -5}}));
+  ASSERT_TRUE(no_amount.has_error());
+  EXPECT_TRUE(no_amount.error().non_retryable());
+
+  // Credit: refused (retryably, so its retries and then Compensate follow), or transferred.
+  auto refused = run(*transfer, task("Credit", flow::EXECUTE, input));
+  ASSERT_TRUE(refused.has_error()) << refused.DebugString();
+  EXPECT_FALSE(refused.error().non_retryable());
+  EXPECT_EQ(refused.attribute_writes_size(), 0);
+  json ok = input;
+  ok["fail_credit"] = false;
+  auto credited = run(*transfer, task("Credit", flow::EXECUTE, ok));
+  EXPECT_EQ(writes(credited), "transferred=true;");
+  EXPECT_EQ(from_payload(credited.decision().graceful_complete()),
+            (json{{"status", "transferred"}, {"amount", 30}, {"to", "acct-2"}}));
+
+  // Compensate gives the amount back to the balance as it is now.
+  flow::FlowTask compensate = task("Compensate", flow::EXECUTE, input);
+  compensate.set_recovery_error(refused.error().message());
+  *compensate.add_attributes() = balance.write(70);
+  auto compensated = run(*transfer, compensate);
+  EXPECT_EQ(writes(compensated), "balance=100;transferred=false;");
+  ASSERT_TRUE(compensated.decision().has_graceful_complete()) << compensated.DebugString();
+  const json out = from_payload(compensated.decision().graceful_complete());
+  EXPECT_EQ(out["status"], "compensated");
+  EXPECT_EQ(out["balance"], 100);
+  EXPECT_EQ(out["reason"], "the destination bank refused the credit");
+
+  // The balance RPC answers what it reads.
+  EXPECT_EQ(output_of(run(*transfer, rpc_task("balance", nullptr, {balance.write(70)}))),
+            (json{{"balance", 70}}));
+}
+
 }  // namespace
 }  // namespace dex
