@@ -32,8 +32,8 @@
 //
 // RPCs and Attributes: after about --rpc-ratio of the starts the lane invokes the RPC "add" of a
 // run it started in the last 2.5 s, with a request ID "rpc-<prefix>-l<lane>-<k>", input
-// {"id": that request ID, "n": 1..7}; after an acknowledged one, now and then (--repeat-ratio) the
-// same id again under a new request ID ("rpcr-..."), which must answer {"repeat": true}. After
+// {"id": that request ID, "n": 1..7}; now and then (--repeat-ratio) instead an id acknowledged in
+// the last 2 s again under a new request ID ("rpcr-..."), which must answer {"repeat": true}. After
 // about --set-ratio of the starts it sets the AttributeMap instance note[l<lane>] of such a run to
 // a unique value ("v-<prefix>-l<lane>-<k>"). Both go through this program's own stubs like a
 // publish (one line per call, every address in turn with the same request):
@@ -222,7 +222,8 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   dex::Client client(options);
   Caller caller(settings.servers);
   uint64_t rpcs = 0, sets = 0;
-  std::vector<std::pair<std::string, json>> rpcs_acked;  // (flow, input) of acknowledged adds
+  // (acked at, flow, input) of acknowledged adds of the last 2 s (their runs likely still run).
+  std::deque<std::tuple<double, std::string, json>> rpcs_acked;
   std::mt19937_64 rng(settings.seed * 1000 + lane);
   std::uniform_real_distribution<double> unit(0, 1);
   std::vector<std::string> acknowledged;
@@ -301,8 +302,11 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
       flow::InvokeRpcRequest request;
       json input;
       std::string target;
+      while (!rpcs_acked.empty() && std::get<0>(rpcs_acked.front()) < now_ms() - 2000) {
+        rpcs_acked.pop_front();
+      }
       if (!rpcs_acked.empty() && unit(rng) < settings.repeat_ratio) {
-        std::tie(target, input) = rpcs_acked[rng() % rpcs_acked.size()];
+        std::tie(std::ignore, target, input) = rpcs_acked[rng() % rpcs_acked.size()];
         request.set_request_id("rpcr-" + settings.prefix + tail);
       } else {
         target = recent[rng() % recent.size()].second;
@@ -329,7 +333,9 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
           },
           settings.timeout, dex::seconds(5), history, counters, counters.rpcs_ok,
           counters.rpcs_failed, stop);
-      if (ok && request.request_id().rfind("rpc-", 0) == 0) rpcs_acked.emplace_back(target, input);
+      if (ok && request.request_id().rfind("rpc-", 0) == 0) {
+        rpcs_acked.emplace_back(now_ms(), target, input);
+      }
     }
     // A client-only Attribute: note[l<lane>] of a recent run, a unique value each time.
     if (!recent.empty() && unit(rng) < settings.set_ratio && !stop.load()) {
