@@ -753,7 +753,8 @@ ApplyResult Apply::flow_retry(const TimerFired& r) {
     return stale("no such Flow retry");
   auto entry = txn_.flow_id(key.flow_id());
   DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
-  if (entry->run_id() == run->next_run_id()) return stale("the Flow retry started");
+  if (entry->run_id() == run->next_run_id() || !txn_.timer_set(key, r.fire_at_ms()))
+    return stale("the Flow retry started, or was abandoned");
   txn_.delete_timer(key, r.fire_at_ms());
   if (entry->run_id() != run->run_id()) {
     // Another start took the Flow ID after this run closed: no retry; the

@@ -60,6 +60,9 @@ class FlowTxn {
   // judge a fired timer by the state it names, not by this index.
   virtual void put_timer(const TimerKey& key, int64_t fire_at_ms) = 0;
   virtual void delete_timer(const TimerKey& key, int64_t fire_at_ms) = 0;
+  // Whether the timer is in the index (a Flow retry abandoned by a later start
+  // leaves no other trace: its closed run never changes).
+  virtual bool timer_set(const TimerKey& key, int64_t fire_at_ms) = 0;
 
   // Each Flow type's FIFO queue of tasks waiting for a Worker. enqueue_task
   // returns the task's place (unique, increasing across all types).

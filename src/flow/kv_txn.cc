@@ -200,6 +200,9 @@ void KvFlowTxn::put_timer(const TimerKey& key, int64_t fire_at_ms) {
 void KvFlowTxn::delete_timer(const TimerKey& key, int64_t fire_at_ms) {
   kv_.del(keys::timer(key, fire_at_ms));
 }
+bool KvFlowTxn::timer_set(const TimerKey& key, int64_t fire_at_ms) {
+  return kv_.get(keys::timer(key, fire_at_ms)).has_value();
+}
 uint64_t KvFlowTxn::enqueue_task(std::string_view flow_type, const TaskRef& task) {
   auto last = kv_.get(keys::kTaskSeq);
   const uint64_t seq = (last ? std::stoull(*last) : 0) + 1;

@@ -72,6 +72,7 @@ class KvFlowTxn final : public FlowTxn {
                                                         std::string_view run_id) override;
   void put_timer(const TimerKey& key, int64_t fire_at_ms) override;
   void delete_timer(const TimerKey& key, int64_t fire_at_ms) override;
+  bool timer_set(const TimerKey& key, int64_t fire_at_ms) override;
   uint64_t enqueue_task(std::string_view flow_type, const TaskRef& task) override;
   void dequeue_task(std::string_view flow_type, uint64_t seq) override;
   void put_running(std::string_view task_id, const TaskRef& task) override;

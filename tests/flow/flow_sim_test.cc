@@ -270,9 +270,27 @@ struct Sim {
     }
     std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> stored;
     for (auto& [k, v] : kv.scan(keys::kRunPrefix)) {
-      Run run;
+      flow::Run run;
       run.ParseFromString(v);
       const std::string key = run.flow_id() + "/" + run.run_id();
+      if (!attributes.contains(key)) {
+        // Started by the rules (a SubFlow child, a Flow retry): its initial
+        // Attributes are its start event's, which are its options'.
+        auto events = kv.scan(keys::events_prefix(run.flow_id(), run.run_id()));
+        HistoryEvent first;
+        if (!events.empty()) first.ParseFromString(events.front().second);
+        if (first.kind() != FLOW_STARTED) fail(key + " has no start event");
+        if (run.options().has_retry_policy() &&
+            !std::equal(first.attribute_writes().begin(), first.attribute_writes().end(),
+                        run.options().initial_attributes().begin(),
+                        run.options().initial_attributes().end(),
+                        [](const Attribute& x, const Attribute& y) {
+                          return x.SerializeAsString() == y.SerializeAsString();
+                        }))
+          fail(key + ": the start wrote other Attributes than its options name");
+        write_model(key, first.attribute_writes());
+        stats[run.parents_size() > 0 ? "subflow starts" : "flow retry starts"]++;
+      }
       KvFlowTxn txn(kv);
       for (const auto& a : txn.attributes(run.flow_id(), run.run_id(), ""))
         stored[key][{a.key(), a.instance_key()}] = a.value().SerializeAsString();
@@ -346,6 +364,7 @@ struct Sim {
     if (random.chance(0.3))
       for (int i = 0; i < 1 + static_cast<int>(random.uniform(3)); ++i)
         *o->add_initial_attributes() = random_write();
+    if (random.chance(0.2)) *o->mutable_retry_policy() = random_flow_retry();
     if (random.chance(0.5)) {  // a Worker is polling: the first attempt rides along
       r.set_at_unix_ms(now);
       TaskRef ref;
@@ -404,7 +423,34 @@ struct Sim {
     return a;
   }
 
+  // A Flow retry policy: short backoffs, a few runs.
+  RetryPolicy random_flow_retry() {
+    RetryPolicy p;
+    p.set_initial_interval_ms(1 + static_cast<int64_t>(random.uniform(2'000)));
+    p.set_maximum_attempts(static_cast<uint32_t>(random.uniform(4)));  // 0: no limit
+    if (p.maximum_attempts() == 0) p.set_total_duration_ms(10'000);
+    return p;
+  }
+
+  // A child Flow of the same type (nested SubFlows: the derived ID's length
+  // bounds the depth), every reuse policy, sometimes retried or timed out.
+  Condition random_sub_flow(int i) {
+    Condition c;
+    c.set_condition_id(fmt::format("c{}", i));
+    auto* sub = c.mutable_sub_flow();
+    sub->set_flow_type(random.chance(0.02) ? "Undeclared" : "Sim");
+    sub->mutable_input()->set_data("child");
+    sub->set_reuse_policy(static_cast<SubFlowReusePolicy>(random.uniform(4)));
+    if (random.chance(0.3)) *sub->mutable_options()->mutable_retry_policy() = random_flow_retry();
+    if (random.chance(0.2))
+      sub->mutable_options()->set_timeout_ms(1 + static_cast<int64_t>(random.uniform(10'000)));
+    if (random.chance(0.2)) *sub->mutable_options()->add_initial_attributes() = random_write();
+    if (random.chance(0.02)) sub->mutable_options()->set_request_id("mine");  // refused
+    return c;
+  }
+
   Condition random_condition(int i) {
+    if (random.chance(0.15)) return random_sub_flow(i);
     Condition c;
     c.set_condition_id(fmt::format("c{}", i));
     const auto kind = random.uniform(3);
@@ -753,6 +799,19 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
     if (sim.failure.empty()) sim.crash();  // every seed ends with a full replay
     ASSERT_TRUE(sim.failure.empty())
         << "seed " << seed << " (FLOW_SIM_SEED=" << seed << "): " << sim.failure;
+    for (auto& [k, v] : sim.kv.scan(keys::kRunPrefix)) {  // what the schedule reached
+      flow::Run run;
+      run.ParseFromString(v);
+      if (run.parents_size() > 0) sim.stats["subflow runs"]++;
+      if (run.parents_size() > 1) sim.stats["subflows attached by a second parent"]++;
+      if (run.flow_attempt() > 1) sim.stats["flow retries"]++;
+    }
+    for (auto& [k, v] : sim.kv.scan(keys::kStepPrefix)) {
+      StepExecution st;
+      st.ParseFromString(v);
+      for (const auto& c : st.conditions())
+        if (c.fired() && c.has_sub_flow()) sim.stats["subflow conditions met"]++;
+    }
     for (const auto& [k, v] : sim.stats) totals[k] += v;
     records += sim.log.size();
   }
@@ -765,7 +824,8 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
          {"applied", "stale", "rejected", "unchanged", "closed FLOW_COMPLETED",
           "closed FLOW_FAILED", "closed FLOW_CANCELED", "closed FLOW_TIMED_OUT",
           "closed FLOW_TERMINATED", "crashes", "attempts ended by recovery", "attributes set",
-          "rpcs invoked", "rpcs done", "locks acquired", "lock waits"})
+          "rpcs invoked", "rpcs done", "locks acquired", "lock waits", "subflow runs",
+          "subflow conditions met", "flow retries"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }

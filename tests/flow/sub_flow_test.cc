@@ -408,6 +408,9 @@ TEST_F(SubFlows, AFlowRetryPolicyIsValidated) {
   r = h.start("p", "r1", "P", handler);
   EXPECT_EQ(r.kind, ApplyKind::kRejected);
   EXPECT_NE(r.message.find("Flow type 'P' declares none"), std::string::npos) << r.message;
+  r = h.start("c", "r1", "C", handler);  // C declares a handler; the rules cannot run it yet
+  EXPECT_EQ(r.kind, ApplyKind::kRejected);
+  EXPECT_NE(r.message.find("HANDLER is not supported"), std::string::npos) << r.message;
 }
 
 }  // namespace

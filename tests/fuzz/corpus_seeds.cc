@@ -511,6 +511,43 @@ void flow_rules_seeds(std::vector<Seed>& out) {
   bad_set.mutable_set_attributes()->mutable_writes(0)->set_key("nope");
   add("rpc_locks_attributes", frame(invoke) + frame(set) + frame(wrote) + frame(answered) +
                                   frame(late) + frame(deadline) + frame(bad_set) + frame(invoke));
+  // B-1 waits for a SubFlow of T (Flow retry: 2 runs): its child f/B-1/0 run
+  // r starts in the same record; the child's A-1 fails the run, its Flow retry
+  // r.2 starts when the backoff fires and completes, which meets B-1's wait.
+  flow::FlowRecord sub_wait = flow_result("B-1", flow::WAIT_FOR, "t2");
+  auto* sw = sub_wait.mutable_method_result()->mutable_wait();
+  sw->set_kind(flow::ALL_OF);
+  auto* sub = sw->add_conditions()->mutable_sub_flow();
+  sub->set_flow_type("T");
+  sub->mutable_input()->set_data("child");
+  sub->mutable_options()->mutable_retry_policy()->set_initial_interval_ms(100);
+  sub->mutable_options()->mutable_retry_policy()->set_maximum_attempts(2);
+  auto child_run = [&](const std::string& run, const std::string& task, bool fail) {
+    flow::FlowRecord assign;
+    assign.set_at_unix_ms(2'000);
+    auto* ca = assign.add_assignments();
+    *ca->mutable_task() = flow_task("A-1", flow::EXECUTE, 1);
+    ca->mutable_task()->set_flow_id("f/B-1/0");
+    ca->mutable_task()->set_run_id(run);
+    ca->set_task_id(task);
+    ca->set_worker_id("w");
+    flow::FlowRecord end = flow_result("A-1", flow::EXECUTE, task);
+    *end.mutable_method_result()->mutable_task() = ca->task();
+    if (fail)
+      end.mutable_method_result()->mutable_decision()->set_force_fail("child failed");
+    else
+      end.mutable_method_result()->mutable_decision()->mutable_graceful_complete()->set_data("ok");
+    return frame(assign) + frame(end);
+  };
+  flow::FlowRecord flow_retry;
+  auto* fk = flow_retry.mutable_timer_fired()->mutable_key();
+  fk->set_flow_id("f/B-1/0");
+  fk->set_run_id("r");
+  fk->set_kind(flow::FLOW_RETRY);
+  flow_retry.mutable_timer_fired()->set_fire_at_ms(2'100);
+  flow_retry.mutable_timer_fired()->set_at_unix_ms(2'100);
+  add("sub_flow_with_flow_retry", frame(go) + frame(sub_wait) + child_run("r", "c1", true) +
+                                      frame(flow_retry) + child_run("r.2", "c2", false));
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

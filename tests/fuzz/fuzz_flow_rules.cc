@@ -5,7 +5,10 @@
 // records reach the rules rather than "no such run". The declaration has
 // Attributes, lock keys (A's Execute, B's WaitFor, RPC "p") and RPCs, so
 // SetAttributes, InvokeRpc, RPC results and RPC deadlines reach their rules
-// too. After every record:
+// too; B's waits may name SubFlow conditions (a child of type T, nested
+// further by its own waits) and starts a Flow retry policy, so children,
+// reuse policies, parent notifications and Flow retry timers reach theirs.
+// After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
 //  - a refused record without assignments changed nothing.
