@@ -480,7 +480,8 @@ void FlowEngine::dispatch() {
         tasks.emplace_back(std::nullopt, false);
         continue;
       }
-      tasks.emplace_back(build_task(txn, ref, ""), method_durability(txn, ref) == flow::ASYNC);
+      tasks.emplace_back(build_task(txn, ref, ""),
+                         sent_before_applied(txn, ref, method_durability(txn, ref)));
     }
     return tasks;
   });

@@ -177,7 +177,8 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
     r.task = q.task;
     r.flow_type = q.flow_type;
     r.worker = chosen_handle;
-    if (q.durability == flow::ASYNC) r.prebuilt = build_task(txn, q.task, task_id);
+    if (sent_before_applied(txn, q.task, q.durability))
+      r.prebuilt = build_task(txn, q.task, task_id);
     running_[task_id] = std::move(r);
     reserved.push_back(task_id);
   }

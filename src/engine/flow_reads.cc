@@ -103,6 +103,11 @@ flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& re
                                         : s->options().execute().durability();
 }
 
+bool sent_before_applied(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
+                         flow::Durability durability) {
+  return durability == flow::ASYNC && flow::task_attribute_reads(txn, ref).empty();
+}
+
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
   auto run = txn.run(ref.flow_id(), ref.run_id());
   if (!run || run->status() != flow::FLOW_RUNNING) return false;
@@ -119,8 +124,7 @@ bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
 namespace {
 
 std::optional<flow::FlowTask> build_rpc_task(flow::KvFlowTxn& txn, const flow::Run& run,
-                                             const flow::TaskRef& ref,
-                                             const std::string& task_id) {
+                                             const flow::TaskRef& ref, const std::string& task_id) {
   auto rpc = txn.rpc(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!rpc || rpc->done() || rpc->method().attempt() != ref.attempt()) return std::nullopt;
   flow::FlowTask t;
@@ -180,6 +184,7 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
       r->set_skipped(s->conditions(i).skipped());
       *r->mutable_messages() = s->conditions(i).messages();
       *r->mutable_condition() = s->wait().conditions(i);
+      if (s->conditions(i).has_sub_flow()) *r->mutable_sub_flow() = s->conditions(i).sub_flow();
     }
   }
   for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);

@@ -27,6 +27,14 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
                                          const std::string& task_id);
 // The durability of the method `ref` names (SYNC when unknown).
 flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
+// Whether the task of the attempt `ref` goes out while the record that starts
+// it is written (ASYNC), rather than once it applied. Not when it reads
+// Attributes, whatever its durability: the view it would be built from (a
+// scratch copy, or the store before records still in flight) may hold older
+// values than those its record applies after, and its lock keys would not
+// keep it from that stale read.
+bool sent_before_applied(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
+                         flow::Durability durability);
 // Whether the attempt `ref` is still queued in the store.
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 

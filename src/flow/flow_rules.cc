@@ -893,8 +893,8 @@ void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
   apply.notify_parents(closed_before);
 }
 
-std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task) {
-  std::vector<Attribute> out;
+std::vector<std::string> task_attribute_reads(FlowTxn& txn, const TaskRef& task) {
+  std::vector<std::string> out;
   auto run = txn.run(task.flow_id(), task.run_id());
   if (!run) return out;
   auto decl = txn.declaration(run->flow_type(), run->declaration_version());
@@ -911,8 +911,13 @@ std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task) {
     if (const StepDeclaration* d = find_step(decl->declaration(), step->step_type()))
       reads = &d->attribute_reads();
   }
-  if (reads == nullptr) return out;
-  for (const auto& key : *reads) {  // bounded by kAttributeKeysMax
+  if (reads != nullptr) out.assign(reads->begin(), reads->end());
+  return out;
+}
+
+std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task) {
+  std::vector<Attribute> out;
+  for (const auto& key : task_attribute_reads(txn, task)) {  // bounded by kAttributeKeysMax
     for (auto& a : txn.attributes(task.flow_id(), task.run_id(), key)) out.push_back(std::move(a));
   }
   return out;

@@ -91,6 +91,8 @@ void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects);
 // attribute_reads (an AttributeMap key: every instance), in declared order:
 // what the task carries to its Worker. Empty for an unknown task. Reads only.
 std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task);
+// The keys task_attributes reads (whether or not they hold values).
+std::vector<std::string> task_attribute_reads(FlowTxn& txn, const TaskRef& task);
 
 // Limits (docs/flow-rules.md, "Limits").
 inline constexpr size_t kActiveStepsMax = 10'000;          // per run
