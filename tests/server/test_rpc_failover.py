@@ -92,7 +92,8 @@ def rpc_writes(events):
 
 
 @pytest.mark.parametrize("store", ["minio"], indirect=True)
-def test_rpcs_and_set_attributes_survive_a_sigkill_and_a_hot_standby_takeover(nodes, procs):  # noqa: F811
+def test_rpcs_and_set_attributes_survive_a_sigkill_and_a_hot_standby_takeover(nodes, procs,  # noqa: F811
+                                                                            tmp_path):
     a = nodes("a").start()
     assert a.wait_ready(60) == 1
     b = nodes("b").start()
@@ -146,13 +147,13 @@ def test_rpcs_and_set_attributes_survive_a_sigkill_and_a_hot_standby_takeover(no
         problems += [f"{flow_id}: {p}" for p in lock_overlaps(events)]
         problems += [f"{flow_id}: {p}" for p in lost_updates(events)]
         if problems:
-            with open(f"/tmp/rpc-failover-{flow_id}.json", "w") as f:
-                json.dump(events, f, indent=1)
+            # The evidence: the run's history, kept in the test's directory.
+            (tmp_path / f"history-{flow_id}.json").write_text(json.dumps(events, indent=1))
         holders_checked += sum(e["kind"] == "LOCKS_ACQUIRED" for e in events)
     print(f"{len(acked_rpcs)}/{RPCS} RPCs and {len(acked_sets)}/{SETS} sets acknowledged, "
           f"{len(failed)} failed ({sorted({r.get('code') for r in failed})}); "
           f"{holders_checked} lock acquisitions checked")
-    assert not problems, "\n".join(problems[:30])
+    assert not problems, f"histories in {tmp_path}:\n" + "\n".join(problems[:30])
     # The Client repeats a call on the next process with its request ID: across a SIGKILL and a
     # handover every call is eventually answered.
     assert not failed, failed[:5]
