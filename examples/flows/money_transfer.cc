@@ -34,15 +34,21 @@ int64_t amount_of(const Context& ctx) {
   return input["amount"].get<int64_t>();
 }
 
-class Debit final : public Step {
+// A Step whose Execute reads and writes the balance: it holds the lock key
+// "balance" while it runs, so no other such Step or RPC reads it meanwhile.
+class BalanceStep : public Step {
  public:
-  std::string type() const override { return "Debit"; }
   StepOptions options() const override {
     StepOptions o;
     o.execute.lock_keys = {kBalanceLock};
     return o;
   }
   AttributeReads attribute_reads() const override { return {kBalance}; }
+};
+
+class Debit final : public BalanceStep {
+ public:
+  std::string type() const override { return "Debit"; }
   StepDecision execute(Context& ctx) override {
     const int64_t amount = amount_of(ctx);
     const int64_t balance = kBalance.get(ctx).value_or(0);
@@ -79,15 +85,9 @@ class Credit final : public Step {
   }
 };
 
-class Compensate final : public Step {
+class Compensate final : public BalanceStep {
  public:
   std::string type() const override { return "Compensate"; }
-  StepOptions options() const override {
-    StepOptions o;
-    o.execute.lock_keys = {kBalanceLock};
-    return o;
-  }
-  AttributeReads attribute_reads() const override { return {kBalance}; }
   StepDecision execute(Context& ctx) override {
     const int64_t amount = amount_of(ctx);
     const int64_t balance = kBalance.get(ctx).value_or(0) + amount;
