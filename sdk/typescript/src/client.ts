@@ -34,7 +34,8 @@ import {
   type AttributeWrite,
   type Codec,
 } from "./flow/index";
-import { attributeKeyOf, attributeValueFromWire, attributeValueToWire, attributeWriteToWire } from "./flow/attributes";
+import { attributeKeyOf, attributeValueFromWire, attributeValueToWire } from "./flow/attributes";
+import { attributeWritesToWire, runStartOptionsToWire, type RunStartOptions } from "./flow/start-options";
 import type { WireAttribute, WireAttributeValue, WirePayload } from "./proto";
 import {
   FlowAttributes,
@@ -88,12 +89,12 @@ export interface NodeDescription {
   holderProcessId: string;
 }
 
-/** How a new run of a dex Flow starts (Client.startFlow with a Flow or Flow type). */
-export interface FlowStartOptions extends CallOptions {
-  /** The run's own timeout (0 or unset: none); what happens then: `timeoutPolicy`. */
-  flowTimeoutMs?: number;
-  /** "fail" (default): the run ends TIMED_OUT; "cancel": it ends CANCELED. */
-  timeoutPolicy?: "fail" | "cancel";
+/**
+ * How a new run of a dex Flow starts (Client.startFlow with a Flow or Flow
+ * type): the run's options (flowTimeoutMs, timeoutPolicy, startDelayMs,
+ * initialAttributes, retryPolicy: RunStartOptions) and the start's own.
+ */
+export interface FlowStartOptions extends CallOptions, RunStartOptions {
   /**
    * When the Flow ID was used before: "allowIfNoRunning" (default: refused
    * while a run is active), "allowIfPreviousFailed", "disallow",
@@ -107,10 +108,6 @@ export interface FlowStartOptions extends CallOptions {
   requestId?: string;
   /** With the same requestId as the existing run, a refused start answers that run (alreadyStarted). */
   ignoreAlreadyStarted?: boolean;
-  /** The start Step waits this long first. */
-  startDelayMs?: number;
-  /** Attributes written with the start, in the same record (attr.write(v), map.write(key, v)); each must be declared. */
-  initialAttributes?: AttributeWrite[];
 }
 
 export interface GetAttributesOptions extends RunOptions {
@@ -231,6 +228,8 @@ const MIN_ATTEMPT_MS = 10;
 const FLOW_WAIT_PIECE_MS = 50_000;
 // While no process serves a dex Flow wait, it asks again this often.
 const FLOW_WAIT_RETRY_MS = 200;
+/** How often waitForFlow asks whether a due Flow retry has started. */
+const FLOW_RETRY_POLL_MS = 100;
 
 interface Endpoint {
   address: string;
@@ -314,18 +313,19 @@ export class Client {
    * `flowId`. The Flow type must have been declared by a Worker (its hello).
    */
   async startFlow(flow: Flow | string, flowId: string, input?: unknown, options: FlowStartOptions = {}): Promise<FlowStartResult> {
-    return this.startRun(flowTypeOf(flow), flowId, input, options);
+    return this.startRun(flowTypeOf(flow), timeoutHandlerOf(flow), flowId, input, options);
   }
 
-  private async startRun(flowType: string, flowId: string, input: unknown, options: FlowStartOptions): Promise<FlowStartResult> {
+  private async startRun(
+    flowType: string,
+    hasTimeoutHandler: boolean | undefined,
+    flowId: string,
+    input: unknown,
+    options: FlowStartOptions,
+  ): Promise<FlowStartResult> {
     checkName(flowType, "startFlow: the Flow type");
     checkName(flowId, "startFlow: the Flow ID");
-    const start: Record<string, unknown> = {};
-    if (options.flowTimeoutMs !== undefined) start["timeoutMs"] = nonNegative(options.flowTimeoutMs, "flowTimeoutMs");
-    if (options.startDelayMs !== undefined) start["startDelayMs"] = nonNegative(options.startDelayMs, "startDelayMs");
-    if (options.timeoutPolicy !== undefined) {
-      start["timeoutPolicy"] = enumValue(options.timeoutPolicy, { fail: "TIMEOUT_FAIL", cancel: "TIMEOUT_CANCEL" }, "timeoutPolicy");
-    }
+    const start: Record<string, unknown> = { ...runStartOptionsToWire(options, "startFlow", hasTimeoutHandler) };
     if (options.idReusePolicy !== undefined) {
       start["idReusePolicy"] = enumValue(
         options.idReusePolicy,
@@ -345,9 +345,6 @@ export class Client {
     } else {
       start["requestId"] = checkName(options.requestId, "startFlow: requestId");
       start["ignoreAlreadyStarted"] = options.ignoreAlreadyStarted ?? false;
-    }
-    if (options.initialAttributes !== undefined) {
-      start["initialAttributes"] = attributeWrites(options.initialAttributes, "startFlow: initialAttributes", false);
     }
     const request = { flowId, flowType, input: valuePayload(input, "startFlow: input"), options: start };
     const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options);
@@ -421,7 +418,7 @@ export class Client {
    * (attr.write(v), map.write(key, v), attr.removal()). Answers the run's ID.
    */
   async setAttributes(flowId: string, writes: AttributeWrite[], options: RunOptions = {}): Promise<{ runId: string }> {
-    const wire = attributeWrites(writes, "setAttributes", true);
+    const wire = attributeWritesToWire(writes, "setAttributes", true);
     const response = await this.flowCall<{ runId: string }>(
       "SetAttributes",
       { flow: { flowId, runId: options.runId ?? "" }, writes: wire },
@@ -604,10 +601,58 @@ export class Client {
 
   /**
    * Resolves with the run's description once it closed (any status: check
-   * `status`). Keeps waiting through restarts and failovers; rejects with a
+   * `status`). Without `runId` it follows Flow retries: a run that closed
+   * with a retry to follow (`nextRunId`) is waited past, so the answer is the
+   * last run's. Keeps waiting through restarts and failovers; rejects with a
    * FlowWaitTimeoutError when `timeoutMs` passes first.
    */
   async waitForFlow(flowId: string, options: FlowWaitOptions = {}): Promise<FlowDescription> {
+    if (options.timeoutMs !== undefined && !(options.timeoutMs >= 0)) {
+      throw new DexError("INVALID_ARGUMENT", "timeoutMs must not be negative");
+    }
+    const end = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    const left = (): FlowWaitOptions => (end === Infinity ? { ...options } : { ...options, timeoutMs: Math.max(0, end - Date.now()) });
+    let closed = await this.waitForRun(flowId, left(), options.timeoutMs ?? 0);
+    // Bounded by the runs the retry policy allows (and the deadline).
+    while (options.runId === undefined && closed.nextRunId !== "") {
+      const next = await this.retryStarted(flowId, closed, end, options.signal);
+      if (next === null) break; // nothing follows after all: this run is the last
+      if (next === undefined) {
+        throw new FlowWaitTimeoutError(
+          `the run of ${flowId} did not close within ${formatDuration(options.timeoutMs ?? 0)} ` +
+            `(run ${closed.runId} is ${closed.status}; its Flow retry ${closed.nextRunId} has not started)`,
+          closed,
+        );
+      }
+      closed = await this.waitForRun(flowId, { ...left(), runId: next }, options.timeoutMs ?? 0);
+    }
+    return closed;
+  }
+
+  /**
+   * The run that took the Flow ID after `closed` (its Flow retry, or another
+   * start), once it exists: asks every FLOW_RETRY_POLL_MS, and not before the
+   * retry is due; null when none follows after all, undefined when `end`
+   * passes first.
+   */
+  private async retryStarted(
+    flowId: string,
+    closed: FlowDescription,
+    end: number,
+    signal: AbortSignal | undefined,
+  ): Promise<string | null | undefined> {
+    for (;;) {
+      const latest = await this.describeFlow(flowId, signal === undefined ? {} : { signal });
+      if (latest.runId !== closed.runId) return latest.runId;
+      if (latest.nextRunId === "") return null;
+      const pause = Math.max(FLOW_RETRY_POLL_MS, Math.min(latest.retryAt - Date.now(), FLOW_WAIT_PIECE_MS));
+      if (Date.now() + pause > end) return undefined;
+      await sleep(pause, signal);
+    }
+  }
+
+  /** One run's wait: its description once closed; a FlowWaitTimeoutError when `timeoutMs` passes first. */
+  private async waitForRun(flowId: string, options: FlowWaitOptions, totalMs: number): Promise<FlowDescription> {
     const response = await this.flowWait(options, (pieceMs) => ({
       method: "WaitForFlow",
       request: { flow: { flowId, runId: options.runId ?? "" }, timeoutMs: pieceMs },
@@ -617,7 +662,7 @@ export class Client {
     if (response === undefined || !response.closed) {
       const flow = response === undefined ? await this.describeFlow(flowId, options.runId === undefined ? {} : { runId: options.runId }).catch(() => toFlowDescription(null)) : toFlowDescription(response.flow);
       throw new FlowWaitTimeoutError(
-        `the run of ${flowId} did not close within ${formatDuration(options.timeoutMs ?? 0)} (it is ${flow.status})`,
+        `the run of ${flowId} did not close within ${formatDuration(totalMs)} (it is ${flow.status})`,
         flow,
       );
     }
@@ -1002,11 +1047,11 @@ function flowTypeOf(flow: unknown): string {
   throw new DexError("INVALID_ARGUMENT", "startFlow needs a Flow or the name of a Flow type");
 }
 
-function nonNegative(ms: number, what: string): number {
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
-    throw new DexError("INVALID_ARGUMENT", `startFlow: ${what} must be a non-negative number of milliseconds`);
-  }
-  return Math.round(ms);
+/** Whether a Flow declares a timeout handler; undefined for a type name (not known here). */
+function timeoutHandlerOf(flow: unknown): boolean | undefined {
+  if (typeof flow === "string") return undefined;
+  const f = flow as { hasTimeoutHandler?: unknown } | null;
+  return typeof f?.hasTimeoutHandler === "boolean" ? f.hasTimeoutHandler : undefined;
 }
 
 function enumValue(value: string, names: Record<string, string>, what: string): string {
@@ -1025,14 +1070,3 @@ function valuePayload(value: unknown, what: string): { data: Buffer } {
   }
 }
 
-/** A Client's writes as the wire's Attributes; `removals`: whether a write may delete. */
-function attributeWrites(writes: AttributeWrite[], what: string, removals: boolean): WireAttribute[] {
-  if (!Array.isArray(writes)) throw new DexError("INVALID_ARGUMENT", `${what} must be an array of writes (attr.write(v))`);
-  return writes.map((w, i) => {
-    if (typeof w !== "object" || w === null || typeof w.key !== "string" || typeof w.type !== "string") {
-      throw new DexError("INVALID_ARGUMENT", `${what}[${i}] is not a write (attr.write(v), map.write(key, v))`);
-    }
-    if (w.value === undefined && !removals) throw new DexError("INVALID_ARGUMENT", `${what}[${i}] deletes '${w.key}'; a start can only set values`);
-    return attributeWriteToWire(w, `${what}[${i}] ('${w.key}')`);
-  });
-}

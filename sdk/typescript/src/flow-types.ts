@@ -37,6 +37,10 @@ export type HistoryEventKind =
   | "ATTRIBUTES_SET"
   | "LOCKS_ACQUIRED"
   | "LOCKS_RELEASED"
+  | "SUB_FLOW_STARTED"
+  | "SUB_FLOW_CLOSED"
+  | "TIMEOUT_HANDLER_STARTED"
+  | "TIMEOUT_HANDLER_FAILED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -138,6 +142,16 @@ export interface FlowDescription {
   input: unknown;
   /** Runs started with this Flow ID. */
   runs: number;
+  /** A SubFlow child: the parents' waits it meets when it closes (the first started it; later ones attached). */
+  parents: { flowId: string; runId: string; stepExecutionId: string; conditionIndex: number }[];
+  /** Flow retry: this run's attempt (1: the first run; 0 from a server that does not say). */
+  flowAttempt: number;
+  /** Flow retry: the run before this one ("" for the first). */
+  previousRunId: string;
+  /** Flow retry: the run after this one, pending or started ("": none follows). */
+  nextRunId: string;
+  /** Flow retry: when the pending next run starts (Unix ms; 0 once started or when none follows). */
+  retryAt: number;
 }
 
 export function toFlowDescription(d: WireFlowDescription | null): FlowDescription {
@@ -159,6 +173,16 @@ export function toFlowDescription(d: WireFlowDescription | null): FlowDescriptio
     output: outputs[0]?.output,
     input: decodeValue(d?.input),
     runs: d?.runs ?? 0,
+    parents: (d?.parents ?? []).map((p) => ({
+      flowId: p.flowId,
+      runId: p.runId,
+      stepExecutionId: p.stepExecutionId,
+      conditionIndex: p.conditionIndex,
+    })),
+    flowAttempt: d?.flowAttempt ?? 0,
+    previousRunId: d?.previousRunId ?? "",
+    nextRunId: d?.nextRunId ?? "",
+    retryAt: d?.retryUnixMs ?? 0,
   };
 }
 
@@ -173,9 +197,29 @@ export type ConditionSpec =
       match: "FOR_ONE" | "FOR_N" | "AT_LEAST" | "AT_MOST" | "AT_LEAST_AT_MOST" | "UNSPECIFIED";
       min: number;
       max: number;
+    }
+  | {
+      id: string;
+      kind: "subFlow";
+      flowType: string;
+      input: unknown;
+      reusePolicy: "ATTACH" | "RESTART_IF_PREVIOUS_EXITS_ABNORMALLY" | "ALWAYS_RESTART" | "UNSPECIFIED";
+      /** The child's StartOptions as the wire has them. */
+      options: unknown;
     };
 
 export function toConditionSpec(c: WireCondition | null): ConditionSpec {
+  if (c?.subFlow !== undefined && c.subFlow !== null) {
+    const policy = c.subFlow.reusePolicy ?? "";
+    return {
+      id: c.conditionId,
+      kind: "subFlow",
+      flowType: c.subFlow.flowType,
+      input: decodeValue(c.subFlow.input),
+      reusePolicy: (policy === "" || policy.endsWith("_UNSPECIFIED") ? "UNSPECIFIED" : strip(policy, "SUB_FLOW_")) as "ATTACH",
+      options: c.subFlow.options ?? null,
+    };
+  }
   if (c?.channel !== undefined && c.channel !== null) {
     return {
       id: c.conditionId,
@@ -276,10 +320,21 @@ export interface ConditionResultView {
   condition: ConditionSpec;
   /** The messages it took (decoded). */
   messages: unknown[];
+  /** A SubFlow condition: its child as the wait saw it (RUNNING: it lost an AnyOf and keeps running). */
+  subFlow?: SubFlowView;
+}
+
+/** A SubFlow's child in a history event. */
+export interface SubFlowView {
+  flowId: string;
+  runId: string;
+  status: RunStatus;
+  outputs: StepOutput[];
+  closeReason: string;
 }
 
 function toConditionResultView(c: WireConditionResult): ConditionResultView {
-  return {
+  const v: ConditionResultView = {
     index: c.index,
     id: c.conditionId,
     fired: c.fired,
@@ -287,6 +342,17 @@ function toConditionResultView(c: WireConditionResult): ConditionResultView {
     condition: toConditionSpec(c.condition),
     messages: c.messages.map(decodeValue),
   };
+  const r = c.subFlow;
+  if (r !== undefined && r !== null) {
+    v.subFlow = {
+      flowId: r.flowId,
+      runId: r.runId,
+      status: toRunStatus(r.status),
+      outputs: r.outputs.map((o) => ({ stepType: o.stepType, stepExecutionId: o.stepExecutionId, output: decodeValue(o.output) })),
+      closeReason: r.closeReason,
+    };
+  }
+  return v;
 }
 
 export interface PublishView {
@@ -316,7 +382,7 @@ export interface HistoryEvent {
   conditions: ConditionResultView[];
   /** CHANNEL_PUBLISHED: a client's publish. */
   publish?: PublishView;
-  /** FLOW_CLOSED. */
+  /** FLOW_CLOSED; SUB_FLOW_CLOSED: the child's. */
   status?: RunStatus;
   reason: string;
   /** Method and RPC results, ATTRIBUTES_SET: the writes, in order (value undefined: deleted). */
@@ -327,7 +393,17 @@ export interface HistoryEvent {
   output?: unknown;
   /** LOCKS_ACQUIRED, LOCKS_RELEASED: the keys, and the method that holds them (stepExecutionId: the execution or RPC ID). */
   lockKeys: string[];
-  method?: "WAIT_FOR" | "EXECUTE" | "RPC";
+  method?: "WAIT_FOR" | "EXECUTE" | "RPC" | "ON_TIMEOUT";
+  /** SUB_FLOW_STARTED, SUB_FLOW_CLOSED: the child (Flow ID, run), the condition's index; attached: its run existed. */
+  childFlowId: string;
+  childRunId: string;
+  conditionIndex: number;
+  attached: boolean;
+  /** FLOW_STARTED of a Flow retry: the run before. */
+  previousRunId: string;
+  /** FLOW_CLOSED with a Flow retry to follow: the next run's ID and when it starts (Unix ms; 0: none). */
+  nextRunId: string;
+  retryAt: number;
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -343,16 +419,23 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
     attributeWrites: (e.attributeWrites ?? []).map(toAttributeEntry),
     rpcName: e.rpcName ?? "",
     lockKeys: [...(e.lockKeys ?? [])],
+    childFlowId: e.childFlowId ?? "",
+    childRunId: e.childRunId ?? "",
+    conditionIndex: e.conditionIndex ?? 0,
+    attached: e.attached ?? false,
+    previousRunId: e.previousRunId ?? "",
+    nextRunId: e.nextRunId ?? "",
+    retryAt: e.retryAtMs ?? 0,
   };
   if (e.kind === "RPC_COMPLETED") out.output = decodeValue(e.output);
-  if (e.method === "WAIT_FOR" || e.method === "EXECUTE" || e.method === "RPC") out.method = e.method;
+  if (e.method === "WAIT_FOR" || e.method === "EXECUTE" || e.method === "RPC" || e.method === "ON_TIMEOUT") out.method = e.method;
   const wait = toWaitView(e.wait);
   if (wait !== undefined) out.wait = wait;
   const decision = toDecisionView(e.decision);
   if (decision !== undefined) out.decision = decision;
   const publish = toPublishView(e.publish);
   if (publish !== undefined) out.publish = publish;
-  if (e.kind === "FLOW_CLOSED") out.status = strip(e.status, "FLOW_") as RunStatus;
+  if (e.kind === "FLOW_CLOSED" || e.kind === "SUB_FLOW_CLOSED") out.status = strip(e.status, "FLOW_") as RunStatus;
   return out;
 }
 
@@ -383,7 +466,16 @@ export interface StepExecutionState {
   /** The last failed attempt of the current method, if any. */
   lastFailure?: { attempt: number; outcome: string; error: string; at: number };
   /** WAITING: each condition, with the messages queued for a Channel condition now. */
-  conditions: { condition: ConditionSpec; fired: boolean; skipped: boolean; timerAt: number; queued: number }[];
+  conditions: {
+    condition: ConditionSpec;
+    fired: boolean;
+    skipped: boolean;
+    timerAt: number;
+    queued: number;
+    /** A SubFlow condition: its child's Flow ID and latest run ("" before it started). */
+    childFlowId: string;
+    childRunId: string;
+  }[];
   createdAt: number;
 }
 
@@ -416,6 +508,8 @@ export function toFlowState(r: WireGetFlowStateResponse): FlowState {
           skipped: c.skipped,
           timerAt: c.timerUnixMs,
           queued: c.queued,
+          childFlowId: c.childFlowId ?? "",
+          childRunId: c.childRunId ?? "",
         })),
         createdAt: a.createdUnixMs,
       };

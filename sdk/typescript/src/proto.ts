@@ -71,6 +71,10 @@ export interface WireFlowDeclaration {
   channels: { name: string; isMap: boolean }[];
   attributes: WireAttributeDeclaration[];
   rpcs: WireRpcDeclaration[];
+  /** The Flow has a timeout handler: tasks of method ON_TIMEOUT (TimeoutPolicy TIMEOUT_HANDLER). */
+  hasTimeoutHandler?: boolean;
+  /** The timeout handler's options and reads (unset: the defaults, no reads). */
+  onTimeout?: { options: WireMethodOptions; attributeReads: string[] };
 }
 
 /** AttributeType by name. */
@@ -129,11 +133,31 @@ export interface WireChannelCondition {
   max: number;
 }
 
+/** StartOptions (flow.proto): what a start or a SubFlow condition sets; the server fills the rest. */
+export interface WireStartOptions {
+  timeoutMs?: number;
+  timeoutPolicy?: string;
+  idReusePolicy?: string;
+  requestId?: string;
+  ignoreAlreadyStarted?: boolean;
+  startDelayMs?: number;
+  initialAttributes?: WireAttribute[];
+  retryPolicy?: WireRetryPolicy | null;
+}
+
+export interface WireSubFlowCondition {
+  flowType: string;
+  input: WirePayload | null;
+  options?: WireStartOptions | null;
+  reusePolicy?: string;
+}
+
 export interface WireCondition {
   conditionId: string;
   timer?: WireTimerCondition | null;
   channel?: WireChannelCondition | null;
-  kind?: "timer" | "channel";
+  subFlow?: WireSubFlowCondition | null;
+  kind?: "timer" | "channel" | "subFlow";
 }
 
 export interface WireWait {
@@ -149,6 +173,16 @@ export interface WireConditionResult {
   skipped: boolean;
   messages: WirePayload[];
   condition: WireCondition | null;
+  /** A SubFlow condition: its child when the wait was met (RUNNING: it lost an AnyOf). */
+  subFlow?: WireSubFlowResult | null;
+}
+
+export interface WireSubFlowResult {
+  flowId: string;
+  runId: string;
+  status: string;
+  outputs: WireStepOutput[];
+  closeReason: string;
 }
 
 export interface WireStepMovement {
@@ -208,6 +242,8 @@ export interface WireFlowTask {
   rpcName: string;
   /** The current values of the Attributes the Step or RPC reads (absent: no value). */
   attributes: WireAttribute[];
+  /** The run's Flow retry attempt (1: its first run); 0 from a server that does not say. */
+  flowAttempt?: number;
 }
 
 export interface WireFlowTaskResult {
@@ -239,6 +275,20 @@ export interface WireFlowDescription {
   outputs: WireStepOutput[];
   input: WirePayload | null;
   runs: number;
+  /** A SubFlow child: the parents' waits it meets when it closes. */
+  parents?: WireSubFlowParent[];
+  /** Flow retry: this run's attempt, the runs before and after it, when a pending retry starts (0: none pending). */
+  flowAttempt?: number;
+  previousRunId?: string;
+  nextRunId?: string;
+  retryUnixMs?: number;
+}
+
+export interface WireSubFlowParent {
+  flowId: string;
+  runId: string;
+  stepExecutionId: string;
+  conditionIndex: number;
 }
 
 export interface WireFailureInfo {
@@ -265,6 +315,8 @@ export interface WireStepExecutionView {
     skipped: boolean;
     timerUnixMs: number;
     queued: number;
+    childFlowId?: string;
+    childRunId?: string;
   }[];
   createdUnixMs: number;
 }
@@ -293,6 +345,15 @@ export interface WireHistoryEvent {
   output?: WirePayload | null;
   method?: string;
   lockKeys?: string[];
+  /** SUB_FLOW_STARTED, SUB_FLOW_CLOSED: the child and the condition; attached: the run existed. */
+  childFlowId?: string;
+  childRunId?: string;
+  conditionIndex?: number;
+  attached?: boolean;
+  /** FLOW_STARTED of a Flow retry: the run before; FLOW_CLOSED with a retry to follow: the next run and when. */
+  previousRunId?: string;
+  nextRunId?: string;
+  retryAtMs?: number;
 }
 
 export interface WireGetHistoryEventsResponse {

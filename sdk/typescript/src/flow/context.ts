@@ -1,12 +1,14 @@
 // StepContext: what one attempt of waitFor or execute sees (the task, what
-// met the wait, the locals, the Attributes it reads) and does (publish,
-// write Attributes, heartbeat). TaskContext is what it shares with an RPC
-// handler's RpcContext (rpc.ts).
+// met the wait, the children of its SubFlows, the locals, the Attributes it
+// reads) and does (publish, write Attributes, heartbeat). TaskContext is what
+// it shares with an RPC handler's RpcContext (rpc.ts) and a timeout handler's
+// TimeoutContext.
 import type { WireConditionResult, WireFlowTask, WirePublish } from "../proto";
 import { AttributeStore, type AttributeScope } from "./attributes";
 import { Channel } from "./channels";
 import { invalid } from "./checks";
 import { fromPayload, toPayload, type Codec } from "./codec";
+import { lenientJson, subFlowResultIn, toSubFlowResult, type SubFlowResult } from "./subflows";
 
 /** What execute learns about one condition of its Step's wait. */
 export interface ConditionResult {
@@ -14,7 +16,7 @@ export interface ConditionResult {
   index: number;
   /** "" when it has none. */
   id: string;
-  kind: "timer" | "channel";
+  kind: "timer" | "channel" | "subFlow";
   /** Part of what met the wait. */
   fired: boolean;
   /** A Timer ended early by Client.skipTimer. */
@@ -24,14 +26,22 @@ export interface ConditionResult {
   instanceKey?: string;
   /** A Channel condition: the raw messages it took, in FIFO order (ctx.messages decodes them). */
   payloads: Uint8Array[];
+  /** A SubFlow condition: its child (outputs as JSON; SubFlow.result decodes with a codec). */
+  subFlow?: SubFlowResult<unknown>;
 }
 
-function conditionResult(c: WireConditionResult): ConditionResult {
+function conditionKind(c: WireConditionResult["condition"]): ConditionResult["kind"] {
+  if (c?.channel !== null && c?.channel !== undefined) return "channel";
+  if (c?.subFlow !== null && c?.subFlow !== undefined) return "subFlow";
+  return "timer";
+}
+
+function conditionResult(c: WireConditionResult, task: WireFlowTask): ConditionResult {
   const cond = c.condition;
   const r: ConditionResult = {
     index: c.index,
     id: c.conditionId,
-    kind: cond?.channel !== null && cond?.channel !== undefined ? "channel" : "timer",
+    kind: conditionKind(cond),
     fired: c.fired,
     skipped: c.skipped,
     payloads: c.messages.map((m) => m.data),
@@ -40,6 +50,7 @@ function conditionResult(c: WireConditionResult): ConditionResult {
     r.channel = cond.channel.channel;
     r.instanceKey = cond.channel.instanceKey;
   }
+  if (r.kind === "subFlow") r.subFlow = toSubFlowResult(c, task.flowId, task.stepExecutionId, lenientJson);
   return r;
 }
 
@@ -61,6 +72,8 @@ export class TaskContext implements AttributeScope {
   readonly flowId: string;
   readonly runId: string;
   readonly flowType: string;
+  /** The run's Flow retry attempt: 1 for the Flow ID's first run, n for its (n-1)th retry (0: the server does not say). */
+  readonly flowAttempt: number;
   /** 0: no heartbeat needed. */
   readonly heartbeatTimeoutMs: number;
   /**
@@ -81,6 +94,7 @@ export class TaskContext implements AttributeScope {
     this.flowId = task.flowId;
     this.runId = task.runId;
     this.flowType = task.flowType;
+    this.flowAttempt = task.flowAttempt ?? 0;
     this.heartbeatTimeoutMs = task.heartbeatTimeoutMs;
     this.signal = signal;
     this.beat = heartbeat;
@@ -142,6 +156,7 @@ export class StepContext<I = unknown> extends TaskContext {
   readonly conditions: readonly ConditionResult[];
 
   private readonly localValues: Record<string, unknown>;
+  private readonly wire: readonly WireConditionResult[];
 
   /** @internal */
   constructor(
@@ -162,7 +177,8 @@ export class StepContext<I = unknown> extends TaskContext {
     this.attemptTimeoutMs = task.attemptTimeoutMs;
     this.waitForFailed = task.waitForFailed;
     this.recoveryError = task.recoveryError;
-    this.conditions = task.conditions.map(conditionResult);
+    this.wire = task.conditions;
+    this.conditions = task.conditions.map((c) => conditionResult(c, task));
     this.localValues = localsOf(task);
   }
 
@@ -188,6 +204,25 @@ export class StepContext<I = unknown> extends TaskContext {
     const c = this.conditions.find((r) => (typeof condition === "number" ? r.index === condition : r.id === condition));
     return c?.fired ?? false;
   }
+  /**
+   * execute: the child of a SubFlow condition of the wait, by condition ID or
+   * index (none: the only one), its outputs as JSON (`SubFlow.result` decodes
+   * them with the SubFlow's codec). Its `status` is "RUNNING" when another
+   * condition won an AnyOf (the child keeps running). Throws a DexError
+   * (INVALID_ARGUMENT) when the wait has no such SubFlow condition.
+   */
+  subFlow<O = unknown>(condition?: string | number): SubFlowResult<O> {
+    return subFlowResultIn(this as StepContext<unknown>, condition) as SubFlowResult<O>;
+  }
+  /** execute: the children of every SubFlow condition of the wait, in its order. */
+  subFlows(): SubFlowResult<unknown>[] {
+    return this.conditions.flatMap((c) => (c.subFlow === undefined ? [] : [c.subFlow]));
+  }
+  /** @internal The task's conditions as the wire has them. */
+  wireConditions(): readonly WireConditionResult[] {
+    return this.wire;
+  }
+
   /** The messages the wait took from `channel` (every condition on it), in FIFO order, decoded with its codec. */
   messages<T>(channel: Channel<T>): T[] {
     const out: T[] = [];

@@ -1,7 +1,8 @@
 // The dex programming model in TypeScript (docs/flow-rules.md; the C++ twin is
 // src/sdk/flow.h): a Flow lists its Steps and its persistence schema (Channels
 // and ChannelMaps); a Step has an optional waitFor, which returns a Wait over
-// Timers and Channel conditions, and an execute, which returns a StepDecision.
+// Timers, Channel conditions and SubFlows, and an execute, which returns a
+// StepDecision; a Flow may have a timeout handler.
 // A Worker hosts Flows (worker.ts: Worker.host); a Client starts and talks to
 // their runs (client.ts).
 //
@@ -20,8 +21,11 @@
 // One job per file: checks.ts (limits, names), task-error.ts, codec.ts
 // (values as Payloads), waits.ts (conditions, Timers, Waits), channels.ts,
 // attributes.ts (Attribute, AttributeMap), options.ts (StepOptions, lock
-// keys), decisions.ts, context.ts (StepContext), rpc.ts (Rpc, RpcContext),
-// model.ts (Step, Flow), runner.ts (a FlowTask run with its Flow).
+// keys), start-options.ts (a run's start options: timeout, Flow retry, ...),
+// subflows.ts (SubFlow conditions and results), decisions.ts, context.ts
+// (StepContext), rpc.ts (Rpc, RpcContext), timeout-handler.ts
+// (TimeoutContext), model.ts (Step, Flow), runner.ts (a FlowTask run with its
+// Flow).
 export { checkName, FLOW_LIMITS, type StepRef } from "./checks";
 export { TaskError, type TaskErrorOptions } from "./task-error";
 export { fromPayload, jsonCodec, toPayload, type Codec, type JsonValue } from "./codec";
@@ -59,7 +63,19 @@ export {
   StepDecision,
   type StepMovement,
 } from "./decisions";
+export { type RunStartOptions, type TimeoutPolicy } from "./start-options";
+export {
+  SubFlow,
+  subFlowId,
+  type SubFlowConditionOptions,
+  type SubFlowDefinition,
+  type SubFlowOutput,
+  type SubFlowResult,
+  type SubFlowReusePolicy,
+  type SubFlowStartOptions,
+} from "./subflows";
 export { StepContext, TaskContext, type ConditionResult } from "./context";
+export { TimeoutContext, type TimeoutHandler } from "./timeout-handler";
 export { Rpc, RpcContext, type RpcDefinition, type RpcResult } from "./rpc";
-export { Flow, type FlowDefinition, type Step } from "./model";
+export { Flow, type FlowDefinition, type Step, type TimeoutHandlerOptions } from "./model";
 export { runFlowTask } from "./runner";

@@ -1,6 +1,7 @@
 // The Flow and Step model: a Step type has an optional waitFor and an
 // execute; a Flow lists its Step types, the one a run starts with, its
-// persistence schema (Channels, Attributes) and its RPCs. A Flow is checked
+// persistence schema (Channels, Attributes), its RPCs and its optional
+// timeout handler. A Flow is checked
 // when constructed, declares itself in a Worker's hello, and checks the
 // decisions, waits and publishes of its Steps.
 import type { WireFlowDeclaration } from "../proto";
@@ -9,9 +10,10 @@ import { Channel, ChannelMap } from "./channels";
 import { checkName, FLOW_LIMITS, invalid, stepTypeOf, type StepRef } from "./checks";
 import type { StepContext } from "./context";
 import type { StepDecision } from "./decisions";
-import { mergeStepOptions, stepOptionsToWire, type StepOptions } from "./options";
+import { mergeStepOptions, stepOptionsToWire, type MethodOptions, type StepOptions } from "./options";
 import { Rpc, type RpcDefinition } from "./rpc";
 import { TaskError } from "./task-error";
+import type { TimeoutHandler } from "./timeout-handler";
 import type { Wait } from "./waits";
 
 /**
@@ -42,6 +44,24 @@ export interface FlowDefinition {
   rpcs?: (Rpc<any, any> | RpcDefinition<any, any>)[];
   /** Options every Step starts from; a Step's own options override them field by field. */
   defaultStepOptions?: StepOptions;
+  /**
+   * The timeout handler: with timeout policy "handler" (the default for a run
+   * with a flow timeout started with this Flow object), it runs once when the
+   * flow timeout passes and returns the run's StepDecision (Attribute writes
+   * and publishes apply with it). Declared in the hello (has_timeout_handler).
+   */
+  handleTimeout?: TimeoutHandler;
+  /**
+   * The timeout handler's attempt timeout, retry, durability and heartbeat
+   * timeout (a method's defaults; a handler that fails for good ends the run
+   * TIMED_OUT), and the Attributes its task carries (default: every declared key).
+   */
+  timeoutHandlerOptions?: TimeoutHandlerOptions;
+}
+
+/** FlowDefinition.timeoutHandlerOptions. */
+export interface TimeoutHandlerOptions extends Omit<MethodOptions, "lockKeys"> {
+  attributeReads?: readonly AttributeRef[];
 }
 
 type AnyChannel = Channel<any> | ChannelMap<any>;
@@ -146,6 +166,26 @@ function declareSteps(
   });
 }
 
+/** The timeout handler's declaration (options and reads); undefined without a handler or with nothing to declare. */
+function timeoutHandlerDeclaration(
+  definition: FlowDefinition,
+  schema: ReadonlyMap<string, AnyAttribute>,
+  what: string,
+): WireFlowDeclaration["onTimeout"] {
+  const o = definition.timeoutHandlerOptions;
+  if (definition.handleTimeout === undefined) {
+    if (o !== undefined) throw invalid(`${what}: timeoutHandlerOptions without a handleTimeout`);
+    return undefined;
+  }
+  if (o !== undefined && (typeof o !== "object" || o === null)) throw invalid(`${what}: timeoutHandlerOptions must be an object`);
+  const { attributeReads, ...method } = o ?? {};
+  if ((method as MethodOptions).lockKeys !== undefined) throw invalid(`${what}: the timeout handler takes no lockKeys`);
+  const options = stepOptionsToWire({ execute: method }, `${what}: timeoutHandlerOptions`).execute ?? {};
+  const reads = readKeys(attributeReads, schema, `${what}: the timeout handler`);
+  if (Object.keys(options).length === 0 && reads.length === 0) return undefined;
+  return { options, attributeReads: reads };
+}
+
 /** A Flow type: its Steps, its start Step, its Channels, Attributes and RPCs. Checked when constructed. */
 export class Flow {
   readonly type: string;
@@ -157,6 +197,8 @@ export class Flow {
   /** By name. */
   readonly rpcs: ReadonlyMap<string, Rpc<any, any>>;
   readonly defaultStepOptions: StepOptions | undefined;
+  /** undefined: none (timeout policy "handler" is refused). */
+  readonly timeoutHandler: TimeoutHandler | undefined;
   private readonly wireDeclaration: WireFlowDeclaration;
 
   /** Throws a DexError (INVALID_ARGUMENT) that says what is wrong with the definition. */
@@ -172,6 +214,11 @@ export class Flow {
     this.attributes = checkedAttributes(definition.attributes ?? [], what);
     this.rpcs = checkedRpcs(definition.rpcs ?? [], what);
     this.defaultStepOptions = definition.defaultStepOptions;
+    if (definition.handleTimeout !== undefined && typeof definition.handleTimeout !== "function") {
+      throw invalid(`${what}: handleTimeout is not a function`);
+    }
+    this.timeoutHandler = definition.handleTimeout;
+    const onTimeout = timeoutHandlerDeclaration(definition, this.attributes, what);
     this.wireDeclaration = {
       flowType: this.type,
       startStepType: this.startStep,
@@ -188,10 +235,19 @@ export class Flow {
         attributeReads: readKeys(r.attributeReads, this.attributes, `${what}: RPC '${r.name}'`),
       })),
     };
+    // Set only with a handler, so that a Flow without one declares what it did before.
+    if (this.timeoutHandler !== undefined) this.wireDeclaration.hasTimeoutHandler = true;
+    if (onTimeout !== undefined) this.wireDeclaration.onTimeout = onTimeout;
   }
 
-  /** The Attribute keys a task of this Step type (or, with `rpc`, of this RPC) reads. */
-  attributeReads(name: string, rpc = false): string[] {
+  /** Whether the Flow declares a timeout handler. */
+  get hasTimeoutHandler(): boolean {
+    return this.timeoutHandler !== undefined;
+  }
+
+  /** The Attribute keys a task of this Step type (or, with `rpc`, of this RPC; with `timeout`, of the timeout handler) reads. */
+  attributeReads(name: string, rpc: boolean | "timeout" = false): string[] {
+    if (rpc === "timeout") return [...(this.wireDeclaration.onTimeout?.attributeReads ?? [])];
     const list = rpc ? this.wireDeclaration.rpcs.find((r) => r.name === name) : this.wireDeclaration.steps.find((s) => s.stepType === name);
     return list === undefined ? [] : [...list.attributeReads];
   }
@@ -212,10 +268,12 @@ export class Flow {
   }
 
   /** Throws a TaskError (non-retryable) when the decision names a Step or Channel this Flow does not declare. */
-  checkDecision(decision: StepDecision, from: string): void {
-    this.checkMovements(decision, `Step '${from}'`);
+  checkDecision(decision: StepDecision, from: string, who = `Step '${from}'`): void {
+    this.checkMovements(decision, who);
     if (decision.body.kind === "forceCompleteIfChannelsEmpty") {
-      for (const c of decision.body.channels) this.checkChannel(c.name, c instanceof ChannelMap ? null : c.instanceKey, from, "checks");
+      for (const c of decision.body.channels) {
+        this.checkChannel(c.name, c instanceof ChannelMap ? null : c.instanceKey, from, "checks", who);
+      }
     }
   }
 

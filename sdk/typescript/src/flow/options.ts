@@ -65,7 +65,7 @@ export function mergeStepOptions(base: StepOptions | undefined, over: StepOption
   return out;
 }
 
-function retryToWire(r: RetryOptions, what: string): NonNullable<WireMethodOptions["retry"]> {
+export function retryToWire(r: RetryOptions, what: string): NonNullable<WireMethodOptions["retry"]> {
   const retry: NonNullable<WireMethodOptions["retry"]> = {};
   if (r.initialIntervalMs !== undefined) retry.initialIntervalMs = checkDuration(r.initialIntervalMs, `${what}.initialIntervalMs`);
   if (r.maximumIntervalMs !== undefined) retry.maximumIntervalMs = checkDuration(r.maximumIntervalMs, `${what}.maximumIntervalMs`);

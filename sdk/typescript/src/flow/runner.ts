@@ -1,5 +1,6 @@
 // The task runner: one FlowTask (an attempt of a Step's waitFor or execute,
-// or an RPC) run with its Flow, answered as a FlowTaskResult.
+// an RPC, or the Flow's timeout handler) run with its Flow, answered as a
+// FlowTaskResult.
 import type { WireFlowTask, WireFlowTaskResult, WireStepMovement } from "../proto";
 import { DexError } from "../errors";
 import { AttributeStore } from "./attributes";
@@ -9,7 +10,9 @@ import { StepContext, type TaskContext } from "./context";
 import { decisionToWire, goToMulti, StepDecision } from "./decisions";
 import type { Flow, Step } from "./model";
 import { RpcContext } from "./rpc";
+import { checkSubFlowIds } from "./subflows";
 import { describeError, TaskError } from "./task-error";
+import { TimeoutContext } from "./timeout-handler";
 import { Wait } from "./waits";
 
 function typeName(x: unknown): string {
@@ -30,6 +33,7 @@ async function runWaitFor(flow: Flow, step: Step, ctx: StepContext<unknown>, fro
   for (const c of wait.spec.conditions) {
     if (c.channel !== undefined && c.channel !== null) flow.checkChannel(c.channel.channel, c.channel.instanceKey, from, "waits on");
   }
+  checkSubFlowIds(wait.spec.conditions, ctx.flowId, ctx.stepExecutionId);
   const result: WireFlowTaskResult = { taskId: ctx.taskId, wait: wait.spec };
   if (Object.keys(ctx.locals).length > 0) result.locals = toPayload(ctx.locals, `the locals of ${from}`);
   return result;
@@ -82,6 +86,34 @@ async function runRpc(flow: Flow, task: WireFlowTask, signal: AbortSignal, heart
   return [ctx, { taskId: task.taskId, rpc: { output: outputPayload, nextSteps: movements } }];
 }
 
+/** The result of the timeout handler: its decision, checked against the Flow. */
+async function runTimeoutHandler(
+  flow: Flow,
+  task: WireFlowTask,
+  signal: AbortSignal,
+  heartbeat: () => boolean,
+): Promise<[TaskContext, WireFlowTaskResult]> {
+  const who = `the timeout handler of Flow '${flow.type}'`;
+  const handler = flow.timeoutHandler;
+  if (handler === undefined) throw new TaskError(`Flow type '${flow.type}' in this Worker has no timeout handler`, { nonRetryable: true });
+  let input: unknown;
+  try {
+    input = fromPayload(task.input);
+  } catch (error) {
+    throw new TaskError(`the input of ${who} is not valid JSON: ${describeError(error)}`, { nonRetryable: true });
+  }
+  const attributes = new AttributeStore(flow.attributes, new Set(flow.attributeReads("", "timeout")), task.attributes, who);
+  const ctx = new TimeoutContext<unknown>(task, input, signal, heartbeat, attributes);
+  const decision = await handler(ctx);
+  if (!(decision instanceof StepDecision)) {
+    throw new TaskError(`${who} returned ${typeName(decision)}, not a StepDecision (forceFail, forceComplete, goTo, ...)`, {
+      nonRetryable: true,
+    });
+  }
+  flow.checkDecision(decision, "timeout", who);
+  return [ctx, { taskId: task.taskId, decision: decisionToWire(decision) }];
+}
+
 /** Adds the task's publishes to `result`: each to a declared Channel, within the per-result limit. */
 function addPublishes(flow: Flow, ctx: TaskContext, from: string, who: string, result: WireFlowTaskResult): void {
   const publishes = ctx.publishes();
@@ -116,8 +148,8 @@ function errorResult(taskId: string, error: unknown): WireFlowTaskResult {
 
 /**
  * Runs one FlowTask with `flow`: the Step's waitFor or execute (or the RPC's
- * handler), its result, locals, publishes and Attribute writes as a
- * FlowTaskResult. Never throws: a failure is the result's error (TaskError's
+ * handler, or the timeout handler), its result, locals, publishes and
+ * Attribute writes as a FlowTaskResult. Never throws: a failure is the result's error (TaskError's
  * nonRetryable carried over; a bad wait or decision, or an undeclared Step,
  * Channel or Attribute, is non-retryable).
  */
@@ -132,6 +164,12 @@ export async function runFlowTask(
       const [ctx, result] = await runRpc(flow, task, signal, heartbeat);
       const who = `RPC '${task.rpcName}'`;
       addPublishes(flow, ctx, task.rpcName, who, result);
+      addAttributeWrites(ctx, result);
+      return result;
+    }
+    if (task.method === "ON_TIMEOUT") {
+      const [ctx, result] = await runTimeoutHandler(flow, task, signal, heartbeat);
+      addPublishes(flow, ctx, "timeout", `the timeout handler of Flow '${flow.type}'`, result);
       addAttributeWrites(ctx, result);
       return result;
     }

@@ -1,9 +1,10 @@
-// What waitFor returns: a Wait over conditions, each a durable Timer (here)
-// or a Channel condition (channels.ts), optionally named by an ID.
+// What waitFor returns: a Wait over conditions, each a durable Timer (here),
+// a Channel condition (channels.ts) or a SubFlow (subflows.ts), optionally
+// named by an ID.
 import type { WireCondition, WireWait } from "../proto";
 import { checkDuration, checkName, FLOW_LIMITS, invalid } from "./checks";
 
-/** One condition of a Wait: a Timer or a Channel condition, optionally with an ID. */
+/** One condition of a Wait: a Timer, a Channel condition or a SubFlow, optionally with an ID. */
 export class Condition {
   /** The condition as the wire names it. */
   readonly spec: WireCondition;
@@ -45,7 +46,7 @@ function checkCombinations(combinations: string[][], conditions: Condition[]): v
   if (missing >= 0) {
     throw invalid(
       `Wait.anyCombinationOf: condition ${missing + 1} has no ID; every condition needs one ` +
-        "(condition.withId(id), or the id argument of Timer.after, channel.forOne, ...)",
+        "(condition.withId(id), or the id argument of Timer.after, channel.forOne, subFlow.start, ...)",
     );
   }
   if (!Array.isArray(combinations) || combinations.length === 0) {
@@ -77,7 +78,7 @@ export class Wait {
 
   private static of(kind: string, what: string, conditions: Condition[]): Wait {
     if (conditions.length === 0) {
-      throw invalid(`${what} needs at least one condition (a Timer or a Channel condition); Wait.skip() waits for nothing`);
+      throw invalid(`${what} needs at least one condition (a Timer, a Channel condition or a SubFlow); Wait.skip() waits for nothing`);
     }
     if (conditions.length > FLOW_LIMITS.conditionsPerWait) {
       throw invalid(`${what} has ${conditions.length} conditions; the limit is ${FLOW_LIMITS.conditionsPerWait}`);

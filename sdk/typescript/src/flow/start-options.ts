@@ -1,0 +1,102 @@
+// The options a new run starts with, shared by Client.startFlow and SubFlow
+// conditions: the flow timeout and its policy, a start delay, initial
+// Attributes and the Flow retry policy (docs/flow-rules.md, "Flow retry"),
+// encoded as the wire's StartOptions.
+import type { WireAttribute, WireStartOptions } from "../proto";
+import { attributeWriteToWire, type AttributeWrite } from "./attributes";
+import { checkDuration, invalid } from "./checks";
+import { retryToWire, type RetryOptions } from "./options";
+
+/**
+ * What happens when the flow timeout passes: "fail" (the run ends TIMED_OUT;
+ * a retry policy may start it again), "cancel" (it ends CANCELED), "handler"
+ * (the Flow's timeout handler runs once and decides; only for a Flow that
+ * declares one).
+ */
+export type TimeoutPolicy = "fail" | "cancel" | "handler";
+
+/** How a run starts, whoever starts it (a Client or a SubFlow condition). */
+export interface RunStartOptions {
+  /** The run's own timeout (0 or unset: none); what happens then: `timeoutPolicy`. */
+  flowTimeoutMs?: number;
+  /**
+   * Default with a timeout: "handler" when the Flow given (a Flow object, not
+   * a type name) declares a timeout handler, else "fail" (the server's).
+   * Needs `flowTimeoutMs`.
+   */
+  timeoutPolicy?: TimeoutPolicy;
+  /** The start Step waits this long first. */
+  startDelayMs?: number;
+  /** Attributes written with the start, in the same record (attr.write(v), map.write(key, v)); each must be declared. */
+  initialAttributes?: AttributeWrite[];
+  /**
+   * Flow retry: a run that ends FAILED or TIMED_OUT (policy "fail") starts
+   * again as a new run of the same Flow ID (new run ID, same input and
+   * options) after the backoff. `maximumAttempts` counts runs, the first
+   * included (default 3; 0: no limit); `totalDurationMs` from the first
+   * run's start. CANCELED, TERMINATED and a Client's stopFlow never retry.
+   */
+  retryPolicy?: RetryOptions;
+}
+
+const TIMEOUT_POLICIES: Record<TimeoutPolicy, string> = {
+  fail: "TIMEOUT_FAIL",
+  cancel: "TIMEOUT_CANCEL",
+  handler: "TIMEOUT_HANDLER",
+};
+
+/** A value among `names`' keys, as the wire's enum name; `what` names it in the error. */
+export function enumToWire(value: unknown, names: Readonly<Record<string, string>>, what: string): string {
+  const wire = typeof value === "string" && Object.hasOwn(names, value) ? names[value] : undefined;
+  if (wire === undefined) throw invalid(`${what} must be one of ${Object.keys(names).join(", ")}, not ${String(value)}`);
+  return wire;
+}
+
+/** Writes as the wire's Attributes; `removals`: whether a write may delete (a start only sets). */
+export function attributeWritesToWire(writes: unknown, what: string, removals: boolean): WireAttribute[] {
+  if (!Array.isArray(writes)) throw invalid(`${what} must be an array of writes (attr.write(v))`);
+  return (writes as unknown[]).map((x, i) => {
+    const w = x as Partial<AttributeWrite> | null;
+    if (typeof w !== "object" || w === null || typeof w.key !== "string" || typeof w.type !== "string") {
+      throw invalid(`${what}[${i}] is not a write (attr.write(v), map.write(key, v))`);
+    }
+    if (w.value === undefined && !removals) throw invalid(`${what}[${i}] deletes '${w.key}'; a start can only set values`);
+    return attributeWriteToWire(w as AttributeWrite, `${what}[${i}] ('${w.key}')`);
+  });
+}
+
+/**
+ * The options as the wire's StartOptions (the fields of a run, without the
+ * ID reuse policy and request ID, which only a Client's start has).
+ * `hasTimeoutHandler`: whether the Flow declares a timeout handler (undefined:
+ * unknown, a type name). Throws a DexError (INVALID_ARGUMENT) naming a bad field.
+ */
+export function runStartOptionsToWire(
+  o: RunStartOptions,
+  what: string,
+  hasTimeoutHandler: boolean | undefined,
+): WireStartOptions {
+  if (typeof o !== "object" || o === null) throw invalid(`${what} must be an object`);
+  const wire: WireStartOptions = {};
+  const timeoutMs = o.flowTimeoutMs === undefined ? 0 : checkDuration(o.flowTimeoutMs, `${what}: flowTimeoutMs`);
+  if (timeoutMs > 0) wire.timeoutMs = timeoutMs;
+  if (o.timeoutPolicy !== undefined) {
+    const policy = enumToWire(o.timeoutPolicy, TIMEOUT_POLICIES, `${what}: timeoutPolicy`);
+    if (timeoutMs === 0) throw invalid(`${what}: timeoutPolicy '${o.timeoutPolicy}' needs a flowTimeoutMs`);
+    if (o.timeoutPolicy === "handler" && hasTimeoutHandler === false) {
+      throw invalid(`${what}: timeoutPolicy 'handler' needs a Flow with a timeout handler (handleTimeout), and it has none`);
+    }
+    wire.timeoutPolicy = policy;
+  } else if (timeoutMs > 0 && hasTimeoutHandler === true) {
+    wire.timeoutPolicy = TIMEOUT_POLICIES.handler;
+  }
+  if (o.startDelayMs !== undefined) wire.startDelayMs = checkDuration(o.startDelayMs, `${what}: startDelayMs`);
+  if (o.initialAttributes !== undefined) {
+    wire.initialAttributes = attributeWritesToWire(o.initialAttributes, `${what}: initialAttributes`, false);
+  }
+  if (o.retryPolicy !== undefined) {
+    if (typeof o.retryPolicy !== "object" || o.retryPolicy === null) throw invalid(`${what}: retryPolicy must be an object`);
+    wire.retryPolicy = retryToWire(o.retryPolicy, `${what}: retryPolicy`);
+  }
+  return wire;
+}
