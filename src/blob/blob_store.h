@@ -1,0 +1,94 @@
+// Large values as blobs in the node's object store (docs/engine.md, "Large
+// values"). A value over the threshold (an input, output, Channel message,
+// locals or Attribute value) is written as its own object before the log
+// record that references it, and the record carries a flow::BlobRef {key,
+// size, SHA-256} instead of the bytes. Keys:
+//
+//   nodes/<nodeId>/blobs/<flow scope>/<sha256 of the value>
+//
+// where the flow scope is the first 32 hex digits of the SHA-256 of the Flow
+// ID: every blob of a Flow ID (all its runs) lists and deletes together, and
+// the content address makes a repeated write of the same value idempotent.
+// Every read checks the length and the SHA-256; a missing or corrupt blob is
+// Corruption naming the key, never a crash. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "blob/blob_cache.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "dex/flow.pb.h"
+#include "objstore/object_store.h"
+
+namespace dex {
+
+struct BlobSettings {
+  uint64_t threshold_bytes = 256u << 10;  // a longer value becomes a blob (values.blobThreshold)
+  uint64_t value_bytes_max = 64u << 20;   // a longer value is refused (values.maxSize)
+  uint64_t cache_bytes_max = 64u << 20;   // values read or written lately (values.blobCacheSize)
+  // One task or answer with its values in place may be at most this long
+  // (the server's gRPC message limit; config: values_message_bytes_max).
+  uint64_t message_bytes_max = (2 * (64ull << 20)) + (16u << 20);
+};
+
+// Attempts of one object-store request before its transient error is returned.
+inline constexpr int kBlobRequestAttemptsMax = 3;
+
+class BlobStore {
+ public:
+  // `store` and `clock` must outlive this. The clock times the backoff
+  // between attempts of a request that failed Transient.
+  BlobStore(ObjectStore& store, Clock& clock, NodeId node_id, BlobSettings settings);
+
+  const BlobSettings& settings() const { return settings_; }
+
+  // "nodes/<nodeId>/blobs/": every blob of the node.
+  static std::string node_prefix(const NodeId& node_id);
+  // "nodes/<nodeId>/blobs/<flow scope>/": every blob of one Flow ID.
+  std::string flow_prefix(std::string_view flow_id) const;
+
+  // Writes `value` under `flow_id`'s prefix, unless it is there already (a
+  // create: an existing object with the same content address is the same
+  // value), and returns its reference. Transient errors are retried up to
+  // kBlobRequestAttemptsMax attempts in all.
+  StatusOr<flow::BlobRef> put(std::string_view flow_id, std::string_view value);
+
+  // The value `ref` names, read from the cache or the object store, its
+  // length and SHA-256 checked. Corruption (naming the key) when the
+  // reference is not one of this node's blobs, or the object is missing or
+  // does not match; Transient after kBlobRequestAttemptsMax attempts.
+  StatusOr<std::shared_ptr<const std::string>> get(const flow::BlobRef& ref);
+
+  // Requests that reached the object store (tests, metrics).
+  struct Counts {
+    uint64_t puts = 0, gets = 0, cache_hits = 0;
+  };
+  Counts counts() const;
+
+ private:
+  // `op` until it succeeds, fails other than Transient, or the attempts run out.
+  template <typename T, typename Op>
+  StatusOr<T> with_retries(Op op);
+  Status validate_ref(const flow::BlobRef& ref) const;
+
+  // Constant after construction.
+  ObjectStore& store_;
+  Clock& clock_;
+  const NodeId node_id_;
+  const BlobSettings settings_;
+  const std::string prefix_;  // node_prefix(node_id_)
+
+  BlobCache cache_;
+  mutable std::mutex mu_;
+  std::condition_variable backoff_cv_;  // never notified: the backoff waits on the clock
+  Counts counts_;                       // guarded by mu_
+};
+
+}  // namespace dex
