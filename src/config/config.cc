@@ -58,6 +58,37 @@ std::string format_duration(Duration d) {
   return fmt::format("{}ms", ns / 1'000'000);
 }
 
+StatusOr<uint64_t> parse_bytes(std::string_view text) {
+  static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
+      {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}, {"B", 1}, {"", 1}};
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit_text = text.substr(digits);
+  for (const auto& [unit, scale] : kUnits) {  // bounded by kUnits
+    if (unit_text != unit) continue;
+    uint64_t number = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
+    if (digits == 0 || ec != std::errc() || number > std::numeric_limits<uint64_t>::max() / scale)
+      break;
+    return number * scale;
+  }
+  return Status::invalid_argument(fmt::format(
+      "'{}' is not a size: a whole number of bytes, or with a unit B, KiB, MiB or GiB (256KiB, "
+      "64MiB)",
+      text));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes != 0 && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
+  if (bytes != 0 && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
+  if (bytes != 0 && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
+  return fmt::format("{}B", bytes);
+}
+
+uint64_t values_message_bytes_max(const ValueSettings& values) {
+  return 2 * values.max_size_bytes + (16u << 20);
+}
+
 Status validate_node_id(std::string_view node_id) {
   if (node_id.empty() || node_id.size() > 64) {
     return Status::invalid_argument(
@@ -221,6 +252,50 @@ Status read_snapshot_settings(const YAML::Node& root, std::string_view source,
   return Status::ok();
 }
 
+// values.* of any config file (all optional), checked together: the maximum
+// is at least the threshold.
+Status read_value_settings(const YAML::Node& root, std::string_view source, ValueSettings& out) {
+  const YAML::Node section = root["values"];
+  if (!section) return Status::ok();
+  ValueSettings next = out;
+  auto size = [&](const char* name, const char* key, uint64_t lo, uint64_t hi,
+                  uint64_t& value) -> Status {
+    const YAML::Node n = section[name];
+    if (!n) return Status::ok();
+    auto v = scalar(n, key, source);
+    if (!v.is_ok()) return v.status();
+    auto bytes = parse_bytes(v.value());
+    if (!bytes.is_ok())
+      return Status::invalid_argument(
+          fmt::format("{}: {}: {}", source, key, bytes.status().message()));
+    if (bytes.value() < lo || bytes.value() > hi) {
+      return Status::invalid_argument(fmt::format("{}: {} {} is outside {}..{}", source, key,
+                                                  v.value(), format_bytes(lo), format_bytes(hi)));
+    }
+    value = bytes.value();
+    return Status::ok();
+  };
+  if (auto s = size("blobThreshold", "values.blobThreshold", kBlobThresholdBytesMin,
+                    kBlobThresholdBytesMax, next.blob_threshold_bytes);
+      !s.is_ok())
+    return s;
+  if (auto s = size("maxSize", "values.maxSize", kBlobThresholdBytesMin, kValueMaxSizeBytesMax,
+                    next.max_size_bytes);
+      !s.is_ok())
+    return s;
+  if (auto s = size("blobCacheSize", "values.blobCacheSize", 0, kBlobCacheBytesMax,
+                    next.blob_cache_bytes);
+      !s.is_ok())
+    return s;
+  if (next.max_size_bytes < next.blob_threshold_bytes) {
+    return Status::invalid_argument(
+        fmt::format("{}: values.maxSize ({}) must be at least values.blobThreshold ({})", source,
+                    format_bytes(next.max_size_bytes), format_bytes(next.blob_threshold_bytes)));
+  }
+  out = next;
+  return Status::ok();
+}
+
 // Which keys a file may carry, and where durability and the data directory live.
 struct Schema {
   std::set<std::string> allowed;
@@ -324,6 +399,7 @@ Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema&
       }
     }
     if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
+    if (auto s = read_value_settings(root, source, next.values); !s.is_ok()) return s;
     if (root["lifecycle"] && root["lifecycle"]["attemptDrainTimeout"]) {
       auto v = read(root["lifecycle"]["attemptDrainTimeout"], "lifecycle.attemptDrainTimeout");
       if (!v.is_ok()) return v.status();
@@ -375,15 +451,16 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
 const Schema kDevSchema{
     {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
      "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep",
-     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
-     "lifecycle.attemptDrainTimeout"},
+     "values.blobThreshold", "values.maxSize", "values.blobCacheSize", "admin.enabled",
+     "auth.adminTokenFiles", "auth.adminTokenSha256", "lifecycle.attemptDrainTimeout"},
     "dev.durabilityMode",
     "",
     "dex-server-zd dev"};
 const Schema kLocalSchema{
     {"nodeId", "api.listen", "local.dataDir", "local.durabilityMode", "lease.duration",
      "lease.failIfHeld", "standby.mode", "snapshots.interval", "snapshots.everyRecords",
-     "snapshots.keep", "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
+     "snapshots.keep", "values.blobThreshold", "values.maxSize", "values.blobCacheSize",
+     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
      "lifecycle.attemptDrainTimeout"},
     "local.durabilityMode",
     "local.dataDir",
@@ -519,6 +596,9 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "snapshots.interval",
                                                 "snapshots.everyRecords",
                                                 "snapshots.keep",
+                                                "values.blobThreshold",
+                                                "values.maxSize",
+                                                "values.blobCacheSize",
                                                 "auth.adminTokenFiles",
                                                 "auth.adminTokenSha256",
                                                 "admin.enabled"};
@@ -582,6 +662,7 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              text("metrics.listen", c.metrics_listen, false),
              duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
              read_snapshot_settings(root.value(), source, c.snapshots),
+             read_value_settings(root.value(), source, c.values),
              boolean("admin.enabled", c.admin_enabled),
              read_admin_tokens(root.value(), source, c.admin_token_sha256, &c.admin_token_files,
                                &c.admin_token_sha256_entries)};
@@ -723,6 +804,10 @@ std::string describe_serve_config(const ServeConfig& c) {
       c.snapshots.interval == Duration(0) ? std::string("0")
                                           : format_duration(c.snapshots.interval),
       c.snapshots.every_records, c.snapshots.keep);
+  out +=
+      fmt::format("values:\n  blobThreshold: {}\n  maxSize: {}\n  blobCacheSize: {}\n",
+                  format_bytes(c.values.blob_threshold_bytes),
+                  format_bytes(c.values.max_size_bytes), format_bytes(c.values.blob_cache_bytes));
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

@@ -31,6 +31,32 @@ struct SnapshotSettings {
 };
 inline constexpr uint32_t kSnapshotsKeepMax = 100;
 
+// values.*: large values (docs/configuration.md; docs/engine.md, "Large
+// values"). An input, output, Channel message, locals or Attribute value
+// longer than the blob threshold is kept as a blob in the node's object store
+// and its log record references it; one longer than the maximum is refused.
+struct ValueSettings {
+  uint64_t blob_threshold_bytes = 256u << 10;  // values.blobThreshold
+  uint64_t max_size_bytes = 64u << 20;         // values.maxSize
+  uint64_t blob_cache_bytes = 64u << 20;       // values.blobCacheSize (0: no cache)
+};
+// The threshold's bounds: the upper one is the flow rules' limit on a value
+// held in a record (flow::kPayloadBytesMax).
+inline constexpr uint64_t kBlobThresholdBytesMin = 1u << 10;
+inline constexpr uint64_t kBlobThresholdBytesMax = 1u << 20;
+inline constexpr uint64_t kValueMaxSizeBytesMax = 512u << 20;
+inline constexpr uint64_t kBlobCacheBytesMax = 16ull << 30;
+// The largest gRPC message the server takes (a request, a Worker result) and
+// the budget of one task or answer with its values in place: two values at
+// the maximum plus 16 MiB for the rest.
+uint64_t values_message_bytes_max(const ValueSettings& values);
+
+// Parses a size: a whole number of bytes, or with a unit B, KiB, MiB or GiB
+// ("256KiB", "64MiB").
+StatusOr<uint64_t> parse_bytes(std::string_view text);
+// The shortest exact form: 262144 → "256KiB".
+std::string format_bytes(uint64_t bytes);
+
 // One node on local disk: what `dex-server-zd dev` and `local` run with
 // (spec: lease 30 s, strict, cold standby only).
 struct DevConfig {
@@ -41,6 +67,7 @@ struct DevConfig {
   bool lease_fail_if_held = false;
   Durability durability = Durability::kStrict;
   SnapshotSettings snapshots;
+  ValueSettings values;
   // lifecycle.attemptDrainTimeout: how long SIGTERM/SIGINT let running attempts finish.
   Duration attempt_drain_timeout = seconds(30);
   // admin.enabled and auth.*: the same keys and meaning as in ServeConfig.
@@ -53,7 +80,7 @@ inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
 // api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only), snapshots.*, lifecycle.attemptDrainTimeout,
+// standby.mode (cold only), snapshots.*, values.*, lifecycle.attemptDrainTimeout,
 // admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256. A bad file
 // changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
@@ -62,7 +89,7 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
 
 // `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
 // api.listen, local.durabilityMode, lease.duration, lease.failIfHeld,
-// standby.mode (cold only), snapshots.*, lifecycle.attemptDrainTimeout,
+// standby.mode (cold only), snapshots.*, values.*, lifecycle.attemptDrainTimeout,
 // admin.enabled and auth.* are optional,
 // with the dev defaults.
 StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
@@ -108,6 +135,7 @@ struct ServeConfig {
   std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
   Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
   SnapshotSettings snapshots;                    // snapshots.*
+  ValueSettings values;                          // values.*
   // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
   bool admin_enabled = true;
   // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted

@@ -360,6 +360,90 @@ TEST(SnapshotSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
   EXPECT_EQ(local->snapshots.keep, 1u);
 }
 
+TEST(ValueSettings, SizesParseWithUnitsAndFormatBack) {
+  EXPECT_EQ(parse_bytes("262144").value(), 262144u);
+  EXPECT_EQ(parse_bytes("512B").value(), 512u);
+  EXPECT_EQ(parse_bytes("256KiB").value(), 256u << 10);
+  EXPECT_EQ(parse_bytes("64MiB").value(), 64u << 20);
+  EXPECT_EQ(parse_bytes("2GiB").value(), 2ull << 30);
+  for (const char* bad : {"", "MiB", "64 MiB", "64mb", "64M", "-1", "1.5MiB", "64MiBs",
+                          "99999999999999999999", "20000000000GiB"}) {
+    auto r = parse_bytes(bad);
+    EXPECT_FALSE(r.is_ok()) << bad;
+    if (!r.is_ok()) {
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    }
+  }
+  EXPECT_EQ(format_bytes(256u << 10), "256KiB");
+  EXPECT_EQ(format_bytes(64u << 20), "64MiB");
+  EXPECT_EQ(format_bytes(1ull << 30), "1GiB");
+  EXPECT_EQ(format_bytes(1000), "1000B");
+  EXPECT_EQ(format_bytes(0), "0B");
+}
+
+TEST(ValueSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
+  auto d = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->values.blob_threshold_bytes, 256u << 10);
+  EXPECT_EQ(d->values.max_size_bytes, 64u << 20);
+  EXPECT_EQ(d->values.blob_cache_bytes, 64u << 20);
+  EXPECT_EQ(values_message_bytes_max(d->values), 144u << 20);
+  auto c = load_serve_config_yaml(std::string(kServeS3) +
+                                      "values:\n  blobThreshold: 64KiB\n  maxSize: 128MiB\n"
+                                      "  blobCacheSize: 0\n",
+                                  "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->values.blob_threshold_bytes, 64u << 10);
+  EXPECT_EQ(c->values.max_size_bytes, 128u << 20);
+  EXPECT_EQ(c->values.blob_cache_bytes, 0u);
+  const std::string described = describe_serve_config(c.value());
+  EXPECT_NE(described.find("values:\n  blobThreshold: 64KiB\n  maxSize: 128MiB\n"
+                           "  blobCacheSize: 0B\n"),
+            std::string::npos)
+      << described;
+  auto again = load_serve_config_yaml(described, "described.yaml");
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->values.max_size_bytes, 128u << 20);
+
+  DevConfig dev;
+  ASSERT_TRUE(apply_dev_override_yaml("values:\n  maxSize: 1MiB\n", "o.yaml", dev).is_ok());
+  EXPECT_EQ(dev.values.max_size_bytes, 1u << 20);
+  EXPECT_EQ(dev.values.blob_threshold_bytes, 256u << 10);
+  auto local = load_local_config_yaml(
+      "nodeId: a\nlocal:\n  dataDir: /d\nvalues:\n  blobThreshold: 1MiB\n", "local.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_EQ(local->values.blob_threshold_bytes, 1u << 20);
+}
+
+TEST(ValueSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
+  struct Case {
+    std::string yaml, needle;
+  };
+  std::vector<Case> cases = {
+      {"values:\n  blobThreshold: big\n", "values.blobThreshold"},
+      {"values:\n  blobThreshold: 512B\n", "values.blobThreshold 512B is outside 1KiB..1MiB"},
+      {"values:\n  blobThreshold: 2MiB\n", "values.blobThreshold"},
+      {"values:\n  maxSize: 1GiB\n", "values.maxSize 1GiB is outside 1KiB..512MiB"},
+      {"values:\n  maxSize: 64 MB\n", "values.maxSize"},
+      {"values:\n  maxSize: 128KiB\n",
+       "values.maxSize (128KiB) must be at least values.blobThreshold (256KiB)"},
+      {"values:\n  blobCacheSize: -1\n", "values.blobCacheSize"},
+      {"values:\n  maxsize: 1MiB\n", "values.maxsize"},
+      {"values:\n  maxSize: [1, 2]\n", "values.maxSize"},
+  };
+  for (const auto& c : cases) {
+    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+    DevConfig dev;
+    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
+    EXPECT_FALSE(s.is_ok()) << c.yaml;
+    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+    EXPECT_EQ(dev.values.max_size_bytes, 64u << 20);
+  }
+}
+
 TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
   struct Case {
     std::string yaml, needle;
