@@ -71,6 +71,25 @@ Status validate_method(const FlowDeclaration& decl, const MethodOptions& options
   }
 }
 
+Status validate_timeout_handler(const FlowDeclaration& decl, const std::string& type) {
+  if (!decl.has_timeout_handler()) {
+    if (decl.has_on_timeout())
+      return Status::invalid_argument(type +
+                                      " gives onTimeout options but hasTimeoutHandler is false");
+    return Status::ok();
+  }
+  const std::string where = type + " onTimeout";
+  const MethodOptions& o = decl.on_timeout().options();
+  if (!o.lock_keys().empty())
+    return Status::invalid_argument(where +
+                                    ".options.lockKeys: the timeout handler takes no lock keys");
+  if (o.failure_policy() != FAILURE_POLICY_UNSPECIFIED && o.failure_policy() != FAIL_FLOW)
+    return Status::invalid_argument(
+        where + ".options.failurePolicy: a timeout handler that fails ends the run TIMED_OUT");
+  if (auto s = validate_method(decl, o, true, where + ".options"); !s.is_ok()) return s;
+  return validate_reads(decl, decl.on_timeout().attribute_reads(), where);
+}
+
 }  // namespace
 
 Status validate_retry(const RetryPolicy& retry, const std::string& where) {
@@ -216,6 +235,7 @@ Status validate_declaration(const FlowDeclaration& decl) {
         !s.is_ok())
       return s;
   }
+  if (auto s = validate_timeout_handler(decl, type); !s.is_ok()) return s;
   if (!decl.start_step_type().empty() && find_step(decl, decl.start_step_type()) == nullptr)
     return Status::invalid_argument(type + ": the start Step type " +
                                     quoted(decl.start_step_type()) + " is not declared");
@@ -253,11 +273,19 @@ MethodOptions method_with_defaults(MethodOptions options) {
   return options;
 }
 
+MethodOptions timeout_handler_options(const FlowDeclaration& declaration) {
+  MethodOptions options = method_with_defaults(declaration.on_timeout().options());
+  options.clear_failure_policy();
+  return options;
+}
+
 FlowDeclaration with_defaults(FlowDeclaration declaration) {
   for (auto& step : *declaration.mutable_steps()) {
     *step.mutable_options()->mutable_wait_for() = method_with_defaults(step.options().wait_for());
     *step.mutable_options()->mutable_execute() = method_with_defaults(step.options().execute());
   }
+  if (declaration.has_timeout_handler())
+    *declaration.mutable_on_timeout()->mutable_options() = timeout_handler_options(declaration);
   return declaration;
 }
 

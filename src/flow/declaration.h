@@ -23,6 +23,10 @@ Status validate_declaration(const FlowDeclaration& declaration);
 FlowDeclaration with_defaults(FlowDeclaration declaration);
 // A method's options with every default filled in.
 MethodOptions method_with_defaults(MethodOptions options);
+// The timeout handler's options with the defaults filled in (a method's, but
+// no failure policy: a handler that fails for good ends the run TIMED_OUT).
+// Whatever version stored the declaration.
+MethodOptions timeout_handler_options(const FlowDeclaration& declaration);
 // A retry policy (a method's, or a start's Flow retry policy); `where` prefixes
 // the field names in the message.
 Status validate_retry(const RetryPolicy& retry, const std::string& where);

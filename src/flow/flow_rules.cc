@@ -58,6 +58,18 @@ ApplyResult invalid(const Status& s) {
 
 const char* status_name(FlowStatus status) { return flow_status_name(status); }
 
+// Whether `decision` leaves the run within kActiveStepsMax active executions,
+// `ending` of them (the decider) ending with it.
+Status active_room(const Run& run, const StepDecision& d, size_t ending) {
+  size_t adds = d.has_go_to() ? static_cast<size_t>(d.go_to().movements_size()) : 0;
+  if (d.has_force_complete_if_channels_empty())
+    adds = static_cast<size_t>(d.force_complete_if_channels_empty().otherwise_size());
+  if (static_cast<size_t>(run.active_size()) - ending + adds > kActiveStepsMax)
+    return Status::invalid_argument("the decision would leave more than " +
+                                    std::to_string(kActiveStepsMax) + " active Step executions");
+  return Status::ok();
+}
+
 // One apply: the transaction, the effects and the record's time.
 class Apply {
  public:
@@ -102,6 +114,7 @@ class Apply {
   void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before,
                  const Origin* origin = nullptr);
   ApplyResult rpc_result(RunScope& scope, const MethodResult& r);
+  ApplyResult handler_result(RunScope& scope, const MethodResult& r);
   // "Flow 'f' run 'r' is STATUS; <what> only while the run is RUNNING".
   static ApplyResult not_running(const std::string& flow_id, const Run& run,
                                  const std::string& what);
@@ -224,14 +237,15 @@ ApplyResult Apply::start(const StartFlow& r) {
   if (!decl)
     return rejected(RefusalCode::kInvalidArgument,
                     "Flow type " + quoted(r.flow_type()) + " was never declared by a Worker");
-  if (auto s = validate_start_for(decl->declaration(), r.options()); !s.is_ok()) return invalid(s);
   if (txn_.run(r.flow_id(), r.run_id()))
     return {ApplyKind::kUnchanged, RefusalCode::kNone, "the run exists", r.run_id()};
   auto entry = txn_.flow_id(r.flow_id());
   const std::string& request = r.options().request_id();
   const bool repeat = entry && r.options().ignore_already_started() && !request.empty() &&
                       request == entry->request_id();
-  if (!repeat) {  // a repeat answers its run, whatever it writes
+  if (!repeat) {  // a repeat answers its run, whatever it writes or its type now declares
+    if (auto s = validate_start_for(decl->declaration(), r.options()); !s.is_ok())
+      return invalid(s);
     if (auto s = validate_attribute_writes(decl->declaration(), r.options().initial_attributes(),
                                            "initialAttributes");
         !s.is_ok())
@@ -292,6 +306,7 @@ ApplyResult Apply::method_result(const MethodResult& r) {
   if (scope->run().status() != FLOW_RUNNING)
     return stale("the run is " + std::string(status_name(scope->run().status())));
   if (r.task().method() == RPC) return rpc_result(*scope, r);
+  if (r.task().method() == ON_TIMEOUT) return handler_result(*scope, r);
   StepExecution* step = scope->step(r.task().step_execution_id());
   if (step == nullptr) return stale("no Step execution " + quoted(r.task().step_execution_id()));
   const auto& method = step->method();
@@ -320,14 +335,7 @@ ApplyResult Apply::method_result(const MethodResult& r) {
     }
     scope->complete_wait_for(*step, r, children);
   } else {
-    const auto& d = r.decision();
-    size_t adds = d.has_go_to() ? static_cast<size_t>(d.go_to().movements_size()) : 0;
-    if (d.has_force_complete_if_channels_empty())
-      adds = static_cast<size_t>(d.force_complete_if_channels_empty().otherwise_size());
-    if (static_cast<size_t>(scope->run().active_size()) - 1 + adds > kActiveStepsMax)
-      return rejected(RefusalCode::kInvalidArgument, "the decision would leave more than " +
-                                                         std::to_string(kActiveStepsMax) +
-                                                         " active Step executions");
+    if (auto s = active_room(scope->run(), r.decision(), 1); !s.is_ok()) return invalid(s);
     scope->complete_execute(*step, r);
   }
   scope->flush();
@@ -367,6 +375,29 @@ ApplyResult Apply::rpc_result(RunScope& scope, const MethodResult& r) {
   return applied();
 }
 
+ApplyResult Apply::handler_result(RunScope& scope, const MethodResult& r) {
+  const MethodState& handler = scope.run().timeout_handler();
+  if (r.task().step_execution_id() != kTimeoutHandlerId || handler.state() != TASK_RUNNING ||
+      handler.task_id() != r.task_id())
+    return stale("task " + quoted(r.task_id()) +
+                 " is not the running attempt of the timeout handler");
+  if (auto s = validate_method_result(scope.declaration(), r); !s.is_ok()) return invalid(s);
+  if (r.outcome() != ATTEMPT_COMPLETED) {
+    scope.handler_failed(r.outcome(), r.error(),
+                         r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
+    scope.flush();
+    return applied();
+  }
+  if (auto s = attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
+                              scope.run().attribute_count(), r.attribute_writes());
+      !s.is_ok())
+    return invalid(s);
+  if (auto s = active_room(scope.run(), r.decision(), 0); !s.is_ok()) return invalid(s);
+  scope.complete_handler(r);
+  scope.flush();
+  return applied();
+}
+
 ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
   std::string why;
   auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
@@ -377,6 +408,15 @@ ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
         rpc->method().state() != TASK_RUNNING || rpc->method().task_id() != r.task_id())
       return stale("task " + quoted(r.task_id()) + " is not running");
     scope->withdraw_rpc(*rpc);
+    scope->flush();
+    return applied();
+  }
+  if (r.task().method() == ON_TIMEOUT) {
+    const MethodState& handler = scope->run().timeout_handler();
+    if (scope->run().status() != FLOW_RUNNING || handler.state() != TASK_RUNNING ||
+        handler.task_id() != r.task_id() || r.task().step_execution_id() != kTimeoutHandlerId)
+      return stale("task " + quoted(r.task_id()) + " is not running");
+    scope->withdraw_handler();
     scope->flush();
     return applied();
   }
@@ -403,11 +443,28 @@ ApplyResult Apply::timer_fired(const TimerFired& r) {
       if (run.options().timeout_ms() <= 0 ||
           later_ms(run.start_ms(), run.options().timeout_ms()) != at)
         return stale("no such flow timeout");
+      // Its handler ran (or runs): a run times out once.
+      if (run.timeout_handled()) return stale("the flow timeout fired; its handler ran");
       txn_.delete_timer(key, at);
-      const bool cancel = run.options().timeout_policy() == TIMEOUT_CANCEL;
-      scope->close(
-          cancel ? FLOW_CANCELED : FLOW_TIMED_OUT,
-          "the flow timeout of " + std::to_string(run.options().timeout_ms()) + " ms passed");
+      const std::string why = flow_timeout_reason(run);
+      switch (run.options().timeout_policy()) {
+        case TIMEOUT_CANCEL:
+          scope->close(FLOW_CANCELED, why);
+          break;
+        case TIMEOUT_HANDLER:
+          // A Flow retry starts at the type's latest version, which may have
+          // dropped the handler: then the timeout fails the run.
+          if (scope->declaration().has_timeout_handler())
+            scope->start_timeout_handler(why);
+          else
+            scope->close(FLOW_TIMED_OUT, why + "; declaration version " +
+                                             std::to_string(run.declaration_version()) +
+                                             " of Flow type " + quoted(run.flow_type()) +
+                                             " has no timeout handler");
+          break;
+        default:
+          scope->close(FLOW_TIMED_OUT, why);
+      }
       break;
     }
     case START_DELAY:
@@ -417,6 +474,15 @@ ApplyResult Apply::timer_fired(const TimerFired& r) {
       scope->create_start_step();
       break;
     case RETRY: {
+      if (key.method() == ON_TIMEOUT) {
+        const MethodState& handler = run.timeout_handler();
+        if (key.step_execution_id() != kTimeoutHandlerId || handler.state() != TASK_BACKOFF ||
+            handler.retry_at_ms() != at)
+          return stale("no such retry timer");
+        txn_.delete_timer(key, at);
+        scope->handler_retry_due();
+        break;
+      }
       StepExecution* step = scope->step(key.step_execution_id());
       if (step == nullptr || step->method().state() != TASK_BACKOFF ||
           step->method().method() != key.method() || step->method().retry_at_ms() != at)
@@ -796,6 +862,15 @@ void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
     scope->flush();
     return;
   }
+  if (a.task().method() == ON_TIMEOUT) {
+    const MethodState& handler = scope->run().timeout_handler();
+    if (a.task().step_execution_id() != kTimeoutHandlerId || handler.state() != TASK_QUEUED ||
+        handler.attempt() != a.task().attempt())
+      return;
+    scope->start_handler_attempt(a.task_id(), a.worker_id());
+    scope->flush();
+    return;
+  }
   StepExecution* step = scope->step(a.task().step_execution_id());
   if (step == nullptr || step->method().state() != TASK_QUEUED ||
       step->method().method() != a.task().method() ||
@@ -831,6 +906,14 @@ void Apply::recover(int64_t at_ms) {
     DEX_INVARIANT(scope.has_value(), "a running attempt belongs to a run");
     // An earlier attempt's failure may have closed the run (and ended this one).
     if (scope->run().status() != FLOW_RUNNING || ref.method() == RPC) continue;
+    if (ref.method() == ON_TIMEOUT) {
+      const MethodState& handler = scope->run().timeout_handler();
+      if (handler.state() != TASK_RUNNING || handler.task_id() != task_id) continue;
+      scope->handler_failed(ATTEMPT_NOT_COMPLETED,
+                            "the attempt was interrupted: a new process took over the node", false);
+      scope->flush();
+      continue;
+    }
     StepExecution* step = scope->step(ref.step_execution_id());
     DEX_INVARIANT(step != nullptr, "a running attempt belongs to an execution");
     if (step->method().state() != TASK_RUNNING || step->method().task_id() != task_id) continue;
@@ -905,6 +988,8 @@ std::vector<std::string> task_attribute_reads(FlowTxn& txn, const TaskRef& task)
     if (!rpc) return out;
     if (const RpcDeclaration* d = find_rpc(decl->declaration(), rpc->name()))
       reads = &d->attribute_reads();
+  } else if (task.method() == ON_TIMEOUT) {
+    reads = &decl->declaration().on_timeout().attribute_reads();
   } else {
     auto step = txn.step(task.flow_id(), task.run_id(), task.step_execution_id());
     if (!step) return out;

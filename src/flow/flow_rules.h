@@ -87,12 +87,17 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
 // waited on the old process), releasing its lock keys.
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects);
 
-// The current values of the Attributes `task`'s Step type (or RPC) declares in
-// attribute_reads (an AttributeMap key: every instance), in declared order:
-// what the task carries to its Worker. Empty for an unknown task. Reads only.
+// The current values of the Attributes `task`'s Step type (or RPC, or the
+// timeout handler) declares in attribute_reads (an AttributeMap key: every instance), in declared
+// order: what the task carries to its Worker. Empty for an unknown task. Reads only.
 std::vector<Attribute> task_attributes(FlowTxn& txn, const TaskRef& task);
 // The keys task_attributes reads (whether or not they hold values).
 std::vector<std::string> task_attribute_reads(FlowTxn& txn, const TaskRef& task);
+
+// The timeout handler's TaskRef.step_execution_id (method ON_TIMEOUT), and the
+// parent of the Step executions its decision starts. No Step execution has it
+// (theirs are "<type>-<n>").
+inline constexpr std::string_view kTimeoutHandlerId = "timeout";
 
 // Limits (docs/flow-rules.md, "Limits").
 inline constexpr size_t kActiveStepsMax = 10'000;          // per run

@@ -251,13 +251,18 @@ Status validate_method_result(const FlowDeclaration& decl, const MethodResult& r
     if (auto s = validate_payload("the RPC output", r.rpc().output()); !s.is_ok()) return s;
     return validate_movements(decl, r.rpc().next_steps(), "nextSteps");
   }
-  if (r.has_rpc()) return Status::invalid_argument("a Step method returns no RPC output");
+  const std::string what =
+      r.task().method() == ON_TIMEOUT ? "the timeout handler" : "a Step method";
+  if (r.has_rpc()) return Status::invalid_argument(what + " returns no RPC output");
   if (r.task().method() == WAIT_FOR) {
     if (r.has_decision()) return Status::invalid_argument("WaitFor returns a wait, not a decision");
     if (auto s = validate_payload("the locals", r.locals()); !s.is_ok()) return s;
     return validate_wait(decl, r.wait());
   }
-  if (r.has_wait()) return Status::invalid_argument("Execute returns a decision, not a wait");
+  if (r.has_wait())
+    return Status::invalid_argument(
+        (r.task().method() == ON_TIMEOUT ? "the timeout handler" : "Execute") +
+        std::string(" returns a decision, not a wait"));
   return validate_decision(decl, r.decision());
 }
 
@@ -286,10 +291,6 @@ Status validate_start_for(const FlowDeclaration& declaration, const StartOptions
     return Status::invalid_argument(
         "timeoutPolicy HANDLER needs a timeout handler, and Flow type '" + declaration.flow_type() +
         "' declares none");
-  // The handler's task (method ON_TIMEOUT) is not run by these rules yet:
-  // refused rather than treated as FAIL.
-  if (o.timeout_policy() == TIMEOUT_HANDLER)
-    return Status::invalid_argument("timeoutPolicy HANDLER is not supported by this server yet");
   return Status::ok();
 }
 

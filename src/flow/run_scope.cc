@@ -90,6 +90,10 @@ bool retry_pending(const Run& run) {
   return run.status() != FLOW_RUNNING && run.retry_at_ms() != 0;
 }
 
+std::string flow_timeout_reason(const Run& run) {
+  return "the flow timeout of " + std::to_string(run.options().timeout_ms()) + " ms passed";
+}
+
 Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
                       uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes) {
   std::map<std::pair<std::string, std::string>, bool> exists;  // as the writes leave it
@@ -395,36 +399,58 @@ void RunScope::grant_waiters() {
 }
 
 void RunScope::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
-  auto* state = step.mutable_method();
-  switch (state->state()) {
+  clear_state(*step.mutable_method(), task_ref(step), running_outcome);
+}
+
+void RunScope::clear_state(MethodState& state, const TaskRef& ref, AttemptOutcome running_outcome) {
+  const std::string& holder = ref.step_execution_id();
+  switch (state.state()) {
     case TASK_RUNNING:
-      txn_.delete_running(state->task_id());
-      effects_.ended.push_back(
-          {task_ref(step), state->task_id(), state->worker_id(), running_outcome});
-      release_locks(step.step_execution_id(), state->method(), state->attempt());
+      txn_.delete_running(state.task_id());
+      effects_.ended.push_back({ref, state.task_id(), state.worker_id(), running_outcome});
+      release_locks(holder, state.method(), state.attempt());
       break;
     case TASK_QUEUED:
-      txn_.dequeue_task(run_.flow_type(), state->queue_seq());
-      release_locks(step.step_execution_id(), state->method(), state->attempt());
+      txn_.dequeue_task(run_.flow_type(), state.queue_seq());
+      release_locks(holder, state.method(), state.attempt());
       break;
     case TASK_LOCKED:
-      drop_waiter(step.step_execution_id(), state->method());
+      drop_waiter(holder, state.method());
       break;
     case TASK_BACKOFF: {
       TimerKey key = timer_key(RETRY);
-      key.set_step_execution_id(step.step_execution_id());
-      key.set_method(state->method());
-      txn_.delete_timer(key, state->retry_at_ms());
+      key.set_step_execution_id(holder);
+      key.set_method(state.method());
+      txn_.delete_timer(key, state.retry_at_ms());
       break;
     }
     default:
       break;
   }
-  state->set_state(TASK_STATE_UNSPECIFIED);
-  state->clear_task_id();
-  state->clear_worker_id();
-  state->clear_queue_seq();
-  state->clear_retry_at_ms();
+  state.set_state(TASK_STATE_UNSPECIFIED);
+  state.clear_task_id();
+  state.clear_worker_id();
+  state.clear_queue_seq();
+  state.clear_retry_at_ms();
+}
+
+std::optional<int64_t> RunScope::next_attempt_at(const MethodState& state, const RetryPolicy& retry,
+                                                 uint32_t attempt, bool non_retryable) const {
+  const int64_t retry_at = later_ms(at_ms_, backoff_ms(retry, attempt + 1));
+  const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
+  const bool time_left = retry.total_duration_ms() == 0 ||
+                         later_ms(retry_at, -state.first_attempt_ms()) <= retry.total_duration_ms();
+  if (non_retryable || !attempts_left || !time_left) return std::nullopt;
+  return retry_at;
+}
+
+void RunScope::back_off(MethodState& state, const std::string& holder, int64_t retry_at) {
+  state.set_state(TASK_BACKOFF);
+  state.set_retry_at_ms(retry_at);
+  TimerKey key = timer_key(RETRY);
+  key.set_step_execution_id(holder);
+  key.set_method(state.method());
+  put_timer(key, retry_at);
 }
 
 void RunScope::finish_step(StepExecution& step, Phase phase) {
@@ -462,24 +488,13 @@ void RunScope::attempt_failed(StepExecution& step, AttemptOutcome outcome, const
   failure->set_error(error);
   failure->set_at_ms(at_ms_);
 
-  const RetryPolicy& retry = options.retry();
-  const int64_t retry_at = later_ms(at_ms_, backoff_ms(retry, attempt + 1));
-  const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
-  const bool time_left =
-      retry.total_duration_ms() == 0 ||
-      later_ms(retry_at, -state->first_attempt_ms()) <= retry.total_duration_ms();
-  if (!non_retryable && attempts_left && time_left) {
+  if (auto retry_at = next_attempt_at(*state, options.retry(), attempt, non_retryable)) {
     state->set_attempt(attempt + 1);
-    if (retry_at <= at_ms_) {
+    if (*retry_at <= at_ms_) {
       queue_method(step, method, attempt + 1);
       return;
     }
-    state->set_state(TASK_BACKOFF);
-    state->set_retry_at_ms(retry_at);
-    TimerKey key = timer_key(RETRY);
-    key.set_step_execution_id(step.step_execution_id());
-    key.set_method(method);
-    put_timer(key, retry_at);
+    back_off(*state, step.step_execution_id(), *retry_at);
     return;
   }
   const std::string why = step.step_execution_id() + " " + method_name(method) + " failed after " +
@@ -706,17 +721,18 @@ void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result
   match_waits();
 }
 
-void RunScope::cancel_steps(const StepExecution& self, const StepDecision& decision) {
+void RunScope::cancel_steps(const std::string& self, const std::string* parent,
+                            const StepDecision& decision) {
   if (decision.cancel_step_types_size() == 0 && !decision.cancel_siblings()) return;
   const std::vector<std::string> active(run_.active().begin(), run_.active().end());
   for (const auto& id : active) {  // bounded by kActiveStepsMax
     StepExecution& other = *step(id);
-    if (id == self.step_execution_id()) continue;
+    if (id == self) continue;
     const bool by_type =
         std::find(decision.cancel_step_types().begin(), decision.cancel_step_types().end(),
                   other.step_type()) != decision.cancel_step_types().end();
     const bool sibling =
-        decision.cancel_siblings() && other.parent_execution_id() == self.parent_execution_id();
+        decision.cancel_siblings() && (parent == nullptr || other.parent_execution_id() == *parent);
     if (by_type || sibling) finish_step(other, PHASE_CANCELED);
   }
 }
@@ -741,17 +757,17 @@ bool RunScope::channels_empty(const google::protobuf::RepeatedPtrField<ChannelRe
   return true;
 }
 
-void RunScope::apply_decision(StepExecution& step, const StepDecision& decision) {
+void RunScope::apply_decision(const std::string& step_type, const std::string& decider,
+                              const StepDecision& decision) {
   auto add_output = [&](const Payload& output) {
     auto* out = run_.add_outputs();
-    out->set_step_type(step.step_type());
-    out->set_step_execution_id(step.step_execution_id());
+    out->set_step_type(step_type);
+    out->set_step_execution_id(decider);
     *out->mutable_output() = output;
   };
   auto go = [&](const google::protobuf::RepeatedPtrField<StepMovement>& movements) {
     for (const auto& m : movements) {  // bounded by kMovementsMax
-      create_step(m.step_type(), m.input(), m.has_options() ? &m.options() : nullptr,
-                  step.step_execution_id(), "");
+      create_step(m.step_type(), m.input(), m.has_options() ? &m.options() : nullptr, decider, "");
     }
   };
   switch (decision.kind_case()) {
@@ -798,8 +814,8 @@ void RunScope::complete_execute(StepExecution& step, const MethodResult& result)
   write_attributes(result.attribute_writes());
   append_publishes(result.publishes());
   finish_step(step, PHASE_DONE);
-  cancel_steps(step, result.decision());
-  apply_decision(step, result.decision());
+  cancel_steps(step.step_execution_id(), &step.parent_execution_id(), result.decision());
+  apply_decision(step.step_type(), step.step_execution_id(), result.decision());
   match_waits();
   maybe_complete();
 }
@@ -834,7 +850,10 @@ void RunScope::close(FlowStatus status, const std::string& reason, bool by_clien
         *r, ATTEMPT_FAILED,
         std::string("the run closed (") + flow_status_name(status) + ") before the RPC completed");
   }
-  if (run_.options().timeout_ms() > 0)
+  // The timeout handler, if it runs, is told (its Worker learns it ended).
+  if (run_.timeout_handler().state() != TASK_STATE_UNSPECIFIED)
+    clear_state(*run_.mutable_timeout_handler(), handler_ref(), ATTEMPT_NOT_COMPLETED);
+  if (run_.options().timeout_ms() > 0 && !run_.timeout_handled())
     txn_.delete_timer(timer_key(FLOW_TIMEOUT),
                       later_ms(run_.start_ms(), run_.options().timeout_ms()));
   if (run_.start_pending())

@@ -82,6 +82,22 @@ class RunScope {
   // when the condition no longer waits for that child (nothing changes).
   bool sub_flow_closed(const SubFlowParent& parent, const Run& child);
 
+  // The timeout handler (timeout_handler.cc; docs/flow-rules.md, "Timeout
+  // handler"). The flow timeout fired under TIMEOUT_HANDLER and the run's
+  // declaration has a handler: its attempt 1 is queued (`why`: the timeout).
+  void start_timeout_handler(const std::string& why);
+  void start_handler_attempt(const std::string& task_id, const std::string& worker_id);
+  // Its running attempt never reached its Worker: queued again, same number.
+  void withdraw_handler();
+  // Its running attempt completed with `result` (validated before): the
+  // decision applies like an Execute's.
+  void complete_handler(const MethodResult& result);
+  // Its attempt ended otherwise: the next attempt, or (none left) the run
+  // ends TIMED_OUT.
+  void handler_failed(AttemptOutcome outcome, const std::string& error, bool non_retryable);
+  // Its retry timer fired: the next attempt is queued.
+  void handler_retry_due();
+
   void append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes);
   // Matches every waiting execution, the first to wait first.
   void match_waits();
@@ -117,9 +133,27 @@ class RunScope {
   void end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome);
   // Ends whatever the current method is doing (running, queued, backoff).
   void clear_method(StepExecution& step, AttemptOutcome running_outcome);
+  // The same for any method's state; `ref` names its attempt (and its holder).
+  void clear_state(MethodState& state, const TaskRef& ref, AttemptOutcome running_outcome);
+  // When the attempt after `attempt` may start (its retry policy), or
+  // nullopt when none is left.
+  std::optional<int64_t> next_attempt_at(const MethodState& state, const RetryPolicy& retry,
+                                         uint32_t attempt, bool non_retryable) const;
+  // The next attempt waits for its retry timer (TASK_BACKOFF).
+  void back_off(MethodState& state, const std::string& holder, int64_t retry_at);
+  TaskRef handler_ref() const;
+  void queue_handler(uint32_t attempt);
   void finish_step(StepExecution& step, Phase phase);
-  void cancel_steps(const StepExecution& self, const StepDecision& decision);
-  void apply_decision(StepExecution& step, const StepDecision& decision);
+  // Cancels what the decision names. `parent`: the decider's parent, whose
+  // other children are its siblings; nullptr for the timeout handler, whose
+  // siblings are every active execution.
+  void cancel_steps(const std::string& self, const std::string* parent,
+                    const StepDecision& decision);
+  // The decision's kind, by the execution `decider` (of `step_type`; the
+  // timeout handler: "timeout" and no type): new executions name it as
+  // their parent, outputs name it.
+  void apply_decision(const std::string& step_type, const std::string& decider,
+                      const StepDecision& decision);
   void maybe_complete();
   void consume(StepExecution& step, uint32_t index, uint64_t count);
   bool channels_empty(const google::protobuf::RepeatedPtrField<ChannelRef>& channels);
@@ -161,5 +195,7 @@ std::string retry_run_id(std::string_view first_run_id, uint32_t attempt);
 SubFlowResult sub_flow_result(const Run& run);
 // Whether a closed run waits for its Flow retry (its SubFlow parents wait too).
 bool retry_pending(const Run& run);
+// "the flow timeout of <n> ms passed": why a run timed out.
+std::string flow_timeout_reason(const Run& run);
 
 }  // namespace dex::flow

@@ -226,6 +226,59 @@ Status check_locks(const Run& run, const std::map<Holder, LockUser>& users) {
   return Status::ok();
 }
 
+// The timeout handler: only under TIMEOUT_HANDLER once the timeout fired; while
+// it runs, its attempt is where its state says.
+Status check_timeout_handler(const Run& run, Indexes& ix, std::set<std::string>& used_timers,
+                             std::set<std::string>& used_running,
+                             std::set<std::pair<std::string, uint64_t>>& used_queued) {
+  const std::string id = run.flow_id() + " timeout handler";
+  const MethodState& m = run.timeout_handler();
+  if (run.timeout_handled() &&
+      (run.options().timeout_policy() != TIMEOUT_HANDLER || run.options().timeout_ms() <= 0))
+    return bad(id + " ran without timeout policy HANDLER");
+  if (m.state() == TASK_STATE_UNSPECIFIED) return Status::ok();
+  if (!run.timeout_handled()) return bad(id + " runs before the flow timeout fired");
+  if (run.status() != FLOW_RUNNING) return bad(id + " runs in a closed run");
+  if (m.method() != ON_TIMEOUT || m.attempt() < 1)
+    return bad(id + " has the wrong method or attempt");
+  TaskRef ref;
+  ref.set_flow_id(run.flow_id());
+  ref.set_run_id(run.run_id());
+  ref.set_step_execution_id(std::string(kTimeoutHandlerId));
+  ref.set_method(ON_TIMEOUT);
+  ref.set_attempt(m.attempt());
+  switch (m.state()) {
+    case TASK_RUNNING: {
+      auto it = ix.running.find(m.task_id());
+      if (it == ix.running.end() || !MessageDifferencer::Equals(it->second, ref))
+        return bad(id + " runs task " + m.task_id() + ", which is not indexed as running");
+      used_running.insert(m.task_id());
+      return Status::ok();
+    }
+    case TASK_QUEUED: {
+      auto it = ix.queued.find({run.flow_type(), m.queue_seq()});
+      if (it == ix.queued.end() || !MessageDifferencer::Equals(it->second, ref))
+        return bad(id + " is queued but not in its type's task queue");
+      used_queued.insert(it->first);
+      return Status::ok();
+    }
+    case TASK_BACKOFF: {
+      TimerKey k;
+      k.set_flow_id(run.flow_id());
+      k.set_run_id(run.run_id());
+      k.set_kind(RETRY);
+      k.set_step_execution_id(std::string(kTimeoutHandlerId));
+      k.set_method(ON_TIMEOUT);
+      const std::string key = keys::timer(k, m.retry_at_ms());
+      if (!ix.timers.contains(key)) return bad(id + " backs off without a retry timer");
+      used_timers.insert(key);
+      return Status::ok();
+    }
+    default:
+      return bad(id + " is in a state it never takes (it takes no lock keys)");
+  }
+}
+
 Status check_queues(KvStore& kv, const Run& run) {
   KvFlowTxn txn(kv);
   for (const auto& [key, queue] : txn.queues(run.flow_id(), run.run_id())) {
@@ -286,7 +339,10 @@ Status check_state(KvStore& kv) {
     TimerKey k;
     k.set_flow_id(run.flow_id());
     k.set_run_id(run.run_id());
-    if (run.status() == FLOW_RUNNING && run.options().timeout_ms() > 0) {
+    if (auto st = check_timeout_handler(run, ix, used_timers, used_running, used_queued);
+        !st.is_ok())
+      return st;
+    if (run.status() == FLOW_RUNNING && run.options().timeout_ms() > 0 && !run.timeout_handled()) {
       k.set_kind(FLOW_TIMEOUT);
       const std::string key = keys::timer(k, later_ms(run.start_ms(), run.options().timeout_ms()));
       if (!ix.timers.contains(key)) return bad(run.flow_id() + " has no flow timeout timer");

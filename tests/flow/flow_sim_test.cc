@@ -20,7 +20,9 @@
 //    history, between a holder's LOCKS_ACQUIRED and LOCKS_RELEASED no other
 //    holder acquires one of its keys;
 //  - RPCs (InvokeRpc, results with writes, publishes and next Steps,
-//    failures, deadlines, recovery, run close) end once, never retried.
+//    failures, deadlines, recovery, run close) end once, never retried;
+//  - timeouts take every policy; under HANDLER a run starts its timeout
+//    handler at most once, and the handler decides or fails at most once.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -95,6 +97,13 @@ FlowDeclaration sim_declaration(int variant) {
   map->set_name("cm");
   map->set_is_map(true);
   if (variant % 2 == 1) add("Extra", false);  // a changed declaration: a new version
+  if (variant != 2) {  // variant 2 has no timeout handler (a Flow retry may start on it)
+    d.set_has_timeout_handler(true);
+    d.mutable_on_timeout()->add_attribute_reads("a");
+    auto* retry = d.mutable_on_timeout()->mutable_options()->mutable_retry();
+    retry->set_initial_interval_ms(300);
+    retry->set_maximum_attempts(2);
+  }
   return d;
 }
 
@@ -261,12 +270,19 @@ struct Sim {
     }
     if (seen != published)
       fail(fmt::format("{} messages published, {} queued or taken", published.size(), seen.size()));
+    std::map<std::string, int> handlers_started, handlers_ended;
     for (auto& [k, v] : kv.scan(keys::kEventPrefix)) {
       HistoryEvent e;
       e.ParseFromString(v);
-      if (e.kind() == EXECUTE_COMPLETED &&
-          ++decisions[k.substr(0, k.rfind(keys::kSep)) + e.step_execution_id()] > 1)
+      const std::string run = k.substr(0, k.rfind(keys::kSep));
+      if (e.kind() == EXECUTE_COMPLETED && ++decisions[run + e.step_execution_id()] > 1)
         fail(e.step_execution_id() + " has two applied decisions");
+      // A run times out once: one handler, which decides or fails once.
+      if (e.kind() == TIMEOUT_HANDLER_STARTED && ++handlers_started[run] > 1)
+        fail(run + " started its timeout handler twice");
+      if ((e.kind() == TIMEOUT_HANDLER_COMPLETED || e.kind() == TIMEOUT_HANDLER_FAILED) &&
+          ++handlers_ended[run] > handlers_started[run])
+        fail(run + ": its timeout handler ended twice, or before it started");
     }
     std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> stored;
     for (auto& [k, v] : kv.scan(keys::kRunPrefix)) {
@@ -341,7 +357,7 @@ struct Sim {
   void declare() {
     FlowRecord r;
     *r.mutable_declare_flows()->add_declarations() =
-        sim_declaration(static_cast<int>(random.uniform(2)));
+        sim_declaration(random.chance(0.2) ? 2 : static_cast<int>(random.uniform(2)));
     r.mutable_declare_flows()->set_at_unix_ms(now);
     apply(r);
   }
@@ -357,7 +373,7 @@ struct Sim {
     auto* o = s->mutable_options();
     o->set_id_reuse_policy(static_cast<IdReusePolicy>(random.uniform(5)));
     if (random.chance(0.2)) o->set_timeout_ms(static_cast<int64_t>(random.uniform(20'000)) + 1);
-    if (random.chance(0.2) && o->timeout_ms() > 0) o->set_timeout_policy(TIMEOUT_CANCEL);
+    if (o->timeout_ms() > 0) o->set_timeout_policy(random_timeout_policy());
     if (random.chance(0.15)) o->set_start_delay_ms(static_cast<int64_t>(random.uniform(3'000)) + 1);
     o->set_request_id(fmt::format("q{}", random.uniform(3)));
     o->set_ignore_already_started(random.chance(0.5));
@@ -423,6 +439,12 @@ struct Sim {
     return a;
   }
 
+  // Mostly the default (FAIL), often HANDLER, sometimes CANCEL.
+  TimeoutPolicy random_timeout_policy() {
+    const auto p = random.uniform(10);
+    return p < 2 ? TIMEOUT_CANCEL : p < 6 ? TIMEOUT_HANDLER : TIMEOUT_POLICY_UNSPECIFIED;
+  }
+
   // A Flow retry policy: short backoffs, a few runs.
   RetryPolicy random_flow_retry() {
     RetryPolicy p;
@@ -442,8 +464,10 @@ struct Sim {
     sub->mutable_input()->set_data("child");
     sub->set_reuse_policy(static_cast<SubFlowReusePolicy>(random.uniform(4)));
     if (random.chance(0.3)) *sub->mutable_options()->mutable_retry_policy() = random_flow_retry();
-    if (random.chance(0.2))
+    if (random.chance(0.2)) {
       sub->mutable_options()->set_timeout_ms(1 + static_cast<int64_t>(random.uniform(10'000)));
+      sub->mutable_options()->set_timeout_policy(random_timeout_policy());
+    }
     if (random.chance(0.2)) *sub->mutable_options()->add_initial_attributes() = random_write();
     if (random.chance(0.02)) sub->mutable_options()->set_request_id("mine");  // refused
     return c;
@@ -806,6 +830,13 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
       if (run.parents_size() > 1) sim.stats["subflows attached by a second parent"]++;
       if (run.flow_attempt() > 1) sim.stats["flow retries"]++;
     }
+    for (auto& [k, v] : sim.kv.scan(keys::kEventPrefix)) {
+      HistoryEvent e;
+      e.ParseFromString(v);
+      if (e.kind() == TIMEOUT_HANDLER_STARTED) sim.stats["timeout handlers started"]++;
+      if (e.kind() == TIMEOUT_HANDLER_COMPLETED) sim.stats["timeout handler decisions"]++;
+      if (e.kind() == TIMEOUT_HANDLER_FAILED) sim.stats["timeout handlers failed"]++;
+    }
     for (auto& [k, v] : sim.kv.scan(keys::kStepPrefix)) {
       StepExecution st;
       st.ParseFromString(v);
@@ -820,12 +851,28 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
   std::printf("%s\n", summary.c_str());
   // The schedules reach every outcome the rules have.
   if (last - first + 1 >= 100) {
-    for (const char* kind :
-         {"applied", "stale", "rejected", "unchanged", "closed FLOW_COMPLETED",
-          "closed FLOW_FAILED", "closed FLOW_CANCELED", "closed FLOW_TIMED_OUT",
-          "closed FLOW_TERMINATED", "crashes", "attempts ended by recovery", "attributes set",
-          "rpcs invoked", "rpcs done", "locks acquired", "lock waits", "subflow runs",
-          "subflow conditions met", "flow retries"})
+    for (const char* kind : {"applied",
+                             "stale",
+                             "rejected",
+                             "unchanged",
+                             "closed FLOW_COMPLETED",
+                             "closed FLOW_FAILED",
+                             "closed FLOW_CANCELED",
+                             "closed FLOW_TIMED_OUT",
+                             "closed FLOW_TERMINATED",
+                             "crashes",
+                             "attempts ended by recovery",
+                             "attributes set",
+                             "rpcs invoked",
+                             "rpcs done",
+                             "locks acquired",
+                             "lock waits",
+                             "subflow runs",
+                             "subflow conditions met",
+                             "flow retries",
+                             "timeout handlers started",
+                             "timeout handler decisions",
+                             "timeout handlers failed"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }

@@ -365,8 +365,8 @@ localStore: {path: /srv/dex/store}
 // then a serialized dex.flow.FlowRecord. The target's prelude has declared
 // Flow type T (A: Execute only, start, lock key k, reads s; B: WaitFor with
 // lock key k; Channel c, ChannelMap m; Attribute s (string), AttributeMap t
-// (JSON); RPC p (lock key k, reads t) and q) and started flow f run r with
-// A-1's attempt 1 running as task "t", holding k.
+// (JSON); RPC p (lock key k, reads t) and q; a timeout handler reading s) and
+// started flow f run r with A-1's attempt 1 running as task "t", holding k.
 std::string frame(const google::protobuf::Message& m) {
   const std::string bytes = serialized(m);
   std::string out;
@@ -548,6 +548,80 @@ void flow_rules_seeds(std::vector<Seed>& out) {
   flow_retry.mutable_timer_fired()->set_at_unix_ms(2'100);
   add("sub_flow_with_flow_retry", frame(go) + frame(sub_wait) + child_run("r", "c1", true) +
                                       frame(flow_retry) + child_run("r.2", "c2", false));
+  // Timeout policy HANDLER: flow h's timeout fires while its A-1 runs; its
+  // handler (handed out, withdrawn, handed out again) writes s and goes to B
+  // cancelling every active Step; flow g's handler fails, retries after its
+  // backoff and fails for good (g ends TIMED_OUT); a late timeout is stale.
+  auto handled = [&](const std::string& flow_id) {
+    flow::FlowRecord start;
+    auto* st = start.mutable_start_flow();
+    st->set_flow_id(flow_id);
+    st->set_run_id("r");
+    st->set_flow_type("T");
+    st->mutable_options()->set_timeout_ms(1'000);
+    st->mutable_options()->set_timeout_policy(flow::TIMEOUT_HANDLER);
+    st->set_at_unix_ms(1'000);
+    start.set_at_unix_ms(1'000);
+    auto* sa = start.add_assignments();
+    *sa->mutable_task() = flow_task("A-1", flow::EXECUTE, 1);
+    sa->mutable_task()->set_flow_id(flow_id);
+    sa->set_task_id(flow_id + "-a");
+    sa->set_worker_id("w");
+    flow::FlowRecord timeout;
+    auto* tk = timeout.mutable_timer_fired()->mutable_key();
+    tk->set_flow_id(flow_id);
+    tk->set_run_id("r");
+    tk->set_kind(flow::FLOW_TIMEOUT);
+    timeout.mutable_timer_fired()->set_fire_at_ms(2'000);
+    timeout.mutable_timer_fired()->set_at_unix_ms(2'000);
+    return std::pair(frame(start), frame(timeout));
+  };
+  auto handler_task = [&](const std::string& flow_id, uint32_t attempt) {
+    flow::TaskRef t = flow_task("timeout", flow::ON_TIMEOUT, attempt);
+    t.set_flow_id(flow_id);
+    return t;
+  };
+  auto hand_out = [&](const std::string& flow_id, uint32_t attempt, const std::string& task_id) {
+    flow::FlowRecord r;
+    r.set_at_unix_ms(2'000);
+    auto* a = r.add_assignments();
+    *a->mutable_task() = handler_task(flow_id, attempt);
+    a->set_task_id(task_id);
+    a->set_worker_id("w");
+    return frame(r);
+  };
+  const auto [h_start, h_timeout] = handled("h");
+  flow::FlowRecord withdrawn;
+  *withdrawn.mutable_attempt_withdrawn()->mutable_task() = handler_task("h", 1);
+  withdrawn.mutable_attempt_withdrawn()->set_task_id("h1");
+  flow::FlowRecord decided = flow_result("timeout", flow::ON_TIMEOUT, "h2");
+  *decided.mutable_method_result()->mutable_task() = handler_task("h", 1);
+  auto* hd = decided.mutable_method_result()->mutable_decision();
+  hd->mutable_go_to()->add_movements()->set_step_type("B");
+  hd->set_cancel_siblings(true);
+  *decided.mutable_method_result()->add_attribute_writes() = *wa;
+  const auto [g_start, g_timeout] = handled("g");
+  flow::FlowRecord g_failed = flow_result("timeout", flow::ON_TIMEOUT, "g1");
+  *g_failed.mutable_method_result()->mutable_task() = handler_task("g", 1);
+  g_failed.mutable_method_result()->set_outcome(flow::ATTEMPT_FAILED);
+  g_failed.mutable_method_result()->set_error("no");
+  flow::FlowRecord g_retry;
+  auto* gk = g_retry.mutable_timer_fired()->mutable_key();
+  gk->set_flow_id("g");
+  gk->set_run_id("r");
+  gk->set_kind(flow::RETRY);
+  gk->set_step_execution_id("timeout");
+  gk->set_method(flow::ON_TIMEOUT);
+  g_retry.mutable_timer_fired()->set_fire_at_ms(3'000);
+  g_retry.mutable_timer_fired()->set_at_unix_ms(3'000);
+  flow::FlowRecord g_failed_again = g_failed;
+  *g_failed_again.mutable_method_result()->mutable_task() = handler_task("g", 2);
+  g_failed_again.mutable_method_result()->set_task_id("g2");
+  g_failed_again.mutable_method_result()->set_non_retryable(true);
+  add("timeout_handler", h_start + h_timeout + hand_out("h", 1, "h1") + frame(withdrawn) +
+                             hand_out("h", 1, "h2") + frame(decided) + g_start + g_timeout +
+                             hand_out("g", 1, "g1") + frame(g_failed) + frame(g_retry) +
+                             hand_out("g", 2, "g2") + frame(g_failed_again) + g_timeout);
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

@@ -7,7 +7,9 @@
 // SetAttributes, InvokeRpc, RPC results and RPC deadlines reach their rules
 // too; B's waits may name SubFlow conditions (a child of type T, nested
 // further by its own waits) and starts a Flow retry policy, so children,
-// reuse policies, parent notifications and Flow retry timers reach theirs.
+// reuse policies, parent notifications and Flow retry timers reach theirs; T
+// has a timeout handler (reads s), so a start with timeout policy HANDLER
+// reaches the handler's rules when its timeout fires.
 // After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
@@ -56,6 +58,8 @@ std::vector<FlowRecord> prelude() {
   rpc->add_attribute_reads("t");
   d->add_rpcs()->set_name("q");
   d->add_channels()->set_name("c");
+  d->set_has_timeout_handler(true);
+  d->mutable_on_timeout()->add_attribute_reads("s");
   auto* m = d->add_channels();
   m->set_name("m");
   m->set_is_map(true);
