@@ -166,7 +166,8 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
   const bool kind_fits =
       m->outcome() != flow::ATTEMPT_COMPLETED ||
       (ref->method() == flow::WAIT_FOR && result.result_case() == flow::FlowTaskResult::kWait) ||
-      (ref->method() == flow::EXECUTE && result.result_case() == flow::FlowTaskResult::kDecision) ||
+      ((ref->method() == flow::EXECUTE || ref->method() == flow::ON_TIMEOUT) &&
+       result.result_case() == flow::FlowTaskResult::kDecision) ||
       (ref->method() == flow::RPC && result.result_case() == flow::FlowTaskResult::kRpc);
   if (!kind_fits) {
     m->set_outcome(flow::ATTEMPT_FAILED);

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/flow_reads.h"
+#include "engine/flow_timeout_handler.h"
 #include "engine/rocks_kv.h"
 #include "flow/kv_txn.h"
 #include "log/log_writer.h"
@@ -330,6 +331,7 @@ StatusOr<flow::GetFlowStateResponse> FlowEngine::state(const flow::FlowRef& ref)
     flow::GetFlowStateResponse r;
     *r.mutable_flow() = describe_run(txn, *run);
     for (auto& v : active_steps(txn, *run)) *r.add_active() = std::move(v);
+    if (auto h = timeout_handler_view(*run)) *r.mutable_timeout_handler() = std::move(*h);
     return r;
   });
   if (!out.is_ok()) return out;

@@ -1,5 +1,6 @@
 #include "engine/flow_reads.h"
 
+#include "engine/flow_timeout_handler.h"
 #include "flow/flow_rules.h"
 
 namespace dex {
@@ -97,6 +98,10 @@ flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& re
   // start that never becomes durable leaves nothing, and the caller gets
   // UNAVAILABLE).
   if (ref.method() == flow::RPC) return flow::ASYNC;
+  if (ref.method() == flow::ON_TIMEOUT) {
+    auto run = txn.run(ref.flow_id(), ref.run_id());
+    return run ? handler_durability(txn, *run) : flow::SYNC;
+  }
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!s) return flow::SYNC;
   return ref.method() == flow::WAIT_FOR ? s->options().wait_for().durability()
@@ -116,6 +121,7 @@ bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
     return rpc && !rpc->done() && rpc->method().state() == flow::TASK_QUEUED &&
            rpc->method().attempt() == ref.attempt();
   }
+  if (ref.method() == flow::ON_TIMEOUT) return handler_queued(*run, ref);
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   return s && s->method().state() == flow::TASK_QUEUED && s->method().method() == ref.method() &&
          s->method().attempt() == ref.attempt();
@@ -152,6 +158,7 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
                                          const std::string& task_id) {
   auto run = txn.run(ref.flow_id(), ref.run_id());
   if (run && ref.method() == flow::RPC) return build_rpc_task(txn, *run, ref, task_id);
+  if (run && ref.method() == flow::ON_TIMEOUT) return build_handler_task(txn, *run, ref, task_id);
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   if (!run || !s || s->method().method() != ref.method() || s->method().attempt() != ref.attempt())
     return std::nullopt;
