@@ -356,12 +356,16 @@ StatusOr<flow::GetHistoryEventsResponse> FlowEngine::history(
 StatusOr<flow::WaitForFlowResponse> FlowEngine::wait_for_flow(
     const flow::FlowRef& ref, TimePoint deadline, const std::function<bool()>& cancelled) {
   flow::WaitForFlowResponse last;
+  // No run named: the Flow ID's latest run, which a pending Flow retry
+  // replaces, so the wait goes on until a run closes with none to follow.
+  const bool follow_retries = ref.run_id().empty();
   auto got = wait_until<flow::WaitForFlowResponse>(
       deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForFlowResponse>> {
         auto d = describe(ref);
         if (!d.is_ok()) return d.status();
         *last.mutable_flow() = *d;
-        if (d->status() == flow::FLOW_RUNNING) return std::optional<flow::WaitForFlowResponse>();
+        if (d->status() == flow::FLOW_RUNNING || (follow_retries && d->retry_unix_ms() != 0))
+          return std::optional<flow::WaitForFlowResponse>();
         last.set_closed(true);
         return std::optional<flow::WaitForFlowResponse>(last);
       });

@@ -1,5 +1,7 @@
 #include "engine/flow_reads.h"
 
+#include <algorithm>
+
 #include "engine/flow_timeout_handler.h"
 #include "flow/flow_rules.h"
 
@@ -24,6 +26,13 @@ StatusOr<flow::Run> resolve_run(flow::KvFlowTxn& txn, const flow::FlowRef& ref) 
   return std::move(*run);
 }
 
+bool flow_retry_pending(flow::KvFlowTxn& txn, const flow::Run& run) {
+  if (run.status() == flow::FLOW_RUNNING || run.retry_at_ms() == 0) return false;
+  // Another start that took the Flow ID abandons the retry (docs/flow-rules.md, "Flow retry").
+  auto entry = txn.flow_id(run.flow_id());
+  return entry && entry->run_id() == run.run_id();
+}
+
 flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
   flow::FlowDescription d;
   d.set_flow_id(run.flow_id());
@@ -37,6 +46,15 @@ flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
   *d.mutable_outputs() = run.outputs();
   *d.mutable_input() = run.input();
   if (auto entry = txn.flow_id(run.flow_id())) d.set_runs(entry->runs());
+  *d.mutable_parents() = run.parents();
+  d.set_flow_attempt(run.flow_attempt());
+  d.set_previous_run_id(run.previous_run_id());
+  if (flow_retry_pending(txn, run)) {
+    d.set_next_run_id(run.next_run_id());
+    d.set_retry_unix_ms(run.retry_at_ms());
+  } else if (!run.next_run_id().empty() && txn.run(run.flow_id(), run.next_run_id())) {
+    d.set_next_run_id(run.next_run_id());  // the retry started
+  }
   return d;
 }
 
@@ -65,6 +83,8 @@ std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const fl
       c->set_fired(s->conditions(i).fired());
       c->set_skipped(s->conditions(i).skipped());
       c->set_timer_unix_ms(s->conditions(i).timer_at_ms());
+      c->set_child_flow_id(s->conditions(i).child_flow_id());
+      c->set_child_run_id(s->conditions(i).child_run_id());
       if (s->wait().conditions(i).has_channel()) {
         const auto& ch = s->wait().conditions(i).channel();
         auto q = txn.queue({run.flow_id(), run.run_id(), ch.channel(), ch.instance_key()});
@@ -144,6 +164,7 @@ std::optional<flow::FlowTask> build_rpc_task(flow::KvFlowTxn& txn, const flow::R
   t.set_attempt(ref.attempt());
   t.set_first_attempt_unix_ms(rpc->created_ms());
   t.set_rpc_name(rpc->name());
+  t.set_flow_attempt(std::max<uint32_t>(run.flow_attempt(), 1));
   *t.mutable_input() = rpc->input();
   // The whole timeout: the deadline timer ends the RPC at its deadline even
   // when the attempt's own timeout, counted from the hand-over, has not passed.
@@ -174,6 +195,7 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
   t.set_attempt(ref.attempt());
   t.set_first_attempt_unix_ms(s->method().first_attempt_ms());
   t.set_scheduled_by(s->parent_execution_id());
+  t.set_flow_attempt(std::max<uint32_t>(run->flow_attempt(), 1));
   *t.mutable_input() = s->input();
   const auto& options =
       ref.method() == flow::WAIT_FOR ? s->options().wait_for() : s->options().execute();

@@ -15,6 +15,9 @@ namespace dex {
 
 // The run `ref` names (its latest run when run_id is empty); NotFound naming it.
 StatusOr<flow::Run> resolve_run(flow::KvFlowTxn& txn, const flow::FlowRef& ref);
+// Whether the closed `run` is followed by a Flow retry that has not started
+// yet: it has one scheduled and is still its Flow ID's latest run.
+bool flow_retry_pending(flow::KvFlowTxn& txn, const flow::Run& run);
 flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run);
 // The run's active Step executions, as GetFlowState shows them.
 std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run);
