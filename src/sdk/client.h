@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "sdk/attribute.h"
+#include "sdk/start_options.h"
 
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
@@ -60,26 +61,8 @@ struct ClientOptions {
 // without leading zeros. InvalidArgument naming the text otherwise.
 Status validate_node_epoch(std::string_view epoch);
 
-// Client::start's options: the proto's fields (request ID, ID reuse policy,
-// timeout, start delay, ...) and typed initial Attributes, written with the
-// start in the same record:
-//   dex::StartOptions options;
-//   options.initial(status, std::string("new")).initial(stock, "sku-1", int64_t{4});
-struct StartOptions {
-  flow::StartOptions proto;
-
-  template <typename T>
-  StartOptions& initial(const Attribute<T>& attribute, const T& value) {
-    *proto.add_initial_attributes() = attribute.write(value);
-    return *this;
-  }
-  template <typename T>
-  StartOptions& initial(const AttributeMap<T>& map, const std::string& instance_key,
-                        const T& value) {
-    *proto.add_initial_attributes() = map.write(instance_key, value);
-    return *this;
-  }
-};
+// Client::start's options (timeout, start delay, retry policy, request ID, ID
+// reuse policy, typed initial Attributes): sdk/start_options.h.
 
 struct InvokeRpcOptions {
   // How long the server waits for the handler's result to be committed.
@@ -137,7 +120,7 @@ class Client {
   StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
                                           const nlohmann::json& input,
                                           flow::StartOptions options = {});
-  // With typed initial Attributes (StartOptions::initial).
+  // With dex::StartOptions (typed initial Attributes, the retry policy, ...).
   StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
                                           const nlohmann::json& input,
                                           const StartOptions& options) {

@@ -94,11 +94,7 @@ namespace {
 flow::MethodOptions method_proto(const MethodOptions& m, bool execute) {
   flow::MethodOptions p;
   p.set_attempt_timeout_ms(m.attempt_timeout.count());
-  p.mutable_retry()->set_initial_interval_ms(m.retry.initial_interval.count());
-  p.mutable_retry()->set_backoff_coefficient(m.retry.backoff_coefficient);
-  p.mutable_retry()->set_maximum_interval_ms(m.retry.maximum_interval.count());
-  if (m.retry.maximum_attempts) p.mutable_retry()->set_maximum_attempts(*m.retry.maximum_attempts);
-  p.mutable_retry()->set_total_duration_ms(m.retry.total_duration.count());
+  *p.mutable_retry() = m.retry.proto();
   if (!execute && m.proceed_to_execute_on_failure) p.set_failure_policy(flow::PROCEED_TO_EXECUTE);
   if (execute && !m.recovery_step.empty()) {
     p.set_failure_policy(flow::PROCEED_TO_STEP);

@@ -1,7 +1,7 @@
 // The dex programming model in C++ (docs/flow-rules.md; examples/flows/):
 // a Flow lists its Steps and its persistence schema (Channels); a Step has an
-// optional wait_for, which returns a Wait over Timers and Channel conditions,
-// and an execute, which returns a StepDecision. A dex::Worker hosts Flows
+// optional wait_for, which returns a Wait over Timers, Channel conditions and
+// SubFlows (sub_flow.h), and an execute, which returns a StepDecision. A dex::Worker hosts Flows
 // (worker.h: Worker::host); a dex::Client starts and talks to their runs.
 //
 //   class Charge : public dex::Step {
@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -48,6 +49,8 @@
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
 #include "sdk/attribute.h"
+#include "sdk/start_options.h"
+#include "sdk/sub_flow.h"
 
 namespace dex {
 
@@ -72,6 +75,15 @@ struct Timer {
   static Condition after(std::chrono::milliseconds d);
   // Fires at a wall-clock time (Unix ms); a time already past fires at once.
   static Condition at_unix_ms(int64_t unix_ms);
+};
+
+// A child Flow that the wait starts (sub_flow.h): met when the child closes,
+// whatever its status; Execute reads it with Context::sub_flow. Throws
+// FlowFailure (non-retryable) for options a SubFlow cannot take (request_id,
+// id_reuse, ignore_already_started), naming them.
+struct SubFlow {
+  static Condition start(std::string flow_type, nlohmann::json input = nullptr,
+                         const SubFlowOptions& options = {});
 };
 
 // A durable FIFO queue of one run, declared in the Flow's schema.
@@ -120,13 +132,7 @@ class Wait {
 
 // ---------------------------------------------------------------- options
 
-struct RetryPolicy {
-  std::chrono::milliseconds initial_interval{0};  // 0: 1 s
-  double backoff_coefficient = 0;                 // 0: 2
-  std::chrono::milliseconds maximum_interval{0};  // 0: 100 x initial
-  std::optional<uint32_t> maximum_attempts;       // unset: 3; 0: no limit
-  std::chrono::milliseconds total_duration{0};    // 0: no limit
-};
+// RetryPolicy: sdk/start_options.h.
 
 struct MethodOptions {
   std::chrono::milliseconds attempt_timeout{0};  // 0: 60 s
@@ -224,6 +230,8 @@ class Context {
   const std::string& rpc_name() const { return task_.rpc_name(); }
   const std::string& rpc_id() const { return is_rpc() ? task_.step_execution_id() : kNone; }
   uint32_t attempt() const { return task_.attempt(); }
+  // The run's Flow retry attempt (StartOptions::retry): 1, then 2 for the first retry's run, ...
+  uint32_t flow_attempt() const { return std::max<uint32_t>(task_.flow_attempt(), 1); }
   int64_t first_attempt_unix_ms() const { return task_.first_attempt_unix_ms(); }
   // The execution whose decision started this one ("" for the start Step).
   const std::string& scheduled_by() const { return task_.scheduled_by(); }
@@ -239,6 +247,13 @@ class Context {
   bool fired(uint32_t condition_index) const;
   // The messages the wait took from `channel` (all its conditions on it), in order.
   std::vector<json> messages(const Channel& channel) const;
+  // A SubFlow condition's child (by the condition's index or ID) as the wait
+  // was met: closed, or RUNNING when another condition won an any_of. Throws
+  // FlowFailure (non-retryable) when that condition is not a SubFlow's.
+  SubFlowResult sub_flow(uint32_t condition_index) const;
+  SubFlowResult sub_flow(const std::string& condition_id) const;
+  // Every SubFlow condition's child, in the wait's order.
+  std::vector<SubFlowResult> sub_flows() const;
   bool wait_for_failed() const { return task_.wait_for_failed(); }
   // Why WaitFor failed (wait_for_failed) or why the Step this recovery Step
   // replaces failed; empty otherwise.

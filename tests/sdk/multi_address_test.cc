@@ -17,6 +17,7 @@
 #include "api_process.h"
 #include "engine/engine.h"
 #include "log/log.h"
+#include "node_engine.h"
 #include "objstore/memory_store.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
@@ -26,7 +27,6 @@
 namespace dex {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr Duration kWait = seconds(10);  // bound on every wait for something that should happen
@@ -57,54 +57,6 @@ class Echo final : public Flow {
 
  private:
   std::atomic<int>* handled_;
-};
-
-// One node's durable state and its engine: the engine a process serves while
-// it is active. Both ApiServers of a test front this one engine.
-class NodeEngine {
- public:
-  NodeEngine() {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("dex-sdk-multi-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    LogWriterOptions wo;
-    wo.node_id = NodeId("n1");
-    wo.process_id = ProcessId("p1");
-    wo.epoch = Epoch(1);
-    wo.on_durable = hook_->on_durable();
-    wo.epoch_start_unix_ms = 1'700'000'000'000;
-    writer_ = std::make_unique<LogWriter>(
-        store_, SystemClock::instance(), wo, [] { return true; }, [](const Status&) {});
-    Status opened = writer_->open();
-    if (!opened.is_ok()) throw std::runtime_error(opened.to_string());
-    EngineOptions eo;
-    eo.node_id = wo.node_id;
-    eo.process_id = wo.process_id;
-    eo.epoch = wo.epoch;
-    eo.local_store_path = dir_ / "local";
-    eo.log_hook = hook_;
-    auto engine = Engine::open(eo, store_, *writer_, SystemClock::instance());
-    if (!engine.is_ok()) throw std::runtime_error(engine.status().to_string());
-    engine_ = std::move(engine).value();
-  }
-  ~NodeEngine() {
-    engine_->stop();
-    engine_.reset();
-    (void)writer_->close();
-    writer_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  Engine& engine() { return *engine_; }
-
- private:
-  fs::path dir_;
-  MemoryObjectStore store_;
-  std::shared_ptr<EngineLogHook> hook_ = std::make_shared<EngineLogHook>();
-  std::unique_ptr<LogWriter> writer_;
-  std::unique_ptr<Engine> engine_;
 };
 
 // What one process hands the ApiServer: the node's engine, seen through a
