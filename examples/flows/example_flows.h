@@ -23,6 +23,10 @@
 //  - E2ECounter: RPC `add` sums into Attribute `total` under lock key
 //    "counter", once per id (AttributeMap `applied`); Count waits on Channel
 //    `stop` and completes with the total (the failover tests).
+//  - FanOut (fan_out.cc): Fan waits AllOf up to 100 SubFlows of Square, each
+//    squaring its input and writing Attribute `square`, and sums them.
+//  - RetryOnce (retry_once.cc): fails its first run on purpose; started with a
+//    Flow retry policy, its second run completes.
 // Inputs are JSON objects; every duration is in milliseconds so that tests can
 // shorten them.
 #pragma once
@@ -41,6 +45,9 @@ std::shared_ptr<Flow> parallel_quotes();
 std::shared_ptr<Flow> money_transfer();
 std::shared_ptr<Flow> attr_rpc_demo();
 std::shared_ptr<Flow> e2e_counter();
+std::shared_ptr<Flow> fan_out();
+std::shared_ptr<Flow> square();  // FanOut's child
+std::shared_ptr<Flow> retry_once();
 // Every Flow above (the pipelines' Steps take `work_time` each).
 std::vector<std::shared_ptr<Flow>> all_flows(
     std::chrono::milliseconds work_time = std::chrono::milliseconds(0));

@@ -2,8 +2,8 @@
 //
 //   dex-flow-examples worker [--server ADDR]... [--concurrency N] [--work-time D]
 //                                                       host the Flows (example_flows.h)
-//   dex-flow-examples drive order|order-refund|signup|quotes|transfer|transfer-compensate
-//                           --flow-id ID [--server ADDR]...
+//   dex-flow-examples drive order|order-refund|signup|quotes|transfer|transfer-compensate|
+//                           fanout|retry --flow-id ID [--server ADDR]...
 //
 // `drive` plays the outside world of one example (the seller approving, the
 // user typing the code) against a running Worker and prints JSON lines: what
@@ -13,7 +13,10 @@
 // whose credit fails) starts a MoneyTransfer of 30 from a balance of 100 (an
 // initial Attribute), asks the `balance` RPC while a failed credit waits for
 // its retries, and prints
-// the run's Attributes with the result. Exit status: 0 when the run completed as
+// the run's Attributes with the result. `fanout` runs a FanOut of 100 Square
+// SubFlows and adds each child's status and Attribute to the result; `retry`
+// runs RetryOnce under a Flow retry policy (its first run fails) and adds the
+// first run's end. Exit status: 0 when the run completed as
 // the example expects, 1 otherwise, 2 for usage errors.
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -81,7 +84,7 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   waiter.detach();
   std::cout << "dex-flow-examples worker " << worker.worker_id()
             << " hosts OrderProcessing, SignUp, ParallelQuotes, MoneyTransfer, AttrRpcDemo, "
-               "E2ECounter and the "
+               "E2ECounter, FanOut, Square, RetryOnce and the "
                "pipelines (OneStep, ThreeSteps, E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, "
                "E2EIdle)"
             << std::endl;
@@ -141,11 +144,13 @@ json closed_result(dex::Client& client, const std::string& flow_id) {
         {{"step_execution_id", o.step_execution_id()}, {"output", dex::from_payload(o.output())}});
   return {{"event", "result"},
           {"flow_id", flow_id},
+          {"run_id", closed->flow().run_id()},
           {"closed", closed->closed()},
           {"status", dex::flow::FlowStatus_Name(closed->flow().status())},
           {"reason", closed->flow().close_reason()},
           {"outputs", outputs},
-          {"runs", closed->flow().runs()}};
+          {"runs", closed->flow().runs()},
+          {"flow_attempt", closed->flow().flow_attempt()}};
 }
 
 const dex::Attribute<int64_t> kBalance{"balance"};
@@ -181,6 +186,63 @@ int drive_transfer(dex::Client& client, const std::string& flow_id, bool fail_cr
   return result["status"] == "FLOW_COMPLETED" ? 0 : 1;
 }
 
+const dex::Attribute<int64_t> kSquare{"square"};
+
+// FanOut of 100 Square children: the parent's result, then each child's
+// status and Attribute, read by its derived Flow ID.
+int drive_fanout(dex::Client& client, const std::string& flow_id) {
+  constexpr int kChildren = 100;
+  auto started = retried("start", [&] {
+    return client.start("FanOut", flow_id, json{{"children", kChildren}});
+  });
+  emit({{"event", "started"},
+        {"flow_type", "FanOut"},
+        {"flow_id", flow_id},
+        {"run_id", started->run_id()}});
+  json result = closed_result(client, flow_id);
+  int completed = 0;
+  int64_t squares = 0;  // the sum of the children's Attributes
+  for (int i = 0; i < kChildren; ++i) {
+    const std::string child = flow_id + "/Fan-1/" + std::to_string(i);
+    auto d = retried("describe", [&] { return client.describe_flow(child); });
+    completed += d->status() == dex::flow::FLOW_COMPLETED ? 1 : 0;
+    auto got = retried("attributes", [&] { return client.get_attributes(child); });
+    squares += kSquare.get(*got).value_or(0);
+    if (i == 0) {
+      result["first_child"] = {{"flow_id", child},
+                               {"run_id", d->run_id()},
+                               {"parent", d->parents_size() > 0 ? d->parents(0).flow_id() : ""}};
+    }
+  }
+  result["children_completed"] = completed;
+  result["children_square_sum"] = squares;
+  emit(result);
+  return result["status"] == "FLOW_COMPLETED" && completed == kChildren ? 0 : 1;
+}
+
+// RetryOnce under a Flow retry policy: its first run fails, the second
+// completes; wait_for_flow without a run ID follows the retry.
+int drive_retry(dex::Client& client, const std::string& flow_id) {
+  dex::StartOptions options;
+  options.retry({.initial_interval = 200ms, .maximum_attempts = 3});
+  auto started = retried("start", [&] {
+    return client.start("RetryOnce", flow_id, json{{"fail_runs", 1}}, options);
+  });
+  emit({{"event", "started"},
+        {"flow_type", "RetryOnce"},
+        {"flow_id", flow_id},
+        {"run_id", started->run_id()}});
+  json result = closed_result(client, flow_id);
+  auto first =
+      retried("describe", [&] { return client.describe_flow(flow_id, started->run_id()); });
+  result["first_run"] = {{"run_id", first->run_id()},
+                         {"status", dex::flow::FlowStatus_Name(first->status())},
+                         {"reason", first->close_reason()},
+                         {"next_run_id", first->next_run_id()}};
+  emit(result);
+  return result["status"] == "FLOW_COMPLETED" ? 0 : 1;
+}
+
 int drive(const std::string& example, const std::vector<std::string>& servers,
           const std::string& flow_id) {
   dex::ClientOptions options;
@@ -188,6 +250,8 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
   dex::Client client(options);
   if (example == "transfer" || example == "transfer-compensate")
     return drive_transfer(client, flow_id, example == "transfer-compensate");
+  if (example == "fanout") return drive_fanout(client, flow_id);
+  if (example == "retry") return drive_retry(client, flow_id);
   std::string type;
   json input;
   if (example == "order" || example == "order-refund") {
@@ -268,10 +332,11 @@ int main(int argc, char** argv) {
   auto* driver = app.add_subcommand("drive", "Run one example end to end against a Worker");
   driver
       ->add_option("example", example,
-                   "order, order-refund, signup, quotes, transfer or transfer-compensate")
+                   "order, order-refund, signup, quotes, transfer, transfer-compensate, fanout "
+                   "or retry")
       ->required()
-      ->check(CLI::IsMember(
-          {"order", "order-refund", "signup", "quotes", "transfer", "transfer-compensate"}));
+      ->check(CLI::IsMember({"order", "order-refund", "signup", "quotes", "transfer",
+                             "transfer-compensate", "fanout", "retry"}));
   driver->add_option("--flow-id", flow_id, "The Flow ID to start")->required();
   driver->add_option("--server", servers, "Address of a process of the node (repeatable)");
   try {

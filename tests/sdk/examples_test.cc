@@ -486,5 +486,70 @@ TEST(ExampleFlows, MoneyTransferDebitsUnderItsLockAndCompensatesAFailedCredit) {
             (json{{"balance", 70}}));
 }
 
+TEST(ExampleFlows, FanOutWaitsForItsSquareChildrenAndSumsThem) {
+  auto fan_out = examples::fan_out();
+  auto square = examples::square();
+  auto waited = run(*fan_out, task("Fan", flow::WAIT_FOR, {{"children", 3}}));
+  ASSERT_TRUE(waited.has_wait()) << waited.DebugString();
+  const flow::Wait& w = waited.wait();
+  EXPECT_EQ(w.kind(), flow::ALL_OF);
+  ASSERT_EQ(w.conditions_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w.conditions(i).has_sub_flow());
+    EXPECT_EQ(w.conditions(i).sub_flow().flow_type(), "Square");
+    EXPECT_EQ(from_payload(w.conditions(i).sub_flow().input()), (json{{"n", i + 1}}));
+  }
+  EXPECT_EQ(run(*fan_out, task("Fan", flow::WAIT_FOR, json::object())).wait().conditions_size(),
+            100)
+      << "100 by default";
+  auto too_many = run(*fan_out, task("Fan", flow::WAIT_FOR, {{"children", 101}}));
+  ASSERT_TRUE(too_many.has_error());
+  EXPECT_TRUE(too_many.error().non_retryable());
+
+  // Square writes its Attribute and completes with it.
+  auto squared = run(*square, task("Compute", flow::EXECUTE, {{"n", 4}}));
+  EXPECT_EQ(writes(squared), "square=16;");
+  EXPECT_EQ(from_payload(squared.decision().graceful_complete()), (json{{"n", 4}, {"square", 16}}));
+
+  // Fan sums what its children completed with; a child that did not complete fails the run.
+  auto execute = [&](flow::FlowStatus second) {
+    flow::FlowTask t = task("Fan", flow::EXECUTE, {{"children", 3}});
+    for (int i = 0; i < 3; ++i) {
+      auto* c = t.add_conditions();
+      c->set_index(static_cast<uint32_t>(i));
+      c->set_fired(true);
+      *c->mutable_condition() = w.conditions(i);
+      auto* r = c->mutable_sub_flow();
+      r->set_flow_id("f-1/Fan-1/" + std::to_string(i));
+      r->set_status(i == 1 ? second : flow::FLOW_COMPLETED);
+      if (r->status() == flow::FLOW_COMPLETED) {
+        *r->add_outputs()->mutable_output() =
+            to_payload({{"n", i + 1}, {"square", (i + 1) * (i + 1)}});
+      } else {
+        r->set_close_reason("boom");
+      }
+    }
+    return run(*fan_out, t);
+  };
+  auto summed = execute(flow::FLOW_COMPLETED);
+  EXPECT_EQ(from_payload(summed.decision().graceful_complete()),
+            (json{{"children", 3}, {"sum", 14}}));
+  auto failed = execute(flow::FLOW_FAILED);
+  ASSERT_TRUE(failed.decision().has_force_fail()) << failed.DebugString();
+  EXPECT_EQ(failed.decision().force_fail(), "SubFlow f-1/Fan-1/1 ended FLOW_FAILED: boom");
+}
+
+TEST(ExampleFlows, RetryOnceFailsItsFirstRunsAndCompletesTheNext) {
+  auto flow = examples::retry_once();
+  flow::FlowTask t = task("Attempt", flow::EXECUTE, {{"fail_runs", 1}});
+  auto first = run(*flow, t);
+  ASSERT_TRUE(first.decision().has_force_fail()) << first.DebugString();
+  EXPECT_EQ(first.decision().force_fail(), "run 1 fails on purpose");
+  t.set_flow_attempt(2);
+  auto second = run(*flow, t);
+  EXPECT_EQ(from_payload(second.decision().graceful_complete()),
+            (json{{"flow_attempt", 2}, {"run_id", "run-1"}}));
+}
+
 }  // namespace
 }  // namespace dex

@@ -11,6 +11,9 @@
   `order-status`; MoneyTransfer's debit, its compensation of a failed credit (balance restored)
   and its refusal without funds; AttrRpcDemo's RPCs; E2ECounter's 20 concurrent `add`s counted
   once each under its lock.
+- SubFlows and Flow retries: FanOut's 100 children all COMPLETED and summed by the parent (also
+  through a SIGKILL of `dev`), the tree in `dexcli flow inspect`; RetryOnce's first run FAILED
+  and its second COMPLETED, followed by a wait for the Flow ID.
 """
 import json
 import signal
@@ -269,3 +272,85 @@ def test_e2e_counter_counts_concurrent_adds_once_each(dev_worker):
     assert attributes_of(dev, "count")["note[ops]"] == "checked"
     ok_json(cli(dev, "flow", "publish", "count", "stop", "--yes", "--message", "{}"))
     assert wait_completed(dev, "count") == {"total": 210}
+
+
+# ---------------------------------------------------------------------------------------------
+# SubFlows and Flow retries (issue 15): FanOut's 100 children and RetryOnce's second run against
+# `dex-server-zd dev`, read back with dexcli.
+
+FANOUT_SUM = sum((i + 1) ** 2 for i in range(100))  # 338350
+
+
+def check_fanout(result, flow_id):
+    assert result["status"] == "FLOW_COMPLETED" and result["closed"], result
+    assert result["outputs"][0]["output"] == {"children": 100, "sum": FANOUT_SUM}, result
+    assert result["children_completed"] == 100, result
+    assert result["children_square_sum"] == FANOUT_SUM, result  # each child's Attribute
+    assert result["first_child"]["flow_id"] == f"{flow_id}/Fan-1/0", result
+    assert result["first_child"]["parent"] == flow_id, result
+    assert result["runs"] == 1, result
+
+
+def test_fanout_sums_100_subflows_and_dexcli_shows_the_tree(procs, dev_worker):
+    dev = dev_worker
+    result, _ = result_of(drive(procs, "fanout", "fan-1", [dev.address]))
+    check_fanout(result, "fan-1")
+    parent = ok_json(cli(dev, "flow", "inspect", "fan-1"))
+    children = parent["subFlows"]["children"]
+    assert parent["subFlows"]["parents"] == [], parent["subFlows"]
+    assert sorted(c["conditionIndex"] for c in children) == list(range(100)), children
+    assert all(c["status"] == "COMPLETED" and c["stepExecutionId"] == "Fan-1"
+               and c["flowId"] == f"fan-1/Fan-1/{c['conditionIndex']}" and not c["attached"]
+               for c in children), children
+    kinds = [e["kind"] for e in parent["history"]]
+    assert kinds.count("SUB_FLOW_STARTED") == 100 and kinds.count("SUB_FLOW_CLOSED") == 100
+    child = ok_json(cli(dev, "flow", "inspect", "fan-1/Fan-1/41"))
+    assert child["subFlows"] == {"parents": [{"flowId": "fan-1", "runId": parent["runId"],
+                                              "stepExecutionId": "Fan-1", "conditionIndex": 41}],
+                                 "children": []}, child["subFlows"]
+    assert child["flow"]["outputs"][0]["output"] == {"n": 42, "square": 1764}
+    assert attributes_of(dev, "fan-1/Fan-1/41") == {"square": 1764}
+    table = cli(dev, "flow", "inspect", "fan-1", "--output", "table")
+    assert table.returncode == 0 and "child   fan-1/Fan-1/99 run" in table.stdout, table.stdout
+
+
+def test_fanout_completes_through_a_sigkill_of_dev(procs, tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    data = tmp_path / "data"
+
+    def start_dev():
+        d = procs(binary("dex-server-zd"), "dev", "--data-dir", data, "--listen", address)
+        d.wait_for_line("dex-server-zd dev ready", 60)
+        return d
+
+    server = start_dev()
+    worker(procs, [address])
+    driver = drive(procs, "fanout", "fan-kill", [address])
+    driver.wait_for_line('"event":"started"', 30)
+    server.signal(signal.SIGKILL)
+    server.wait_exit(10)
+    start_dev()
+    result, _ = result_of(driver, 180)
+    check_fanout(result, "fan-kill")
+
+
+def test_flow_retry_example_fails_its_first_run_and_completes_the_second(procs, dev_worker):
+    dev = dev_worker
+    result, lines = result_of(drive(procs, "retry", "retry-1", [dev.address]))
+    started = next(l for l in lines if l.get("event") == "started")
+    first_run = started["run_id"]
+    assert result["status"] == "FLOW_COMPLETED", result
+    assert result["run_id"] == f"{first_run}.2" and result["runs"] == 2, result
+    assert result["flow_attempt"] == 2, result
+    assert result["outputs"][0]["output"] == {"flow_attempt": 2, "run_id": f"{first_run}.2"}
+    assert result["first_run"] == {"run_id": first_run, "status": "FLOW_FAILED",
+                                   "reason": "run 1 fails on purpose",
+                                   "next_run_id": f"{first_run}.2"}, result
+    # dexcli: the latest run names the one before; the first names its retry.
+    latest = ok_json(cli(dev, "flow", "describe", "retry-1"))
+    assert latest["flowAttempt"] == 2 and latest["previousRunId"] == first_run, latest
+    first = ok_json(cli(dev, "flow", "describe", "retry-1", "--run-id", first_run))
+    assert first["status"] == "FAILED" and first["nextRunId"] == f"{first_run}.2", first
+    assert "retryUnixMs" not in first, first  # the retry started: nothing pending
+    # `flow wait` without a run answers the run that ended the retries.
+    assert wait_completed(dev, "retry-1") == {"flow_attempt": 2, "run_id": f"{first_run}.2"}
