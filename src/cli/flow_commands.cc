@@ -15,6 +15,7 @@
 #include "cli/flow_calls.h"
 #include "cli/flow_table.h"
 #include "cli/proto_json.h"
+#include "cli/sub_flows.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "config/config.h"
@@ -401,7 +402,8 @@ void FlowCommands::Impl::add_attributes_and_rpcs() {
   inspect = flow->add_subcommand(
       "inspect",
       "Print everything about one run in one document: flow (describe), state (active Step "
-      "executions, Workers, hints), attributes and the full history (oldest first)");
+      "executions, Workers, hints), attributes, SubFlow parents and children, and the full history "
+      "(oldest first)");
   inspect->add_option("ID", flow_id, "Flow ID")->required();
 }
 
@@ -802,11 +804,13 @@ int FlowCommands::Impl::run_inspect(Client& c) {
     return request_error(op, s);
   }
   const std::vector<std::string> hints = state_hints(*st);
+  const std::vector<SubFlowChild> children = sub_flow_children(events);
   const int64_t now = now_ms();
   if (output == "table") {
     std::cout << describe_table(*described, now) << "\nAttributes:\n"
               << attributes_table({attrs->attributes().begin(), attrs->attributes().end()}, now)
-              << "\n"
+              << "\nSubFlows:\n"
+              << sub_flows_table(*described, children) << "\n"
               << state_table(*st, {}, hints, now) << "\nHistory (newest first):\n"
               << history_table(events, now);
     return 0;
@@ -823,6 +827,7 @@ int FlowCommands::Impl::run_inspect(Client& c) {
                      {"flow", proto_to_json(*described)},
                      {"state", state},
                      {"attributes", attributes_json(attrs->attributes())},
+                     {"subFlows", sub_flows_json(*described, children)},
                      {"history", history}});
 }
 

@@ -65,6 +65,9 @@ std::string condition_text(const flow::ConditionView& v, int64_t now) {
     if (!ch.instance_key().empty()) text += "[" + ch.instance_key() + "]";
     text += fmt::format(" {} ({} queued)", name_of(ch.match()), v.queued());
     if (v.fired()) text += " taken";
+  } else if (c.has_sub_flow()) {
+    text += "subflow " + c.sub_flow().flow_type() + " " + v.child_flow_id();
+    if (v.fired()) text += " closed";
   }
   return text;
 }
@@ -122,6 +125,21 @@ std::string describe_table(const flow::FlowDescription& f, int64_t now) {
     rows.push_back({"Output", o.step_execution_id() + " " + payload_text(o.output(), 200)});
   }
   rows.push_back({"Runs with this ID", std::to_string(f.runs())});
+  if (f.flow_attempt() > 1) {
+    rows.push_back(
+        {"Flow attempt", fmt::format("{} (after run {})", f.flow_attempt(), f.previous_run_id())});
+  }
+  if (!f.next_run_id().empty()) {
+    rows.push_back({"Retried as",
+                    f.next_run_id() + (f.retry_unix_ms() != 0
+                                           ? " (starts " + time_text(f.retry_unix_ms(), now) + ")"
+                                           : "")});
+  }
+  for (const flow::SubFlowParent& p : f.parents()) {  // bounded by the parents that attached
+    rows.push_back(
+        {"SubFlow of", fmt::format("{} run {} ({} condition {})", p.flow_id(), p.run_id(),
+                                   p.step_execution_id(), p.condition_index())});
+  }
   std::string out;
   for (const Row& r : rows) out += fmt::format("{:<18} {}\n", r[0] + ":", r[1]);
   return out;
@@ -204,15 +222,24 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
       for (const std::string& k : e.lock_keys()) keys += (keys.empty() ? "" : ", ") + k;
       parts.push_back(name_of(e.method()) + " locks " + keys);
     }
+    if (!e.child_flow_id().empty()) {
+      parts.push_back(fmt::format("condition {} child {} run {}{}", e.condition_index(),
+                                  e.child_flow_id(), e.child_run_id(),
+                                  e.attached() ? " (attached)" : ""));
+    }
     if (e.has_decision()) parts.push_back(json_text(proto_to_json(e.decision())));
     if (e.has_publish()) parts.push_back(json_text(proto_to_json(e.publish())));
     if (e.has_wait()) parts.push_back(json_text(proto_to_json(e.wait())));
     std::string detail;
     for (const std::string& p : parts) detail += (detail.empty() ? "" : "; ") + p;
-    if (e.status() != flow::FLOW_STATUS_UNSPECIFIED) detail = name_of(e.status());
+    if (e.status() != flow::FLOW_STATUS_UNSPECIFIED)
+      detail = (detail.empty() ? "" : detail + " ") + name_of(e.status());
     if (!e.reason().empty()) detail += (detail.empty() ? "" : ": ") + e.reason();
     if (!e.error().empty())
       detail += (detail.empty() ? "" : "; ") + std::string("error: ") + e.error();
+    if (!e.next_run_id().empty()) detail += "; retried as run " + e.next_run_id();
+    if (!e.previous_run_id().empty())
+      detail += (detail.empty() ? "" : "; ") + std::string("retry of run ") + e.previous_run_id();
     if (detail.size() > 100) detail = detail.substr(0, 97) + "...";
     rows.push_back({std::to_string(e.seq()), time_text(e.at_ms(), now), name_of(e.kind()),
                     e.step_execution_id().empty() ? "-" : e.step_execution_id(),
