@@ -16,6 +16,7 @@ import type {
   WirePayload,
   WirePublish,
   WireStepDecision,
+  WireStepExecutionView,
   WireStepMovement,
   WireWait,
 } from "./proto";
@@ -41,6 +42,7 @@ export type HistoryEventKind =
   | "SUB_FLOW_CLOSED"
   | "TIMEOUT_HANDLER_STARTED"
   | "TIMEOUT_HANDLER_FAILED"
+  | "TIMEOUT_HANDLER_COMPLETED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -455,8 +457,8 @@ export interface StepExecutionState {
   stepType: string;
   phase: StepPhase;
   scheduledBy: string;
-  /** The method running or next. */
-  method: "WAIT_FOR" | "EXECUTE" | "UNSPECIFIED";
+  /** The method running or next (ON_TIMEOUT: FlowState.timeoutHandler). */
+  method: "WAIT_FOR" | "EXECUTE" | "ON_TIMEOUT" | "UNSPECIFIED";
   attempt: number;
   /** LOCKED: waits for a lock key another attempt or RPC of the run holds. */
   taskState: "QUEUED" | "RUNNING" | "BACKOFF" | "LOCKED" | "UNSPECIFIED";
@@ -484,45 +486,47 @@ export interface FlowState {
   active: StepExecutionState[];
   /** Workers connected to this process that host the Flow type (empty: none, which is why tasks wait). */
   workers: string[];
+  /** The timeout handler while it runs (stepExecutionId "timeout", method ON_TIMEOUT); absent otherwise. */
+  timeoutHandler?: StepExecutionState;
+}
+
+function toStepState(a: WireStepExecutionView): StepExecutionState {
+  const s: StepExecutionState = {
+    stepExecutionId: a.stepExecutionId,
+    stepType: a.stepType,
+    phase: strip(a.phase, "PHASE_") as StepPhase,
+    scheduledBy: a.scheduledBy,
+    method: a.method === "METHOD_UNSPECIFIED" ? "UNSPECIFIED" : (a.method as "WAIT_FOR"),
+    attempt: a.attempt,
+    taskState: (a.taskState === "TASK_STATE_UNSPECIFIED"
+      ? "UNSPECIFIED"
+      : strip(a.taskState, "TASK_")) as StepExecutionState["taskState"],
+    workerId: a.workerId,
+    retryAt: a.retryUnixMs,
+    conditions: a.conditions.map((c) => ({
+      condition: toConditionSpec(c.condition),
+      fired: c.fired,
+      skipped: c.skipped,
+      timerAt: c.timerUnixMs,
+      queued: c.queued,
+      childFlowId: c.childFlowId ?? "",
+      childRunId: c.childRunId ?? "",
+    })),
+    createdAt: a.createdUnixMs,
+  };
+  if (a.lastFailure !== null && a.lastFailure.attempt > 0) {
+    s.lastFailure = {
+      attempt: a.lastFailure.attempt,
+      outcome: strip(a.lastFailure.outcome, "ATTEMPT_"),
+      error: a.lastFailure.error,
+      at: a.lastFailure.atMs,
+    };
+  }
+  return s;
 }
 
 export function toFlowState(r: WireGetFlowStateResponse): FlowState {
-  return {
-    flow: toFlowDescription(r.flow),
-    active: r.active.map((a) => {
-      const s: StepExecutionState = {
-        stepExecutionId: a.stepExecutionId,
-        stepType: a.stepType,
-        phase: strip(a.phase, "PHASE_") as StepPhase,
-        scheduledBy: a.scheduledBy,
-        method: a.method === "METHOD_UNSPECIFIED" ? "UNSPECIFIED" : (a.method as "WAIT_FOR"),
-        attempt: a.attempt,
-        taskState: (a.taskState === "TASK_STATE_UNSPECIFIED"
-          ? "UNSPECIFIED"
-          : strip(a.taskState, "TASK_")) as StepExecutionState["taskState"],
-        workerId: a.workerId,
-        retryAt: a.retryUnixMs,
-        conditions: a.conditions.map((c) => ({
-          condition: toConditionSpec(c.condition),
-          fired: c.fired,
-          skipped: c.skipped,
-          timerAt: c.timerUnixMs,
-          queued: c.queued,
-          childFlowId: c.childFlowId ?? "",
-          childRunId: c.childRunId ?? "",
-        })),
-        createdAt: a.createdUnixMs,
-      };
-      if (a.lastFailure !== null && a.lastFailure.attempt > 0) {
-        s.lastFailure = {
-          attempt: a.lastFailure.attempt,
-          outcome: strip(a.lastFailure.outcome, "ATTEMPT_"),
-          error: a.lastFailure.error,
-          at: a.lastFailure.atMs,
-        };
-      }
-      return s;
-    }),
-    workers: [...r.workers],
-  };
+  const state: FlowState = { flow: toFlowDescription(r.flow), active: r.active.map(toStepState), workers: [...r.workers] };
+  if (r.timeoutHandler !== undefined && r.timeoutHandler !== null) state.timeoutHandler = toStepState(r.timeoutHandler);
+  return state;
 }

@@ -325,6 +325,8 @@ export interface WireGetFlowStateResponse {
   flow: WireFlowDescription | null;
   active: WireStepExecutionView[];
   workers: string[];
+  /** The timeout handler while it runs. */
+  timeoutHandler?: WireStepExecutionView | null;
 }
 
 export interface WireHistoryEvent {

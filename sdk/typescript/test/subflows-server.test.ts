@@ -1,12 +1,13 @@
 // SubFlows, the Flow retry policy and the timeout handler against a real
 // dex-server-zd dev: a parent whose three SubFlows (AllOf) are summed by its
 // execute; an AnyOf that a Timer wins while the child keeps running; a run
-// retried once that completes, which waitForFlow answers; a flow timeout
-// handled by the Flow's handler.
+// retried once that completes, which waitForFlow answers; flow timeouts that
+// the Flow's handler decides (fail, a cleanup Step, a handler that fails).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import {
+  Attribute,
   Channel,
   Client,
   Flow,
@@ -14,11 +15,15 @@ import {
   Timer,
   Wait,
   Worker,
+  TaskError,
+  forceComplete,
   forceFail,
+  goTo,
   gracefulComplete,
   type Step,
+  type TimeoutContext,
 } from "../src/index";
-import { DevServer, MemoryLogger } from "./helpers";
+import { DevServer, eventually, MemoryLogger } from "./helpers";
 
 // The child: doubles its input, or waits for a "go" first when asked to.
 const go = new Channel<string>("go");
@@ -138,5 +143,90 @@ describe("SubFlows and Flow retry on a dex server", () => {
     const first = await client.describeFlow(flowId, { runId: started.runId });
     assert.deepEqual([first.status, first.flowAttempt, first.nextRunId], ["FAILED", 1, run.runId]);
     assert.match(first.closeReason, /fails on purpose/);
+  });
+});
+
+// A run that stalls until its flow timeout, which the Flow's handler decides.
+const note = Attribute.string("note");
+const stall: Step<{ order: number }> = { type: "Stall", waitFor: () => Wait.anyOf(Timer.after(600_000)), execute: () => forceFail("the Timer fired") };
+const cleanup: Step<{ order: number; why: string }> = {
+  type: "Cleanup",
+  execute: (ctx) => forceComplete({ cleaned: ctx.input.order, why: ctx.input.why, note: note.get(ctx) }),
+};
+const HANDLED = new Flow({
+  type: "ts-timeout-handled",
+  startStep: stall,
+  steps: [stall, cleanup],
+  attributes: [note],
+  async handleTimeout(ctx: TimeoutContext<{ order: number; mode: string }>) {
+    if (ctx.input.mode === "goTo") await new Promise((resolve) => setTimeout(resolve, 800)); // GetFlowState shows it meanwhile
+    note.set(ctx, `handled ${ctx.input.order} in attempt ${ctx.attempt}`);
+    if (ctx.input.mode === "fail") return forceFail("the deadline passed; the handler failed the run");
+    if (ctx.input.mode === "throw") throw new TaskError("the handler gives up", { nonRetryable: true });
+    return goTo(cleanup, { order: ctx.input.order, why: "timeout" });
+  },
+});
+
+describe("the timeout handler on a dex server", () => {
+  let server: DevServer;
+  let worker: Worker;
+  let client: Client;
+
+  before(async () => {
+    server = await DevServer.start();
+    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(HANDLED);
+    void worker.run();
+    await worker.ready();
+    client = new Client({ addresses: [server.address], timeoutMs: 10_000 });
+  });
+
+  after(async () => {
+    client.close();
+    await worker.shutdown();
+    await server.stop();
+  });
+
+  const kinds = async (flowId: string): Promise<string[]> => {
+    const out: string[] = [];
+    for await (const e of client.iterateHistoryEvents(flowId)) out.push(e.kind);
+    return out;
+  };
+
+  test("with a flow timeout the handler runs once (policy HANDLER by default), writes an Attribute and fails the run", async () => {
+    const flowId = `handled-fail-${process.pid}`;
+    await client.startFlow(HANDLED, flowId, { order: 1, mode: "fail" }, { flowTimeoutMs: 400 });
+    const run = await client.waitForFlow(flowId, { timeoutMs: 30_000 });
+    assert.deepEqual([run.status, run.closeReason], ["FAILED", "the deadline passed; the handler failed the run"]);
+    assert.equal((await client.getAttributes(flowId)).get(note), "handled 1 in attempt 1");
+    const seen = await kinds(flowId);
+    assert.equal(seen.filter((k) => k === "TIMEOUT_HANDLER_STARTED").length, 1, seen.join(" "));
+    assert.equal(seen.filter((k) => k === "TIMEOUT_HANDLER_COMPLETED").length, 1, seen.join(" "));
+  });
+
+  test("getFlowState shows the running handler; its goTo starts a Step that completes the run with what the handler wrote", async () => {
+    const flowId = `handled-goto-${process.pid}`;
+    await client.startFlow(HANDLED, flowId, { order: 2, mode: "goTo" }, { flowTimeoutMs: 400 });
+    await eventually("the handler running", async () => (await client.getFlowState(flowId)).timeoutHandler?.taskState === "RUNNING");
+    const state = await client.getFlowState(flowId);
+    assert.deepEqual([state.timeoutHandler?.stepExecutionId, state.timeoutHandler?.method, state.timeoutHandler?.attempt], ["timeout", "ON_TIMEOUT", 1]);
+    assert.deepEqual(state.active.map((a) => a.stepExecutionId), ["Stall-1"], "the Steps keep running beside it");
+    const run = await client.waitForFlow(flowId, { timeoutMs: 30_000 });
+    assert.equal(run.status, "COMPLETED", run.closeReason);
+    assert.deepEqual(run.output, { cleaned: 2, why: "timeout", note: "handled 2 in attempt 1" });
+  });
+
+  test("a handler that fails for good ends the run TIMED_OUT; policy 'fail' does not run it", async () => {
+    const thrown = `handled-throw-${process.pid}`;
+    await client.startFlow(HANDLED, thrown, { order: 3, mode: "throw" }, { flowTimeoutMs: 400 });
+    const run = await client.waitForFlow(thrown, { timeoutMs: 30_000 });
+    assert.equal(run.status, "TIMED_OUT", run.closeReason);
+    assert.ok((await kinds(thrown)).includes("TIMEOUT_HANDLER_FAILED"));
+
+    const plain = `handled-plain-${process.pid}`;
+    await client.startFlow(HANDLED, plain, { order: 4, mode: "fail" }, { flowTimeoutMs: 400, timeoutPolicy: "fail" });
+    const timedOut = await client.waitForFlow(plain, { timeoutMs: 30_000 });
+    assert.equal(timedOut.status, "TIMED_OUT");
+    assert.equal((await client.getAttributes(plain)).get(note), undefined);
+    assert.equal((await kinds(plain)).includes("TIMEOUT_HANDLER_STARTED"), false);
   });
 });
