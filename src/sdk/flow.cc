@@ -313,7 +313,22 @@ flow::FlowDeclaration Flow::declaration() const {
       for (const auto& k : r.options().attribute_reads.keys()) rpc->add_attribute_reads(k);
     }
   }
+  if (has_timeout_handler()) {
+    d.set_has_timeout_handler(true);
+    auto* h = d.mutable_on_timeout();
+    *h->mutable_options() = method_proto(timeout_handler_options(), true);
+    const AttributeReads reads = timeout_handler_reads();
+    if (reads.is_all()) {
+      for (const auto& a : schema) h->add_attribute_reads(a.key());
+    } else {
+      for (const auto& k : reads.keys()) h->add_attribute_reads(k);
+    }
+  }
   return d;
+}
+
+StepDecision Flow::on_timeout(Context&) {
+  throw FlowFailure("Flow type '" + type() + "' has no timeout handler (on_timeout)", true);
 }
 
 Status Flow::validate() const {
@@ -347,6 +362,18 @@ Status Flow::validate() const {
     if (Status st = check_reads(r.options().attribute_reads, "RPC '" + r.name() + "'"); !st.is_ok())
       return st;
   }
+  if (has_timeout_handler()) {
+    const MethodOptions o = timeout_handler_options();
+    if (!o.lock_keys.empty())
+      return Status::invalid_argument(flow + ": the timeout handler cannot take lock keys");
+    if (o.proceed_to_execute_on_failure || !o.recovery_step.empty())
+      return Status::invalid_argument(
+          flow +
+          ": the timeout handler has no failure policy (a handler that fails for good "
+          "ends the run TIMED_OUT)");
+    if (Status st = check_reads(timeout_handler_reads(), "the timeout handler"); !st.is_ok())
+      return st;
+  }
   return Status::ok();
 }
 
@@ -363,6 +390,73 @@ sdk_internal::AttributeScope attribute_scope(const Flow& flow, std::string reade
   }
   if (!reads.is_all()) scope.reads = reads.keys();
   return scope;
+}
+
+json task_input(const flow::FlowTask& task, const std::string& what) {
+  try {
+    return from_payload(task.input());
+  } catch (const json::exception& e) {
+    throw FlowFailure("the " + what + " input is not valid JSON: " + e.what(), true);
+  }
+}
+
+void take_effects(const Context& context, flow::FlowTaskResult& result) {
+  for (const auto& p : context.publishes()) *result.add_publishes() = p;
+  for (const auto& w : context.attribute_writes()) *result.add_attribute_writes() = w;
+}
+
+void run_rpc(Flow& flow, const flow::FlowTask& task, const std::function<void()>& heartbeat,
+             const std::function<bool()>& cancelled, flow::FlowTaskResult& result) {
+  std::optional<Rpc> rpc;
+  for (auto& r : flow.rpcs())
+    if (r.name() == task.rpc_name()) rpc = std::move(r);
+  if (!rpc) {
+    throw FlowFailure(
+        "Flow type '" + flow.type() + "' in this Worker has no RPC '" + task.rpc_name() + "'",
+        true);
+  }
+  const json input = task_input(task, "RPC");
+  const auto scope =
+      attribute_scope(flow, "RPC '" + rpc->name() + "'", rpc->options().attribute_reads);
+  Context context(task, input, heartbeat, cancelled, &scope);
+  RpcResult out = rpc->call(context, input);
+  auto* r = result.mutable_rpc();
+  *r->mutable_output() = to_payload(out.output);
+  for (const auto& m : out.next_steps) add_movement(r->mutable_next_steps(), m);
+  take_effects(context, result);
+}
+
+void run_timeout_handler(Flow& flow, const flow::FlowTask& task,
+                         const std::function<void()>& heartbeat,
+                         const std::function<bool()>& cancelled, flow::FlowTaskResult& result) {
+  if (!flow.has_timeout_handler()) {
+    throw FlowFailure("Flow type '" + flow.type() + "' in this Worker has no timeout handler",
+                      true);
+  }
+  const auto scope = attribute_scope(flow, "the timeout handler", flow.timeout_handler_reads());
+  Context context(task, task_input(task, "run's"), heartbeat, cancelled, &scope);
+  *result.mutable_decision() = flow.on_timeout(context).proto();
+  take_effects(context, result);
+}
+
+void run_step(Flow& flow, const flow::FlowTask& task, const std::function<void()>& heartbeat,
+              const std::function<bool()>& cancelled, flow::FlowTaskResult& result) {
+  std::shared_ptr<Step> step;
+  for (auto& s : flow.steps())
+    if (s->type() == task.step_type()) step = s;
+  if (!step)
+    throw FlowFailure("Flow type '" + flow.type() + "' in this Worker has no Step type '" +
+                          task.step_type() + "'",
+                      false);
+  const auto scope = attribute_scope(flow, "Step '" + step->type() + "'", step->attribute_reads());
+  Context context(task, task_input(task, "Step"), heartbeat, cancelled, &scope);
+  if (task.method() == flow::WAIT_FOR) {
+    *result.mutable_wait() = step->wait_for(context).proto();
+    if (!context.locals().empty()) *result.mutable_locals() = to_payload(context.locals());
+  } else {
+    *result.mutable_decision() = step->execute(context).proto();
+  }
+  take_effects(context, result);
 }
 
 }  // namespace
@@ -382,55 +476,12 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
   };
   try {
     if (task.method() == flow::RPC) {
-      std::optional<Rpc> rpc;
-      for (auto& r : flow.rpcs())
-        if (r.name() == task.rpc_name()) rpc = std::move(r);
-      if (!rpc) {
-        throw FlowFailure(
-            "Flow type '" + flow.type() + "' in this Worker has no RPC '" + task.rpc_name() + "'",
-            true);
-      }
-      json input;
-      try {
-        input = from_payload(task.input());
-      } catch (const json::exception& e) {
-        throw FlowFailure(std::string("the RPC input is not valid JSON: ") + e.what(), true);
-      }
-      const auto scope =
-          attribute_scope(flow, "RPC '" + rpc->name() + "'", rpc->options().attribute_reads);
-      Context context(task, input, heartbeat, cancelled, &scope);
-      RpcResult out = rpc->call(context, input);
-      auto* r = result.mutable_rpc();
-      *r->mutable_output() = to_payload(out.output);
-      for (const auto& m : out.next_steps) add_movement(r->mutable_next_steps(), m);
-      for (const auto& p : context.publishes()) *result.add_publishes() = p;
-      for (const auto& w : context.attribute_writes()) *result.add_attribute_writes() = w;
-      return result;
-    }
-    std::shared_ptr<Step> step;
-    for (auto& s : flow.steps())
-      if (s->type() == task.step_type()) step = s;
-    if (!step)
-      throw FlowFailure("Flow type '" + flow.type() + "' in this Worker has no Step type '" +
-                            task.step_type() + "'",
-                        false);
-    json input;
-    try {
-      input = from_payload(task.input());
-    } catch (const json::exception& e) {
-      throw FlowFailure(std::string("the Step input is not valid JSON: ") + e.what(), true);
-    }
-    const auto scope =
-        attribute_scope(flow, "Step '" + step->type() + "'", step->attribute_reads());
-    Context context(task, std::move(input), heartbeat, cancelled, &scope);
-    if (task.method() == flow::WAIT_FOR) {
-      *result.mutable_wait() = step->wait_for(context).proto();
-      if (!context.locals().empty()) *result.mutable_locals() = to_payload(context.locals());
+      run_rpc(flow, task, heartbeat, cancelled, result);
+    } else if (task.method() == flow::ON_TIMEOUT) {
+      run_timeout_handler(flow, task, heartbeat, cancelled, result);
     } else {
-      *result.mutable_decision() = step->execute(context).proto();
+      run_step(flow, task, heartbeat, cancelled, result);
     }
-    for (const auto& p : context.publishes()) *result.add_publishes() = p;
-    for (const auto& w : context.attribute_writes()) *result.add_attribute_writes() = w;
   } catch (const FlowFailure& e) {
     fail(e.what(), e.non_retryable());
   } catch (const AttributeError& e) {
@@ -438,8 +489,9 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
   } catch (const std::exception& e) {
     fail(e.what(), false);
   } catch (...) {
-    fail(task.method() == flow::RPC ? "the RPC handler threw a non-standard exception"
-                                    : "the Step threw a non-standard exception",
+    fail(task.method() == flow::RPC          ? "the RPC handler threw a non-standard exception"
+         : task.method() == flow::ON_TIMEOUT ? "the timeout handler threw a non-standard exception"
+                                             : "the Step threw a non-standard exception",
          false);
   }
   return result;

@@ -227,6 +227,9 @@ class Context {
   }
   // An RPC handler's: its name and the RPC ID; empty in a Step.
   bool is_rpc() const { return task_.method() == flow::RPC; }
+  // The timeout handler's Context (Flow::on_timeout): step_type() is empty,
+  // step_execution_id() "timeout".
+  bool is_timeout_handler() const { return task_.method() == flow::ON_TIMEOUT; }
   const std::string& rpc_name() const { return task_.rpc_name(); }
   const std::string& rpc_id() const { return is_rpc() ? task_.step_execution_id() : kNone; }
   uint32_t attempt() const { return task_.attempt(); }
@@ -408,15 +411,33 @@ class Flow {
   virtual std::vector<AttributeDef> attributes() const { return {}; }
   virtual std::vector<Rpc> rpcs() const { return {}; }
 
+  // The timeout handler, for runs started with timeout policy HANDLER
+  // (StartOptions::timeout(d, flow::TIMEOUT_HANDLER)): when the run's timeout
+  // passes, on_timeout runs once (its attempts retried by its options) beside
+  // the Steps still running, with the run's input (ctx.input()) and the
+  // Attributes it reads, and returns a StepDecision applied like an
+  // Execute's: force_fail(reason) ends the run FAILED, cancel_siblings()
+  // cancels every active Step, go_to starts Steps, dead_end leaves the run to
+  // its Steps with no timeout. A handler that fails for good ends the run
+  // TIMED_OUT. Override has_timeout_handler() to return true, and on_timeout.
+  virtual bool has_timeout_handler() const { return false; }
+  virtual StepDecision on_timeout(Context& context);
+  // Its attempt timeout, retries, durability and heartbeat; lock keys and
+  // failure policies (proceed_to_execute_on_failure, recovery_step) are refused.
+  virtual MethodOptions timeout_handler_options() const { return {}; }
+  // The Attributes its task carries: by default every one the Flow declares.
+  virtual AttributeReads timeout_handler_reads() const { return AttributeReads::all(); }
+
   // What a Worker declares in its hello.
   flow::FlowDeclaration declaration() const;
   // InvalidArgument naming what is wrong: an Attribute key or RPC name empty
-  // or repeated, a read of an undeclared Attribute. Worker::run() checks it.
+  // or repeated, a read of an undeclared Attribute, timeout handler options it
+  // cannot take. Worker::run() checks it.
   Status validate() const;
 };
 
 // Runs one FlowTask with `flow` (the Worker's pool threads call it): WaitFor,
-// Execute or an RPC handler. Never throws.
+// Execute, an RPC handler or the timeout handler (ON_TIMEOUT). Never throws.
 flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
                                    const std::function<void()>& heartbeat,
                                    const std::function<bool()>& cancelled);
