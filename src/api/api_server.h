@@ -28,7 +28,8 @@ class Server;
 namespace dex {
 
 // Limits on requests: a larger message is refused by gRPC with
-// RESOURCE_EXHAUSTED naming both sizes.
+// RESOURCE_EXHAUSTED naming both sizes. The servers raise it to fit the
+// configured value maximum (config.h: values_message_bytes_max).
 inline constexpr int kApiMessageBytesMax = 4 << 20;
 
 struct ApiServerOptions {

@@ -182,7 +182,7 @@ Status inline_values(BlobStore& blobs, pb::Message& message, uint64_t bytes_max)
   if (!has_blob_refs(message)) return Status::ok();
   if (const uint64_t total = inlined_size(message); total > bytes_max) {
     return Status::invalid_argument(fmt::format(
-        "with its values in place the answer would be {} bytes, over the limit of {} bytes for "
+        "with its values in place the message would be {} bytes, over the limit of {} bytes for "
         "one message: ask for less at once",
         total, bytes_max));
   }

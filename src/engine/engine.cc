@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "engine/flow_blobs.h"
 #include "engine/flow_engine.h"
 #include "engine/local_store.h"
 #include "engine/shared_store.h"
@@ -68,6 +69,7 @@ class EngineImpl final : public Engine {
       : options_(std::move(options)), store_(store), log_(log), clock_(clock) {
     local_.sm = std::move(sm);
     if (!options_.now_unix_ms) options_.now_unix_ms = system_now_unix_ms;
+    blobs_ = std::make_unique<BlobStore>(store_, clock_, options_.node_id, options_.values);
   }
   ~EngineImpl() override { stop(); }
 
@@ -108,7 +110,9 @@ class EngineImpl final : public Engine {
 
   StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->start_flow(r);
+    auto in = values_in(blobs_.get(), r.flow_id(), r);
+    if (!in.is_ok()) return in.status();
+    return flow_->start_flow(*in);
   }
   Status stop_flow(const flow::StopFlowRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
@@ -116,7 +120,9 @@ class EngineImpl final : public Engine {
   }
   Status publish(const flow::PublishToChannelRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->publish(r);
+    auto in = values_in(blobs_.get(), r.flow_id(), r);
+    if (!in.is_ok()) return in.status();
+    return flow_->publish(*in);
   }
   Status skip_timer(const flow::SkipTimerRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
@@ -124,26 +130,30 @@ class EngineImpl final : public Engine {
   }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->describe(r);
+    return values_out(blobs_.get(), flow_->describe(r));
   }
   StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->state(r);
+    return values_out(blobs_.get(), flow_->state(r));
   }
   StatusOr<flow::GetHistoryEventsResponse> history(
       const flow::GetHistoryEventsRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->history(r);
+    return history_out(blobs_.get(), flow_->history(r));
   }
   StatusOr<flow::WaitForFlowResponse> wait_for_flow(
       const flow::WaitForFlowRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->wait_for_flow(r.flow(), long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+    return values_out(blobs_.get(), flow_->wait_for_flow(
+                                         r.flow(), long_poll_deadline(clock_, r.timeout_ms()),
+                                         cancelled));
   }
   StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
       const flow::WaitForHistoryEventRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->wait_for_history_event(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+    return history_out(blobs_.get(),
+                       flow_->wait_for_history_event(
+                           r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
       const flow::WaitForStepCompletionRequest& r,
@@ -154,22 +164,30 @@ class EngineImpl final : public Engine {
   StatusOr<flow::GetAttributesResponse> get_attributes(
       const flow::GetAttributesRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->get_attributes(r);
+    return values_out(blobs_.get(), flow_->get_attributes(r));
   }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->set_attributes(r);
+    auto in = values_in(blobs_.get(), r.flow().flow_id(), r);
+    if (!in.is_ok()) return in.status();
+    return flow_->set_attributes(*in);
   }
   StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
       const flow::WaitForAttributeRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->wait_for_attribute(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+    if (r.value().has_blob())
+      return Status::invalid_argument("value carries a blob reference: only the server sets one");
+    return values_out(blobs_.get(),
+                      flow_->wait_for_attribute(r, long_poll_deadline(clock_, r.timeout_ms()),
+                                                cancelled));
   }
   StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& r,
                                                const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->invoke_rpc(r, cancelled);
+    auto in = values_in(blobs_.get(), r.flow().flow_id(), r);
+    if (!in.is_ok()) return in.status();
+    return values_out(blobs_.get(), flow_->invoke_rpc(*in, cancelled));
   }
 
  private:
@@ -209,6 +227,7 @@ class EngineImpl final : public Engine {
   TimePoint started_at_;                      // set by start(), after the EpochStart
   std::atomic<uint64_t> records_applied_{0};  // since open, replay included
   Slot next_live_slot_;  // the log writer's thread only (set by start() before the attach)
+  std::unique_ptr<BlobStore> blobs_;          // created by the constructor; outlives flow_
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
   std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
   std::once_flag stop_once_;
@@ -335,8 +354,8 @@ Status EngineImpl::start() {
                     now_last->has_value() ? std::to_string(now_last->value().value) : "none",
                     epoch_slot.value));
   }
-  flow_ = std::make_unique<FlowEngine>(FlowEngineOptions{options_.epoch, options_.now_unix_ms},
-                                       local_, log_, clock_);
+  flow_ = std::make_unique<FlowEngine>(
+      FlowEngineOptions{options_.epoch, options_.now_unix_ms, blobs_.get()}, local_, log_, clock_);
   // Attached before the flow engine starts: its first round proposes due
   // timers and queued attempts at once, and a batch that became durable
   // before the hook was attached would never be applied (its callers never

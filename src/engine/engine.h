@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "blob/blob_store.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/types.h"
@@ -105,6 +106,10 @@ struct EngineOptions {
   // <local_store_path>.checkpoint.
   SnapshotPolicy snapshots;
   RequestOptions snapshot_request = {seconds(30)};
+  // Large values (docs/engine.md, "Large values"): a value over the threshold
+  // is stored as a blob under nodes/<nodeId>/blobs/ before the record that
+  // references it; what leaves the engine (answers, tasks) has it back in place.
+  BlobSettings values;
   // Optional, for metrics (docs/metrics.md): told of every method attempt and
   // every run that ends in a batch this engine applies live, on the log
   // writer's thread, after the apply and before the callers hear of it. Replay

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "blob/blob_values.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "engine/flow_engine.h"
@@ -185,7 +186,9 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
   // the attempt fails with the reason instead (retried by its policy, shown as
   // its last failure).
   std::vector<std::string> reserved;
-  std::string refused;
+  // Long values become blobs before the record that references them is
+  // appended (docs/engine.md, "Large values").
+  std::string refused = store_values(ref->flow_id(), *m);
   if (auto verdict = speculate(record, reserved); verdict.kind == flow::ApplyKind::kRejected) {
     refused = verdict.message;
     settle(reserved, false);
@@ -272,7 +275,15 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
     if (task.heartbeat_timeout_ms() > 0)
       r.heartbeat_deadline = clock_.now() + milliseconds(task.heartbeat_timeout_ms());
   }
-  if (sink && sink->send_task(task)) return;
+  // A task leaves with its blob values in place (docs/engine.md, "Large values").
+  flow::FlowTask with_values;
+  const flow::FlowTask* out = &task;
+  if (sink && options_.blobs != nullptr && has_blob_refs(task)) {
+    with_values = task;
+    if (!put_values_back(task_id, with_values)) return;  // it ends FAILED
+    out = &with_values;
+  }
+  if (sink && sink->send_task(*out)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto w = workers_.find(running_.contains(task_id) ? running_[task_id].worker : 0);

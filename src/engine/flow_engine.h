@@ -40,12 +40,17 @@
 
 namespace dex {
 
+class BlobStore;
 class LogWriter;
 class WorkerSink;
 
 struct FlowEngineOptions {
   Epoch epoch;
   std::function<int64_t()> now_unix_ms;  // wall clock written into records
+  // Large values (flow_blobs.h): a Worker result's long values become blobs
+  // before its record, a task's go back in place before it is sent. Null:
+  // values stay in the records.
+  BlobStore* blobs = nullptr;
 };
 
 // A long poll re-checks whether its caller went away at least this often.
@@ -161,6 +166,13 @@ class FlowEngine {
   void send_prebuilt(const std::vector<std::string>& reserved);
   // Hands a task to its Worker's stream; false (and a withdrawal) if it is gone.
   void send(const std::string& task_id, const flow::FlowTask& task);
+  // Large values (flow_blobs.cc). Stores the long values of a Worker's result
+  // as blobs; on failure the result becomes the attempt's failure and the
+  // reason is returned (empty: stored).
+  std::string store_values(const std::string& flow_id, flow::MethodResult& m);
+  // Puts the task's blob values back in place (options_.blobs is set); false
+  // when one cannot be read (the attempt is then ending FAILED).
+  bool put_values_back(const std::string& task_id, flow::FlowTask& task);
   template <typename T>
   StatusOr<std::optional<T>> wait_until(TimePoint deadline, const std::function<bool()>& cancelled,
                                         const std::function<StatusOr<std::optional<T>>()>& ready);

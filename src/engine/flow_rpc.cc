@@ -4,6 +4,7 @@
 // attempt's end applied: its output only when that record committed it.
 #include <fmt/format.h>
 
+#include "blob/blob_values.h"
 #include "engine/flow_engine.h"
 #include "engine/flow_reads.h"
 #include "engine/rocks_kv.h"
@@ -32,8 +33,9 @@ bool is_scalar(const flow::AttributeValue& v) {
   }
 }
 
-bool same_value(const flow::AttributeValue& a, const flow::AttributeValue& b) {
-  return a.SerializeAsString() == b.SerializeAsString();
+// `stored` may be a blob reference (docs/engine.md, "Large values").
+bool same_value(const flow::AttributeValue& stored, const flow::AttributeValue& target) {
+  return same_attribute_value(stored, target);
 }
 
 // How an RPC that ended reaches its caller.

@@ -125,6 +125,16 @@ Status validate_attribute(const FlowDeclaration& decl, const Attribute& a,
     return Status::invalid_argument(where + ": the value of " + what + " is " +
                                     std::to_string(bytes) + " bytes; the limit is " +
                                     std::to_string(kPayloadBytesMax));
+  // A long value is a blob the engine wrote (docs/engine.md, "Large values"):
+  // the oneof names its type with nothing in it, and the engine checked a
+  // JSON value before it wrote the blob.
+  if (v.has_blob()) {
+    if (bytes != 0 || v.has_int64_value() || v.has_double_value() || v.has_bool_value() ||
+        v.has_datetime_unix_ms())
+      return Status::invalid_argument(where + ": the value of " + what +
+                                      " has a blob reference beside a value held inline");
+    return Status::ok();
+  }
   if (v.has_json_value()) {
     google::protobuf::Struct object;
     auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &object);

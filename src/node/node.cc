@@ -314,6 +314,10 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.snapshots.interval = run_.snapshots.interval;
   eo.snapshots.every_records = run_.snapshots.every_records;
   eo.snapshots.keep = run_.snapshots.keep;
+  eo.values.threshold_bytes = run_.values.blob_threshold_bytes;
+  eo.values.value_bytes_max = run_.values.max_size_bytes;
+  eo.values.cache_bytes_max = run_.values.blob_cache_bytes;
+  eo.values.message_bytes_max = values_message_bytes_max(run_.values);
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
   eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
   return eo;

@@ -91,9 +91,12 @@ int serve_node(Node& node, ApiServer& api) {
 // The API's options, the same in every mode; warns when AdminService is
 // reachable beyond loopback without a credential.
 ApiServerOptions api_options_for(const std::string& listen, bool admin_enabled,
-                                 const std::vector<std::string>& admin_token_sha256) {
+                                 const std::vector<std::string>& admin_token_sha256,
+                                 const ValueSettings& values) {
   ApiServerOptions options;
   options.listen = listen;
+  // A request or a Worker result may carry values up to values.maxSize.
+  options.message_bytes_max = static_cast<int>(values_message_bytes_max(values));
   options.admin_enabled = admin_enabled;
   options.admin_token_sha256 = admin_token_sha256;
   if (std::string warning =
@@ -142,7 +145,8 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   }
 
   const ApiServerOptions api_options =
-      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256);
+      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256,
+                      config.values);
 
   auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
   if (!store.is_ok())
@@ -158,6 +162,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   run.data_description =
       fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
   run.snapshots = config.snapshots;
+  run.values = config.values;
   run.attempt_drain_timeout = config.attempt_drain_timeout;
   Node node(run, *store.value(), SystemClock::instance());
   // Listen first: a port in use fails before the lease is touched, and clients
@@ -206,7 +211,8 @@ int run_serve_server(const ServeConfig& config) {
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
   const ApiServerOptions api_options =
-      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256);
+      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256,
+                      config.values);
   NodeRun run;
   run.program = "serve";
   run.node_id = config.node_id;
@@ -217,6 +223,7 @@ int run_serve_server(const ServeConfig& config) {
   run.data_description =
       fmt::format("objects {}, local store {}", store.describe(), run.local_store_path.string());
   run.snapshots = config.snapshots;
+  run.values = config.values;
   run.standby_mode = config.standby_mode;
   if (config.standby_mode == "hot") run.held_lease_poll_interval = config.held_lease_poll_interval;
   run.lagging_takeover_delay = config.lagging_takeover_delay;

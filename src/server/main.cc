@@ -43,7 +43,9 @@ int main(int argc, char** argv) {
       "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
       "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only), snapshots.interval "
       "(default 10m), snapshots.everyRecords (default 100000), snapshots.keep "
-      "(default 2), admin.enabled (default true; false: AdminService answers UNIMPLEMENTED), "
+      "(default 2), values.blobThreshold (default 256KiB), values.maxSize (default 64MiB), "
+      "values.blobCacheSize (default 64MiB), admin.enabled (default true; false: AdminService "
+      "answers UNIMPLEMENTED), "
       "auth.adminTokenFiles / auth.adminTokenSha256 (admin calls then need the credential; "
       "without one, a listen address beyond loopback is warned about)");
 
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
       "Run one node on a configured data directory: the same lease, lock, takeover and durability "
       "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
       "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*, "
-      "admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256). AdminService answers "
+      "values.*, admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256). AdminService answers "
       "without a credential unless auth.* gives one; on an api.listen beyond loopback "
       "(not 127.0.0.0/8, ::1, localhost) that is warned about at startup.");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();

@@ -752,6 +752,28 @@ TEST_F(FlowAttributes, ABadInitialAttributeRefusesTheStartAndWritesNothing) {
   big.set_key("blob");
   big.mutable_value()->set_bytes_value(std::string(kPayloadBytesMax + 1, 'x'));
   refused(big, "the limit is");
+  // A blob reference stands for a string, JSON or bytes value with nothing inline.
+  Attribute both = attr("status", "inline");
+  both.mutable_value()->mutable_blob()->set_key("nodes/n/blobs/s/x");
+  refused(both, "has a blob reference beside a value held inline");
+  Attribute counted = attr_int("count", 3);
+  counted.mutable_value()->mutable_blob()->set_key("nodes/n/blobs/s/x");
+  refused(counted, "has a blob reference beside a value held inline");
+}
+
+TEST_F(FlowAttributes, ABlobReferenceStandsForALongValueOfItsType) {
+  // The engine wrote the blob and checked the JSON (docs/engine.md, "Large
+  // values"); the rules keep the reference as the value.
+  StartOptions o;
+  Attribute doc = attr_json("doc", "");
+  doc.mutable_value()->mutable_blob()->set_key("nodes/n/blobs/s/x");
+  doc.mutable_value()->mutable_blob()->set_size_bytes(kPayloadBytesMax * 5);
+  *o.add_initial_attributes() = doc;
+  ASSERT_EQ(h.start("g", "r1", "A", o).kind, ApplyKind::kApplied);
+  auto stored = h.attributes("g");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(stored[0].value().has_json_value());
+  EXPECT_EQ(stored[0].value().blob().size_bytes(), kPayloadBytesMax * 5);
 }
 
 TEST_F(FlowAttributes, ResultWritesApplyInOrderAndAreRecorded) {
