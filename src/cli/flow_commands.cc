@@ -32,9 +32,10 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitWaitTimedOut = 3;
 constexpr int kExitNotCompleted = 4;
-// What a value read from a file or stdin may hold before it is refused here
-// (the server's limit per input or message: docs/api.md, "Limits").
-constexpr size_t kMaxInputBytes = 1 << 20;
+// What a value read from a file or stdin may hold before it is refused here:
+// the largest values.maxSize a server takes. The server's own maximum (64 MiB
+// unless configured) decides below that (docs/api.md, "Limits").
+constexpr size_t kMaxInputBytes = 512u << 20;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -91,7 +92,8 @@ StatusOr<std::string> read_input(const std::string& inline_text, const std::stri
   }
   if (text.size() > kMaxInputBytes) {
     return Status::invalid_argument(source + " holds " + std::to_string(text.size()) +
-                                    " bytes: a value may have at most 1 MiB");
+                                    " bytes: a value may have at most 512 MiB (and the "
+                                    "server's values.maxSize, 64 MiB unless configured)");
   }
   try {
     return json::parse(text).dump();  // parsed text: valid UTF-8

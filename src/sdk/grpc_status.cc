@@ -153,8 +153,12 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-  // Flows carry every Step's output (each up to 1 MiB).
-  args.SetMaxReceiveMessageSize(64 << 20);
+  // A value may be as long as the server's values.maxSize (64 MiB unless
+  // configured, at most 512 MiB) and a task or answer may hold several. The
+  // server bounds what it sends and judges what it receives (docs/api.md,
+  // "Limits"), so the channel takes and sends messages of any size.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -442,7 +442,8 @@ export function services(): DexServices {
  * Channel settings of every dex connection: its own connection state (no
  * subchannel shared with other clients), reconnect backoff bounded by the
  * arguments so a restarted server is found as soon as the caller retries, and
- * room for large flows (each Step output may be up to 1 MiB).
+ * room for large values (each may be as long as the server's values.maxSize,
+ * 64 MiB unless configured, at most 512 MiB; a task or answer may hold several).
  */
 export function channelOptions(reconnectInitialMs: number, reconnectMaxMs: number): grpc.ChannelOptions {
   const initial = Math.max(10, Math.round(reconnectInitialMs));
@@ -457,7 +458,8 @@ export function channelOptions(reconnectInitialMs: number, reconnectMaxMs: numbe
     // without data. The Worker's stream silence limit acts sooner.
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 3_000,
-    "grpc.max_receive_message_length": 64 << 20,
-    "grpc.max_send_message_length": 64 << 20,
+    // Any size: the server bounds what it sends and judges what it receives.
+    "grpc.max_receive_message_length": -1,
+    "grpc.max_send_message_length": -1,
   };
 }
