@@ -144,16 +144,15 @@ class EngineImpl final : public Engine {
   StatusOr<flow::WaitForFlowResponse> wait_for_flow(
       const flow::WaitForFlowRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return values_out(blobs_.get(), flow_->wait_for_flow(
-                                         r.flow(), long_poll_deadline(clock_, r.timeout_ms()),
-                                         cancelled));
+    return values_out(
+        blobs_.get(),
+        flow_->wait_for_flow(r.flow(), long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
       const flow::WaitForHistoryEventRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return history_out(blobs_.get(),
-                       flow_->wait_for_history_event(
-                           r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
+    return history_out(blobs_.get(), flow_->wait_for_history_event(
+                                         r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
       const flow::WaitForStepCompletionRequest& r,
@@ -178,9 +177,8 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     if (r.value().has_blob())
       return Status::invalid_argument("value carries a blob reference: only the server sets one");
-    return values_out(blobs_.get(),
-                      flow_->wait_for_attribute(r, long_poll_deadline(clock_, r.timeout_ms()),
-                                                cancelled));
+    return values_out(blobs_.get(), flow_->wait_for_attribute(
+                                        r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& r,
                                                const std::function<bool()>& cancelled) override {

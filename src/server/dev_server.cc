@@ -144,9 +144,8 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
         program, data_dir.string(), data_dir.string()));
   }
 
-  const ApiServerOptions api_options =
-      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256,
-                      config.values);
+  const ApiServerOptions api_options = api_options_for(config.listen, config.admin_enabled,
+                                                       config.admin_token_sha256, config.values);
 
   auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
   if (!store.is_ok())
@@ -210,9 +209,8 @@ int run_serve_server(const ServeConfig& config) {
     return fail(fmt::format("cannot open the object store: {}", opened.status().message()));
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
-  const ApiServerOptions api_options =
-      api_options_for(config.listen, config.admin_enabled, config.admin_token_sha256,
-                      config.values);
+  const ApiServerOptions api_options = api_options_for(config.listen, config.admin_enabled,
+                                                       config.admin_token_sha256, config.values);
   NodeRun run;
   run.program = "serve";
   run.node_id = config.node_id;
