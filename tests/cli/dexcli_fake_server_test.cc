@@ -368,6 +368,7 @@ TEST_F(DexcliFake, InspectPrintsOneRunInOneDocument) {
       "state": {"active": [{"stepExecutionId": "Start-1", "phase": "WAITING"}],
                 "workers": ["w-1"]},
       "attributes": [{"key": "status", "type": "string", "value": "started"}],
+      "subFlows": {"parents": [], "children": []},
       "history": [{"seq": 0, "kind": "FLOW_STARTED"},
                   {"seq": 1, "kind": "RPC_COMPLETED",
                    "attributeWrites": [{"key": "status", "type": "string", "value": "started"}],
@@ -381,8 +382,9 @@ TEST_F(DexcliFake, InspectPrintsOneRunInOneDocument) {
 
   const Result table = dexcli({"flow", "inspect", "f1", "--output", "table"});
   ASSERT_EQ(table.code, 0) << table.err;
-  for (const char* text : {"AttrRpcDemo", "Attributes:", "status  -         string  started",
-                           "Start-1", "History (newest first):", "rpc set-status"}) {
+  for (const char* text :
+       {"AttrRpcDemo", "Attributes:", "status  -         string  started", "SubFlows:\n(none)",
+        "Start-1", "History (newest first):", "rpc set-status"}) {
     EXPECT_NE(table.out.find(text), std::string::npos) << text << "\n" << table.out;
   }
 }

@@ -3,6 +3,7 @@
 
 #include "cli/flow_table.h"
 #include "cli/proto_json.h"
+#include "cli/sub_flows.h"
 
 namespace dex::cli {
 namespace {
@@ -102,6 +103,58 @@ TEST(FlowTable, AHintNamesTheFlowTypeNoWorkerHosts) {
   EXPECT_TRUE(state_hints(s).empty());  // a closed run needs no Worker
   const std::string table = state_table(s, {"Other", ""}, {}, 0);
   EXPECT_NE(table.find("(no active Step execution matches)"), std::string::npos) << table;
+}
+
+TEST(SubFlows, ChildrenComeFromTheHistoryWithTheirEndAndParentsFromTheDescription) {
+  std::vector<flow::HistoryEvent> events(4);
+  events[0].set_kind(flow::SUB_FLOW_STARTED);
+  events[0].set_step_execution_id("Fan-1");
+  events[0].set_condition_index(0);
+  events[0].set_child_flow_id("p/Fan-1/0");
+  events[0].set_child_run_id("r");
+  events[1] = events[0];
+  events[1].set_condition_index(1);
+  events[1].set_child_flow_id("p/Fan-1/1");
+  events[1].set_attached(true);
+  events[2].set_kind(flow::SUB_FLOW_CLOSED);
+  events[2].set_step_execution_id("Fan-1");
+  events[2].set_condition_index(0);
+  events[2].set_child_flow_id("p/Fan-1/0");
+  events[2].set_child_run_id("r.2");  // its Flow retry's run
+  events[2].set_status(flow::FLOW_FAILED);
+  events[2].set_reason("boom");
+  events[3].set_kind(flow::FLOW_CLOSED);
+  events[3].set_status(flow::FLOW_COMPLETED);
+  const std::vector<SubFlowChild> children = sub_flow_children(events);
+  flow::FlowDescription d;
+  auto* parent = d.add_parents();
+  parent->set_flow_id("gp");
+  parent->set_run_id("gr");
+  parent->set_step_execution_id("Up-2");
+  parent->set_condition_index(3);
+  EXPECT_EQ(sub_flows_json(d, children), json::parse(R"({
+      "parents": [{"flowId": "gp", "runId": "gr", "stepExecutionId": "Up-2", "conditionIndex": 3}],
+      "children": [{"stepExecutionId": "Fan-1", "conditionIndex": 0, "flowId": "p/Fan-1/0",
+                    "runId": "r.2", "attached": false, "status": "FAILED", "reason": "boom"},
+                   {"stepExecutionId": "Fan-1", "conditionIndex": 1, "flowId": "p/Fan-1/1",
+                    "runId": "r", "attached": true}]})"));
+  EXPECT_EQ(sub_flows_table(d, children),
+            "parent  gp run gr (Up-2 condition 3)\n"
+            "child   p/Fan-1/0 run r.2 (Fan-1 condition 0) FAILED: boom\n"
+            "child   p/Fan-1/1 run r (Fan-1 condition 1, attached) open\n");
+  EXPECT_EQ(sub_flows_table(flow::FlowDescription(), {}), "(none)\n");
+  // The history table names each child; the description its parents and retry links.
+  EXPECT_NE(history_table(events, 0).find("condition 0 child p/Fan-1/0 run r.2 FAILED: boom"),
+            std::string::npos)
+      << history_table(events, 0);
+  d.set_flow_attempt(2);
+  d.set_previous_run_id("r1");
+  d.set_next_run_id("r1.3");
+  const std::string described = describe_table(d, 0);
+  for (const char* text : {"SubFlow of:", "gp run gr (Up-2 condition 3)",
+                           "Flow attempt:", "2 (after run r1)", "Retried as:", "r1.3"}) {
+    EXPECT_NE(described.find(text), std::string::npos) << text << "\n" << described;
+  }
 }
 
 }  // namespace
