@@ -70,7 +70,9 @@ bool FlowEngine::put_values_back(const std::string& task_id, flow::FlowTask& tas
   m->set_outcome(flow::ATTEMPT_FAILED);
   m->set_error("the server could not put the task's values back in place: " + s.to_string());
   m->set_at_unix_ms(now_ms());
-  propose(std::move(record), true, [](StatusOr<flow::ApplyResult>) {});
+  // Not speculative: a retry it queues goes out through the dispatcher, so a
+  // blob that stays unreadable never makes send() call itself again.
+  propose(std::move(record), false, [](StatusOr<flow::ApplyResult>) {});
   return false;
 }
 

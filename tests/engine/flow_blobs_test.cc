@@ -278,6 +278,61 @@ TEST_F(FlowBlobsTest, ANewProcessReplayingTheLogReadsTheSameValues) {
   EXPECT_EQ(task->attributes(0).value().string_value(), value(3000, 'd'));
 }
 
+TEST_F(FlowBlobsTest, AHistoryPageEndsAtTheMessageBudgetAndTheRestFollows) {
+  MemoryObjectStore store;
+  EngineProcess p;
+  open_process(p, store, 1, dir_.sub("local1"), [](EngineOptions& eo) {
+    small_values(eo);
+    eo.values.message_bytes_max = 200 * 1024;
+  });
+  ASSERT_TRUE(p.engine);
+  Engine& e = *p.engine;
+  declare(e);
+  start(e, "f", "in");
+  for (int i = 0; i < 5; ++i) {
+    flow::PublishToChannelRequest pub;
+    pub.set_flow_id("f");
+    pub.set_channel("approval");
+    pub.add_messages()->set_data(value(60 * 1024, static_cast<char>('a' + i)));
+    ASSERT_TRUE(e.publish(pub).is_ok());
+  }
+  std::vector<std::string> messages;
+  flow::GetHistoryEventsRequest h;
+  h.mutable_flow()->set_flow_id("f");
+  h.set_from_start(true);
+  int pages = 0;
+  while (pages < 10) {  // bounded: 5 messages, at least one event a page
+    ++pages;
+    auto page = e.history(h);
+    ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+    ASSERT_GT(page->events_size(), 0);
+    EXPECT_LE(page->ByteSizeLong(), 200u * 1024);
+    for (const auto& ev : page->events())
+      for (const auto& m : ev.publish().messages()) messages.push_back(m.data());
+    if (!page->more()) break;
+    h.set_from_start(false);
+    h.set_after_seq(page->events(page->events_size() - 1).seq());
+  }
+  EXPECT_EQ(pages, 2);  // 200 KiB a page: three 60 KiB messages, then two
+  ASSERT_EQ(messages.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(messages[i], value(60 * 1024, static_cast<char>('a' + i)));
+
+  // GetAttributes over the budget asks for fewer keys.
+  flow::SetAttributesRequest set;
+  set.mutable_flow()->set_flow_id("f");
+  for (int i = 0; i < 4; ++i) {
+    auto* w = set.add_writes();
+    w->set_key("doc");
+    w->mutable_value()->set_string_value(value(60 * 1024, static_cast<char>('a' + i)));
+  }
+  ASSERT_TRUE(e.set_attributes(set).is_ok());  // the last write wins: 60 KiB
+  flow::GetAttributesRequest get;
+  get.mutable_flow()->set_flow_id("f");
+  auto attrs = e.get_attributes(get);
+  ASSERT_TRUE(attrs.is_ok()) << attrs.status().to_string();
+  EXPECT_EQ(attrs->attributes(0).value().string_value(), value(60 * 1024, 'd'));
+}
+
 TEST_F(FlowBlobsTest, AReferenceFromAClientIsRefused) {
   MemoryObjectStore store;
   auto p = open(store, 1, "local1");
