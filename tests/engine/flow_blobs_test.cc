@@ -317,7 +317,7 @@ TEST_F(FlowBlobsTest, AHistoryPageEndsAtTheMessageBudgetAndTheRestFollows) {
   ASSERT_EQ(messages.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(messages[i], value(60 * 1024, static_cast<char>('a' + i)));
 
-  // GetAttributes over the budget asks for fewer keys.
+  // Writes of one key in one call: the last wins, read back from its blob.
   flow::SetAttributesRequest set;
   set.mutable_flow()->set_flow_id("f");
   for (int i = 0; i < 4; ++i) {
