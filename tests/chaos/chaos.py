@@ -5,9 +5,10 @@
 
 Starts MinIO, the fault-injecting proxy (tests/tools/faultproxy.py, in this process, recording
 every request it sees), two `dex-server-zd serve` processes of one node in hot-standby mode
-(lease 3 s), three chaos_worker Workers hosting the chaos dex Flow and chaos_client (four lanes
-starting runs with known Flow IDs, publishing to their Channel, invoking their RPC "add",
-setting their Attributes and reading them back). A
+(lease 3 s), three chaos_worker Workers hosting the chaos dex Flow (and chaos-child, the
+SubFlow that its Fan Step waits on) and chaos_client (four lanes starting runs with known Flow
+IDs, some with a Fan, publishing to their Channel, invoking their RPC "add", setting their
+Attributes and reading them back, their SubFlow children included). A
 nemesis drawn from the seed then injects faults for the scenario's length: SIGKILL and restart
 of the active or the standby, SIGSTOP/SIGCONT shorter and longer than the lease, step downs
 with and without a standby, Worker kills, and object-store faults through the proxy (latency,
@@ -439,6 +440,7 @@ class Run:
                             "--prefix", f"s{self.seed}", "--lanes", "4",
                             "--rate", str(self.args.rate), "--timeout", "10s", "--tries", "3",
                             "--rounds", "3", "--id-reuse-policy", self.args.id_reuse_policy,
+                            "--fan-ratio", str(self.args.fan_ratio),
                             "--duration", str(seconds), "--stop-file", self.stop_file,
                             "--seed", str(self.seed)],
                            os.path.join(self.out, "logs", "client.log"))
@@ -715,7 +717,7 @@ class Run:
                 "nemesis_seconds": nemesis_seconds, "healed": healed,
                 "faults": self.faults, "skipped": self.skipped,
                 "nodes": {n.name: {"address": n.address} for n in self.nodes},
-                "flow_type": "chaos (chaos_worker.cc)"}
+                "flow_type": "chaos (chaos_worker.cc)", "fan_ratio": self.args.fan_ratio}
         with open(os.path.join(self.out, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
 
@@ -731,6 +733,8 @@ def main():
     parser.add_argument("--id-reuse-policy", default="allow-if-no-running",
                         choices=["disallow", "allow-if-no-running"],
                         help="the starts' ID reuse policy (default: the server's default)")
+    parser.add_argument("--fan-ratio", type=float, default=0.36,
+                        help="share of runs whose Fan Step waits on SubFlows (2 in 3 AllOf)")
     parser.add_argument("--keep", action="store_true", help="keep MinIO's data (default: deleted)")
     parser.add_argument("--self-test-checker", action="store_true",
                         help="after a clean check, break the run's data in the ways real bugs "

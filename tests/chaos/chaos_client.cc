@@ -42,11 +42,16 @@
 //    "try":1,"t0":..,"t1":..,"ok":true,"run":..,"output":{"n":5,"total":9,"by":{..}},"addr":..}
 //   {"op":"set","lane":0,"flow":..,"inst":"l0","value":"v-s7-l0-000002","try":1,..,"ok":true}
 //
+// SubFlows: about --fan-ratio of the starts carry "fan": "all" (2 in 3) or "any" in their input,
+// and the run's Fan Step waits on SubFlows of chaos-child (chaos_worker.cc).
+//
 // Readback mode (--readback IDS --out FILE): for every Flow ID in IDS (one a
 // line), waits until its run closed (all together within --wait seconds), then
 // writes {flow id: {"description": DescribeFlow, "events": [every history
-// event], "attributes": GetAttributes, "error": "..."}} as protobuf JSON: the final state the
-// checker reads.
+// event], "attributes": GetAttributes, "earlier": [{"description", "events"} of
+// each earlier run, after Flow retries], "error": "..."}} as protobuf JSON: the final state the
+// checker reads. The SubFlow children that those histories started (SUB_FLOW_STARTED) are
+// read back the same way after them.
 #include <google/protobuf/util/json_util.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -61,6 +66,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -121,6 +127,7 @@ struct Settings {
   double rpc_ratio = 0.6;
   double repeat_ratio = 0.15;
   double set_ratio = 0.3;
+  double fan_ratio = 0.36;  // runs with a Fan Step (SubFlows): 2 in 3 AllOf, 1 in 3 AnyOf
   uint32_t rounds = 3;
   uint32_t tries = 3;
   flow::IdReusePolicy id_reuse = flow::ALLOW_IF_NO_RUNNING;
@@ -229,9 +236,13 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   std::vector<std::string> acknowledged;
   std::deque<std::pair<double, std::string>> recent;  // (acked at, flow): likely still running
   const double pause_ms = 1000.0 * settings.lanes / settings.rate;
-  const json input = {{"lane", lane}, {"rounds", settings.rounds}};
+  const json plain = {{"lane", lane}, {"rounds", settings.rounds}};
   uint64_t messages = 0;
   for (uint64_t n = 0; !stop.load(); ++n) {
+    json input = plain;
+    if (const double f = unit(rng); f < settings.fan_ratio) {
+      input["fan"] = f < settings.fan_ratio * 2 / 3 ? "all" : "any";
+    }
     char id[64];
     std::snprintf(id, sizeof id, "-l%u-%06llu", lane, static_cast<unsigned long long>(n));
     const std::string flow_id = settings.prefix + id;
@@ -391,8 +402,82 @@ void run_lane(const Settings& settings, uint32_t lane, History& history, Counter
   }
 }
 
+// Every history event of one run, appended to `events`; the SubFlow children
+// its SUB_FLOW_STARTED events name, appended to `children`.
+dex::Status read_events(dex::Client& client, const std::string& id, const std::string& run_id,
+                        json& events, std::vector<std::string>& children) {
+  uint64_t after = 0;
+  for (bool first = true;; first = false) {  // bounded by the run's history, 1000 a page
+    auto h = client.history(id, after, first, 1000, run_id);
+    if (!h.is_ok()) return h.status();
+    for (const auto& e : h->events()) {
+      events.push_back(proto_json(e));
+      after = e.seq();
+      if (e.kind() == flow::SUB_FLOW_STARTED && !e.child_flow_id().empty()) {
+        children.push_back(e.child_flow_id());
+      }
+    }
+    if (!h->more() || h->events().empty()) return dex::Status::ok();
+  }
+}
+
+// One Flow's final state: the latest run's description, history and
+// Attributes, and ("earlier") each earlier run's description and history when
+// Flow retries made more than one. Retries a failed read 5 times.
+json read_flow(dex::Client& client, const std::string& id, std::vector<std::string>& children,
+               bool& running) {
+  json entry = json::object();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    entry = json::object();
+    std::vector<std::string> found;
+    auto d = client.describe_flow(id);
+    if (!d.is_ok()) {
+      entry["error"] = d.status().message();
+      if (dex::sdk_internal::grpc_code_of(d.status()) == "NOT_FOUND") break;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    entry["description"] = proto_json(d.value());
+    json events = json::array();
+    dex::Status s = read_events(client, id, d->run_id(), events, found);
+    json earlier = json::array();
+    // Bounded by the Flow retry policy's runs (at most 10 read here).
+    for (std::string prev = d->previous_run_id();
+         s.is_ok() && !prev.empty() && earlier.size() < 10;) {
+      auto pd = client.describe_flow(id, prev);
+      if (!pd.is_ok()) {
+        s = pd.status();
+        break;
+      }
+      json run = {{"description", proto_json(pd.value())}, {"events", json::array()}};
+      s = read_events(client, id, prev, run["events"], found);
+      earlier.push_back(std::move(run));
+      prev = pd->previous_run_id();
+    }
+    if (!s.is_ok()) {
+      entry["error"] = s.message();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    entry["events"] = events;
+    if (!earlier.empty()) entry["earlier"] = earlier;
+    auto a = client.get_attributes(id, d->run_id());
+    if (!a.is_ok()) {
+      entry["error"] = a.status().message();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    entry["attributes"] = proto_json(a.value());
+    running = d->status() == flow::FLOW_RUNNING;
+    children.insert(children.end(), found.begin(), found.end());
+    break;
+  }
+  return entry;
+}
+
 // Waits for every run to close (within `wait_s` in all), then dumps each Flow's
-// description and history.
+// description, history and Attributes; then does the same for the SubFlow
+// children those histories started, and theirs.
 int readback(const Settings& settings, const std::string& ids_path, const std::string& out_path,
              double wait_s) {
   std::vector<std::string> ids;
@@ -401,6 +486,7 @@ int readback(const Settings& settings, const std::string& ids_path, const std::s
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) ids.push_back(line);
   }
+  std::set<std::string> known(ids.begin(), ids.end());
   dex::ClientOptions options;
   options.server_addresses = settings.servers;
   options.timeout = settings.timeout;
@@ -408,68 +494,38 @@ int readback(const Settings& settings, const std::string& ids_path, const std::s
   dex::Client client(options);
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(wait_s * 1000));
-  size_t open = 0;
-  for (const auto& id : ids) {
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      auto w = client.wait_for_flow(id, std::min<dex::Duration>(left, dex::seconds(20)));
-      if (w.is_ok() && w->closed()) break;
-      if (!w.is_ok() && dex::sdk_internal::grpc_code_of(w.status()) == "NOT_FOUND") break;
-      if (!w.is_ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
+  size_t open = 0, listed = ids.size();
   json out = json::object();
-  for (const auto& id : ids) {
-    json entry = json::object();
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      entry = json::object();
-      auto d = client.describe_flow(id);
-      if (!d.is_ok()) {
-        entry["error"] = d.status().message();
-        if (dex::sdk_internal::grpc_code_of(d.status()) == "NOT_FOUND") break;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
+  // One round per SubFlow level (chaos-child starts none: two rounds and a last empty one).
+  for (size_t begin = 0; begin < ids.size();) {
+    const size_t end = ids.size();
+    for (size_t i = begin; i < end; ++i) {
+      for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        auto w = client.wait_for_flow(ids[i], std::min<dex::Duration>(left, dex::seconds(20)));
+        if (w.is_ok() && w->closed()) break;
+        if (!w.is_ok() && dex::sdk_internal::grpc_code_of(w.status()) == "NOT_FOUND") break;
+        if (!w.is_ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
-      entry["description"] = proto_json(d.value());
-      json events = json::array();
-      uint64_t after = 0;
-      bool failed = false;
-      for (bool first = true;; first = false) {
-        auto h = client.history(id, after, first, 1000, d->run_id());
-        if (!h.is_ok()) {
-          entry["error"] = h.status().message();
-          failed = true;
-          break;
-        }
-        for (const auto& e : h->events()) {
-          events.push_back(proto_json(e));
-          after = e.seq();
-        }
-        if (!h->more() || h->events().empty()) break;
-      }
-      if (failed) {
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
-      entry["events"] = events;
-      auto a = client.get_attributes(id, d->run_id());
-      if (!a.is_ok()) {
-        entry["error"] = a.status().message();
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
-      entry["attributes"] = proto_json(a.value());
-      if (d->status() == flow::FLOW_RUNNING) ++open;
-      break;
     }
-    out[id] = entry;
+    for (size_t i = begin; i < end; ++i) {
+      std::vector<std::string> children;
+      bool running = false;
+      out[ids[i]] = read_flow(client, ids[i], children, running);
+      open += running;
+      for (auto& c : children) {
+        if (known.insert(c).second) ids.push_back(std::move(c));
+      }
+    }
+    begin = end;
   }
   std::ofstream f(out_path);
   f << out.dump() << "\n";
-  std::cout << "chaos_client: read back " << ids.size() << " flows, " << open << " still running"
-            << std::endl;
+  std::cout << "chaos_client: read back " << ids.size() << " flows (" << listed << " started by "
+            << "the lanes, " << ids.size() - listed << " SubFlow children), " << open
+            << " still running" << std::endl;
   return f.good() ? 0 : 1;
 }
 
@@ -496,6 +552,8 @@ int main(int argc, char** argv) {
                  "Probability that an RPC repeats an acknowledged one's id");
   app.add_option("--set-ratio", settings.set_ratio,
                  "Probability of a SetAttributes after each start");
+  app.add_option("--fan-ratio", settings.fan_ratio,
+                 "Share of runs with a Fan Step that waits on SubFlows (2 in 3 AllOf)");
   app.add_option("--rounds", settings.rounds, "Gate rounds of each run")
       ->check(CLI::Range(1u, 20u));
   std::string id_reuse = "allow-if-no-running";

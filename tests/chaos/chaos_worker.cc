@@ -1,13 +1,14 @@
 // chaos_worker: a Worker of the fault-injection harness (tests/chaos/README.md)
-// that hosts the chaos Flow type (declared here, in code) and records every
-// attempt it runs, so that the checker can tell which attempt produced a
-// result recorded in the log.
+// that hosts the chaos Flow type and its SubFlow chaos-child (declared here, in
+// code) and records every attempt it runs, so that the checker can tell which
+// attempt produced a result recorded in the log.
 //
 // The Flow "chaos" (docs/flow-rules.md):
 //
 //   Begin (Execute only, SYNC; fails its first attempt on purpose)
 //     -> GoToMulti: Fast (Execute only, ASYNC: sent while its start is written)
 //                   Gate {round 0}
+//                   Fan {fan} when the input names "fan" ("all" or "any")
 //   Fast  -> GracefulComplete
 //   Gate  (WaitFor, SYNC): round r even: AnyOf(signals.ForOne, Timer 300-800 ms);
 //                          round r odd:  AllOf(signals.AtMost(2), Timer 300-800 ms)
@@ -23,7 +24,25 @@
 // total += n and applied[id] = n (atomically, in its result) and answers
 // {"n": n, "total": new total}. Every output carries "by" as a Step result
 // does. Gate's Execute holds the same key, so Step and RPC lock holders
-// interleave in each run. (SubFlows, issue 15 stage 2, are to join here.)
+// interleave in each run.
+//
+//   Fan   (WaitFor, SYNC): "all": AllOf(2 or 3 SubFlows of chaos-child);
+//                          "any": AnyOf(2 SubFlows of chaos-child, Timer 300-800 ms)
+//         Execute: GracefulComplete {"fan", "children": what it got of each
+//                  child (ctx.sub_flows(): flow, run, status, reason, fired,
+//                  outputs), "timer"}
+//
+// The Flow "chaos-child" (a SubFlow's child; input {"k", "wait_ms", "two",
+// "fail_runs"}, chosen by the Fan's WaitFor from a hash of its execution):
+//
+//   Work   WaitFor: Timer wait_ms (100-600); Execute: two ? GoTo Finish : end
+//   Finish (Execute only, ASYNC): end
+//   end:   the run's Flow retry attempt <= fail_runs: a non-retryable failure
+//          (the run ends FAILED); else GracefulComplete {"by", "k", "attempt"}
+//
+// fail_runs 0 (most), 1 with a Flow retry policy of 2 runs (the second run
+// completes), or 9 without one (the child ends FAILED). The checker knows the
+// plan from the wait's condition input.
 //
 // Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
 // (ends the attempts of a killed Worker). The client publishes to the Channel
@@ -146,13 +165,13 @@ struct Recorder {
     return {
         {"w", base["worker"]}, {"n", base["nonce"]}, {"a", base["attempt"]}, {"x", base["exec"]}};
   }
-  static void fail(json done, const std::string& why) {
+  static void fail(json done, const std::string& why, bool non_retryable = false) {
     done["ev"] = "done";
     done["t"] = now_ms();
     done["result"] = "fail";
     done["error"] = why;
     record(done);
-    throw dex::FlowFailure(why);
+    throw dex::FlowFailure(why, non_retryable);
   }
   static StepDecision decided(json done, StepDecision d) {
     done["ev"] = "done";
@@ -193,10 +212,12 @@ class Begin final : public dex::Step {
     if (ctx.attempt() == 1) Recorder::fail(done, "chaos: Begin fails its first attempt on purpose");
     json by = Recorder::by(done);
     const int rounds = ctx.input().value("rounds", 3);
-    return Recorder::decided(
-        done, StepDecision::go_to_multi(
-                  {{"Fast", {{"by", by}}, std::nullopt},
-                   {"Gate", {{"by", by}, {"round", 0}, {"rounds", rounds}}, std::nullopt}}));
+    std::vector<dex::Movement> next = {
+        {"Fast", {{"by", by}}, std::nullopt},
+        {"Gate", {{"by", by}, {"round", 0}, {"rounds", rounds}}, std::nullopt}};
+    const std::string fan = ctx.input().value("fan", "");
+    if (!fan.empty()) next.push_back({"Fan", {{"by", by}, {"fan", fan}}, std::nullopt});
+    return Recorder::decided(done, StepDecision::go_to_multi(std::move(next)));
   }
 
  private:
@@ -261,13 +282,91 @@ class Gate final : public dex::WaitingStep {
   Recorder& r_;
 };
 
+// The SubFlow plan of one child (what the checker reads back from the wait's
+// condition input): how long its WaitFor waits, whether it takes a second Step,
+// how many of its runs fail on purpose (1: with a Flow retry of 2 runs).
+json child_input(uint64_t h, int k) {
+  const uint64_t c = h >> (8 + 6 * k);
+  const int fail_runs = c % 20 < 14 ? 0 : (c % 20 < 17 ? 1 : 9);
+  return {{"k", k},
+          {"wait_ms", 100 + static_cast<int64_t>((c >> 5) % 501)},
+          {"two", (c >> 3) % 2 == 0},
+          {"fail_runs", fail_runs}};
+}
+
+class Fan final : public dex::WaitingStep {
+ public:
+  explicit Fan(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Fan"; }
+  dex::StepOptions options() const override { return ::options(false); }
+  Wait wait_for(Context& ctx) override {
+    json done = r_.begin(ctx, "WAIT_FOR");
+    const bool any = ctx.input().value("fan", "all") == "any";
+    const uint64_t h =
+        std::hash<std::string>{}("fan/" + ctx.flow_id() + ctx.step_execution_id()) ^ r_.seed;
+    const int children = any ? 2 : 2 + static_cast<int>(h % 2);
+    std::vector<dex::Condition> conditions;
+    for (int k = 0; k < children; ++k) {
+      json input = child_input(h, k);
+      dex::SubFlowOptions child;
+      if (input["fail_runs"] == 1) {
+        dex::RetryPolicy retry;
+        retry.initial_interval = std::chrono::milliseconds(200);
+        retry.maximum_attempts = 2;
+        child.start.retry(retry);
+      }
+      conditions.push_back(
+          dex::SubFlow::start("chaos-child", input, child).id("c" + std::to_string(k)));
+    }
+    if (any) {
+      conditions.push_back(
+          dex::Timer::after(std::chrono::milliseconds(300 + (h >> 40) % 501)).id("t"));
+    }
+    Wait w = any ? Wait::any_of(std::move(conditions)) : Wait::all_of(std::move(conditions));
+    ctx.set_local("by", Recorder::by(done));
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "wait";
+    done["wait"] = proto_json(w.proto());
+    done["locals"] = ctx.locals();
+    record(done);
+    return w;
+  }
+  StepDecision execute(Context& ctx) override {
+    json done = r_.begin(ctx, "EXECUTE");
+    json children = json::array();
+    for (const dex::SubFlowResult& c : ctx.sub_flows()) {  // bounded by the wait's conditions
+      json outputs = json::array();
+      for (const auto& o : c.outputs) {
+        outputs.push_back({{"exec", o.step_execution_id}, {"output", o.output}});
+      }
+      children.push_back({{"i", c.condition_index},
+                          {"flow", c.flow_id},
+                          {"run", c.run_id},
+                          {"status", dex::flow::FlowStatus_Name(c.status)},
+                          {"reason", c.close_reason},
+                          {"fired", c.fired},
+                          {"outputs", outputs}});
+    }
+    json out = {{"by", Recorder::by(done)},
+                {"fan", ctx.input().value("fan", "all")},
+                {"children", children},
+                {"timer", ctx.timer_fired()}};
+    return Recorder::decided(done, StepDecision::graceful_complete(out));
+  }
+
+ private:
+  Recorder& r_;
+};
+
 class ChaosFlow final : public dex::Flow {
  public:
   explicit ChaosFlow(Recorder& r) : r_(r) {}
   std::string type() const override { return "chaos"; }
   std::string start_step() const override { return "Begin"; }
   std::vector<std::shared_ptr<dex::Step>> steps() const override {
-    return {std::make_shared<Begin>(r_), std::make_shared<Fast>(r_), std::make_shared<Gate>(r_)};
+    return {std::make_shared<Begin>(r_), std::make_shared<Fast>(r_), std::make_shared<Gate>(r_),
+            std::make_shared<Fan>(r_)};
   }
   std::vector<dex::Channel> channels() const override { return {kSignals}; }
   std::vector<dex::AttributeDef> attributes() const override {
@@ -308,6 +407,77 @@ class ChaosFlow final : public dex::Flow {
           return out;
         },
         dex::RpcOptions{{"counter"}, dex::AttributeReads::all()})};
+  }
+
+ private:
+  Recorder& r_;
+};
+
+// The SubFlow child: Work (a Timer, then Execute), sometimes Finish; fails the
+// runs its plan says.
+StepDecision child_end(Context& ctx, json done) {
+  const int fail_runs = ctx.input().value("fail_runs", 0);
+  if (static_cast<int>(ctx.flow_attempt()) <= fail_runs) {
+    Recorder::fail(
+        done, "chaos: chaos-child fails run " + std::to_string(ctx.flow_attempt()) + " on purpose",
+        true);
+  }
+  return Recorder::decided(done,
+                           StepDecision::graceful_complete({{"by", Recorder::by(done)},
+                                                            {"k", ctx.input().value("k", 0)},
+                                                            {"attempt", ctx.flow_attempt()}}));
+}
+
+class Work final : public dex::WaitingStep {
+ public:
+  explicit Work(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Work"; }
+  dex::StepOptions options() const override { return ::options(false); }
+  Wait wait_for(Context& ctx) override {
+    json done = r_.begin(ctx, "WAIT_FOR");
+    Wait w = Wait::all_of(
+        {dex::Timer::after(std::chrono::milliseconds(ctx.input().value("wait_ms", 100)))});
+    ctx.set_local("by", Recorder::by(done));
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "wait";
+    done["wait"] = proto_json(w.proto());
+    done["locals"] = ctx.locals();
+    record(done);
+    return w;
+  }
+  StepDecision execute(Context& ctx) override {
+    json done = r_.begin(ctx, "EXECUTE");
+    if (ctx.input().value("two", false)) {
+      json next = ctx.input();
+      next["by"] = Recorder::by(done);
+      return Recorder::decided(done, StepDecision::go_to("Finish", next));
+    }
+    return child_end(ctx, done);
+  }
+
+ private:
+  Recorder& r_;
+};
+
+class Finish final : public dex::Step {
+ public:
+  explicit Finish(Recorder& r) : r_(r) {}
+  std::string type() const override { return "Finish"; }
+  dex::StepOptions options() const override { return ::options(true); }
+  StepDecision execute(Context& ctx) override { return child_end(ctx, r_.begin(ctx, "EXECUTE")); }
+
+ private:
+  Recorder& r_;
+};
+
+class ChildFlow final : public dex::Flow {
+ public:
+  explicit ChildFlow(Recorder& r) : r_(r) {}
+  std::string type() const override { return "chaos-child"; }
+  std::string start_step() const override { return "Work"; }
+  std::vector<std::shared_ptr<dex::Step>> steps() const override {
+    return {std::make_shared<Work>(r_), std::make_shared<Finish>(r_)};
   }
 
  private:
@@ -357,6 +527,7 @@ int main(int argc, char** argv) {
   recorder.worker_id = worker_id;
   recorder.seed = seed;
   worker.host(std::make_shared<ChaosFlow>(recorder));
+  worker.host(std::make_shared<ChildFlow>(recorder));
 
   std::thread signal_thread([&] {
     int signal = 0;

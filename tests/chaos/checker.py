@@ -59,6 +59,17 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
              acquires a lock key another holder holds, releases one it does not hold, or keeps
              one at the end
 
+  subflows   every SubFlow condition of a recorded wait has one child under exactly the derived
+             Flow ID and run ID (SUB_FLOW_STARTED once, not attached; the child's type and input
+             the condition's), started once (runs as its plan makes), ending as its own Steps say
+             (never stopped by its parent); a child that closed for good while its condition
+             waited met it (SUB_FLOW_CLOSED with its last run and status, before WAIT_COMPLETED),
+             an AllOf only so; one that did not closed after the AnyOf was met; the wait's result
+             and the Execute's output (Fan's "children") are the child's own end, the Execute ran
+             after it closed; every child read back is named by a parent's wait. Under durable:
+             the wait that started children is the log's WAIT_FOR result, in a batch that landed
+             before any Worker ran a child's attempt
+
 It prints one summary line and exits 1 on any violation. Usable on a saved run directory.
 """
 import base64
@@ -71,6 +82,7 @@ from collections import Counter, defaultdict
 
 SLACK_S = 0.05  # the proxy stamps a lease write after its sender did (loopback) + clock rates
 READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+) holder (\S+)")
+INT_TEXT = re.compile(r"-?\d+")
 ENDED = {"FLOW_COMPLETED", "FLOW_FAILED", "FLOW_CANCELED", "FLOW_TERMINATED", "FLOW_TIMED_OUT"}
 
 
@@ -106,7 +118,7 @@ def norm(v):
         return {k: norm(x) for k, x in v.items()}
     if isinstance(v, list):
         return [norm(x) for x in v]
-    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+    if isinstance(v, str) and INT_TEXT.fullmatch(v):
         return int(v)
     return v
 
@@ -345,10 +357,16 @@ class Checker:
             if e["c"] == "log" and e["m"] == "PUT" and e.get("u") == 200 and "batch" in e:
                 self.landed.setdefault((e["slot"], e["batch"].get("write_id")),
                                        e["t"] + e.get("delay", 0))
-        self.worker_done = {}
+        self.worker_done, self.worker_run = {}, {}
+        self.child_first_run = {}  # Flow ID -> the time a Worker first ran one of its attempts
         for r in self.runs:
             if r.get("ev") == "done":
                 self.worker_done[(r["worker"], r["nonce"])] = r
+            elif r.get("ev") == "run":
+                self.worker_run[(r["worker"], r["nonce"])] = r
+                t = r["t"] / 1000.0
+                if t < self.child_first_run.get(r["flow"], float("inf")):
+                    self.child_first_run[r["flow"]] = t
 
     # ------------------------------------------------------------------------ answers
 
@@ -525,15 +543,32 @@ class Checker:
             self.violation("results", f"{what}: locals differ from what Worker {wd['worker']} "
                            f"returned (nonce {nk[1]})")
 
+    def run_entries(self):
+        """(flow id, description, events) of every run read back, normalized: each Flow's latest
+        run, and the earlier runs of a Flow retried (a SubFlow child)."""
+        for fid, entry in sorted(self.final.items()):
+            if "description" not in entry or "events" not in entry:
+                continue
+            yield fid, self.normed(("d", fid), entry["description"]), self.events_of(fid)
+            for i, e in enumerate(entry.get("earlier", [])):
+                yield (fid, self.normed(("d", fid, i), e["description"]),
+                       self.normed(("ev", fid, i), e["events"]))
+
+    def normed(self, key, value):
+        """norm(value), computed once per check_all (the final state is read by many checks)."""
+        if key not in self._normed:
+            self._normed[key] = norm(value)
+        return self._normed[key]
+
     def check_history(self):
         pub_at = defaultdict(list)    # message -> [(flow, seq)]
         taken_at = defaultdict(list)  # message -> [(flow, exec, seq)]
         published = taken = 0
-        for fid, entry in sorted(self.final.items()):
-            if "description" not in entry or "events" not in entry:
-                continue
-            d, ev = norm(entry["description"]), norm(entry["events"])
+        for fid, d, ev in self.run_entries():
             run = d.get("runId")
+            typ = d.get("flowType")
+            inp = d.get("input", {}).get("payload", {})
+            inp = inp if isinstance(inp, dict) else {}
             seqs = [x.get("seq", 0) for x in ev]
             if seqs != sorted(set(seqs)):
                 self.violation("decisions", f"{fid}: history sequence numbers {seqs[:20]}")
@@ -552,7 +587,8 @@ class Checker:
             for (ex, kind), c in per.items():
                 if c > 1:
                     self.violation("decisions", f"{fid}/{ex}: {kind} applied {c} times")
-            created, done, outputs = Counter({"Begin": 1}), {}, {}
+            first_step = "Work" if typ == "chaos-child" else "Begin"
+            created, done, outputs = Counter({first_step: 1}), {}, {}
             for x in ev:
                 if x["kind"] != "EXECUTE_COMPLETED":
                     continue
@@ -567,13 +603,17 @@ class Checker:
             execs = {x["stepExecutionId"] for x in ev if x.get("stepExecutionId")
                      and x.get("method") != "RPC" and not x["kind"].startswith("RPC_")}
             for ex in sorted(execs):
-                typ, _, num = ex.rpartition("-")
-                if not num.isdigit() or int(num) > created[typ]:
+                step, _, num = ex.rpartition("-")
+                if not num.isdigit() or int(num) > created[step]:
                     self.violation("decisions", f"{fid}/{ex} ran, but the applied decisions "
-                                   f"created {created[typ]} {typ} executions")
+                                   f"created {created[step]} {step} executions")
             if d.get("status") == "FLOW_COMPLETED":
-                rounds = norm(d.get("input", {})).get("payload", {}).get("rounds", 3)
-                want = {"Begin": 1, "Fast": 1, "Gate": rounds}
+                if typ == "chaos-child":
+                    want = {"Work": 1, "Finish": 1} if inp.get("two") else {"Work": 1}
+                else:
+                    want = {"Begin": 1, "Fast": 1, "Gate": inp.get("rounds", 3)}
+                    if inp.get("fan"):
+                        want["Fan"] = 1
                 if dict(created) != want:
                     self.violation("decisions", f"{fid}: the applied decisions created "
                                    f"{dict(created)}, the Flow makes {want}")
@@ -769,13 +809,11 @@ class Checker:
                     if locks(key) and a.get("taskId") in running.get(key, (set(),))[0]:
                         maybe_void[key] = n
         served = {}
-        for fid, entry in self.final.items():
-            for x in entry.get("events", []):
+        for fid, desc, events in self.run_entries():
+            for x in events:
                 if x["kind"] == "EXECUTE_COMPLETED":
-                    d = norm(x)
-                    served[(fid, (entry.get("description") or {}).get("runId"),
-                            x.get("stepExecutionId"))] = (d.get("attempt"),
-                                                          nonce_of(d.get("decision", {})))
+                    served[(fid, desc.get("runId"), x.get("stepExecutionId"))] = (
+                        x.get("attempt"), nonce_of(x.get("decision", {})))
         for key in sorted(set(served) | set(self.applied), key=str):
             if served.get(key) != self.applied.get(key):
                 self.violation("state", f"{'/'.join(map(str, key))}: the history shows decision "
@@ -825,7 +863,7 @@ class Checker:
 
     # ------------------------------------------------------------------------ RPCs, Attributes,
     # locks. Each check reads the history lines of its op and each Flow's final Attributes and
-    # history events; SubFlows (issue 15 stage 2) are to add their own check beside these.
+    # history events.
 
     def final_attributes(self, fid):
         """{(key, instance): value} of the Flow's final GetAttributes, or None if not read."""
@@ -836,7 +874,7 @@ class Checker:
                 for x in norm(a).get("attributes", [])}
 
     def events_of(self, fid):
-        return norm((self.final.get(fid) or {}).get("events", []))
+        return self.normed(("ev", fid), (self.final.get(fid) or {}).get("events", []))
 
     def check_rpcs(self):
         lines = [h for h in self.history if h["op"] == "rpc"]
@@ -1011,11 +1049,247 @@ class Checker:
                                f"{seq} and never released it")
         self.stats.update(lock_holders=holders, lock_holders_rpc=rpc_holders)
 
+    # ------------------------------------------------------------------------ SubFlows
+
+    @staticmethod
+    def child_plan(cond):
+        """(status, runs) a chaos-child ends with, from its SubFlow condition (chaos_worker.cc):
+        runs up to fail_runs fail on purpose; a Flow retry policy allows maximumAttempts runs."""
+        sf = cond.get("subFlow", {})
+        inp = sf.get("input", {}).get("payload") or {}
+        fail_runs = inp.get("fail_runs", 0) if isinstance(inp, dict) else 0
+        rp = sf.get("options", {}).get("retryPolicy")
+        allowed = 1 if rp is None else (rp.get("maximumAttempts", 3) or 1 << 30)
+        runs = min(fail_runs + 1, allowed)
+        return ("FLOW_COMPLETED" if fail_runs < runs else "FLOW_FAILED"), runs
+
+    def check_subflows(self):
+        """Every SubFlow condition a parent's recorded wait holds has one child run under the
+        derived Flow ID and run ID, started once and by a record that landed before the child
+        ran (durable); the child ends as its own Steps say (never stopped by its parent); a child
+        that closed while its condition waited met it (SUB_FLOW_CLOSED, with the child's last run
+        and status) and one that closed later left the parent alone; an AllOf is met only by
+        every child's close; the wait's result and the Execute's view of each child are the
+        child's own final run, and the Execute ran after the child closed; every child read back
+        is one a parent's wait names."""
+        self.log_waits = {}  # (flow, run, exec, attempt) -> (batch, result) of a WAIT_FOR
+        for b, mr in self.log_results:
+            t = mr.get("task", {})
+            if t.get("method") == "WAIT_FOR" and mr.get("outcome") == "ATTEMPT_COMPLETED":
+                self.log_waits.setdefault((t.get("flowId"), t.get("runId"),
+                                           t.get("stepExecutionId"), int(t.get("attempt", 0))),
+                                          (b, mr))
+        n = Counter()
+        named = set()  # the derived Flow IDs the parents' recorded waits name
+        for fid, entry in sorted(self.final.items()):
+            if "description" not in entry or "events" not in entry:
+                continue
+            d, ev = self.normed(("d", fid), entry["description"]), self.events_of(fid)
+            by_exec = defaultdict(lambda: defaultdict(list))  # exec -> kind -> [event]
+            for x in ev:
+                if x.get("stepExecutionId"):
+                    by_exec[x["stepExecutionId"]][x["kind"]].append(x)
+            for ex, kinds in sorted(by_exec.items()):
+                wfc = kinds.get("WAIT_FOR_COMPLETED", [])
+                conds = wfc[0].get("wait", {}).get("conditions", []) if wfc else []
+                subs = [i for i, c in enumerate(conds) if "subFlow" in c]
+                for x in kinds.get("SUB_FLOW_STARTED", []) + kinds.get("SUB_FLOW_CLOSED", []):
+                    if x.get("conditionIndex", 0) not in subs:
+                        self.violation("subflows", f"{fid}/{ex}: {x['kind']} (seq {x['seq']}) for "
+                                       f"condition {x.get('conditionIndex', 0)}, which its "
+                                       "recorded wait does not hold as a SubFlow")
+                if subs:
+                    named |= self.check_subflow_wait(fid, d, ex, wfc[0], kinds, conds, subs, n)
+        for fid, entry in sorted(self.final.items()):
+            d = self.normed(("d", fid), entry.get("description") or {})
+            if d.get("flowType") != "chaos-child" and not d.get("parents"):
+                continue
+            n["children_read"] += 1
+            if fid not in named:
+                self.violation("subflows", f"the child {fid} (parents {d.get('parents')}) is "
+                               "named by no parent's recorded wait")
+            for p in d.get("parents", []):
+                if f"{p.get('flowId')}/{p.get('stepExecutionId')}/{p.get('conditionIndex', 0)}" \
+                        != fid:
+                    self.violation("subflows", f"the child {fid} lists parent {p}, whose derived "
+                                   "ID is another")
+        self.stats.update(subflow_conditions=n["conditions"], subflow_started=n["started"],
+                          subflow_attached=n["attached"], subflow_met=n["met"],
+                          subflow_left_running=n["left_running"],
+                          subflow_left_between_runs=n["left_between_runs"],
+                          subflow_children_read=n["children_read"],
+                          subflow_children_completed=n["children_FLOW_COMPLETED"],
+                          subflow_children_failed=n["children_FLOW_FAILED"],
+                          subflow_children_retried=n["retried"],
+                          subflow_waits_all=n["waits_ALL_OF"], subflow_waits_any=n["waits_ANY_OF"],
+                          subflow_waits_met=n["waits_met"],
+                          subflow_executes_checked=n["executes"])
+
+    def subflow_start_record(self, fid, run, ex, wfc, conds):
+        """The landing time of the log's WAIT_FOR result that recorded the wait (the record that
+        started its children), or None after reporting why there is none (durable)."""
+        got = self.log_waits.get((fid, run, ex, wfc.get("attempt")))
+        if got is None:
+            self.violation("durable", f"{fid}/{ex}: the history records its wait (attempt "
+                           f"{wfc.get('attempt')}, SubFlows started), but the log holds no "
+                           "WAIT_FOR result of that attempt")
+            return None
+        b, mr = got
+        if norm(mr.get("wait", {})).get("conditions") != conds:
+            self.violation("durable", f"{fid}/{ex}: the wait in the log (slot {b['slot']}) "
+                           "differs from the one its history records")
+        landing = self.landed.get((int(b["slot"]), b.get("writeId")))
+        if landing is None:
+            self.violation("durable", f"{fid}/{ex}: slot {b['slot']} (the wait that starts its "
+                           "SubFlows) never reached the store through the proxy")
+        return landing
+
+    def check_subflow_wait(self, fid, d, ex, wfc, kinds, conds, subs, n):
+        """One parent execution's wait with SubFlow conditions; returns the derived IDs."""
+        run = d.get("runId")
+        kind = wfc.get("wait", {}).get("kind")
+        n["waits_" + str(kind)] += 1
+        wc = (kinds.get("WAIT_COMPLETED") or [None])[0]
+        ec = (kinds.get("EXECUTE_COMPLETED") or [None])[0]
+        n["waits_met"] += wc is not None
+        results = {c.get("index", 0): c for c in (wc or {}).get("conditions", [])}
+        seen, exec_t = {}, None  # what the applied Execute got of each child; when it ran
+        if ec is not None:
+            n["executes"] += 1
+            for p in payloads(ec.get("decision", {})):
+                if isinstance(p, dict) and "children" in p:
+                    seen = {c.get("i"): c for c in p["children"]}
+                    break
+            r = self.worker_run.get(nonce_of(ec.get("decision", {})))
+            exec_t = r["t"] / 1000.0 if r else None
+        landing = self.subflow_start_record(fid, run, ex, wfc, conds)
+        named = set()
+        for i in subs:
+            n["conditions"] += 1
+            c, derived = conds[i], f"{fid}/{ex}/{i}"
+            named.add(derived)
+            what = f"{fid}/{ex} SubFlow condition {i}"
+            started = [x for x in kinds.get("SUB_FLOW_STARTED", []) if x.get("conditionIndex", 0) == i]
+            closed = [x for x in kinds.get("SUB_FLOW_CLOSED", []) if x.get("conditionIndex", 0) == i]
+            if len(started) != 1:
+                self.violation("subflows", f"{what}: {len(started)} SUB_FLOW_STARTED events (seq "
+                               f"{[x['seq'] for x in started]}): a child starts once")
+            for x in started:
+                n["attached" if x.get("attached") else "started"] += 1
+                if x.get("childFlowId") != derived or x.get("childRunId") != run:
+                    self.violation("subflows", f"{what}: started {x.get('childFlowId')} run "
+                                   f"{x.get('childRunId')}; the derived IDs are {derived} run {run}")
+                if x.get("attached"):
+                    self.violation("subflows", f"{what}: attached to a run of {derived} that no "
+                                   "earlier wait started")
+                if x["seq"] < wfc["seq"]:
+                    self.violation("subflows", f"{what}: SUB_FLOW_STARTED (seq {x['seq']}) before "
+                                   f"its wait was recorded (seq {wfc['seq']})")
+            entry = self.final.get(derived) or {}
+            if "description" not in entry:
+                self.violation("subflows", f"{what}: no child run with the derived ID {derived}: "
+                               f"{entry.get('error', 'not read back')}")
+                continue
+            cd = self.normed(("d", derived), entry["description"])
+            earlier = [self.normed(("d", derived, k), e["description"])
+                       for k, e in enumerate(entry.get("earlier", []))]
+            first = earlier[-1] if earlier else cd
+            if first.get("runId") != run:
+                self.violation("subflows", f"{what}: the child's first run is {first.get('runId')}, "
+                               f"the derived run ID is the parent's {run}")
+            if cd.get("flowType") != c["subFlow"].get("flowType") or \
+                    cd.get("input") != c["subFlow"].get("input"):
+                self.violation("subflows", f"{what}: the child runs {cd.get('flowType')} with "
+                               f"{cd.get('input')}, its condition names {c['subFlow'].get('flowType')}"
+                               f" with {c['subFlow'].get('input')}")
+            t_child = self.child_first_run.get(derived)
+            if landing is not None and t_child is not None and t_child + SLACK_S < landing:
+                self.violation("durable", f"{what}: a Worker ran the child's first attempt at "
+                               f"{t_child:.3f}, before the record that started it reached the "
+                               f"store at {landing:.3f}")
+            status, (want_status, want_runs) = cd.get("status"), self.child_plan(c)
+            if status not in ENDED:
+                self.violation("subflows", f"{what}: the child {derived} never closed ({status})")
+                continue
+            n["children_" + status] += 1
+            n["retried"] += int(cd.get("runs", 1)) > 1
+            if int(cd.get("runs", 1)) != want_runs or len(earlier) + 1 != want_runs:
+                self.violation("subflows", f"{what}: {derived} has {cd.get('runs', 1)} runs "
+                               f"({len(earlier) + 1} read back), its plan makes {want_runs}: one "
+                               "start per derived ID and run")
+            if status != want_status:
+                self.violation("subflows", f"{what}: {derived} ended {status} "
+                               f"({cd.get('closeReason', '')!r}), its own Steps end it "
+                               f"{want_status}" + (": stopped by someone (a parent does not stop "
+                                                   "its children)" if status in
+                                                   ("FLOW_TERMINATED", "FLOW_CANCELED") else ""))
+            final = (cd.get("runId"), status, [(o.get("stepExecutionId"), o.get("output"))
+                                               for o in cd.get("outputs", [])],
+                     cd.get("closeReason", ""))
+            close_s = int(cd.get("closeUnixMs", 0)) / 1000.0
+            if wc is None:  # never met: only if the parent closed before the child did
+                if not closed and (d.get("status") not in ENDED
+                                   or close_s < int(d.get("closeUnixMs", 0)) / 1000.0):
+                    self.violation("subflows", f"{what}: {derived} closed at {close_s:.3f} while "
+                                   "its condition waited, but the parent has no SUB_FLOW_CLOSED")
+                continue
+            r = results.get(i) or {}
+            snap = r.get("subFlow", {})
+            snapshot = (snap.get("runId"), snap.get("status"),
+                        [(o.get("stepExecutionId"), o.get("output"))
+                         for o in snap.get("outputs", [])], snap.get("closeReason", ""))
+            if closed:
+                n["met"] += 1
+                x = closed[0]
+                if len(closed) > 1 or x["seq"] > wc["seq"]:
+                    self.violation("subflows", f"{what}: SUB_FLOW_CLOSED at seq "
+                                   f"{[y['seq'] for y in closed]}, the wait met at {wc['seq']}")
+                if (x.get("childRunId"), x.get("status")) != (cd.get("runId"), status):
+                    self.violation("subflows", f"{what}: SUB_FLOW_CLOSED names run "
+                                   f"{x.get('childRunId')} {x.get('status')}; the child's last run "
+                                   f"{cd.get('runId')} ended {status}")
+                if snapshot != final or not r.get("fired"):
+                    self.violation("subflows", f"{what}: the wait's result shows {snapshot} "
+                                   f"(fired {r.get('fired')}), the child's own end is {final}")
+            else:
+                if kind == "ALL_OF":
+                    self.violation("subflows", f"{what}: the AllOf wait was met (seq {wc['seq']}) "
+                                   f"with no SUB_FLOW_CLOSED for {derived}")
+                elif close_s < int(wc.get("atMs", 0)) / 1000.0:
+                    self.violation("subflows", f"{what}: {derived} closed at {close_s:.3f}, while "
+                                   f"its condition waited (the AnyOf was met at "
+                                   f"{int(wc.get('atMs', 0)) / 1000:.3f}), but the parent has no "
+                                   "SUB_FLOW_CLOSED")
+                else:
+                    n["left_running"] += 1
+                # The child's run then: RUNNING, or closed with its Flow retry pending (the
+                # rules snapshot the run the condition names, not closed for good).
+                between = any(e.get("runId") == snap.get("runId") and e.get("nextRunId")
+                              and e.get("status") == snap.get("status") for e in earlier)
+                n["left_between_runs"] += between
+                if (snap.get("status") != "FLOW_RUNNING" and not between) or r.get("fired"):
+                    self.violation("subflows", f"{what}: the wait's result shows {snapshot} "
+                                   f"(fired {r.get('fired')}) for a child that had not closed")
+            if ec is None:
+                continue
+            got = seen.get(i) or {}
+            view = (got.get("run"), got.get("status"),
+                    [(o.get("exec"), {"payload": o.get("output")}) for o in got.get("outputs", [])],
+                    got.get("reason", ""))
+            if view != snapshot:
+                self.violation("subflows", f"{what}: the Execute got {view}, the wait's result "
+                               f"is {snapshot} (the child's own end: {final})")
+            if closed and exec_t is not None and exec_t + SLACK_S < close_s:
+                self.violation("subflows", f"{what}: the Execute ran at {exec_t:.3f}, before "
+                               f"{derived} closed at {close_s:.3f}")
+        return named
+
     def run(self):
         self.load()
         return self.check_all()
 
     def check_all(self):
+        self._normed = {}
         self.check_log()
         self.check_lease()
         self.check_answers()
@@ -1028,6 +1302,7 @@ class Checker:
         self.check_rpcs()
         self.check_sets()
         self.check_locks()
+        self.check_subflows()
         proxy_faults = Counter(e["a"] for e in self.proxy
                                if e["a"] not in ("forwarded", "upstream_error"))
         return {"seed": self.meta.get("seed"), "faults": self.meta.get("faults", {}),
@@ -1270,6 +1545,112 @@ def _mutations(base):
         i = next(i for i, x in enumerate(ev) if x["kind"] == "LOCKS_RELEASED")
         del ev[i]
     out.append(("a lock never released", "locks", lock_kept))
+
+    # SubFlows: a parent whose AllOf Fan met and decided, one whose AnyOf left a child running.
+    def fan_parent(kind, loser):
+        for f, e in sorted(base.final.items()):
+            ev = norm(e.get("events", []))
+            fan = [x for x in ev if x.get("stepExecutionId") == "Fan-1"]
+            wfc = [x for x in fan if x["kind"] == "WAIT_FOR_COMPLETED"]
+            done = [x for x in fan if x["kind"] == "EXECUTE_COMPLETED"]
+            if not wfc or not done or wfc[0].get("wait", {}).get("kind") != kind:
+                continue
+            subs = {i for i, cd in enumerate(wfc[0]["wait"].get("conditions", []))
+                    if "subFlow" in cd}
+            met = {x.get("conditionIndex", 0) for x in fan if x["kind"] == "SUB_FLOW_CLOSED"}
+            if (subs - met) if loser else met:
+                return f, sorted(subs - met if loser else met)[0]
+        raise RuntimeError(f"no {kind} Fan parent in the run to break")
+    pa, pa_i = fan_parent("ALL_OF", False)
+    py, py_i = fan_parent("ANY_OF", True)
+    child_a = f"{pa}/Fan-1/{pa_i}"
+
+    def renumber(ev):
+        for k, x in enumerate(ev):
+            x["seq"] = str(k + 1)
+
+    def sub_wrong_id(c):  # the child started under another Flow ID than the derived one
+        x = next(x for x in c.final[pa]["events"] if x["kind"] == "SUB_FLOW_STARTED")
+        x["childFlowId"] += "x"
+    out.append(("a SubFlow child under another ID than the derived one", "subflows",
+                sub_wrong_id))
+
+    def sub_started_twice(c):  # a repeated wait started its child again
+        ev = c.final[pa]["events"]
+        i = next(i for i, x in enumerate(ev) if x["kind"] == "SUB_FLOW_STARTED")
+        ev.insert(i + 1, copy.deepcopy(ev[i]))
+        renumber(ev)
+    out.append(("a SubFlow condition that started its child twice", "subflows",
+                sub_started_twice))
+
+    def sub_second_run(c):  # a second run under the child's derived ID
+        c.final[child_a]["description"]["runs"] = \
+            int(c.final[child_a]["description"].get("runs", 1)) + 1
+    out.append(("a SubFlow child with a second run", "subflows", sub_second_run))
+
+    def sub_stale_view(c):  # the Execute got a child's status other than its end
+        x = next(x for x in c.final[pa]["events"] if x["kind"] == "EXECUTE_COMPLETED"
+                 and x.get("stepExecutionId") == "Fan-1")
+        g = x["decision"]["gracefulComplete"]
+        v = json.loads(base64.b64decode(g["data"]))
+        v["children"][0]["status"] = "FLOW_RUNNING"
+        g["data"] = base64.b64encode(json.dumps(v).encode()).decode()
+    out.append(("an AllOf Execute that saw a child still running", "subflows", sub_stale_view))
+
+    def sub_early_execute(c):  # the Execute ran before a child closed
+        x = next(x for x in c.final[pa]["events"] if x["kind"] == "EXECUTE_COMPLETED"
+                 and x.get("stepExecutionId") == "Fan-1")
+        nk = nonce_of(norm(x["decision"]))
+        close_ms = int(c.final[child_a]["description"]["closeUnixMs"])
+        for r in c.runs:
+            if r.get("ev") == "run" and (r["worker"], r["nonce"]) == nk:
+                r["t"] = close_ms - 1000
+    out.append(("an AllOf Execute that ran before a child closed", "subflows",
+                sub_early_execute))
+
+    def sub_loser_stopped(c):  # the AnyOf's losing child stopped along with its parent
+        d = c.final[f"{py}/Fan-1/{py_i}"]["description"]
+        d["status"], d["closeReason"] = "FLOW_TERMINATED", "stopped with its parent"
+    out.append(("an AnyOf's losing child stopped", "subflows", sub_loser_stopped))
+
+    def sub_not_told(c):  # a child closed while its condition waited; the parent never heard
+        ev = c.final[pa]["events"]
+        ev[:] = [x for x in ev if not (x["kind"] == "SUB_FLOW_CLOSED"
+                                       and x.get("conditionIndex", 0) == pa_i)]
+        renumber(ev)
+    out.append(("a child's close that did not meet its condition", "subflows", sub_not_told))
+
+    def sub_orphan(c):  # a child run that no parent's wait names
+        e = copy.deepcopy(c.final[child_a])
+        e["description"]["flowId"] = f"{pa}/Fan-1/7"
+        for p in e["description"].get("parents", []):
+            p["conditionIndex"] = 7
+        c.final[f"{pa}/Fan-1/7"] = e
+    out.append(("a SubFlow child no parent's wait names", "subflows", sub_orphan))
+
+    def sub_wait_not_durable(c):  # the served wait (and its children) missing from the log
+        for b in c.log["batches"]:
+            b["recordDetails"] = [
+                r for r in b.get("recordDetails", [])
+                if not (r.get("flow", {}).get("methodResult", {}).get("task", {}).get("flowId")
+                        == pa and r["flow"]["methodResult"]["task"].get("stepExecutionId")
+                        == "Fan-1" and r["flow"]["methodResult"]["task"].get("method")
+                        == "WAIT_FOR")]
+    out.append(("a wait that started SubFlows missing from the log", "durable",
+                sub_wait_not_durable))
+
+    def sub_child_before_durable(c):  # the child ran before the record that started it landed
+        c.index_log()
+        b = next(b for b, r, mr in _flow_records(c, "methodResult")
+                 if mr["task"].get("flowId") == pa and mr["task"].get("stepExecutionId")
+                 == "Fan-1" and mr["task"].get("method") == "WAIT_FOR"
+                 and mr.get("outcome") == "ATTEMPT_COMPLETED")
+        landing = c.landed[(int(b["slot"]), b.get("writeId"))]
+        r = min((r for r in c.runs if r.get("ev") == "run" and r["flow"] == child_a),
+                key=lambda r: r["t"])
+        r["t"] = (landing - 1.0) * 1000.0
+    out.append(("a SubFlow child that ran before its start was durable", "durable",
+                sub_child_before_durable))
     return out
 
 
@@ -1324,6 +1705,13 @@ def summary_line(result):
             f"{s.get('rpc_calls_ok', 0)} ok/{s.get('rpc_calls_failed', 0)} failed); "
             f"sets={s.get('sets', 0)} acknowledged={s.get('sets_acked', 0)}; "
             f"lock holders={s.get('lock_holders', 0)} (rpcs {s.get('lock_holders_rpc', 0)}); "
+            f"subflows={s.get('subflow_conditions', 0)} started={s.get('subflow_started', 0)} "
+            f"attached={s.get('subflow_attached', 0)} met={s.get('subflow_met', 0)} "
+            f"left-running={s.get('subflow_left_running', 0)} (waits all "
+            f"{s.get('subflow_waits_all', 0)}/any {s.get('subflow_waits_any', 0)}, met "
+            f"{s.get('subflow_waits_met', 0)}; children completed "
+            f"{s.get('subflow_children_completed', 0)}/failed {s.get('subflow_children_failed', 0)}"
+            f", retried {s.get('subflow_children_retried', 0)}); "
             f"epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
             f"violations={result['violations']}"
             + (f" {result['violations_by_check']}" if result["violations"] else ""))
