@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -128,7 +129,9 @@ const std::vector<std::pair<std::string, flow::IdReusePolicy>> kIdReuse = {
     {"disallow", flow::DISALLOW},
     {"terminate-if-running", flow::TERMINATE_IF_RUNNING}};
 const std::vector<std::pair<std::string, flow::TimeoutPolicy>> kTimeoutPolicies = {
-    {"fail", flow::TIMEOUT_FAIL}, {"cancel", flow::TIMEOUT_CANCEL}};
+    {"fail", flow::TIMEOUT_FAIL},
+    {"cancel", flow::TIMEOUT_CANCEL},
+    {"handler", flow::TIMEOUT_HANDLER}};
 
 bool is_waiting_error(const Status& s) {
   const std::string_view code = sdk_internal::grpc_code_of(s);
@@ -171,6 +174,8 @@ struct FlowCommands::Impl {
   std::string flow_type, flow_id, run_id, output = "json";
   std::string input_text = "{}", input_file, input;  // input: the checked JSON text
   std::string start_delay_text, flow_timeout_text, timeout_policy_text, id_reuse_text, request_id;
+  std::string retry_interval_text;
+  std::optional<uint32_t> retry_runs;
   bool ignore_already_started = false, yes = false, expect_completed = false;
   std::string mode_text = "cancel", reason;
   std::string channel, instance_key;
@@ -254,9 +259,15 @@ void FlowCommands::Impl::add_mutations() {
   start->add_option("--input-file", input_file, "Read the input from a file, or stdin with '-'");
   start->add_option("--start-delay", start_delay_text, "Run the start Step after this: 10s, 5m");
   start->add_option("--flow-timeout", flow_timeout_text, "End the run if still running after this");
-  start->add_option(
-      "--timeout-policy", timeout_policy_text,
-      "What --flow-timeout does: " + choice_names(kTimeoutPolicies) + " (default fail: TIMED_OUT)");
+  start->add_option("--timeout-policy", timeout_policy_text,
+                    "What --flow-timeout does: " + choice_names(kTimeoutPolicies) +
+                        " (default fail: TIMED_OUT; handler runs the type's timeout handler)");
+  start->add_option("--retry-runs", retry_runs,
+                    "Flow retry: a run that ends FAILED or TIMED_OUT starts again as a new run, up "
+                    "to this many runs in all (the first included; 0: no limit)");
+  start->add_option("--retry-interval", retry_interval_text,
+                    "Flow retry: the backoff before the second run (then x2 each time): 1s, 30s "
+                    "(default 1s; sets the retry policy on its own too)");
   start->add_option("--id-reuse", id_reuse_text,
                     "May a closed (or running) run's Flow ID start again: " +
                         choice_names(kIdReuse) + " (default allow-if-no-running)");
@@ -466,6 +477,16 @@ int FlowCommands::Impl::check_start(const std::string& op) {
       return usage_error(op, "--timeout-policy needs --flow-timeout (what happens at the timeout)");
     }
     start_options.set_timeout_policy(*p);
+  }
+  if (retry_runs || !retry_interval_text.empty()) {
+    flow::RetryPolicy* retry = start_options.mutable_retry_policy();
+    if (retry_runs) retry->set_maximum_attempts(*retry_runs);
+    if (!retry_interval_text.empty()) {
+      auto d = parse_duration(retry_interval_text);
+      if (!d.is_ok()) return usage_error(op, "--retry-interval: " + d.status().message());
+      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d).count();
+      retry->set_initial_interval_ms(ms);
+    }
   }
   if (!id_reuse_text.empty()) {
     auto p = parse_choice(id_reuse_text, kIdReuse);

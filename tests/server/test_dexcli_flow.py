@@ -77,6 +77,15 @@ def test_usage_errors_are_json_exit_2_and_send_nothing(dev, procs, tmp_path):
         (["flow", "start", "SignUp", "--flow-id", "u2", "--id-reuse", "sometimes"],
          "--id-reuse must be one of"),
         (["flow", "start", "SignUp", "--flow-id", "u2", "--start-delay", "soon"], "--start-delay"),
+        (["flow", "start", "SignUp", "--flow-id", "u2", "--timeout-policy", "handler"],
+         "needs --flow-timeout"),
+        (["flow", "start", "SignUp", "--flow-id", "u2", "--timeout-policy", "shrug",
+          "--flow-timeout", "1m"], "--timeout-policy must be fail, cancel, handler"),
+        (["flow", "start", "SignUp", "--flow-id", "u2", "--retry-interval", "0s"],
+         "--retry-interval: invalid duration '0s'"),
+        (["flow", "start", "SignUp", "--flow-id", "u2", "--retry-interval", "soon"],
+         "--retry-interval"),
+        (["flow", "start", "SignUp", "--flow-id", "u2", "--retry-runs", "-1"], "--retry-runs"),
         (["flow", "stop", "u1"], "add --yes"),
         (["flow", "stop", "u1", "--yes", "--mode", "fail"], "needs --reason"),
         (["flow", "publish", "u1", "verify", "--message", '{"code":"c-7"}'], "add --yes"),
@@ -214,3 +223,22 @@ def test_wait_and_watch_keep_going_through_a_sigkill_of_the_server(dev, procs, t
     assert events[-1]["kind"] == "FLOW_CLOSED" and events[-1]["status"] == "COMPLETED", events
     assert all(e["flowId"] == "k1" and e["runId"] == events[0]["runId"] for e in events)
     w.kill()
+
+
+def test_start_with_a_flow_retry_policy_and_the_handler_timeout_policy(dev, procs):
+    worker(procs, [dev.address])
+    # RetryOnce fails its first run on purpose; --retry-runs lets a second run complete it.
+    ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r1", "--input",
+                '{"fail_runs": 1}', "--retry-runs", "3", "--retry-interval", "200ms"))
+    out = ok_json(cli(dev, "flow", "wait", "r1", "--expect-completed"))
+    assert out["status"] == "COMPLETED", out
+    described = ok_json(cli(dev, "flow", "describe", "r1"))
+    assert described["runs"] == 2 and described["runId"].endswith(".2"), described
+    # Without a retry policy the same failure is the end.
+    ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r2", "--input",
+                '{"fail_runs": 1}'))
+    assert ok_json(cli(dev, "flow", "wait", "r2"))["status"] == "FAILED"
+    # HANDLER is refused, naming the reason, for a type without a timeout handler.
+    e = error_of(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r3", "--flow-timeout",
+                     "1m", "--timeout-policy", "handler"), 1)
+    assert e["grpcCode"] == "INVALID_ARGUMENT" and "timeout handler" in e["message"], e
