@@ -1,7 +1,8 @@
 // Attributes, lock keys and RPCs against a real dex-server-zd dev: initial
 // values, Steps reading and writing them, the Client's reads, writes and
 // waits, RPCs (output, new Steps, writes, the error codes, a repeated
-// request ID) and lock keys keeping two attempts of one run apart.
+// request ID), lock keys keeping two attempts of one run apart, and values
+// over 1 MiB (blobs on the server) in and out.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
@@ -79,6 +80,18 @@ const locked = (type: string): Step => ({
 const fan: Step = { type: "Fan", execute: () => goToMulti({ step: "L1" }, { step: "L2" }) };
 const LOCKS = new Flow({ type: "ts-locks", startStep: fan, steps: [fan, locked("L1"), locked("L2")] });
 
+// Values over the server's blob threshold (256 KiB) and over the old 1 MiB limit: the Step reads
+// a large input and writes a large Attribute and output; all come back whole.
+const note = Attribute.string("note");
+const echo: Step<{ text: string }> = {
+  type: "Echo",
+  execute(ctx) {
+    note.set(ctx, ctx.input.text.toUpperCase());
+    return gracefulComplete({ length: ctx.input.text.length, text: ctx.input.text });
+  },
+};
+const BIG = new Flow({ type: "ts-big", startStep: echo, steps: [echo], attributes: [note] });
+
 describe("Attributes, lock keys and RPCs on a dex server", () => {
   let server: DevServer;
   let client: Client;
@@ -87,7 +100,7 @@ describe("Attributes, lock keys and RPCs on a dex server", () => {
   before(async () => {
     server = await DevServer.start();
     client = new Client({ addresses: [server.address], timeoutMs: 10_000 });
-    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(SHOP).host(LOCKS);
+    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(SHOP).host(LOCKS).host(BIG);
     void worker.run();
     await worker.ready();
   });
@@ -149,6 +162,18 @@ describe("Attributes, lock keys and RPCs on a dex server", () => {
     await rejects(client.invokeRpc("rpc-1", slow, null, { timeoutMs: 500 }), "DEADLINE_EXCEEDED", /slow/);
     await client.stopFlow("rpc-1");
     await rejects(client.invokeRpc("rpc-1", reserve, { seat: "A1" }), "FAILED_PRECONDITION", /rpc-1|run/);
+  });
+
+  test("inputs, outputs and Attributes over 1 MiB travel as blobs and come back whole", async () => {
+    const text = "abcdefghij".repeat(300_000); // 3,000,000 bytes
+    await client.startFlow(BIG, "big-1", { text });
+    const done = await client.waitForFlow("big-1", { timeoutMs: 30_000 });
+    assert.equal(done.status, "COMPLETED", done.closeReason);
+    const output = done.output as { length: number; text: string };
+    assert.equal(output.length, text.length);
+    assert.ok(output.text === text, "the output came back changed");
+    const a = await client.getAttributes("big-1");
+    assert.ok(a.get(note) === text.toUpperCase(), "the Attribute came back changed");
   });
 
   test("two attempts holding the same lock key never run at once", async () => {

@@ -9,7 +9,7 @@
 // instead of coming back rounded. datetime values are Dates (Unix ms on the
 // wire), json values JSON objects, bytes values Uint8Arrays.
 import type { WireAttribute, WireAttributeType, WireAttributeValue } from "../proto";
-import { checkName, FLOW_LIMITS, invalid } from "./checks";
+import { checkName, FLOW_LIMITS, invalid, valueLimitText } from "./checks";
 import { TaskError } from "./task-error";
 
 export type AttributeTypeName = "string" | "int64" | "double" | "bool" | "datetime" | "json" | "bytes";
@@ -81,7 +81,7 @@ export function attributeValueToWire(type: AttributeTypeName, value: unknown, wh
   switch (type) {
     case "string":
       if (typeof value !== "string") wrong("a string");
-      if (Buffer.byteLength(value as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is longer than 1 MiB`);
+      if (Buffer.byteLength(value as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is longer than ${valueLimitText()}`);
       return { stringValue: value as string };
     case "int64":
       if (typeof value !== "number" || !Number.isSafeInteger(value)) wrong("an integer number within +-(2^53 - 1)");
@@ -106,12 +106,12 @@ export function attributeValueToWire(type: AttributeTypeName, value: unknown, wh
         throw invalid(`${what} is not JSON-serializable: ${error instanceof Error ? error.message : String(error)}`);
       }
       if (text === undefined) wrong("a JSON object");
-      if (Buffer.byteLength(text as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than 1 MiB as JSON`);
+      if (Buffer.byteLength(text as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than ${valueLimitText()} as JSON`);
       return { jsonValue: text as string };
     }
     case "bytes":
       if (!(value instanceof Uint8Array)) wrong("a Uint8Array (or Buffer)");
-      if ((value as Uint8Array).length > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than 1 MiB`);
+      if ((value as Uint8Array).length > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than ${valueLimitText()}`);
       return { bytesValue: Buffer.from((value as Uint8Array).buffer, (value as Uint8Array).byteOffset, (value as Uint8Array).byteLength) };
   }
   return checkType(type, what) as never;

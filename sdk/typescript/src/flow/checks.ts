@@ -4,8 +4,12 @@ import { DexError } from "../errors";
 
 /** docs/api.md, "Flows": the server refuses more with INVALID_ARGUMENT. */
 export const FLOW_LIMITS = {
-  /** Bytes of one input, output, Channel message or locals. */
-  valueBytes: 1 << 20,
+  /**
+   * Bytes of one input, output, Channel message, locals or Attribute value: the most any server
+   * takes (its values.maxSize, default 64 MiB, is at most 512 MiB and refuses more itself with
+   * INVALID_ARGUMENT naming the limit). Values over the server's blob threshold travel as blobs.
+   */
+  valueBytes: 512 * (1 << 20),
   /** Messages in one publish call or one task result. */
   messagesPerPublish: 1_000,
   /** Bytes of a name: Flow ID and type, Step type, Channel, instance key, condition ID, request ID. */
@@ -53,6 +57,11 @@ export function checkCount(n: unknown, what: string): number {
 
 /** A Step type by name, or the Step itself. */
 export type StepRef = string | { readonly type: string };
+
+/** FLOW_LIMITS.valueBytes for messages: "512 MiB". */
+export function valueLimitText(): string {
+  return `${FLOW_LIMITS.valueBytes / (1 << 20)} MiB`;
+}
 
 export function stepTypeOf(ref: StepRef, what: string): string {
   if (typeof ref === "string") return checkName(ref, what);

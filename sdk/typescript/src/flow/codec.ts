@@ -2,7 +2,7 @@
 // messages use its codec (JSON unless it was given another). Both travel as
 // Payloads: bytes, empty for null.
 import type { WirePayload } from "../proto";
-import { FLOW_LIMITS } from "./checks";
+import { FLOW_LIMITS, valueLimitText } from "./checks";
 import { describeError, TaskError } from "./task-error";
 
 /** JSON as it travels: anything JSON.stringify turns into text and JSON.parse back. */
@@ -30,7 +30,7 @@ export const jsonCodec: Codec<unknown> = {
   },
 };
 
-/** A value as a Payload, within the 1 MiB limit (`what` names it in errors). */
+/** A value as a Payload, within FLOW_LIMITS.valueBytes (`what` names it in errors). */
 export function toPayload(value: unknown, what: string, codec: Codec<unknown> = jsonCodec): WirePayload {
   let data: Uint8Array;
   try {
@@ -40,7 +40,7 @@ export function toPayload(value: unknown, what: string, codec: Codec<unknown> = 
   }
   if (data.length > FLOW_LIMITS.valueBytes) {
     throw new TaskError(
-      `${what} is ${data.length} bytes encoded; the limit is ${FLOW_LIMITS.valueBytes} bytes (1 MiB)`,
+      `${what} is ${data.length} bytes encoded; the limit is ${FLOW_LIMITS.valueBytes} bytes (${valueLimitText()})`,
       { nonRetryable: true },
     );
   }

@@ -5,7 +5,7 @@
 // parent's run ID, so a repeat of the wait never starts a second child.
 import { toRunStatus, type RunStatus } from "../flow-types";
 import type { WireConditionResult, WireSubFlowCondition } from "../proto";
-import { checkName, FLOW_LIMITS, invalid } from "./checks";
+import { checkName, FLOW_LIMITS, invalid, valueLimitText } from "./checks";
 import { jsonCodec, type Codec } from "./codec";
 import type { StepContext } from "./context";
 import { enumToWire, runStartOptionsToWire, type RunStartOptions } from "./start-options";
@@ -236,7 +236,7 @@ export class SubFlow<I = unknown, O = unknown> {
       throw invalid(`${what}: the input cannot be encoded: ${describeError(error)}`);
     }
     if (data.length > FLOW_LIMITS.valueBytes) {
-      throw invalid(`${what}: the input is ${data.length} bytes encoded; the limit is ${FLOW_LIMITS.valueBytes} bytes (1 MiB)`);
+      throw invalid(`${what}: the input is ${data.length} bytes encoded; the limit is ${FLOW_LIMITS.valueBytes} bytes (${valueLimitText()})`);
     }
     const subFlow: WireSubFlowCondition = {
       flowType: this.flowType,
