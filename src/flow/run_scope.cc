@@ -13,6 +13,9 @@
 namespace dex::flow {
 namespace {
 
+// The most runs a snapshot follows along one Flow ID's retry chain.
+constexpr size_t kRetryChainMax = 10'000;
+
 bool is_active_phase(Phase phase) {
   return phase == PHASE_WAIT_FOR || phase == PHASE_WAITING || phase == PHASE_EXECUTE;
 }
@@ -595,11 +598,8 @@ void RunScope::match_waits() {
     }
     for (int i = 0; i < s.wait().conditions_size(); ++i) {  // bounded by kConditionsMax
       if (s.wait().conditions(i).has_sub_flow() && !s.conditions(i).has_sub_flow()) {
-        // A child still running (another condition won): a RUNNING snapshot.
         auto* state = s.mutable_conditions(i);
-        auto child = txn_.run(state->child_flow_id(), state->child_run_id());
-        DEX_INVARIANT(child.has_value(), "a SubFlow condition's child run exists");
-        *state->mutable_sub_flow() = sub_flow_result(*child);
+        *state->mutable_sub_flow() = running_child(state->child_flow_id(), state->child_run_id());
       }
       const auto& state = s.conditions(i);
       if (s.wait().conditions(i).has_timer() && !state.fired()) {
@@ -632,6 +632,27 @@ void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped)
   txn_.delete_timer(key, state->timer_at_ms());
   state->set_fired(true);
   state->set_skipped(skipped);
+}
+
+// A child that has not closed for good (another condition won): a RUNNING
+// snapshot of its latest run, also when that run closed with its Flow retry
+// pending (the Flow goes on as the next run, as its parent would have waited).
+SubFlowResult RunScope::running_child(const std::string& flow_id, const std::string& run_id) {
+  auto child = txn_.run(flow_id, run_id);
+  DEX_INVARIANT(child.has_value(), "a SubFlow condition's child run exists");
+  // Bounded by kRetryChainMax: a retry chain is as long as its runs.
+  for (size_t hops = 0; !child->next_run_id().empty() && hops < kRetryChainMax; ++hops) {
+    auto next = txn_.run(flow_id, child->next_run_id());
+    if (!next) break;  // its retry has not started yet
+    child = std::move(next);
+  }
+  DEX_INVARIANT(child->status() == FLOW_RUNNING || retry_pending(*child),
+                "a child that closed for good has told its waiting parent");
+  SubFlowResult r = sub_flow_result(*child);
+  r.set_status(FLOW_RUNNING);
+  r.clear_outputs();
+  r.clear_close_reason();
+  return r;
 }
 
 bool RunScope::sub_flow_closed(const SubFlowParent& parent, const Run& child) {

@@ -114,6 +114,8 @@ class RunScope {
   void flush();
 
  private:
+  // A SubFlow condition's child that has not closed for good, as Execute sees it.
+  SubFlowResult running_child(const std::string& flow_id, const std::string& run_id);
   TaskRef task_ref(const StepExecution& step) const;
   TaskRef rpc_ref(const RpcExecution& rpc) const;
   // Queues the method's attempt: first its lock keys (acquire false: it holds

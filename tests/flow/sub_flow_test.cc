@@ -396,6 +396,28 @@ TEST_F(SubFlows, AChildThatRetriesMeetsItsParentOnlyWhenItsLastRunEnds) {
   EXPECT_EQ(kinds(h.history("p")).back(), WAIT_COMPLETED);
 }
 
+TEST_F(SubFlows, AnAnyOfLoserBetweenItsRetryRunsIsShownRunning) {
+  StartOptions slow_retry = retrying(3);
+  slow_retry.mutable_retry_policy()->set_initial_interval_ms(60'000);  // after the Timer
+  ASSERT_EQ(parent_waits(
+                "p", "r1",
+                wait_of(ANY_OF, {timer_after(1'000), sub_flow("x", SUB_FLOW_ATTACH, slow_retry)}))
+                .kind,
+            ApplyKind::kApplied);
+  // The child's first run fails with a retry pending; then the parent's Timer wins.
+  ASSERT_EQ(h.execute("p/Wait-1/1", "Work-1", force_fail("once")).kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.run("p/Wait-1/1", "r1")->status(), FLOW_FAILED);
+  ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);  // the parent's Timer
+  auto results = met("p");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].fired());
+  EXPECT_FALSE(results[1].fired());
+  EXPECT_EQ(results[1].sub_flow().status(), FLOW_RUNNING) << "the Flow goes on as its next run";
+  EXPECT_EQ(results[1].sub_flow().run_id(), "r1");
+  EXPECT_EQ(results[1].sub_flow().outputs_size(), 0);
+  EXPECT_EQ(results[1].sub_flow().close_reason(), "");
+}
+
 TEST_F(SubFlows, AFlowRetryPolicyIsValidated) {
   StartOptions o;
   o.mutable_retry_policy()->set_backoff_coefficient(0.5);
