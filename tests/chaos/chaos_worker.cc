@@ -173,6 +173,17 @@ struct Recorder {
     record(done);
     throw dex::FlowFailure(why, non_retryable);
   }
+  // A WaitFor's end: its wait and the locals it set ("by": who ran it).
+  static Wait waited(json done, Context& ctx, Wait w) {
+    ctx.set_local("by", by(done));
+    done["ev"] = "done";
+    done["t"] = now_ms();
+    done["result"] = "wait";
+    done["wait"] = proto_json(w.proto());
+    done["locals"] = ctx.locals();
+    record(done);
+    return w;
+  }
   static StepDecision decided(json done, StepDecision d) {
     done["ev"] = "done";
     done["t"] = now_ms();
@@ -250,14 +261,7 @@ class Gate final : public dex::WaitingStep {
     const auto timer = dex::Timer::after(std::chrono::milliseconds(300 + h % 501));
     Wait w = round % 2 == 0 ? Wait::any_of({kSignals.for_one(), timer})
                             : Wait::all_of({kSignals.at_most(2), timer});
-    ctx.set_local("by", Recorder::by(done));
-    done["ev"] = "done";
-    done["t"] = now_ms();
-    done["result"] = "wait";
-    done["wait"] = proto_json(w.proto());
-    done["locals"] = ctx.locals();
-    record(done);
-    return w;
+    return Recorder::waited(done, ctx, std::move(w));
   }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
@@ -323,14 +327,7 @@ class Fan final : public dex::WaitingStep {
           dex::Timer::after(std::chrono::milliseconds(300 + (h >> 40) % 501)).id("t"));
     }
     Wait w = any ? Wait::any_of(std::move(conditions)) : Wait::all_of(std::move(conditions));
-    ctx.set_local("by", Recorder::by(done));
-    done["ev"] = "done";
-    done["t"] = now_ms();
-    done["result"] = "wait";
-    done["wait"] = proto_json(w.proto());
-    done["locals"] = ctx.locals();
-    record(done);
-    return w;
+    return Recorder::waited(done, ctx, std::move(w));
   }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
@@ -437,14 +434,7 @@ class Work final : public dex::WaitingStep {
     json done = r_.begin(ctx, "WAIT_FOR");
     Wait w = Wait::all_of(
         {dex::Timer::after(std::chrono::milliseconds(ctx.input().value("wait_ms", 100)))});
-    ctx.set_local("by", Recorder::by(done));
-    done["ev"] = "done";
-    done["t"] = now_ms();
-    done["result"] = "wait";
-    done["wait"] = proto_json(w.proto());
-    done["locals"] = ctx.locals();
-    record(done);
-    return w;
+    return Recorder::waited(done, ctx, std::move(w));
   }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
