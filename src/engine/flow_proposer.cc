@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/record_time.h"
 #include "log/log_writer.h"
 
 namespace dex {
@@ -20,9 +21,15 @@ void FlowProposer::propose(flow::FlowRecord record, Done done) {
   record.set_proposal_id(id);
   proto::LogRecord log_record;
   *log_record.mutable_flow() = std::move(record);
-  // Never with mu_ held: append may block on a full queue while the writer
-  // thread waits for mu_ in applied().
-  auto appended = log_.append(std::move(log_record));
+  std::future<StatusOr<Slot>> appended;
+  {
+    // Never with mu_ held: append may block on a full queue while the writer
+    // thread waits for mu_ in applied(). order_mu_ is never taken by that
+    // thread, and holding it makes the stamps' order the log's.
+    std::lock_guard<std::mutex> order(order_mu_);
+    last_stamp_ms_ = stamp_no_earlier(*log_record.mutable_flow(), last_stamp_ms_);
+    appended = log_.append(std::move(log_record));
+  }
   if (appended.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
   auto slot = appended.get();
   if (slot.is_ok()) return;

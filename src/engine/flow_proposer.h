@@ -23,7 +23,8 @@ class FlowProposer {
 
   explicit FlowProposer(LogWriter& log) : log_(log) {}
 
-  // Appends `record` (its proposal_id is set here); `done` runs once with the
+  // Appends `record` (its proposal_id is set here, and its times raised to the
+  // last appended record's: see record_time.h); `done` runs once with the
   // rules' result, or with Stopped / InvalidArgument (the writer refused it).
   void propose(flow::FlowRecord record, Done done);
   // The store applied these results (the log writer's thread, in order).
@@ -38,6 +39,9 @@ class FlowProposer {
   Status stopped_why_;                          // guarded by mu_
   uint64_t next_id_ = 1;                        // guarded by mu_
   std::unordered_map<uint64_t, Done> pending_;  // guarded by mu_; bounded by the writer's queue
+  // Serializes stamping and appending, so records' times rise in log order.
+  std::mutex order_mu_;
+  int64_t last_stamp_ms_ = 0;  // guarded by order_mu_
 };
 
 }  // namespace dex

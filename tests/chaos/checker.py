@@ -572,6 +572,12 @@ class Checker:
             seqs = [x.get("seq", 0) for x in ev]
             if seqs != sorted(set(seqs)):
                 self.violation("decisions", f"{fid}: history sequence numbers {seqs[:20]}")
+            ats = [int(x.get("atMs", 0)) for x in ev]
+            back = next((i for i in range(1, len(ats)) if ats[i] < ats[i - 1]), None)
+            if back is not None:  # records' times rise in log order (src/engine/record_time.h)
+                self.violation("decisions", f"{fid}: history goes back in time: event "
+                               f"{ev[back].get('seq')} ({ev[back]['kind']}) at {ats[back]} after "
+                               f"{ats[back - 1]}")
             kinds = Counter(x["kind"] for x in ev)
             if kinds["FLOW_STARTED"] != 1:
                 self.violation("decisions", f"{fid}: {kinds['FLOW_STARTED']} FLOW_STARTED events")
@@ -1612,6 +1618,11 @@ def _mutations(base):
         d = c.final[f"{py}/Fan-1/{py_i}"]["description"]
         d["status"], d["closeReason"] = "FLOW_TERMINATED", "stopped with its parent"
     out.append(("an AnyOf's losing child stopped", "subflows", sub_loser_stopped))
+
+    def time_goes_back(c):  # an event stamped before the one the log put ahead of it
+        ev = c.final[pa]["events"]
+        ev[-1]["atMs"] = str(int(ev[-2].get("atMs", 0)) - 1)
+    out.append(("a history that goes back in time", "decisions", time_goes_back))
 
     def sub_not_told(c):  # a child closed while its condition waited; the parent never heard
         ev = c.final[pa]["events"]
