@@ -19,9 +19,9 @@ namespace dex {
 
 StatusOr<Duration> parse_duration(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Status::invalid_argument(
-        fmt::format("invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h)",
-                    text, why));
+    return Status::invalid_argument(fmt::format(
+        "invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h, 7d)", text,
+        why));
   };
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
@@ -39,6 +39,8 @@ StatusOr<Duration> parse_duration(std::string_view text) {
     unit_ns = 60'000'000'000ull;
   else if (unit == "h")
     unit_ns = 3'600'000'000'000ull;
+  else if (unit == "d")
+    unit_ns = 86'400'000'000'000ull;
   else if (unit.empty())
     return bad("the unit is missing");
   else
@@ -52,6 +54,7 @@ StatusOr<Duration> parse_duration(std::string_view text) {
 
 std::string format_duration(Duration d) {
   int64_t ns = d.count();
+  if (ns % 86'400'000'000'000 == 0 && ns != 0) return fmt::format("{}d", ns / 86'400'000'000'000);
   if (ns % 3'600'000'000'000 == 0 && ns != 0) return fmt::format("{}h", ns / 3'600'000'000'000);
   if (ns % 60'000'000'000 == 0 && ns != 0) return fmt::format("{}m", ns / 60'000'000'000);
   if (ns % 1'000'000'000 == 0) return fmt::format("{}s", ns / 1'000'000'000);
@@ -252,6 +255,42 @@ Status read_snapshot_settings(const YAML::Node& root, std::string_view source,
   return Status::ok();
 }
 
+// A duration at `key` within lo..hi; "0" is 0 (allowed when lo is 0).
+Status parse_duration_in(const std::string& text, const char* key, std::string_view source,
+                         Duration lo, Duration hi, Duration& value) {
+  Duration d(0);
+  if (text != "0") {
+    auto parsed = parse_duration(text);
+    if (!parsed.is_ok())
+      return Status::invalid_argument(
+          fmt::format("{}: {}: {}", source, key, parsed.status().message()));
+    d = parsed.value();
+  }
+  if (d < lo || d > hi) {
+    return Status::invalid_argument(fmt::format("{}: {} {} is outside {}..{}", source, key, text,
+                                                format_duration(lo), format_duration(hi)));
+  }
+  value = d;
+  return Status::ok();
+}
+
+// flows.* of any config file (all optional).
+Status read_flow_settings(const YAML::Node& root, std::string_view source, FlowSettings& out) {
+  const YAML::Node section = root["flows"];
+  if (!section) return Status::ok();
+  FlowSettings next = out;
+  if (const YAML::Node n = section["retention"]) {
+    auto v = scalar(n, "flows.retention", source);
+    if (!v.is_ok()) return v.status();
+    if (auto s = parse_duration_in(v.value(), "flows.retention", source, kFlowRetentionMin,
+                                   kFlowRetentionMax, next.retention);
+        !s.is_ok())
+      return s;
+  }
+  out = next;
+  return Status::ok();
+}
+
 // values.* of any config file (all optional), checked together: the maximum
 // is at least the threshold.
 Status read_value_settings(const YAML::Node& root, std::string_view source, ValueSettings& out) {
@@ -285,6 +324,22 @@ Status read_value_settings(const YAML::Node& root, std::string_view source, Valu
     return s;
   if (auto s = size("blobCacheSize", "values.blobCacheSize", 0, kBlobCacheBytesMax,
                     next.blob_cache_bytes);
+      !s.is_ok())
+    return s;
+  auto duration = [&](const char* name, const char* key, Duration lo, Duration hi,
+                      Duration& value) -> Status {
+    const YAML::Node n = section[name];
+    if (!n) return Status::ok();
+    auto v = scalar(n, key, source);
+    if (!v.is_ok()) return v.status();
+    return parse_duration_in(v.value(), key, source, lo, hi, value);
+  };
+  if (auto s = duration("blobCollectInterval", "values.blobCollectInterval", Duration(0),
+                        kBlobCollectIntervalMax, next.blob_collect_interval);
+      !s.is_ok())
+    return s;
+  if (auto s = duration("blobMinAge", "values.blobMinAge", Duration(0), kBlobMinAgeMax,
+                        next.blob_min_age);
       !s.is_ok())
     return s;
   if (next.max_size_bytes < next.blob_threshold_bytes) {
@@ -400,6 +455,7 @@ Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema&
     }
     if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
     if (auto s = read_value_settings(root, source, next.values); !s.is_ok()) return s;
+    if (auto s = read_flow_settings(root, source, next.flows); !s.is_ok()) return s;
     if (root["lifecycle"] && root["lifecycle"]["attemptDrainTimeout"]) {
       auto v = read(root["lifecycle"]["attemptDrainTimeout"], "lifecycle.attemptDrainTimeout");
       if (!v.is_ok()) return v.status();
@@ -451,20 +507,35 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
 const Schema kDevSchema{
     {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
      "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep",
-     "values.blobThreshold", "values.maxSize", "values.blobCacheSize", "admin.enabled",
-     "auth.adminTokenFiles", "auth.adminTokenSha256", "lifecycle.attemptDrainTimeout"},
+     "values.blobThreshold", "values.maxSize", "values.blobCacheSize", "values.blobCollectInterval",
+     "values.blobMinAge", "flows.retention", "admin.enabled", "auth.adminTokenFiles",
+     "auth.adminTokenSha256", "lifecycle.attemptDrainTimeout"},
     "dev.durabilityMode",
     "",
     "dex-server-zd dev"};
-const Schema kLocalSchema{
-    {"nodeId", "api.listen", "local.dataDir", "local.durabilityMode", "lease.duration",
-     "lease.failIfHeld", "standby.mode", "snapshots.interval", "snapshots.everyRecords",
-     "snapshots.keep", "values.blobThreshold", "values.maxSize", "values.blobCacheSize",
-     "admin.enabled", "auth.adminTokenFiles", "auth.adminTokenSha256",
-     "lifecycle.attemptDrainTimeout"},
-    "local.durabilityMode",
-    "local.dataDir",
-    "dex-server-zd local"};
+const Schema kLocalSchema{{"nodeId",
+                           "api.listen",
+                           "local.dataDir",
+                           "local.durabilityMode",
+                           "lease.duration",
+                           "lease.failIfHeld",
+                           "standby.mode",
+                           "snapshots.interval",
+                           "snapshots.everyRecords",
+                           "snapshots.keep",
+                           "values.blobThreshold",
+                           "values.maxSize",
+                           "values.blobCacheSize",
+                           "values.blobCollectInterval",
+                           "values.blobMinAge",
+                           "flows.retention",
+                           "admin.enabled",
+                           "auth.adminTokenFiles",
+                           "auth.adminTokenSha256",
+                           "lifecycle.attemptDrainTimeout"},
+                          "local.durabilityMode",
+                          "local.dataDir",
+                          "dex-server-zd local"};
 
 // Reads a scalar at a dotted path ("a.b.c"), if present.
 std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotted) {
@@ -599,6 +670,9 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "values.blobThreshold",
                                                 "values.maxSize",
                                                 "values.blobCacheSize",
+                                                "values.blobCollectInterval",
+                                                "values.blobMinAge",
+                                                "flows.retention",
                                                 "auth.adminTokenFiles",
                                                 "auth.adminTokenSha256",
                                                 "admin.enabled"};
@@ -663,6 +737,7 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
              duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
              read_snapshot_settings(root.value(), source, c.snapshots),
              read_value_settings(root.value(), source, c.values),
+             read_flow_settings(root.value(), source, c.flows),
              boolean("admin.enabled", c.admin_enabled),
              read_admin_tokens(root.value(), source, c.admin_token_sha256, &c.admin_token_files,
                                &c.admin_token_sha256_entries)};
@@ -808,6 +883,12 @@ std::string describe_serve_config(const ServeConfig& c) {
       fmt::format("values:\n  blobThreshold: {}\n  maxSize: {}\n  blobCacheSize: {}\n",
                   format_bytes(c.values.blob_threshold_bytes),
                   format_bytes(c.values.max_size_bytes), format_bytes(c.values.blob_cache_bytes));
+  auto zero_or = [](Duration d) {
+    return d == Duration(0) ? std::string("0") : format_duration(d);
+  };
+  out += fmt::format("  blobCollectInterval: {}\n  blobMinAge: {}\nflows:\n  retention: {}\n",
+                     zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
+                     format_duration(c.flows.retention));
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

@@ -39,7 +39,22 @@ struct ValueSettings {
   uint64_t blob_threshold_bytes = 256u << 10;  // values.blobThreshold
   uint64_t max_size_bytes = 64u << 20;         // values.maxSize
   uint64_t blob_cache_bytes = 64u << 20;       // values.blobCacheSize (0: no cache)
+  // The active process collects blobs no run references this often (0: never),
+  // each at least blob_min_age old (docs/engine.md, "Large values").
+  Duration blob_collect_interval = std::chrono::hours(1);  // values.blobCollectInterval
+  Duration blob_min_age = std::chrono::hours(1);           // values.blobMinAge
 };
+inline constexpr Duration kBlobCollectIntervalMax = std::chrono::hours(24 * 7);
+inline constexpr Duration kBlobMinAgeMax = std::chrono::hours(24 * 30);
+
+// flows.*: a closed run (with its history, Attributes and messages) is deleted
+// this long after it closed for good (docs/flow-rules.md, "Retention"); a run
+// keeps the retention it started with.
+struct FlowSettings {
+  Duration retention = std::chrono::hours(24 * 7);  // flows.retention
+};
+inline constexpr Duration kFlowRetentionMin = std::chrono::seconds(1);
+inline constexpr Duration kFlowRetentionMax = std::chrono::hours(24 * 3650);
 // The threshold's bounds: the upper one is the flow rules' limit on a value
 // held in a record (flow::kPayloadBytesMax).
 inline constexpr uint64_t kBlobThresholdBytesMin = 1u << 10;
@@ -68,6 +83,7 @@ struct DevConfig {
   Durability durability = Durability::kStrict;
   SnapshotSettings snapshots;
   ValueSettings values;
+  FlowSettings flows;
   // lifecycle.attemptDrainTimeout: how long SIGTERM/SIGINT let running attempts finish.
   Duration attempt_drain_timeout = seconds(30);
   // admin.enabled and auth.*: the same keys and meaning as in ServeConfig.
@@ -80,7 +96,7 @@ inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
 
 // Applies a dev override file on top of `config`. Accepted keys: nodeId,
 // api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only), snapshots.*, values.*, lifecycle.attemptDrainTimeout,
+// standby.mode (cold only), snapshots.*, values.*, flows.retention, lifecycle.attemptDrainTimeout,
 // admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256. A bad file
 // changes nothing.
 Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
@@ -89,7 +105,7 @@ Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, D
 
 // `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
 // api.listen, local.durabilityMode, lease.duration, lease.failIfHeld,
-// standby.mode (cold only), snapshots.*, values.*, lifecycle.attemptDrainTimeout,
+// standby.mode (cold only), snapshots.*, values.*, flows.retention, lifecycle.attemptDrainTimeout,
 // admin.enabled and auth.* are optional,
 // with the dev defaults.
 StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
@@ -136,6 +152,7 @@ struct ServeConfig {
   Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
   SnapshotSettings snapshots;                    // snapshots.*
   ValueSettings values;                          // values.*
+  FlowSettings flows;                            // flows.*
   // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
   bool admin_enabled = true;
   // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted

@@ -444,6 +444,69 @@ TEST(ValueSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
   }
 }
 
+TEST(FlowSettings, RetentionAndBlobCollectionDefaultsAndKeys) {
+  auto d = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->flows.retention, std::chrono::hours(24 * 7));
+  EXPECT_EQ(d->values.blob_collect_interval, std::chrono::hours(1));
+  EXPECT_EQ(d->values.blob_min_age, std::chrono::hours(1));
+  auto c = load_serve_config_yaml(std::string(kServeS3) +
+                                      "values:\n  blobCollectInterval: 0\n  blobMinAge: 30s\n"
+                                      "flows:\n  retention: 2d\n",
+                                  "serve.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->values.blob_collect_interval, Duration(0));
+  EXPECT_EQ(c->values.blob_min_age, seconds(30));
+  EXPECT_EQ(c->flows.retention, std::chrono::hours(48));
+  const std::string described = describe_serve_config(c.value());
+  EXPECT_NE(
+      described.find("  blobCollectInterval: 0\n  blobMinAge: 30s\nflows:\n  retention: 2d\n"),
+      std::string::npos)
+      << described;
+  auto again = load_serve_config_yaml(described, "described.yaml");
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->flows.retention, std::chrono::hours(48));
+  EXPECT_EQ(again->values.blob_collect_interval, Duration(0));
+
+  DevConfig dev;
+  ASSERT_TRUE(
+      apply_dev_override_yaml("flows:\n  retention: 3s\nvalues:\n  blobMinAge: 0\n", "o.yaml", dev)
+          .is_ok());
+  EXPECT_EQ(dev.flows.retention, seconds(3));
+  EXPECT_EQ(dev.values.blob_min_age, Duration(0));
+  auto local = load_local_config_yaml(
+      "nodeId: a\nlocal:\n  dataDir: /d\nflows:\n  retention: 90m\n", "local.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_EQ(local->flows.retention, std::chrono::minutes(90));
+}
+
+TEST(FlowSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
+  struct Case {
+    std::string yaml, needle;
+  };
+  std::vector<Case> cases = {
+      {"flows:\n  retention: 0\n", "flows.retention 0 is outside 1s..3650d"},
+      {"flows:\n  retention: 500ms\n", "flows.retention 500ms is outside 1s..3650d"},
+      {"flows:\n  retention: 3651d\n", "flows.retention"},
+      {"flows:\n  retention: forever\n", "flows.retention: invalid duration 'forever'"},
+      {"flows:\n  retension: 7d\n", "flows.retension"},
+      {"values:\n  blobCollectInterval: 8d\n", "values.blobCollectInterval 8d is outside 0s..7d"},
+      {"values:\n  blobMinAge: soon\n", "values.blobMinAge"},
+      {"values:\n  blobMinAge: 31d\n", "values.blobMinAge"},
+  };
+  for (const auto& c : cases) {
+    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+    DevConfig dev;
+    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
+    EXPECT_FALSE(s.is_ok()) << c.yaml;
+    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+    EXPECT_EQ(dev.flows.retention, std::chrono::hours(24 * 7));
+  }
+}
+
 TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
   struct Case {
     std::string yaml, needle;
