@@ -508,7 +508,18 @@ struct ListWalk {
         done = true;
         return Status::ok();
       }
+      // The file's time and size; one removed meanwhile is not listed.
+      const fs::path file = dir / key.substr(dir_key.size());
+      struct stat st {};
+      if (::stat(file.c_str(), &st) != 0) {
+        const int err = errno;
+        if (err == ENOENT) continue;
+        return os_error("stat", file, err);
+      }
       result.keys.push_back(key);
+      result.objects.push_back(ListedObject{
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000,
+          static_cast<uint64_t>(st.st_size)});
     }
     return Status::ok();
   }

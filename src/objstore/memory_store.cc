@@ -2,7 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace dex {
+
+MemoryObjectStore::MemoryObjectStore(std::function<int64_t()> now_unix_ms)
+    : now_unix_ms_(now_unix_ms ? std::move(now_unix_ms) : [] {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+            .count();
+      }) {}
 
 StatusOr<ObjectData> MemoryObjectStore::get(std::string_view key, const RequestOptions&) {
   if (auto s = validate_key(key); !s.is_ok()) return s;
@@ -10,7 +19,7 @@ StatusOr<ObjectData> MemoryObjectStore::get(std::string_view key, const RequestO
   ++counts_.gets;
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::not_found(fmt::format("no object '{}'", key));
-  return it->second;
+  return it->second.data;
 }
 
 StatusOr<std::string> MemoryObjectStore::put(std::string_view key, std::string_view body,
@@ -26,9 +35,9 @@ StatusOr<std::string> MemoryObjectStore::put(std::string_view key, std::string_v
     case PutMode::kReplace:
       if (it == objects_.end())
         return Status::precondition_failed(fmt::format("'{}' does not exist", key));
-      if (it->second.etag != condition.etag) {
+      if (it->second.data.etag != condition.etag) {
         return Status::precondition_failed(
-            fmt::format("'{}' has ETag {}, not {}", key, it->second.etag, condition.etag));
+            fmt::format("'{}' has ETag {}, not {}", key, it->second.data.etag, condition.etag));
       }
       break;
     case PutMode::kOverwrite:
@@ -36,7 +45,7 @@ StatusOr<std::string> MemoryObjectStore::put(std::string_view key, std::string_v
   }
   ObjectData data{std::string(body), etag_of(body)};
   std::string etag = data.etag;
-  objects_.insert_or_assign(std::string(key), std::move(data));
+  objects_.insert_or_assign(std::string(key), Stored{std::move(data), now_unix_ms_()});
   return etag;
 }
 
@@ -62,6 +71,7 @@ StatusOr<ListResult> MemoryObjectStore::list(std::string_view prefix, std::strin
       break;
     }
     result.keys.push_back(it->first);
+    result.objects.push_back({it->second.modified_unix_ms, it->second.data.body.size()});
   }
   return result;
 }

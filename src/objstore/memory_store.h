@@ -2,6 +2,7 @@
 // simulation. Not a backend a server can be configured with.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -11,6 +12,10 @@ namespace dex {
 
 class MemoryObjectStore final : public ObjectStore {
  public:
+  // `now_unix_ms` stamps each write's time, which list() reports (tests of
+  // blob collection move it); default: the system clock.
+  explicit MemoryObjectStore(std::function<int64_t()> now_unix_ms = {});
+
   StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override;
   StatusOr<std::string> put(std::string_view key, std::string_view body,
                             const PutCondition& condition,
@@ -28,9 +33,15 @@ class MemoryObjectStore final : public ObjectStore {
   Counts counts() const;
 
  private:
+  struct Stored {
+    ObjectData data;
+    int64_t modified_unix_ms = 0;
+  };
+
+  const std::function<int64_t()> now_unix_ms_;  // constant after construction
   mutable std::mutex mu_;
-  std::map<std::string, ObjectData, std::less<>> objects_;  // guarded by mu_
-  Counts counts_;                                           // guarded by mu_
+  std::map<std::string, Stored, std::less<>> objects_;  // guarded by mu_
+  Counts counts_;                                       // guarded by mu_
 };
 
 }  // namespace dex

@@ -17,6 +17,7 @@
 // Transient (retry may help), Permanent (it will not). Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,9 +47,19 @@ struct ObjectData {
   std::string etag;
 };
 
+// What a list says of one object besides its key (blob collection judges a
+// blob's age by it).
+struct ListedObject {
+  // When the object was last written, Unix ms by the store's clock (S3:
+  // LastModified); -1 when the store did not say.
+  int64_t modified_unix_ms = -1;
+  uint64_t size_bytes = 0;
+};
+
 struct ListResult {
-  std::vector<std::string> keys;  // full keys, ascending byte order
-  bool truncated = false;         // more keys follow the last one
+  std::vector<std::string> keys;      // full keys, ascending byte order
+  std::vector<ListedObject> objects;  // one per key, in the same order
+  bool truncated = false;             // more keys follow the last one
 };
 
 // Per request. A zero timeout means the backend's own default. When the timeout

@@ -363,6 +363,57 @@ Status classify_transport(const Call& call, int curl_code, std::string_view deta
   }
 }
 
+namespace {
+
+// A whole unsigned decimal of at most 18 digits.
+std::optional<uint64_t> parse_decimal(std::string_view text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+// Days from 1970-01-01 to the civil date (Howard Hinnant's days_from_civil).
+int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_iso8601_utc_ms(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS[.fff...]Z
+  if (text.size() < 20 || text.back() != 'Z' || text[4] != '-' || text[7] != '-' ||
+      text[10] != 'T' || text[13] != ':' || text[16] != ':')
+    return std::nullopt;
+  auto field = [&](size_t at, size_t n) { return parse_decimal(text.substr(at, n)); };
+  const auto y = field(0, 4), mo = field(5, 2), d = field(8, 2), h = field(11, 2),
+             mi = field(14, 2), sec = field(17, 2);
+  if (!y || !mo || !d || !h || !mi || !sec || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 ||
+      *mi > 59 || *sec > 60)
+    return std::nullopt;
+  int64_t ms = 0;
+  const std::string_view rest = text.substr(19, text.size() - 20);
+  if (!rest.empty()) {
+    if (rest[0] != '.' || rest.size() < 2) return std::nullopt;
+    const auto frac = parse_decimal(rest.substr(1, std::min<size_t>(3, rest.size() - 1)));
+    if (!frac || !parse_decimal(rest.substr(1))) return std::nullopt;
+    ms = static_cast<int64_t>(*frac);
+    for (size_t n = rest.size() - 1; n < 3; ++n) ms *= 10;  // ".5" is 500 ms
+  }
+  const int64_t days = days_from_civil(static_cast<int64_t>(*y), static_cast<int64_t>(*mo),
+                                       static_cast<int64_t>(*d));
+  return ((days * 24 + static_cast<int64_t>(*h)) * 60 + static_cast<int64_t>(*mi)) * 60'000 +
+         static_cast<int64_t>(*sec) * 1000 + ms;
+}
+
 StatusOr<ListPage> parse_list_result(std::string_view body) {
   auto root = parse_xml(body);
   if (!root.is_ok()) return root.status();
@@ -375,6 +426,10 @@ StatusOr<ListPage> parse_list_result(std::string_view body) {
     const XmlElement* key = c.child("Key");
     if (key == nullptr) return Status::corruption("<Contents> without <Key>");
     page.keys.push_back(key->text);
+    ListedObject object;
+    if (auto at = parse_iso8601_utc_ms(c.child_text("LastModified"))) object.modified_unix_ms = *at;
+    if (auto size = parse_decimal(c.child_text("Size"))) object.size_bytes = *size;
+    page.objects.push_back(object);
   }
   const std::string truncated = root->child_text("IsTruncated");
   if (truncated != "true" && truncated != "false") {

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,9 +86,15 @@ Status classify_transport(const Call& call, int curl_code, std::string_view deta
                           long timeout_ms);
 
 struct ListPage {
-  std::vector<std::string> keys;  // full object keys, as S3 returned them
+  std::vector<std::string> keys;      // full object keys, as S3 returned them
+  std::vector<ListedObject> objects;  // one per key: LastModified (-1 when absent or not
+                                      // ISO 8601 UTC) and Size (0 when absent)
   bool truncated = false;
 };
+
+// "2026-01-01T00:00:00.000Z" (S3's LastModified; the fraction optional) as
+// Unix ms; nullopt for anything else.
+std::optional<int64_t> parse_iso8601_utc_ms(std::string_view text);
 
 // A ListObjectsV2 result (<ListBucketResult>). Corruption if the document is not one.
 StatusOr<ListPage> parse_list_result(std::string_view body);

@@ -488,9 +488,11 @@ StatusOr<ListResult> S3ObjectStore::list(std::string_view prefix, std::string_vi
     }
     result.keys.push_back(full.substr(base.size()));
   }
+  result.objects = std::move(page->objects);
   if (max_keys == 0) {
     result.truncated = !result.keys.empty() || result.truncated;
     result.keys.clear();
+    result.objects.clear();
   }
   if (result.keys.size() > max_keys) {
     return Status::permanent(fmt::format("s3 list '{}' ({}): {} keys for max-keys {}", prefix,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,6 +172,34 @@ TEST_P(ObjectStoreConformance, ListReturnsKeysInByteOrder) {
   auto page = store().list("");
   ASSERT_OK(page);
   EXPECT_THAT(page->keys, ElementsAre("B", "a-c", "a/b", "a/c/d", "a/c/e", "a0"));
+}
+
+TEST_P(ObjectStoreConformance, ListTellsEachObjectsSizeAndWhenItWasWritten) {
+  const auto unix_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before = unix_ms();
+  ASSERT_OK(store().put("t/a", "", PutCondition::create()));
+  ASSERT_OK(store().put("t/b/c", "three", PutCondition::create()));
+  const int64_t after = unix_ms();
+  auto page = store().list("t/");
+  ASSERT_OK(page);
+  ASSERT_THAT(page->keys, ElementsAre("t/a", "t/b/c"));
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].size_bytes, 0u);
+  EXPECT_EQ(page->objects[1].size_bytes, 5u);
+  // By the store's clock: within a minute of this host's (a server's may differ a little,
+  // and S3 keeps whole seconds).
+  for (const auto& object : page->objects) {
+    EXPECT_GE(object.modified_unix_ms, before - 60'000);
+    EXPECT_LE(object.modified_unix_ms, after + 60'000);
+  }
+  page = store().list("t/", {}, 1);  // a truncated page too
+  ASSERT_OK(page);
+  EXPECT_EQ(page->keys.size(), 1u);
+  EXPECT_EQ(page->objects.size(), 1u);
 }
 
 TEST_P(ObjectStoreConformance, ListStartsAfterTheGivenKey) {

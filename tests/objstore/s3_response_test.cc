@@ -45,7 +45,24 @@ TEST(S3Xml, ParsesAListBucketResult) {
   auto page = parse_list_result(body);
   ASSERT_TRUE(page.is_ok()) << page.status().to_string();
   EXPECT_THAT(page->keys, ElementsAre("p/a&b", "p/<c>AB"));
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].modified_unix_ms, 1'767'225'600'000);  // 2026-01-01T00:00:00Z
+  EXPECT_EQ(page->objects[0].size_bytes, 0u);
+  EXPECT_EQ(page->objects[1].modified_unix_ms, -1);  // no LastModified: not known
+  EXPECT_EQ(page->objects[1].size_bytes, 1u);
   EXPECT_TRUE(page->truncated);
+}
+
+TEST(S3Xml, ReadsLastModifiedAsUnixMilliseconds) {
+  EXPECT_EQ(parse_iso8601_utc_ms("1970-01-01T00:00:00.000Z"), 0);
+  EXPECT_EQ(parse_iso8601_utc_ms("1970-01-01T00:00:01Z"), 1000);
+  EXPECT_EQ(parse_iso8601_utc_ms("2009-10-12T17:50:30.5Z"), 1'255'369'830'500);
+  EXPECT_EQ(parse_iso8601_utc_ms("2024-02-29T23:59:59.123456Z"), 1'709'251'199'123);
+  EXPECT_EQ(parse_iso8601_utc_ms("2026-01-01T00:00:00.000+01:00"), std::nullopt);
+  EXPECT_EQ(parse_iso8601_utc_ms("2026-13-01T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(parse_iso8601_utc_ms("2026-01-01 00:00:00Z"), std::nullopt);
+  EXPECT_EQ(parse_iso8601_utc_ms("2026-01-01T00:00:00.Z"), std::nullopt);
+  EXPECT_EQ(parse_iso8601_utc_ms(""), std::nullopt);
 }
 
 TEST(S3Xml, ParsesAnEmptyListAndSelfClosingElements) {
