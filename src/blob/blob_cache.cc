@@ -28,6 +28,15 @@ void BlobCache::insert(const std::string& key, std::shared_ptr<const std::string
   }
 }
 
+void BlobCache::erase(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  bytes_ -= it->second->second->size();
+  lru_.erase(it->second);
+  index_.erase(it);
+}
+
 size_t BlobCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;

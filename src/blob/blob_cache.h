@@ -26,6 +26,9 @@ class BlobCache {
   // one huge value must not push out every other.
   void insert(const std::string& key, std::shared_ptr<const std::string> value);
 
+  // Drops `key`'s value, if kept.
+  void erase(const std::string& key);
+
   size_t bytes() const;
   size_t entries() const;
 

@@ -26,7 +26,8 @@ BlobStore::BlobStore(ObjectStore& store, Clock& clock, NodeId node_id, BlobSetti
       node_id_(std::move(node_id)),
       settings_(settings),
       prefix_(node_prefix(node_id_)),
-      cache_(settings.cache_bytes_max) {}
+      cache_(settings.cache_bytes_max),
+      track_puts_(settings.collect_interval > Duration::zero()) {}
 
 std::string BlobStore::node_prefix(const NodeId& node_id) {
   return fmt::format("nodes/{}/blobs/", node_id.value);
@@ -55,6 +56,14 @@ StatusOr<flow::BlobRef> BlobStore::put(std::string_view flow_id, std::string_vie
   ref.set_sha256(sha256_hex(value));
   ref.set_size_bytes(value.size());
   ref.set_key(flow_prefix(flow_id) + ref.sha256());
+  // Before the cache check and the create: a sweep then keeps the key, or has
+  // deleted it before the create below (blob_sweep.cc).
+  register_put(ref.key());
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(sweep_mu_);
+    generation = delete_generation_;
+  }
   // Written (or read) by this process already: the object exists.
   if (cache_.find(ref.key())) return ref;
   auto put = with_retries<bool>([&]() -> StatusOr<bool> {
@@ -73,18 +82,22 @@ StatusOr<flow::BlobRef> BlobStore::put(std::string_view flow_id, std::string_vie
                   fmt::format("cannot store a value of {} bytes as blob {}: {}", value.size(),
                               ref.key(), put.status().message()));
   }
-  cache_.insert(ref.key(), std::make_shared<const std::string>(value));
+  cache_insert(ref.key(), std::make_shared<const std::string>(value), generation);
   return ref;
+}
+
+bool BlobStore::is_blob_key(std::string_view key) const {
+  const size_t scope_end = prefix_.size() + kScopeHexDigits;
+  return key.size() == scope_end + 1 + kShaHexDigits && key.starts_with(prefix_) &&
+         is_lower_hex(key.substr(prefix_.size(), kScopeHexDigits)) && key[scope_end] == '/' &&
+         is_lower_hex(key.substr(scope_end + 1));
 }
 
 Status BlobStore::validate_ref(const flow::BlobRef& ref) const {
   const std::string& key = ref.key();
   const size_t scope_end = prefix_.size() + kScopeHexDigits;
   const bool ok = ref.sha256().size() == kShaHexDigits && is_lower_hex(ref.sha256()) &&
-                  key.size() == scope_end + 1 + kShaHexDigits && key.rfind(prefix_, 0) == 0 &&
-                  is_lower_hex(std::string_view(key).substr(prefix_.size(), kScopeHexDigits)) &&
-                  key[scope_end] == '/' &&
-                  key.compare(scope_end + 1, kShaHexDigits, ref.sha256()) == 0;
+                  is_blob_key(key) && key.compare(scope_end + 1, kShaHexDigits, ref.sha256()) == 0;
   if (ok) return Status::ok();
   return Status::corruption(
       fmt::format("blob reference {{key '{}', sha256 '{}'}} does not name a blob of node '{}'", key,
@@ -97,6 +110,11 @@ StatusOr<std::shared_ptr<const std::string>> BlobStore::get(const flow::BlobRef&
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.cache_hits;
     return hit;
+  }
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(sweep_mu_);
+    generation = delete_generation_;
   }
   auto got = with_retries<ObjectData>([&]() -> StatusOr<ObjectData> {
     {
@@ -121,7 +139,7 @@ StatusOr<std::shared_ptr<const std::string>> BlobStore::get(const flow::BlobRef&
         ref.key(), body.size(), sha256_hex(body), ref.size_bytes()));
   }
   auto value = std::make_shared<const std::string>(std::move(body));
-  cache_.insert(ref.key(), value);
+  cache_insert(ref.key(), value, generation);
   return value;
 }
 

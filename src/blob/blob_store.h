@@ -19,8 +19,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "blob/blob_cache.h"
+#include "blob/blob_sweep.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/types.h"
@@ -36,6 +39,12 @@ struct BlobSettings {
   // One task or answer with its values in place may be at most this long
   // (the server's gRPC message limit; config: values_message_bytes_max).
   uint64_t message_bytes_max = (2 * (64ull << 20)) + (16u << 20);
+  // Collection of the blobs no run references (blob_sweep.h): the engine runs
+  // a pass this often (values.blobCollectInterval; 0: never, and puts are not
+  // tracked for it), deleting only blobs written at least collect_min_age ago
+  // (values.blobMinAge).
+  Duration collect_interval{0};
+  Duration collect_min_age = std::chrono::hours(1);
 };
 
 // Attempts of one object-store request before its transient error is returned.
@@ -72,7 +81,37 @@ class BlobStore {
   };
   Counts counts() const;
 
+  // ------------------------------------------- collection (blob_sweep.cc)
+  // Begins a pass: the keys put since the previous begin_sweep become this
+  // pass's protected set, and the node's blobs are listed (at most
+  // kSweepListedMax, going on after the previous pass's last key); those
+  // written at least `min_age` before `now_unix_ms` (the engine's wall clock)
+  // are the candidates. A pass without candidates is done at once.
+  // InvalidArgument when collection is off (settings().collect_interval 0);
+  // PreconditionFailed while another pass is open; the list's error otherwise.
+  StatusOr<SweepPass> begin_sweep(Duration min_age, int64_t now_unix_ms);
+  // Decides the pass's next candidates, trying at most `deletes_max` deletes:
+  // a candidate is deleted (and evicted from the cache) unless it is in
+  // `referenced`, was put since the previous begin_sweep, or the pass's limit
+  // on deletes is reached. A failed delete is counted and the blob left for a
+  // later pass. Call again until pass.done(); returns the pass's counts.
+  SweepCounts finish_sweep(SweepPass& pass, const std::unordered_set<std::string>& referenced,
+                           size_t deletes_max = kSweepDeletesMax);
+
  private:
+  friend class SweepPass;
+  // Remembers a key put() is about to return, before its cache check and its
+  // create; waits while a delete of that key is in progress or may still land.
+  void register_put(const std::string& key);
+  // Keeps `value` in the cache unless a delete of `key` ended since
+  // `generation` was read, or one is in progress (a read that overlapped a
+  // delete must not leave the deleted value cached for put() to trust).
+  void cache_insert(const std::string& key, std::shared_ptr<const std::string> value,
+                    uint64_t generation);
+  void end_pass();  // the open pass ended (SweepPass)
+  // One candidate of `pass`, not referenced: deletes it unless put lately.
+  void sweep_one(SweepPass& pass, size_t i);
+  bool is_blob_key(std::string_view key) const;
   // `op` until it succeeds, fails other than Transient, or the attempts run out.
   template <typename T, typename Op>
   StatusOr<T> with_retries(Op op);
@@ -89,6 +128,19 @@ class BlobStore {
   mutable std::mutex mu_;
   std::condition_variable backoff_cv_;  // never notified: the backoff waits on the clock
   Counts counts_;                       // guarded by mu_
+
+  // Collection. Lock order: sweep_mu_ before the cache's own mutex.
+  const bool track_puts_;  // settings_.collect_interval > 0; constant after construction
+  std::mutex sweep_mu_;
+  std::condition_variable held_cv_;      // a key's hold ended
+  std::unordered_set<uint64_t> recent_;  // guarded by sweep_mu_: hashes put since begin_sweep
+  bool recent_overflow_ = false;         // guarded by sweep_mu_: over kRecentPutsMax
+  // Guarded by sweep_mu_: hashes of keys whose put must wait, until when
+  // (TimePoint::max(): being deleted; else the end of a failed delete's hold).
+  std::unordered_map<uint64_t, TimePoint> held_;
+  uint64_t delete_generation_ = 0;  // guarded by sweep_mu_: bumped as each delete ends
+  bool pass_open_ = false;          // guarded by sweep_mu_
+  std::string sweep_cursor_;        // guarded by sweep_mu_: where the next listing begins
 };
 
 }  // namespace dex
