@@ -352,8 +352,9 @@ Status EngineImpl::start() {
                     now_last->has_value() ? std::to_string(now_last->value().value) : "none",
                     epoch_slot.value));
   }
-  flow_ = std::make_unique<FlowEngine>(
-      FlowEngineOptions{options_.epoch, options_.now_unix_ms, blobs_.get()}, local_, log_, clock_);
+  flow_ = std::make_unique<FlowEngine>(FlowEngineOptions{options_.epoch, options_.now_unix_ms,
+                                                         blobs_.get(), options_.flow_retention_ms},
+                                       local_, log_, clock_);
   // Attached before the flow engine starts: its first round proposes due
   // timers and queued attempts at once, and a batch that became durable
   // before the hook was attached would never be applied (its callers never

@@ -110,6 +110,9 @@ struct EngineOptions {
   // is stored as a blob under nodes/<nodeId>/blobs/ before the record that
   // references it; what leaves the engine (answers, tasks) has it back in place.
   BlobSettings values;
+  // flows.retention: how long a run is kept after it closes for good, written
+  // into every start record (docs/flow-rules.md, "Retention"). 0: forever.
+  int64_t flow_retention_ms = 7LL * 24 * 3600 * 1000;
   // Optional, for metrics (docs/metrics.md): told of every method attempt and
   // every run that ends in a batch this engine applies live, on the log
   // writer's thread, after the apply and before the callers hear of it. Replay

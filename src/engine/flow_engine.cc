@@ -254,6 +254,7 @@ StatusOr<flow::StartFlowResponse> FlowEngine::start_flow(const flow::StartFlowRe
   *s->mutable_input() = request.input();
   *s->mutable_options() = request.options();
   s->set_at_unix_ms(now_ms());
+  s->set_retention_ms(options_.retention_ms);
   const std::string run_id = s->run_id();
   auto result = propose_and_wait(std::move(record), true);
   if (!result.is_ok()) return result.status();

@@ -51,6 +51,8 @@ struct FlowEngineOptions {
   // before its record, a task's go back in place before it is sent. Null:
   // values stay in the records.
   BlobStore* blobs = nullptr;
+  // Retention written into every start record (0: runs are kept forever).
+  int64_t retention_ms = 0;
 };
 
 // A long poll re-checks whether its caller went away at least this often.

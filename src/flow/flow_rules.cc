@@ -108,6 +108,8 @@ class Apply {
   // Tells the parents of `run` (closed for good); true if one of them changed.
   bool tell_parents(const Run& run, int64_t at_ms);
   ApplyResult flow_retry(const TimerFired& r);
+  // A RETENTION timer: deletes the run and the earlier runs of its retry chain.
+  ApplyResult expire(const TimerFired& r);
   // The run a record names (run_id empty: the Flow ID's latest), with its scope.
   std::optional<RunScope> open(const std::string& flow_id, const std::string& run_id, int64_t at_ms,
                                std::string* why);
@@ -181,6 +183,7 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   // every apply; but a Flow retry starts with them again.
   if (!r.options().has_retry_policy()) run.mutable_options()->clear_initial_attributes();
   run.set_start_ms(r.at_unix_ms());
+  run.set_retention_ms(std::max<int64_t>(r.retention_ms(), 0));
   run.set_flow_attempt(origin != nullptr ? origin->flow_attempt : 1);
   run.set_first_run_id(origin != nullptr && !origin->first_run_id.empty() ? origin->first_run_id
                                                                           : r.run_id());
@@ -432,6 +435,7 @@ ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
 ApplyResult Apply::timer_fired(const TimerFired& r) {
   const TimerKey& key = r.key();
   if (key.kind() == FLOW_RETRY) return flow_retry(r);  // its run is closed
+  if (key.kind() == RETENTION) return expire(r);       // so is this one
   std::string why;
   auto scope = open(key.flow_id(), key.run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
@@ -782,6 +786,7 @@ SubFlowChild Apply::sub_flow(const Run& parent, const StepExecution& step, uint3
   *r.mutable_options() = c.options();
   r.mutable_options()->set_request_id(request);
   r.set_at_unix_ms(at_ms);
+  r.set_retention_ms(parent.retention_ms());
   Origin origin;
   *origin.parents.Add() = me;
   start_run(r, *decl, entry ? entry->runs() : 0, &origin);
@@ -818,14 +823,16 @@ ApplyResult Apply::flow_retry(const TimerFired& r) {
   if (!run || !retry_pending(*run) || run->retry_at_ms() != r.fire_at_ms())
     return stale("no such Flow retry");
   auto entry = txn_.flow_id(key.flow_id());
-  DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
-  if (entry->run_id() == run->next_run_id() || !txn_.timer_set(key, r.fire_at_ms()))
+  if ((entry && entry->run_id() == run->next_run_id()) || !txn_.timer_set(key, r.fire_at_ms()))
     return stale("the Flow retry started, or was abandoned");
   txn_.delete_timer(key, r.fire_at_ms());
-  if (entry->run_id() != run->run_id()) {
-    // Another start took the Flow ID after this run closed: no retry; the
-    // SubFlow parents learn this run's end now.
+  if (!entry || entry->run_id() != run->run_id()) {
+    // Another start took the Flow ID after this run closed (and that run may
+    // be deleted already): no retry. This run ends its chain: the SubFlow
+    // parents learn its end, and its retention starts now.
     tell_parents(*run, r.at_unix_ms());
+    schedule_retention(txn_, effects_, *run, r.at_unix_ms());
+    txn_.put_run(*run);
     return applied();
   }
   auto decl = txn_.declaration(run->flow_type(), 0);
@@ -837,6 +844,7 @@ ApplyResult Apply::flow_retry(const TimerFired& r) {
   *start.mutable_input() = run->input();
   *start.mutable_options() = run->options();
   start.set_at_unix_ms(r.at_unix_ms());
+  start.set_retention_ms(run->retention_ms());
   if (txn_.run(start.flow_id(), start.run_id())) return stale("the retry's run exists");
   Origin origin;
   origin.parents = run->parents();
@@ -845,6 +853,33 @@ ApplyResult Apply::flow_retry(const TimerFired& r) {
   origin.first_start_ms = run->first_start_ms();
   origin.previous_run_id = run->run_id();
   start_run(start, *decl, entry->runs(), &origin);
+  return applied();
+}
+
+ApplyResult Apply::expire(const TimerFired& r) {
+  const TimerKey& key = r.key();
+  auto run = txn_.run(key.flow_id(), key.run_id());
+  if (!run || run->status() == FLOW_RUNNING || run->expire_at_ms() != r.fire_at_ms() ||
+      !txn_.timer_set(key, r.fire_at_ms()))
+    return stale("no such retention timer");
+  txn_.delete_timer(key, r.fire_at_ms());
+  auto entry = txn_.flow_id(key.flow_id());
+  bool entry_gone = false;
+  std::optional<Run> at = std::move(run);
+  // Bounded by kRetryChainMax: a retry chain is as long as its runs.
+  for (size_t hops = 0; at && hops < kRetryChainMax; ++hops) {
+    DEX_INVARIANT(at->status() != FLOW_RUNNING, "a retry chain's earlier runs are closed");
+    DEX_INVARIANT(at->run_id() == key.run_id() || at->retry_at_ms() != 0,
+                  "an earlier run of a chain closed with its retry pending");
+    txn_.delete_run(at->flow_id(), at->run_id());
+    effects_.runs_deleted.push_back(at->flow_id() + "/" + at->run_id());
+    entry_gone = entry_gone || (entry && entry->run_id() == at->run_id());
+    if (at->previous_run_id().empty()) break;
+    at = txn_.run(at->flow_id(), at->previous_run_id());
+  }
+  // The Flow ID is free again once its latest run is gone (a start with the
+  // same request ID then starts anew).
+  if (entry_gone) txn_.delete_flow_id(key.flow_id());
   return applied();
 }
 

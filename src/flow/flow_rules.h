@@ -75,6 +75,7 @@ struct Effects {
   std::vector<std::string> steps_done;          // "<flow_id>/<run_id>/<step execution id>" closed
   std::vector<std::string> attributes_changed;  // "<flow_id>/<run_id>" of runs with new values
   std::vector<std::string> rpcs_done;           // "<flow_id>/<run_id>/<rpc id>" that ended
+  std::vector<std::string> runs_deleted;        // "<flow_id>/<run_id>" deleted by retention
   void clear() { *this = Effects(); }
 };
 

@@ -38,9 +38,14 @@ class FlowTxn {
 
   virtual std::optional<FlowIdEntry> flow_id(std::string_view flow_id) = 0;
   virtual void put_flow_id(const FlowIdEntry& entry) = 0;
+  virtual void delete_flow_id(std::string_view flow_id) = 0;
 
   virtual std::optional<Run> run(std::string_view flow_id, std::string_view run_id) = 0;
   virtual void put_run(const Run& run) = 0;
+  // Deletes the run and everything kept under it: its Step executions,
+  // history, Attributes, Channel queues and messages, and RPCs (retention).
+  // Index entries (timers, task queues, running attempts) are the caller's.
+  virtual void delete_run(std::string_view flow_id, std::string_view run_id) = 0;
 
   virtual std::optional<StepExecution> step(std::string_view flow_id, std::string_view run_id,
                                             std::string_view step_execution_id) = 0;

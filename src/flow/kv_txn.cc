@@ -78,6 +78,9 @@ std::string queue(const QueueKey& k) {
   return queue_prefix(k.flow_id, k.run_id) + join({k.channel, k.instance_key});
 }
 std::string message(const QueueKey& k, uint64_t seq) { return messages_prefix(k) + digits(seq); }
+std::string run_messages_prefix(std::string_view flow_id, std::string_view run_id) {
+  return std::string(kMessagePrefix) + join({flow_id, run_id}) + kSep;
+}
 std::string event(std::string_view flow_id, std::string_view run_id, uint64_t seq) {
   return events_prefix(flow_id, run_id) + digits(seq);
 }
@@ -151,11 +154,23 @@ std::optional<FlowIdEntry> KvFlowTxn::flow_id(std::string_view id) {
 void KvFlowTxn::put_flow_id(const FlowIdEntry& e) {
   kv_.put(keys::flow_id(e.flow_id()), e.SerializeAsString());
 }
+void KvFlowTxn::delete_flow_id(std::string_view flow_id) { kv_.del(keys::flow_id(flow_id)); }
 std::optional<Run> KvFlowTxn::run(std::string_view flow_id, std::string_view run_id) {
   return parse<Run>(kv_.get(keys::run(flow_id, run_id)));
 }
 void KvFlowTxn::put_run(const Run& r) {
   kv_.put(keys::run(r.flow_id(), r.run_id()), r.SerializeAsString());
+}
+void KvFlowTxn::delete_run(std::string_view flow_id, std::string_view run_id) {
+  kv_.del(keys::run(flow_id, run_id));
+  for (const std::string& prefix :
+       {keys::steps_prefix(flow_id, run_id), keys::events_prefix(flow_id, run_id),
+        keys::attributes_prefix(flow_id, run_id), keys::queue_prefix(flow_id, run_id),
+        keys::run_messages_prefix(flow_id, run_id), keys::rpcs_prefix(flow_id, run_id)}) {
+    // Bounded by the run's keys: its history, Steps,
+    // Attributes (kAttributesMax), queues and messages, kept RPCs.
+    for (auto& [key, value] : kv_.scan(prefix)) kv_.del(key);
+  }
 }
 std::optional<StepExecution> KvFlowTxn::step(std::string_view flow_id, std::string_view run_id,
                                              std::string_view id) {

@@ -58,8 +58,10 @@ class KvFlowTxn final : public FlowTxn {
   void put_declaration(const DeclarationVersion& version) override;
   std::optional<FlowIdEntry> flow_id(std::string_view flow_id) override;
   void put_flow_id(const FlowIdEntry& entry) override;
+  void delete_flow_id(std::string_view flow_id) override;
   std::optional<Run> run(std::string_view flow_id, std::string_view run_id) override;
   void put_run(const Run& run) override;
+  void delete_run(std::string_view flow_id, std::string_view run_id) override;
   std::optional<StepExecution> step(std::string_view flow_id, std::string_view run_id,
                                     std::string_view step_execution_id) override;
   void put_step(const StepExecution& step) override;
@@ -126,6 +128,10 @@ inline constexpr std::string_view kRpcPrefix = "~p/";
 inline constexpr std::string_view kOpenRpcPrefix = "~o/";
 std::string attributes_prefix(std::string_view flow_id, std::string_view run_id);
 std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id);
+// Every key kept under one run (its record and the prefixes delete_run clears).
+std::string run(std::string_view flow_id, std::string_view run_id);
+std::string queue_prefix(std::string_view flow_id, std::string_view run_id);
+std::string run_messages_prefix(std::string_view flow_id, std::string_view run_id);
 std::string open_rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id);
 // A time as 20 digits that sort like the signed value.
 std::string sortable(int64_t value);

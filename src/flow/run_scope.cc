@@ -14,7 +14,6 @@ namespace dex::flow {
 namespace {
 
 // The most runs a snapshot follows along one Flow ID's retry chain.
-constexpr size_t kRetryChainMax = 10'000;
 
 bool is_active_phase(Phase phase) {
   return phase == PHASE_WAIT_FOR || phase == PHASE_WAITING || phase == PHASE_EXECUTE;
@@ -91,6 +90,18 @@ SubFlowResult sub_flow_result(const Run& run) {
 
 bool retry_pending(const Run& run) {
   return run.status() != FLOW_RUNNING && run.retry_at_ms() != 0;
+}
+
+void schedule_retention(FlowTxn& txn, Effects& effects, Run& run, int64_t closed_ms) {
+  DEX_INVARIANT(run.status() != FLOW_RUNNING, "only a closed run expires");
+  if (run.retention_ms() <= 0 || run.expire_at_ms() != 0) return;
+  run.set_expire_at_ms(later_ms(closed_ms, run.retention_ms()));
+  TimerKey key;
+  key.set_flow_id(run.flow_id());
+  key.set_run_id(run.run_id());
+  key.set_kind(RETENTION);
+  txn.put_timer(key, run.expire_at_ms());
+  effects.timers_set.push_back(run.expire_at_ms());
 }
 
 std::string flow_timeout_reason(const Run& run) {
@@ -906,6 +917,9 @@ void RunScope::close(FlowStatus status, const std::string& reason, bool by_clien
     }
   }
   add_event(std::move(event));
+  // Closed for good: kept for its retention. A run with a Flow retry pending
+  // goes with the run that ends its retry chain.
+  if (run_.retry_at_ms() == 0) schedule_retention(txn_, effects_, run_, at_ms_);
   effects_.closed.push_back({run_.flow_id(), run_.run_id(), status});
 }
 

@@ -197,6 +197,11 @@ std::string retry_run_id(std::string_view first_run_id, uint32_t attempt);
 SubFlowResult sub_flow_result(const Run& run);
 // Whether a closed run waits for its Flow retry (its SubFlow parents wait too).
 bool retry_pending(const Run& run);
+// The longest retry chain walked in one apply (following next or previous runs).
+inline constexpr size_t kRetryChainMax = 10'000;
+// A run closed for good (`closed_ms`): its RETENTION timer, when it has a
+// retention (docs/flow-rules.md, "Retention"). Writes the timer, not the run.
+void schedule_retention(FlowTxn& txn, Effects& effects, Run& run, int64_t closed_ms);
 // "the flow timeout of <n> ms passed": why a run timed out.
 std::string flow_timeout_reason(const Run& run);
 

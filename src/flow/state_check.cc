@@ -137,6 +137,9 @@ Status check_sub_flow_conditions(FlowTxn& txn, const StepExecution& s) {
         sub_flow_id(s.flow_id(), s.step_execution_id(), static_cast<uint32_t>(i)))
       return bad(id + " names a child that is not its derived Flow ID");
     auto child = txn.run(c.child_flow_id(), c.child_run_id());
+    // A met condition keeps its child's result: the child may be deleted
+    // (retention) while this execution still waits for others.
+    if (!child && c.fired() && c.has_sub_flow()) continue;
     if (!child) return bad(id + " names a child run that does not exist");
     if (c.fired()) {
       if (child->status() == FLOW_RUNNING) return bad(id + " is met but its child runs");
@@ -162,7 +165,8 @@ Status check_sub_flow_conditions(FlowTxn& txn, const StepExecution& s) {
 Status check_parents(FlowTxn& txn, const Run& run) {
   for (const auto& p : run.parents()) {
     const std::string id = run.flow_id() + " parent " + p.flow_id() + "/" + p.step_execution_id();
-    if (!txn.run(p.flow_id(), p.run_id())) return bad(id + ": no such parent run");
+    // A parent deleted by retention (it closed, the child ran on): nobody to tell.
+    if (!txn.run(p.flow_id(), p.run_id())) continue;
     auto s = txn.step(p.flow_id(), p.run_id(), p.step_execution_id());
     const int i = static_cast<int>(p.condition_index());
     if (!s || i >= s->wait().conditions_size() || !s->wait().conditions(i).has_sub_flow() ||
@@ -279,6 +283,55 @@ Status check_timeout_handler(const Run& run, Indexes& ix, std::set<std::string>&
   }
 }
 
+// A run closed for good with a retention waits for its RETENTION timer; any
+// other run has none.
+Status check_retention(const Run& run, Indexes& ix, std::set<std::string>& used_timers) {
+  const bool for_good = run.status() != FLOW_RUNNING && run.retry_at_ms() == 0;
+  if (run.expire_at_ms() == 0) {
+    if (for_good && run.retention_ms() > 0)
+      return bad(run.flow_id() + " closed for good without its retention timer");
+    return Status::ok();
+  }
+  if (run.status() == FLOW_RUNNING) return bad(run.flow_id() + " runs with a retention timer");
+  if (run.expire_at_ms() != later_ms(run.close_ms(), run.retention_ms()) && for_good)
+    return bad(run.flow_id() + " expires other than its retention after it closed");
+  TimerKey k;
+  k.set_flow_id(run.flow_id());
+  k.set_run_id(run.run_id());
+  k.set_kind(RETENTION);
+  const std::string key = keys::timer(k, run.expire_at_ms());
+  if (!ix.timers.contains(key)) return bad(run.flow_id() + " expires without its timer");
+  used_timers.insert(key);
+  return Status::ok();
+}
+
+// Every key kept under a run belongs to a stored run (retention deletes them
+// all), and every Flow ID entry names a stored run.
+Status check_no_orphans(KvStore& kv) {
+  for (std::string_view prefix :
+       {keys::kStepPrefix, keys::kEventPrefix, keys::kAttributePrefix, std::string_view("~q/"),
+        keys::kMessagePrefix, keys::kRpcPrefix}) {
+    std::string last_run;
+    for (auto& [k, v] : kv.scan(prefix)) {  // bounded by the state's keys
+      const std::string_view rest = std::string_view(k).substr(prefix.size());
+      const size_t a = rest.find(keys::kSep);
+      const size_t b = a == std::string_view::npos ? a : rest.find(keys::kSep, a + 1);
+      if (b == std::string_view::npos) return bad("key " + k + " names no run");
+      const std::string run_key = keys::run(rest.substr(0, a), rest.substr(a + 1, b - a - 1));
+      if (run_key == last_run) continue;
+      if (!kv.get(run_key)) return bad("key " + k + " outlives its run");
+      last_run = run_key;
+    }
+  }
+  KvFlowTxn txn(kv);
+  for (auto& [k, v] : kv.scan("~i/")) {  // bounded by the Flow IDs
+    const FlowIdEntry e = parsed<FlowIdEntry>(v);
+    if (!txn.run(e.flow_id(), e.run_id()))
+      return bad("Flow ID " + e.flow_id() + " names run " + e.run_id() + ", which is gone");
+  }
+  return Status::ok();
+}
+
 Status check_queues(KvStore& kv, const Run& run) {
   KvFlowTxn txn(kv);
   for (const auto& [key, queue] : txn.queues(run.flow_id(), run.run_id())) {
@@ -361,12 +414,13 @@ Status check_state(KvStore& kv) {
       if (run.next_run_id().empty()) return bad(run.flow_id() + " retries without a run ID");
       k.set_kind(FLOW_RETRY);
       const std::string key = keys::timer(k, run.retry_at_ms());
+      // The entry may be gone: a later start's run, deleted by retention.
       auto entry = txn.flow_id(run.flow_id());
-      if (!entry) return bad(run.flow_id() + " has no Flow ID entry");
-      if (entry->run_id() == run.run_id() && !ix.timers.contains(key))
+      if (entry && entry->run_id() == run.run_id() && !ix.timers.contains(key))
         return bad(run.flow_id() + " waits for a Flow retry without its timer");
       if (ix.timers.contains(key)) used_timers.insert(key);
     }
+    if (auto st = check_retention(run, ix, used_timers); !st.is_ok()) return st;
     if (auto st = check_parents(txn, run); !st.is_ok()) return st;
     if (auto st = check_queues(kv, run); !st.is_ok()) return st;
     // RPCs: the open ones are listed, indexed, timed and have an attempt.
@@ -433,6 +487,7 @@ Status check_state(KvStore& kv) {
                  " Attributes; its count says " + std::to_string(run.attribute_count()));
     if (stored > kAttributesMax) return bad(run.flow_id() + " stores too many Attributes");
   }
+  if (auto st = check_no_orphans(kv); !st.is_ok()) return st;
   if (!ix.open_rpcs.empty()) return bad("an RPC is indexed as open that no run has open");
   if (used_timers.size() != ix.timers.size()) return bad("a timer is indexed that nothing uses");
   if (used_running.size() != ix.running.size())

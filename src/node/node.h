@@ -51,6 +51,7 @@ struct NodeRun {
   std::string data_description;  // for the ready line: where the data lives
   SnapshotSettings snapshots;
   ValueSettings values;  // values.*: large values as blobs (docs/engine.md)
+  FlowSettings flows;    // flows.*: run retention (docs/flow-rules.md)
   // standby.* (serve): cold waits idle; hot follows the log (docs/standby.md).
   std::string standby_mode = "cold";
   Duration held_lease_poll_interval{0};  // 0: the lease's default poll

@@ -162,6 +162,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
       fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
   run.snapshots = config.snapshots;
   run.values = config.values;
+  run.flows = config.flows;
   run.attempt_drain_timeout = config.attempt_drain_timeout;
   Node node(run, *store.value(), SystemClock::instance());
   // Listen first: a port in use fails before the lease is touched, and clients
@@ -222,6 +223,7 @@ int run_serve_server(const ServeConfig& config) {
       fmt::format("objects {}, local store {}", store.describe(), run.local_store_path.string());
   run.snapshots = config.snapshots;
   run.values = config.values;
+  run.flows = config.flows;
   run.standby_mode = config.standby_mode;
   if (config.standby_mode == "hot") run.held_lease_poll_interval = config.held_lease_poll_interval;
   run.lagging_takeover_delay = config.lagging_takeover_delay;

@@ -22,7 +22,10 @@
 //  - RPCs (InvokeRpc, results with writes, publishes and next Steps,
 //    failures, deadlines, recovery, run close) end once, never retried;
 //  - timeouts take every policy; under HANDLER a run starts its timeout
-//    handler at most once, and the handler decides or fails at most once.
+//    handler at most once, and the handler decides or fails at most once;
+//  - retention: only a RETENTION timer deletes runs, only closed ones, and
+//    nothing of them stays (check_state: no key outlives its run, no Flow ID
+//    names a deleted run, no timer or task of it stays indexed).
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -122,7 +125,8 @@ struct Sim {
   uint64_t task_n = 0, epoch = 1, message_n = 0, run_n = 0;
   std::multiset<std::string> published;            // every message of an applied publish
   std::map<std::string, std::string> closed_runs;  // run key -> its bytes at close
-  std::vector<FlowRecord> applied_results;         // for duplicates
+  FlowRecord::KindCase record_kind_ = FlowRecord::KIND_NOT_SET;  // the record applying
+  std::vector<FlowRecord> applied_results;                       // for duplicates
   // The model of every run's Attributes: run key -> (key, instance) -> value bytes.
   std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> attributes;
   uint64_t rpc_n = 0;
@@ -149,6 +153,7 @@ struct Sim {
     Effects fx;
     const auto before = kv.data();
     KvFlowTxn txn(kv);
+    record_kind_ = record.kind_case();
     ApplyResult r = apply_record(txn, record, fx);
     log.push_back({record, 0});
     stats[std::string(apply_kind_name(r.kind))]++;
@@ -184,8 +189,46 @@ struct Sim {
     }
     end_rpcs(fx);
     for (const auto& c : fx.closed) stats[fmt::format("closed {}", FlowStatus_Name(c.status))]++;
+    for (const auto& id : fx.runs_deleted) forget_run(before, id);
     check();
     return r;
+  }
+
+  // A run retention deleted: it was closed for good (or earlier in its retry
+  // chain), and what the models keep of it goes with it.
+  template <typename Map>
+  void forget_run(const Map& before, const std::string& id) {
+    if (record_kind_ != FlowRecord::kTimerFired) fail(id + " was deleted by a record not a timer");
+    stats["runs deleted"]++;
+    const auto slash = id.rfind('/');
+    const std::string flow_id = id.substr(0, slash), run_id = id.substr(slash + 1);
+    auto it = before.find(keys::run(flow_id, run_id));
+    if (it == before.end()) fail(id + " was deleted but did not exist");
+    Run run;
+    run.ParseFromString(it->second);
+    if (run.status() == FLOW_RUNNING) fail(id + " was deleted while running");
+    if (!run.parents().empty()) stats["subflow runs deleted"]++;
+    // Its messages, queued or taken by its waits, leave the published model.
+    auto drop = [&](const std::string& data) {
+      if (auto m = published.find(data); m != published.end()) published.erase(m);
+    };
+    for (auto k = before.lower_bound(keys::run_messages_prefix(flow_id, run_id));
+         k != before.end() && k->first.starts_with(keys::run_messages_prefix(flow_id, run_id));
+         ++k) {
+      Payload p;
+      p.ParseFromString(k->second);
+      drop(p.data());
+    }
+    for (auto k = before.lower_bound(keys::steps_prefix(flow_id, run_id));
+         k != before.end() && k->first.starts_with(keys::steps_prefix(flow_id, run_id)); ++k) {
+      StepExecution st;
+      st.ParseFromString(k->second);
+      for (const auto& c : st.conditions())
+        for (const auto& m : c.messages()) drop(m.data());
+    }
+    attributes.erase(id);
+    closed_runs.erase(keys::run(flow_id, run_id));
+    lock_history.erase(keys::events_prefix(flow_id, run_id));
   }
 
   // Each invoked RPC ends once; nothing queues a done RPC again.
@@ -375,6 +418,9 @@ struct Sim {
     if (random.chance(0.2)) o->set_timeout_ms(static_cast<int64_t>(random.uniform(20'000)) + 1);
     if (o->timeout_ms() > 0) o->set_timeout_policy(random_timeout_policy());
     if (random.chance(0.15)) o->set_start_delay_ms(static_cast<int64_t>(random.uniform(3'000)) + 1);
+    // Half the runs (and their children and retries) are deleted a while
+    // after they close; the rest are kept forever.
+    if (random.chance(0.5)) s->set_retention_ms(static_cast<int64_t>(random.uniform(8'000)) + 1);
     o->set_request_id(fmt::format("q{}", random.uniform(3)));
     o->set_ignore_already_started(random.chance(0.5));
     if (random.chance(0.3))
@@ -872,7 +918,9 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
                              "flow retries",
                              "timeout handlers started",
                              "timeout handler decisions",
-                             "timeout handlers failed"})
+                             "timeout handlers failed",
+                             "runs deleted",
+                             "subflow runs deleted"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }
