@@ -68,6 +68,7 @@ std::vector<FlowRecord> prelude() {
   s->set_run_id("r");
   s->set_flow_type("T");
   s->set_at_unix_ms(1'000);
+  s->set_retention_ms(5'000);  // once it closes, a RETENTION timer deletes it
   out[1].set_at_unix_ms(1'000);
   auto* assign = out[1].add_assignments();
   assign->mutable_task()->set_flow_id("f");
