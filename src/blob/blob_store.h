@@ -60,6 +60,8 @@ class BlobStore {
 
   // "nodes/<nodeId>/blobs/": every blob of the node.
   static std::string node_prefix(const NodeId& node_id);
+  // node_prefix() of this store's node.
+  const std::string& prefix() const { return prefix_; }
   // "nodes/<nodeId>/blobs/<flow scope>/": every blob of one Flow ID.
   std::string flow_prefix(std::string_view flow_id) const;
 

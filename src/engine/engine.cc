@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "engine/flow_blob_sweep.h"
 #include "engine/flow_blobs.h"
 #include "engine/flow_engine.h"
 #include "engine/local_store.h"
@@ -227,6 +228,7 @@ class EngineImpl final : public Engine {
   Slot next_live_slot_;  // the log writer's thread only (set by start() before the attach)
   std::unique_ptr<BlobStore> blobs_;          // created by the constructor; outlives flow_
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
+  std::unique_ptr<BlobSweeper> sweeper_;      // created by start(); stopped before sm closes
   std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
   std::once_flag stop_once_;
 };
@@ -390,6 +392,17 @@ Status EngineImpl::start() {
   source.now_unix_ms = options_.now_unix_ms;
   snapshotter_ = std::make_unique<Snapshotter>(store_, clock_, std::move(so), std::move(source));
   snapshotter_->start();
+
+  // Blobs no run references: only here, in the active process, after the
+  // replay through this epoch's EpochStart.
+  BlobSweepOptions bo;
+  bo.interval = options_.values.collect_interval;
+  bo.min_age = options_.values.collect_min_age;
+  bo.now_unix_ms = options_.now_unix_ms;
+  bo.lease_valid = [this] { return log_.lease_valid(); };
+  bo.on_pass = options_.on_blobs_collected;
+  sweeper_ = std::make_unique<BlobSweeper>(*blobs_, local_, clock_, std::move(bo));
+  sweeper_->start();
   return Status::ok();
 }
 
@@ -406,8 +419,10 @@ void EngineImpl::stop() {
       stopped_ = true;
       housekeeping_cv_.notify_all();
     }
-    // A snapshot in progress stops at its next request.
+    // A snapshot in progress stops at its next request, a blob collection
+    // pass at its next page or delete.
     if (snapshotter_) snapshotter_->stop();
+    if (sweeper_) sweeper_->stop();
     // Waits for a delivery in progress; none follows.
     if (options_.log_hook) options_.log_hook->detach();
     if (housekeeping_.joinable()) housekeeping_.join();

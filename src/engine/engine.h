@@ -109,6 +109,8 @@ struct EngineOptions {
   // Large values (docs/engine.md, "Large values"): a value over the threshold
   // is stored as a blob under nodes/<nodeId>/blobs/ before the record that
   // references it; what leaves the engine (answers, tasks) has it back in place.
+  // values.collect_interval (0: never) and collect_min_age: blobs no run
+  // references are collected (engine/flow_blob_sweep.h).
   BlobSettings values;
   // flows.retention: how long a run is kept after it closes for good, written
   // into every start record (docs/flow-rules.md, "Retention"). 0: forever.
@@ -122,6 +124,9 @@ struct EngineOptions {
   // block or call into the engine.
   std::function<void(flow::AttemptOutcome)> on_attempt_ended;
   std::function<void(flow::FlowStatus)> on_flow_ended;  // a run closed, with its status
+  // Optional (metrics, tests): the counts of every blob collection pass that
+  // ran to its end, on the collector's thread.
+  std::function<void(const SweepCounts&)> on_blobs_collected;
 };
 
 // The engine's side of one Worker stream. The gRPC layer implements it.

@@ -318,6 +318,8 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.values.value_bytes_max = run_.values.max_size_bytes;
   eo.values.cache_bytes_max = run_.values.blob_cache_bytes;
   eo.values.message_bytes_max = values_message_bytes_max(run_.values);
+  eo.values.collect_interval = run_.values.blob_collect_interval;
+  eo.values.collect_min_age = run_.values.blob_min_age;
   eo.flow_retention_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(run_.flows.retention).count();
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
