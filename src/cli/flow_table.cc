@@ -135,6 +135,8 @@ std::string describe_table(const flow::FlowDescription& f, int64_t now) {
                                            ? " (starts " + time_text(f.retry_unix_ms(), now) + ")"
                                            : "")});
   }
+  if (f.expire_unix_ms() != 0)
+    rows.push_back({"Deleted", time_text(f.expire_unix_ms(), now) + " (flows.retention)"});
   for (const flow::SubFlowParent& p : f.parents()) {  // bounded by the parents that attached
     rows.push_back(
         {"SubFlow of", fmt::format("{} run {} ({} condition {})", p.flow_id(), p.run_id(),

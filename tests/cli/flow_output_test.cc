@@ -157,5 +157,18 @@ TEST(SubFlows, ChildrenComeFromTheHistoryWithTheirEndAndParentsFromTheDescriptio
   }
 }
 
+TEST(FlowTable, TheDescriptionSaysWhenRetentionDeletesTheRun) {
+  flow::FlowDescription d;
+  d.set_flow_id("f");
+  d.set_status(flow::FLOW_COMPLETED);
+  EXPECT_EQ(describe_table(d, 0).find("Deleted"), std::string::npos) << "none scheduled";
+  d.set_expire_unix_ms(1'796'161'893'832);
+  const std::string described = describe_table(d, 1'796'161'893'832 - 3'600'000);
+  EXPECT_NE(described.find("Deleted:"), std::string::npos) << described;
+  EXPECT_NE(described.find("2026-12-01 21:51:33.832 UTC (in 1h00m) (flows.retention)"),
+            std::string::npos)
+      << described;
+}
+
 }  // namespace
 }  // namespace dex::cli

@@ -154,6 +154,8 @@ export interface FlowDescription {
   nextRunId: string;
   /** Flow retry: when the pending next run starts (Unix ms; 0 once started or when none follows). */
   retryAt: number;
+  /** Retention (the server's flows.retention): when this run, closed for good, is deleted (Unix ms; 0 while it runs or a retry follows). */
+  expiresAt: number;
 }
 
 export function toFlowDescription(d: WireFlowDescription | null): FlowDescription {
@@ -185,6 +187,7 @@ export function toFlowDescription(d: WireFlowDescription | null): FlowDescriptio
     previousRunId: d?.previousRunId ?? "",
     nextRunId: d?.nextRunId ?? "",
     retryAt: d?.retryUnixMs ?? 0,
+    expiresAt: d?.expireUnixMs ?? 0,
   };
 }
 

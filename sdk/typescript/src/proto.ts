@@ -282,6 +282,8 @@ export interface WireFlowDescription {
   previousRunId?: string;
   nextRunId?: string;
   retryUnixMs?: number;
+  /** Retention: when this run, closed for good, is deleted (0: not scheduled). */
+  expireUnixMs?: number;
 }
 
 export interface WireSubFlowParent {
