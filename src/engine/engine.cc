@@ -240,6 +240,8 @@ void EngineImpl::report_ended(const flow::Effects& fx) const {
   if (options_.on_flow_ended) {
     for (const auto& closed : fx.closed) options_.on_flow_ended(closed.status);
   }
+  if (options_.on_runs_deleted && !fx.runs_deleted.empty())
+    options_.on_runs_deleted(fx.runs_deleted.size());
 }
 
 void EngineImpl::mark_log_stopped(const Status& why) {

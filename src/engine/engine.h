@@ -124,6 +124,7 @@ struct EngineOptions {
   // block or call into the engine.
   std::function<void(flow::AttemptOutcome)> on_attempt_ended;
   std::function<void(flow::FlowStatus)> on_flow_ended;  // a run closed, with its status
+  std::function<void(size_t)> on_runs_deleted;          // runs retention deleted in a batch
   // Optional (metrics, tests): the counts of every blob collection pass that
   // ran to its end, on the collector's thread.
   std::function<void(const SweepCounts&)> on_blobs_collected;

@@ -261,6 +261,11 @@ struct Metrics::Impl {
   std::array<prometheus::Histogram*, kOperations.size()> request_seconds{};
   prometheus::Family<prometheus::Counter>* flows = nullptr;
   prometheus::Family<prometheus::Counter>* attempts = nullptr;
+  prometheus::Counter* runs_deleted = nullptr;
+  prometheus::Counter* blob_collections = nullptr;
+  prometheus::Counter* blobs_deleted = nullptr;
+  prometheus::Counter* blob_bytes_freed = nullptr;
+  prometheus::Counter* blob_delete_errors = nullptr;
   // The known outcomes' series, by enum value (null for the others).
   std::array<prometheus::Counter*, flow::FlowStatus_ARRAYSIZE> flow_ends{};
   std::array<prometheus::Counter*, flow::AttemptOutcome_ARRAYSIZE> attempt_ends{};
@@ -370,6 +375,19 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
     impl_->attempt_ends[o] =
         &impl_->attempts->Add({{"outcome", std::string(attempt_outcome_label(o))}});
   }
+  auto counter = [&r](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  impl_->runs_deleted = counter("dexzd_runs_deleted_total",
+                                "Runs of dex Flows deleted by their retention (flows.retention)");
+  impl_->blob_collections =
+      counter("dexzd_blob_collections_total", "Blob collection passes that ran to their end");
+  impl_->blobs_deleted =
+      counter("dexzd_blobs_deleted_total", "Blobs deleted because no run references them");
+  impl_->blob_bytes_freed =
+      counter("dexzd_blob_bytes_freed_total", "Bytes of the blobs deleted by collection");
+  impl_->blob_delete_errors = counter("dexzd_blob_delete_errors_total",
+                                      "Blob deletes that failed (the blob waits for a later pass)");
 }
 
 Metrics::~Metrics() {
@@ -468,6 +486,17 @@ void Metrics::flow_ended(flow::FlowStatus status) {
   // Not an end status: counted under its own label rather than dropped
   // (Family::Add returns the existing series after the first time).
   impl_->flows->Add({{"outcome", std::string(flow_status_label(status))}}).Increment();
+}
+
+void Metrics::runs_deleted(uint64_t runs) {
+  impl_->runs_deleted->Increment(static_cast<double>(runs));
+}
+
+void Metrics::blobs_collected(uint64_t deleted, uint64_t bytes_freed, uint64_t delete_errors) {
+  impl_->blob_collections->Increment();
+  impl_->blobs_deleted->Increment(static_cast<double>(deleted));
+  impl_->blob_bytes_freed->Increment(static_cast<double>(bytes_freed));
+  impl_->blob_delete_errors->Increment(static_cast<double>(delete_errors));
 }
 
 void Metrics::attempt_ended(flow::AttemptOutcome outcome) {

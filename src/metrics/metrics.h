@@ -113,6 +113,12 @@ class Metrics {
   void flow_ended(flow::FlowStatus status);
   // dexzd_attempts_total{outcome}: a WaitFor or Execute attempt ended with `outcome`.
   void attempt_ended(flow::AttemptOutcome outcome);
+  // dexzd_runs_deleted_total: runs deleted by their retention (flows.retention).
+  void runs_deleted(uint64_t runs);
+  // One blob collection pass that ran to its end: dexzd_blob_collections_total,
+  // dexzd_blobs_deleted_total, dexzd_blob_bytes_freed_total and
+  // dexzd_blob_delete_errors_total.
+  void blobs_collected(uint64_t deleted, uint64_t bytes_freed, uint64_t delete_errors);
 
   // The text exposition of every series, as GET /metrics serves it.
   std::string render() const;

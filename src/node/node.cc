@@ -324,6 +324,10 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
       std::chrono::duration_cast<std::chrono::milliseconds>(run_.flows.retention).count();
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
   eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
+  eo.on_runs_deleted = [this](size_t runs) { metrics_.runs_deleted(runs); };
+  eo.on_blobs_collected = [this](const SweepCounts& c) {
+    metrics_.blobs_collected(c.deleted, c.bytes_freed, c.delete_errors);
+  };
   return eo;
 }
 

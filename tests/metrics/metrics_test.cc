@@ -187,6 +187,21 @@ TEST(Metrics, FlowsAndAttemptsByOutcome) {
   EXPECT_EQ(value(m, "dexzd_flows_total{outcome=\"completed\"}"), 2);
 }
 
+TEST(Metrics, RetentionAndBlobCollection) {
+  Metrics m;
+  EXPECT_EQ(value(m, "dexzd_runs_deleted_total"), 0);
+  EXPECT_EQ(value(m, "dexzd_blob_collections_total"), 0);
+  m.runs_deleted(3);
+  m.runs_deleted(2);
+  m.blobs_collected(0, 0, 0);  // a pass with nothing to delete counts as a pass
+  m.blobs_collected(4, 1 << 20, 1);
+  EXPECT_EQ(value(m, "dexzd_runs_deleted_total"), 5);
+  EXPECT_EQ(value(m, "dexzd_blob_collections_total"), 2);
+  EXPECT_EQ(value(m, "dexzd_blobs_deleted_total"), 4);
+  EXPECT_EQ(value(m, "dexzd_blob_bytes_freed_total"), 1 << 20);
+  EXPECT_EQ(value(m, "dexzd_blob_delete_errors_total"), 1);
+}
+
 TEST(Metrics, ObjectStoreRequestsByOperationAndOutcome) {
   Metrics m;
   m.object_store_request(ObjectStoreOperation::kPut, Code::kOk, milliseconds(2));
@@ -265,7 +280,7 @@ TEST(Metrics, DocsDescribeEveryFamilyAndNoOther) {
        ++it) {
     rendered.insert((*it)[1]);
   }
-  EXPECT_EQ(rendered.size(), 12u);
+  EXPECT_EQ(rendered.size(), 17u);
   std::set<std::string> documented;
   const std::regex name(R"(dexzd_[a-z_]+)");
   for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
