@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -185,6 +187,26 @@ constexpr const char* kServeS3 =
     "http://127.0.0.1:9000\n"
     "localStore:\n  path: /var/lib/dex\n";
 
+// Each case's YAML (added to a valid serve file, and as a dev override) is
+// refused with a message holding its needle, and the dev config is untouched.
+struct BadCase {
+  std::string yaml, needle;
+};
+void expect_refused_by_key(const std::vector<BadCase>& cases,
+                           const std::function<void(const DevConfig&)>& unchanged) {
+  for (const auto& c : cases) {
+    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+    DevConfig dev;
+    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
+    EXPECT_FALSE(s.is_ok()) << c.yaml;
+    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+    unchanged(dev);
+  }
+}
+
 TEST(ServeConfig, DefaultsFollowTheSpec) {
   auto c = load_serve_config_yaml(kServeS3, "serve.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
@@ -207,10 +229,7 @@ TEST(ServeConfig, TypoIsRefusedByItsPathNotIgnored) {
 }
 
 TEST(ServeConfig, RefusalsNameTheKey) {
-  struct Case {
-    std::string yaml, needle;
-  };
-  std::vector<Case> cases = {
+  std::vector<BadCase> cases = {
       {"objectStore:\n  type: s3\n  bucket: b\nlocalStore:\n  path: x\n", "nodeId"},
       {"nodeId: a\nobjectStore:\n  type: s3\nlocalStore:\n  path: x\n", "objectStore.bucket"},
       {"nodeId: a\nobjectStore:\n  type: gcs\nlocalStore:\n  path: x\n", "objectStore.type"},
@@ -416,10 +435,7 @@ TEST(ValueSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
 }
 
 TEST(ValueSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
-  struct Case {
-    std::string yaml, needle;
-  };
-  std::vector<Case> cases = {
+  std::vector<BadCase> cases = {
       {"values:\n  blobThreshold: big\n", "values.blobThreshold"},
       {"values:\n  blobThreshold: 512B\n", "values.blobThreshold 512B is outside 1KiB..1MiB"},
       {"values:\n  blobThreshold: 2MiB\n", "values.blobThreshold"},
@@ -431,17 +447,8 @@ TEST(ValueSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"values:\n  maxsize: 1MiB\n", "values.maxsize"},
       {"values:\n  maxSize: [1, 2]\n", "values.maxSize"},
   };
-  for (const auto& c : cases) {
-    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
-    ASSERT_FALSE(r.is_ok()) << c.yaml;
-    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
-        << c.needle << " not in: " << r.status().message();
-    DevConfig dev;
-    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
-    EXPECT_FALSE(s.is_ok()) << c.yaml;
-    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
-    EXPECT_EQ(dev.values.max_size_bytes, 64u << 20);
-  }
+  expect_refused_by_key(
+      cases, [](const DevConfig& dev) { EXPECT_EQ(dev.values.max_size_bytes, 64u << 20); });
 }
 
 TEST(FlowSettings, RetentionAndBlobCollectionDefaultsAndKeys) {
@@ -481,10 +488,7 @@ TEST(FlowSettings, RetentionAndBlobCollectionDefaultsAndKeys) {
 }
 
 TEST(FlowSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
-  struct Case {
-    std::string yaml, needle;
-  };
-  std::vector<Case> cases = {
+  std::vector<BadCase> cases = {
       {"flows:\n  retention: 0\n", "flows.retention 0 is outside 1s..3650d"},
       {"flows:\n  retention: 500ms\n", "flows.retention 500ms is outside 1s..3650d"},
       {"flows:\n  retention: 3651d\n", "flows.retention"},
@@ -494,24 +498,13 @@ TEST(FlowSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"values:\n  blobMinAge: soon\n", "values.blobMinAge"},
       {"values:\n  blobMinAge: 31d\n", "values.blobMinAge"},
   };
-  for (const auto& c : cases) {
-    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
-    ASSERT_FALSE(r.is_ok()) << c.yaml;
-    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
-        << c.needle << " not in: " << r.status().message();
-    DevConfig dev;
-    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
-    EXPECT_FALSE(s.is_ok()) << c.yaml;
-    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
+  expect_refused_by_key(cases, [](const DevConfig& dev) {
     EXPECT_EQ(dev.flows.retention, std::chrono::hours(24 * 7));
-  }
+  });
 }
 
 TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
-  struct Case {
-    std::string yaml, needle;
-  };
-  std::vector<Case> cases = {
+  std::vector<BadCase> cases = {
       {"snapshots:\n  interval: often\n", "snapshots.interval"},
       {"snapshots:\n  interval: -5s\n", "snapshots.interval"},
       {"snapshots:\n  everyRecords: lots\n", "snapshots.everyRecords"},
@@ -521,17 +514,7 @@ TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"snapshots:\n  kep: 2\n", "snapshots.kep"},
       {"snapshots:\n  keep: [1, 2]\n", "snapshots.keep"},
   };
-  for (const auto& c : cases) {
-    auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
-    ASSERT_FALSE(r.is_ok()) << c.yaml;
-    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
-        << c.needle << " not in: " << r.status().message();
-    DevConfig dev;
-    Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
-    EXPECT_FALSE(s.is_ok()) << c.yaml;
-    EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
-    EXPECT_EQ(dev.snapshots.keep, 2u);
-  }
+  expect_refused_by_key(cases, [](const DevConfig& dev) { EXPECT_EQ(dev.snapshots.keep, 2u); });
 }
 
 }  // namespace
@@ -592,10 +575,7 @@ TEST(LocalConfig, AcceptsAdminEnabledAndAdminTokens) {
 TEST(DevAndLocalConfig, AdminRefusalsNameTheKeyNeverTheDigestAndChangeNothing) {
   TokenFile empty(" ");
   const std::string digest_like = std::string(63, 'c') + "x";  // not hex: refused
-  struct Case {
-    std::string yaml, needle;
-  };
-  std::vector<Case> cases = {
+  std::vector<BadCase> cases = {
       {"admin:\n  enabled: maybe\n", "admin.enabled"},
       {"admin:\n  enable: false\n", "admin.enable"},
       {"auth:\n  adminTokens: []\n", "auth.adminTokens"},

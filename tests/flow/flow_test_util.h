@@ -44,6 +44,30 @@ inline StepDecision graceful(const std::string& output) {
   return d;
 }
 
+// P, a parent of SubFlows: Start (Execute only) -> Wait (WaitFor).
+inline FlowDeclaration parent_declaration() {
+  FlowDeclaration d;
+  d.set_flow_type("P");
+  d.set_start_step_type("Start");
+  *d.add_steps() = step_decl("Start");
+  *d.add_steps() = step_decl("Wait", true);
+  return d;
+}
+
+inline StepDecision force_fail(const std::string& why) {
+  StepDecision d;
+  d.set_force_fail(why);
+  return d;
+}
+
+// A Flow retry policy: `attempts` runs in all, the next 1 s after a failure.
+inline StartOptions retrying(uint32_t attempts) {
+  StartOptions o;
+  o.mutable_retry_policy()->set_initial_interval_ms(1'000);
+  o.mutable_retry_policy()->set_maximum_attempts(attempts);
+  return o;
+}
+
 inline Condition timer_after(int64_t ms, const std::string& id = "") {
   Condition c;
   c.set_condition_id(id);

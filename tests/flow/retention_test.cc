@@ -13,17 +13,7 @@ using namespace dex::flow::testing;
 
 constexpr int64_t kKeep = 60'000;
 
-// P: Start (Execute) -> Wait (WaitFor). C: Work (Execute), Attribute "a",
-// Channel "in".
-FlowDeclaration parent_declaration() {
-  FlowDeclaration d;
-  d.set_flow_type("P");
-  d.set_start_step_type("Start");
-  *d.add_steps() = step_decl("Start");
-  *d.add_steps() = step_decl("Wait", true);
-  return d;
-}
-
+// P (flow_test_util.h) waits on C: Work (Execute), Attribute "a", Channel "in".
 FlowDeclaration child_declaration() {
   FlowDeclaration d;
   d.set_flow_type("C");
@@ -41,19 +31,6 @@ Condition sub_flow(const std::string& input = "x") {
   c.mutable_sub_flow()->set_flow_type("C");
   c.mutable_sub_flow()->mutable_input()->set_data(input);
   return c;
-}
-
-StepDecision force_fail(const std::string& why) {
-  StepDecision d;
-  d.set_force_fail(why);
-  return d;
-}
-
-StartOptions retrying(uint32_t attempts) {
-  StartOptions o;
-  o.mutable_retry_policy()->set_initial_interval_ms(1'000);
-  o.mutable_retry_policy()->set_maximum_attempts(attempts);
-  return o;
 }
 
 class Retention : public ::testing::Test {

@@ -10,17 +10,8 @@ namespace {
 
 using namespace dex::flow::testing;
 
-// P: Start (Execute only) -> Wait (WaitFor). C: Work (Execute only), with an
-// Attribute "a" and a timeout handler.
-FlowDeclaration parent_declaration() {
-  FlowDeclaration d;
-  d.set_flow_type("P");
-  d.set_start_step_type("Start");
-  *d.add_steps() = step_decl("Start");
-  *d.add_steps() = step_decl("Wait", true);
-  return d;
-}
-
+// P (flow_test_util.h) waits on C: Work (Execute only), with an Attribute "a"
+// and a timeout handler.
 FlowDeclaration child_declaration() {
   FlowDeclaration d;
   d.set_flow_type("C");
@@ -42,12 +33,6 @@ Condition sub_flow(const std::string& input = "x",
   *c.mutable_sub_flow()->mutable_options() = options;
   c.mutable_sub_flow()->set_reuse_policy(policy);
   return c;
-}
-
-StepDecision force_fail(const std::string& why) {
-  StepDecision d;
-  d.set_force_fail(why);
-  return d;
 }
 
 std::vector<HistoryKind> kinds(const std::vector<HistoryEvent>& events) {
@@ -292,13 +277,6 @@ TEST_F(SubFlows, BadSubFlowConditionsAreRefusedNamingWhy) {
 }
 
 // ---------------------------------------------------------------- Flow retry
-
-StartOptions retrying(uint32_t attempts) {
-  StartOptions o;
-  o.mutable_retry_policy()->set_initial_interval_ms(1'000);
-  o.mutable_retry_policy()->set_maximum_attempts(attempts);
-  return o;
-}
 
 TEST_F(SubFlows, AFailedRunRetriesAsANewRunAfterTheBackoff) {
   StartOptions o = retrying(2);
