@@ -179,7 +179,6 @@ StatusOr<LocalStoreOpened> open_local_store(ObjectStore& store, const NodeId& no
     {
       // The store must say what its manifest says.
       auto check = StateMachine::open(restoring);
-      std::optional<Slot> applied;
       Status bad = Status::ok();
       if (!check.is_ok()) {
         bad = check.status();
