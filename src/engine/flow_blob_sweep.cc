@@ -23,7 +23,10 @@ BlobSweeper::~BlobSweeper() { stop(); }
 
 void BlobSweeper::start() {
   if (options_.interval <= Duration::zero()) return;
-  thread_ = std::thread([this] { run(); });
+  // The first pass is an interval after start(), read here rather than on the
+  // new thread, which may first run after the clock has moved on.
+  const TimePoint first = clock_.now() + options_.interval;
+  thread_ = std::thread([this, first] { run(first); });
 }
 
 void BlobSweeper::stop() {
@@ -37,10 +40,9 @@ void BlobSweeper::stop() {
   });
 }
 
-void BlobSweeper::run() {
+void BlobSweeper::run(TimePoint next) {
   // One pass per interval, counted from the start of the previous one: the
   // blob store's protection of lately put keys relies on that spacing.
-  TimePoint next = clock_.now() + options_.interval;
   while (true) {  // until stop()
     {
       std::unique_lock<std::mutex> lock(mu_);

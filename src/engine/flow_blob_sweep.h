@@ -62,7 +62,7 @@ class BlobSweeper {
   StatusOr<SweepCounts> run_pass();
 
  private:
-  void run();
+  void run(TimePoint first);  // the thread: passes from first on, until stop()
   // The candidates that a value of the local store names.
   StatusOr<std::unordered_set<std::string>> find_references(
       const std::vector<std::string>& candidates);
