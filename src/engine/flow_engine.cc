@@ -51,6 +51,10 @@ Status FlowEngine::start() {
   {
     std::shared_lock<std::shared_mutex> lock(store_.mu);
     if (!store_.sm) return engine_stopped();
+    // Times go on from the last record's, whatever this machine's clock says.
+    auto floor = store_.sm->time_floor_ms();
+    if (!floor.is_ok()) return floor.status();
+    proposer_.raise_floor(*floor);
     auto view = store_.sm->flow_view();
     // Bounded by the queued attempts in the store.
     for (auto& [key, value] : view->scan(flow::keys::kTaskQueuePrefix)) {

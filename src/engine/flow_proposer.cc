@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/record_time.h"
 #include "log/log_writer.h"
 
@@ -46,6 +48,11 @@ void FlowProposer::propose(flow::FlowRecord record, Done done) {
            ? slot.status()
            : Status::stopped(fmt::format("the log writer stopped: {}", slot.status().message())));
   }
+}
+
+void FlowProposer::raise_floor(int64_t ms) {
+  std::lock_guard<std::mutex> order(order_mu_);
+  last_stamp_ms_ = std::max(last_stamp_ms_, ms);
 }
 
 void FlowProposer::applied(std::vector<FlowRecordResult>& results) {

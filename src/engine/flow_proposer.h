@@ -27,6 +27,9 @@ class FlowProposer {
   // last appended record's: see record_time.h); `done` runs once with the
   // rules' result, or with Stopped / InvalidArgument (the writer refused it).
   void propose(flow::FlowRecord record, Done done);
+  // Later proposals' times are at least `ms` (the store's time floor, when the
+  // engine starts: the previous holder's clock may have been ahead).
+  void raise_floor(int64_t ms);
   // The store applied these results (the log writer's thread, in order).
   void applied(std::vector<FlowRecordResult>& results);
   // Every waiting caller gets `why`; later proposals too.

@@ -1,38 +1,47 @@
 #include "engine/record_time.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/invariant.h"
 
 namespace dex {
 namespace {
 
-// Calls f with the kind (each has at_unix_ms); nothing for assignments only.
-// No default: -Wswitch makes a new kind name its time here.
-template <typename F>
-void with_kind_time(flow::FlowRecord& r, F&& f) {
+// Calls f with the kind's message (each has at_unix_ms) of a const or a
+// mutable record; nothing for assignments only. No default: -Wswitch makes a
+// new kind name its time here.
+template <typename Rec, typename F>
+void with_kind_time(Rec& r, F&& f) {
   using R = flow::FlowRecord;
+  auto call = [&](auto get, auto mut) {
+    if constexpr (std::is_const_v<Rec>) {
+      f((r.*get)());
+    } else {
+      f(*(r.*mut)());
+    }
+  };
   switch (r.kind_case()) {
     case R::kDeclareFlows:
-      return f(*r.mutable_declare_flows());
+      return call(&R::declare_flows, &R::mutable_declare_flows);
     case R::kStartFlow:
-      return f(*r.mutable_start_flow());
+      return call(&R::start_flow, &R::mutable_start_flow);
     case R::kMethodResult:
-      return f(*r.mutable_method_result());
+      return call(&R::method_result, &R::mutable_method_result);
     case R::kAttemptWithdrawn:
-      return f(*r.mutable_attempt_withdrawn());
+      return call(&R::attempt_withdrawn, &R::mutable_attempt_withdrawn);
     case R::kTimerFired:
-      return f(*r.mutable_timer_fired());
+      return call(&R::timer_fired, &R::mutable_timer_fired);
     case R::kPublish:
-      return f(*r.mutable_publish());
+      return call(&R::publish, &R::mutable_publish);
     case R::kStopFlow:
-      return f(*r.mutable_stop_flow());
+      return call(&R::stop_flow, &R::mutable_stop_flow);
     case R::kSkipTimer:
-      return f(*r.mutable_skip_timer());
+      return call(&R::skip_timer, &R::mutable_skip_timer);
     case R::kSetAttributes:
-      return f(*r.mutable_set_attributes());
+      return call(&R::set_attributes, &R::mutable_set_attributes);
     case R::kInvokeRpc:
-      return f(*r.mutable_invoke_rpc());
+      return call(&R::invoke_rpc, &R::mutable_invoke_rpc);
     case R::KIND_NOT_SET:
       return;
   }
@@ -51,6 +60,12 @@ int64_t stamp_no_earlier(flow::FlowRecord& record, int64_t floor) {
     out = std::max(out, record.at_unix_ms());
   }
   DEX_INVARIANT(out >= floor, "a record's time never goes below the log's");
+  return out;
+}
+
+int64_t record_time(const flow::FlowRecord& record) {
+  int64_t out = record.at_unix_ms();
+  with_kind_time(record, [&](const auto& kind) { out = std::max(out, kind.at_unix_ms()); });
   return out;
 }
 

@@ -5,8 +5,10 @@
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <charconv>
 
+#include "engine/record_time.h"
 #include "engine/rocks_kv.h"
 #include "flow/kv_txn.h"
 
@@ -16,6 +18,9 @@ namespace {
 // The store's own key (docs/engine.md, "What is in RocksDB"); the flow rules'
 // keys are theirs (docs/flow-rules.md, "Keys") and never start with "m/".
 constexpr std::string_view kLastAppliedKey = "m/last_applied";
+// The greatest time an applied record carried: records are applied no earlier
+// (record_time.h), also across a takeover to a process whose clock is behind.
+constexpr std::string_view kTimeFloorKey = "m/time_floor_ms";
 
 Status db_status(const rocksdb::Status& s, std::string_view what) {
   if (s.IsCorruption()) {
@@ -37,6 +42,35 @@ StatusOr<std::optional<Slot>> read_last_applied(rocksdb::DB& db) {
   }
   return std::optional<Slot>(Slot(slot));
 }
+
+StatusOr<int64_t> read_time_floor(rocksdb::DB& db) {
+  std::string value;
+  auto s = db.Get(rocksdb::ReadOptions(), std::string(kTimeFloorKey), &value);
+  if (s.IsNotFound()) return int64_t{0};  // nothing applied, or a store of an older version
+  if (!s.ok()) return db_status(s, "reading the time floor");
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty() || ms < 0) {
+    return Status::corruption(
+        fmt::format("local store: the time floor '{}' is not a time in ms", value));
+  }
+  return ms;
+}
+
+// Applies `record` no earlier than `time_floor`, and raises the floor to its time.
+flow::ApplyResult apply_flow(flow::FlowTxn& txn, const flow::FlowRecord& record,
+                             int64_t& time_floor, flow::Effects& effects) {
+  // The proposer stamps in log order and starts at this floor, so a record
+  // below it is rare (a proposal racing the engine's start): it is applied at
+  // the floor, the same on every replay.
+  if (record_time(record) >= time_floor) {
+    time_floor = record_time(record);
+    return flow::apply_record(txn, record, effects);
+  }
+  flow::FlowRecord raised = record;
+  time_floor = stamp_no_earlier(raised, time_floor);
+  return flow::apply_record(txn, raised, effects);
+}
 }  // namespace
 
 StateMachine::StateMachine(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
@@ -52,6 +86,8 @@ StatusOr<std::unique_ptr<StateMachine>> StateMachine::open(const std::filesystem
 }
 
 StatusOr<std::optional<Slot>> StateMachine::last_applied() const { return read_last_applied(*db_); }
+
+StatusOr<int64_t> StateMachine::time_floor_ms() const { return read_time_floor(*db_); }
 
 StatusOr<std::optional<Slot>> StateMachine::checkpoint(const std::filesystem::path& dir) {
   rocksdb::Checkpoint* raw = nullptr;
@@ -79,6 +115,9 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
     outcome.skipped = true;
     return outcome;
   }
+  auto floor = time_floor_ms();
+  if (!floor.is_ok()) return floor.status();
+  int64_t time_floor = *floor;
   auto flows = RocksKv::overlay(*db_);
   flow::KvFlowTxn flow_txn(*flows);
   // Bounded by the batch's records (the log writer's batch limit).
@@ -87,12 +126,13 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
     switch (record.kind_case()) {
       case proto::LogRecord::kEpochStart:
         // Recovery: docs/flow-rules.md, "Failures, retries and recovery".
-        flow::recover_attempts(flow_txn, record.epoch_start().at_unix_ms(), outcome.flow_effects);
+        time_floor = std::max(time_floor, record.epoch_start().at_unix_ms());
+        flow::recover_attempts(flow_txn, time_floor, outcome.flow_effects);
         break;
       case proto::LogRecord::kFlow:
         outcome.flow_results.push_back(
             {record.flow().proposal_id(),
-             flow::apply_record(flow_txn, record.flow(), outcome.flow_effects)});
+             apply_flow(flow_txn, record.flow(), time_floor, outcome.flow_effects)});
         break;
       case proto::LogRecord::kOpaque:
         break;  // a layer above the log that the engine does not run (tests)
@@ -111,6 +151,7 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
   rocksdb::WriteBatch write;
   flows->write_into(write);
   write.Put(std::string(kLastAppliedKey), std::to_string(slot.value));
+  write.Put(std::string(kTimeFloorKey), std::to_string(time_floor));
   // Not synced: the log is the durable copy; a store that lost its tail
   // replays it (docs/engine.md, "What is in RocksDB").
   auto s = db_->Write(rocksdb::WriteOptions(), &write);

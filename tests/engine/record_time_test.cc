@@ -83,5 +83,17 @@ TEST(RecordTime, AssignmentsOnlyCarryTheRecordsTime) {
   EXPECT_EQ(r.at_unix_ms(), 900);
 }
 
+TEST(RecordTime, ARecordsTimeIsTheGreatestItCarries) {
+  flow::FlowRecord r;
+  EXPECT_EQ(record_time(r), 0) << "no kind, no assignments";
+  r.mutable_publish()->set_at_unix_ms(1'200);
+  EXPECT_EQ(record_time(r), 1'200);
+  r.set_at_unix_ms(1'300);
+  EXPECT_EQ(record_time(r), 1'300) << "its assignments' time";
+  r.mutable_publish()->set_at_unix_ms(1'400);
+  EXPECT_EQ(record_time(r), 1'400);
+  EXPECT_EQ(stamp_no_earlier(r, 0), record_time(r)) << "stamping at 0 changes nothing";
+}
+
 }  // namespace
 }  // namespace dex

@@ -86,10 +86,11 @@ class Harness {
   uint64_t next_slot_ = 1;  // slot 0 is the first EpochStart, not applied here
 };
 
-// The dump without the last applied slot: what a refused record must not change.
+// The dump without the store's own keys (the last applied slot, the time
+// floor): what a refused record must not change.
 std::map<std::string, std::string> state_of(Harness& h) {
   auto d = h.dump();
-  d.erase("m/last_applied");
+  std::erase_if(d, [](const auto& kv) { return kv.first.starts_with("m/"); });
   return d;
 }
 
@@ -253,6 +254,49 @@ TEST(StateMachine, RecoveryEndsRunningAttemptsNotCompletedConsumingARetry) {
   // The old Worker's result arrives later: stale.
   EXPECT_EQ(h.one(decided(task_ref("f", "Start-1"), "e1.1", complete("late"), 7'100)).kind,
             flow::ApplyKind::kStale);
+}
+
+TEST(StateMachine, TimesNeverGoBackInLogOrderAlsoAfterATakeoverToAProcessWhoseClockIsBehind) {
+  TempDir dir;
+  std::map<std::string, std::string> state;
+  {
+    Harness h(dir.sub("db"));
+    EXPECT_EQ(h.sm().time_floor_ms().value(), 0) << "nothing applied yet";
+    h.apply({declare(type_t(), 10)});
+    h.one(start_record("f", "T", 5'000, "e1.1"));
+    EXPECT_EQ(h.sm().time_floor_ms().value(), 5'000);
+    // The next holder's clock is 2 s behind the previous one's: its recovery
+    // ends the attempt at the last record's time, not at its own.
+    auto out = h.apply({epoch_start("p2", 3'000)});
+    ASSERT_EQ(out.flow_effects.ended.size(), 1u);
+    flow::StepExecution a = h.step("f", "Start-1");
+    EXPECT_EQ(a.method().last_failure().outcome(), flow::ATTEMPT_NOT_COMPLETED);
+    EXPECT_EQ(a.method().last_failure().at_ms(), 5'000);
+    EXPECT_EQ(a.method().retry_at_ms(), 6'000) << "the backoff runs from the floor";
+    // A record that process stamps with its own clock is applied at the floor.
+    flow::FlowRecord stop;
+    stop.mutable_stop_flow()->set_flow_id("f");
+    stop.mutable_stop_flow()->set_mode(flow::STOP_TERMINATE);
+    stop.mutable_stop_flow()->set_at_unix_ms(3'100);
+    ASSERT_EQ(h.one(stop).kind, flow::ApplyKind::kApplied);
+    EXPECT_EQ(h.run("f").close_ms(), 5'000);
+    // A later time raises the floor again.
+    h.one(start_record("g", "T", 9'000));
+    EXPECT_EQ(h.sm().time_floor_ms().value(), 9'000);
+    h.check();
+    state = h.dump();
+    // The same log into a fresh store gives the same state, floor included.
+    auto fresh = StateMachine::open(dir.sub("fresh"));
+    ASSERT_TRUE(fresh.is_ok());
+    uint64_t slot = 1;
+    for (const auto& batch : h.log())
+      ASSERT_TRUE(fresh.value()->apply(Slot(slot++), batch).is_ok());
+    EXPECT_EQ(fresh.value()->dump().value(), state);
+  }
+  // The floor outlives the process.
+  auto reopened = StateMachine::open(dir.sub("db"));
+  ASSERT_TRUE(reopened.is_ok());
+  EXPECT_EQ(reopened.value()->time_floor_ms().value(), 9'000);
 }
 
 TEST(StateMachine, AsyncStartThatNeverBecameDurableRunsAgainWithTheSameNumber) {
