@@ -159,7 +159,8 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
       break;
     default:
       m->set_outcome(flow::ATTEMPT_FAILED);
-      m->set_error("the Worker sent a result without a wait, a decision, an RPC output or an error");
+      m->set_error(
+          "the Worker sent a result without a wait, a decision, an RPC output or an error");
       m->clear_publishes();
       m->clear_attribute_writes();
   }
@@ -276,14 +277,27 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
       r.heartbeat_deadline = clock_.now() + milliseconds(task.heartbeat_timeout_ms());
   }
   // A task leaves with its blob values in place (docs/engine.md, "Large values").
-  flow::FlowTask with_values;
-  const flow::FlowTask* out = &task;
   if (sink && options_.blobs != nullptr && has_blob_refs(task)) {
-    with_values = task;
-    if (!put_values_back(task_id, with_values)) return;  // it ends FAILED
-    out = &with_values;
+    fill_.post([this, task_id, task, sink] {
+      flow::FlowTask with_values = task;
+      if (!put_values_back(task_id, with_values)) return;  // it ends FAILED
+      // The read may have taken a while: the lease or the attempt may be gone.
+      if (!log_.lease_valid()) return;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = running_.find(task_id);
+        if (stopped_ || it == running_.end() || it->second.ending) return;
+      }
+      deliver(task_id, sink, with_values);
+    });
+    return;
   }
-  if (sink && sink->send_task(*out)) return;
+  deliver(task_id, sink, task);
+}
+
+void FlowEngine::deliver(const std::string& task_id, const std::shared_ptr<WorkerSink>& sink,
+                         const flow::FlowTask& task) {
+  if (sink && sink->send_task(task)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto w = workers_.find(running_.contains(task_id) ? running_[task_id].worker : 0);

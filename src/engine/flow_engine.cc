@@ -85,6 +85,7 @@ void FlowEngine::stop() {
       changed_cv_.notify_all();
     }
     if (scheduler_.joinable()) scheduler_.join();
+    fill_.stop();  // before the proposer: a job may end its attempt through it
     proposer_.stop(engine_stopped());
   });
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/job_pool.h"
 #include "common/status.h"
 #include "common/types.h"
 #include "dex/api.pb.h"
@@ -63,6 +64,8 @@ TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms);
 
 class FlowEngine {
  public:
+  // Threads that read tasks' blob values (fill_).
+  static constexpr size_t kFillThreads = 2;
   using WorkerHandle = uint64_t;
 
   FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock);
@@ -166,8 +169,12 @@ class FlowEngine {
   StatusOr<flow::ApplyResult> propose_and_wait(flow::FlowRecord record, bool speculative);
   // Sends the ASYNC tasks among `reserved` (built by speculate) now.
   void send_prebuilt(const std::vector<std::string>& reserved);
-  // Hands a task to its Worker's stream; false (and a withdrawal) if it is gone.
+  // Hands a task to its Worker's stream (a task with blob values: on fill_,
+  // once they are in place); a withdrawal if the stream is gone.
   void send(const std::string& task_id, const flow::FlowTask& task);
+  // The hand-over itself: `sink` null or broken withdraws the attempt.
+  void deliver(const std::string& task_id, const std::shared_ptr<WorkerSink>& sink,
+               const flow::FlowTask& task);
   // Large values (flow_blobs.cc). Stores the long values of a Worker's result
   // as blobs; on failure the result becomes the attempt's failure and the
   // reason is returned (empty: stored).
@@ -220,6 +227,10 @@ class FlowEngine {
   std::set<std::string> firing_;                             // guarded by mu_; timer index keys
   std::deque<std::string> sends_;                            // guarded by mu_; started, to send
   std::thread scheduler_;
+  // Puts tasks' blob values in place and hands them over: a read that misses
+  // the cache is a GET, which must hold up neither the scheduler nor the log
+  // writer's thread. Its jobs are bounded by the attempts being sent.
+  JobPool fill_{kFillThreads};
   std::once_flag stop_once_;
 };
 

@@ -7,6 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
 #include "blob/blob_store.h"
 #include "common/digest.h"
 #include "engine/engine.h"
@@ -68,6 +72,48 @@ std::vector<std::string> logged_values(ObjectStore& store) {
   EXPECT_TRUE(read.is_ok()) << read.to_string();
   return out;
 }
+
+// The inner store, but a GET of a blob waits while the gate is closed (a slow
+// object store), up to 20 s.
+class GatedBlobStore final : public ObjectStore {
+ public:
+  explicit GatedBlobStore(ObjectStore& inner) : inner_(inner) {}
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int blocked() const { return blocked_; }
+  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override {
+    if (key.find("/blobs/") != std::string_view::npos) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++blocked_;
+      cv_.wait_for(lock, std::chrono::seconds(20), [&] { return open_; });
+    }
+    return inner_.get(key, options);
+  }
+  StatusOr<std::string> put(std::string_view key, std::string_view body,
+                            const PutCondition& condition,
+                            const RequestOptions& options = {}) override {
+    return inner_.put(key, body, condition, options);
+  }
+  Status remove(std::string_view key, const RequestOptions& options = {}) override {
+    return inner_.remove(key, options);
+  }
+  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
+                            size_t max_keys = kListKeysMax,
+                            const RequestOptions& options = {}) override {
+    return inner_.list(prefix, start_after, max_keys, options);
+  }
+  std::string describe() const override { return "gated " + inner_.describe(); }
+
+ private:
+  ObjectStore& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::atomic<int> blocked_{0};
+};
 
 class FlowBlobsTest : public EngineProcessTest {
  protected:
@@ -149,6 +195,30 @@ TEST_F(FlowBlobsTest, LongValuesAreBlobsInTheLogAndWholeForWorkersAndClients) {
   auto keys = list_all(store, prefix);
   ASSERT_TRUE(keys.is_ok());
   EXPECT_EQ(keys->size(), 3u);  // input, output, Attribute
+}
+
+TEST_F(FlowBlobsTest, ASlowBlobReadHoldsUpNoOtherTask) {
+  MemoryObjectStore memory;
+  GatedBlobStore store(memory);
+  auto p = open(store, 1, "local1");
+  ASSERT_TRUE(p->engine);
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  connect_flows(e, worker, "w1", doc_declaration());
+  const std::string input = value(5000, 'i');
+  start(e, "big", input);  // its task's input is a blob, and reading it waits
+  ASSERT_TRUE(eventually([&] { return store.blocked() > 0; }));
+  start(e, "small", "s");
+  auto first = worker->next(std::chrono::milliseconds(5000));
+  ASSERT_TRUE(first) << "the short task waited for the other's blob";
+  EXPECT_EQ(first->flow_id(), "small");
+  EXPECT_EQ(first->input().data(), "s");
+  store.open_gate();
+  auto second = worker->next(std::chrono::milliseconds(5000));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->flow_id(), "big");
+  EXPECT_EQ(second->input().data(), input);
+  EXPECT_FALSE(second->input().has_blob());
 }
 
 TEST_F(FlowBlobsTest, ShortValuesStayInTheLog) {
