@@ -11,10 +11,8 @@
 //    WaitForFlow until the run closes; one Client per thread).
 //
 //   build/bin/dex_flows_bench [--seconds 5] [--concurrency 1,64] [--runs 50]
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -26,67 +24,16 @@
 #include "bench_process.h"
 #include "common/version.h"
 #include "example_flows.h"
+#include "flow_bench.h"
 #include "sdk/client.h"
 #include "sdk/worker.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using namespace dex::bench;
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);
-
-std::string run_once(dex::Client& client, const std::string& type, const std::string& id) {
-  auto started = client.start(type, id, nlohmann::json{{"n", 1}});
-  if (!started.is_ok()) return "start: " + started.status().message();
-  auto closed = client.wait_for_flow(id, dex::seconds(60));
-  if (!closed.is_ok()) return "wait: " + closed.status().message();
-  if (closed->flow().status() != dex::flow::FLOW_COMPLETED)
-    return "the run ended " + dex::flow::FlowStatus_Name(closed->flow().status());
-  return "";
-}
-
-struct Row {
-  std::string type;
-  int concurrency = 0;
-  double per_second = 0, p50 = 0, p99 = 0;
-};
-
-Row closed_loop(const std::string& address, const std::string& type, int concurrency,
-                double seconds) {
-  std::vector<std::vector<double>> lat(concurrency);
-  std::atomic<bool> measuring{false}, done{false};
-  std::atomic<uint64_t> next{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < concurrency; ++t) {
-    threads.emplace_back([&, t] {
-      dex::ClientOptions options;
-      options.server_address = address;
-      dex::Client client(options);
-      // Bounded by `done`, set after the measured period.
-      while (!done) {
-        const auto t0 = Clock::now();
-        std::string err = run_once(client, type, fmt::format("{}-{}", type, next++));
-        if (!err.empty()) die(type + ": " + err);
-        if (measuring)
-          lat[t].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up
-  measuring = true;
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  measuring = false;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  done = true;
-  for (auto& t : threads) t.join();
-  std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  Row r{type, concurrency, all.size() / elapsed, percentile(all, 0.5), percentile(all, 0.99)};
-  return r;
-}
 
 }  // namespace
 
@@ -107,16 +54,8 @@ int main(int argc, char** argv) {
   die_on_signals("dex_flows_bench");
 
   const fs::path bin = fs::canonical("/proc/self/exe").parent_path();
-  const fs::path root = fs::temp_directory_path() / fmt::format("dex-flows-bench-{}", getpid());
-  fs::create_directories(root);
-  add_scratch(root);
-  const double fsync_ms = fsync_floor_ms(root);
-  Child server =
-      spawn_split("dex-server-zd dev",
-                  {(bin / "dex-server-zd").string(), "dev", "--data-dir", (root / "data").string(),
-                   "--listen", "127.0.0.1:0", "--durability", "strict"},
-                  root / "server.out", root / "server.log");
-  const std::string address = wait_dev_ready(server, kStartTimeout);
+  StrictDev dev = start_strict_dev(bin, "dex-flows-bench", kStartTimeout);
+  const std::string& address = dev.address;
   dex::WorkerOptions wo;
   wo.server_address = address;
   wo.max_concurrent_tasks = 128;
@@ -131,35 +70,28 @@ int main(int argc, char** argv) {
   dex::Client client(co);
   // The Worker's hello declared both types once a probe run of each completes.
   for (const char* type : {"BenchOne", "BenchThree"}) {
-    const auto deadline = Clock::now() + kStartTimeout;
-    std::string err = "never tried";
-    for (int i = 0; Clock::now() < deadline && !err.empty(); ++i) {
-      err = run_once(client, type, fmt::format("probe-{}-{}", type, i));
-      if (!err.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (!err.empty()) die(fmt::format("no probe run of {} completed: {}", type, err));
+    await_first_run(client, type, fmt::format("probe-{}", type), kStartTimeout);
   }
   fmt::print("fsync floor (512 B write + fsync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
-             fsync_ms, address);
+             dev.fsync_ms, address);
   fmt::print("{:<11} {:>15} {:>5} {:>9} {:>9} {:>9} {:>10}\n", "flow", "batches/run", "conc",
              "flows/s", "p50 ms", "p99 ms", "p50/fsync");
-  for (const char* type : {"BenchOne", "BenchThree"}) {
-    const uint64_t before = dev_log_slots(root / "data");
-    for (int i = 0; i < runs; ++i) {
-      std::string err = run_once(client, type, fmt::format("seq-{}-{}", type, i));
-      if (!err.empty()) die(std::string(type) + ": " + err);
-    }
-    const double batches = static_cast<double>(dev_log_slots(root / "data") - before) / runs;
+  for (const std::string type : {"BenchOne", "BenchThree"}) {
+    const double batches =
+        batches_per_run(client, dev.root / "data", type, fmt::format("seq-{}", type), runs);
     for (int c : concurrency) {
-      Row r = closed_loop(address, type, c, seconds);
-      check_alive(server);
+      Figures f = closed_loop(address, c, seconds, [&](int, dex::Client& cl, uint64_t seq) {
+        std::string err = run_once(cl, type, fmt::format("{}-{}", type, seq));
+        return err.empty() ? err : type + ": " + err;
+      });
+      check_alive(dev.server);
       fmt::print("{:<11} {:>15.2f} {:>5} {:>9.0f} {:>9.2f} {:>9.2f} {:>10.1f}\n", type, batches, c,
-                 r.per_second, r.p50, r.p99, r.p50 / fsync_ms);
+                 f.per_second, f.p50, f.p99, f.p50 / dev.fsync_ms);
     }
   }
   worker.shutdown();
   worker_thread.join();
-  warn_unless_clean_exit(server, stop(server, std::chrono::seconds(15)), 10);
+  warn_unless_clean_exit(dev.server, stop(dev.server, std::chrono::seconds(15)), 10);
   cleanup();
   return 0;
 }

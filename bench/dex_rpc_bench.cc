@@ -15,13 +15,10 @@
 //
 //   build/bin/dex_rpc_bench [--seconds 5] [--rpc-cases 1x1,64x64,64x8]
 //                           [--concurrency 1,64] [--runs 50]
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -31,6 +28,7 @@
 #include "bench_process.h"
 #include "common/version.h"
 #include "example_flows.h"
+#include "flow_bench.h"
 #include "sdk/attribute.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
@@ -39,7 +37,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using namespace dex::bench;
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);
@@ -96,57 +93,6 @@ std::string rpc_once(dex::Client& client, const std::string& flow_id, int64_t i)
   if (*out != dex::json(i))
     return fmt::format("invoke_rpc on {} answered {}", flow_id, out->dump());
   return "";
-}
-
-// One run of `type` from start to completion.
-std::string run_once(dex::Client& client, const std::string& type, const std::string& id) {
-  auto started = client.start(type, id, nlohmann::json{{"n", 1}});
-  if (!started.is_ok()) return "start: " + started.status().message();
-  auto closed = client.wait_for_flow(id, dex::seconds(60));
-  if (!closed.is_ok()) return "wait: " + closed.status().message();
-  if (closed->flow().status() != dex::flow::FLOW_COMPLETED)
-    return "the run ended " + dex::flow::FlowStatus_Name(closed->flow().status());
-  return "";
-}
-
-struct Figures {
-  double per_second = 0, p50 = 0, p99 = 0;
-};
-
-// `callers` threads, one Client each, loop `op(caller, client, sequence)` for
-// 0.5 s of warm-up, then `seconds` measured; latencies are per op.
-using Op = std::function<std::string(int caller, dex::Client&, uint64_t seq)>;
-Figures closed_loop(const std::string& address, int callers, double seconds, const Op& op) {
-  std::vector<std::vector<double>> lat(callers);
-  std::atomic<bool> measuring{false}, done{false};
-  std::atomic<uint64_t> next{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < callers; ++t) {
-    threads.emplace_back([&, t] {
-      dex::ClientOptions options;
-      options.server_address = address;
-      dex::Client client(options);
-      // Bounded by `done`, set after the measured period.
-      while (!done) {
-        const auto t0 = Clock::now();
-        std::string err = op(t, client, next++);
-        if (!err.empty()) die(err);
-        if (measuring)
-          lat[t].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up
-  measuring = true;
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  measuring = false;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  done = true;
-  for (auto& t : threads) t.join();
-  std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  return {all.size() / elapsed, percentile(all, 0.5), percentile(all, 0.99)};
 }
 
 struct RpcCase {
@@ -215,16 +161,9 @@ int main(int argc, char** argv) {
 
   const fs::path bin = own_bin_dir();
   require_programs(bin, {"dex-server-zd"});
-  const fs::path root = fs::temp_directory_path() / fmt::format("dex-rpc-bench-{}", getpid());
-  fs::create_directories(root);
-  add_scratch(root);
-  const double fsync_ms = fsync_floor_ms(root);
-  Child server =
-      spawn_split("dex-server-zd dev",
-                  {(bin / "dex-server-zd").string(), "dev", "--data-dir", (root / "data").string(),
-                   "--listen", "127.0.0.1:0", "--durability", "strict"},
-                  root / "server.out", root / "server.log");
-  const std::string address = wait_dev_ready(server, kStartTimeout);
+  StrictDev dev = start_strict_dev(bin, "dex-rpc-bench", kStartTimeout);
+  const std::string& address = dev.address;
+  const fs::path data = dev.root / "data";
   dex::WorkerOptions wo;
   wo.server_address = address;
   wo.max_concurrent_tasks = 128;
@@ -237,37 +176,24 @@ int main(int argc, char** argv) {
   co.server_address = address;
   dex::Client client(co);
   // The Worker's hello declared both types once a probe of each completes.
-  {
-    const auto deadline = Clock::now() + kStartTimeout;
-    std::string err = "never tried";
-    for (int i = 0; Clock::now() < deadline && !err.empty(); ++i) {
-      err = run_once(client, "BenchOne", fmt::format("probe-{}", i));
-      if (!err.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (!err.empty()) die("no probe run of BenchOne completed: " + err);
-    stop_flows(client, start_rpc_flows(client, "probe-rpc", 1));
-  }
+  await_first_run(client, "BenchOne", "probe", kStartTimeout);
+  stop_flows(client, start_rpc_flows(client, "probe-rpc", 1));
 
   // Batches per call, each measured alone. The idle run's Hold has committed
   // its Wait before the count starts (its first RPC answered, then a pause).
   const std::vector<std::string> idle = start_rpc_flows(client, "seq-rpc", 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  uint64_t before = dev_log_slots(root / "data");
+  const uint64_t before = dev_log_slots(data);
   for (int i = 1; i <= runs; ++i) {
     std::string err = rpc_once(client, idle[0], i);
     if (!err.empty()) die(err);
   }
-  const double batches_rpc = static_cast<double>(dev_log_slots(root / "data") - before) / runs;
+  const double batches_rpc = static_cast<double>(dev_log_slots(data) - before) / runs;
   stop_flows(client, idle);
-  before = dev_log_slots(root / "data");
-  for (int i = 0; i < runs; ++i) {
-    std::string err = run_once(client, "BenchOne", fmt::format("seq-one-{}", i));
-    if (!err.empty()) die("BenchOne: " + err);
-  }
-  const double batches_run = static_cast<double>(dev_log_slots(root / "data") - before) / runs;
+  const double batches_run = batches_per_run(client, data, "BenchOne", "seq-one", runs);
 
   fmt::print("fsync floor (512 B write + fsync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
-             fsync_ms, address);
+             dev.fsync_ms, address);
   fmt::print(
       "log batches per RPC {:.2f} (expect 2: InvokeRpc, then its result); per one-Step "
       "run {:.2f} (expect 2: start, then the Step's result); {} of each in a row\n",
@@ -282,25 +208,25 @@ int main(int argc, char** argv) {
     Figures f = closed_loop(address, c.callers, seconds, [&](int t, dex::Client& cl, uint64_t seq) {
       return rpc_once(cl, ids[t % c.flows], static_cast<int64_t>(seq));
     });
-    check_alive(server);
+    check_alive(dev.server);
     stop_flows(client, ids);
     fmt::print("{:<3} {:<34} {:>7} {:>5} {:>9.0f} {:>9.2f} {:>9.2f} {:>10.1f}\n", "A",
                "InvokeRpc, writes 1 Attribute", c.callers, c.flows, f.per_second, f.p50, f.p99,
-               f.p50 / fsync_ms);
+               f.p50 / dev.fsync_ms);
   }
   for (int c : concurrency) {
     Figures f = closed_loop(address, c, seconds, [&](int, dex::Client& cl, uint64_t seq) {
       std::string err = run_once(cl, "BenchOne", fmt::format("one-{}", seq));
       return err.empty() ? err : "BenchOne: " + err;
     });
-    check_alive(server);
+    check_alive(dev.server);
     fmt::print("{:<3} {:<34} {:>7} {:>5} {:>9.0f} {:>9.2f} {:>9.2f} {:>10.1f}\n", "B",
                "one-Step Flow, start to completion", c, "-", f.per_second, f.p50, f.p99,
-               f.p50 / fsync_ms);
+               f.p50 / dev.fsync_ms);
   }
   worker.shutdown();
   worker_thread.join();
-  warn_unless_clean_exit(server, stop(server, std::chrono::seconds(15)), 10);
+  warn_unless_clean_exit(dev.server, stop(dev.server, std::chrono::seconds(15)), 10);
   cleanup();
   return 0;
 }

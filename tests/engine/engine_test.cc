@@ -29,12 +29,9 @@ using namespace dex::testing;
 
 // Forwards to a MemoryObjectStore; a test can hold log writes: after `allow`
 // more puts, a put waits until crash() and then fails permanently (never written).
-class GateStore final : public ObjectStore {
+class GateStore final : public ForwardingStore {
  public:
-  explicit GateStore(ObjectStore& inner) : inner_(inner) {}
-  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.get(key, o);
-  }
+  using ForwardingStore::ForwardingStore;
   StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
                             const RequestOptions& o = {}) override {
     {
@@ -48,13 +45,6 @@ class GateStore final : public ObjectStore {
       if (allow_ > 0) --allow_;
     }
     return inner_.put(key, body, c, o);
-  }
-  Status remove(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.remove(key, o);
-  }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
-    return inner_.list(prefix, start_after, max_keys, o);
   }
   std::string describe() const override { return "gate"; }
 
@@ -73,7 +63,6 @@ class GateStore final : public ObjectStore {
   }
 
  private:
-  ObjectStore& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   int allow_ = -1;  // -1: unlimited
@@ -81,8 +70,18 @@ class GateStore final : public ObjectStore {
   bool crashed_ = false;
 };
 
-class EngineTest : public EngineProcessTest {
+class EngineTest : public OneWorkerTest {
  protected:
+  // Advances the clock 100 ms at a time until `f` is ready: what it waits for
+  // is noticed on the engine's housekeeping clock. Bounded (1000 steps).
+  template <typename T>
+  void advance_until_ready(std::future<T>& f) {
+    for (int i = 0;
+         i < 1000 && f.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready; ++i) {
+      clock_.advance(milliseconds(100));
+    }
+  }
+
   // Answers every task `respond` gives a decision for (nullopt: fails it with
   // "transient"), advancing the clock when idle, until every run of `flows`
   // closed.
@@ -135,69 +134,54 @@ class EngineTest : public EngineProcessTest {
   }
 };
 
-flow::GetHistoryEventsRequest whole_history(const std::string& flow_id) {
-  flow::GetHistoryEventsRequest r;
-  r.mutable_flow()->set_flow_id(flow_id);
-  r.set_from_start(true);
-  return r;
-}
-
 TEST_F(EngineTest, StaleResultIsRefusedAndChangesNothing) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   start(e, "f");
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
   EXPECT_EQ(task->attempt(), 1u);
-  ASSERT_TRUE(decide(e, w, *task, complete("first")).accepted());
-  const uint64_t slots = p->writer->next_slot().value;
+  ASSERT_TRUE(decide(e, handle_, *task, complete("first")).accepted());
+  const uint64_t slots = process_->writer->next_slot().value;
   auto events = e.history(whole_history("f"));
   ASSERT_TRUE(events.is_ok());
   // The same result again (a Worker re-sending after a reconnect), another
   // decision, a failure: each refused as stale.
-  ResultAck again = decide(e, w, *task, complete("second"));
+  ResultAck again = decide(e, handle_, *task, complete("second"));
   EXPECT_FALSE(again.accepted());
   EXPECT_NE(again.reason().find("stale"), std::string::npos) << again.reason();
-  EXPECT_FALSE(decide(e, w, *task, go_to("Next")).accepted());
-  EXPECT_FALSE(fail_task(e, w, *task, "late failure").accepted());
+  EXPECT_FALSE(decide(e, handle_, *task, go_to("Next")).accepted());
+  EXPECT_FALSE(fail_task(e, handle_, *task, "late failure").accepted());
   auto d = e.describe_flow(flow_ref("f"));
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->status(), flow::FLOW_COMPLETED);
   ASSERT_EQ(d->outputs_size(), 1);
   EXPECT_EQ(d->outputs(0).output().data(), "first");
-  EXPECT_EQ(p->writer->next_slot().value, slots) << "a stale result was appended to the log";
+  EXPECT_EQ(process_->writer->next_slot().value, slots) << "a stale result was appended to the log";
   auto after = e.history(whole_history("f"));
   ASSERT_TRUE(after.is_ok());
   EXPECT_EQ(after->DebugString(), events->DebugString());
   // The ended attempt's heartbeat asks the Worker to stop.
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
-  EXPECT_TRUE(e.heartbeat(w, hb).cancel_requested());
+  EXPECT_TRUE(e.heartbeat(handle_, hb).cancel_requested());
 }
 
 TEST_F(EngineTest, HeartbeatTimeoutEndsTheAttemptTimedOutAndItIsRetried) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
   flow::FlowDeclaration d = order_declaration();
   auto& options = execute_options(d, "Start");
   options.set_heartbeat_timeout_ms(2'000);
   options.set_attempt_timeout_ms(10'000);
   options.mutable_retry()->set_initial_interval_ms(1'000);
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", d);
+  Engine& e = open_with_worker(d);
   start(e, "f");
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
   EXPECT_EQ(task->heartbeat_timeout_ms(), 2'000);
   EXPECT_EQ(task->attempt_timeout_ms(), 10'000);
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
   clock_.advance(milliseconds(1500));
-  EXPECT_FALSE(e.heartbeat(w, hb).cancel_requested());  // in time: the deadline moves
+  EXPECT_FALSE(e.heartbeat(handle_, hb).cancel_requested());  // in time: the deadline moves
   clock_.advance(milliseconds(1500));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(active_step(e, "f", "Start-1")->task_state(), flow::TASK_RUNNING);
@@ -212,17 +196,17 @@ TEST_F(EngineTest, HeartbeatTimeoutEndsTheAttemptTimedOutAndItIsRetried) {
   EXPECT_EQ(s->last_failure().outcome(), flow::ATTEMPT_TIMED_OUT);
   EXPECT_NE(s->last_failure().error().find("heartbeat"), std::string::npos)
       << s->last_failure().error();
-  EXPECT_TRUE(e.heartbeat(w, hb).cancel_requested());
-  EXPECT_FALSE(decide(e, w, *task, complete("late")).accepted());  // too late: stale
+  EXPECT_TRUE(e.heartbeat(handle_, hb).cancel_requested());
+  EXPECT_FALSE(decide(e, handle_, *task, complete("late")).accepted());  // too late: stale
   clock_.advance(milliseconds(1000));
-  auto retry = worker->next();
+  auto retry = worker_->next();
   ASSERT_TRUE(retry);
   EXPECT_EQ(retry->attempt(), 2u);
   // The attempt timeout: 10 s without a result, heartbeats or not.
   for (int i = 0; i < 6; ++i) {
     TaskHeartbeat hb2;
     hb2.set_task_id(retry->task_id());
-    EXPECT_FALSE(e.heartbeat(w, hb2).cancel_requested()) << i;
+    EXPECT_FALSE(e.heartbeat(handle_, hb2).cancel_requested()) << i;
     clock_.advance(milliseconds(1800));
   }
   ASSERT_TRUE(eventually([&] {
@@ -236,13 +220,9 @@ TEST_F(EngineTest, HeartbeatTimeoutEndsTheAttemptTimedOutAndItIsRetried) {
 }
 
 TEST_F(EngineTest, StopEndsTheRunAndTheWorkerLearnsOnItsHeartbeat) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   start(e, "f");
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
   // A waiter wakes when the run closes.
   auto waited = std::async(std::launch::async, [&] {
@@ -261,8 +241,8 @@ TEST_F(EngineTest, StopEndsTheRunAndTheWorkerLearnsOnItsHeartbeat) {
   EXPECT_EQ(closed->flow().status(), flow::FLOW_CANCELED);
   TaskHeartbeat hb;
   hb.set_task_id(task->task_id());
-  EXPECT_TRUE(e.heartbeat(w, hb).cancel_requested());
-  EXPECT_FALSE(decide(e, w, *task, complete("late")).accepted());
+  EXPECT_TRUE(e.heartbeat(handle_, hb).cancel_requested());
+  EXPECT_FALSE(decide(e, handle_, *task, complete("late")).accepted());
   // A wait that ends at its timeout says closed = false.
   start(e, "g");
   auto timed = std::async(std::launch::async, [&] {
@@ -271,10 +251,7 @@ TEST_F(EngineTest, StopEndsTheRunAndTheWorkerLearnsOnItsHeartbeat) {
     r.set_timeout_ms(1'000);
     return e.wait_for_flow(r, nullptr);
   });
-  for (int i = 0;
-       i < 1000 && timed.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready; ++i) {
-    clock_.advance(milliseconds(100));
-  }
+  advance_until_ready(timed);
   auto open = timed.get();
   ASSERT_TRUE(open.is_ok());
   EXPECT_FALSE(open->closed());
@@ -292,13 +269,10 @@ TEST_F(EngineTest, StopEndsTheRunAndTheWorkerLearnsOnItsHeartbeat) {
 }
 
 TEST_F(EngineTest, IdleWorkerStreamsArePinged) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  auto worker = std::make_shared<FlowWorker>();
-  connect_flows(*p->engine, worker);
-  const int before = worker->pings.load();
+  open_with_worker();
+  const int before = worker_->pings.load();
   clock_.advance(seconds(11));
-  EXPECT_TRUE(eventually([&] { return worker->pings.load() > before; }));
+  EXPECT_TRUE(eventually([&] { return worker_->pings.load() > before; }));
 }
 
 TEST_F(EngineTest, TaskTheWorkerNeverReceivedRunsAgainWithTheSameNumber) {
@@ -411,11 +385,7 @@ TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
     r.set_flow_type("Order");
     auto refused = std::async(std::launch::async, [&] { return e.start_flow(r); });
     // The engine notices the stopped log writer on its housekeeping clock.
-    for (int i = 0;
-         i < 1000 && refused.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready;
-         ++i) {
-      clock_.advance(milliseconds(100));
-    }
+    advance_until_ready(refused);
     EXPECT_FALSE(refused.get().is_ok()) << "its record cannot be acknowledged";
     EXPECT_FALSE(worker->next(std::chrono::milliseconds(300)).has_value())
         << "an attempt was handed out without a valid lease";
@@ -426,28 +396,25 @@ TEST_F(EngineTest, NoTaskIsHandedOutOnceTheLeaseIsNoLongerValid) {
 // Spec (Step down): stop handing out new Step tasks; drain running attempts
 // while accepting heartbeats and final output.
 TEST_F(EngineTest, DrainHandsOutNothingNewButAcceptsResultsOfRunningAttempts) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto w = std::make_shared<FlowWorker>();
-  auto h = connect_flows(e, w, "w1", order_declaration(), /*capacity=*/2);
+  Engine& e = open_with_worker(order_declaration(), /*capacity=*/2);
   start(e, "f1");
   start(e, "f2");
-  auto t1 = w->next();
-  auto t2 = w->next();
+  auto t1 = worker_->next();
+  auto t2 = worker_->next();
   ASSERT_TRUE(t1 && t2);
   ASSERT_TRUE(eventually([&] { return e.attempts_running() == 2; }));
   e.begin_drain();
   start(e, "f3");  // accepted, but its Step is not handed out
   TaskHeartbeat hb;
   hb.set_task_id(t1->task_id());
-  EXPECT_FALSE(e.heartbeat(h, hb).cancel_requested());
+  EXPECT_FALSE(e.heartbeat(handle_, hb).cancel_requested());
   // Results are accepted; what they start is not handed out either.
-  EXPECT_TRUE(decide(e, h, *t1, go_to("Next")).accepted());
-  EXPECT_TRUE(decide(e, h, *t2, complete("done")).accepted());
+  EXPECT_TRUE(decide(e, handle_, *t1, go_to("Next")).accepted());
+  EXPECT_TRUE(decide(e, handle_, *t2, complete("done")).accepted());
   EXPECT_TRUE(eventually([&] { return e.attempts_running() == 0; }));
   clock_.advance(seconds(5));
-  EXPECT_FALSE(w->next(std::chrono::milliseconds(300))) << "a task was handed out while draining";
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(300)))
+      << "a task was handed out while draining";
   EXPECT_EQ(active_step(e, "f3", "Start-1")->task_state(), flow::TASK_QUEUED);
   EXPECT_EQ(active_step(e, "f1", "Next-1")->task_state(), flow::TASK_QUEUED);
   EXPECT_EQ(status_of(e, "f2"), flow::FLOW_COMPLETED);
@@ -632,12 +599,6 @@ TEST_F(EngineCrashTest, EveryStartedFlowCompletesAfterACrashOnAFreshLocalStore) 
 
 class EngineRestoreTest : public EngineTest {
  protected:
-  // Ends a process cleanly: the engine stops, the writer closes.
-  static void end(std::unique_ptr<EngineProcess>& p) {
-    p->engine->stop();
-    EXPECT_TRUE(p->writer->close().is_ok());
-    p.reset();
-  }
   // The state of `local` against one rebuilt from the whole log of `store`.
   void expect_matches_full_replay(ObjectStore& store, const std::filesystem::path& local) {
     auto live = StateMachine::open(local);

@@ -1,7 +1,8 @@
 // Helpers shared by the engine tests: temporary store directories, flow records
 // (docs/flow-rules.md) for the state machine, the Flow type and Worker streams
-// they use, and (EngineProcessTest) whole processes of a log writer and an
-// engine.
+// they use, an object store that forwards (for tests that intercept a call),
+// and (EngineProcessTest, OneWorkerTest) whole processes of a log writer and
+// an engine.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@
 #include "dex/records.pb.h"
 #include "engine/engine.h"
 #include "log/log.h"
+#include "objstore/memory_store.h"
 
 namespace dex::testing {
 
@@ -269,6 +271,16 @@ inline flow::FlowRef flow_ref(const std::string& flow_id) {
   return ref;
 }
 
+// A GetHistoryEvents request for every event of the run (run_id "": the latest).
+inline flow::GetHistoryEventsRequest whole_history(const std::string& flow_id,
+                                                   const std::string& run_id = "") {
+  flow::GetHistoryEventsRequest r;
+  r.mutable_flow()->set_flow_id(flow_id);
+  r.mutable_flow()->set_run_id(run_id);
+  r.set_from_start(true);
+  return r;
+}
+
 // The run's status now (UNSPECIFIED and a test failure if it cannot be read).
 inline flow::FlowStatus status_of(Engine& e, const std::string& flow_id) {
   auto d = e.describe_flow(flow_ref(flow_id));
@@ -311,6 +323,33 @@ inline bool eventually(const std::function<bool()>& done) {
   }
   return done();
 }
+
+// ------------------------------------------------ object stores
+
+// Forwards every call to `inner`: a test store derives from it and overrides
+// only the calls it intercepts (to hold, slow or fail them).
+class ForwardingStore : public ObjectStore {
+ public:
+  explicit ForwardingStore(ObjectStore& inner) : inner_(inner) {}
+  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
+    return inner_.get(key, o);
+  }
+  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
+                            const RequestOptions& o = {}) override {
+    return inner_.put(key, body, c, o);
+  }
+  Status remove(std::string_view key, const RequestOptions& o = {}) override {
+    return inner_.remove(key, o);
+  }
+  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
+                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
+    return inner_.list(prefix, start_after, max_keys, o);
+  }
+  std::string describe() const override { return inner_.describe(); }
+
+ protected:
+  ObjectStore& inner_;
+};
 
 // ------------------------------------------------ whole engines
 
@@ -373,8 +412,38 @@ class EngineProcessTest : public ::testing::Test {
     return p;
   }
 
+  // Ends a process cleanly: the engine stops, the writer closes.
+  static void end(std::unique_ptr<EngineProcess>& p) {
+    p->engine->stop();
+    EXPECT_TRUE(p->writer->close().is_ok());
+    p.reset();
+  }
+
   ManualClock clock_;
   TempDir dir_;
+};
+
+// Tests of one process (epoch 1, local store "local") over a memory store
+// with one Worker stream: the start most single-process tests share.
+class OneWorkerTest : public EngineProcessTest {
+ protected:
+  // Starts the process and connects worker_ to it as Worker "w1" hosting
+  // `declarations`; its engine.
+  Engine& open_with_worker(const std::vector<flow::FlowDeclaration>& declarations,
+                           uint32_t capacity = 10) {
+    process_ = start_process(store_, 1, dir_.sub("local"));
+    handle_ = connect_flows(*process_->engine, worker_, "w1", declarations, capacity);
+    return *process_->engine;
+  }
+  Engine& open_with_worker(const flow::FlowDeclaration& declaration = order_declaration(),
+                           uint32_t capacity = 10) {
+    return open_with_worker(std::vector<flow::FlowDeclaration>{declaration}, capacity);
+  }
+
+  MemoryObjectStore store_;  // before process_: it outlives the engine and writer
+  std::unique_ptr<EngineProcess> process_;
+  std::shared_ptr<FlowWorker> worker_ = std::make_shared<FlowWorker>();
+  Engine::WorkerHandle handle_ = 0;
 };
 
 }  // namespace dex::testing

@@ -75,9 +75,9 @@ std::vector<std::string> logged_values(ObjectStore& store) {
 
 // The inner store, but a GET of a blob waits while the gate is closed (a slow
 // object store), up to 20 s.
-class GatedBlobStore final : public ObjectStore {
+class GatedBlobStore final : public ForwardingStore {
  public:
-  explicit GatedBlobStore(ObjectStore& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   void open_gate() {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
@@ -92,23 +92,9 @@ class GatedBlobStore final : public ObjectStore {
     }
     return inner_.get(key, options);
   }
-  StatusOr<std::string> put(std::string_view key, std::string_view body,
-                            const PutCondition& condition,
-                            const RequestOptions& options = {}) override {
-    return inner_.put(key, body, condition, options);
-  }
-  Status remove(std::string_view key, const RequestOptions& options = {}) override {
-    return inner_.remove(key, options);
-  }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax,
-                            const RequestOptions& options = {}) override {
-    return inner_.list(prefix, start_after, max_keys, options);
-  }
   std::string describe() const override { return "gated " + inner_.describe(); }
 
  private:
-  ObjectStore& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;

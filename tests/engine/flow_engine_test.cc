@@ -16,12 +16,9 @@ namespace {
 using namespace dex::testing;
 
 // Forwards to another store; while held, every put waits for release().
-class HoldingStore final : public ObjectStore {
+class HoldingStore final : public ForwardingStore {
  public:
-  explicit HoldingStore(ObjectStore& inner) : inner_(inner) {}
-  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.get(key, o);
-  }
+  using ForwardingStore::ForwardingStore;
   StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
                             const RequestOptions& o = {}) override {
     {
@@ -29,13 +26,6 @@ class HoldingStore final : public ObjectStore {
       cv_.wait(lock, [&] { return !held_; });
     }
     return inner_.put(key, body, c, o);
-  }
-  Status remove(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.remove(key, o);
-  }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
-    return inner_.list(prefix, start_after, max_keys, o);
   }
   std::string describe() const override { return "holding"; }
   void hold() {
@@ -49,13 +39,12 @@ class HoldingStore final : public ObjectStore {
   }
 
  private:
-  ObjectStore& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool held_ = false;  // guarded by mu_
 };
 
-class FlowEngineTest : public EngineProcessTest {};
+class FlowEngineTest : public OneWorkerTest {};
 
 TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
   MemoryObjectStore store;
@@ -70,51 +59,43 @@ TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
 }
 
 TEST_F(FlowEngineTest, ASequentialFlowRunsWithOneLogBatchPerStep) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
-  const uint64_t before = p->writer->next_slot().value;
+  Engine& e = open_with_worker();
+  const uint64_t before = process_->writer->next_slot().value;
   const std::string run_id = start(e, "f1", "order-7");
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
   EXPECT_EQ(task->step_execution_id(), "Start-1");
   EXPECT_EQ(task->method(), flow::EXECUTE);
   EXPECT_EQ(task->input().data(), "order-7");
   EXPECT_EQ(task->run_id(), run_id);
   EXPECT_EQ(task->attempt(), 1u);
-  ASSERT_TRUE(decide(e, w, *task, go_to("Next")).accepted());
-  auto next = worker->next();
+  ASSERT_TRUE(decide(e, handle_, *task, go_to("Next")).accepted());
+  auto next = worker_->next();
   ASSERT_TRUE(next);
   EXPECT_EQ(next->step_execution_id(), "Next-1");
   EXPECT_EQ(next->scheduled_by(), "Start-1");
   EXPECT_EQ(next->input().data(), "Next-input");
-  ASSERT_TRUE(decide(e, w, *next, go_to("Next")).accepted());
-  auto last = worker->next();
+  ASSERT_TRUE(decide(e, handle_, *next, go_to("Next")).accepted());
+  auto last = worker_->next();
   ASSERT_TRUE(last);
-  ASSERT_TRUE(decide(e, w, *last, complete("shipped")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *last, complete("shipped")).accepted());
   auto d = wait_closed(e, "f1");
   EXPECT_EQ(d.status(), flow::FLOW_COMPLETED);
   ASSERT_EQ(d.outputs_size(), 1);
   EXPECT_EQ(d.outputs(0).output().data(), "shipped");
   // Three Steps: the start and one record per Step, each its own batch.
-  EXPECT_EQ(p->writer->next_slot().value - before, 4u);
+  EXPECT_EQ(process_->writer->next_slot().value - before, 4u);
   // A second copy of a result is refused as stale and changes nothing.
-  ResultAck again = decide(e, w, *last, complete("again"));
+  ResultAck again = decide(e, handle_, *last, complete("again"));
   EXPECT_FALSE(again.accepted());
   EXPECT_NE(again.reason().find("stale"), std::string::npos) << again.reason();
 }
 
 TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   start(e, "f1");
-  ASSERT_TRUE(decide(e, w, *worker->next(), go_to("Wait")).accepted());
-  auto wait_for = worker->next();
+  ASSERT_TRUE(decide(e, handle_, *worker_->next(), go_to("Wait")).accepted());
+  auto wait_for = worker_->next();
   ASSERT_TRUE(wait_for);
   EXPECT_EQ(wait_for->method(), flow::WAIT_FOR);
   flow::FlowTaskResult r;
@@ -126,11 +107,9 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   c->set_match(flow::FOR_ONE);
   wait->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
   r.mutable_locals()->set_data("seen");
-  ASSERT_TRUE(answer(e, w, r).accepted());
+  ASSERT_TRUE(answer(e, handle_, r).accepted());
   // The state shows the waiting execution and its conditions.
-  flow::FlowRef ref;
-  ref.set_flow_id("f1");
-  auto state = e.flow_state(ref);
+  auto state = e.flow_state(flow_ref("f1"));
   ASSERT_TRUE(state.is_ok());
   ASSERT_EQ(state->active_size(), 1);
   EXPECT_EQ(state->active(0).phase(), flow::PHASE_WAITING);
@@ -144,7 +123,7 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   // A retry with the same request ID (its answer lost) is answered OK and
   // appends nothing: the wait takes exactly one message.
   ASSERT_TRUE(e.publish(pub).is_ok());
-  auto execute = worker->next();
+  auto execute = worker_->next();
   ASSERT_TRUE(execute);
   EXPECT_EQ(execute->method(), flow::EXECUTE);
   EXPECT_EQ(execute->locals().data(), "seen");
@@ -154,10 +133,7 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
   EXPECT_EQ(execute->conditions(0).messages(0).data(), "approved by Ann");
   EXPECT_FALSE(execute->conditions(1).fired());
   EXPECT_TRUE(execute->conditions(1).condition().has_timer());
-  flow::GetHistoryEventsRequest history;
-  history.mutable_flow()->set_flow_id("f1");
-  history.set_from_start(true);
-  auto events = e.history(history);
+  auto events = e.history(whole_history("f1"));
   ASSERT_TRUE(events.is_ok());
   int published = 0;
   for (const auto& event : events->events()) published += event.kind() == flow::CHANNEL_PUBLISHED;
@@ -165,49 +141,39 @@ TEST_F(FlowEngineTest, AWaitMetByAPublishHandsExecuteTheMessage) {
 }
 
 TEST_F(FlowEngineTest, ATimerFiresOnTheClockAndAFailedAttemptRetries) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   start(e, "f1");
-  auto first = worker->next();
+  auto first = worker_->next();
   flow::FlowTaskResult failed;
   failed.set_task_id(first->task_id());
   failed.mutable_error()->set_message("card declined");
-  ASSERT_TRUE(answer(e, w, failed).accepted());
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200))) << "the retry waits its backoff";
+  ASSERT_TRUE(answer(e, handle_, failed).accepted());
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200))) << "the retry waits its backoff";
   clock_.advance(seconds(1));
-  auto retry = worker->next();
+  auto retry = worker_->next();
   ASSERT_TRUE(retry);
   EXPECT_EQ(retry->attempt(), 2u);
-  ASSERT_TRUE(decide(e, w, *retry, go_to("Wait")).accepted());
-  auto wait_for = worker->next();
+  ASSERT_TRUE(decide(e, handle_, *retry, go_to("Wait")).accepted());
+  auto wait_for = worker_->next();
   flow::FlowTaskResult r;
   r.set_task_id(wait_for->task_id());
   r.mutable_wait()->set_kind(flow::ANY_OF);
   r.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(5'000);
-  ASSERT_TRUE(answer(e, w, r).accepted());
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200)));
+  ASSERT_TRUE(answer(e, handle_, r).accepted());
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200)));
   clock_.advance(seconds(5));
-  auto execute = worker->next();
+  auto execute = worker_->next();
   ASSERT_TRUE(execute);
   EXPECT_TRUE(execute->conditions(0).fired());
 }
 
 TEST_F(FlowEngineTest, AnInvalidDecisionFailsTheAttemptWithTheReason) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   start(e, "f1");
-  ResultAck ack = decide(e, w, *worker->next(), go_to("Undeclared"));
+  ResultAck ack = decide(e, handle_, *worker_->next(), go_to("Undeclared"));
   EXPECT_FALSE(ack.accepted());
   EXPECT_NE(ack.reason().find("Step type 'Undeclared'"), std::string::npos) << ack.reason();
-  flow::FlowRef ref;
-  ref.set_flow_id("f1");
-  auto state = e.flow_state(ref);
+  auto state = e.flow_state(flow_ref("f1"));
   ASSERT_TRUE(state.is_ok());
   ASSERT_EQ(state->active_size(), 1);
   EXPECT_NE(state->active(0).last_failure().error().find("Undeclared"), std::string::npos);
@@ -292,9 +258,7 @@ TEST_F(FlowEngineTest, ANewEpochEndsReceivedAttemptsAndRunsThemAgain) {
   clock_.advance(seconds(2));  // the retry's backoff
   auto again = worker2->next();
   if (!again) {
-    flow::FlowRef ref;
-    ref.set_flow_id("f1");
-    auto st = p2->engine->flow_state(ref);
+    auto st = p2->engine->flow_state(flow_ref("f1"));
     ADD_FAILURE() << "now " << wall_ms() << " state "
                   << (st.is_ok() ? st->DebugString() : st.status().to_string());
   }

@@ -32,11 +32,6 @@ class FlowRetentionTest : public EngineProcessTest {
                  [](EngineOptions& eo) { eo.flow_retention_ms = kRetentionMs; });
     return p;
   }
-  static void end(std::unique_ptr<EngineProcess>& p) {
-    p->engine->stop();
-    EXPECT_TRUE(p->writer->close().is_ok());
-    p.reset();
-  }
   static Code describe_code(Engine& e, const std::string& flow_id) {
     return e.describe_flow(flow_ref(flow_id)).status().code();
   }
@@ -68,10 +63,7 @@ TEST_F(FlowRetentionTest, AClosedRunIsDeletedWhenItsRetentionPassesAndStaysDelet
   EXPECT_EQ(status_of(e, "done"), flow::FLOW_COMPLETED) << "not yet";
   clock_.advance(seconds(2));
   ASSERT_TRUE(eventually([&] { return describe_code(e, "done") == Code::kNotFound; }));
-  flow::GetHistoryEventsRequest h;
-  h.mutable_flow()->set_flow_id("done");
-  h.set_from_start(true);
-  EXPECT_EQ(e.history(h).status().code(), Code::kNotFound);
+  EXPECT_EQ(e.history(whole_history("done")).status().code(), Code::kNotFound);
   EXPECT_EQ(status_of(e, "kept"), flow::FLOW_RUNNING);
   end(p);
 

@@ -90,7 +90,7 @@ ResultAck rpc_answer(Engine& e, Engine::WorkerHandle w, const flow::FlowTask& ta
   return answer(e, w, r);
 }
 
-class FlowRpcTest : public EngineProcessTest {
+class FlowRpcTest : public OneWorkerTest {
  protected:
   std::future<StatusOr<flow::InvokeRpcResponse>> invoke(Engine& e, flow::InvokeRpcRequest r) {
     return std::async(std::launch::async,
@@ -104,18 +104,14 @@ class FlowRpcTest : public EngineProcessTest {
 };
 
 TEST_F(FlowRpcTest, AStepReadsItsAttributesFromItsTaskAndWritesThemWithItsDecision) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   flow::StartFlowRequest start;
   start.set_flow_id("acct");
   start.set_flow_type("Order");
   *start.mutable_options()->add_initial_attributes() = attr("status", str("new"));
   *start.mutable_options()->add_initial_attributes() = count("a", 1);
   ASSERT_TRUE(e.start_flow(start).is_ok());
-  auto first = worker->next();
+  auto first = worker_->next();
   ASSERT_TRUE(first);
   EXPECT_EQ(attributes_of(*first),
             (std::map<std::string, std::string>{{"counts[a]", "int64_value: 1"},
@@ -125,8 +121,8 @@ TEST_F(FlowRpcTest, AStepReadsItsAttributesFromItsTaskAndWritesThemWithItsDecisi
   *r.mutable_decision() = go_to("Next");
   *r.add_attribute_writes() = attr("status", str("paid"));
   *r.add_attribute_writes() = count("b", 7);  // a new instance; "a" is not rewritten
-  ASSERT_TRUE(answer(e, w, r).accepted());
-  auto next = worker->next();
+  ASSERT_TRUE(answer(e, handle_, r).accepted());
+  auto next = worker_->next();
   ASSERT_TRUE(next);
   EXPECT_EQ(attributes_of(*next),
             (std::map<std::string, std::string>{{"counts[a]", "int64_value: 1"},
@@ -140,7 +136,7 @@ TEST_F(FlowRpcTest, AStepReadsItsAttributesFromItsTaskAndWritesThemWithItsDecisi
   del.set_key("counts");
   del.set_instance_key("a");
   *done.add_attribute_writes() = del;
-  ASSERT_TRUE(answer(e, w, done).accepted());
+  ASSERT_TRUE(answer(e, handle_, done).accepted());
   EXPECT_EQ(wait_closed(e, "acct").status(), flow::FLOW_COMPLETED);
   // GetAttributes answers after the run closed.
   auto got = get(e, "acct");
@@ -151,10 +147,7 @@ TEST_F(FlowRpcTest, AStepReadsItsAttributesFromItsTaskAndWritesThemWithItsDecisi
   EXPECT_EQ(got->attributes(0).instance_key(), "b");
   EXPECT_EQ(got->attributes(1).value().string_value(), "paid");
   // The history records each result's writes.
-  flow::GetHistoryEventsRequest h;
-  h.mutable_flow()->set_flow_id("acct");
-  h.set_from_start(true);
-  auto events = e.history(h);
+  auto events = e.history(whole_history("acct"));
   ASSERT_TRUE(events.is_ok());
   std::map<flow::HistoryKind, int> writes;
   for (const auto& ev : events->events()) writes[ev.kind()] += ev.attribute_writes_size();
@@ -163,13 +156,9 @@ TEST_F(FlowRpcTest, AStepReadsItsAttributesFromItsTaskAndWritesThemWithItsDecisi
 }
 
 TEST_F(FlowRpcTest, SetAttributesWakesAWaiterAndIsRefusedForBadInputOrAClosedRun) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   start(e, "acct");
-  ASSERT_TRUE(worker->next());
+  ASSERT_TRUE(worker_->next());
   flow::WaitForAttributeRequest wait;
   wait.mutable_flow()->set_flow_id("acct");
   wait.set_key("status");
@@ -218,27 +207,22 @@ TEST_F(FlowRpcTest, SetAttributesWakesAWaiterAndIsRefusedForBadInputOrAClosedRun
   auto closed = e.set_attributes(set);
   ASSERT_FALSE(closed.is_ok());
   EXPECT_EQ(closed.status().code(), Code::kPreconditionFailed);
-  (void)w;
 }
 
 TEST_F(FlowRpcTest, AnRpcRunsOnAWorkerAndAnswersOnceItsWritesAreCommitted) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   const std::string run_id = start(e, "acct");
-  ASSERT_TRUE(worker->next());  // the start Step's Execute, left running
+  ASSERT_TRUE(worker_->next());  // the start Step's Execute, left running
   auto call = invoke(e, rpc_request("acct", "describe", "req-1"));
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
   EXPECT_EQ(task->method(), flow::RPC);
   EXPECT_EQ(task->rpc_name(), "describe");
   EXPECT_EQ(task->input().data(), "describe-input");
   EXPECT_EQ(task->run_id(), run_id);
   EXPECT_EQ(call.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
-  ASSERT_TRUE(
-      rpc_answer(e, w, *task, "status is new", {attr("status", str("described"))}).accepted());
+  ASSERT_TRUE(rpc_answer(e, handle_, *task, "status is new", {attr("status", str("described"))})
+                  .accepted());
   auto out = call.get();
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   EXPECT_EQ(out->output().data(), "status is new");
@@ -252,17 +236,13 @@ TEST_F(FlowRpcTest, AnRpcRunsOnAWorkerAndAnswersOnceItsWritesAreCommitted) {
   auto again = e.invoke_rpc(rpc_request("acct", "describe", "req-1"), [] { return false; });
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ(again->output().data(), "status is new");
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200)));
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200)));
 }
 
 TEST_F(FlowRpcTest, RpcErrorsNameTheirCause) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   start(e, "acct");
-  ASSERT_TRUE(worker->next());
+  ASSERT_TRUE(worker_->next());
   auto undeclared = e.invoke_rpc(rpc_request("acct", "refund"), [] { return false; });
   ASSERT_FALSE(undeclared.is_ok());
   EXPECT_EQ(undeclared.status().code(), Code::kInvalidArgument);
@@ -271,9 +251,9 @@ TEST_F(FlowRpcTest, RpcErrorsNameTheirCause) {
   EXPECT_EQ(too_long.status().code(), Code::kInvalidArgument);
   // The handler's failure reaches the caller with its message.
   auto failing = invoke(e, rpc_request("acct", "describe"));
-  auto task = worker->next();
+  auto task = worker_->next();
   ASSERT_TRUE(task);
-  ASSERT_TRUE(fail_task(e, w, *task, "no such customer").accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *task, "no such customer").accepted());
   auto failed = failing.get();
   ASSERT_FALSE(failed.is_ok());
   EXPECT_EQ(failed.status().code(), Code::kPreconditionFailed);
@@ -281,13 +261,13 @@ TEST_F(FlowRpcTest, RpcErrorsNameTheirCause) {
       << failed.status().message();
   // No answer before the timeout: DEADLINE_EXCEEDED, and a late answer is stale.
   auto slow = invoke(e, rpc_request("acct", "describe", "", 2'000));
-  auto slow_task = worker->next();
+  auto slow_task = worker_->next();
   ASSERT_TRUE(slow_task);
   clock_.advance(seconds(3));
   ASSERT_EQ(slow.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   auto timed_out = slow.get();
   EXPECT_EQ(timed_out.status().code(), Code::kDeadlineExceeded) << timed_out.status().to_string();
-  EXPECT_FALSE(rpc_answer(e, w, *slow_task, "late").accepted());
+  EXPECT_FALSE(rpc_answer(e, handle_, *slow_task, "late").accepted());
   // A closed run takes no RPC.
   flow::StopFlowRequest stop;
   stop.set_flow_id("acct");
@@ -299,20 +279,16 @@ TEST_F(FlowRpcTest, RpcErrorsNameTheirCause) {
 }
 
 TEST_F(FlowRpcTest, AnRpcWaitsForTheLockAStepAttemptHolds) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   start(e, "acct");
-  auto first = worker->next();
+  auto first = worker_->next();
   ASSERT_TRUE(first);
-  ASSERT_TRUE(decide(e, w, *first, go_to("Next")).accepted());
-  auto holder = worker->next();  // Next's Execute holds "balance"
+  ASSERT_TRUE(decide(e, handle_, *first, go_to("Next")).accepted());
+  auto holder = worker_->next();  // Next's Execute holds "balance"
   ASSERT_TRUE(holder);
   auto debit = invoke(e, rpc_request("acct", "debit"));
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300))) << "handed out under a held lock";
-  ASSERT_TRUE(decide(e, w, *holder, complete("done-with-balance")).accepted());
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(300))) << "handed out under a held lock";
+  ASSERT_TRUE(decide(e, handle_, *holder, complete("done-with-balance")).accepted());
   // The run completed: the queued RPC ends with it, and is never handed out.
   auto out = debit.get();
   ASSERT_FALSE(out.is_ok());
@@ -320,26 +296,22 @@ TEST_F(FlowRpcTest, AnRpcWaitsForTheLockAStepAttemptHolds) {
 }
 
 TEST_F(FlowRpcTest, AnRpcReleasesItsLockToAWaitingStep) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", account_declaration());
+  Engine& e = open_with_worker(account_declaration());
   start(e, "acct");
-  auto first = worker->next();
+  auto first = worker_->next();
   ASSERT_TRUE(first);
   auto debit = invoke(e, rpc_request("acct", "debit"));
-  auto rpc = worker->next();
+  auto rpc = worker_->next();
   ASSERT_TRUE(rpc);
   EXPECT_EQ(rpc->method(), flow::RPC);
-  ASSERT_TRUE(decide(e, w, *first, go_to("Next")).accepted());
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(300))) << "Next ran under the RPC's lock";
+  ASSERT_TRUE(decide(e, handle_, *first, go_to("Next")).accepted());
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(300))) << "Next ran under the RPC's lock";
   auto next_state = active_step(e, "acct", "Next-1");
   ASSERT_TRUE(next_state);
   EXPECT_EQ(next_state->task_state(), flow::TASK_LOCKED);
-  ASSERT_TRUE(rpc_answer(e, w, *rpc, "debited").accepted());
+  ASSERT_TRUE(rpc_answer(e, handle_, *rpc, "debited").accepted());
   ASSERT_TRUE(debit.get().is_ok());
-  auto next = worker->next();
+  auto next = worker_->next();
   ASSERT_TRUE(next) << "the lock's release hands Next out";
   EXPECT_EQ(next->step_execution_id(), "Next-1");
 }

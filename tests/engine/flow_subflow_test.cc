@@ -11,7 +11,6 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
-#include "objstore/memory_store.h"
 
 namespace dex {
 namespace {
@@ -66,11 +65,7 @@ flow::RetryPolicy one_retry_after_1s() {
 
 std::map<flow::HistoryKind, int> event_counts(Engine& e, const std::string& flow_id,
                                               const std::string& run_id = "") {
-  flow::GetHistoryEventsRequest h;
-  h.mutable_flow()->set_flow_id(flow_id);
-  h.mutable_flow()->set_run_id(run_id);
-  h.set_from_start(true);
-  auto events = e.history(h);
+  auto events = e.history(whole_history(flow_id, run_id));
   EXPECT_TRUE(events.is_ok()) << events.status().to_string();
   std::map<flow::HistoryKind, int> out;
   if (events.is_ok())
@@ -78,7 +73,7 @@ std::map<flow::HistoryKind, int> event_counts(Engine& e, const std::string& flow
   return out;
 }
 
-class FlowSubFlowTest : public EngineProcessTest {
+class FlowSubFlowTest : public OneWorkerTest {
  protected:
   // Waits on a thread for `flow_id` (run_id "": the latest) to close.
   std::future<StatusOr<flow::WaitForFlowResponse>> wait_for(Engine& e, const std::string& flow_id,
@@ -92,22 +87,18 @@ class FlowSubFlowTest : public EngineProcessTest {
 };
 
 TEST_F(FlowSubFlowTest, AnAllOfOfTwoSubFlowsStartsBothChildrenAndExecuteGetsTheirResults) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", {parent_declaration(), child_declaration()});
+  Engine& e = open_with_worker({parent_declaration(), child_declaration()});
   const std::string run = start(e, "p1", "in", "Parent");
-  auto wait_for = worker->next();
+  auto wait_for = worker_->next();
   ASSERT_TRUE(wait_for);
   ASSERT_EQ(wait_for->method(), flow::WAIT_FOR);
-  ASSERT_TRUE(
-      wait(e, w, *wait_for, flow::ALL_OF, {sub_flow("c0", "a"), sub_flow("c1", "b")}).accepted());
+  ASSERT_TRUE(wait(e, handle_, *wait_for, flow::ALL_OF, {sub_flow("c0", "a"), sub_flow("c1", "b")})
+                  .accepted());
   // Both children's start Steps are handed out, under their derived IDs and
   // the parent's run ID.
   std::map<std::string, flow::FlowTask> children;
   for (int i = 0; i < 2; ++i) {
-    auto t = worker->next();
+    auto t = worker_->next();
     ASSERT_TRUE(t) << "child " << i;
     EXPECT_EQ(t->flow_type(), "Child");
     EXPECT_EQ(t->run_id(), run);
@@ -133,10 +124,10 @@ TEST_F(FlowSubFlowTest, AnAllOfOfTwoSubFlowsStartsBothChildrenAndExecuteGetsThei
   EXPECT_EQ(child->parents(0).condition_index(), 0u);
   EXPECT_EQ(child->flow_attempt(), 1u);
 
-  ASSERT_TRUE(decide(e, w, children["p1/Fan-1/0"], complete("out0")).accepted());
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200))) << "AllOf waits for the second child";
-  ASSERT_TRUE(decide(e, w, children["p1/Fan-1/1"], complete("out1")).accepted());
-  auto execute = worker->next();
+  ASSERT_TRUE(decide(e, handle_, children["p1/Fan-1/0"], complete("out0")).accepted());
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200))) << "AllOf waits for the second child";
+  ASSERT_TRUE(decide(e, handle_, children["p1/Fan-1/1"], complete("out1")).accepted());
+  auto execute = worker_->next();
   ASSERT_TRUE(execute);
   EXPECT_EQ(execute->flow_id(), "p1");
   EXPECT_EQ(execute->method(), flow::EXECUTE);
@@ -153,7 +144,7 @@ TEST_F(FlowSubFlowTest, AnAllOfOfTwoSubFlowsStartsBothChildrenAndExecuteGetsThei
     EXPECT_EQ(c.sub_flow().outputs(0).step_execution_id(), "Work-1");
   }
   EXPECT_EQ(execute->conditions(1).condition_id(), "b");
-  ASSERT_TRUE(decide(e, w, *execute, complete("sum")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *execute, complete("sum")).accepted());
   EXPECT_EQ(wait_closed(e, "p1").status(), flow::FLOW_COMPLETED);
   auto counts = event_counts(e, "p1");
   EXPECT_EQ(counts[flow::SUB_FLOW_STARTED], 2);
@@ -161,22 +152,18 @@ TEST_F(FlowSubFlowTest, AnAllOfOfTwoSubFlowsStartsBothChildrenAndExecuteGetsThei
 }
 
 TEST_F(FlowSubFlowTest, AnAnyOfWonByATimerLeavesTheChildRunningAndReportsItRunning) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", {parent_declaration(), child_declaration()});
+  Engine& e = open_with_worker({parent_declaration(), child_declaration()});
   const std::string run = start(e, "p1", "in", "Parent");
-  auto wait_for = worker->next();
+  auto wait_for = worker_->next();
   ASSERT_TRUE(wait_for);
   flow::Condition timer;
   timer.mutable_timer()->set_duration_ms(1'000);
-  ASSERT_TRUE(wait(e, w, *wait_for, flow::ANY_OF, {sub_flow("slow"), timer}).accepted());
-  auto child_task = worker->next();
+  ASSERT_TRUE(wait(e, handle_, *wait_for, flow::ANY_OF, {sub_flow("slow"), timer}).accepted());
+  auto child_task = worker_->next();
   ASSERT_TRUE(child_task);
   EXPECT_EQ(child_task->flow_id(), "p1/Fan-1/0");
   clock_.advance(seconds(1));
-  auto execute = worker->next();
+  auto execute = worker_->next();
   ASSERT_TRUE(execute);
   ASSERT_EQ(execute->conditions_size(), 2);
   EXPECT_FALSE(execute->conditions(0).fired());
@@ -184,26 +171,22 @@ TEST_F(FlowSubFlowTest, AnAnyOfWonByATimerLeavesTheChildRunningAndReportsItRunni
   ASSERT_TRUE(execute->conditions(0).has_sub_flow());
   EXPECT_EQ(execute->conditions(0).sub_flow().flow_id(), "p1/Fan-1/0");
   EXPECT_EQ(execute->conditions(0).sub_flow().status(), flow::FLOW_RUNNING);
-  ASSERT_TRUE(decide(e, w, *execute, complete("timed")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *execute, complete("timed")).accepted());
   EXPECT_EQ(wait_closed(e, "p1").status(), flow::FLOW_COMPLETED);
   // The parent closed; its child still runs and completes on its own.
   EXPECT_EQ(status_of(e, "p1/Fan-1/0"), flow::FLOW_RUNNING);
-  ASSERT_TRUE(decide(e, w, *child_task, complete("late")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *child_task, complete("late")).accepted());
   EXPECT_EQ(wait_closed(e, "p1/Fan-1/0").status(), flow::FLOW_COMPLETED);
   EXPECT_EQ(event_counts(e, "p1")[flow::SUB_FLOW_CLOSED], 0);
 }
 
 TEST_F(FlowSubFlowTest, AnUndeclaredChildTypeFailsTheWaitForAttemptNamingIt) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", {parent_declaration(), child_declaration()});
+  Engine& e = open_with_worker({parent_declaration(), child_declaration()});
   start(e, "p1", "in", "Parent");
-  auto wait_for = worker->next();
+  auto wait_for = worker_->next();
   ASSERT_TRUE(wait_for);
   // Refused (the attempt counts as FAILED with the reason), and no child starts.
-  const ResultAck ack = wait(e, w, *wait_for, flow::ALL_OF, {sub_flow("x", "", "Ghost")});
+  const ResultAck ack = wait(e, handle_, *wait_for, flow::ALL_OF, {sub_flow("x", "", "Ghost")});
   EXPECT_FALSE(ack.accepted());
   EXPECT_NE(ack.reason().find("Ghost"), std::string::npos) << ack.reason();
   EXPECT_FALSE(e.describe_flow(flow_ref("p1/Fan-1/0")).is_ok()) << "no child started";
@@ -216,35 +199,31 @@ TEST_F(FlowSubFlowTest, AnUndeclaredChildTypeFailsTheWaitForAttemptNamingIt) {
 }
 
 TEST_F(FlowSubFlowTest, AChildThatFailsAndIsRetriedMeetsTheWaitWithItsLastRun) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", {parent_declaration(), child_declaration()});
+  Engine& e = open_with_worker({parent_declaration(), child_declaration()});
   const std::string run = start(e, "p1", "in", "Parent");
-  auto wait_for = worker->next();
+  auto wait_for = worker_->next();
   ASSERT_TRUE(wait_for);
   flow::Condition c = sub_flow("c0");
   *c.mutable_sub_flow()->mutable_options()->mutable_retry_policy() = one_retry_after_1s();
-  ASSERT_TRUE(wait(e, w, *wait_for, flow::ALL_OF, {c}).accepted());
-  auto first = worker->next();
+  ASSERT_TRUE(wait(e, handle_, *wait_for, flow::ALL_OF, {c}).accepted());
+  auto first = worker_->next();
   ASSERT_TRUE(first);
   // The child's first run fails (non-retryable: no attempt retry, the Flow fails).
-  ASSERT_TRUE(fail_task(e, w, *first, "broken", true).accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *first, "broken", true).accepted());
   auto failed = e.describe_flow(flow_ref("p1/Fan-1/0"));
   ASSERT_TRUE(failed.is_ok());
   EXPECT_EQ(failed->status(), flow::FLOW_FAILED);
   EXPECT_FALSE(failed->next_run_id().empty());
   EXPECT_NE(failed->retry_unix_ms(), 0);
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200)))
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200)))
       << "the parent waits for the retry, not the failed run";
   clock_.advance(seconds(1));
-  auto second = worker->next();
+  auto second = worker_->next();
   ASSERT_TRUE(second);
   EXPECT_EQ(second->flow_id(), "p1/Fan-1/0");
   EXPECT_EQ(second->run_id(), failed->next_run_id());
-  ASSERT_TRUE(decide(e, w, *second, complete("ok")).accepted());
-  auto execute = worker->next();
+  ASSERT_TRUE(decide(e, handle_, *second, complete("ok")).accepted());
+  auto execute = worker_->next();
   ASSERT_TRUE(execute);
   ASSERT_EQ(execute->conditions_size(), 1);
   const auto& r = execute->conditions(0).sub_flow();
@@ -262,11 +241,7 @@ TEST_F(FlowSubFlowTest, AChildThatFailsAndIsRetriedMeetsTheWaitWithItsLastRun) {
 }
 
 TEST_F(FlowSubFlowTest, WaitForFlowWithoutARunFollowsAFlowRetryToTheRunThatEndsIt) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   flow::StartFlowRequest start;
   start.set_flow_id("f1");
   start.set_flow_type("Order");
@@ -276,9 +251,9 @@ TEST_F(FlowSubFlowTest, WaitForFlowWithoutARunFollowsAFlowRetryToTheRunThatEndsI
   ASSERT_TRUE(started.is_ok()) << started.status().to_string();
   const std::string first_run = started->run_id();
   auto latest = wait_for(e, "f1");
-  auto first = worker->next();
+  auto first = worker_->next();
   ASSERT_TRUE(first);
-  ASSERT_TRUE(fail_task(e, w, *first, "first run breaks", true).accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *first, "first run breaks", true).accepted());
   // The first run, named, closed FAILED with a retry to follow.
   auto named = wait_for(e, "f1", first_run).get();
   ASSERT_TRUE(named.is_ok()) << named.status().to_string();
@@ -288,10 +263,10 @@ TEST_F(FlowSubFlowTest, WaitForFlowWithoutARunFollowsAFlowRetryToTheRunThatEndsI
   EXPECT_EQ(latest.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
       << "no run named: the wait goes on through the pending retry";
   clock_.advance(seconds(1));
-  auto second = worker->next();
+  auto second = worker_->next();
   ASSERT_TRUE(second);
   EXPECT_EQ(second->run_id(), first_run + ".2");
-  ASSERT_TRUE(decide(e, w, *second, complete("done")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *second, complete("done")).accepted());
   ASSERT_EQ(latest.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   auto closed = latest.get();
   ASSERT_TRUE(closed.is_ok()) << closed.status().to_string();
@@ -312,22 +287,18 @@ TEST_F(FlowSubFlowTest, WaitForFlowWithoutARunFollowsAFlowRetryToTheRunThatEndsI
 }
 
 TEST_F(FlowSubFlowTest, WaitForFlowEndsAtAFailedRunWhoseRetriesAreUsedUp) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker);
+  Engine& e = open_with_worker();
   flow::StartFlowRequest start;
   start.set_flow_id("f1");
   start.set_flow_type("Order");
   *start.mutable_options()->mutable_retry_policy() = one_retry_after_1s();
   ASSERT_TRUE(e.start_flow(start).is_ok());
   auto latest = wait_for(e, "f1");
-  ASSERT_TRUE(fail_task(e, w, *worker->next(), "one", true).accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *worker_->next(), "one", true).accepted());
   clock_.advance(seconds(1));
-  auto second = worker->next();
+  auto second = worker_->next();
   ASSERT_TRUE(second);
-  ASSERT_TRUE(fail_task(e, w, *second, "two", true).accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *second, "two", true).accepted());
   ASSERT_EQ(latest.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   auto closed = latest.get();
   ASSERT_TRUE(closed.is_ok());

@@ -5,7 +5,6 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
-#include "objstore/memory_store.h"
 
 namespace dex {
 namespace {
@@ -33,10 +32,7 @@ flow::Attribute status(const std::string& value) {
 }
 
 std::vector<flow::HistoryKind> history_kinds(Engine& e, const std::string& flow_id) {
-  flow::GetHistoryEventsRequest h;
-  h.mutable_flow()->set_flow_id(flow_id);
-  h.set_from_start(true);
-  auto events = e.history(h);
+  auto events = e.history(whole_history(flow_id));
   EXPECT_TRUE(events.is_ok());
   std::vector<flow::HistoryKind> out;
   if (events.is_ok())
@@ -48,7 +44,7 @@ bool has(const std::vector<flow::HistoryKind>& kinds, flow::HistoryKind kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-class FlowTimeoutHandlerTest : public EngineProcessTest {
+class FlowTimeoutHandlerTest : public OneWorkerTest {
  protected:
   // Starts `flow_id` with a 5 s timeout under HANDLER and the initial status "busy".
   void start_handled(Engine& e, const std::string& flow_id) {
@@ -65,18 +61,14 @@ class FlowTimeoutHandlerTest : public EngineProcessTest {
 };
 
 TEST_F(FlowTimeoutHandlerTest, TheHandlerReachesAWorkerAndItsForceFailClosesTheRunFailed) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", handled_declaration());
+  Engine& e = open_with_worker(handled_declaration());
   start_handled(e, "f1");
-  auto step = worker->next();
+  auto step = worker_->next();
   ASSERT_TRUE(step);
   EXPECT_EQ(step->step_execution_id(), "Start-1");  // left running: the Step is slow
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200)));
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200)));
   clock_.advance(milliseconds(kTimeoutMs));
-  auto handler = worker->next();
+  auto handler = worker_->next();
   ASSERT_TRUE(handler) << "the timeout handler's task reached the Worker";
   EXPECT_EQ(handler->method(), flow::ON_TIMEOUT);
   EXPECT_EQ(handler->step_execution_id(), "timeout");
@@ -98,7 +90,7 @@ TEST_F(FlowTimeoutHandlerTest, TheHandlerReachesAWorkerAndItsForceFailClosesTheR
   r.set_task_id(handler->task_id());
   r.mutable_decision()->set_force_fail("processing deadline reached");
   *r.add_attribute_writes() = status("timed out");
-  ASSERT_TRUE(answer(e, w, r).accepted());
+  ASSERT_TRUE(answer(e, handle_, r).accepted());
   const flow::FlowDescription closed = wait_closed(e, "f1");
   EXPECT_EQ(closed.status(), flow::FLOW_FAILED);
   EXPECT_EQ(closed.close_reason(), "processing deadline reached");
@@ -112,36 +104,32 @@ TEST_F(FlowTimeoutHandlerTest, TheHandlerReachesAWorkerAndItsForceFailClosesTheR
   EXPECT_TRUE(has(kinds, flow::TIMEOUT_HANDLER_STARTED));
   EXPECT_TRUE(has(kinds, flow::TIMEOUT_HANDLER_COMPLETED));
   // The Step's late result, and a repeat of the handler's, change nothing.
-  EXPECT_FALSE(decide(e, w, *step, complete("late")).accepted());
-  EXPECT_FALSE(answer(e, w, r).accepted());
+  EXPECT_FALSE(decide(e, handle_, *step, complete("late")).accepted());
+  EXPECT_FALSE(answer(e, handle_, r).accepted());
   EXPECT_EQ(status_of(e, "f1"), flow::FLOW_FAILED);
 }
 
 TEST_F(FlowTimeoutHandlerTest, AHandlerThatFailsAndTimesOutEndsTheRunTimedOut) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
   flow::FlowDeclaration d = handled_declaration();
   auto* o = d.mutable_on_timeout()->mutable_options();
   o->set_attempt_timeout_ms(2'000);
   o->mutable_retry()->set_maximum_attempts(2);  // from 1 s
-  auto w = connect_flows(e, worker, "w1", d);
+  Engine& e = open_with_worker(d);
   start_handled(e, "f1");
-  ASSERT_TRUE(worker->next());
+  ASSERT_TRUE(worker_->next());
   clock_.advance(milliseconds(kTimeoutMs));
-  auto first = worker->next();
+  auto first = worker_->next();
   ASSERT_TRUE(first);
   ASSERT_EQ(first->method(), flow::ON_TIMEOUT);
   EXPECT_EQ(first->attempt_timeout_ms(), 2'000);
-  ASSERT_TRUE(fail_task(e, w, *first, "the ledger is down").accepted());
+  ASSERT_TRUE(fail_task(e, handle_, *first, "the ledger is down").accepted());
   auto state = e.flow_state(flow_ref("f1"));
   ASSERT_TRUE(state.is_ok());
   EXPECT_EQ(state->timeout_handler().task_state(), flow::TASK_BACKOFF);
   EXPECT_EQ(state->timeout_handler().last_failure().error(), "the ledger is down");
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(200))) << "the retry waits its backoff";
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(200))) << "the retry waits its backoff";
   clock_.advance(seconds(1));
-  auto second = worker->next();
+  auto second = worker_->next();
   ASSERT_TRUE(second);
   EXPECT_EQ(second->method(), flow::ON_TIMEOUT);
   EXPECT_EQ(second->attempt(), 2u);
@@ -156,24 +144,20 @@ TEST_F(FlowTimeoutHandlerTest, AHandlerThatFailsAndTimesOutEndsTheRunTimedOut) {
   flow::FlowTaskResult late;
   late.set_task_id(second->task_id());
   late.mutable_decision()->set_force_fail("too late");
-  EXPECT_FALSE(answer(e, w, late).accepted());
+  EXPECT_FALSE(answer(e, handle_, late).accepted());
 }
 
 TEST_F(FlowTimeoutHandlerTest, AResultOfAnotherKindFailsTheHandlerAttempt) {
-  MemoryObjectStore store;
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  auto w = connect_flows(e, worker, "w1", handled_declaration());
+  Engine& e = open_with_worker(handled_declaration());
   start_handled(e, "f1");
-  ASSERT_TRUE(worker->next());
+  ASSERT_TRUE(worker_->next());
   clock_.advance(milliseconds(kTimeoutMs));
-  auto handler = worker->next();
+  auto handler = worker_->next();
   ASSERT_TRUE(handler);
   flow::FlowTaskResult wait;
   wait.set_task_id(handler->task_id());
   wait.mutable_wait()->set_kind(flow::SKIP);
-  EXPECT_TRUE(answer(e, w, wait).accepted()) << "accepted as a FAILED attempt";
+  EXPECT_TRUE(answer(e, handle_, wait).accepted()) << "accepted as a FAILED attempt";
   auto state = e.flow_state(flow_ref("f1"));
   ASSERT_TRUE(state.is_ok());
   EXPECT_EQ(state->timeout_handler().task_state(), flow::TASK_BACKOFF);
