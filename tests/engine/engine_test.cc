@@ -597,6 +597,50 @@ TEST_F(EngineCrashTest, EveryStartedFlowCompletesAfterACrashOnAFreshLocalStore) 
 
 // ------------------------------------------------ snapshots and restore
 
+// docs/engine.md, "Times in log order": the next active process's clock is a
+// minute behind the previous holder's, and the run's history still never goes
+// back in time.
+TEST_F(EngineTest, AfterATakeoverToAClockThatIsBehindTheHistoryNeverGoesBackInTime) {
+  MemoryObjectStore store;
+  auto ahead = std::make_unique<EngineProcess>();
+  open_process(*ahead, store, 1, dir_.sub("local1"), [this](EngineOptions& eo) {
+    eo.now_unix_ms = [this] { return wall_ms() + 60'000; };
+  });
+  ASSERT_TRUE(ahead->engine);
+  // Declared through a Worker that leaves: the start's task waits in the queue.
+  ahead->engine->disconnect_worker(connect_flows(*ahead->engine, std::make_shared<FlowWorker>()));
+  start(*ahead->engine, "f");
+  const int64_t started_ms = wall_ms() + 60'000;
+  end(ahead);
+
+  clock_.advance(seconds(1));
+  auto behind = start_process(store, 2, dir_.sub("local2"));
+  ASSERT_TRUE(behind->engine);
+  Engine& e = *behind->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker);
+  auto task = worker->next();
+  ASSERT_TRUE(task);
+  EXPECT_TRUE(decide(e, w, *task, go_to("Next")).accepted());
+  task = worker->next();
+  ASSERT_TRUE(task);
+  EXPECT_TRUE(decide(e, w, *task, complete("done")).accepted());
+  const auto closed = wait_closed(e, "f");
+  EXPECT_EQ(closed.status(), flow::FLOW_COMPLETED);
+
+  auto history = e.history(whole_history("f"));
+  ASSERT_TRUE(history.is_ok()) << history.status().to_string();
+  ASSERT_GE(history->events_size(), 4);
+  EXPECT_EQ(history->events(0).at_ms(), started_ms);
+  int64_t last_ms = 0;
+  for (const auto& ev : history->events()) {  // bounded by the run's events
+    EXPECT_GE(ev.at_ms(), last_ms) << flow::HistoryKind_Name(ev.kind()) << " #" << ev.seq();
+    last_ms = ev.at_ms();
+  }
+  EXPECT_GE(last_ms, started_ms);
+  end(behind);
+}
+
 class EngineRestoreTest : public EngineTest {
  protected:
   // The state of `local` against one rebuilt from the whole log of `store`.
