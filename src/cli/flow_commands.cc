@@ -207,6 +207,8 @@ struct FlowCommands::Impl {
   int check_publish(const std::string& op);
   int check_output(const std::string& op);
   int check_rpc(const std::string& op);
+  // --input or --input-file of `cmd` into `input`.
+  int check_input(const std::string& op, CLI::App& cmd);
   void add_attributes_and_rpcs();
 
   int run_start(Client& c);
@@ -435,13 +437,18 @@ int FlowCommands::Impl::check_output(const std::string& op) {
   return 0;
 }
 
-int FlowCommands::Impl::check_rpc(const std::string& op) {
-  if (rpc->get_option("--input")->count() > 0 && !input_file.empty()) {
+int FlowCommands::Impl::check_input(const std::string& op, CLI::App& cmd) {
+  if (cmd.get_option("--input")->count() > 0 && !input_file.empty()) {
     return usage_error(op, "give the input with --input or --input-file, not both");
   }
   auto text = read_input(input_text, input_file, !input_file.empty());
   if (!text.is_ok()) return usage_error(op, text.status().message());
   input = *text;
+  return 0;
+}
+
+int FlowCommands::Impl::check_rpc(const std::string& op) {
+  if (int rc = check_input(op, *rpc); rc != 0) return rc;
   if (!rpc_timeout_text.empty()) {
     auto d = parse_duration(rpc_timeout_text);
     if (!d.is_ok()) return usage_error(op, "--rpc-timeout: " + d.status().message());
@@ -455,12 +462,7 @@ int FlowCommands::Impl::check_rpc(const std::string& op) {
 }
 
 int FlowCommands::Impl::check_start(const std::string& op) {
-  if (start->get_option("--input")->count() > 0 && !input_file.empty()) {
-    return usage_error(op, "give the input with --input or --input-file, not both");
-  }
-  auto text = read_input(input_text, input_file, !input_file.empty());
-  if (!text.is_ok()) return usage_error(op, text.status().message());
-  input = *text;
+  if (int rc = check_input(op, *start); rc != 0) return rc;
   for (auto [flag, value, field] : {std::tuple{"--start-delay", &start_delay_text, 0},
                                     {"--flow-timeout", &flow_timeout_text, 1}}) {
     if (value->empty()) continue;

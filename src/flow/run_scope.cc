@@ -691,18 +691,23 @@ bool RunScope::sub_flow_closed(const SubFlowParent& parent, const Run& child) {
   return true;
 }
 
-void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result,
-                                 const std::map<uint32_t, SubFlowChild>& children) {
-  HistoryEvent event;
-  event.set_kind(WAIT_FOR_COMPLETED);
+void RunScope::complete_method(StepExecution& step, const MethodResult& result, HistoryKind kind,
+                               HistoryEvent event) {
+  event.set_kind(kind);
   event.set_step_execution_id(step.step_execution_id());
   event.set_attempt(result.task().attempt());
-  *event.mutable_wait() = result.wait();
   *event.mutable_attribute_writes() = result.attribute_writes();
   add_event(std::move(event));
   clear_method(step, ATTEMPT_COMPLETED);
   write_attributes(result.attribute_writes());
   append_publishes(result.publishes());
+}
+
+void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result,
+                                 const std::map<uint32_t, SubFlowChild>& children) {
+  HistoryEvent event;
+  *event.mutable_wait() = result.wait();
+  complete_method(step, result, WAIT_FOR_COMPLETED, std::move(event));
   *step.mutable_locals() = result.locals();
   if (result.wait().kind() == SKIP) {
     step.set_phase(PHASE_EXECUTE);
@@ -836,15 +841,8 @@ void RunScope::apply_decision(const std::string& step_type, const std::string& d
 
 void RunScope::complete_execute(StepExecution& step, const MethodResult& result) {
   HistoryEvent event;
-  event.set_kind(EXECUTE_COMPLETED);
-  event.set_step_execution_id(step.step_execution_id());
-  event.set_attempt(result.task().attempt());
   *event.mutable_decision() = result.decision();
-  *event.mutable_attribute_writes() = result.attribute_writes();
-  add_event(std::move(event));
-  clear_method(step, ATTEMPT_COMPLETED);
-  write_attributes(result.attribute_writes());
-  append_publishes(result.publishes());
+  complete_method(step, result, EXECUTE_COMPLETED, std::move(event));
   finish_step(step, PHASE_DONE);
   cancel_steps(step.step_execution_id(), &step.parent_execution_id(), result.decision());
   apply_decision(step.step_type(), step.step_execution_id(), result.decision());

@@ -108,6 +108,11 @@ class RunScope {
   // (unless `by_client`: a StopFlow never retries).
   void close(FlowStatus status, const std::string& reason, bool by_client = false);
   void add_event(HistoryEvent event);
+  // What every completed WaitFor or Execute does first: `event` (its kind's
+  // own fields set) recorded with the attempt and the Attribute writes, the
+  // method cleared, the writes and publishes applied.
+  void complete_method(StepExecution& step, const MethodResult& result, HistoryKind kind,
+                       HistoryEvent event);
 
   // Hands lock keys to the waiters that can now have all theirs, then writes
   // everything changed. Call once, last.
