@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "blob/blob_store.h"
+#include "forwarding_store.h"
 #include "objstore/memory_store.h"
 
 namespace dex {
@@ -27,32 +28,26 @@ constexpr auto kHour = std::chrono::hours(1);
 const NodeId kNode("n1");
 
 // The memory store with a remove that a test can fail or hold.
-class HookedStore final : public ObjectStore {
+// The memory store, built before the ForwardingStore base that wraps it.
+struct HookedStoreMemory {
+  explicit HookedStoreMemory(std::function<int64_t()> now_unix_ms)
+      : memory(std::move(now_unix_ms)) {}
+  MemoryObjectStore memory;
+};
+
+class HookedStore final : private HookedStoreMemory, public testing::ForwardingStore {
  public:
-  explicit HookedStore(std::function<int64_t()> now_unix_ms) : inner_(std::move(now_unix_ms)) {}
-  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.get(key, o);
-  }
-  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
-                            const RequestOptions& o = {}) override {
-    return inner_.put(key, body, c, o);
-  }
+  explicit HookedStore(std::function<int64_t()> now_unix_ms)
+      : HookedStoreMemory(std::move(now_unix_ms)), ForwardingStore(memory) {}
   Status remove(std::string_view key, const RequestOptions& o = {}) override {
     if (on_remove) {
       if (Status s = on_remove(key); !s.is_ok()) return s;
     }
     return inner_.remove(key, o);
   }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
-    return inner_.list(prefix, start_after, max_keys, o);
-  }
   std::string describe() const override { return "hooked memory"; }
 
   std::function<Status(std::string_view)> on_remove;  // set before the calls it affects
-
- private:
-  MemoryObjectStore inner_;
 };
 
 class BlobSweepTest : public ::testing::Test {

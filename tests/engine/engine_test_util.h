@@ -27,6 +27,7 @@
 #include "dex/flow_records.pb.h"
 #include "dex/records.pb.h"
 #include "engine/engine.h"
+#include "forwarding_store.h"
 #include "log/log.h"
 #include "objstore/memory_store.h"
 
@@ -323,33 +324,6 @@ inline bool eventually(const std::function<bool()>& done) {
   }
   return done();
 }
-
-// ------------------------------------------------ object stores
-
-// Forwards every call to `inner`: a test store derives from it and overrides
-// only the calls it intercepts (to hold, slow or fail them).
-class ForwardingStore : public ObjectStore {
- public:
-  explicit ForwardingStore(ObjectStore& inner) : inner_(inner) {}
-  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.get(key, o);
-  }
-  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
-                            const RequestOptions& o = {}) override {
-    return inner_.put(key, body, c, o);
-  }
-  Status remove(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.remove(key, o);
-  }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
-    return inner_.list(prefix, start_after, max_keys, o);
-  }
-  std::string describe() const override { return inner_.describe(); }
-
- protected:
-  ObjectStore& inner_;
-};
 
 // ------------------------------------------------ whole engines
 

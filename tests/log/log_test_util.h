@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "forwarding_store.h"
 #include "log/log_format.h"
 #include "log/log_writer.h"
 #include "objstore/memory_store.h"
@@ -50,9 +51,9 @@ inline void put_batch(ObjectStore& store, const std::string& node, uint64_t slot
 
 // Forwards to `inner`; counts puts and the most puts ever in flight at once, and
 // lets a test intercept a put (before or after the inner call).
-class InterceptStore final : public ObjectStore {
+class InterceptStore final : public testing::ForwardingStore {
  public:
-  explicit InterceptStore(ObjectStore& inner) : inner_(inner) {}
+  explicit InterceptStore(ObjectStore& inner) : ForwardingStore(inner) {}
 
   // Called before a put; a returned status answers the put without writing.
   std::function<std::optional<Status>(std::string_view key, const RequestOptions&)> before_put;
@@ -60,9 +61,6 @@ class InterceptStore final : public ObjectStore {
   std::function<std::optional<Status>(std::string_view key, const StatusOr<std::string>&)>
       after_put;
 
-  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override {
-    return inner_.get(key, options);
-  }
   StatusOr<std::string> put(std::string_view key, std::string_view body,
                             const PutCondition& condition,
                             const RequestOptions& options = {}) override {
@@ -84,21 +82,12 @@ class InterceptStore final : public ObjectStore {
     --in_flight_;
     return result;
   }
-  Status remove(std::string_view key, const RequestOptions& options = {}) override {
-    return inner_.remove(key, options);
-  }
-  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
-                            size_t max_keys = kListKeysMax,
-                            const RequestOptions& options = {}) override {
-    return inner_.list(prefix, start_after, max_keys, options);
-  }
   std::string describe() const override { return "intercept(" + inner_.describe() + ")"; }
 
   int puts() const { return puts_.load(); }
   int max_in_flight() const { return max_in_flight_.load(); }
 
  private:
-  ObjectStore& inner_;
   std::atomic<int> in_flight_{0};
   std::atomic<int> max_in_flight_{0};
   std::atomic<int> puts_{0};
