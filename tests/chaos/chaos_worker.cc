@@ -33,16 +33,23 @@
 //                  outputs), "timer"}
 //
 // The Flow "chaos-child" (a SubFlow's child; input {"k", "wait_ms", "two",
-// "fail_runs"}, chosen by the Fan's WaitFor from a hash of its execution):
+// "fail_runs"[, "nest"][, "timeout_ms"]}, chosen by the Fan's WaitFor from a
+// hash of its execution):
 //
-//   Work   WaitFor: Timer wait_ms (100-600); Execute: two ? GoTo Finish : end
+//   Work   WaitFor: AllOf(Timer wait_ms (100-600)[, SubFlow g0 of chaos-child
+//                   when "nest": the grandchild, whose plan never nests]);
+//          Execute: two ? GoTo Finish : end (with "children": what it got of
+//                   the grandchild, when "nest")
 //   Finish (Execute only, ASYNC): end
 //   end:   the run's Flow retry attempt <= fail_runs: a non-retryable failure
 //          (the run ends FAILED); else GracefulComplete {"by", "k", "attempt"}
 //
 // fail_runs 0 (most), 1 with a Flow retry policy of 2 runs (the second run
-// completes), or 9 without one (the child ends FAILED). The checker knows the
-// plan from the wait's condition input.
+// completes), or 9 without one (the child ends FAILED). 2 in 10 of Fan's
+// children nest (fail_runs 0); 1 in 10 children (and grandchildren) have
+// "timeout_ms" 400, started with that flow timeout (policy FAIL), fail_runs 0
+// and a Timer of 2.5-3 s: they end TIMED_OUT. The checker knows the plan from
+// the wait's condition input.
 //
 // Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
 // (ends the attempts of a killed Worker). The client publishes to the Channel
@@ -288,14 +295,60 @@ class Gate final : public dex::WaitingStep {
 
 // The SubFlow plan of one child (what the checker reads back from the wait's
 // condition input): how long its WaitFor waits, whether it takes a second Step,
-// how many of its runs fail on purpose (1: with a Flow retry of 2 runs).
-json child_input(uint64_t h, int k) {
+// how many of its runs fail on purpose (1: with a Flow retry of 2 runs), and
+// (a child of Fan only: `may_nest`) for 2 in 10 "nest": its WaitFor also starts
+// one grandchild (whose plan never nests: depth 2 at most), or for 1 in 10
+// "timeout_ms": a flow timeout of 400 ms (policy FAIL) with a Timer of 2.5-3 s,
+// so that the child always ends TIMED_OUT. Nesting and timed-out plans never
+// fail on purpose nor retry; a grandchild may time out too.
+json child_input(uint64_t h, int k, bool may_nest) {
   const uint64_t c = h >> (8 + 6 * k);
-  const int fail_runs = c % 20 < 14 ? 0 : (c % 20 < 17 ? 1 : 9);
-  return {{"k", k},
-          {"wait_ms", 100 + static_cast<int64_t>((c >> 5) % 501)},
-          {"two", (c >> 3) % 2 == 0},
-          {"fail_runs", fail_runs}};
+  const uint64_t kind = (c >> 16) % 10;
+  const bool nest = may_nest && kind < 2;
+  const bool timeout = kind == 2;
+  const int fail_runs = nest || timeout ? 0 : (c % 20 < 14 ? 0 : (c % 20 < 17 ? 1 : 9));
+  json plan = {{"k", k},
+               {"wait_ms", (timeout ? 2500 : 100) + static_cast<int64_t>((c >> 5) % 501)},
+               {"two", (c >> 3) % 2 == 0},
+               {"fail_runs", fail_runs}};
+  if (nest) plan["nest"] = true;
+  if (timeout) plan["timeout_ms"] = 400;
+  return plan;
+}
+
+// The SubFlow condition that starts a chaos-child with `plan`.
+dex::Condition start_child(const json& plan) {
+  dex::SubFlowOptions child;
+  if (plan["fail_runs"] == 1) {
+    dex::RetryPolicy retry;
+    retry.initial_interval = std::chrono::milliseconds(200);
+    retry.maximum_attempts = 2;
+    child.start.retry(retry);
+  }
+  if (plan.value("timeout_ms", 0) > 0) {
+    child.start.timeout(std::chrono::milliseconds(plan.value("timeout_ms", 0)));
+  }
+  return dex::SubFlow::start("chaos-child", plan, child);
+}
+
+// What an Execute got of each SubFlow child of its wait (ctx.sub_flows(): flow,
+// run, status, reason, fired, outputs).
+json sub_flows_json(Context& ctx) {
+  json children = json::array();
+  for (const dex::SubFlowResult& c : ctx.sub_flows()) {  // bounded by the wait's conditions
+    json outputs = json::array();
+    for (const auto& o : c.outputs) {
+      outputs.push_back({{"exec", o.step_execution_id}, {"output", o.output}});
+    }
+    children.push_back({{"i", c.condition_index},
+                        {"flow", c.flow_id},
+                        {"run", c.run_id},
+                        {"status", dex::flow::FlowStatus_Name(c.status)},
+                        {"reason", c.close_reason},
+                        {"fired", c.fired},
+                        {"outputs", outputs}});
+  }
+  return children;
 }
 
 class Fan final : public dex::WaitingStep {
@@ -311,16 +364,7 @@ class Fan final : public dex::WaitingStep {
     const int children = any ? 2 : 2 + static_cast<int>(h % 2);
     std::vector<dex::Condition> conditions;
     for (int k = 0; k < children; ++k) {
-      json input = child_input(h, k);
-      dex::SubFlowOptions child;
-      if (input["fail_runs"] == 1) {
-        dex::RetryPolicy retry;
-        retry.initial_interval = std::chrono::milliseconds(200);
-        retry.maximum_attempts = 2;
-        child.start.retry(retry);
-      }
-      conditions.push_back(
-          dex::SubFlow::start("chaos-child", input, child).id("c" + std::to_string(k)));
+      conditions.push_back(start_child(child_input(h, k, true)).id("c" + std::to_string(k)));
     }
     if (any) {
       conditions.push_back(
@@ -331,23 +375,9 @@ class Fan final : public dex::WaitingStep {
   }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
-    json children = json::array();
-    for (const dex::SubFlowResult& c : ctx.sub_flows()) {  // bounded by the wait's conditions
-      json outputs = json::array();
-      for (const auto& o : c.outputs) {
-        outputs.push_back({{"exec", o.step_execution_id}, {"output", o.output}});
-      }
-      children.push_back({{"i", c.condition_index},
-                          {"flow", c.flow_id},
-                          {"run", c.run_id},
-                          {"status", dex::flow::FlowStatus_Name(c.status)},
-                          {"reason", c.close_reason},
-                          {"fired", c.fired},
-                          {"outputs", outputs}});
-    }
     json out = {{"by", Recorder::by(done)},
                 {"fan", ctx.input().value("fan", "all")},
-                {"children", children},
+                {"children", sub_flows_json(ctx)},
                 {"timer", ctx.timer_fired()}};
     return Recorder::decided(done, StepDecision::graceful_complete(out));
   }
@@ -412,17 +442,19 @@ class ChaosFlow final : public dex::Flow {
 
 // The SubFlow child: Work (a Timer, then Execute), sometimes Finish; fails the
 // runs its plan says.
-StepDecision child_end(Context& ctx, json done) {
+// `children`: what a nesting child's Work Execute got of its grandchild.
+StepDecision child_end(Context& ctx, json done, const json* children = nullptr) {
   const int fail_runs = ctx.input().value("fail_runs", 0);
   if (static_cast<int>(ctx.flow_attempt()) <= fail_runs) {
     Recorder::fail(
         done, "chaos: chaos-child fails run " + std::to_string(ctx.flow_attempt()) + " on purpose",
         true);
   }
-  return Recorder::decided(done,
-                           StepDecision::graceful_complete({{"by", Recorder::by(done)},
-                                                            {"k", ctx.input().value("k", 0)},
-                                                            {"attempt", ctx.flow_attempt()}}));
+  json out = {{"by", Recorder::by(done)},
+              {"k", ctx.input().value("k", 0)},
+              {"attempt", ctx.flow_attempt()}};
+  if (children != nullptr) out["children"] = *children;
+  return Recorder::decided(done, StepDecision::graceful_complete(out));
 }
 
 class Work final : public dex::WaitingStep {
@@ -432,18 +464,27 @@ class Work final : public dex::WaitingStep {
   dex::StepOptions options() const override { return ::options(false); }
   Wait wait_for(Context& ctx) override {
     json done = r_.begin(ctx, "WAIT_FOR");
-    Wait w = Wait::all_of(
-        {dex::Timer::after(std::chrono::milliseconds(ctx.input().value("wait_ms", 100)))});
+    std::vector<dex::Condition> conditions = {
+        dex::Timer::after(std::chrono::milliseconds(ctx.input().value("wait_ms", 100)))};
+    if (ctx.input().value("nest", false)) {  // one grandchild, condition 1; it never nests
+      const uint64_t h =
+          std::hash<std::string>{}("nest/" + ctx.flow_id() + ctx.step_execution_id()) ^ r_.seed;
+      conditions.push_back(start_child(child_input(h, 0, false)).id("g0"));
+    }
+    Wait w = Wait::all_of(std::move(conditions));
     return Recorder::waited(done, ctx, std::move(w));
   }
   StepDecision execute(Context& ctx) override {
     json done = r_.begin(ctx, "EXECUTE");
+    const bool nest = ctx.input().value("nest", false);
+    const json children = nest ? sub_flows_json(ctx) : json::array();
     if (ctx.input().value("two", false)) {
       json next = ctx.input();
       next["by"] = Recorder::by(done);
+      if (nest) next["children"] = children;
       return Recorder::decided(done, StepDecision::go_to("Finish", next));
     }
-    return child_end(ctx, done);
+    return child_end(ctx, done, nest ? &children : nullptr);
   }
 
  private:

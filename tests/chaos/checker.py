@@ -62,13 +62,15 @@ LogRecord.flow, proto/dex/flow_records.proto, Payloads as base64 JSON text). It 
   subflows   every SubFlow condition of a recorded wait has one child under exactly the derived
              Flow ID and run ID (SUB_FLOW_STARTED once, not attached; the child's type and input
              the condition's), started once (runs as its plan makes), ending as its own Steps say
-             (never stopped by its parent); a child that closed for good while its condition
-             waited met it (SUB_FLOW_CLOSED with its last run and status, before WAIT_COMPLETED),
-             an AllOf only so; one that did not closed after the AnyOf was met; the wait's result
-             and the Execute's output (Fan's "children") are the child's own end, the Execute ran
-             after it closed; every child read back is named by a parent's wait. Under durable:
-             the wait that started children is the log's WAIT_FOR result, in a batch that landed
-             before any Worker ran a child's attempt
+             (never stopped by its parent), TIMED_OUT exactly when its plan has a flow timeout; a
+             child that closed for good while its condition waited met it (SUB_FLOW_CLOSED with
+             its last run and status, before WAIT_COMPLETED), an AllOf only so; one that did not
+             closed after the AnyOf was met; the wait's result and the Execute's output (Fan's or
+             Work's "children") are the child's own end, the Execute ran after it closed; every
+             child read back is named by a parent's wait. Grandchildren (a nesting chaos-child's
+             Work waits AllOf(Timer, one grandchild)) under the same rules; only a nesting plan
+             starts one (depth 2 at most). Under durable: the wait that started children is the
+             log's WAIT_FOR result, in a batch that landed before any Worker ran a child's attempt
 
 It prints one summary line and exits 1 on any violation. Usable on a saved run directory.
 """
@@ -1060,12 +1062,26 @@ class Checker:
     @staticmethod
     def child_plan(cond):
         """(status, runs) a chaos-child ends with, from its SubFlow condition (chaos_worker.cc):
-        runs up to fail_runs fail on purpose; a Flow retry policy allows maximumAttempts runs."""
+        runs up to fail_runs fail on purpose; a Flow retry policy allows maximumAttempts runs; a
+        plan with "timeout_ms" (started with that flow timeout, policy FAIL, and fail_runs 0)
+        ends every run TIMED_OUT.
+
+        Only TIMED_OUT, whatever the faults: the flow timeout's timer (start + 400 ms) and the
+        Work Timer (2.5-3 s after Work's WaitFor result, itself after the start) sit in one timer
+        index ordered by fire time (docs/flow-rules.md, "Keys"), and every scan, on any process
+        and after any takeover, proposes due timers in that order. Work's Execute is queued only
+        by its Timer's TimerFired, so the timeout's TimerFired is always proposed first, at least
+        2.1 s earlier when nothing stalls, and in the same scan or one before when a pause or a
+        takeover made both due at once; a COMPLETED timed-out plan means a timeout that fired
+        late or was lost."""
         sf = cond.get("subFlow", {})
         inp = sf.get("input", {}).get("payload") or {}
-        fail_runs = inp.get("fail_runs", 0) if isinstance(inp, dict) else 0
+        inp = inp if isinstance(inp, dict) else {}
+        fail_runs = inp.get("fail_runs", 0)
         rp = sf.get("options", {}).get("retryPolicy")
         allowed = 1 if rp is None else (rp.get("maximumAttempts", 3) or 1 << 30)
+        if inp.get("timeout_ms"):
+            return "FLOW_TIMED_OUT", allowed
         runs = min(fail_runs + 1, allowed)
         return ("FLOW_COMPLETED" if fail_runs < runs else "FLOW_FAILED"), runs
 
@@ -1104,8 +1120,23 @@ class Checker:
                         self.violation("subflows", f"{fid}/{ex}: {x['kind']} (seq {x['seq']}) for "
                                        f"condition {x.get('conditionIndex', 0)}, which its "
                                        "recorded wait does not hold as a SubFlow")
+                nested = d.get("flowType") == "chaos-child"
+                if nested:  # a chaos-child's wait: its plan says whether it starts a grandchild
+                    plan = d.get("input", {}).get("payload") or {}
+                    plan = plan if isinstance(plan, dict) else {}
+                    if wfc and ex == "Work-1" and len(subs) != (1 if plan.get("nest") else 0):
+                        self.violation("subflows", f"{fid}/{ex}: its recorded wait holds "
+                                       f"{len(subs)} SubFlow conditions, its plan {plan} starts "
+                                       f"{1 if plan.get('nest') else 0}")
+                    if subs and ("/Work-" in fid or not plan.get("nest")):
+                        self.violation("subflows", f"{fid}/{ex}: a grandchild's or non-nesting "
+                                       f"plan ({plan}) starts SubFlows (depth 2 at most)")
                 if subs:
+                    before = n["met"]
                     named |= self.check_subflow_wait(fid, d, ex, wfc[0], kinds, conds, subs, n)
+                    if nested:
+                        n["nested"] += len(subs)
+                        n["nested_met"] += n["met"] - before
         for fid, entry in sorted(self.final.items()):
             d = self.normed(("d", fid), entry.get("description") or {})
             if d.get("flowType") != "chaos-child" and not d.get("parents"):
@@ -1126,6 +1157,9 @@ class Checker:
                           subflow_children_read=n["children_read"],
                           subflow_children_completed=n["children_FLOW_COMPLETED"],
                           subflow_children_failed=n["children_FLOW_FAILED"],
+                          subflow_children_timed_out=n["children_FLOW_TIMED_OUT"],
+                          subflow_timeout_plans=n["timeout_plans"],
+                          subflow_nested=n["nested"], subflow_nested_met=n["nested_met"],
                           subflow_children_retried=n["retried"],
                           subflow_waits_all=n["waits_ALL_OF"], subflow_waits_any=n["waits_ANY_OF"],
                           subflow_waits_met=n["waits_met"],
@@ -1214,6 +1248,12 @@ class Checker:
                                f"{t_child:.3f}, before the record that started it reached the "
                                f"store at {landing:.3f}")
             status, (want_status, want_runs) = cd.get("status"), self.child_plan(c)
+            n["timeout_plans"] += want_status == "FLOW_TIMED_OUT"
+            plan_timeout = (c["subFlow"].get("input", {}).get("payload") or {}).get("timeout_ms")
+            if plan_timeout != c["subFlow"].get("options", {}).get("timeoutMs"):
+                self.violation("subflows", f"{what}: the plan's timeout_ms is {plan_timeout}, the "
+                               f"child's start options' "
+                               f"{c['subFlow'].get('options', {}).get('timeoutMs')}")
             if status not in ENDED:
                 self.violation("subflows", f"{what}: the child {derived} never closed ({status})")
                 continue
@@ -1662,6 +1702,81 @@ def _mutations(base):
         r["t"] = (landing - 1.0) * 1000.0
     out.append(("a SubFlow child that ran before its start was durable", "durable",
                 sub_child_before_durable))
+
+    # Nested children: a chaos-child whose Work waited AllOf(Timer, grandchild) and decided;
+    # a child planned with a flow timeout (TIMED_OUT), one planned without (COMPLETED).
+    def nesting_child():
+        for f, e in sorted(base.final.items()):
+            ev = norm(e.get("events", []))
+            kinds = {x["kind"] for x in ev if x.get("stepExecutionId") == "Work-1"}
+            if {"SUB_FLOW_STARTED", "SUB_FLOW_CLOSED", "EXECUTE_COMPLETED"} <= kinds:
+                return f
+        raise RuntimeError("no nesting chaos-child in the run to break")
+
+    def child_ending(status, timeout):
+        for f, e in sorted(base.final.items()):
+            d = norm(e.get("description") or {})
+            inp = d.get("input", {}).get("payload") or {}
+            if d.get("flowType") == "chaos-child" and d.get("status") == status and \
+                    isinstance(inp, dict) and bool(inp.get("timeout_ms")) == timeout:
+                return f
+        raise RuntimeError(f"no chaos-child ending {status} (timeout plan {timeout}) to break")
+    nc = nesting_child()
+    tc = child_ending("FLOW_TIMED_OUT", True)
+    cc = child_ending("FLOW_COMPLETED", False)
+
+    def nest_event(c, kind):
+        return next(x for x in c.final[nc]["events"] if x["kind"] == kind
+                    and x.get("stepExecutionId") == "Work-1")
+
+    def nest_wrong_id(c):  # the grandchild started under another Flow ID than the derived one
+        nest_event(c, "SUB_FLOW_STARTED")["childFlowId"] += "x"
+    out.append(("a grandchild under another ID than the derived one", "subflows", nest_wrong_id))
+
+    def nest_wrong_run(c):  # the grandchild started with another run ID than its parent's
+        nest_event(c, "SUB_FLOW_STARTED")["childRunId"] += ".x"
+    out.append(("a grandchild under another run ID than its parent's", "subflows",
+                nest_wrong_run))
+
+    def nest_started_twice(c):  # the child's wait started its grandchild again
+        ev = c.final[nc]["events"]
+        x = nest_event(c, "SUB_FLOW_STARTED")
+        ev.insert(ev.index(x) + 1, copy.deepcopy(x))
+        renumber(ev)
+    out.append(("a grandchild started twice", "subflows", nest_started_twice))
+
+    def nest_not_told(c):  # the grandchild closed; its parent (the child) never heard
+        ev = c.final[nc]["events"]
+        ev.remove(nest_event(c, "SUB_FLOW_CLOSED"))
+        renumber(ev)
+    out.append(("a grandchild's close that did not meet its condition", "subflows",
+                nest_not_told))
+
+    def nest_stale_view(c):  # the child's Execute got its grandchild still running
+        def stale(v):
+            if isinstance(v, dict):
+                if set(v) == {"data"}:
+                    p = json.loads(base64.b64decode(v["data"]))
+                    if isinstance(p, dict) and p.get("children"):
+                        p["children"][0]["status"] = "FLOW_RUNNING"
+                        v["data"] = base64.b64encode(json.dumps(p).encode()).decode()
+                    return
+                for x in v.values():
+                    stale(x)
+            elif isinstance(v, list):
+                for x in v:
+                    stale(x)
+        stale(nest_event(c, "EXECUTE_COMPLETED")["decision"])
+    out.append(("a child's Execute that saw its grandchild still running", "subflows",
+                nest_stale_view))
+
+    def timed_out_completed(c):  # a child planned to time out (400 ms) completed instead
+        c.final[tc]["description"]["status"] = "FLOW_COMPLETED"
+    out.append(("a child planned to time out that COMPLETED", "subflows", timed_out_completed))
+
+    def completed_timed_out(c):  # a child with no flow timeout ended TIMED_OUT
+        c.final[cc]["description"]["status"] = "FLOW_TIMED_OUT"
+    out.append(("a child with no flow timeout that TIMED_OUT", "subflows", completed_timed_out))
     return out
 
 
@@ -1722,7 +1837,10 @@ def summary_line(result):
             f"{s.get('subflow_waits_all', 0)}/any {s.get('subflow_waits_any', 0)}, met "
             f"{s.get('subflow_waits_met', 0)}; children completed "
             f"{s.get('subflow_children_completed', 0)}/failed {s.get('subflow_children_failed', 0)}"
-            f", retried {s.get('subflow_children_retried', 0)}); "
+            f"/timed out {s.get('subflow_children_timed_out', 0)} of "
+            f"{s.get('subflow_timeout_plans', 0)} planned, retried "
+            f"{s.get('subflow_children_retried', 0)}; nested {s.get('subflow_nested', 0)} met "
+            f"{s.get('subflow_nested_met', 0)}); "
             f"epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
             f"violations={result['violations']}"
             + (f" {result['violations_by_check']}" if result["violations"] else ""))
