@@ -183,6 +183,27 @@ void set_preferred(Client::Stubs& stubs, size_t i) {
 // How long a call keeps trying when no address could even be reached.
 constexpr Duration kUnreachableGrace = milliseconds(1500);
 
+// What is said of an address the search skipped because it did not answer
+// the readiness probe while another did. `cut_short`: the call's deadline
+// ended the probe after that long, before kReadinessProbeTimeout. Then the
+// silence says little: what the address answered earlier in this call (kept
+// in `before`) is the better report, and without one the report says how
+// short the wait was rather than calling the process frozen.
+Status skipped_after_probe(const Status& before, const std::string& address,
+                           std::optional<Duration> cut_short) {
+  if (!cut_short) {
+    return Status::transient(fmt::format(
+        "UNAVAILABLE: the server at {} did not answer a health check within {} (a frozen "
+        "or cut-off process); not tried",
+        address, format_duration(sdk_internal::kReadinessProbeTimeout)));
+  }
+  if (!before.is_ok()) return before;
+  return Status::transient(fmt::format(
+      "UNAVAILABLE: the server at {} did not answer a health check in the {} left before the "
+      "deadline; not tried",
+      address, format_duration(*cut_short)));
+}
+
 Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
                 const Attempt& attempt, const CallPolicy& policy = {}) {
   if (!stubs.invalid.is_ok()) return stubs.invalid;
@@ -248,17 +269,18 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       if (now >= deadline) return exhausted();
       std::vector<std::shared_ptr<grpc::Channel>> channels;
       for (auto& e : stubs.endpoints) channels.push_back(e->get().channel);
-      auto readiness = sdk_internal::probe_readiness(
-          channels, "", std::min(deadline, now + sdk_internal::kReadinessProbeTimeout),
-          /*until_first_serving=*/false);
+      // The call's deadline may cut the probe short: an address silent then
+      // was given less than kReadinessProbeTimeout, so it is not called frozen.
+      const TimePoint probe_until = std::min(deadline, now + sdk_internal::kReadinessProbeTimeout);
+      const bool cut_short = probe_until < now + sdk_internal::kReadinessProbeTimeout;
+      auto readiness = sdk_internal::probe_readiness(channels, "", probe_until,
+                                                     /*until_first_serving=*/false);
       order = sdk_internal::search_order(readiness, first);
       for (size_t i = 0; i < n; ++i) {
         if (std::find(order.begin(), order.end(), i) != order.end()) continue;
         reached_a_process = true;  // another address answered the probe
-        said[i] = Status::transient(fmt::format(
-            "UNAVAILABLE: the server at {} did not answer a health check within {} (a frozen "
-            "or cut-off process); not tried",
-            stubs.endpoints[i]->address, format_duration(sdk_internal::kReadinessProbeTimeout)));
+        said[i] = skipped_after_probe(said[i], stubs.endpoints[i]->address,
+                                      cut_short ? std::optional(probe_until - now) : std::nullopt);
       }
     }
     for (size_t i : order) {

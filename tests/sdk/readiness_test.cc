@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "fake_server.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "sdk/client.h"
 #include "sdk/grpc_status.h"
 #include "sdk/readiness.h"
 #include "sdk/worker.h"
@@ -126,21 +128,131 @@ TEST(ProbeReadiness, WithNoneServingWaitsOnlyUntilTheDeadline) {
   EXPECT_LT(took, std::chrono::milliseconds(1500));
 }
 
+// A standby: every DescribeFlow answers UNAVAILABLE, as a standby's API does.
+class StandbyFlows final : public FlowService::Service {
+ public:
+  grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef*,
+                            flow::FlowDescription*) override {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this process is a standby");
+  }
+};
+
+// gRPC health that answers NOT_SERVING to its first check and then nothing
+// (each later check is held until cancelled, 10 s at most): a standby that
+// stalls in the middle of a client's search.
+class SilentAfterFirstCheck final : public grpc::health::v1::Health::Service {
+ public:
+  grpc::Status Check(grpc::ServerContext* context, const grpc::health::v1::HealthCheckRequest*,
+                     grpc::health::v1::HealthCheckResponse* response) override {
+    if (checks_.fetch_add(1) == 0) {
+      response->set_status(grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+      return grpc::Status::OK;
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    // Bounded by `until`.
+    while (!context->IsCancelled() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "held");
+  }
+
+ private:
+  std::atomic<int> checks_{0};
+};
+
+// Two standbys on 127.0.0.1: `steady` with gRPC's own health (NOT_SERVING),
+// `stalling` with SilentAfterFirstCheck.
+class TwoStandbys {
+ public:
+  TwoStandbys() {
+    grpc::EnableDefaultHealthCheckService(true);
+    steady_ = build(&steady_port_, nullptr);
+    steady_->GetHealthCheckService()->SetServingStatus(false);
+    // Off while `stalling` is built: its own Health service takes the name.
+    grpc::EnableDefaultHealthCheckService(false);
+    stalling_ = build(&stalling_port_, &stalling_health_);
+    grpc::EnableDefaultHealthCheckService(true);
+  }
+  ~TwoStandbys() {
+    for (auto* server : {steady_.get(), stalling_.get()}) {
+      server->Shutdown(std::chrono::system_clock::now());
+    }
+  }
+  std::string steady() const { return "127.0.0.1:" + std::to_string(steady_port_); }
+  std::string stalling() const { return "127.0.0.1:" + std::to_string(stalling_port_); }
+
+ private:
+  std::unique_ptr<grpc::Server> build(int* port, grpc::Service* health) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+    builder.RegisterService(&flows_);
+    if (health != nullptr) builder.RegisterService(health);
+    return builder.BuildAndStart();
+  }
+
+  StandbyFlows flows_;
+  SilentAfterFirstCheck stalling_health_;
+  int steady_port_ = 0;
+  int stalling_port_ = 0;
+  std::unique_ptr<grpc::Server> steady_;
+  std::unique_ptr<grpc::Server> stalling_;
+};
+
+std::string describe_error(const TwoStandbys& standbys, Duration timeout) {
+  ClientOptions options;
+  options.server_addresses = {standbys.steady(), standbys.stalling()};
+  options.timeout = timeout;
+  Client client(options);
+  auto described = client.describe_flow("f-1");
+  EXPECT_FALSE(described.is_ok());
+  return described.is_ok() ? std::string() : described.status().message();
+}
+
+// The search's first round asks both (each answers "a standby"); the next
+// round's probe finds the stalling one silent. Cut short by the call's
+// deadline (800 ms in all), that silence is not called a frozen process: the
+// report keeps what the address said before.
+TEST(SearchReport, AnAddressSilentOnlyWhenTheDeadlineCutsTheProbeShortKeepsItsEarlierAnswer) {
+  TwoStandbys standbys;
+  std::string message = describe_error(standbys, milliseconds(800));
+  EXPECT_EQ(message.rfind("UNAVAILABLE: no active dex process at any of 2 addresses", 0), 0u)
+      << message;
+  for (const std::string& address : {standbys.steady(), standbys.stalling()}) {
+    EXPECT_NE(message.find("the server at " + address +
+                           " is not serving: this process is a "
+                           "standby"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(message.find("did not answer a health check"), std::string::npos) << message;
+}
+
+// Given the probe's full second (a 3 s call), the same silence is a frozen
+// or cut-off process, and the report says so.
+TEST(SearchReport, AnAddressSilentForTheProbesFullWaitIsReportedAsFrozen) {
+  TwoStandbys standbys;
+  std::string message = describe_error(standbys, seconds(3));
+  EXPECT_NE(message.find("the server at " + standbys.stalling() +
+                         " did not answer a health check within 1s (a frozen or cut-off "
+                         "process); not tried"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the server at " + standbys.steady() + " is not serving"),
+            std::string::npos)
+      << message;
+}
+
 // A Flow for the Worker to host: these tests send it no tasks.
 class Idle final : public Flow {
   class Done final : public Step {
     std::string type() const override { return "Done"; }
-    StepDecision execute(Context&) override {
-      return StepDecision::graceful_complete();
-    }
+    StepDecision execute(Context&) override { return StepDecision::graceful_complete(); }
   };
 
  public:
   std::string type() const override { return "Idle"; }
   std::string start_step() const override { return "Done"; }
-  std::vector<std::shared_ptr<Step>> steps() const override {
-    return {std::make_shared<Done>()};
-  }
+  std::vector<std::shared_ptr<Step>> steps() const override { return {std::make_shared<Done>()}; }
 };
 
 class FrozenWorkerTest : public ::testing::Test {

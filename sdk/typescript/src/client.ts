@@ -881,19 +881,18 @@ export class Client {
       let order = Array.from({ length: n }, (_, k) => (first + k) % n);
       if (n > 1 && (round > 0 || !this.preferredKnown)) {
         if (Date.now() >= deadline) throw exhausted();
-        const readiness = await this.probe(endpoints, Math.min(deadline, Date.now() + READINESS_PROBE_TIMEOUT_MS));
+        // The call's deadline may cut the probe short: an address silent then
+        // was given less than the probe's full wait, so it is not called frozen.
+        const probeStart = Date.now();
+        const probeUntil = Math.min(deadline, probeStart + READINESS_PROBE_TIMEOUT_MS);
+        const cutShort = probeUntil < probeStart + READINESS_PROBE_TIMEOUT_MS;
+        const readiness = await this.probe(endpoints, probeUntil);
         if (signal?.aborted) throw abortReason(signal);
         order = searchOrder(readiness, first);
         for (let i = 0; i < n; i++) {
           if (order.includes(i)) continue;
           reachedAProcess = true; // another address answered the probe
-          said[i] = new DexError(
-            "UNAVAILABLE",
-            `the server at ${endpoints[i]?.address} did not answer a health check within ${formatDuration(
-              READINESS_PROBE_TIMEOUT_MS,
-            )} (a frozen or cut-off process); not tried`,
-            { address: endpoints[i]?.address ?? "" },
-          );
+          said[i] = skippedAfterProbe(said[i], endpoints[i]?.address ?? "", cutShort ? probeUntil - probeStart : undefined);
         }
       }
       for (const i of order) {
@@ -1039,6 +1038,34 @@ async function watchedCall<Response>(
 }
 
 /** A Flow's type (also of a Flow of another copy of this package: it has a declaration), or a type name as it is. */
+/**
+ * What is said of an address the search skipped because it did not answer the
+ * readiness probe while another did. `cutShortMs`: the call's deadline ended
+ * the probe after that long, before its full wait; the silence then says
+ * little, so what the address answered earlier in this call (`before`) is the
+ * better report, and without one the report says how short the wait was
+ * rather than calling the process frozen.
+ */
+function skippedAfterProbe(before: DexError | undefined, address: string, cutShortMs: number | undefined): DexError {
+  if (cutShortMs === undefined) {
+    return new DexError(
+      "UNAVAILABLE",
+      `the server at ${address} did not answer a health check within ${formatDuration(
+        READINESS_PROBE_TIMEOUT_MS,
+      )} (a frozen or cut-off process); not tried`,
+      { address },
+    );
+  }
+  if (before !== undefined) return before;
+  return new DexError(
+    "UNAVAILABLE",
+    `the server at ${address} did not answer a health check in the ${formatDuration(
+      cutShortMs,
+    )} left before the deadline; not tried`,
+    { address },
+  );
+}
+
 function flowTypeOf(flow: unknown): string {
   if (typeof flow === "string") return flow;
   if (flow instanceof Flow) return flow.type;

@@ -87,6 +87,86 @@ async function silentAfterHello(): Promise<{ address: string; streams: () => num
   return { address: `127.0.0.1:${port}`, streams: () => streams };
 }
 
+/**
+ * A standby (every FlowService call: UNAVAILABLE "this process is a standby")
+ * with a gRPC health service that answers NOT_SERVING, or, with
+ * `stallAfterFirst`, answers its first check and holds every later one until
+ * the caller gives up: a standby that stalls in the middle of a client's search.
+ */
+async function standbyWithHealth(stallAfterFirst: boolean): Promise<string> {
+  const server = new grpc.Server();
+  const refuse = { code: grpc.status.UNAVAILABLE, details: "this process is a standby" };
+  const { FlowService } = services();
+  const flowImpl: grpc.UntypedServiceImplementation = {};
+  for (const method of Object.keys(FlowService.service)) {
+    flowImpl[method] = (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(refuse);
+  }
+  server.addService(FlowService.service, flowImpl);
+  const identity = (b: Buffer): Buffer => b;
+  const health: grpc.ServiceDefinition = {
+    Check: {
+      path: "/grpc.health.v1.Health/Check",
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    },
+  };
+  let checks = 0;
+  server.addService(health, {
+    Check: (_call: unknown, callback: grpc.sendUnaryData<Buffer>) => {
+      // HealthCheckResponse { status: NOT_SERVING (2) }; a held check is never answered.
+      if (checks++ === 0 || !stallAfterFirst) callback(null, Buffer.from([0x08, 0x02]));
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error === null ? resolve(bound) : reject(error),
+    ),
+  );
+  cleanups.push(async () => server.forceShutdown());
+  return `127.0.0.1:${port}`;
+}
+
+async function describeError(addresses: string[], timeoutMs: number): Promise<string> {
+  const client = new Client({ addresses, timeoutMs });
+  try {
+    await client.describeFlow("f-1");
+  } catch (error) {
+    assert.ok(error instanceof DexError);
+    return error.message;
+  } finally {
+    client.close();
+  }
+  assert.fail("describeFlow on two standbys succeeded");
+}
+
+test("an address silent only because the deadline cut the probe short keeps its earlier answer", async () => {
+  const steady = await standbyWithHealth(false);
+  const stalling = await standbyWithHealth(true);
+  // Round one asks both (each: a standby); round two's probe finds `stalling`
+  // silent until the call's 800 ms are spent.
+  const message = await describeError([steady, stalling], 800);
+  assert.match(message, /^UNAVAILABLE: no active dex process at any of 2 addresses/);
+  for (const address of [steady, stalling]) {
+    assert.ok(message.includes(`the server at ${address} is not serving: this process is a standby`), message);
+  }
+  assert.ok(!message.includes("did not answer a health check"), message);
+});
+
+test("an address silent for the probe's full second is reported as frozen", async () => {
+  const steady = await standbyWithHealth(false);
+  const stalling = await standbyWithHealth(true);
+  const message = await describeError([steady, stalling], 3_000);
+  assert.ok(
+    message.includes(`the server at ${stalling} did not answer a health check within 1s (a frozen or cut-off process); not tried`),
+    message,
+  );
+  assert.ok(message.includes(`the server at ${steady} is not serving`), message);
+});
+
 test("searchOrder: SERVING first, then answered, then unreachable; silent ones only when none answered", () => {
   assert.deepEqual(searchOrder(["notServing", "noAnswer", "serving"], 0), [2, 0]);
   assert.deepEqual(searchOrder(["unreachable", "notServing", "answered"], 2), [2, 1, 0]);
