@@ -43,13 +43,16 @@
 //   Finish (Execute only, ASYNC): end
 //   end:   the run's Flow retry attempt <= fail_runs: a non-retryable failure
 //          (the run ends FAILED); else GracefulComplete {"by", "k", "attempt"}
+//   timeout handler (method ON_TIMEOUT, runs of timeout policy HANDLER):
+//          ForceComplete {"by", "k", "handled": true}
 //
 // fail_runs 0 (most), 1 with a Flow retry policy of 2 runs (the second run
 // completes), or 9 without one (the child ends FAILED). 2 in 10 of Fan's
 // children nest (fail_runs 0); 1 in 10 children (and grandchildren) have
-// "timeout_ms" 400, started with that flow timeout (policy FAIL), fail_runs 0
-// and a Timer of 2.5-3 s: they end TIMED_OUT. The checker knows the plan from
-// the wait's condition input.
+// "timeout_ms" 400, started with that flow timeout and "timeout_policy" FAIL,
+// CANCEL or HANDLER (a third each), fail_runs 0 and a Timer of 2.5-3 s (60 s
+// under HANDLER): they end TIMED_OUT, CANCELED, or COMPLETED by the handler.
+// The checker knows the plan from the wait's condition input.
 //
 // Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
 // (ends the attempts of a killed Worker). The client publishes to the Channel
@@ -298,21 +301,30 @@ class Gate final : public dex::WaitingStep {
 // how many of its runs fail on purpose (1: with a Flow retry of 2 runs), and
 // (a child of Fan only: `may_nest`) for 2 in 10 "nest": its WaitFor also starts
 // one grandchild (whose plan never nests: depth 2 at most), or for 1 in 10
-// "timeout_ms": a flow timeout of 400 ms (policy FAIL) with a Timer of 2.5-3 s,
-// so that the child always ends TIMED_OUT. Nesting and timed-out plans never
-// fail on purpose nor retry; a grandchild may time out too.
+// "timeout_ms": a flow timeout of 400 ms, its "timeout_policy" one of FAIL
+// (ends TIMED_OUT), CANCEL (ends CANCELED) or HANDLER (the timeout handler
+// ends it COMPLETED with ForceComplete), with a Timer of 2.5-3 s (60 s under
+// HANDLER, so that Work never ends the run before the handler does).
+// Nesting and timed-out plans never fail on purpose nor retry; a grandchild
+// may time out too.
 json child_input(uint64_t h, int k, bool may_nest) {
   const uint64_t c = h >> (8 + 6 * k);
   const uint64_t kind = (c >> 16) % 10;
   const bool nest = may_nest && kind < 2;
   const bool timeout = kind == 2;
   const int fail_runs = nest || timeout ? 0 : (c % 20 < 14 ? 0 : (c % 20 < 17 ? 1 : 9));
+  static constexpr const char* kPolicies[] = {"FAIL", "CANCEL", "HANDLER"};
+  const std::string policy = kPolicies[(c >> 24) % 3];
+  const int64_t wait_ms = !timeout ? 100 : (policy == "HANDLER" ? 60000 : 2500);
   json plan = {{"k", k},
-               {"wait_ms", (timeout ? 2500 : 100) + static_cast<int64_t>((c >> 5) % 501)},
+               {"wait_ms", wait_ms + static_cast<int64_t>((c >> 5) % 501)},
                {"two", (c >> 3) % 2 == 0},
                {"fail_runs", fail_runs}};
   if (nest) plan["nest"] = true;
-  if (timeout) plan["timeout_ms"] = 400;
+  if (timeout) {
+    plan["timeout_ms"] = 400;
+    plan["timeout_policy"] = policy;
+  }
   return plan;
 }
 
@@ -326,7 +338,11 @@ dex::Condition start_child(const json& plan) {
     child.start.retry(retry);
   }
   if (plan.value("timeout_ms", 0) > 0) {
-    child.start.timeout(std::chrono::milliseconds(plan.value("timeout_ms", 0)));
+    const std::string policy = plan.value("timeout_policy", "FAIL");
+    child.start.timeout(std::chrono::milliseconds(plan.value("timeout_ms", 0)),
+                        policy == "CANCEL"    ? dex::flow::TIMEOUT_CANCEL
+                        : policy == "HANDLER" ? dex::flow::TIMEOUT_HANDLER
+                                              : dex::flow::TIMEOUT_FAIL);
   }
   return dex::SubFlow::start("chaos-child", plan, child);
 }
@@ -510,6 +526,14 @@ class ChildFlow final : public dex::Flow {
   std::vector<std::shared_ptr<dex::Step>> steps() const override {
     return {std::make_shared<Work>(r_), std::make_shared<Finish>(r_)};
   }
+  // Runs of plans with timeout policy HANDLER: ForceComplete, which cancels Work.
+  bool has_timeout_handler() const override { return true; }
+  StepDecision on_timeout(Context& ctx) override {
+    json done = r_.begin(ctx, "ON_TIMEOUT");
+    json out = {{"by", Recorder::by(done)}, {"k", ctx.input().value("k", 0)}, {"handled", true}};
+    return Recorder::decided(done, StepDecision::force_complete(out));
+  }
+  dex::MethodOptions timeout_handler_options() const override { return ::options(false).execute; }
 
  private:
   Recorder& r_;

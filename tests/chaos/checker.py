@@ -86,6 +86,9 @@ SLACK_S = 0.05  # the proxy stamps a lease write after its sender did (loopback)
 READY = re.compile(r"dex-server-zd serve ready: node \S+ epoch (\d+) holder (\S+)")
 INT_TEXT = re.compile(r"-?\d+")
 ENDED = {"FLOW_COMPLETED", "FLOW_FAILED", "FLOW_CANCELED", "FLOW_TERMINATED", "FLOW_TIMED_OUT"}
+# How a chaos-child planned with a flow timeout ends, by its "timeout_policy".
+TIMEOUT_ENDS = {"FAIL": "FLOW_TIMED_OUT", "CANCEL": "FLOW_CANCELED", "HANDLER": "FLOW_COMPLETED"}
+HANDLER_ID = "timeout"  # the timeout handler's step execution ID (docs/flow-rules.md)
 
 
 def load_jsonl(path):
@@ -589,6 +592,7 @@ class Checker:
                         closed[0].get("status") != d.get("status"):
                     self.violation("state", f"{fid}: served {d.get('status')}, history closes "
                                    f"{[c.get('status') for c in closed]}")
+            handled = self.check_timeout_handler(fid, d, ev, inp)
             per = Counter((x.get("stepExecutionId"), x["kind"]) for x in ev
                           if x["kind"] in ("EXECUTE_COMPLETED", "WAIT_FOR_COMPLETED",
                                            "WAIT_COMPLETED"))
@@ -609,7 +613,8 @@ class Checker:
                 self.match_result(f"{fid}/{ex} applied decision (attempt {x.get('attempt')})",
                                   dec, (fid, run, ex, "EXECUTE", x.get("attempt")), "decision")
             execs = {x["stepExecutionId"] for x in ev if x.get("stepExecutionId")
-                     and x.get("method") != "RPC" and not x["kind"].startswith("RPC_")}
+                     and x.get("method") != "RPC" and not x["kind"].startswith("RPC_")
+                     and x["stepExecutionId"] != HANDLER_ID}
             for ex in sorted(execs):
                 step, _, num = ex.rpartition("-")
                 if not num.isdigit() or int(num) > created[step]:
@@ -617,7 +622,9 @@ class Checker:
                                    f"created {created[step]} {step} executions")
             if d.get("status") == "FLOW_COMPLETED":
                 if typ == "chaos-child":
-                    want = {"Work": 1, "Finish": 1} if inp.get("two") else {"Work": 1}
+                    # The handler's ForceComplete ends the run while Work waits on its Timer.
+                    want = {"Work": 1, "Finish": 1} if inp.get("two") and handled is None \
+                        else {"Work": 1}
                 else:
                     want = {"Begin": 1, "Fast": 1, "Gate": inp.get("rounds", 3)}
                     if inp.get("fan"):
@@ -625,9 +632,11 @@ class Checker:
                 if dict(created) != want:
                     self.violation("decisions", f"{fid}: the applied decisions created "
                                    f"{dict(created)}, the Flow makes {want}")
+                if handled is not None:  # the handler's ForceComplete ended the run
+                    outputs[HANDLER_ID] = handled
                 for typ, c in created.items():
                     for k in range(1, c + 1):
-                        if f"{typ}-{k}" not in done:
+                        if f"{typ}-{k}" not in done and handled is None:
                             self.violation("decisions", f"{fid}: completed without {typ}-{k} "
                                            "deciding")
                 b = done.get("Begin-1")
@@ -703,6 +712,40 @@ class Checker:
         self.stats.update(publishes=len(by_req), publishes_acked=acked, published=published,
                           taken=taken, queued_at_end=published - taken)
 
+    def check_timeout_handler(self, fid, d, ev, plan):
+        """A run's timeout handler events: none unless its plan's timeout policy is HANDLER;
+        then it starts once (a run times out once) and, the run COMPLETED, completed once with
+        the ForceComplete that ended the run, a decision its Worker returned for that attempt.
+        Returns that decision's payload when the handler ended the run, else None."""
+        run = d.get("runId")
+        mine = [x for x in ev if x["kind"].startswith("TIMEOUT_HANDLER_")]
+        kinds = Counter(x["kind"] for x in mine)
+        if plan.get("timeout_policy") != "HANDLER" or not plan.get("timeout_ms"):
+            if mine:
+                self.violation("decisions", f"{fid}: timeout handler events {dict(kinds)} in a "
+                               f"run whose plan has no HANDLER timeout ({plan})")
+            return None
+        self.stats["timeout_handler_runs"] = self.stats.get("timeout_handler_runs", 0) + 1
+        if d.get("status") not in ENDED:
+            return None
+        if kinds["TIMEOUT_HANDLER_STARTED"] != 1:
+            self.violation("decisions", f"{fid}: {kinds['TIMEOUT_HANDLER_STARTED']} "
+                           "TIMEOUT_HANDLER_STARTED events: a run times out once")
+        done = [x for x in mine if x["kind"] == "TIMEOUT_HANDLER_COMPLETED"]
+        if d.get("status") != "FLOW_COMPLETED" or len(done) != 1 or \
+                "forceComplete" not in done[0].get("decision", {}):
+            self.violation("decisions", f"{fid}: ended {d.get('status')} with "
+                           f"{len(done)} TIMEOUT_HANDLER_COMPLETED events "
+                           f"({[x.get('decision') for x in done]}); its handler ForceCompletes")
+            return None
+        x = done[0]
+        self.match_result(f"{fid}/{HANDLER_ID} applied decision (attempt {x.get('attempt')})",
+                          x["decision"], (fid, run, HANDLER_ID, "ON_TIMEOUT", x.get("attempt")),
+                          "decision")
+        self.stats["timeout_handler_completed"] = \
+            self.stats.get("timeout_handler_completed", 0) + 1
+        return x["decision"]["forceComplete"]
+
     def check_results(self):
         """Every Worker result in the log came from the attempt it names."""
         outcomes = Counter()
@@ -732,7 +775,7 @@ class Checker:
                                    f"returned (nonce {nk[1]}) for {got}")
                 nonce_tasks[nk].add(mr.get("taskId"))
             elif outcome == "ATTEMPT_COMPLETED":
-                if key[3] == "EXECUTE":
+                if key[3] in ("EXECUTE", "ON_TIMEOUT"):
                     content = norm(mr.get("decision", {}))
                     self.match_result(what, content, key, "decision")
                 else:
@@ -789,7 +832,7 @@ class Checker:
                         if "attemptWithdrawn" in fr:
                             next_n[key] = cur[1]
                         elif res.get("outcome") == "ATTEMPT_COMPLETED":
-                            if key[3] == "EXECUTE":
+                            if key[3] in ("EXECUTE", "ON_TIMEOUT"):
                                 nk = nonce_of(norm(res.get("decision", {})))
                                 self.applied[key[:3]] = (cur[1], nk)
                                 done.add(key[:3])
@@ -819,7 +862,7 @@ class Checker:
         served = {}
         for fid, desc, events in self.run_entries():
             for x in events:
-                if x["kind"] == "EXECUTE_COMPLETED":
+                if x["kind"] in ("EXECUTE_COMPLETED", "TIMEOUT_HANDLER_COMPLETED"):
                     served[(fid, desc.get("runId"), x.get("stepExecutionId"))] = (
                         x.get("attempt"), nonce_of(x.get("decision", {})))
         for key in sorted(set(served) | set(self.applied), key=str):
@@ -1063,10 +1106,11 @@ class Checker:
     def child_plan(cond):
         """(status, runs) a chaos-child ends with, from its SubFlow condition (chaos_worker.cc):
         runs up to fail_runs fail on purpose; a Flow retry policy allows maximumAttempts runs; a
-        plan with "timeout_ms" (started with that flow timeout, policy FAIL, and fail_runs 0)
-        ends every run TIMED_OUT.
+        plan with "timeout_ms" (started with that flow timeout and fail_runs 0) ends by its
+        "timeout_policy": FAIL TIMED_OUT, CANCEL CANCELED, HANDLER COMPLETED (the timeout
+        handler's ForceComplete; Work's Timer is 60 s then, never due first).
 
-        Only TIMED_OUT, whatever the faults: the flow timeout's timer (start + 400 ms) and the
+        Only that, whatever the faults: the flow timeout's timer (start + 400 ms) and the
         Work Timer (2.5-3 s after Work's WaitFor result, itself after the start) sit in one timer
         index ordered by fire time (docs/flow-rules.md, "Keys"), and every scan, on any process
         and after any takeover, proposes due timers in that order. Work's Execute is queued only
@@ -1081,7 +1125,7 @@ class Checker:
         rp = sf.get("options", {}).get("retryPolicy")
         allowed = 1 if rp is None else (rp.get("maximumAttempts", 3) or 1 << 30)
         if inp.get("timeout_ms"):
-            return "FLOW_TIMED_OUT", allowed
+            return TIMEOUT_ENDS[inp.get("timeout_policy", "FAIL")], allowed
         runs = min(fail_runs + 1, allowed)
         return ("FLOW_COMPLETED" if fail_runs < runs else "FLOW_FAILED"), runs
 
@@ -1158,7 +1202,11 @@ class Checker:
                           subflow_children_completed=n["children_FLOW_COMPLETED"],
                           subflow_children_failed=n["children_FLOW_FAILED"],
                           subflow_children_timed_out=n["children_FLOW_TIMED_OUT"],
+                          subflow_children_canceled=n["children_FLOW_CANCELED"],
                           subflow_timeout_plans=n["timeout_plans"],
+                          subflow_timeout_plans_fail=n["timeout_plans_FAIL"],
+                          subflow_timeout_plans_cancel=n["timeout_plans_CANCEL"],
+                          subflow_timeout_plans_handler=n["timeout_plans_HANDLER"],
                           subflow_nested=n["nested"], subflow_nested_met=n["nested_met"],
                           subflow_children_retried=n["retried"],
                           subflow_waits_all=n["waits_ALL_OF"], subflow_waits_any=n["waits_ANY_OF"],
@@ -1248,12 +1296,18 @@ class Checker:
                                f"{t_child:.3f}, before the record that started it reached the "
                                f"store at {landing:.3f}")
             status, (want_status, want_runs) = cd.get("status"), self.child_plan(c)
-            n["timeout_plans"] += want_status == "FLOW_TIMED_OUT"
-            plan_timeout = (c["subFlow"].get("input", {}).get("payload") or {}).get("timeout_ms")
-            if plan_timeout != c["subFlow"].get("options", {}).get("timeoutMs"):
-                self.violation("subflows", f"{what}: the plan's timeout_ms is {plan_timeout}, the "
-                               f"child's start options' "
-                               f"{c['subFlow'].get('options', {}).get('timeoutMs')}")
+            plan = c["subFlow"].get("input", {}).get("payload") or {}
+            plan_timeout = plan.get("timeout_ms")
+            n["timeout_plans"] += bool(plan_timeout)
+            n["timeout_plans_" + plan.get("timeout_policy", "FAIL")] += bool(plan_timeout)
+            opts = c["subFlow"].get("options", {})
+            want_policy = f"TIMEOUT_{plan.get('timeout_policy', 'FAIL')}" if plan_timeout else None
+            got_policy = opts.get("timeoutPolicy", "TIMEOUT_FAIL") if opts.get("timeoutMs") \
+                else None
+            if plan_timeout != opts.get("timeoutMs") or want_policy != got_policy:
+                self.violation("subflows", f"{what}: the plan's timeout is {plan_timeout} ms "
+                               f"({want_policy}), the child's start options' "
+                               f"{opts.get('timeoutMs')} ms ({got_policy})")
             if status not in ENDED:
                 self.violation("subflows", f"{what}: the child {derived} never closed ({status})")
                 continue
@@ -1777,6 +1831,49 @@ def _mutations(base):
     def completed_timed_out(c):  # a child with no flow timeout ended TIMED_OUT
         c.final[cc]["description"]["status"] = "FLOW_TIMED_OUT"
     out.append(("a child with no flow timeout that TIMED_OUT", "subflows", completed_timed_out))
+
+    # Timeout policies CANCEL and HANDLER: a child of each, planned so and ended so.
+    def child_of_policy(status, policy):
+        for f, e in sorted(base.final.items()):
+            d = norm(e.get("description") or {})
+            inp = d.get("input", {}).get("payload") or {}
+            if d.get("flowType") == "chaos-child" and d.get("status") == status and \
+                    isinstance(inp, dict) and inp.get("timeout_policy") == policy:
+                return f
+        raise RuntimeError(f"no chaos-child of timeout policy {policy} ending {status} to break")
+    kc = child_of_policy("FLOW_CANCELED", "CANCEL")
+    hc = child_of_policy("FLOW_COMPLETED", "HANDLER")
+
+    def canceled_timed_out(c):  # a child whose timeout cancels it ended TIMED_OUT
+        c.final[kc]["description"]["status"] = "FLOW_TIMED_OUT"
+        c.final[kc]["events"][-1]["status"] = "FLOW_TIMED_OUT"
+    out.append(("a child planned to be canceled at its timeout that TIMED_OUT", "subflows",
+                canceled_timed_out))
+
+    def handler_twice(c):  # the run's timeout handler started a second time
+        ev = c.final[hc]["events"]
+        x = next(x for x in ev if x["kind"] == "TIMEOUT_HANDLER_STARTED")
+        ev.insert(ev.index(x) + 1, copy.deepcopy(x))
+        renumber(ev)
+    out.append(("a timeout handler started twice", "decisions", handler_twice))
+
+    def handler_forged(c):  # the handler's applied decision is not what its Worker returned
+        x = next(x for x in c.final[hc]["events"] if x["kind"] == "TIMEOUT_HANDLER_COMPLETED")
+        g = x["decision"]["forceComplete"]
+        v = json.loads(base64.b64decode(g["data"]))
+        v["k"] = int(v.get("k", 0)) + 7
+        g["data"] = base64.b64encode(json.dumps(v).encode()).decode()
+    out.append(("a timeout handler decision no Worker returned", "results", handler_forged))
+
+    def handler_in_fail_run(c):  # handler events in a run timed out under policy FAIL
+        ev = c.final[tc]["events"]
+        x = copy.deepcopy(next(x for x in c.final[hc]["events"]
+                               if x["kind"] == "TIMEOUT_HANDLER_STARTED"))
+        x["atMs"] = ev[-1].get("atMs", "0")  # in time order: only the kind is wrong
+        ev.insert(len(ev) - 1, x)
+        renumber(ev)
+    out.append(("a timeout handler in a run whose policy is FAIL", "decisions",
+                handler_in_fail_run))
     return out
 
 
@@ -1838,7 +1935,11 @@ def summary_line(result):
             f"{s.get('subflow_waits_met', 0)}; children completed "
             f"{s.get('subflow_children_completed', 0)}/failed {s.get('subflow_children_failed', 0)}"
             f"/timed out {s.get('subflow_children_timed_out', 0)} of "
-            f"{s.get('subflow_timeout_plans', 0)} planned, retried "
+            f"{s.get('subflow_timeout_plans_fail', 0)} planned/canceled "
+            f"{s.get('subflow_children_canceled', 0)} of "
+            f"{s.get('subflow_timeout_plans_cancel', 0)} planned/handler completed "
+            f"{s.get('timeout_handler_completed', 0)} of "
+            f"{s.get('subflow_timeout_plans_handler', 0)} planned, retried "
             f"{s.get('subflow_children_retried', 0)}; nested {s.get('subflow_nested', 0)} met "
             f"{s.get('subflow_nested_met', 0)}); "
             f"epochs={s.get('epochs', 0)} log slots={s.get('log_slots', 0)}; "
