@@ -51,7 +51,8 @@
 // children nest (fail_runs 0); 1 in 10 children (and grandchildren) have
 // "timeout_ms" 400, started with that flow timeout and "timeout_policy" FAIL,
 // CANCEL or HANDLER (a third each), fail_runs 0 and a Timer of 2.5-3 s (60 s
-// under HANDLER): they end TIMED_OUT, CANCELED, or COMPLETED by the handler.
+// under HANDLER): they end TIMED_OUT, CANCELED, or COMPLETED by the handler;
+// half of them with a Flow retry policy of 2 runs (only FAIL's runs retry).
 // The checker knows the plan from the wait's condition input.
 //
 // Every method: 20 attempts, backoff 100 ms doubling to 1 s, attempt timeout 5 s
@@ -304,9 +305,10 @@ class Gate final : public dex::WaitingStep {
 // "timeout_ms": a flow timeout of 400 ms, its "timeout_policy" one of FAIL
 // (ends TIMED_OUT), CANCEL (ends CANCELED) or HANDLER (the timeout handler
 // ends it COMPLETED with ForceComplete), with a Timer of 2.5-3 s (60 s under
-// HANDLER, so that Work never ends the run before the handler does).
-// Nesting and timed-out plans never fail on purpose nor retry; a grandchild
-// may time out too.
+// HANDLER, so that Work never ends the run before the handler does); half
+// of them "retry" (a Flow retry policy of 2 runs: FAIL times out both runs,
+// CANCEL and HANDLER never retry). Nesting and timed-out plans never fail on
+// purpose; a grandchild may time out too.
 json child_input(uint64_t h, int k, bool may_nest) {
   const uint64_t c = h >> (8 + 6 * k);
   const uint64_t kind = (c >> 16) % 10;
@@ -324,6 +326,7 @@ json child_input(uint64_t h, int k, bool may_nest) {
   if (timeout) {
     plan["timeout_ms"] = 400;
     plan["timeout_policy"] = policy;
+    if ((c >> 28) % 2 == 0) plan["retry"] = true;
   }
   return plan;
 }
@@ -331,7 +334,7 @@ json child_input(uint64_t h, int k, bool may_nest) {
 // The SubFlow condition that starts a chaos-child with `plan`.
 dex::Condition start_child(const json& plan) {
   dex::SubFlowOptions child;
-  if (plan["fail_runs"] == 1) {
+  if (plan["fail_runs"] == 1 || plan.value("retry", false)) {
     dex::RetryPolicy retry;
     retry.initial_interval = std::chrono::milliseconds(200);
     retry.maximum_attempts = 2;

@@ -1107,8 +1107,9 @@ class Checker:
         """(status, runs) a chaos-child ends with, from its SubFlow condition (chaos_worker.cc):
         runs up to fail_runs fail on purpose; a Flow retry policy allows maximumAttempts runs; a
         plan with "timeout_ms" (started with that flow timeout and fail_runs 0) ends by its
-        "timeout_policy": FAIL TIMED_OUT, CANCEL CANCELED, HANDLER COMPLETED (the timeout
-        handler's ForceComplete; Work's Timer is 60 s then, never due first).
+        "timeout_policy": FAIL TIMED_OUT (every run the retry policy allows), CANCEL CANCELED,
+        HANDLER COMPLETED (the timeout handler's ForceComplete; Work's Timer is 60 s then, never
+        due first), those two in one run whatever the retry policy.
 
         Only that, whatever the faults: the flow timeout's timer (start + 400 ms) and the
         Work Timer (2.5-3 s after Work's WaitFor result, itself after the start) sit in one timer
@@ -1124,8 +1125,9 @@ class Checker:
         fail_runs = inp.get("fail_runs", 0)
         rp = sf.get("options", {}).get("retryPolicy")
         allowed = 1 if rp is None else (rp.get("maximumAttempts", 3) or 1 << 30)
-        if inp.get("timeout_ms"):
-            return TIMEOUT_ENDS[inp.get("timeout_policy", "FAIL")], allowed
+        if inp.get("timeout_ms"):  # only TIMED_OUT is retried (CANCELED never is, COMPLETED ends)
+            policy = inp.get("timeout_policy", "FAIL")
+            return TIMEOUT_ENDS[policy], allowed if policy == "FAIL" else 1
         runs = min(fail_runs + 1, allowed)
         return ("FLOW_COMPLETED" if fail_runs < runs else "FLOW_FAILED"), runs
 
@@ -1833,16 +1835,29 @@ def _mutations(base):
     out.append(("a child with no flow timeout that TIMED_OUT", "subflows", completed_timed_out))
 
     # Timeout policies CANCEL and HANDLER: a child of each, planned so and ended so.
-    def child_of_policy(status, policy):
+    def child_of_policy(status, policy, retry=None):
         for f, e in sorted(base.final.items()):
             d = norm(e.get("description") or {})
             inp = d.get("input", {}).get("payload") or {}
             if d.get("flowType") == "chaos-child" and d.get("status") == status and \
-                    isinstance(inp, dict) and inp.get("timeout_policy") == policy:
+                    isinstance(inp, dict) and inp.get("timeout_policy") == policy and \
+                    (retry is None or bool(inp.get("retry")) == retry):
                 return f
         raise RuntimeError(f"no chaos-child of timeout policy {policy} ending {status} to break")
     kc = child_of_policy("FLOW_CANCELED", "CANCEL")
     hc = child_of_policy("FLOW_COMPLETED", "HANDLER")
+    kr = child_of_policy("FLOW_CANCELED", "CANCEL", retry=True)
+    fr = child_of_policy("FLOW_TIMED_OUT", "FAIL", retry=True)
+
+    def canceled_retried(c):  # a run canceled by its timeout retried under its Flow retry policy
+        c.final[kr]["description"]["runs"] = 2
+    out.append(("a child canceled at its timeout that was retried", "subflows", canceled_retried))
+
+    def timed_out_not_retried(c):  # a run timed out under FAIL not retried, its policy allowing
+        c.final[fr]["description"]["runs"] = 1
+        c.final[fr]["earlier"] = []
+    out.append(("a timed-out child whose retry policy allows a second run that had one",
+                "subflows", timed_out_not_retried))
 
     def canceled_timed_out(c):  # a child whose timeout cancels it ended TIMED_OUT
         c.final[kc]["description"]["status"] = "FLOW_TIMED_OUT"
