@@ -8,7 +8,6 @@ import {
   Attribute,
   AttributeMap,
   Channel,
-  DexError,
   Flow,
   Rpc,
   Wait,
@@ -19,46 +18,13 @@ import {
   type Step,
 } from "../src/index";
 import type { WireAttribute, WireFlowTask, WirePayload } from "../src/proto";
+import { invalidArgument, json, text, wireTask } from "./task-fixture";
 
-const json = (v: unknown): WirePayload => ({ data: Buffer.from(JSON.stringify(v)) });
-const text = (p: WirePayload | null | undefined): string => Buffer.from(p?.data ?? []).toString("utf8");
 const never = new AbortController().signal;
 const noBeat = (): boolean => false;
 
-function invalidArgument(pattern: RegExp): (e: unknown) => boolean {
-  return (e: unknown) => {
-    assert.ok(e instanceof DexError, `not a DexError: ${String(e)}`);
-    assert.equal(e.code, "INVALID_ARGUMENT");
-    assert.match(e.message, pattern);
-    return true;
-  };
-}
-
-function task(over: Partial<WireFlowTask>): WireFlowTask {
-  return {
-    taskId: "t1",
-    flowId: "f-1",
-    runId: "r-1",
-    flowType: "Shop",
-    declarationVersion: 1,
-    stepType: "Tally",
-    stepExecutionId: "Tally-1",
-    method: "EXECUTE",
-    attempt: 1,
-    firstAttemptUnixMs: 1,
-    scheduledBy: "",
-    input: json(null),
-    locals: null,
-    conditions: [],
-    waitForFailed: false,
-    recoveryError: "",
-    attemptTimeoutMs: 60_000,
-    heartbeatTimeoutMs: 0,
-    rpcName: "",
-    attributes: [],
-    ...over,
-  };
-}
+const task = (over: Partial<WireFlowTask>): WireFlowTask =>
+  wireTask({ taskId: "t1", flowType: "Shop", stepType: "Tally", stepExecutionId: "Tally-1" }, over);
 
 const status = Attribute.string("status");
 const total = Attribute.int64("total");

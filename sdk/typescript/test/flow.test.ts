@@ -7,7 +7,6 @@ import { describe, test } from "node:test";
 import {
   Channel,
   ChannelMap,
-  DexError,
   Flow,
   StepDecision,
   TaskError,
@@ -26,45 +25,12 @@ import {
   type Codec,
   type Step,
 } from "../src/index";
-import type { WireFlowTask, WirePayload } from "../src/proto";
+import type { WireFlowTask } from "../src/proto";
+import { invalidArgument, json, text, wireTask } from "./task-fixture";
 
-const text = (p: WirePayload | null | undefined): string => Buffer.from(p?.data ?? []).toString("utf8");
-const json = (v: unknown): WirePayload => ({ data: Buffer.from(JSON.stringify(v)) });
 
-function invalidArgument(pattern: RegExp): (e: unknown) => boolean {
-  return (e: unknown) => {
-    assert.ok(e instanceof DexError, `not a DexError: ${String(e)}`);
-    assert.equal(e.code, "INVALID_ARGUMENT");
-    assert.match(e.message, pattern);
-    return true;
-  };
-}
-
-function task(over: Partial<WireFlowTask>): WireFlowTask {
-  return {
-    taskId: "e1.1",
-    flowId: "f-1",
-    runId: "r-1",
-    flowType: "T",
-    declarationVersion: 1,
-    stepType: "A",
-    stepExecutionId: "A-1",
-    method: "EXECUTE",
-    attempt: 1,
-    firstAttemptUnixMs: 1,
-    scheduledBy: "",
-    input: json({ n: 1 }),
-    locals: null,
-    conditions: [],
-    waitForFailed: false,
-    recoveryError: "",
-    attemptTimeoutMs: 60_000,
-    heartbeatTimeoutMs: 0,
-    rpcName: "",
-    attributes: [],
-    ...over,
-  };
-}
+const task = (over: Partial<WireFlowTask>): WireFlowTask =>
+  wireTask({ input: json({ n: 1 }) }, over);
 
 const approval = new Channel<{ ok: boolean }>("approval");
 const perUser = new ChannelMap<string>("per-user");

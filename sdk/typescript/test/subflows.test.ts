@@ -8,7 +8,6 @@ import { describe, test } from "node:test";
 import {
   Attribute,
   Channel,
-  DexError,
   Flow,
   SubFlow,
   Timer,
@@ -23,45 +22,12 @@ import {
   type Step,
   type SubFlowResult,
 } from "../src/index";
-import type { WireConditionResult, WireFlowTask, WirePayload } from "../src/proto";
+import type { WireConditionResult, WireFlowTask } from "../src/proto";
+import { invalidArgument, json, text, wireTask } from "./task-fixture";
 
-const json = (v: unknown): WirePayload => ({ data: Buffer.from(JSON.stringify(v)) });
-const text = (p: WirePayload | null | undefined): string => Buffer.from(p?.data ?? []).toString("utf8");
 
-function invalidArgument(pattern: RegExp): (e: unknown) => boolean {
-  return (e: unknown) => {
-    assert.ok(e instanceof DexError, `not a DexError: ${String(e)}`);
-    assert.equal(e.code, "INVALID_ARGUMENT");
-    assert.match(e.message, pattern);
-    return true;
-  };
-}
-
-function task(over: Partial<WireFlowTask>): WireFlowTask {
-  return {
-    taskId: "e1.1",
-    flowId: "p-1",
-    runId: "r-1",
-    flowType: "Parent",
-    declarationVersion: 1,
-    stepType: "Fan",
-    stepExecutionId: "Fan-1",
-    method: "EXECUTE",
-    attempt: 1,
-    firstAttemptUnixMs: 1,
-    scheduledBy: "",
-    input: json(null),
-    locals: null,
-    conditions: [],
-    waitForFailed: false,
-    recoveryError: "",
-    attemptTimeoutMs: 60_000,
-    heartbeatTimeoutMs: 0,
-    rpcName: "",
-    attributes: [],
-    ...over,
-  };
-}
+const task = (over: Partial<WireFlowTask>): WireFlowTask =>
+  wireTask({ flowId: "p-1", flowType: "Parent", stepType: "Fan", stepExecutionId: "Fan-1" }, over);
 
 const status = Attribute.string("status");
 const child = new Flow({
