@@ -43,8 +43,8 @@
 //   Finish (Execute only, ASYNC): end
 //   end:   the run's Flow retry attempt <= fail_runs: a non-retryable failure
 //          (the run ends FAILED); else GracefulComplete {"by", "k", "attempt"}
-//   timeout handler (method ON_TIMEOUT, runs of timeout policy HANDLER):
-//          ForceComplete {"by", "k", "handled": true}
+//   timeout handler (method ON_TIMEOUT, runs of timeout policy HANDLER): fails
+//          its first attempt on purpose; then ForceComplete {"by", "k", "handled": true}
 //
 // fail_runs 0 (most), 1 with a Flow retry policy of 2 runs (the second run
 // completes), or 9 without one (the child ends FAILED). 2 in 10 of Fan's
@@ -533,6 +533,9 @@ class ChildFlow final : public dex::Flow {
   bool has_timeout_handler() const override { return true; }
   StepDecision on_timeout(Context& ctx) override {
     json done = r_.begin(ctx, "ON_TIMEOUT");
+    if (ctx.attempt() == 1) {  // so that every handler's retry (a RETRY timer) is exercised
+      Recorder::fail(done, "chaos: the timeout handler fails its first attempt on purpose");
+    }
     json out = {{"by", Recorder::by(done)}, {"k", ctx.input().value("k", 0)}, {"handled", true}};
     return Recorder::decided(done, StepDecision::force_complete(out));
   }

@@ -715,7 +715,8 @@ class Checker:
     def check_timeout_handler(self, fid, d, ev, plan):
         """A run's timeout handler events: none unless its plan's timeout policy is HANDLER;
         then it starts once (a run times out once) and, the run COMPLETED, completed once with
-        the ForceComplete that ended the run, a decision its Worker returned for that attempt.
+        the ForceComplete that ended the run, a decision its Worker returned for that attempt,
+        at attempt 2 or later (the first fails on purpose).
         Returns that decision's payload when the handler ended the run, else None."""
         run = d.get("runId")
         mine = [x for x in ev if x["kind"].startswith("TIMEOUT_HANDLER_")]
@@ -739,6 +740,9 @@ class Checker:
                            f"({[x.get('decision') for x in done]}); its handler ForceCompletes")
             return None
         x = done[0]
+        if int(x.get("attempt", 0)) < 2:
+            self.violation("decisions", f"{fid}: its timeout handler decided at attempt "
+                           f"{x.get('attempt')}, but its first attempt always fails")
         self.match_result(f"{fid}/{HANDLER_ID} applied decision (attempt {x.get('attempt')})",
                           x["decision"], (fid, run, HANDLER_ID, "ON_TIMEOUT", x.get("attempt")),
                           "decision")
