@@ -1037,7 +1037,6 @@ async function watchedCall<Response>(
   }
 }
 
-/** A Flow's type (also of a Flow of another copy of this package: it has a declaration), or a type name as it is. */
 /**
  * What is said of an address the search skipped because it did not answer the
  * readiness probe while another did. `cutShortMs`: the call's deadline ended
@@ -1066,6 +1065,7 @@ function skippedAfterProbe(before: DexError | undefined, address: string, cutSho
   );
 }
 
+/** A Flow's type (also of a Flow of another copy of this package: it has a declaration), or a type name as it is. */
 function flowTypeOf(flow: unknown): string {
   if (typeof flow === "string") return flow;
   if (flow instanceof Flow) return flow.type;
