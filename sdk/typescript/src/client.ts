@@ -106,7 +106,12 @@ export interface FlowStartOptions extends CallOptions, RunStartOptions {
    * so that a repeat of this call after a failover answers the run it started.
    */
   requestId?: string;
-  /** With the same requestId as the existing run, a refused start answers that run (alreadyStarted). */
+  /**
+   * With the same requestId as the existing run, a refused start answers that
+   * run (alreadyStarted). Without it a start with a given requestId is not
+   * repeated on another address once it may have been sent (a repeat could
+   * start a second run), so an UNAVAILABLE ends the call.
+   */
   ignoreAlreadyStarted?: boolean;
 }
 
@@ -168,16 +173,37 @@ export interface RunOptions extends CallOptions {
   runId?: string;
 }
 
-export interface StopFlowOptions extends RunOptions {
+/**
+ * A write's request ID (stopFlow, skipTimer, setAttributes): the run
+ * remembers it, so a repeat of the write with the same ID changes nothing
+ * and answers OK.
+ */
+export interface WriteOptions extends RunOptions {
+  /**
+   * Names this write (a dex name: 1..255 bytes, no control characters).
+   * Default: a random one per call, kept across its repeats on other
+   * processes; pass one to repeat a call whose outcome is unknown.
+   */
+  requestId?: string;
+}
+
+export interface StopFlowOptions extends WriteOptions {
   /** "cancel" (default): ends CANCELED; "terminate": TERMINATED; "fail": FAILED with `reason`. */
   mode?: "cancel" | "terminate" | "fail";
   reason?: string;
 }
 
+export type SkipTimerOptions = WriteOptions;
+
+export type SetAttributesOptions = WriteOptions;
+
 export interface PublishOptions extends RunOptions {
   /** A ChannelMap's instance (a Channel from map.instance(key) carries its own). */
   instanceKey?: string;
-  /** Makes a repeat change nothing. Default: a random one per call, kept across its retries. */
+  /**
+   * Makes a repeat change nothing (a dex name). Default: a random one per
+   * call, kept across its repeats on other processes.
+   */
   requestId?: string;
 }
 
@@ -239,9 +265,23 @@ interface Endpoint {
 
 type Service = "flows" | "admin";
 
+/**
+ * Whether a call may be sent again, to the same or another address, after it
+ * may have reached a process (CallSpec.repeat):
+ * - "read": it changes nothing (reads and long polls);
+ * - "requestId": a write that carries a request ID, the same on every try,
+ *   so a repeat of one that landed changes nothing (starts, publishes, RPCs,
+ *   stops, skips, Attribute writes);
+ * - "once": anything else. It moves on to another address only while nothing
+ *   can have been sent (no connection made); an UNAVAILABLE from a process
+ *   it reached ends the call, since that may have come after the write landed.
+ */
+type Repeat = "read" | "requestId" | "once";
+
 interface CallSpec {
   service: Service;
   method: string;
+  repeat: Repeat;
   /** Made again for every attempt. */
   request: () => unknown;
   timeoutMs: number;
@@ -268,13 +308,17 @@ const READINESS_WATCH_INTERVAL_MS = 1_000;
 const READINESS_WATCH_MISSES = 2;
 
 /**
- * A client of one dex node. Every call may be repeated safely on another
- * process (starts and publishes carry request IDs; a repeated stop or skip
- * answers FAILED_PRECONDITION; the rest read), so a call moves on to the next
- * address on UNAVAILABLE or when no connection is made, and once this client
- * has reached a process it keeps searching until the call's deadline: a
- * restart or a failover delays a call instead of failing it.
- * DEADLINE_EXCEEDED is never tried elsewhere.
+ * A client of one dex node. A call moves on to the next address on
+ * UNAVAILABLE or when no connection is made, and once this client has reached
+ * a process it keeps searching until the call's deadline: a restart or a
+ * failover delays a call instead of failing it. A call is sent again only
+ * when a repeat is safe (CallSpec.repeat): reads and long polls, and writes
+ * that carry a request ID, the same on every try, which the server remembers
+ * per run so that a repeat of a write that landed changes nothing (startFlow,
+ * publishToChannel, invokeRpc, stopFlow, skipTimer, setAttributes: each takes
+ * `requestId`, random by default). Any other call would be sent again only
+ * while nothing can have been sent (no connection made). DEADLINE_EXCEEDED is
+ * never tried elsewhere (its outcome is unknown).
  */
 export class Client {
   readonly addresses: readonly string[];
@@ -347,14 +391,30 @@ export class Client {
       start["ignoreAlreadyStarted"] = options.ignoreAlreadyStarted ?? false;
     }
     const request = { flowId, flowType, input: valuePayload(input, "startFlow: input"), options: start };
-    const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options);
+    // The server answers a repeated start with its run only under
+    // ignoreAlreadyStarted; without it a repeat of a start that landed could
+    // start a second run (the first one closed meanwhile) or terminate the
+    // first (terminateIfRunning), so such a start is sent once.
+    const repeat: Repeat = start["ignoreAlreadyStarted"] === true ? "requestId" : "once";
+    const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options, repeat);
     return { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
   }
 
-  /** Ends a run: "cancel" (default), "terminate", or "fail" with a reason. */
+  /**
+   * Ends a run: "cancel" (default), "terminate", or "fail" with a reason. The
+   * request ID (random unless given) makes a repeat of a stop that landed
+   * answer OK and change nothing.
+   */
   async stopFlow(flowId: string, options: StopFlowOptions = {}): Promise<void> {
     const mode = enumValue(options.mode ?? "cancel", { cancel: "STOP_CANCEL", terminate: "STOP_TERMINATE", fail: "STOP_FAIL" }, "mode");
-    await this.flowCall("StopFlow", { flowId, runId: options.runId ?? "", mode, reason: options.reason ?? "" }, options);
+    const requestId = requestIdOf(options.requestId, "stopFlow");
+    await this.flowWrite(
+      "StopFlow",
+      { flowId, runId: options.runId ?? "", mode, reason: options.reason ?? "", requestId },
+      options,
+      `the stop of ${flowId}`,
+      requestId,
+    );
   }
 
   /**
@@ -386,20 +446,26 @@ export class Client {
         throw new DexError("INVALID_ARGUMENT", error instanceof Error ? error.message : String(error));
       }
     });
-    const requestId = options.requestId ?? randomBytes(16).toString("hex");
+    const requestId = requestIdOf(options.requestId, "publishToChannel");
     await this.flowCall(
       "PublishToChannel",
       { flowId, runId: options.runId ?? "", channel: name, instanceKey, messages: payloads, requestId },
       options,
+      "requestId",
     );
   }
 
-  /** Fires a waiting execution's Timer condition now (by its index in the wait, or its condition ID). */
-  async skipTimer(flowId: string, stepExecutionId: string, timer: number | string, options: RunOptions = {}): Promise<void> {
-    const request: Record<string, unknown> = { flow: { flowId, runId: options.runId ?? "" }, stepExecutionId };
+  /**
+   * Fires a waiting execution's Timer condition now (by its index in the
+   * wait, or its condition ID). The request ID (random unless given) makes a
+   * repeat of a skip that landed answer OK and change nothing.
+   */
+  async skipTimer(flowId: string, stepExecutionId: string, timer: number | string, options: SkipTimerOptions = {}): Promise<void> {
+    const requestId = requestIdOf(options.requestId, "skipTimer");
+    const request: Record<string, unknown> = { flow: { flowId, runId: options.runId ?? "" }, stepExecutionId, requestId };
     if (typeof timer === "number") request["conditionIndex"] = timer;
     else request["conditionId"] = timer;
-    await this.flowCall("SkipTimer", request, options);
+    await this.flowWrite("SkipTimer", request, options, `the skip of a Timer of ${stepExecutionId} of ${flowId}`, requestId);
   }
 
   /** The run's Attributes (the latest run unless runId is given, also after it closed). */
@@ -409,6 +475,7 @@ export class Client {
       "GetAttributes",
       { flow: { flowId, runId: options.runId ?? "" }, keys },
       options,
+      "read",
     );
     return new FlowAttributes(response.runId, toRunStatus(response.status), response.attributes.map(toAttributeEntry));
   }
@@ -416,13 +483,18 @@ export class Client {
   /**
    * Writes Attributes of a RUNNING run, in order, all or none
    * (attr.write(v), map.write(key, v), attr.removal()). Answers the run's ID.
+   * The request ID (random unless given) makes a repeat of a write that
+   * landed change nothing: it never puts these values back over a later write.
    */
-  async setAttributes(flowId: string, writes: AttributeWrite[], options: RunOptions = {}): Promise<{ runId: string }> {
+  async setAttributes(flowId: string, writes: AttributeWrite[], options: SetAttributesOptions = {}): Promise<{ runId: string }> {
     const wire = attributeWritesToWire(writes, "setAttributes", true);
-    const response = await this.flowCall<{ runId: string }>(
+    const requestId = requestIdOf(options.requestId, "setAttributes");
+    const response = await this.flowWrite<{ runId: string }>(
       "SetAttributes",
-      { flow: { flowId, runId: options.runId ?? "" }, writes: wire },
+      { flow: { flowId, runId: options.runId ?? "" }, writes: wire, requestId },
       options,
+      `the Attribute writes to ${flowId}`,
+      requestId,
     );
     return { runId: response.runId };
   }
@@ -492,10 +564,7 @@ export class Client {
     if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > RPC_MAX_TIMEOUT_MS) {
       throw new DexError("INVALID_ARGUMENT", `invokeRpc: timeoutMs must be more than 0 and at most ${RPC_MAX_TIMEOUT_MS}, not ${String(timeoutMs)}`);
     }
-    const requestId =
-      options.requestId === undefined || options.requestId === ""
-        ? randomBytes(16).toString("hex")
-        : checkName(options.requestId, "invokeRpc: requestId");
+    const requestId = requestIdOf(options.requestId, "invokeRpc");
     let payload: WirePayload;
     try {
       payload = toPayload(input, `invokeRpc: the input of RPC '${name}'`, inputCodec);
@@ -508,6 +577,7 @@ export class Client {
       response = await this.callSpec<{ runId: string; output: WirePayload | null }>({
         service: "flows",
         method: "InvokeRpc",
+        repeat: "requestId",
         // A retry on another process waits only for what is left of the timeout.
         request: () => ({
           flow: { flowId, runId: options.runId ?? "" },
@@ -546,14 +616,14 @@ export class Client {
   /** The run's IDs, type, status, times, result (outputs), input and runs of its Flow ID. */
   async describeFlow(flowId: string, options: RunOptions = {}): Promise<FlowDescription> {
     return toFlowDescription(
-      await this.flowCall<WireFlowDescription>("DescribeFlow", { flowId, runId: options.runId ?? "" }, options),
+      await this.flowCall<WireFlowDescription>("DescribeFlow", { flowId, runId: options.runId ?? "" }, options, "read"),
     );
   }
 
   /** The description, the active Step executions and the Workers that host the type. */
   async getFlowState(flowId: string, options: RunOptions = {}): Promise<FlowState> {
     return toFlowState(
-      await this.flowCall<WireGetFlowStateResponse>("GetFlowState", { flowId, runId: options.runId ?? "" }, options),
+      await this.flowCall<WireGetFlowStateResponse>("GetFlowState", { flowId, runId: options.runId ?? "" }, options, "read"),
     );
   }
 
@@ -565,7 +635,7 @@ export class Client {
       fromStart: options.afterSeq === undefined,
       pageSize: options.pageSize ?? 0,
     };
-    return toHistoryPage(await this.flowCall<WireGetHistoryEventsResponse>("GetHistoryEvents", request, options));
+    return toHistoryPage(await this.flowCall<WireGetHistoryEventsResponse>("GetHistoryEvents", request, options, "read"));
   }
 
   /** Every history event of the run so far, page after page. */
@@ -686,16 +756,41 @@ export class Client {
     }));
   }
 
-  /** A dex Flow call: keeps searching for the active process until its deadline once one was reached. */
-  private async flowCall<Response>(method: string, request: unknown, options: CallOptions): Promise<Response> {
+  /**
+   * A dex Flow call: keeps searching for the active process until its
+   * deadline once one was reached. `repeat` says whether it may be sent again
+   * (Repeat); a write's request must hold its request ID, built once here so
+   * that every try carries the same one.
+   */
+  private async flowCall<Response>(method: string, request: unknown, options: CallOptions, repeat: Repeat): Promise<Response> {
     return this.callSpec<Response>({
       service: "flows",
       method,
+      repeat,
       request: () => request,
       timeoutMs: options.timeoutMs ?? this.timeoutMs,
       signal: options.signal,
       keepTryingOnceReached: true,
     });
+  }
+
+  /**
+   * A write with a request ID (flowCall, "requestId"); DEADLINE_EXCEEDED (the
+   * outcome is unknown) says which request ID a repeat must carry.
+   */
+  private async flowWrite<Response>(method: string, request: unknown, options: CallOptions, what: string, requestId: string): Promise<Response> {
+    try {
+      return await this.flowCall<Response>(method, request, options, "requestId");
+    } catch (error) {
+      if (error instanceof DexError && error.code === "DEADLINE_EXCEEDED") {
+        throw new DexError(
+          "DEADLINE_EXCEEDED",
+          `${error.details} (the outcome of ${what} is unknown; a repeat with request ID '${requestId}' changes nothing if it landed)`,
+          { ...(error.address === undefined ? {} : { address: error.address }), cause: error },
+        );
+      }
+      throw error;
+    }
   }
 
   /**
@@ -725,6 +820,7 @@ export class Client {
         last = await this.callSpec<Wire>({
           service: "flows",
           method: spec.method,
+          repeat: "read",
           request: () => spec.request,
           timeoutMs: pieceMs + this.timeoutMs,
           signal,
@@ -750,6 +846,7 @@ export class Client {
     const response = await this.callSpec<WireDescribeResponse>({
       service: "admin",
       method: "Describe",
+      repeat: "read",
       request: () => ({}),
       timeoutMs: options.timeoutMs ?? this.timeoutMs,
       signal: options.signal,
@@ -955,6 +1052,10 @@ export class Client {
               cause: error,
             });
           }
+          // A call that must not be repeated ends here once it may have been
+          // sent: over a connection that was up, even gRPC's words for a lost
+          // connection may come after the process received it.
+          if (spec.repeat === "once" && state === grpc.connectivityState.READY) throw mapped;
           if (isConnectionFailure(error.details ?? "")) firstFailure ??= Date.now();
           else {
             reachedAProcess = true;
@@ -1079,6 +1180,15 @@ function timeoutHandlerOf(flow: unknown): boolean | undefined {
   if (typeof flow === "string") return undefined;
   const f = flow as { hasTimeoutHandler?: unknown } | null;
   return typeof f?.hasTimeoutHandler === "boolean" ? f.hasTimeoutHandler : undefined;
+}
+
+/**
+ * A write's request ID: the one given (a dex name), or a random one (16
+ * bytes, hex) when none or "" is given. Made once per call, before its tries.
+ */
+function requestIdOf(given: string | undefined, what: string): string {
+  if (given === undefined || given === "") return randomBytes(16).toString("hex");
+  return checkName(given, `${what}: requestId`);
 }
 
 function enumValue(value: string, names: Record<string, string>, what: string): string {

@@ -18,7 +18,10 @@ export {
   type RpcCallResult,
   type RunOptions,
   type StepCompletion,
+  type SetAttributesOptions,
+  type SkipTimerOptions,
   type StopFlowOptions,
+  type WriteOptions,
 } from "./client";
 export {
   Worker,
