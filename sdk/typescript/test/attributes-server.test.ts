@@ -132,6 +132,12 @@ describe("Attributes, lock keys and RPCs on a dex server", () => {
     const missed = await client.waitForAttribute("attrs-1", stage, "never", { timeoutMs: 300 });
     assert.deepEqual(missed, { matched: false, current: "closing", status: "RUNNING" });
     await assert.rejects(client.setAttributes("attrs-1", [Attribute.string("undeclared").write("x")]), /INVALID_ARGUMENT: .*undeclared/);
+    // A repeat of a write that landed (its answer lost) does not put its
+    // value back over a later write: the run remembers its request ID.
+    await client.setAttributes("attrs-1", [stage.write("packing")], { requestId: "set-packing" });
+    await client.setAttributes("attrs-1", [stage.write("shipped")]);
+    assert.deepEqual(await client.setAttributes("attrs-1", [stage.write("packing")], { requestId: "set-packing" }), { runId: a.runId });
+    assert.equal((await client.getAttributes("attrs-1")).get(stage), "shipped");
     await client.stopFlow("attrs-1");
   });
 

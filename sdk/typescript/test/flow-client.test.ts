@@ -198,7 +198,7 @@ describe("dex Flows: Client calls and Worker tasks", () => {
     await assert.rejects(client.startFlow(lab, "bad\nid"), /control character/);
   });
 
-  test("stop: cancel, terminate, fail with a reason; a second stop is FAILED_PRECONDITION", async () => {
+  test("stop: cancel, terminate, fail with a reason; a second stop is FAILED_PRECONDITION, a repeat (its request ID) OK", async () => {
     for (const [mode, status] of [
       ["cancel", "CANCELED"],
       ["terminate", "TERMINATED"],
@@ -206,11 +206,14 @@ describe("dex Flows: Client calls and Worker tasks", () => {
     ] as const) {
       const id = `stop-${mode}`;
       await client.startFlow(lab, id, { mode: "sleep" });
-      await client.stopFlow(id, { mode, reason: `stopped by ${mode}` });
+      await client.stopFlow(id, { mode, reason: `stopped by ${mode}`, requestId: `stop-${mode}-1` });
       const closed = await client.waitForFlow(id, { timeoutMs: 5_000 });
       assert.equal(closed.status, status);
       if (mode === "fail") assert.match(closed.closeReason, /stopped by fail/);
       await assert.rejects(client.stopFlow(id), (e: unknown) => e instanceof DexError && e.code === "FAILED_PRECONDITION");
+      // A repeat of the stop that landed (a lost answer) answers OK and changes nothing.
+      await client.stopFlow(id, { mode: "terminate", requestId: `stop-${mode}-1` });
+      assert.equal((await client.describeFlow(id)).status, status);
     }
     await assert.rejects(client.stopFlow("no-such-flow"), (e: unknown) => e instanceof DexError && e.code === "NOT_FOUND");
   });
@@ -268,12 +271,16 @@ describe("dex Flows: Client calls and Worker tasks", () => {
     const seen = await client.getHistoryEvents(id);
     const last = seen.events[seen.events.length - 1]?.seq ?? 0;
     const next = client.waitForHistoryEvent(id, { afterSeq: last, timeoutMs: 10_000 });
-    await client.skipTimer(id, "Gate-1", "skip");
+    await client.skipTimer(id, "Gate-1", "skip", { requestId: "skip-1-gate" });
     const page = await next;
     assert.equal(page.events[0]?.kind, "TIMER_SKIPPED");
     const done = await client.waitForFlow(id, { timeoutMs: 10_000 });
     assert.deepEqual(done.output, { key: "bob", timer: true, skipped: true, sig: [], box: [] });
     await assert.rejects(client.skipTimer(id, "Gate-1", 2), (e: unknown) => e instanceof DexError && (e.code === "FAILED_PRECONDITION" || e.code === "NOT_FOUND"));
+    // A repeat of the skip that landed answers OK, though the run closed since, and adds nothing.
+    await client.skipTimer(id, "Gate-1", "skip", { requestId: "skip-1-gate" });
+    const skips = (await client.getHistoryEvents(id, { pageSize: 1_000 })).events.filter((e) => e.kind === "TIMER_SKIPPED");
+    assert.equal(skips.length, 1);
     // A wait that times out answers an empty page.
     const quiet = await client.waitForHistoryEvent(id, { afterSeq: 10_000, timeoutMs: 200 });
     assert.deepEqual(quiet.events, []);
