@@ -1,8 +1,8 @@
-// Internal: loads proto/dex/api.proto (the repository's single source of the
-// API; it imports the dex Flow messages) at run time with @grpc/proto-loader,
-// and the shapes of its messages as proto-loader hands them over (camelCase
-// fields, enums as names, int64 as numbers, `kind` naming the field set in a
-// oneof).
+// Internal: loads dex/api.proto (the package's copy of the repository's
+// proto/dex, the single source of the API; it imports the dex Flow messages)
+// at run time with @grpc/proto-loader, and the shapes of its messages as
+// proto-loader hands them over (camelCase fields, enums as names, int64 as
+// numbers, `kind` naming the field set in a oneof).
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -370,14 +370,15 @@ export interface WireGetHistoryEventsResponse {
 
 /**
  * Where proto/dex/api.proto is: $DEX_PROTO_DIR (the folder that holds dex/),
- * the copy a build puts beside the compiled code (dist/proto), or the
- * repository's proto/ found by walking up from here.
+ * the package's own copy (proto/ beside dist/, which the build refreshes
+ * from the repository's proto/ and `npm pack` ships), or a proto/ found by
+ * walking up from here (the repository's, when run from its source).
  */
 function protoRoot(): string {
   const candidates: string[] = [];
   const fromEnv = process.env["DEX_PROTO_DIR"];
   if (fromEnv !== undefined && fromEnv !== "") candidates.push(fromEnv);
-  candidates.push(path.join(__dirname, "proto"));
+  candidates.push(path.join(__dirname, "..", "proto"));
   let dir = __dirname;
   for (let i = 0; i < 8; i++) {
     candidates.push(path.join(dir, "proto"));
