@@ -21,8 +21,8 @@ export const FLOW_LIMITS = {
   /** Attributes (and AttributeMaps) one Flow declares; RPCs one Flow declares. */
   attributesPerFlow: 1_000,
   rpcsPerFlow: 1_000,
-  /** Ten years, the longest duration the server takes. */
-  maxDurationMs: 10 * 366 * 24 * 3600 * 1000,
+  /** Ten years of 365 days, the longest duration the server takes. */
+  maxDurationMs: 10 * 365 * 24 * 3600 * 1000,
 } as const;
 
 export function invalid(message: string): DexError {
