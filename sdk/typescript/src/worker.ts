@@ -101,6 +101,12 @@ export interface WorkerStats {
   connectedAddress: string;
 }
 
+/**
+ * Flow types one hello may declare: the server refuses more with INVALID_ARGUMENT
+ * (kDeclarationsPerHelloMax in src/engine/flow_dispatch.cc; tests/tools/check_limits.py
+ * keeps the two equal).
+ */
+export const FLOW_TYPES_PER_HELLO_MAX = 100;
 // Tasks queued beyond the running attempts are bounded; past this a task is
 // answered with a retryable failure instead of being queued.
 const QUEUED_TASKS_MIN = 1000;
@@ -250,18 +256,20 @@ export class Worker {
 
   /**
    * Serves until shutdown(); resolves once the shutdown completed. Rejects
-   * with a DexError when it hosts no Flow or more than 100, when called
-   * twice, or when the active process refuses the hello (INVALID_ARGUMENT
-   * with the server's reason: a declaration or option it does not accept;
-   * the Worker stops as after shutdown()).
+   * with a DexError when it hosts no Flow or more than FLOW_TYPES_PER_HELLO_MAX
+   * (100), when called twice, or when the active process refuses the hello
+   * (INVALID_ARGUMENT with the server's reason: a declaration or option it
+   * does not accept; the Worker stops as after shutdown()).
    */
   run(): Promise<void> {
     if (this.ran) return Promise.reject(new DexError("FAILED_PRECONDITION", "Worker.run() may be called once"));
     if (this.flows.size === 0) {
       return Promise.reject(new DexError("INVALID_ARGUMENT", "the worker hosts no Flow: call host(flow) before run()"));
     }
-    if (this.flows.size > 100) {
-      return Promise.reject(new DexError("INVALID_ARGUMENT", `the worker hosts ${this.flows.size} Flow types; a hello takes at most 100`));
+    if (this.flows.size > FLOW_TYPES_PER_HELLO_MAX) {
+      return Promise.reject(
+        new DexError("INVALID_ARGUMENT", `the worker hosts ${this.flows.size} Flow types; a hello takes at most ${FLOW_TYPES_PER_HELLO_MAX}`),
+      );
     }
     this.ran = true;
     this.runPromise = this.serve();

@@ -2,6 +2,9 @@
 // durations, counts and Step references before anything reaches the wire.
 import { DexError } from "../errors";
 
+// These limits repeat the server's C++ constants (src/flow/flow_rules.h, src/config/config.h;
+// docs/flow-rules.md, "Limits"); tests/tools/check_limits.py (CTest check_limits) fails when
+// one of them differs from its original, so change both together.
 /** docs/api.md, "Flows": the server refuses more with INVALID_ARGUMENT. */
 export const FLOW_LIMITS = {
   /**
