@@ -26,8 +26,8 @@
 #include <iostream>
 #include <thread>
 
+#include "common/units.h"
 #include "common/version.h"
-#include "config/config.h"
 #include "example_flows.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"

@@ -281,6 +281,10 @@ void FlowCommands::Impl::add_mutations() {
   stop->add_option("ID", flow_id, "Flow ID")->required();
   stop->add_option("--mode", mode_text, "cancel, terminate or fail")->capture_default_str();
   stop->add_option("--reason", reason, "Why (required with --mode fail)");
+  stop->add_option(
+      "--request-id", request_id,
+      "Makes a repeat safe: the run takes a request ID once, and a repeat answers as the "
+      "first did (default: a fresh ID, retried as one through a failover)");
   stop->add_flag("--yes", yes, "Required: confirms that the run is to be stopped");
 
   publish = flow->add_subcommand("publish",
@@ -305,6 +309,10 @@ void FlowCommands::Impl::add_mutations() {
   skip->add_option("--condition-index", condition_index,
                    "The Timer's position in the wait (from 0; flow state lists them)")
       ->excludes(by_id);
+  skip->add_option(
+      "--request-id", request_id,
+      "Makes a repeat safe: the run takes a request ID once, and a repeat answers as the "
+      "first did (default: a fresh ID, retried as one through a failover)");
   skip->add_flag("--yes", yes, "Required: confirms that the Timer is to fire now");
 }
 
@@ -395,6 +403,10 @@ void FlowCommands::Impl::add_attributes_and_rpcs() {
                                 "KEY or KEY[INSTANCE]: remove the value; repeatable"));
   attr_set->add_option("--instance", write_flags.instance,
                        "The AttributeMap instance of every write that names none in [brackets]");
+  attr_set->add_option(
+      "--request-id", request_id,
+      "Makes a repeat safe: the run takes a request ID once, and a repeat answers as the "
+      "first did (default: a fresh ID, retried as one through a failover)");
   attr_set->add_flag("--yes", yes, "Required: confirms that the run's Attributes are to change");
 
   rpc = flow->add_subcommand(
@@ -604,13 +616,15 @@ int FlowCommands::Impl::run_start(Client& c) {
 }
 
 int FlowCommands::Impl::run_stop(Client& c) {
-  if (Status s = c.stop(flow_id, mode, reason, run_id); !s.is_ok()) {
+  const std::string id = request_id.empty() ? random_hex_id() : request_id;
+  if (Status s = c.stop(flow_id, mode, reason, run_id, id); !s.is_ok()) {
     return request_error("flow stop", s);
   }
   json out = {{"flowId", flow_id},
               {"stopped", true},
               {"mode", enum_value_text(*flow::StopMode_descriptor(), mode)}};
   if (!run_id.empty()) out["runId"] = run_id;
+  out["requestId"] = id;
   return print_json(out);
 }
 
@@ -629,12 +643,15 @@ int FlowCommands::Impl::run_publish(Client& c) {
 }
 
 int FlowCommands::Impl::run_skip(Client& c) {
+  const std::string id = request_id.empty() ? random_hex_id() : request_id;
   Status s = skip->get_option("--condition-id")->count() > 0
-                 ? c.skip_timer(flow_id, step_execution_id, condition_id, run_id)
-                 : c.skip_timer(flow_id, step_execution_id, condition_index, run_id);
+                 ? c.skip_timer(flow_id, step_execution_id, condition_id, run_id, id)
+                 : c.skip_timer(flow_id, step_execution_id, condition_index, run_id, id);
   if (!s.is_ok()) return request_error("flow skip-timer", s);
-  return print_json(
-      {{"flowId", flow_id}, {"stepExecutionId", step_execution_id}, {"skipped", true}});
+  return print_json({{"flowId", flow_id},
+                     {"stepExecutionId", step_execution_id},
+                     {"skipped", true},
+                     {"requestId", id}});
 }
 
 // ---------------------------------------------------------------------- reads
@@ -785,13 +802,15 @@ int FlowCommands::Impl::run_attr_get(Client& c) {
 }
 
 int FlowCommands::Impl::run_attr_set(Client& c) {
-  if (Status s = c.set_attributes(flow_id, writes, run_id); !s.is_ok()) {
+  const std::string id = request_id.empty() ? random_hex_id() : request_id;
+  if (Status s = c.set_attributes(flow_id, writes, run_id, id); !s.is_ok()) {
     return request_error("flow attributes set", s);
   }
   google::protobuf::RepeatedPtrField<flow::Attribute> written(writes.begin(), writes.end());
   json out = {{"flowId", flow_id}};
   if (!run_id.empty()) out["runId"] = run_id;
   out["written"] = attributes_json(written);
+  out["requestId"] = id;
   return print_json(out);
 }
 

@@ -17,99 +17,8 @@
 
 namespace dex {
 
-StatusOr<Duration> parse_duration(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Status::invalid_argument(fmt::format(
-        "invalid duration '{}': {} (use a whole number and a unit: 250ms, 10s, 2m, 1h, 7d)", text,
-        why));
-  };
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) return bad("it must start with a number");
-  uint64_t number = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
-  if (ec != std::errc() || ptr != text.data() + digits) return bad("the number is too large");
-  std::string_view unit = text.substr(digits);
-  uint64_t unit_ns = 0;
-  if (unit == "ms")
-    unit_ns = 1'000'000ull;
-  else if (unit == "s")
-    unit_ns = 1'000'000'000ull;
-  else if (unit == "m")
-    unit_ns = 60'000'000'000ull;
-  else if (unit == "h")
-    unit_ns = 3'600'000'000'000ull;
-  else if (unit == "d")
-    unit_ns = 86'400'000'000'000ull;
-  else if (unit.empty())
-    return bad("the unit is missing");
-  else
-    return bad(fmt::format("unknown unit '{}'", unit));
-  if (number == 0) return bad("it must be positive");
-  if (number > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / unit_ns) {
-    return bad("the number is too large");
-  }
-  return Duration(static_cast<int64_t>(number * unit_ns));
-}
-
-std::string format_duration(Duration d) {
-  int64_t ns = d.count();
-  if (ns % 86'400'000'000'000 == 0 && ns != 0) return fmt::format("{}d", ns / 86'400'000'000'000);
-  if (ns % 3'600'000'000'000 == 0 && ns != 0) return fmt::format("{}h", ns / 3'600'000'000'000);
-  if (ns % 60'000'000'000 == 0 && ns != 0) return fmt::format("{}m", ns / 60'000'000'000);
-  if (ns % 1'000'000'000 == 0) return fmt::format("{}s", ns / 1'000'000'000);
-  return fmt::format("{}ms", ns / 1'000'000);
-}
-
-StatusOr<uint64_t> parse_bytes(std::string_view text) {
-  static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
-      {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}, {"B", 1}, {"", 1}};
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string_view unit_text = text.substr(digits);
-  for (const auto& [unit, scale] : kUnits) {  // bounded by kUnits
-    if (unit_text != unit) continue;
-    uint64_t number = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
-    if (digits == 0 || ec != std::errc() || number > std::numeric_limits<uint64_t>::max() / scale)
-      break;
-    return number * scale;
-  }
-  return Status::invalid_argument(fmt::format(
-      "'{}' is not a size: a whole number of bytes, or with a unit B, KiB, MiB or GiB (256KiB, "
-      "64MiB)",
-      text));
-}
-
-std::string format_bytes(uint64_t bytes) {
-  if (bytes != 0 && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
-  if (bytes != 0 && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
-  if (bytes != 0 && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
-  return fmt::format("{}B", bytes);
-}
-
 uint64_t values_message_bytes_max(const ValueSettings& values) {
   return 2 * values.max_size_bytes + (16u << 20);
-}
-
-Status validate_node_id(std::string_view node_id) {
-  if (node_id.empty() || node_id.size() > 64) {
-    return Status::invalid_argument(
-        fmt::format("invalid nodeId '{}': it must have 1 to 64 characters", node_id));
-  }
-  if (node_id.front() == '.') {
-    return Status::invalid_argument(
-        fmt::format("invalid nodeId '{}': it must not start with '.'", node_id));
-  }
-  for (char c : node_id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return Status::invalid_argument(fmt::format(
-          "invalid nodeId '{}': only letters, digits, '.', '_' and '-' are allowed", node_id));
-    }
-  }
-  return Status::ok();
 }
 
 namespace {
@@ -284,6 +193,15 @@ Status read_flow_settings(const YAML::Node& root, std::string_view source, FlowS
     if (!v.is_ok()) return v.status();
     if (auto s = parse_duration_in(v.value(), "flows.retention", source, kFlowRetentionMin,
                                    kFlowRetentionMax, next.retention);
+        !s.is_ok())
+      return s;
+  }
+  if (const YAML::Node n = section["workerReconnectGrace"]) {
+    auto v = scalar(n, "flows.workerReconnectGrace", source);
+    if (!v.is_ok()) return v.status();
+    if (auto s = parse_duration_in(v.value(), "flows.workerReconnectGrace", source,
+                                   kWorkerReconnectGraceMin, kWorkerReconnectGraceMax,
+                                   next.worker_reconnect_grace);
         !s.is_ok())
       return s;
   }
@@ -504,15 +422,29 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
   return text.str();
 }
 
-const Schema kDevSchema{
-    {"nodeId", "api.listen", "lease.duration", "lease.failIfHeld", "dev.durabilityMode",
-     "standby.mode", "snapshots.interval", "snapshots.everyRecords", "snapshots.keep",
-     "values.blobThreshold", "values.maxSize", "values.blobCacheSize", "values.blobCollectInterval",
-     "values.blobMinAge", "flows.retention", "admin.enabled", "auth.adminTokenFiles",
-     "auth.adminTokenSha256", "lifecycle.attemptDrainTimeout"},
-    "dev.durabilityMode",
-    "",
-    "dex-server-zd dev"};
+const Schema kDevSchema{{"nodeId",
+                         "api.listen",
+                         "lease.duration",
+                         "lease.failIfHeld",
+                         "dev.durabilityMode",
+                         "standby.mode",
+                         "snapshots.interval",
+                         "snapshots.everyRecords",
+                         "snapshots.keep",
+                         "values.blobThreshold",
+                         "values.maxSize",
+                         "values.blobCacheSize",
+                         "values.blobCollectInterval",
+                         "values.blobMinAge",
+                         "flows.retention",
+                         "flows.workerReconnectGrace",
+                         "admin.enabled",
+                         "auth.adminTokenFiles",
+                         "auth.adminTokenSha256",
+                         "lifecycle.attemptDrainTimeout"},
+                        "dev.durabilityMode",
+                        "",
+                        "dex-server-zd dev"};
 const Schema kLocalSchema{{"nodeId",
                            "api.listen",
                            "local.dataDir",
@@ -529,6 +461,7 @@ const Schema kLocalSchema{{"nodeId",
                            "values.blobCollectInterval",
                            "values.blobMinAge",
                            "flows.retention",
+                           "flows.workerReconnectGrace",
                            "admin.enabled",
                            "auth.adminTokenFiles",
                            "auth.adminTokenSha256",
@@ -673,6 +606,7 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
                                                 "values.blobCollectInterval",
                                                 "values.blobMinAge",
                                                 "flows.retention",
+                                                "flows.workerReconnectGrace",
                                                 "auth.adminTokenFiles",
                                                 "auth.adminTokenSha256",
                                                 "admin.enabled"};
@@ -886,9 +820,11 @@ std::string describe_serve_config(const ServeConfig& c) {
   auto zero_or = [](Duration d) {
     return d == Duration(0) ? std::string("0") : format_duration(d);
   };
-  out += fmt::format("  blobCollectInterval: {}\n  blobMinAge: {}\nflows:\n  retention: {}\n",
-                     zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
-                     format_duration(c.flows.retention));
+  out += fmt::format(
+      "  blobCollectInterval: {}\n  blobMinAge: {}\nflows:\n  retention: {}\n"
+      "  workerReconnectGrace: {}\n",
+      zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
+      format_duration(c.flows.retention), format_duration(c.flows.worker_reconnect_grace));
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

@@ -11,14 +11,11 @@
 
 #include "common/clock.h"
 #include "common/durability.h"
+#include "common/node_id.h"
 #include "common/status.h"
+#include "common/units.h"
 
 namespace dex {
-
-// Parses "250ms", "10s", "2m", "1h": a positive whole number and a unit.
-StatusOr<Duration> parse_duration(std::string_view text);
-// The shortest exact form: 30000ms → "30s".
-std::string format_duration(Duration d);
 
 // snapshots.*: how often the active process snapshots its local store to
 // object storage (docs/snapshots.md). A snapshot is taken when `every_records`
@@ -52,7 +49,13 @@ inline constexpr Duration kBlobMinAgeMax = std::chrono::hours(24 * 30);
 // keeps the retention it started with.
 struct FlowSettings {
   Duration retention = std::chrono::hours(24 * 7);  // flows.retention
+  // How long the attempts of a Worker whose stream ended wait for it to come
+  // back under its ID before they end NOT_COMPLETED and are retried
+  // (docs/engine.md, "Workers that vanish").
+  Duration worker_reconnect_grace = std::chrono::seconds(5);  // flows.workerReconnectGrace
 };
+inline constexpr Duration kWorkerReconnectGraceMin = std::chrono::milliseconds(100);
+inline constexpr Duration kWorkerReconnectGraceMax = std::chrono::minutes(10);
 inline constexpr Duration kFlowRetentionMin = std::chrono::seconds(1);
 inline constexpr Duration kFlowRetentionMax = std::chrono::hours(24 * 3650);
 // The threshold's bounds: the upper one is the flow rules' limit on a value
@@ -65,12 +68,6 @@ inline constexpr uint64_t kBlobCacheBytesMax = 16ull << 30;
 // the budget of one task or answer with its values in place: two values at
 // the maximum plus 16 MiB for the rest.
 uint64_t values_message_bytes_max(const ValueSettings& values);
-
-// Parses a size: a whole number of bytes, or with a unit B, KiB, MiB or GiB
-// ("256KiB", "64MiB").
-StatusOr<uint64_t> parse_bytes(std::string_view text);
-// The shortest exact form: 262144 → "256KiB".
-std::string format_bytes(uint64_t bytes);
 
 // One node on local disk: what `dex-server-zd dev` and `local` run with
 // (spec: lease 30 s, strict, cold standby only).
@@ -173,8 +170,5 @@ StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_
 // digests are replaced by a placeholder that is refused when read back (so a
 // copy never silently drops the credential).
 std::string describe_serve_config(const ServeConfig& config);
-
-// Node IDs become object keys: 1–64 of [A-Za-z0-9._-], not starting with '.'.
-Status validate_node_id(std::string_view node_id);
 
 }  // namespace dex

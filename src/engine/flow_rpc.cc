@@ -100,10 +100,12 @@ StatusOr<flow::SetAttributesResponse> FlowEngine::set_attributes(
   s->set_flow_id(run->flow_id());
   s->set_run_id(run->run_id());
   *s->mutable_writes() = request.writes();
+  s->set_request_id(request.request_id());
   s->set_at_unix_ms(now_ms());
   auto result = propose_and_wait(std::move(record), false);
   if (!result.is_ok()) return result.status();
-  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  // Unchanged: no writes, or a repeated request ID answered as its first try was.
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
   flow::SetAttributesResponse out;
   out.set_run_id(run->run_id());
   return out;

@@ -58,6 +58,38 @@ ApplyResult invalid(const Status& s) {
 
 const char* status_name(FlowStatus status) { return flow_status_name(status); }
 
+// Client writes a client repeats after a lost answer (docs/api.md, "Repeated
+// calls"): each kind remembers its request IDs in Run.write_requests under
+// its own prefix, so one ID given to two kinds of call means two requests.
+constexpr std::string_view kSetRequest = "set:";
+constexpr std::string_view kStopRequest = "stop:";
+constexpr std::string_view kSkipRequest = "skip:";
+
+bool write_seen(const Run& run, std::string_view kind, const std::string& id) {
+  if (id.empty()) return false;
+  const std::string key = std::string(kind) + id;
+  const auto& seen = run.write_requests();  // bounded by kWriteRequestsRemembered
+  return std::find(seen.begin(), seen.end(), key) != seen.end();
+}
+
+void remember_write(Run& run, std::string_view kind, const std::string& id) {
+  if (id.empty()) return;
+  auto* remembered = run.mutable_write_requests();
+  remembered->Add(std::string(kind) + id);
+  // Bounded: the oldest is forgotten.
+  if (static_cast<size_t>(remembered->size()) > kWriteRequestsRemembered)
+    remembered->erase(remembered->begin());
+  DEX_INVARIANT(static_cast<size_t>(remembered->size()) <= kWriteRequestsRemembered,
+                "a run remembers at most kWriteRequestsRemembered write requests");
+}
+
+Status check_request_id(const std::string& id) {
+  if (id.size() > kNameBytesMax)
+    return Status::invalid_argument("requestId is longer than " + std::to_string(kNameBytesMax) +
+                                    " bytes");
+  return Status::ok();
+}
+
 // Whether `decision` leaves the run within kActiveStepsMax active executions,
 // `ending` of them (the decider) ending with it.
 Status active_room(const Run& run, const StepDecision& d, size_t ending) {
@@ -565,6 +597,10 @@ ApplyResult Apply::stop(const StopFlow& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
+  // A repeat first: its first try closed the run, so the check below would refuse it.
+  if (write_seen(scope->run(), kStopRequest, r.request_id()))
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated stop request", ""};
+  if (auto s = check_request_id(r.request_id()); !s.is_ok()) return invalid(s);
   if (scope->run().status() != FLOW_RUNNING)
     return rejected(RefusalCode::kFailedPrecondition,
                     "Flow " + quoted(r.flow_id()) + " run " + quoted(scope->run().run_id()) +
@@ -577,6 +613,7 @@ ApplyResult Apply::stop(const StopFlow& r) {
   FlowStatus status = FLOW_CANCELED;
   if (r.mode() == STOP_TERMINATE) status = FLOW_TERMINATED;
   if (r.mode() == STOP_FAIL) status = FLOW_FAILED;
+  remember_write(scope->run(), kStopRequest, r.request_id());
   scope->close(status, r.reason().empty() ? "stopped by a client" : r.reason(), true);
   scope->flush();
   return applied();
@@ -586,6 +623,10 @@ ApplyResult Apply::skip_timer(const SkipTimer& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
+  // A repeat first: its first try fired the Timer (and maybe the run closed since).
+  if (write_seen(scope->run(), kSkipRequest, r.request_id()))
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated skip request", ""};
+  if (auto s = check_request_id(r.request_id()); !s.is_ok()) return invalid(s);
   if (scope->run().status() != FLOW_RUNNING)
     return rejected(RefusalCode::kFailedPrecondition,
                     "the run is " + std::string(status_name(scope->run().status())));
@@ -615,6 +656,7 @@ ApplyResult Apply::skip_timer(const SkipTimer& r) {
                     step->step_execution_id() + " has no Timer condition " + std::to_string(index));
   if (step->conditions(index).fired())
     return rejected(RefusalCode::kFailedPrecondition, "the Timer already fired");
+  remember_write(scope->run(), kSkipRequest, r.request_id());
   scope->fire_condition(*step, static_cast<uint32_t>(index), true);
   HistoryEvent event;
   event.set_kind(TIMER_SKIPPED);
@@ -629,6 +671,12 @@ ApplyResult Apply::set_attributes(const SetAttributes& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
+  // A repeat first: applying it again would put its values back over a Step's
+  // later write (a client's retry after a lost answer).
+  if (write_seen(scope->run(), kSetRequest, r.request_id()))
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "a repeated set request",
+            scope->run().run_id()};
+  if (auto s = check_request_id(r.request_id()); !s.is_ok()) return invalid(s);
   if (scope->run().status() != FLOW_RUNNING)
     return not_running(r.flow_id(), scope->run(), "Attributes are set");
   if (auto s = validate_attribute_writes(scope->declaration(), r.writes(), "writes"); !s.is_ok())
@@ -644,6 +692,7 @@ ApplyResult Apply::set_attributes(const SetAttributes& r) {
     result.message = "no writes";
     return result;
   }
+  remember_write(scope->run(), kSetRequest, r.request_id());
   HistoryEvent event;
   event.set_kind(ATTRIBUTES_SET);
   *event.mutable_attribute_writes() = r.writes();

@@ -110,6 +110,7 @@ inline constexpr size_t kNameBytesMax = 255;               // Flow ID, type and 
 inline constexpr size_t kStepTypesMax = 1'000;             // per declaration
 inline constexpr size_t kChannelsMax = 1'000;              // per declaration
 inline constexpr size_t kPublishRequestsRemembered = 256;  // per run, for repeated publishes
+inline constexpr size_t kWriteRequestsRemembered = 256;    // per run: sets, stops, skips
 inline constexpr size_t kAttributeKeysMax = 1'000;         // per declaration
 inline constexpr size_t kAttributesMax = 10'000;           // stored instances per run
 inline constexpr size_t kRpcTypesMax = 1'000;              // per declaration

@@ -12,8 +12,9 @@
 #include <optional>
 #include <thread>
 
+#include "common/node_id.h"
 #include "common/random.h"
-#include "config/config.h"
+#include "common/units.h"
 #include "dex/api.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
@@ -477,6 +478,12 @@ flow::FlowRef flow_ref(const std::string& flow_id, const std::string& run_id) {
   return ref;
 }
 
+// Every write the search may repeat carries a request ID (docs/api.md,
+// "Repeated calls"): the caller's, or a fresh one kept across the repeats.
+std::string request_id_or_fresh(const std::string& given) {
+  return given.empty() ? random_hex_id() : given;
+}
+
 flow::Payload json_payload(const nlohmann::json& value) {
   flow::Payload p;
   if (!value.is_null()) p.set_data(value.dump());
@@ -512,21 +519,28 @@ StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
     options.set_request_id(random_hex_id());
     options.set_ignore_already_started(true);
   }
+  // Only ignore_already_started makes the server answer a repeat with the run
+  // the first try started; without it a repeat could start a second run (the
+  // first closed meanwhile) or, with TERMINATE_IF_RUNNING, end the first.
+  const Repeat repeat = options.ignore_already_started() ? Repeat::kSafe : Repeat::kOnlyIfNotSent;
   *request.mutable_options() = std::move(options);
   return unary<flow::StartFlowResponse>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StartFlowResponse* r) {
         return e.flows->StartFlow(c, request, r);
-      });
+      },
+      CallPolicy{"", repeat, std::nullopt, nullptr});
 }
 
 Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::string& reason,
-                    const std::string& run_id) {
+                    const std::string& run_id, const std::string& request_id) {
   flow::StopFlowRequest request;
   request.set_flow_id(flow_id);
   request.set_run_id(run_id);
   request.set_mode(mode);
   request.set_reason(reason);
+  // A repeat elsewhere answers OK instead of "already CANCELED".
+  request.set_request_id(request_id_or_fresh(request_id));
   return unary<flow::StopFlowResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StopFlowResponse* r) {
@@ -544,7 +558,7 @@ Status Client::publish(const std::string& flow_id, const std::string& channel,
   request.set_channel(channel);
   request.set_instance_key(instance_key);
   // A repeat elsewhere (a retry after a failover) appends nothing twice.
-  request.set_request_id(request_id.empty() ? random_hex_id() : request_id);
+  request.set_request_id(request_id_or_fresh(request_id));
   for (const auto& m : messages) *request.add_messages() = json_payload(m);
   return unary<flow::PublishToChannelResponse>(*stubs_, options_, options_.timeout,
                                                [&](Endpoint& e, grpc::ClientContext* c, TimePoint,
@@ -555,11 +569,13 @@ Status Client::publish(const std::string& flow_id, const std::string& channel,
 }
 
 Status Client::skip_timer(const std::string& flow_id, const std::string& step_execution_id,
-                          uint32_t condition_index, const std::string& run_id) {
+                          uint32_t condition_index, const std::string& run_id,
+                          const std::string& request_id) {
   flow::SkipTimerRequest request;
   *request.mutable_flow() = flow_ref(flow_id, run_id);
   request.set_step_execution_id(step_execution_id);
   request.set_condition_index(condition_index);
+  request.set_request_id(request_id_or_fresh(request_id));
   return unary<flow::SkipTimerResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
@@ -569,11 +585,13 @@ Status Client::skip_timer(const std::string& flow_id, const std::string& step_ex
 }
 
 Status Client::skip_timer(const std::string& flow_id, const std::string& step_execution_id,
-                          const std::string& condition_id, const std::string& run_id) {
+                          const std::string& condition_id, const std::string& run_id,
+                          const std::string& request_id) {
   flow::SkipTimerRequest request;
   *request.mutable_flow() = flow_ref(flow_id, run_id);
   request.set_step_execution_id(step_execution_id);
   request.set_condition_id(condition_id);
+  request.set_request_id(request_id_or_fresh(request_id));
   return unary<flow::SkipTimerResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
@@ -719,11 +737,13 @@ StatusOr<flow::GetAttributesResponse> Client::get_attributes(const std::string& 
 }
 
 Status Client::set_attributes(const std::string& flow_id,
-                              const std::vector<flow::Attribute>& writes,
-                              const std::string& run_id) {
+                              const std::vector<flow::Attribute>& writes, const std::string& run_id,
+                              const std::string& request_id) {
   flow::SetAttributesRequest request;
   *request.mutable_flow() = flow_ref(flow_id, run_id);
   for (const auto& w : writes) *request.add_writes() = w;
+  // Without it a repeat after a lost answer would undo a Step's later write.
+  request.set_request_id(request_id_or_fresh(request_id));
   return unary<flow::SetAttributesResponse>(
              *stubs_, options_, options_.timeout,
              [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SetAttributesResponse* r) {
@@ -780,7 +800,7 @@ StatusOr<nlohmann::json> Client::invoke_rpc(const std::string& flow_id, const st
   *request.mutable_input() = json_payload(input);
   request.set_timeout_ms(to_ms(options.timeout));
   // The same on every repeat of this call: a committed RPC is not run twice.
-  request.set_request_id(options.request_id.empty() ? random_hex_id() : options.request_id);
+  request.set_request_id(request_id_or_fresh(options.request_id));
   // The server answers within the RPC's timeout (10 s by default): the call's
   // deadline is that plus the usual one.
   const Duration wait = options.timeout > Duration::zero() ? options.timeout : seconds(10);

@@ -111,10 +111,15 @@ class Client {
 
   // ------------------------------------------------ dex Flows (dex.FlowService)
   // docs/api.md, "Flows". Values are JSON (sent as Payloads of JSON text).
-  // Every call may be repeated on another process: start sets a request ID
-  // (unless the options carry one) and ignore_already_started, so a repeat
-  // answers the run the first attempt started; publish sends a request ID
-  // the run remembers; the others change nothing twice or only read.
+  // A call may be repeated on another process (UNAVAILABLE moves on to the
+  // next address) only when a repeat cannot change anything twice: the reads
+  // and long polls, and the writes that carry a request ID the run remembers
+  // (docs/api.md, "Repeated calls"). start sets one (unless the options carry
+  // one) and ignore_already_started, so a repeat answers the run the first
+  // attempt started; stop, publish, skip_timer, set_attributes and invoke_rpc
+  // send one, fresh per call and the same on each of its repeats, unless the
+  // caller gives it (`request_id`: give the same one to retry a call whose
+  // outcome is unknown).
 
   // Starts a run of `flow_type` with ID `flow_id`; the start Step's input is `input`.
   StatusOr<flow::StartFlowResponse> start(const std::string& flow_type, const std::string& flow_id,
@@ -127,7 +132,8 @@ class Client {
     return start(flow_type, flow_id, input, options.proto);
   }
   Status stop(const std::string& flow_id, flow::StopMode mode = flow::STOP_CANCEL,
-              const std::string& reason = "", const std::string& run_id = "");
+              const std::string& reason = "", const std::string& run_id = "",
+              const std::string& request_id = "");
   // Appends `messages` in order to a Channel (or a ChannelMap's instance).
   // `request_id` (default: a fresh one) makes a repeat of the call append
   // nothing: give the same one to retry a publish whose outcome is unknown.
@@ -135,9 +141,11 @@ class Client {
                  const std::vector<nlohmann::json>& messages, const std::string& instance_key = "",
                  const std::string& run_id = "", const std::string& request_id = "");
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
-                    uint32_t condition_index, const std::string& run_id = "");
+                    uint32_t condition_index, const std::string& run_id = "",
+                    const std::string& request_id = "");
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
-                    const std::string& condition_id, const std::string& run_id = "");
+                    const std::string& condition_id, const std::string& run_id = "",
+                    const std::string& request_id = "");
   StatusOr<flow::FlowDescription> describe_flow(const std::string& flow_id,
                                                 const std::string& run_id = "");
   StatusOr<flow::GetFlowStateResponse> flow_state(const std::string& flow_id,
@@ -168,9 +176,11 @@ class Client {
                                                        const std::string& run_id = "",
                                                        const std::vector<std::string>& keys = {});
   // Applies `writes` (Attribute::write / deletion, AttributeMap::write /
-  // deletion) in order, all or none, to a RUNNING run. Safe to repeat.
+  // deletion) in order, all or none, to a RUNNING run. A repeat with the same
+  // request ID (default: a fresh one per call) changes nothing, so a retry
+  // after a lost answer never puts these values back over a later write.
   Status set_attributes(const std::string& flow_id, const std::vector<flow::Attribute>& writes,
-                        const std::string& run_id = "");
+                        const std::string& run_id = "", const std::string& request_id = "");
   // Waits until the Attribute (an AttributeMap's instance) equals `value` (a
   // string, int64, double, bool or datetime; otherwise InvalidArgument and
   // nothing is sent), the run closes or `timeout` passes (matched = false).

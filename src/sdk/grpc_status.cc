@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "config/config.h"
+#include "common/units.h"
 
 namespace dex::sdk_internal {
 

@@ -73,8 +73,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/units.h"
 #include "common/version.h"
-#include "config/config.h"
 #include "dex/api.grpc.pb.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"

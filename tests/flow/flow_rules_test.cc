@@ -531,6 +531,23 @@ TEST_F(FlowRules, SkipTimerFiresItMarkedSkipped) {
   EXPECT_TRUE(w.conditions(1).skipped());
   EXPECT_FALSE(h.next_timer_at().has_value());
   EXPECT_EQ(h.apply(r).code, RefusalCode::kFailedPrecondition) << "no longer waiting";
+  r.mutable_skip_timer()->set_request_id("skip-1");
+  EXPECT_EQ(h.apply(r).code, RefusalCode::kFailedPrecondition) << "a new request ID";
+}
+
+TEST_F(FlowRules, ARepeatedSkipTimerRequestIsAnsweredAsItsFirstTry) {
+  h.start("f");
+  h.execute("f", "Start-1", go_to({go("Wait")}));
+  h.wait_for("f", "Wait-1", wait_of(ANY_OF, {timer_after(60'000, "remind")}));
+  FlowRecord r;
+  r.mutable_skip_timer()->set_flow_id("f");
+  r.mutable_skip_timer()->set_step_execution_id("Wait-1");
+  r.mutable_skip_timer()->set_condition_id("remind");
+  r.mutable_skip_timer()->set_request_id("skip-1");
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  const auto after_first = h.kv.data();
+  EXPECT_EQ(h.apply(r).kind, ApplyKind::kUnchanged) << "not 'no longer waiting'";
+  EXPECT_EQ(h.kv.data(), after_first) << "a repeat changes nothing";
 }
 
 TEST_F(FlowRules, AChangedDeclarationIsANewVersionAndRunsKeepTheirs) {
@@ -848,6 +865,50 @@ TEST_F(FlowAttributes, SetAttributesOnARunningRunAllOrNothing) {
   EXPECT_EQ(r.code, RefusalCode::kFailedPrecondition);
   EXPECT_EQ(r.message,
             "Flow 'f' run 'r1' is CANCELED; Attributes are set only while the run is RUNNING");
+}
+
+// A client repeats a write whose answer it lost: with the same request ID the
+// repeat changes nothing, so it cannot put its value back over a Step's later
+// write, and a repeat after the run closed is answered as the first try was.
+TEST_F(FlowAttributes, ARepeatedSetAttributesRequestChangesNothing) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.set_attributes("f", {attr("status", "client")}, "", "q-1").kind, ApplyKind::kApplied);
+  // A Step's write in between (the same record kind as any later write).
+  ASSERT_EQ(h.set_attributes("f", {attr("status", "step")}).kind, ApplyKind::kApplied);
+  const size_t events = h.history("f").size();
+  auto again = h.set_attributes("f", {attr("status", "client")}, "", "q-1");
+  EXPECT_EQ(again.kind, ApplyKind::kUnchanged) << again.message;
+  EXPECT_EQ(again.run_id, "r1");
+  EXPECT_EQ(h.attributes("f", "status")[0].value().string_value(), "step");
+  EXPECT_EQ(h.history("f").size(), events) << "no event for a repeat";
+  // Another request ID is another request.
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "second")}, "", "q-2").kind, ApplyKind::kApplied);
+  // A publish's request ID is remembered apart: the same text is a new set.
+  EXPECT_EQ(h.run("f")->write_requests_size(), 2);
+  FlowRecord stop;
+  stop.mutable_stop_flow()->set_flow_id("f");
+  stop.mutable_stop_flow()->set_request_id("q-1");
+  stop.mutable_stop_flow()->set_at_unix_ms(h.now);
+  ASSERT_EQ(h.apply(stop).kind, ApplyKind::kApplied) << "a stop with a set's ID is a new request";
+  EXPECT_EQ(h.apply(stop).kind, ApplyKind::kUnchanged) << "a repeated stop is answered as before";
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "late")}, "", "q-2").kind, ApplyKind::kUnchanged)
+      << "a repeat after the run closed is answered as its first try was";
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "late")}, "", "q-3").code,
+            RefusalCode::kFailedPrecondition);
+}
+
+TEST_F(FlowAttributes, ARunRemembersItsLast256WriteRequestsAndRefusesLongIDs) {
+  ASSERT_EQ(h.start("f", "r1", "A").kind, ApplyKind::kApplied);
+  for (size_t i = 0; i < kWriteRequestsRemembered + 1; ++i)
+    ASSERT_EQ(h.set_attributes("f", {attr("status", "v")}, "", "q-" + std::to_string(i)).kind,
+              ApplyKind::kApplied);
+  EXPECT_EQ(static_cast<size_t>(h.run("f")->write_requests_size()), kWriteRequestsRemembered);
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "v")}, "", "q-0").kind, ApplyKind::kApplied)
+      << "the oldest was forgotten";
+  EXPECT_EQ(h.set_attributes("f", {attr("status", "v")}, "", "q-256").kind, ApplyKind::kUnchanged);
+  auto long_id = h.set_attributes("f", {attr("status", "v")}, "", std::string(256, 'x'));
+  EXPECT_EQ(long_id.code, RefusalCode::kInvalidArgument);
+  EXPECT_EQ(long_id.message, "requestId is longer than 255 bytes");
 }
 
 TEST_F(FlowAttributes, ARunStoresAtMostTenThousandAttributeInstances) {

@@ -131,6 +131,10 @@ struct Sim {
   std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> attributes;
   uint64_t rpc_n = 0;
   std::set<std::string> open_rpcs;  // "<flow>/<run>/<rpc id>" invoked, not yet done
+  // "<flow>/<run>/<request id>" of every SetAttributes applied with a request
+  // ID: one that applies again undid later writes (fewer than the 256 a run
+  // remembers are sent to one run in a schedule).
+  std::set<std::string> set_requests;
   std::map<std::string, int> stats;
   std::string failure;
 
@@ -174,9 +178,12 @@ struct Sim {
         write_model(record.start_flow().flow_id() + "/" + r.run_id,
                     record.start_flow().options().initial_attributes());
       if (record.has_set_attributes()) {
-        write_model(record.set_attributes().flow_id() + "/" + r.run_id,
-                    record.set_attributes().writes());
+        const auto& set = record.set_attributes();
+        write_model(set.flow_id() + "/" + r.run_id, set.writes());
         stats["attributes set"]++;
+        if (!set.request_id().empty() &&
+            !set_requests.insert(set.flow_id() + "/" + r.run_id + "/" + set.request_id()).second)
+          fail("a repeated SetAttributes request applied again");
       }
       if (record.has_invoke_rpc()) {
         stats["rpcs invoked"]++;
@@ -715,8 +722,12 @@ struct Sim {
     if (random.chance(0.5)) s->set_run_id(run.run_id());
     for (int i = 0; i < 1 + static_cast<int>(random.uniform(4)); ++i)
       *s->add_writes() = random_write();
+    // A client's repeat after a lost answer: a few request IDs per Flow, so
+    // some sets repeat one applied before (maybe with other values).
+    if (random.chance(0.5)) s->set_request_id("q-" + std::to_string(random.uniform(6)));
     s->set_at_unix_ms(now);
-    apply(r);
+    if (apply(r).kind == ApplyKind::kUnchanged && !s->request_id().empty())
+      stats["attribute sets repeated"]++;
   }
 
   void invoke_rpc() {

@@ -279,11 +279,12 @@ struct Harness {
   }
 
   ApplyResult set_attributes(const std::string& flow_id, std::initializer_list<Attribute> writes,
-                             const std::string& run_id = "") {
+                             const std::string& run_id = "", const std::string& request_id = "") {
     FlowRecord r;
     auto* s = r.mutable_set_attributes();
     s->set_flow_id(flow_id);
     s->set_run_id(run_id);
+    s->set_request_id(request_id);
     for (const auto& w : writes) *s->add_writes() = w;
     s->set_at_unix_ms(now);
     return apply(r);

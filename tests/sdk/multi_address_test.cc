@@ -20,6 +20,7 @@
 #include "node_engine.h"
 #include "objstore/memory_store.h"
 #include "sdk/addresses.h"
+#include "sdk/attribute.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
 #include "sdk/worker.h"
@@ -59,6 +60,39 @@ class Echo final : public Flow {
   std::atomic<int>* handled_;
 };
 
+// Flow type "Marker": Gate waits for a message on "go", then writes "mark" =
+// "step" and moves to Park, which waits for ever (the run stays RUNNING).
+const Attribute<std::string> kMark{"mark"};
+const Channel kGo{"go"};
+const Channel kNever{"never"};
+
+class Marker final : public Flow {
+  class Gate final : public WaitingStep {
+   public:
+    std::string type() const override { return "Gate"; }
+    Wait wait_for(Context&) override { return Wait::any_of({kGo.for_one()}); }
+    StepDecision execute(Context& ctx) override {
+      kMark.set(ctx, "step");
+      return StepDecision::go_to("Park");
+    }
+  };
+  class Park final : public WaitingStep {
+   public:
+    std::string type() const override { return "Park"; }
+    Wait wait_for(Context&) override { return Wait::any_of({kNever.for_one()}); }
+    StepDecision execute(Context&) override { return StepDecision::dead_end(); }
+  };
+
+ public:
+  std::string type() const override { return "Marker"; }
+  std::string start_step() const override { return "Gate"; }
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    return {std::make_shared<Gate>(), std::make_shared<Park>()};
+  }
+  std::vector<Channel> channels() const override { return {kGo, kNever}; }
+  std::vector<AttributeDef> attributes() const override { return {kMark}; }
+};
+
 // What one process hands the ApiServer: the node's engine, seen through a
 // switchboard that counts calls and can misbehave as a process does when its
 // engine stops under a call.
@@ -72,6 +106,11 @@ class ProcessEngine final : public Engine {
   // start_flow is done by the engine, then answered as if the engine had
   // stopped under it (UNAVAILABLE: the outcome is unknown to the caller).
   std::atomic<bool> stop_after_start{false};
+  // set_attributes is done by the engine, then this runs (what happens while
+  // the answer is lost), then the call is answered as if the engine had
+  // stopped under it (UNAVAILABLE: the caller repeats it elsewhere).
+  std::function<void()> after_set_landed;
+  std::atomic<int> sets{0};
   // describe_flow takes this long (a process that is slow or frozen).
   std::atomic<int64_t> describe_delay_ms{0};
 
@@ -129,7 +168,13 @@ class ProcessEngine final : public Engine {
   }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
-    return inner_.set_attributes(r);
+    ++sets;
+    auto set = inner_.set_attributes(r);
+    if (after_set_landed && set.is_ok()) {
+      after_set_landed();
+      return Status::stopped("the engine stopped (the lease was lost or released)");
+    }
+    return set;
   }
   StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
       const flow::WaitForAttributeRequest& r, const std::function<bool()>& cancelled) override {
@@ -401,6 +446,49 @@ TEST_F(MultiAddressTest, StartFlowThatReachedAnEngineWhichThenStoppedIsNotDoneTw
   ASSERT_TRUE(run.is_ok()) << run.status().message();
   EXPECT_EQ(run->runs(), 1u) << "the flow was started twice";
   EXPECT_EQ(run->run_id(), started->run_id());
+}
+
+// The lost update the request ID prevents: a SetAttributes lands, its answer
+// is lost, a Step writes the same Attribute, and the client repeats the call
+// on the next address. The repeat must change nothing: the Step's value stays
+// (without a request ID it put "client" back over "step").
+TEST_F(MultiAddressTest, ARepeatedSetAttributesDoesNotUndoAStepsLaterWrite) {
+  standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
+  WorkerOptions wo;
+  wo.server_addresses = {address_of(*active_)};
+  wo.worker_id = "w-marker";
+  wo.shutdown_timeout = seconds(3);
+  worker_ = std::make_unique<Worker>(wo);
+  worker_->host(std::make_shared<Marker>());
+  run_ = std::async(std::launch::async, [this] { return worker_->run(); });
+  ASSERT_TRUE(eventually([&] { return worker_->stats().streams_accepted == 1; }));
+
+  Client client(client_options({address_of(*active_), address_of(*standby_)}));
+  ASSERT_TRUE(client.start("Marker", "f-mark", json::object()).is_ok());
+  auto mark = [&]() -> std::optional<std::string> {
+    auto got = client.get_attributes("f-mark");
+    if (!got.is_ok()) return std::nullopt;
+    return kMark.get(*got);
+  };
+  on_active_.after_set_landed = [&] {
+    EXPECT_EQ(mark(), "client") << "the first call landed";
+    flow::PublishToChannelRequest go;
+    go.set_flow_id("f-mark");
+    go.set_channel("go");
+    go.add_messages()->set_data("{}");
+    ASSERT_TRUE(node_.engine().publish(go).is_ok());
+    EXPECT_TRUE(eventually([&] { return mark() == "step"; })) << "Gate never wrote its value";
+  };
+  Status set = client.set_attributes("f-mark", {kMark.write("client")});
+  ASSERT_TRUE(set.is_ok()) << set.message();
+  EXPECT_EQ(on_active_.sets.load(), 1);
+  EXPECT_EQ(on_standby_.sets.load(), 1) << "the call was not repeated on the next address";
+  EXPECT_EQ(mark(), "step") << "the repeated SetAttributes undid the Step's later write";
+  auto history = client.history("f-mark", 0, true);
+  ASSERT_TRUE(history.is_ok()) << history.status().message();
+  int sets_applied = 0;
+  for (const auto& e : history->events()) sets_applied += e.kind() == flow::ATTRIBUTES_SET;
+  EXPECT_EQ(sets_applied, 1) << "the repeat was applied again";
 }
 
 TEST_F(MultiAddressTest, DeadlineExceededIsNotTriedOnAnotherAddress) {

@@ -57,12 +57,26 @@ def test_attributes_and_rpcs_read_and_write_a_run(dev, procs):
 
     written = ok_json(cli(dev, "flow", "attributes", "set", "a1", "--yes", "status=paused",
                           "--int", "counts[eu]=3", "--int64", "counts[us]=-5"))
+    assert len(written.pop("requestId")) == 32, written  # a fresh ID per call
     assert written == {"flowId": "a1", "written": [
         {"key": "counts", "instanceKey": "eu", "type": "int64", "value": 3},
         {"key": "counts", "instanceKey": "us", "type": "int64", "value": -5},
         {"key": "status", "type": "string", "value": "paused"}]}, written
     assert attributes(dev, "a1") == written["written"]  # in key order
     assert attributes(dev, "a1", "--key", "counts") == written["written"][:2]
+
+    # A repeat with the same request ID (a retry whose first answer was lost)
+    # changes nothing: it does not put "held" back over a later write.
+    first = ok_json(cli(dev, "flow", "attributes", "set", "a1", "--yes", "status=held",
+                        "--request-id", "set-1"))
+    assert first["requestId"] == "set-1", first
+    ok_json(cli(dev, "flow", "attributes", "set", "a1", "--yes", "status=resumed"))
+    again = ok_json(cli(dev, "flow", "attributes", "set", "a1", "--yes", "status=held",
+                        "--request-id", "set-1"))
+    assert again["requestId"] == "set-1", again
+    assert attributes(dev, "a1", "--key", "status") == [
+        {"key": "status", "type": "string", "value": "resumed"}]
+    ok_json(cli(dev, "flow", "attributes", "set", "a1", "--yes", "status=paused"))
 
     table = cli(dev, "flow", "attributes", "get", "a1", "--output", "table")
     assert table.returncode == 0, table.stderr
@@ -90,8 +104,9 @@ def test_attributes_and_rpcs_read_and_write_a_run(dev, procs):
     # The history names the writes and the RPCs.
     history = ok_json(cli(dev, "flow", "history", "a1"))["events"]
     sets = [e for e in history if e["kind"] == "ATTRIBUTES_SET"]
-    assert len(sets) == 2, history
-    assert {"key": "counts", "instanceKey": "us", "deleted": True} in sets[1]["attributeWrites"]
+    # The first set, "held" (set-1; its repeat is not an event), "resumed", "paused", the last.
+    assert len(sets) == 5, history
+    assert {"key": "counts", "instanceKey": "us", "deleted": True} in sets[4]["attributeWrites"]
     rpcs = [e for e in history if e["kind"] == "RPC_COMPLETED"]
     assert [e["rpcName"] for e in rpcs] == ["describe", "set-status", "describe"], rpcs
     assert rpcs[1]["attributeWrites"] == [{"key": "status", "type": "string",
