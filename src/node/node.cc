@@ -225,8 +225,8 @@ LeaseKeeperOptions Node::lease_options() const {
   o.held_poll_interval = run_.held_lease_poll_interval;
   if (hot_) {
     o.lagging_takeover_delay = run_.lagging_takeover_delay;
-    Follower* f = follower_.get();
-    o.standby_is_hot = [f] { return f != nullptr && f->hot(); };
+    o.hot_mode = true;
+    o.standby_hot = follower_ && follower_->hot();  // then tick() reports each change
   }
   return o;
 }
@@ -322,6 +322,7 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.values.collect_min_age = run_.values.blob_min_age;
   eo.flow_retention_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(run_.flows.retention).count();
+  eo.worker_reconnect_grace = run_.flows.worker_reconnect_grace;
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
   eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
   eo.on_runs_deleted = [this](size_t runs) { metrics_.runs_deleted(runs); };
@@ -591,6 +592,8 @@ void Node::tick() {
   std::lock_guard<std::mutex> lock(acquire_mu_);
   if (acquiring_) {
     if (auto holder = acquiring_->observed_holder()) metrics_.set_node_epoch(holder->epoch.value);
+    // The lease machine decides a takeover's delay by it (spec: Takeover).
+    if (hot_) acquiring_->set_standby_hot(follower_ && follower_->hot());
   }
 }
 
