@@ -67,7 +67,11 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(EngineOptions options, ObjectStore& store, LogWriter& log, Clock& clock,
              std::unique_ptr<StateMachine> sm)
-      : options_(std::move(options)), store_(store), log_(log), clock_(clock) {
+      : options_(std::move(options)),
+        store_(store),
+        log_(log),
+        clock_(clock),
+        workers_(kWorkersMax, options_.worker_ping_interval) {
     local_.sm = std::move(sm);
     if (!options_.now_unix_ms) options_.now_unix_ms = system_now_unix_ms;
     blobs_ = std::make_unique<BlobStore>(store_, clock_, options_.node_id, options_.values);
@@ -190,11 +194,6 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  struct WorkerConn {
-    std::shared_ptr<WorkerSink> sink;
-    TimePoint last_ping;
-  };
-
   void on_durable(Slot slot, const proto::LogBatch& batch);
   // Tells EngineOptions::on_attempt_ended / on_flow_ended what `fx` ended.
   void report_ended(const flow::Effects& fx) const;
@@ -218,9 +217,9 @@ class EngineImpl final : public Engine {
   std::condition_variable housekeeping_cv_;  // stopped_
   bool stopped_ = false;                     // guarded by mu_
   bool log_stopped_ = false;                 // guarded by mu_
-  WorkerHandle next_worker_ = 1;             // guarded by mu_
-  // Bounded by kWorkersMax.
-  std::map<WorkerHandle, WorkerConn> workers_;  // guarded by mu_
+  // The Worker streams (thread-safe; the flow engine adds and removes them).
+  // Declared before flow_, which holds a reference to it.
+  WorkerPool workers_;
   std::thread housekeeping_;
   std::string local_store_report_;            // set before start()
   TimePoint started_at_;                      // set by start(), after the EpochStart
@@ -356,9 +355,10 @@ Status EngineImpl::start() {
                     now_last->has_value() ? std::to_string(now_last->value().value) : "none",
                     epoch_slot.value));
   }
-  flow_ = std::make_unique<FlowEngine>(FlowEngineOptions{options_.epoch, options_.now_unix_ms,
-                                                         blobs_.get(), options_.flow_retention_ms},
-                                       local_, log_, clock_);
+  flow_ = std::make_unique<FlowEngine>(
+      FlowEngineOptions{options_.epoch, options_.now_unix_ms, blobs_.get(),
+                        options_.flow_retention_ms, options_.worker_reconnect_grace},
+      local_, log_, clock_, workers_);
   // Attached before the flow engine starts: its first round proposes due
   // timers and queued attempts at once, and a batch that became durable
   // before the hook was attached would never be applied (its callers never
@@ -450,47 +450,28 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
                                                 kWorkerConcurrentTasksMax));
   }
   if (!sink) return Status::invalid_argument("no sink");
-  WorkerHandle handle;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ || log_stopped_) return stopped_status();
-    if (workers_.size() >= kWorkersMax) {
-      return Status::invalid_argument(
-          fmt::format("{} Worker streams are connected, the limit", kWorkersMax));
-    }
-    handle = next_worker_++;
-  }
-  // Records the declarations durably first (a log write): without mu_. Pings
-  // start once that is done: nothing is written to the stream before the
-  // caller's HelloAck.
-  if (auto s = flow_->connect(handle, hello, sink); !s.is_ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
-  workers_[handle] = WorkerConn{std::move(sink), clock_.now()};
-  return handle;
+  if (auto s = check_open(); !s.is_ok()) return s;
+  auto handle = workers_.new_handle();
+  if (!handle.is_ok()) return handle.status();
+  // Records the declarations durably first (a log write), then adds the
+  // stream to the pool: it takes tasks and pings from then on.
+  if (auto s = flow_->connect(*handle, hello, std::move(sink)); !s.is_ok()) return s;
+  return *handle;
 }
 
 void EngineImpl::disconnect_worker(WorkerHandle worker) {
-  if (flow_) flow_->disconnect(worker);
-  std::lock_guard<std::mutex> lock(mu_);
-  // Its running attempts keep their timeouts; their results may come on a new stream.
-  workers_.erase(worker);
+  // Its running attempts wait for the Worker to come back for the grace
+  // (EngineOptions::worker_reconnect_grace); their results may come on a new stream.
+  if (flow_)
+    flow_->disconnect(worker);
+  else
+    workers_.remove(worker);
 }
 
 // ----------------------------------------------------------- housekeeping
 
 void EngineImpl::ping_idle_workers() {
-  std::vector<std::shared_ptr<WorkerSink>> due;
-  const TimePoint now = clock_.now();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [handle, w] : workers_) {  // bounded by kWorkersMax
-      if (now - w.last_ping >= options_.worker_ping_interval) {
-        due.push_back(w.sink);
-        w.last_ping = now;
-      }
-    }
-  }
-  for (auto& sink : due) (void)sink->send_ping();
+  for (auto& sink : workers_.due_pings(clock_.now())) (void)sink->send_ping();
 }
 
 void EngineImpl::run_housekeeping() {
@@ -500,10 +481,7 @@ void EngineImpl::run_housekeeping() {
     ping_idle_workers();
     std::unique_lock<std::mutex> lock(mu_);
     if (stopped_) return;
-    TimePoint wake = clock_.now() + kHousekeepingPollMax;
-    for (const auto& [handle, w] : workers_) {
-      wake = std::min(wake, w.last_ping + options_.worker_ping_interval);
-    }
+    const TimePoint wake = workers_.next_ping(clock_.now() + kHousekeepingPollMax);
     clock_.wait_until(lock, housekeeping_cv_, wake, [&] { return stopped_; });
     if (stopped_) return;
   }

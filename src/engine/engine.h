@@ -95,6 +95,10 @@ struct EngineOptions {
   // silent for three of these as dead (a frozen process, a partition) and look
   // for the active process again, well within a lease (src/sdk/README.md).
   Duration worker_ping_interval = seconds(1);
+  // How long the attempts of a Worker whose stream ended wait for it to come
+  // back under the same worker ID (re-sending its results), before they end
+  // NOT_COMPLETED and are retried by their policies (workers.reconnectGrace).
+  Duration worker_reconnect_grace = seconds(5);
   // Required: the hook installed in the LogWriter's on_durable (see EngineLogHook).
   std::shared_ptr<EngineLogHook> log_hook;
   // A hot standby's takeover: the local store its follower kept open (see
@@ -180,8 +184,8 @@ class Engine {
   using WorkerHandle = uint64_t;
   virtual StatusOr<WorkerHandle> connect_worker(const WorkerHello& hello,
                                                 std::shared_ptr<WorkerSink> sink) = 0;
-  // The stream ended. Its running attempts keep their timeouts; a result may
-  // still arrive on the Worker's next stream.
+  // The stream ended. Its running attempts wait for the Worker to come back
+  // (worker_reconnect_grace); a result may still arrive on its next stream.
   virtual void disconnect_worker(WorkerHandle worker) = 0;
   virtual HeartbeatAck heartbeat(WorkerHandle worker, const TaskHeartbeat& heartbeat) = 0;
   // A Worker's result of a FlowTask. Resolves once the result is durable

@@ -58,10 +58,10 @@ bool FlowEngine::put_values_back(const std::string& task_id, flow::FlowTask& tas
   flow::TaskRef ref;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return false;
-    it->second.ending = true;
-    ref = it->second.task;
+    auto known = dispatcher_.task_of(task_id);
+    if (!known) return false;
+    dispatcher_.mark_ending(task_id);
+    ref = *std::move(known);
   }
   flow::FlowRecord record;
   auto* m = record.mutable_method_result();

@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "blob/blob_values.h"
-#include "config/config.h"
+#include "common/units.h"
 #include "engine/engine.h"
 #include "engine/flow_engine.h"
 #include "engine/flow_reads.h"
@@ -22,12 +22,6 @@ constexpr size_t kAssignmentsPerRoundMax = 256;
 // The scheduler wakes at least this often (timers are read from the store).
 constexpr Duration kSchedulerPollMax = milliseconds(100);
 constexpr size_t kDeclarationsPerHelloMax = 100;
-
-// One attempt of one method of one Step execution, as a set key.
-std::string ref_key(const flow::TaskRef& r) {
-  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", r.flow_id(), r.run_id(), r.step_execution_id(),
-                     static_cast<int>(r.method()), r.attempt());
-}
 
 }  // namespace
 
@@ -48,49 +42,42 @@ Status FlowEngine::connect(WorkerHandle handle, const WorkerHello& hello,
     if (!result.is_ok()) return result.status();
     if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
   }
+  std::set<std::string> types;
+  for (const auto& d : hello.flows()) types.insert(d.flow_type());
+  pool_.add(handle, std::move(sink), clock_.now());
   std::lock_guard<std::mutex> lock(mu_);
-  Worker w;
-  w.worker_id = hello.worker_id();
-  for (const auto& d : hello.flows()) w.flow_types.insert(d.flow_type());
-  w.capacity = hello.max_concurrent_tasks() == 0 ? 1 : hello.max_concurrent_tasks();
-  w.sink = std::move(sink);
-  workers_[handle] = std::move(w);
+  dispatcher_.worker_joined(handle, hello.worker_id(), types, hello.max_concurrent_tasks());
   wake_ = true;
   sched_cv_.notify_all();
   return Status::ok();
 }
 
 void FlowEngine::disconnect(WorkerHandle handle) {
+  pool_.remove(handle);
   std::lock_guard<std::mutex> lock(mu_);
-  // Its running attempts keep their timeouts: the result may come on the
-  // Worker's next stream.
-  workers_.erase(handle);
+  // Its running attempts wait for the Worker to come back under its ID (and
+  // re-send its results) for the grace, then end NOT_COMPLETED (dispatcher.h).
+  dispatcher_.worker_left(handle, clock_.now());
+  wake_ = true;
+  sched_cv_.notify_all();
 }
 
 bool FlowEngine::knows_task(const std::string& task_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return running_.contains(task_id);
+  return dispatcher_.knows(task_id);
 }
 
 std::vector<std::string> FlowEngine::workers_for(const std::string& flow_type) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> ids;
-  for (const auto& [handle, w] : workers_)
-    if (w.flow_types.contains(flow_type)) ids.insert(w.worker_id);
-  return {ids.begin(), ids.end()};
+  return dispatcher_.workers_for(flow_type);
 }
 
 HeartbeatAck FlowEngine::heartbeat(const TaskHeartbeat& heartbeat) {
   HeartbeatAck ack;
   ack.set_task_id(heartbeat.task_id());
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(heartbeat.task_id());
-  if (it == running_.end() || it->second.ending || stopped_ || log_stopped_) {
+  if (stopped_ || log_stopped_ || !dispatcher_.heartbeat(heartbeat.task_id(), clock_.now()))
     ack.set_cancel_requested(true);
-    return ack;
-  }
-  if (it->second.heartbeat_timeout_ms > 0)
-    it->second.heartbeat_deadline = clock_.now() + milliseconds(it->second.heartbeat_timeout_ms);
   return ack;
 }
 
@@ -104,7 +91,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
   std::optional<flow::TaskRef> ref;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = running_.find(result.task_id()); it != running_.end()) ref = it->second.task;
+    ref = dispatcher_.task_of(result.task_id());
   }
   if (!ref) {
     auto found = with_view([&](RocksKv& kv) -> StatusOr<std::optional<flow::TaskRef>> {
@@ -236,11 +223,7 @@ void FlowEngine::run_scheduler() {
       TimePoint wake = now + kSchedulerPollMax;
       // The wall clock of timers, turned into the scheduler's clock.
       if (next_timer_ms) wake = std::min(wake, now + milliseconds(*next_timer_ms - now_ms()));
-      for (const auto& [id, r] : running_) {  // bounded by the Workers' capacity
-        if (!r.sent || r.ending) continue;
-        wake = std::min(wake, r.deadline);
-        if (r.heartbeat_deadline) wake = std::min(wake, *r.heartbeat_deadline);
-      }
+      wake = dispatcher_.next_wake(wake);
       clock_.wait_until(lock, sched_cv_, wake, [&] { return stopped_ || wake_; });
       if (stopped_) return;
       wake_ = false;
@@ -248,7 +231,7 @@ void FlowEngine::run_scheduler() {
     }
     send_started();
     next_timer_ms = fire_timers();
-    enforce_timeouts();
+    end_due_attempts();
     dispatch();
   }
 }
@@ -260,21 +243,15 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
   std::shared_ptr<WorkerSink> sink;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return;  // ended meanwhile (a cancel)
-    Running& r = it->second;
     // Checked and set in one step: an ASYNC task may be offered by both
-    // send_prebuilt and send_started, and goes out once.
-    if (r.sent || r.ending) return;
-    auto w = workers_.find(r.worker);
-    if (w != workers_.end() && !w->second.broken) sink = w->second.sink;
-    // Timeouts run from the hand-over.
-    r.sent = true;
-    r.attempt_timeout_ms = task.attempt_timeout_ms();
-    r.heartbeat_timeout_ms = task.heartbeat_timeout_ms();
-    r.deadline = clock_.now() + milliseconds(task.attempt_timeout_ms());
-    if (task.heartbeat_timeout_ms() > 0)
-      r.heartbeat_deadline = clock_.now() + milliseconds(task.heartbeat_timeout_ms());
+    // send_prebuilt and send_started, and goes out once. Timeouts run from
+    // the hand-over.
+    WorkerHandle worker = 0;
+    if (!dispatcher_.begin_send(task_id, clock_.now(), task.attempt_timeout_ms(),
+                                task.heartbeat_timeout_ms(), &worker))
+      return;
+    prebuilt_.erase(task_id);
+    if (worker != 0) sink = pool_.sink(worker);  // null: the stream ended meanwhile
   }
   // A task leaves with its blob values in place (docs/engine.md, "Large values").
   if (sink && options_.blobs != nullptr && has_blob_refs(task)) {
@@ -285,8 +262,7 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
       if (!log_.lease_valid()) return;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = running_.find(task_id);
-        if (stopped_ || it == running_.end() || it->second.ending) return;
+        if (stopped_ || !dispatcher_.live(task_id)) return;
       }
       deliver(task_id, sink, with_values);
     });
@@ -300,9 +276,7 @@ void FlowEngine::deliver(const std::string& task_id, const std::shared_ptr<Worke
   if (sink && sink->send_task(task)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto w = workers_.find(running_.contains(task_id) ? running_[task_id].worker : 0);
-        w != workers_.end())
-      w->second.broken = true;
+    dispatcher_.worker_broken(dispatcher_.worker_of(task_id));
   }
   withdraw(task_id);
 }
@@ -312,9 +286,9 @@ void FlowEngine::send_prebuilt(const std::vector<std::string>& reserved) {
     std::optional<flow::FlowTask> task;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = running_.find(task_id);
-      if (it == running_.end() || !it->second.prebuilt || it->second.sent) continue;
-      task = it->second.prebuilt;
+      auto it = prebuilt_.find(task_id);
+      if (it == prebuilt_.end()) continue;
+      task = it->second;
     }
     send(task_id, *task);
   }
@@ -331,11 +305,10 @@ void FlowEngine::send_started() {
       if (sends_.empty() || stopped_) return;
       task_id = sends_.front();
       sends_.pop_front();
-      auto it = running_.find(task_id);
-      if (it == running_.end() || it->second.sent) continue;
-      ref = it->second.task;
+      if (!dispatcher_.unsent(task_id)) continue;
+      ref = *dispatcher_.task_of(task_id);
       drain = draining_;
-      if (drain) it->second.ending = true;
+      if (drain) dispatcher_.mark_ending(task_id);
     }
     if (drain) {
       // Stepping down: never handed to a Worker, so withdrawn, not failed; the
@@ -356,10 +329,10 @@ void FlowEngine::withdraw(const std::string& task_id) {
   flow::TaskRef ref;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return;
-    it->second.ending = true;
-    ref = it->second.task;
+    auto known = dispatcher_.task_of(task_id);
+    if (!known) return;
+    dispatcher_.mark_ending(task_id);
+    ref = *std::move(known);
   }
   flow::FlowRecord record;
   *record.mutable_attempt_withdrawn()->mutable_task() = ref;
@@ -370,11 +343,8 @@ void FlowEngine::withdraw(const std::string& task_id) {
     // ended: either way this process no longer runs it, and its Worker's
     // slot is free. A drain waits for attempts_running() to reach 0.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return;
-    if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
-      --w->second.in_use;
-    running_.erase(it);
+    dispatcher_.released(task_id);
+    prebuilt_.erase(task_id);
     wake_ = true;
     sched_cv_.notify_all();
   });
@@ -403,11 +373,12 @@ std::optional<int64_t> FlowEngine::fire_timers() {
   }
   // A full round leaves more due: come back at once.
   if (due->size() == kTimersPerRoundMax) next = now;
-  for (const std::string& key : due.value()) {  // bounded by kTimersPerRoundMax
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!firing_.insert(key).second) continue;  // already proposed
-    }
+  std::vector<std::string> to_fire;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_fire = dispatcher_.timers_to_fire(*due);  // not those already proposed
+  }
+  for (const std::string& key : to_fire) {  // bounded by kTimersPerRoundMax
     flow::FlowRecord record;
     int64_t at = 0;
     flow::keys::parse_timer(key, record.mutable_timer_fired()->mutable_key(), &at);
@@ -415,7 +386,7 @@ std::optional<int64_t> FlowEngine::fire_timers() {
     record.mutable_timer_fired()->set_at_unix_ms(now);
     propose(std::move(record), true, [this, key](StatusOr<flow::ApplyResult>) {
       std::lock_guard<std::mutex> lock(mu_);
-      firing_.erase(key);
+      dispatcher_.timer_settled(key);
       // A timer still due (its record was refused) is looked at again.
       wake_ = true;
       sched_cv_.notify_all();
@@ -424,44 +395,24 @@ std::optional<int64_t> FlowEngine::fire_timers() {
   return next;
 }
 
-void FlowEngine::propose_timeout(const std::string& task_id, const std::string& why) {
-  flow::TaskRef ref;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return;
-    ref = it->second.task;
-  }
+void FlowEngine::propose_ending(const Dispatcher::Ending& ending) {
   flow::FlowRecord record;
   auto* m = record.mutable_method_result();
-  *m->mutable_task() = ref;
-  m->set_task_id(task_id);
-  m->set_outcome(flow::ATTEMPT_TIMED_OUT);
-  m->set_error(why);
+  *m->mutable_task() = ending.task;
+  m->set_task_id(ending.task_id);
+  m->set_outcome(ending.outcome);
+  m->set_error(ending.why);
   m->set_at_unix_ms(now_ms());
   propose(std::move(record), true, [](StatusOr<flow::ApplyResult>) {});
 }
 
-void FlowEngine::enforce_timeouts() {
-  std::vector<std::pair<std::string, std::string>> due;
+void FlowEngine::end_due_attempts() {
+  std::vector<Dispatcher::Ending> due;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const TimePoint now = clock_.now();
-    for (auto& [task_id, r] : running_) {  // bounded by the Workers' capacity
-      if (!r.sent || r.ending) continue;
-      std::string why;
-      if (now >= r.deadline)
-        why = fmt::format("the attempt timeout of {} passed",
-                          format_duration(milliseconds(r.attempt_timeout_ms)));
-      else if (r.heartbeat_deadline && now >= *r.heartbeat_deadline)
-        why = fmt::format("no heartbeat within the heartbeat timeout of {}",
-                          format_duration(milliseconds(r.heartbeat_timeout_ms)));
-      if (why.empty()) continue;
-      r.ending = true;
-      due.emplace_back(task_id, std::move(why));
-    }
+    due = dispatcher_.due(clock_.now());
   }
-  for (const auto& [task_id, why] : due) propose_timeout(task_id, why);
+  for (const auto& ending : due) propose_ending(ending);  // bounded by the attempts held
 }
 
 void FlowEngine::dispatch() {
@@ -470,30 +421,7 @@ void FlowEngine::dispatch() {
   if (!log_.lease_valid()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_ || log_stopped_ || draining_) return;
-    // The cache may name an attempt twice (queued by one record, queued again
-    // by a withdrawal) or one this process has assigned and not yet seen
-    // applied: each is handed out once.
-    std::set<std::string> taken;
-    for (const auto& [id, r] : running_) {  // bounded by the Workers' capacity
-      if (!r.ending) taken.insert(ref_key(r.task));
-    }
-    std::map<std::string, uint32_t> free;
-    for (const auto& [handle, w] : workers_) {
-      if (w.broken || w.in_use >= w.capacity) continue;
-      for (const auto& type : w.flow_types) free[type] += w.capacity - w.in_use;
-    }
-    for (auto& [type, n] : free) {  // bounded by the declared types
-      auto q = queued_.find(type);
-      while (q != queued_.end() && !q->second.empty() && n > 0 &&
-             candidates.size() < kAssignmentsPerRoundMax) {
-        flow::TaskRef ref = std::move(q->second.front());
-        q->second.pop_front();
-        if (!taken.insert(ref_key(ref)).second) continue;
-        candidates.emplace_back(std::move(ref), type);
-        --n;
-      }
-    }
+    candidates = dispatcher_.candidates(kAssignmentsPerRoundMax, gate());
   }
   if (candidates.empty()) return;
   // Only attempts the store still has queued (the cache may be stale).
@@ -517,41 +445,27 @@ void FlowEngine::dispatch() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     record.set_at_unix_ms(now_ms());
-    for (size_t i = 0; i < candidates.size(); ++i) {
+    const Dispatcher::Gate open = gate();
+    for (size_t i = 0; i < candidates.size(); ++i) {  // bounded by kAssignmentsPerRoundMax
       if (!(*live)[i].first) continue;
       const auto& [ref, type] = candidates[i];
-      Worker* chosen = nullptr;
-      WorkerHandle chosen_handle = 0;
-      for (auto& [handle, w] : workers_) {
-        if (w.broken || w.in_use >= w.capacity || !w.flow_types.contains(type)) continue;
-        if (chosen == nullptr || w.in_use < chosen->in_use) {
-          chosen = &w;
-          chosen_handle = handle;
-        }
-      }
-      if (chosen == nullptr) {
-        queued_[type].push_front(ref);
+      auto a = dispatcher_.assign(ref, type, open);
+      if (!a) {
+        dispatcher_.requeue(type, ref);
         continue;
       }
-      const std::string task_id = next_task_id();
-      auto* a = record.add_assignments();
-      *a->mutable_task() = ref;
-      a->set_task_id(task_id);
-      a->set_worker_id(chosen->worker_id);
-      ++chosen->in_use;
-      Running r;
-      r.task = ref;
-      r.flow_type = type;
-      r.worker = chosen_handle;
+      auto* out = record.add_assignments();
+      *out->mutable_task() = ref;
+      out->set_task_id(a->task_id);
+      out->set_worker_id(a->worker_id);
       // ASYNC: sent while the assignment is written (send_prebuilt); SYNC:
       // once it is durable and applied (send_started).
       if ((*live)[i].second) {
         flow::FlowTask task = *(*live)[i].first;
-        task.set_task_id(task_id);
-        r.prebuilt = std::move(task);
+        task.set_task_id(a->task_id);
+        prebuilt_[a->task_id] = std::move(task);
       }
-      running_[task_id] = std::move(r);
-      reserved.push_back(task_id);
+      reserved.push_back(a->task_id);
     }
   }
   if (reserved.empty()) return;

@@ -40,8 +40,15 @@ TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms) {
   return clock.now() + milliseconds(std::min(timeout_ms, kWaitMaxMs));
 }
 
-FlowEngine::FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock)
-    : options_(std::move(options)), store_(store), log_(log), clock_(clock), proposer_(log) {}
+FlowEngine::FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock,
+                       WorkerPool& workers)
+    : options_(std::move(options)),
+      store_(store),
+      log_(log),
+      clock_(clock),
+      pool_(workers),
+      proposer_(log),
+      dispatcher_(DispatcherOptions{options_.worker_grace}, options_.epoch.value) {}
 
 FlowEngine::~FlowEngine() { stop(); }
 
@@ -69,7 +76,8 @@ Status FlowEngine::start() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queued_ = std::move(queued);
+    for (const auto& [type, refs] : queued)  // bounded by the queued attempts
+      for (const auto& ref : refs) dispatcher_.queued(type, ref);
     wake_ = true;
   }
   scheduler_ = std::thread([this] { run_scheduler(); });
@@ -109,33 +117,22 @@ void FlowEngine::begin_drain() {
 
 size_t FlowEngine::attempts_running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [id, r] : running_) n += r.sent ? 1 : 0;
-  return n;
+  return dispatcher_.attempts_sent();
 }
 
-std::string FlowEngine::next_task_id() {
-  // The epoch makes an id unique across processes: a lost Worker's result
-  // never matches a later attempt.
-  return fmt::format("f{}.{}", options_.epoch.value, next_task_++);
+Dispatcher::Gate FlowEngine::gate() const {
+  return {log_.lease_valid(), draining_, stopped_ || log_stopped_};
 }
 
 void FlowEngine::on_applied(std::vector<FlowRecordResult>& results, const flow::Effects& fx) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& q : fx.queued) queued_[q.flow_type].push_back(q.task);
-    for (const auto& started : fx.started) {
-      auto it = running_.find(started.task_id);
-      if (it == running_.end()) continue;  // another process's, replayed
-      it->second.confirmed = true;
-      if (!it->second.sent) sends_.push_back(started.task_id);
-    }
+    for (const auto& q : fx.queued) dispatcher_.queued(q.flow_type, q.task);
+    for (const auto& started : fx.started)
+      if (dispatcher_.confirmed(started.task_id)) sends_.push_back(started.task_id);
     for (const auto& ended : fx.ended) {
-      auto it = running_.find(ended.task_id);
-      if (it == running_.end()) continue;
-      if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
-        --w->second.in_use;
-      running_.erase(it);
+      dispatcher_.released(ended.task_id);
+      prebuilt_.erase(ended.task_id);
     }
     if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty() ||
         !fx.attributes_changed.empty() || !fx.rpcs_done.empty()) {
@@ -160,50 +157,29 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
   flow::ApplyResult verdict = flow::apply_record(txn, record, fx);
   if (verdict.kind != flow::ApplyKind::kApplied || fx.queued.empty()) return verdict;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_ || log_stopped_ || draining_ || !log_.lease_valid()) return verdict;
+  const Dispatcher::Gate open = gate();
+  if (!open.open()) return verdict;
   record.set_at_unix_ms(now_ms());
   for (const auto& q : fx.queued) {  // bounded by the record's new attempts
-    Worker* chosen = nullptr;
-    WorkerHandle chosen_handle = 0;
-    for (auto& [handle, w] : workers_) {  // bounded by kWorkersMax
-      if (w.broken || w.in_use >= w.capacity || !w.flow_types.contains(q.flow_type)) continue;
-      if (chosen == nullptr || w.in_use < chosen->in_use) {
-        chosen = &w;
-        chosen_handle = handle;
-      }
-    }
-    if (chosen == nullptr) continue;  // it stays queued; dispatch hands it out later
-    const std::string task_id = next_task_id();
-    auto* a = record.add_assignments();
-    *a->mutable_task() = q.task;
-    a->set_task_id(task_id);
-    a->set_worker_id(chosen->worker_id);
-    ++chosen->in_use;
-    Running r;
-    r.task = q.task;
-    r.flow_type = q.flow_type;
-    r.worker = chosen_handle;
+    auto a = dispatcher_.reserve(q.task, q.flow_type, open);
+    if (!a) continue;  // it stays queued; dispatch hands it out later
+    auto* out = record.add_assignments();
+    *out->mutable_task() = q.task;
+    out->set_task_id(a->task_id);
+    out->set_worker_id(a->worker_id);
     if (sent_before_applied(txn, q.task, q.durability))
-      r.prebuilt = build_task(txn, q.task, task_id);
-    running_[task_id] = std::move(r);
-    reserved.push_back(task_id);
+      if (auto task = build_task(txn, q.task, a->task_id)) prebuilt_[a->task_id] = *std::move(task);
+    reserved.push_back(a->task_id);
   }
   return verdict;
 }
 
 void FlowEngine::settle(const std::vector<std::string>& reserved, bool applied) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& task_id : reserved) {
-    auto it = running_.find(task_id);
-    if (it == running_.end() || (applied && it->second.confirmed)) continue;
-    // Not started (the record was refused, or the attempt was no longer
-    // queued when it applied): free the Worker's slot. An ASYNC task sent
-    // meanwhile is answered as stale.
-    if (auto w = workers_.find(it->second.worker); w != workers_.end() && w->second.in_use > 0)
-      --w->second.in_use;
-    running_.erase(it);
-    wake_ = true;
-  }
+  dispatcher_.settle(reserved, applied);
+  for (const auto& task_id : reserved)  // bounded by the record's assignments
+    if (!dispatcher_.knows(task_id)) prebuilt_.erase(task_id);
+  wake_ = true;
 }
 
 void FlowEngine::propose(flow::FlowRecord record, bool speculative,
@@ -277,10 +253,12 @@ Status FlowEngine::stop_flow(const flow::StopFlowRequest& request) {
   s->set_run_id(request.run_id());
   s->set_mode(request.mode());
   s->set_reason(request.reason());
+  s->set_request_id(request.request_id());
   s->set_at_unix_ms(now_ms());
   auto result = propose_and_wait(std::move(record), false);
   if (!result.is_ok()) return result.status();
-  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  // Unchanged: a repeated request ID, answered as its first try was.
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
   return Status::ok();
 }
 
@@ -311,10 +289,12 @@ Status FlowEngine::skip_timer(const flow::SkipTimerRequest& request) {
     s->set_condition_index(request.condition_index());
   else if (request.timer_case() == flow::SkipTimerRequest::kConditionId)
     s->set_condition_id(request.condition_id());
+  s->set_request_id(request.request_id());
   s->set_at_unix_ms(now_ms());
   auto result = propose_and_wait(std::move(record), true);
   if (!result.is_ok()) return result.status();
-  if (result->kind != flow::ApplyKind::kApplied) return refusal(*result);
+  // Unchanged: a repeated request ID, answered as its first try was.
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
   return Status::ok();
 }
 

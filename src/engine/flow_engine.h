@@ -35,9 +35,11 @@
 #include "common/types.h"
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
+#include "engine/dispatcher.h"
 #include "engine/flow_proposer.h"
 #include "engine/rocks_kv.h"
 #include "engine/shared_store.h"
+#include "engine/worker_pool.h"
 
 namespace dex {
 
@@ -54,6 +56,8 @@ struct FlowEngineOptions {
   BlobStore* blobs = nullptr;
   // Retention written into every start record (0: runs are kept forever).
   int64_t retention_ms = 0;
+  // How long a vanished Worker's attempts wait for it (dispatcher.h).
+  Duration worker_grace = seconds(5);
 };
 
 // A long poll re-checks whether its caller went away at least this often.
@@ -68,7 +72,9 @@ class FlowEngine {
   static constexpr size_t kFillThreads = 2;
   using WorkerHandle = uint64_t;
 
-  FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock);
+  // `workers` (the engine's one list of Worker streams) must outlive this.
+  FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock,
+             WorkerPool& workers);
   ~FlowEngine();
   FlowEngine(const FlowEngine&) = delete;
   FlowEngine& operator=(const FlowEngine&) = delete;
@@ -128,29 +134,6 @@ class FlowEngine {
   std::future<ResultAck> complete(WorkerHandle handle, const flow::FlowTaskResult& result);
 
  private:
-  struct Worker {
-    std::string worker_id;
-    std::set<std::string> flow_types;
-    uint32_t capacity = 1;
-    uint32_t in_use = 0;
-    std::shared_ptr<WorkerSink> sink;
-    bool broken = false;
-  };
-  // An attempt handed (or about to be handed) to a Worker by this process.
-  struct Running {
-    flow::TaskRef task;
-    std::string flow_type;
-    WorkerHandle worker = 0;
-    bool sent = false;
-    bool confirmed = false;                  // the record that started it applied
-    bool ending = false;                     // a timeout or withdrawal is proposed
-    std::optional<flow::FlowTask> prebuilt;  // ASYNC: the task as sent
-    int64_t attempt_timeout_ms = 0;
-    int64_t heartbeat_timeout_ms = 0;
-    TimePoint deadline;
-    std::optional<TimePoint> heartbeat_deadline;
-  };
-
   // Assigns the attempts `record` will queue to free Workers (docs/flow-rules.md,
   // "One batch per Step transition"), applying it to a scratch copy of the
   // store first. Fills `reserved` with the task ids reserved (mu_ not held).
@@ -191,14 +174,16 @@ class FlowEngine {
   void send_started();
   // Proposes the due timers; returns when the next one is due (wall ms).
   std::optional<int64_t> fire_timers();
-  void enforce_timeouts();
+  // Ends the attempts the dispatcher says are due (timeouts, Workers gone).
+  void end_due_attempts();
   void dispatch();
   void withdraw(const std::string& task_id);
-  void propose_timeout(const std::string& task_id, const std::string& why);
+  void propose_ending(const Dispatcher::Ending& ending);
+  // Whether attempts may be handed out now. REQUIRES: mu_ held.
+  Dispatcher::Gate gate() const;
   // The store's view (null once stopped), under store_.mu shared.
   template <typename Fn>
   auto with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>()));
-  std::string next_task_id();  // REQUIRES: mu_ held
   std::vector<std::string> workers_for(const std::string& flow_type) const;
   int64_t now_ms() const { return options_.now_unix_ms(); }
 
@@ -207,25 +192,22 @@ class FlowEngine {
   SharedStore& store_;
   LogWriter& log_;  // only for lease_valid(): no task is handed out without a valid lease
   Clock& clock_;
+  WorkerPool& pool_;  // the streams; which one gets what is dispatcher_'s
   FlowProposer proposer_;
 
   mutable std::mutex mu_;
-  std::condition_variable sched_cv_;        // wake_ or stopped_
-  std::condition_variable changed_cv_;      // version_ moved, or stopped_
-  bool stopped_ = false;                    // guarded by mu_
-  bool log_stopped_ = false;                // guarded by mu_
-  bool draining_ = false;                   // guarded by mu_
-  bool wake_ = false;                       // guarded by mu_
-  uint64_t version_ = 0;                    // guarded by mu_: bumped by every applied change
-  uint64_t next_task_ = 1;                  // guarded by mu_
-  uint64_t next_rpc_ = 1;                   // guarded by mu_
-  std::map<WorkerHandle, Worker> workers_;  // guarded by mu_
-  std::unordered_map<std::string, Running> running_;  // guarded by mu_; by task id
-  // Queued attempts by Flow type, in queue order (a cache of the store's task
-  // queues: an entry may be stale; dispatch checks the store).
-  std::map<std::string, std::deque<flow::TaskRef>> queued_;  // guarded by mu_
-  std::set<std::string> firing_;                             // guarded by mu_; timer index keys
-  std::deque<std::string> sends_;                            // guarded by mu_; started, to send
+  std::condition_variable sched_cv_;    // wake_ or stopped_
+  std::condition_variable changed_cv_;  // version_ moved, or stopped_
+  bool stopped_ = false;                // guarded by mu_
+  bool log_stopped_ = false;            // guarded by mu_
+  bool draining_ = false;               // guarded by mu_
+  bool wake_ = false;                   // guarded by mu_
+  uint64_t version_ = 0;                // guarded by mu_: bumped by every applied change
+  uint64_t next_rpc_ = 1;               // guarded by mu_
+  Dispatcher dispatcher_;               // guarded by mu_
+  // ASYNC attempts' tasks as built with their assignment, sent once (by task ID).
+  std::unordered_map<std::string, flow::FlowTask> prebuilt_;  // guarded by mu_
+  std::deque<std::string> sends_;                             // guarded by mu_; started, to send
   std::thread scheduler_;
   // Puts tasks' blob values in place and hands them over: a read that misses
   // the cache is a GET, which must hold up neither the scheduler nor the log

@@ -23,7 +23,8 @@ LeaseConfig machine_config(const LeaseKeeperOptions& o) {
   c.holder_is_stopped = o.holder_is_stopped;
   c.seed = o.seed;
   c.held_poll_interval = o.held_poll_interval;
-  c.standby_is_hot = o.standby_is_hot;
+  c.hot_mode = o.hot_mode;
+  c.standby_hot = o.standby_hot;
   c.lagging_takeover_delay = o.lagging_takeover_delay;
   if (c.seed == 0) {
     std::random_device device;
@@ -94,6 +95,11 @@ Epoch LeaseKeeper::epoch() const {
 LeaseState LeaseKeeper::state() const {
   Lock lock(mu_);
   return machine_.state();
+}
+
+void LeaseKeeper::set_standby_hot(bool hot) {
+  Lock lock(mu_);
+  machine_.on_standby_hot(hot);
 }
 
 LeaseCounters LeaseKeeper::counters() const {

@@ -41,7 +41,8 @@ struct LeaseKeeperOptions {
   uint64_t seed = 0;               // 0: from the OS
   // Hot mode (LeaseConfig): the held-lease poll interval and takeover delays.
   Duration held_poll_interval{0};
-  std::function<bool()> standby_is_hot;
+  bool hot_mode = false;
+  bool standby_hot = false;  // initially; then set_standby_hot
   Duration lagging_takeover_delay = kLaggingTakeoverDelayDefault;
 };
 
@@ -75,6 +76,9 @@ class LeaseKeeper {
   LeaseCounters counters() const;
   // While waiting for the lease: the holder's record as last read.
   std::optional<LeaseRecordValue> observed_holder() const;
+  // Hot mode: this process's standby is hot (or no longer): an input of the
+  // lease machine, read when an available lease is taken over.
+  void set_standby_hot(bool hot);
   // Reads the lease object once (a step down watches for a takeover through
   // this), within `timeout`. Errors: NotFound, Transient, Corruption, ...
   StatusOr<LeaseRecordValue> read_lease(Duration timeout) const;

@@ -86,6 +86,7 @@ bool is_permanent(const Status& s) {
 
 LeaseMachine::LeaseMachine(LeaseConfig config)
     : config_(std::move(config)), key_(lease_key(config_.node_id)), random_(config_.seed) {
+  standby_hot_ = config_.standby_hot;
   assert(!config_.node_id.empty());
   assert(!config_.process_id.empty());
   // A lease shorter than the cut-off margins has no room to renew.
@@ -461,10 +462,10 @@ std::optional<HeldLeaseView> LeaseMachine::watching(TimePoint now) const {
 
 void LeaseMachine::take_available(TimePoint now, std::optional<LeaseRecordValue> current,
                                   const std::string& etag, LeaseActions& out) {
-  if (!config_.standby_is_hot) return send_acquire_write(now, std::move(current), etag, out);
+  if (!config_.hot_mode) return send_acquire_write(now, std::move(current), etag, out);
   // Hot mode: a hot standby waits 0–50 ms, one that is not hot about
   // laggingTakeoverDelay, so that a hot standby wins a race (spec: Takeover).
-  const bool hot = config_.standby_is_hot();
+  const bool hot = standby_hot_;
   const Duration delay =
       hot ? random_.between(Duration(0), kHotTakeoverJitterMax) : config_.lagging_takeover_delay;
   takeover_current_ = std::move(current);

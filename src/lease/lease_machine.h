@@ -98,12 +98,14 @@ struct LeaseConfig {
   // standby.heldLeasePollInterval (hot mode): how often a held lease is read
   // while waiting. Zero: held_poll_interval(duration).
   Duration held_poll_interval{0};
-  // Hot mode takeover delays (spec: Hot standby, Takeover). When set, it is
-  // asked each time an available lease (absent, released, expired) is about to
-  // be written: true (a hot standby) waits 0–kHotTakeoverJitterMax first,
-  // false waits lagging_takeover_delay, so that a hot standby wins. The
-  // conditional write still decides. Unset (cold mode, dev): write at once.
-  std::function<bool()> standby_is_hot;
+  // Hot mode takeover delays (spec: Hot standby, Takeover). In hot mode, each
+  // time an available lease (absent, released, expired) is about to be
+  // written, a hot standby (the last on_standby_hot input, initially
+  // `standby_hot`) waits 0–kHotTakeoverJitterMax first and one that is not
+  // waits lagging_takeover_delay, so that a hot standby wins. The conditional
+  // write still decides. Not hot mode (cold mode, dev): write at once.
+  bool hot_mode = false;
+  bool standby_hot = false;
   Duration lagging_takeover_delay = kLaggingTakeoverDelayDefault;
 };
 
@@ -195,6 +197,9 @@ class LeaseMachine {
   LeaseActions start(TimePoint now);
   LeaseActions on_wake(TimePoint now);
   LeaseActions on_result(TimePoint now, const LeaseResult& result);
+  // Hot mode: whether this process's standby is hot now (its follower is
+  // following the log). The node reports every change; read at a takeover.
+  void on_standby_hot(bool hot) { standby_hot_ = hot; }
   // Graceful shutdown: mark the record released under the same epoch. Valid no
   // longer from this call on.
   LeaseActions request_release(TimePoint now);
@@ -312,6 +317,7 @@ class LeaseMachine {
 
   // Constant after construction.
   const LeaseConfig config_;
+  bool standby_hot_ = false;  // the last on_standby_hot input (hot mode)
   const std::string key_;
 
   Random random_;

@@ -271,5 +271,57 @@ TEST_F(FlowEngineTest, ANewEpochEndsReceivedAttemptsAndRunsThemAgain) {
   EXPECT_EQ(wait_closed(*p2->engine, "f1").status(), flow::FLOW_COMPLETED);
 }
 
+// Workers that vanish (docs/engine.md, "Workers that vanish"): the attempts of
+// a Worker whose stream ended wait for it for the reconnect grace (5 s by
+// default), then end NOT_COMPLETED and are retried, instead of waiting out
+// their attempt timeout (60 s).
+TEST_F(FlowEngineTest, AVanishedWorkersAttemptEndsNotCompletedAfterTheGraceAndIsRetried) {
+  Engine& e = open_with_worker();
+  auto other = std::make_shared<FlowWorker>();
+  start(e, "f1");
+  auto first = worker_->next();
+  ASSERT_TRUE(first);
+  e.disconnect_worker(handle_);  // the Worker is killed mid-attempt
+  const Engine::WorkerHandle h2 = connect_flows(e, other, "w2");
+  clock_.advance(milliseconds(4900));
+  EXPECT_FALSE(other->next(std::chrono::milliseconds(300))) << "still within the grace";
+  EXPECT_EQ(active_step(e, "f1", "Start-1")->attempt(), 1u);
+  clock_.advance(milliseconds(100));
+  ASSERT_TRUE(eventually([&] {
+    auto s = active_step(e, "f1", "Start-1");
+    return s && s->has_last_failure() && s->last_failure().outcome() == flow::ATTEMPT_NOT_COMPLETED;
+  })) << "the attempt did not end NOT_COMPLETED at the grace";
+  EXPECT_EQ(active_step(e, "f1", "Start-1")->last_failure().error(),
+            "Worker 'w1' went away and did not come back within 5s");
+  clock_.advance(seconds(1));  // the retry's backoff (1 s by default)
+  auto retry = other->next();
+  ASSERT_TRUE(retry) << "the attempt was not retried on the other Worker";
+  EXPECT_EQ(retry->attempt(), 2u);
+  EXPECT_TRUE(decide(e, h2, *retry, go_to("Next")).accepted());
+  flow::FlowTaskResult late;
+  late.set_task_id(first->task_id());
+  *late.mutable_decision() = go_to("Next");
+  EXPECT_FALSE(answer(e, h2, late).accepted()) << "the vanished Worker's result is stale";
+}
+
+TEST_F(FlowEngineTest, AWorkerBackWithinTheGraceKeepsItsAttemptAndItsResultCounts) {
+  Engine& e = open_with_worker();
+  start(e, "f1");
+  auto first = worker_->next();
+  ASSERT_TRUE(first);
+  e.disconnect_worker(handle_);  // a dropped connection
+  clock_.advance(seconds(3));
+  auto back = std::make_shared<FlowWorker>();
+  const Engine::WorkerHandle h2 = connect_flows(e, back, "w1");  // the same Worker ID
+  clock_.advance(seconds(10));                                   // far past the grace
+  EXPECT_FALSE(back->next(std::chrono::milliseconds(300))) << "no retry: the attempt still runs";
+  EXPECT_FALSE(active_step(e, "f1", "Start-1")->has_last_failure());
+  // It re-sends its result on the new stream: accepted.
+  EXPECT_TRUE(decide(e, h2, *first, go_to("Next")).accepted());
+  auto next = back->next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->step_type(), "Next");
+}
+
 }  // namespace
 }  // namespace dex

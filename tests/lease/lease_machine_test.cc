@@ -112,7 +112,8 @@ TEST(LeaseTakeover, HotStandbyWaitsAtMost50msAndANotHotOneTheLaggingDelay) {
       put_held(store, "old", 4, kTenSeconds, /*released=*/true);
       LeaseConfig c = config_for("p1");
       c.seed = seed;
-      c.standby_is_hot = [hot] { return hot; };
+      c.hot_mode = true;
+      c.standby_hot = hot;
       c.lagging_takeover_delay = milliseconds(1500);
       Driver d(c, store);
       d.start();
@@ -142,9 +143,10 @@ TEST(LeaseTakeover, HotStandbyWinsTheRaceAndTheLaggingOneKeepsWaiting) {
   MemoryObjectStore store;
   put_held(store, "old", 4, kTenSeconds, /*released=*/true);
   LeaseConfig hc = config_for("hot");
-  hc.standby_is_hot = [] { return true; };
+  hc.hot_mode = true;
+  hc.standby_hot = true;
   LeaseConfig lc = config_for("lagging");
-  lc.standby_is_hot = [] { return false; };
+  lc.hot_mode = true;
   Driver hot(hc, store), lagging(lc, store);
   lagging.start();
   hot.start();
@@ -171,7 +173,8 @@ TEST(LeaseTakeover, HeldLeaseIsPolledEveryIntervalAndExpiryStillWaitsDurationPlu
   put_held(store, "crashed", 2);
   LeaseConfig c = config_for("p1");
   c.held_poll_interval = milliseconds(250);
-  c.standby_is_hot = [] { return true; };
+  c.hot_mode = true;
+  c.standby_hot = true;
   Driver d(c, store);
   d.start();
   d.complete();
@@ -234,7 +237,8 @@ CrashOutcome run_crash(const CrashScenario& sc) {
   LeaseConfig wc = config_for("waiter", sc.duration);
   wc.seed = sc.seed;
   wc.held_poll_interval = sc.held_poll_interval;
-  if (sc.hot) wc.standby_is_hot = [] { return true; };
+  wc.hot_mode = sc.hot;
+  wc.standby_hot = sc.hot;
   Driver w(wc, store, h.now + sc.waiter_offset);
   bool waiter_started = false;
   uint64_t renewals_at_start = 0;
