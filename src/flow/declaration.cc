@@ -4,7 +4,7 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
-#include "flow/flow_rules.h"
+#include "flow/limits.h"
 
 namespace dex::flow {
 namespace {

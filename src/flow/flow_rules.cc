@@ -7,39 +7,9 @@
 #include "common/invariant.h"
 #include "flow/declaration.h"
 #include "flow/result_check.h"
-#include "flow/run_scope.h"
+#include "flow/run_editor.h"
 
 namespace dex::flow {
-
-std::string_view apply_kind_name(ApplyKind kind) {
-  switch (kind) {
-    case ApplyKind::kApplied:
-      return "applied";
-    case ApplyKind::kUnchanged:
-      return "unchanged";
-    case ApplyKind::kStale:
-      return "stale";
-    case ApplyKind::kRejected:
-      return "rejected";
-  }
-  return "?";
-}
-
-std::string_view refusal_code_name(RefusalCode code) {
-  switch (code) {
-    case RefusalCode::kNone:
-      return "none";
-    case RefusalCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case RefusalCode::kNotFound:
-      return "NOT_FOUND";
-    case RefusalCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case RefusalCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -103,9 +73,9 @@ Status active_room(const Run& run, const StepDecision& d, size_t ending) {
 }
 
 // One apply: the transaction, the effects and the record's time.
-class Apply {
+class RecordApplier {
  public:
-  Apply(FlowTxn& txn, Effects& effects) : txn_(txn), effects_(effects) {}
+  RecordApplier(FlowTxn& txn, Effects& effects) : txn_(txn), effects_(effects) {}
 
   ApplyResult declare(const DeclareFlows& r);
   ApplyResult start(const StartFlow& r);
@@ -143,12 +113,12 @@ class Apply {
   // A RETENTION timer: deletes the run and the earlier runs of its retry chain.
   ApplyResult expire(const TimerFired& r);
   // The run a record names (run_id empty: the Flow ID's latest), with its scope.
-  std::optional<RunScope> open(const std::string& flow_id, const std::string& run_id, int64_t at_ms,
-                               std::string* why);
+  std::optional<RunEditor> open(const std::string& flow_id, const std::string& run_id,
+                                int64_t at_ms, std::string* why);
   void start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before,
                  const Origin* origin = nullptr);
-  ApplyResult rpc_result(RunScope& scope, const MethodResult& r);
-  ApplyResult handler_result(RunScope& scope, const MethodResult& r);
+  ApplyResult rpc_result(RunEditor& scope, const MethodResult& r);
+  ApplyResult handler_result(RunEditor& scope, const MethodResult& r);
   // "Flow 'f' run 'r' is STATUS; <what> only while the run is RUNNING".
   static ApplyResult not_running(const std::string& flow_id, const Run& run,
                                  const std::string& what);
@@ -157,8 +127,8 @@ class Apply {
   Effects& effects_;
 };
 
-std::optional<RunScope> Apply::open(const std::string& flow_id, const std::string& run_id,
-                                    int64_t at_ms, std::string* why) {
+std::optional<RunEditor> RecordApplier::open(const std::string& flow_id, const std::string& run_id,
+                                             int64_t at_ms, std::string* why) {
   std::string id = run_id;
   if (id.empty()) {
     auto entry = txn_.flow_id(flow_id);
@@ -175,11 +145,11 @@ std::optional<RunScope> Apply::open(const std::string& flow_id, const std::strin
   }
   auto decl = txn_.declaration(run->flow_type(), run->declaration_version());
   DEX_INVARIANT(decl.has_value(), "a run's declaration version is stored");
-  return std::optional<RunScope>(std::in_place, txn_, effects_, std::move(*run),
-                                 decl->declaration(), at_ms);
+  return std::optional<RunEditor>(std::in_place, txn_, effects_, std::move(*run),
+                                  decl->declaration(), at_ms);
 }
 
-ApplyResult Apply::declare(const DeclareFlows& r) {
+ApplyResult RecordApplier::declare(const DeclareFlows& r) {
   for (const auto& d : r.declarations()) {  // validate all before writing any
     if (auto s = validate_declaration(d); !s.is_ok()) return invalid(s);
   }
@@ -201,8 +171,8 @@ ApplyResult Apply::declare(const DeclareFlows& r) {
   return applied();
 }
 
-void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32_t runs_before,
-                      const Origin* origin) {
+void RecordApplier::start_run(const StartFlow& r, const DeclarationVersion& decl,
+                              uint32_t runs_before, const Origin* origin) {
   Run run;
   run.set_flow_id(r.flow_id());
   run.set_run_id(r.run_id());
@@ -232,7 +202,7 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   entry.set_request_id(r.options().request_id());
   entry.set_runs(runs_before + 1);
   txn_.put_flow_id(entry);
-  RunScope scope(txn_, effects_, std::move(run), decl.declaration(), r.at_unix_ms());
+  RunEditor scope(txn_, effects_, std::move(run), decl.declaration(), r.at_unix_ms());
   HistoryEvent event;
   event.set_kind(FLOW_STARTED);
   *event.mutable_attribute_writes() = r.options().initial_attributes();
@@ -262,7 +232,7 @@ void Apply::start_run(const StartFlow& r, const DeclarationVersion& decl, uint32
   scope.flush();
 }
 
-ApplyResult Apply::start(const StartFlow& r) {
+ApplyResult RecordApplier::start(const StartFlow& r) {
   if (auto s = validate_name("flowId", r.flow_id()); !s.is_ok()) return invalid(s);
   if (auto s = validate_name("runId", r.run_id()); !s.is_ok()) return invalid(s);
   if (auto s = validate_name("flowType", r.flow_type()); !s.is_ok()) return invalid(s);
@@ -285,7 +255,8 @@ ApplyResult Apply::start(const StartFlow& r) {
                                            "initialAttributes");
         !s.is_ok())
       return invalid(s);
-    if (auto s = attribute_room(txn_, r.flow_id(), r.run_id(), 0, r.options().initial_attributes());
+    if (auto s = check_attribute_room(txn_, r.flow_id(), r.run_id(), 0,
+                                      r.options().initial_attributes());
         !s.is_ok())
       return rejected(RefusalCode::kFailedPrecondition, s.message());
   }
@@ -334,7 +305,7 @@ ApplyResult Apply::start(const StartFlow& r) {
   return {ApplyKind::kApplied, RefusalCode::kNone, "", r.run_id()};
 }
 
-ApplyResult Apply::method_result(const MethodResult& r) {
+ApplyResult RecordApplier::method_result(const MethodResult& r) {
   std::string why;
   auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
@@ -351,8 +322,8 @@ ApplyResult Apply::method_result(const MethodResult& r) {
                  step->step_execution_id());
   if (auto s = validate_method_result(scope->declaration(), r); !s.is_ok()) return invalid(s);
   if (r.outcome() == ATTEMPT_COMPLETED) {
-    if (auto s = attribute_room(txn_, scope->run().flow_id(), scope->run().run_id(),
-                                scope->run().attribute_count(), r.attribute_writes());
+    if (auto s = check_attribute_room(txn_, scope->run().flow_id(), scope->run().run_id(),
+                                      scope->run().attribute_count(), r.attribute_writes());
         !s.is_ok())
       return invalid(s);
   }
@@ -377,14 +348,14 @@ ApplyResult Apply::method_result(const MethodResult& r) {
   return applied();
 }
 
-ApplyResult Apply::not_running(const std::string& flow_id, const Run& run,
-                               const std::string& what) {
+ApplyResult RecordApplier::not_running(const std::string& flow_id, const Run& run,
+                                       const std::string& what) {
   return rejected(RefusalCode::kFailedPrecondition,
                   "Flow " + quoted(flow_id) + " run " + quoted(run.run_id()) + " is " +
                       status_name(run.status()) + "; " + what + " only while the run is RUNNING");
 }
 
-ApplyResult Apply::rpc_result(RunScope& scope, const MethodResult& r) {
+ApplyResult RecordApplier::rpc_result(RunEditor& scope, const MethodResult& r) {
   RpcExecution* rpc = scope.rpc(r.task().step_execution_id());
   if (rpc == nullptr || rpc->done() || rpc->method().state() != TASK_RUNNING ||
       rpc->method().task_id() != r.task_id())
@@ -392,8 +363,8 @@ ApplyResult Apply::rpc_result(RunScope& scope, const MethodResult& r) {
                  quoted(r.task().step_execution_id()));
   if (auto s = validate_method_result(scope.declaration(), r); !s.is_ok()) return invalid(s);
   if (r.outcome() == ATTEMPT_COMPLETED) {
-    if (auto s = attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
-                                scope.run().attribute_count(), r.attribute_writes());
+    if (auto s = check_attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
+                                      scope.run().attribute_count(), r.attribute_writes());
         !s.is_ok())
       return invalid(s);
     if (static_cast<size_t>(scope.run().active_size()) +
@@ -410,7 +381,7 @@ ApplyResult Apply::rpc_result(RunScope& scope, const MethodResult& r) {
   return applied();
 }
 
-ApplyResult Apply::handler_result(RunScope& scope, const MethodResult& r) {
+ApplyResult RecordApplier::handler_result(RunEditor& scope, const MethodResult& r) {
   const MethodState& handler = scope.run().timeout_handler();
   if (r.task().step_execution_id() != kTimeoutHandlerId || handler.state() != TASK_RUNNING ||
       handler.task_id() != r.task_id())
@@ -423,8 +394,8 @@ ApplyResult Apply::handler_result(RunScope& scope, const MethodResult& r) {
     scope.flush();
     return applied();
   }
-  if (auto s = attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
-                              scope.run().attribute_count(), r.attribute_writes());
+  if (auto s = check_attribute_room(txn_, scope.run().flow_id(), scope.run().run_id(),
+                                    scope.run().attribute_count(), r.attribute_writes());
       !s.is_ok())
     return invalid(s);
   if (auto s = active_room(scope.run(), r.decision(), 0); !s.is_ok()) return invalid(s);
@@ -433,7 +404,7 @@ ApplyResult Apply::handler_result(RunScope& scope, const MethodResult& r) {
   return applied();
 }
 
-ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
+ApplyResult RecordApplier::withdrawn(const AttemptWithdrawn& r) {
   std::string why;
   auto scope = open(r.task().flow_id(), r.task().run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
@@ -464,7 +435,7 @@ ApplyResult Apply::withdrawn(const AttemptWithdrawn& r) {
   return applied();
 }
 
-ApplyResult Apply::timer_fired(const TimerFired& r) {
+ApplyResult RecordApplier::timer_fired(const TimerFired& r) {
   const TimerKey& key = r.key();
   if (key.kind() == FLOW_RETRY) return flow_retry(r);  // its run is closed
   if (key.kind() == RETENTION) return expire(r);       // so is this one
@@ -556,7 +527,7 @@ ApplyResult Apply::timer_fired(const TimerFired& r) {
   return applied();
 }
 
-ApplyResult Apply::publish(const PublishToChannel& r) {
+ApplyResult RecordApplier::publish(const PublishToChannel& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
@@ -593,7 +564,7 @@ ApplyResult Apply::publish(const PublishToChannel& r) {
   return applied();
 }
 
-ApplyResult Apply::stop(const StopFlow& r) {
+ApplyResult RecordApplier::stop(const StopFlow& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
@@ -619,7 +590,7 @@ ApplyResult Apply::stop(const StopFlow& r) {
   return applied();
 }
 
-ApplyResult Apply::skip_timer(const SkipTimer& r) {
+ApplyResult RecordApplier::skip_timer(const SkipTimer& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
@@ -667,7 +638,7 @@ ApplyResult Apply::skip_timer(const SkipTimer& r) {
   return applied();
 }
 
-ApplyResult Apply::set_attributes(const SetAttributes& r) {
+ApplyResult RecordApplier::set_attributes(const SetAttributes& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
@@ -681,8 +652,8 @@ ApplyResult Apply::set_attributes(const SetAttributes& r) {
     return not_running(r.flow_id(), scope->run(), "Attributes are set");
   if (auto s = validate_attribute_writes(scope->declaration(), r.writes(), "writes"); !s.is_ok())
     return invalid(s);
-  if (auto s = attribute_room(txn_, r.flow_id(), scope->run().run_id(),
-                              scope->run().attribute_count(), r.writes());
+  if (auto s = check_attribute_room(txn_, r.flow_id(), scope->run().run_id(),
+                                    scope->run().attribute_count(), r.writes());
       !s.is_ok())
     return rejected(RefusalCode::kFailedPrecondition, s.message());
   ApplyResult result = applied();
@@ -702,7 +673,7 @@ ApplyResult Apply::set_attributes(const SetAttributes& r) {
   return result;
 }
 
-ApplyResult Apply::invoke_rpc(const InvokeRpc& r) {
+ApplyResult RecordApplier::invoke_rpc(const InvokeRpc& r) {
   std::string why;
   auto scope = open(r.flow_id(), r.run_id(), r.at_unix_ms(), &why);
   if (!scope) return rejected(RefusalCode::kNotFound, why);
@@ -741,7 +712,8 @@ ApplyResult Apply::invoke_rpc(const InvokeRpc& r) {
   return {ApplyKind::kApplied, RefusalCode::kNone, "", run_id};
 }
 
-Status Apply::check_sub_flows(const Run& parent, const StepExecution& step, const Wait& wait) {
+Status RecordApplier::check_sub_flows(const Run& parent, const StepExecution& step,
+                                      const Wait& wait) {
   for (int i = 0; i < wait.conditions_size(); ++i) {  // bounded by kConditionsMax
     if (!wait.conditions(i).has_sub_flow()) continue;
     const SubFlowCondition& c = wait.conditions(i).sub_flow();
@@ -766,8 +738,8 @@ Status Apply::check_sub_flows(const Run& parent, const StepExecution& step, cons
   return Status::ok();
 }
 
-SubFlowChild Apply::sub_flow(const Run& parent, const StepExecution& step, uint32_t index,
-                             const SubFlowCondition& c, int64_t at_ms) {
+SubFlowChild RecordApplier::sub_flow(const Run& parent, const StepExecution& step, uint32_t index,
+                                     const SubFlowCondition& c, int64_t at_ms) {
   SubFlowParent me;
   me.set_flow_id(parent.flow_id());
   me.set_run_id(parent.run_id());
@@ -843,7 +815,7 @@ SubFlowChild Apply::sub_flow(const Run& parent, const StepExecution& step, uint3
   return child;
 }
 
-bool Apply::tell_parents(const Run& run, int64_t at_ms) {
+bool RecordApplier::tell_parents(const Run& run, int64_t at_ms) {
   bool changed = false;
   for (const auto& p : run.parents()) {  // bounded by the parents that attached
     std::string why;
@@ -855,7 +827,7 @@ bool Apply::tell_parents(const Run& run, int64_t at_ms) {
   return changed;
 }
 
-void Apply::notify_parents(size_t from) {
+void RecordApplier::notify_parents(size_t from) {
   // A parent's wait being met never closes a run, but a loop keeps it right if it did.
   for (size_t i = from; i < effects_.closed.size(); ++i) {
     const auto closed = effects_.closed[i];
@@ -866,7 +838,7 @@ void Apply::notify_parents(size_t from) {
   }
 }
 
-ApplyResult Apply::flow_retry(const TimerFired& r) {
+ApplyResult RecordApplier::flow_retry(const TimerFired& r) {
   const TimerKey& key = r.key();
   auto run = txn_.run(key.flow_id(), key.run_id());
   if (!run || !retry_pending(*run) || run->retry_at_ms() != r.fire_at_ms())
@@ -905,7 +877,7 @@ ApplyResult Apply::flow_retry(const TimerFired& r) {
   return applied();
 }
 
-ApplyResult Apply::expire(const TimerFired& r) {
+ApplyResult RecordApplier::expire(const TimerFired& r) {
   const TimerKey& key = r.key();
   auto run = txn_.run(key.flow_id(), key.run_id());
   if (!run || run->status() == FLOW_RUNNING || run->expire_at_ms() != r.fire_at_ms() ||
@@ -932,7 +904,7 @@ ApplyResult Apply::expire(const TimerFired& r) {
   return applied();
 }
 
-void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
+void RecordApplier::assign(const TaskAssignment& a, int64_t at_ms) {
   if (a.task_id().empty() || a.worker_id().empty()) return;
   std::string why;
   auto scope = open(a.task().flow_id(), a.task().run_id(), at_ms, &why);
@@ -964,7 +936,7 @@ void Apply::assign(const TaskAssignment& a, int64_t at_ms) {
   scope->flush();
 }
 
-void Apply::recover(int64_t at_ms) {
+void RecordApplier::recover(int64_t at_ms) {
   // An RPC's caller waited on the old process: whatever its attempt is doing,
   // nobody waits for it any more. RPCs first, so a key one releases goes to
   // a waiting Step, never to an RPC that this recovery ends next.
@@ -1010,7 +982,7 @@ void Apply::recover(int64_t at_ms) {
 }  // namespace
 
 ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects) {
-  Apply apply(txn, effects);
+  RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
   ApplyResult result;
   switch (record.kind_case()) {
@@ -1054,7 +1026,7 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
 }
 
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
-  Apply apply(txn, effects);
+  RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
   apply.recover(at_ms);
   apply.notify_parents(closed_before);

@@ -22,6 +22,8 @@ Status validate_start_for(const FlowDeclaration& declaration, const StartOptions
 // A SubFlow condition as far as it can be judged without the store (the type's
 // declaration and the derived IDs are the rules' to check).
 Status validate_sub_flow(const SubFlowCondition& condition, const std::string& where);
+// Checks a Wait that WaitFor returned against the run's declaration.
+Status validate_wait(const FlowDeclaration& declaration, const Wait& wait);
 // New Step executions (a GoTo's movements, an RPC's next Steps).
 Status validate_movements(const FlowDeclaration& declaration,
                           const google::protobuf::RepeatedPtrField<StepMovement>& movements,

@@ -2,7 +2,7 @@
 
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
-#include "flow/run_scope.h"
+#include "flow/run_editor.h"
 
 #include <map>
 #include <set>

@@ -4,11 +4,11 @@
 // like an Execute. The run's Step executions keep running meanwhile.
 #include "common/invariant.h"
 #include "flow/declaration.h"
-#include "flow/run_scope.h"
+#include "flow/run_editor.h"
 
 namespace dex::flow {
 
-TaskRef RunScope::handler_ref() const {
+TaskRef RunEditor::handler_ref() const {
   TaskRef ref;
   ref.set_flow_id(run_.flow_id());
   ref.set_run_id(run_.run_id());
@@ -18,7 +18,7 @@ TaskRef RunScope::handler_ref() const {
   return ref;
 }
 
-void RunScope::queue_handler(uint32_t attempt) {
+void RunEditor::queue_handler(uint32_t attempt) {
   DEX_INVARIANT(attempt >= 1, "attempts count from 1");
   auto* state = run_.mutable_timeout_handler();
   state->set_method(ON_TIMEOUT);
@@ -31,7 +31,7 @@ void RunScope::queue_handler(uint32_t attempt) {
   enqueue(*state, handler_ref(), timeout_handler_options(declaration_).durability());
 }
 
-void RunScope::start_timeout_handler(const std::string& why) {
+void RunEditor::start_timeout_handler(const std::string& why) {
   DEX_INVARIANT(run_.status() == FLOW_RUNNING && !run_.timeout_handled(),
                 "the timeout handler starts once, in a running run");
   DEX_INVARIANT(declaration_.has_timeout_handler(), "the run's declaration has a handler");
@@ -47,18 +47,18 @@ void RunScope::start_timeout_handler(const std::string& why) {
   queue_handler(1);
 }
 
-void RunScope::start_handler_attempt(const std::string& task_id, const std::string& worker_id) {
+void RunEditor::start_handler_attempt(const std::string& task_id, const std::string& worker_id) {
   start(*run_.mutable_timeout_handler(), handler_ref(), task_id, worker_id);
 }
 
-void RunScope::withdraw_handler() {
+void RunEditor::withdraw_handler() {
   auto* state = run_.mutable_timeout_handler();
   DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running handler attempt is withdrawn");
   txn_.delete_running(state->task_id());
   queue_handler(state->attempt());
 }
 
-void RunScope::complete_handler(const MethodResult& result) {
+void RunEditor::complete_handler(const MethodResult& result) {
   DEX_INVARIANT(run_.timeout_handler().state() == TASK_RUNNING, "a running handler completes");
   HistoryEvent event;
   event.set_kind(TIMEOUT_HANDLER_COMPLETED);
@@ -79,8 +79,8 @@ void RunScope::complete_handler(const MethodResult& result) {
   maybe_complete();
 }
 
-void RunScope::handler_failed(AttemptOutcome outcome, const std::string& error,
-                              bool non_retryable) {
+void RunEditor::handler_failed(AttemptOutcome outcome, const std::string& error,
+                               bool non_retryable) {
   auto* state = run_.mutable_timeout_handler();
   DEX_INVARIANT(state->state() != TASK_STATE_UNSPECIFIED, "a handler attempt is under way");
   const uint32_t attempt = state->attempt();
@@ -112,7 +112,7 @@ void RunScope::handler_failed(AttemptOutcome outcome, const std::string& error,
                             (attempt == 1 ? " attempt: " : " attempts: ") + error);
 }
 
-void RunScope::handler_retry_due() {
+void RunEditor::handler_retry_due() {
   auto* state = run_.mutable_timeout_handler();
   DEX_INVARIANT(state->state() == TASK_BACKOFF, "only a backoff ends in a retry");
   queue_handler(state->attempt());

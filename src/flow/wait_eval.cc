@@ -6,51 +6,9 @@
 #include <tuple>
 
 #include "common/invariant.h"
-#include "flow/declaration.h"
-#include "flow/flow_rules.h"
-#include "flow/result_check.h"
 
 namespace dex::flow {
 namespace {
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-Status validate_channel(const FlowDeclaration& decl, const ChannelCondition& c,
-                        const std::string& where) {
-  const ChannelDeclaration* channel = find_channel(decl, c.channel());
-  if (channel == nullptr)
-    return Status::invalid_argument(where + " names Channel " + quoted(c.channel()) +
-                                    ", which Flow type " + quoted(decl.flow_type()) +
-                                    " does not declare");
-  if (channel->is_map()) {
-    if (auto s = validate_name(where + " instanceKey of ChannelMap " + quoted(c.channel()),
-                               c.instance_key());
-        !s.is_ok())
-      return s;
-  } else if (!c.instance_key().empty()) {
-    return Status::invalid_argument(where + " gives an instanceKey, but " + quoted(c.channel()) +
-                                    " is a Channel, not a ChannelMap");
-  }
-  switch (c.match()) {
-    case FOR_ONE:
-      return Status::ok();
-    case FOR_N:
-    case AT_LEAST:
-      if (c.min() < 1) return Status::invalid_argument(where + " needs n >= 1");
-      return Status::ok();
-    case AT_MOST:
-      if (c.max() < 1) return Status::invalid_argument(where + " needs n >= 1");
-      return Status::ok();
-    case AT_LEAST_AT_MOST:
-      if (c.max() < 1 || c.min() > c.max())
-        return Status::invalid_argument(where + " needs 0 <= min <= max and max >= 1");
-      return Status::ok();
-    default:
-      return Status::invalid_argument(where +
-                                      " has no match kind (ForOne, ForN, AtLeast, "
-                                      "AtMost, AtLeastAtMost)");
-  }
-}
 
 // Messages condition c needs and takes out of `available`; nullopt: not met.
 std::optional<uint64_t> channel_take(const ChannelCondition& c, uint64_t available) {
@@ -103,76 +61,6 @@ bool group_met(const Wait& wait, const std::vector<ConditionState>& states,
 }
 
 }  // namespace
-
-Status validate_wait(const FlowDeclaration& decl, const Wait& wait) {
-  if (wait.kind() == SKIP) {
-    if (wait.conditions_size() != 0 || wait.combinations_size() != 0)
-      return Status::invalid_argument("a skipped wait has no conditions");
-    return Status::ok();
-  }
-  if (wait.kind() != ANY_OF && wait.kind() != ALL_OF && wait.kind() != ANY_COMBINATION_OF)
-    return Status::invalid_argument(
-        "the wait has no kind (AnyOf, AllOf, AnyCombinationOf or skip)");
-  if (wait.conditions_size() == 0)
-    return Status::invalid_argument(
-        "the wait has no conditions (return skip to run Execute "
-        "at once)");
-  if (static_cast<size_t>(wait.conditions_size()) > kConditionsMax)
-    return Status::invalid_argument("the wait has more than " + std::to_string(kConditionsMax) +
-                                    " conditions");
-  std::set<std::string> ids;
-  for (int i = 0; i < wait.conditions_size(); ++i) {  // bounded by kConditionsMax
-    const Condition& c = wait.conditions(i);
-    const std::string where = "condition " + std::to_string(i);
-    if (!c.condition_id().empty()) {
-      if (auto s = validate_name(where + " conditionId", c.condition_id()); !s.is_ok()) return s;
-      if (!ids.insert(c.condition_id()).second)
-        return Status::invalid_argument(where + ": conditionId " + quoted(c.condition_id()) +
-                                        " is used twice");
-    } else if (wait.kind() == ANY_COMBINATION_OF) {
-      return Status::invalid_argument(where +
-                                      " has no conditionId; AnyCombinationOf needs one "
-                                      "on every condition");
-    }
-    if (c.has_timer()) {
-      if (c.timer().when_case() == TimerCondition::WHEN_NOT_SET)
-        return Status::invalid_argument(where + " is a Timer without a duration or a time");
-      if (c.timer().has_duration_ms() &&
-          (c.timer().duration_ms() < 0 || c.timer().duration_ms() > kDurationMsMax))
-        return Status::invalid_argument(where +
-                                        " is a Timer whose duration is negative or "
-                                        "longer than ten years");
-    } else if (c.has_channel()) {
-      if (auto s = validate_channel(decl, c.channel(), where); !s.is_ok()) return s;
-    } else if (c.has_sub_flow()) {
-      if (auto s = validate_sub_flow(c.sub_flow(), where + " (SubFlow)"); !s.is_ok()) return s;
-    } else {
-      return Status::invalid_argument(where +
-                                      " is neither a Timer, a Channel nor a SubFlow condition");
-    }
-  }
-  if (wait.kind() != ANY_COMBINATION_OF) {
-    if (wait.combinations_size() != 0)
-      return Status::invalid_argument("combinations are for AnyCombinationOf only");
-    return Status::ok();
-  }
-  if (wait.combinations_size() == 0)
-    return Status::invalid_argument("AnyCombinationOf has no combinations of condition IDs");
-  for (int g = 0; g < wait.combinations_size(); ++g) {  // bounded by kConditionsMax in practice
-    const auto& group = wait.combinations(g);
-    if (group.condition_ids_size() == 0)
-      return Status::invalid_argument("combination " + std::to_string(g) + " is empty");
-    for (const auto& id : group.condition_ids()) {
-      if (!ids.contains(id))
-        return Status::invalid_argument("combination " + std::to_string(g) + " names conditionId " +
-                                        quoted(id) + ", which no condition has");
-    }
-  }
-  if (static_cast<size_t>(wait.combinations_size()) > kConditionsMax)
-    return Status::invalid_argument("AnyCombinationOf has more than " +
-                                    std::to_string(kConditionsMax) + " combinations");
-  return Status::ok();
-}
 
 WaitMatch match_wait(const Wait& wait, const std::vector<ConditionState>& states,
                      const std::function<uint64_t(const ChannelCondition&)>& queued) {

@@ -1,4 +1,5 @@
-// Waits: validation and matching (docs/flow-rules.md, "Waits"). Pure.
+// Waits: whether a wait's conditions meet it (docs/flow-rules.md, "Waits").
+// Pure; the checks of a wait are in result_check.h.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +11,6 @@
 #include "dex/flow_records.pb.h"
 
 namespace dex::flow {
-
-// Checks a Wait that WaitFor returned against the run's declaration.
-Status validate_wait(const FlowDeclaration& declaration, const Wait& wait);
 
 // How a wait is met, if it is.
 struct WaitMatch {

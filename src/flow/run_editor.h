@@ -2,7 +2,7 @@
 // creating Step executions, queueing and ending method attempts, retries and
 // failure policies, matching waits, closing the run. Internal to src/flow/.
 //
-// A RunScope loads the run, its declaration version and the Step executions it
+// A RunEditor loads the run, its declaration version and the Step executions it
 // touches, changes them in memory and writes them back in flush(). Callers
 // validate a record completely before they change anything, so a refused
 // record writes nothing.
@@ -18,8 +18,10 @@
 #include "common/status.h"
 
 #include "dex/flow_records.pb.h"
-#include "flow/flow_rules.h"
+#include "flow/apply_result.h"
+#include "flow/effects.h"
 #include "flow/flow_txn.h"
+#include "flow/limits.h"
 
 namespace dex::flow {
 
@@ -30,10 +32,10 @@ struct SubFlowChild {
   std::optional<SubFlowResult> closed;  // attached to a run closed for good: met at once
 };
 
-class RunScope {
+class RunEditor {
  public:
   // `run` must exist with its declaration version; at_ms is the record's time.
-  RunScope(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration, int64_t at_ms);
+  RunEditor(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration, int64_t at_ms);
 
   Run& run() { return run_; }
   const FlowDeclaration& declaration() const { return declaration_; }
@@ -43,7 +45,8 @@ class RunScope {
   // An RPC of this run, loaded once; nullptr if it does not exist.
   RpcExecution* rpc(std::string_view rpc_id);
 
-  // Writes Attributes in order (validated, and attribute_room checked, before).
+  // Writes Attributes in order (validated, and their room checked with check_attribute_room,
+  // before).
   void write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes);
 
   // A new RPC (replacing a done one with its ID): its attempt is queued after
@@ -181,8 +184,9 @@ class RunScope {
 
 // Whether `writes` (validated) leave the run within kAttributesMax stored
 // instances, counting from `count` stored now.
-Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
-                      uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes);
+Status check_attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
+                            uint32_t count,
+                            const google::protobuf::RepeatedPtrField<Attribute>& writes);
 const char* flow_status_name(FlowStatus status);
 // The RPC ID prefix of Step executions an RPC creates: "rpc:<name>".
 std::string rpc_parent(std::string_view rpc_name);

@@ -1,4 +1,4 @@
-#include "flow/run_scope.h"
+#include "flow/run_editor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -108,8 +108,9 @@ std::string flow_timeout_reason(const Run& run) {
   return "the flow timeout of " + std::to_string(run.options().timeout_ms()) + " ms passed";
 }
 
-Status attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
-                      uint32_t count, const google::protobuf::RepeatedPtrField<Attribute>& writes) {
+Status check_attribute_room(FlowTxn& txn, const std::string& flow_id, const std::string& run_id,
+                            uint32_t count,
+                            const google::protobuf::RepeatedPtrField<Attribute>& writes) {
   std::map<std::pair<std::string, std::string>, bool> exists;  // as the writes leave it
   int64_t n = count;
   for (const auto& w : writes) {  // bounded by kAttributesMax writes
@@ -139,15 +140,15 @@ std::string run_key(std::string_view flow_id, std::string_view run_id) {
   return std::string(flow_id) + "/" + std::string(run_id);
 }
 
-RunScope::RunScope(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration,
-                   int64_t at_ms)
+RunEditor::RunEditor(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration,
+                     int64_t at_ms)
     : txn_(txn),
       effects_(effects),
       run_(std::move(run)),
       declaration_(std::move(declaration)),
       at_ms_(at_ms) {}
 
-StepExecution* RunScope::step(std::string_view id) {
+StepExecution* RunEditor::step(std::string_view id) {
   auto it = steps_.find(id);
   if (it != steps_.end()) return &it->second;
   auto loaded = txn_.step(run_.flow_id(), run_.run_id(), id);
@@ -155,7 +156,7 @@ StepExecution* RunScope::step(std::string_view id) {
   return &steps_.emplace(std::string(id), std::move(*loaded)).first->second;
 }
 
-RpcExecution* RunScope::rpc(std::string_view id) {
+RpcExecution* RunEditor::rpc(std::string_view id) {
   auto it = rpcs_.find(id);
   if (it != rpcs_.end()) return &it->second;
   auto loaded = txn_.rpc(run_.flow_id(), run_.run_id(), id);
@@ -163,7 +164,7 @@ RpcExecution* RunScope::rpc(std::string_view id) {
   return &rpcs_.emplace(std::string(id), std::move(*loaded)).first->second;
 }
 
-TaskRef RunScope::rpc_ref(const RpcExecution& rpc) const {
+TaskRef RunEditor::rpc_ref(const RpcExecution& rpc) const {
   TaskRef ref;
   ref.set_flow_id(run_.flow_id());
   ref.set_run_id(run_.run_id());
@@ -173,7 +174,7 @@ TaskRef RunScope::rpc_ref(const RpcExecution& rpc) const {
   return ref;
 }
 
-TaskRef RunScope::task_ref(const StepExecution& step) const {
+TaskRef RunEditor::task_ref(const StepExecution& step) const {
   TaskRef ref;
   ref.set_flow_id(run_.flow_id());
   ref.set_run_id(run_.run_id());
@@ -183,7 +184,7 @@ TaskRef RunScope::task_ref(const StepExecution& step) const {
   return ref;
 }
 
-TimerKey RunScope::timer_key(TimerKind kind) const {
+TimerKey RunEditor::timer_key(TimerKind kind) const {
   TimerKey key;
   key.set_flow_id(run_.flow_id());
   key.set_run_id(run_.run_id());
@@ -191,12 +192,12 @@ TimerKey RunScope::timer_key(TimerKind kind) const {
   return key;
 }
 
-void RunScope::put_timer(const TimerKey& key, int64_t fire_at_ms) {
+void RunEditor::put_timer(const TimerKey& key, int64_t fire_at_ms) {
   txn_.put_timer(key, fire_at_ms);
   effects_.timers_set.push_back(fire_at_ms);
 }
 
-void RunScope::add_event(HistoryEvent event) {
+void RunEditor::add_event(HistoryEvent event) {
   event.set_seq(run_.next_event());
   event.set_at_ms(at_ms_);
   run_.set_next_event(run_.next_event() + 1);
@@ -204,9 +205,10 @@ void RunScope::add_event(HistoryEvent event) {
   events_added_ = true;
 }
 
-StepExecution& RunScope::create_step(const std::string& step_type, const Payload& input,
-                                     const StepOptions* override_options, const std::string& parent,
-                                     const std::string& recovery_error) {
+StepExecution& RunEditor::create_step(const std::string& step_type, const Payload& input,
+                                      const StepOptions* override_options,
+                                      const std::string& parent,
+                                      const std::string& recovery_error) {
   const StepDeclaration* decl = find_step(declaration_, step_type);
   DEX_INVARIANT(decl != nullptr, "a Step execution of an undeclared type (validated before)");
   DEX_INVARIANT(static_cast<size_t>(run_.active_size()) < kActiveStepsMax,
@@ -249,7 +251,7 @@ StepExecution& RunScope::create_step(const std::string& step_type, const Payload
   return stored;
 }
 
-void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt, bool acquire) {
+void RunEditor::queue_method(StepExecution& step, Method method, uint32_t attempt, bool acquire) {
   DEX_INVARIANT(attempt >= 1, "attempts count from 1");
   auto* state = step.mutable_method();
   if (state->method() != method) {
@@ -269,14 +271,14 @@ void RunScope::queue_method(StepExecution& step, Method method, uint32_t attempt
   enqueue(*state, task_ref(step), options.durability());
 }
 
-void RunScope::enqueue(MethodState& state, const TaskRef& ref, Durability durability) {
+void RunEditor::enqueue(MethodState& state, const TaskRef& ref, Durability durability) {
   state.set_state(TASK_QUEUED);
   state.set_queue_seq(txn_.enqueue_task(run_.flow_type(), ref));
   effects_.queued.push_back({run_.flow_type(), ref, state.queue_seq(), durability});
 }
 
-void RunScope::start(MethodState& state, const TaskRef& ref, const std::string& task_id,
-                     const std::string& worker_id) {
+void RunEditor::start(MethodState& state, const TaskRef& ref, const std::string& task_id,
+                      const std::string& worker_id) {
   DEX_INVARIANT(state.state() == TASK_QUEUED, "only a queued attempt starts");
   txn_.dequeue_task(run_.flow_type(), state.queue_seq());
   state.set_state(TASK_RUNNING);
@@ -289,12 +291,12 @@ void RunScope::start(MethodState& state, const TaskRef& ref, const std::string& 
   effects_.started.push_back({ref, task_id, worker_id});
 }
 
-void RunScope::start_attempt(StepExecution& step, const std::string& task_id,
-                             const std::string& worker_id) {
+void RunEditor::start_attempt(StepExecution& step, const std::string& task_id,
+                              const std::string& worker_id) {
   start(*step.mutable_method(), task_ref(step), task_id, worker_id);
 }
 
-void RunScope::withdraw_attempt(StepExecution& step) {
+void RunEditor::withdraw_attempt(StepExecution& step) {
   auto* state = step.mutable_method();
   DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running attempt is withdrawn");
   txn_.delete_running(state->task_id());
@@ -304,8 +306,8 @@ void RunScope::withdraw_attempt(StepExecution& step) {
 
 // ------------------------------------------------------------------- locks
 
-void RunScope::lock_event(HistoryKind kind, const std::string& holder, Method method,
-                          uint32_t attempt, const std::vector<std::string>& keys) {
+void RunEditor::lock_event(HistoryKind kind, const std::string& holder, Method method,
+                           uint32_t attempt, const std::vector<std::string>& keys) {
   HistoryEvent event;
   event.set_kind(kind);
   event.set_step_execution_id(holder);
@@ -315,8 +317,8 @@ void RunScope::lock_event(HistoryKind kind, const std::string& holder, Method me
   add_event(std::move(event));
 }
 
-bool RunScope::take_locks(const std::string& holder, Method method, uint32_t attempt,
-                          const google::protobuf::RepeatedPtrField<std::string>& keys) {
+bool RunEditor::take_locks(const std::string& holder, Method method, uint32_t attempt,
+                           const google::protobuf::RepeatedPtrField<std::string>& keys) {
   if (keys.empty()) return true;
   bool free = true;
   for (const auto& key : keys) {             // bounded by kLockKeysMax
@@ -344,7 +346,7 @@ bool RunScope::take_locks(const std::string& holder, Method method, uint32_t att
   return true;
 }
 
-void RunScope::release_locks(const std::string& holder, Method method, uint32_t attempt) {
+void RunEditor::release_locks(const std::string& holder, Method method, uint32_t attempt) {
   std::vector<std::string> released;
   auto* locks = run_.mutable_locks();
   for (int i = 0; i < locks->size();) {  // bounded by the run's holders
@@ -358,7 +360,7 @@ void RunScope::release_locks(const std::string& holder, Method method, uint32_t 
   if (!released.empty()) lock_event(LOCKS_RELEASED, holder, method, attempt, released);
 }
 
-void RunScope::drop_waiter(const std::string& holder, Method method) {
+void RunEditor::drop_waiter(const std::string& holder, Method method) {
   auto* waiters = run_.mutable_lock_waiters();
   auto it = std::find_if(waiters->begin(), waiters->end(), [&](const LockWaiter& w) {
     return holder_of(w) == holder && w.method() == method;
@@ -367,7 +369,7 @@ void RunScope::drop_waiter(const std::string& holder, Method method) {
   waiters->erase(it);
 }
 
-void RunScope::grant_waiters() {
+void RunEditor::grant_waiters() {
   if (run_.lock_waiters().empty()) return;
   std::set<std::string> taken;  // held, or wanted by an earlier waiter that stays
   for (const auto& held : run_.locks()) taken.insert(held.key());
@@ -412,11 +414,12 @@ void RunScope::grant_waiters() {
   *run_.mutable_lock_waiters() = std::move(staying);
 }
 
-void RunScope::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
+void RunEditor::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
   clear_state(*step.mutable_method(), task_ref(step), running_outcome);
 }
 
-void RunScope::clear_state(MethodState& state, const TaskRef& ref, AttemptOutcome running_outcome) {
+void RunEditor::clear_state(MethodState& state, const TaskRef& ref,
+                            AttemptOutcome running_outcome) {
   const std::string& holder = ref.step_execution_id();
   switch (state.state()) {
     case TASK_RUNNING:
@@ -448,8 +451,9 @@ void RunScope::clear_state(MethodState& state, const TaskRef& ref, AttemptOutcom
   state.clear_retry_at_ms();
 }
 
-std::optional<int64_t> RunScope::next_attempt_at(const MethodState& state, const RetryPolicy& retry,
-                                                 uint32_t attempt, bool non_retryable) const {
+std::optional<int64_t> RunEditor::next_attempt_at(const MethodState& state,
+                                                  const RetryPolicy& retry, uint32_t attempt,
+                                                  bool non_retryable) const {
   const int64_t retry_at = later_ms(at_ms_, backoff_ms(retry, attempt + 1));
   const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
   const bool time_left = retry.total_duration_ms() == 0 ||
@@ -458,7 +462,7 @@ std::optional<int64_t> RunScope::next_attempt_at(const MethodState& state, const
   return retry_at;
 }
 
-void RunScope::back_off(MethodState& state, const std::string& holder, int64_t retry_at) {
+void RunEditor::back_off(MethodState& state, const std::string& holder, int64_t retry_at) {
   state.set_state(TASK_BACKOFF);
   state.set_retry_at_ms(retry_at);
   TimerKey key = timer_key(RETRY);
@@ -467,7 +471,7 @@ void RunScope::back_off(MethodState& state, const std::string& holder, int64_t r
   put_timer(key, retry_at);
 }
 
-void RunScope::finish_step(StepExecution& step, Phase phase) {
+void RunEditor::finish_step(StepExecution& step, Phase phase) {
   DEX_INVARIANT(is_active_phase(step.phase()), "only an active execution finishes");
   clear_method(step, ATTEMPT_NOT_COMPLETED);
   if (step.phase() == PHASE_WAITING) {
@@ -489,8 +493,8 @@ void RunScope::finish_step(StepExecution& step, Phase phase) {
                                 step.step_execution_id());
 }
 
-void RunScope::attempt_failed(StepExecution& step, AttemptOutcome outcome, const std::string& error,
-                              bool non_retryable) {
+void RunEditor::attempt_failed(StepExecution& step, AttemptOutcome outcome,
+                               const std::string& error, bool non_retryable) {
   auto* state = step.mutable_method();
   const Method method = state->method();
   const MethodOptions& options = options_of(step, method);
@@ -537,13 +541,13 @@ void RunScope::attempt_failed(StepExecution& step, AttemptOutcome outcome, const
   close(FLOW_FAILED, why);
 }
 
-void RunScope::retry_due(StepExecution& step) {
+void RunEditor::retry_due(StepExecution& step) {
   auto* state = step.mutable_method();
   DEX_INVARIANT(state->state() == TASK_BACKOFF, "only a backoff ends in a retry");
   queue_method(step, state->method(), state->attempt());
 }
 
-void RunScope::append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes) {
+void RunEditor::append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes) {
   for (const auto& publish : publishes) {  // bounded by kPublishMessagesMax in all
     QueueKey key{run_.flow_id(), run_.run_id(), publish.channel(), publish.instance_key()};
     ChannelQueue queue = txn_.queue(key).value_or(ChannelQueue());
@@ -555,14 +559,14 @@ void RunScope::append_publishes(const google::protobuf::RepeatedPtrField<Publish
   }
 }
 
-uint64_t RunScope::queued_count(const QueueKey& key) {
+uint64_t RunEditor::queued_count(const QueueKey& key) {
   auto queue = txn_.queue(key);
   if (!queue) return 0;
   DEX_INVARIANT(queue->next_seq() >= queue->first_seq(), "a queue's bounds are ordered");
   return queue->next_seq() - queue->first_seq();
 }
 
-void RunScope::consume(StepExecution& step, uint32_t index, uint64_t count) {
+void RunEditor::consume(StepExecution& step, uint32_t index, uint64_t count) {
   const ChannelCondition& c = step.wait().conditions(index).channel();
   QueueKey key{run_.flow_id(), run_.run_id(), c.channel(), c.instance_key()};
   auto queue = txn_.queue(key);
@@ -580,7 +584,7 @@ void RunScope::consume(StepExecution& step, uint32_t index, uint64_t count) {
   txn_.put_queue(key, *queue);
 }
 
-void RunScope::match_waits() {
+void RunEditor::match_waits() {
   if (run_.status() != FLOW_RUNNING) return;
   std::vector<std::pair<uint64_t, std::string>> waiting;
   for (const auto& id : run_.active()) {  // bounded by kActiveStepsMax
@@ -634,7 +638,7 @@ void RunScope::match_waits() {
   }
 }
 
-void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped) {
+void RunEditor::fire_condition(StepExecution& step, uint32_t index, bool skipped) {
   auto* state = step.mutable_conditions(static_cast<int>(index));
   DEX_INVARIANT(!state->fired(), "a Timer fires once");
   TimerKey key = timer_key(CONDITION);
@@ -648,7 +652,7 @@ void RunScope::fire_condition(StepExecution& step, uint32_t index, bool skipped)
 // A child that has not closed for good (another condition won): a RUNNING
 // snapshot of its latest run, also when that run closed with its Flow retry
 // pending (the Flow goes on as the next run, as its parent would have waited).
-SubFlowResult RunScope::running_child(const std::string& flow_id, const std::string& run_id) {
+SubFlowResult RunEditor::running_child(const std::string& flow_id, const std::string& run_id) {
   auto child = txn_.run(flow_id, run_id);
   DEX_INVARIANT(child.has_value(), "a SubFlow condition's child run exists");
   // Bounded by kRetryChainMax: a retry chain is as long as its runs.
@@ -666,7 +670,7 @@ SubFlowResult RunScope::running_child(const std::string& flow_id, const std::str
   return r;
 }
 
-bool RunScope::sub_flow_closed(const SubFlowParent& parent, const Run& child) {
+bool RunEditor::sub_flow_closed(const SubFlowParent& parent, const Run& child) {
   if (run_.status() != FLOW_RUNNING) return false;
   StepExecution* s = step(parent.step_execution_id());
   const int i = static_cast<int>(parent.condition_index());
@@ -691,8 +695,8 @@ bool RunScope::sub_flow_closed(const SubFlowParent& parent, const Run& child) {
   return true;
 }
 
-void RunScope::complete_method(StepExecution& step, const MethodResult& result, HistoryKind kind,
-                               HistoryEvent event) {
+void RunEditor::complete_method(StepExecution& step, const MethodResult& result, HistoryKind kind,
+                                HistoryEvent event) {
   event.set_kind(kind);
   event.set_step_execution_id(step.step_execution_id());
   event.set_attempt(result.task().attempt());
@@ -703,8 +707,8 @@ void RunScope::complete_method(StepExecution& step, const MethodResult& result, 
   append_publishes(result.publishes());
 }
 
-void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result,
-                                 const std::map<uint32_t, SubFlowChild>& children) {
+void RunEditor::complete_wait_for(StepExecution& step, const MethodResult& result,
+                                  const std::map<uint32_t, SubFlowChild>& children) {
   HistoryEvent event;
   *event.mutable_wait() = result.wait();
   complete_method(step, result, WAIT_FOR_COMPLETED, std::move(event));
@@ -758,8 +762,8 @@ void RunScope::complete_wait_for(StepExecution& step, const MethodResult& result
   match_waits();
 }
 
-void RunScope::cancel_steps(const std::string& self, const std::string* parent,
-                            const StepDecision& decision) {
+void RunEditor::cancel_steps(const std::string& self, const std::string* parent,
+                             const StepDecision& decision) {
   if (decision.cancel_step_types_size() == 0 && !decision.cancel_siblings()) return;
   const std::vector<std::string> active(run_.active().begin(), run_.active().end());
   for (const auto& id : active) {  // bounded by kActiveStepsMax
@@ -774,7 +778,7 @@ void RunScope::cancel_steps(const std::string& self, const std::string* parent,
   }
 }
 
-bool RunScope::channels_empty(const google::protobuf::RepeatedPtrField<ChannelRef>& channels) {
+bool RunEditor::channels_empty(const google::protobuf::RepeatedPtrField<ChannelRef>& channels) {
   std::vector<std::pair<QueueKey, ChannelQueue>> all;
   bool listed = false;
   for (const auto& ref : channels) {  // bounded by kChannelsMax
@@ -794,8 +798,8 @@ bool RunScope::channels_empty(const google::protobuf::RepeatedPtrField<ChannelRe
   return true;
 }
 
-void RunScope::apply_decision(const std::string& step_type, const std::string& decider,
-                              const StepDecision& decision) {
+void RunEditor::apply_decision(const std::string& step_type, const std::string& decider,
+                               const StepDecision& decision) {
   auto add_output = [&](const Payload& output) {
     auto* out = run_.add_outputs();
     out->set_step_type(step_type);
@@ -839,7 +843,7 @@ void RunScope::apply_decision(const std::string& step_type, const std::string& d
   }
 }
 
-void RunScope::complete_execute(StepExecution& step, const MethodResult& result) {
+void RunEditor::complete_execute(StepExecution& step, const MethodResult& result) {
   HistoryEvent event;
   *event.mutable_decision() = result.decision();
   complete_method(step, result, EXECUTE_COMPLETED, std::move(event));
@@ -850,19 +854,19 @@ void RunScope::complete_execute(StepExecution& step, const MethodResult& result)
   maybe_complete();
 }
 
-void RunScope::maybe_complete() {
+void RunEditor::maybe_complete() {
   if (run_.status() == FLOW_RUNNING && run_.graceful_complete() && run_.active_size() == 0 &&
       !run_.start_pending())
     close(FLOW_COMPLETED, "");
 }
 
-void RunScope::create_start_step() {
+void RunEditor::create_start_step() {
   run_.set_start_pending(false);
   if (!declaration_.start_step_type().empty())
     create_step(declaration_.start_step_type(), run_.input(), nullptr, "", "");
 }
 
-void RunScope::close(FlowStatus status, const std::string& reason, bool by_client) {
+void RunEditor::close(FlowStatus status, const std::string& reason, bool by_client) {
   if (run_.status() != FLOW_RUNNING) return;
   DEX_INVARIANT(status != FLOW_RUNNING && status != FLOW_STATUS_UNSPECIFIED,
                 "a run closes to an end");
@@ -923,7 +927,7 @@ void RunScope::close(FlowStatus status, const std::string& reason, bool by_clien
 
 // -------------------------------------------------------------- Attributes
 
-void RunScope::write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes) {
+void RunEditor::write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes) {
   uint32_t count = run_.attribute_count();
   for (const auto& w : writes) {  // bounded by kAttributesMax writes
     const bool was =
@@ -944,7 +948,7 @@ void RunScope::write_attributes(const google::protobuf::RepeatedPtrField<Attribu
 
 // -------------------------------------------------------------------- RPCs
 
-void RunScope::invoke_rpc(const InvokeRpc& r, const RpcDeclaration& declaration) {
+void RunEditor::invoke_rpc(const InvokeRpc& r, const RpcDeclaration& declaration) {
   RpcExecution x;
   x.set_flow_id(run_.flow_id());
   x.set_run_id(run_.run_id());
@@ -977,12 +981,12 @@ void RunScope::invoke_rpc(const InvokeRpc& r, const RpcDeclaration& declaration)
   enqueue(*stored.mutable_method(), ref, ASYNC);
 }
 
-void RunScope::start_rpc_attempt(RpcExecution& rpc, const std::string& task_id,
-                                 const std::string& worker_id) {
+void RunEditor::start_rpc_attempt(RpcExecution& rpc, const std::string& task_id,
+                                  const std::string& worker_id) {
   start(*rpc.mutable_method(), rpc_ref(rpc), task_id, worker_id);
 }
 
-void RunScope::withdraw_rpc(RpcExecution& rpc) {
+void RunEditor::withdraw_rpc(RpcExecution& rpc) {
   auto* state = rpc.mutable_method();
   DEX_INVARIANT(state->state() == TASK_RUNNING, "only a running RPC is withdrawn");
   txn_.delete_running(state->task_id());
@@ -991,7 +995,7 @@ void RunScope::withdraw_rpc(RpcExecution& rpc) {
   enqueue(*state, rpc_ref(rpc), ASYNC);  // it keeps its lock keys
 }
 
-void RunScope::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
+void RunEditor::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
   auto* state = rpc.mutable_method();
   switch (state->state()) {
     case TASK_RUNNING:
@@ -1035,7 +1039,7 @@ void RunScope::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
   }
 }
 
-void RunScope::end_rpc(RpcExecution& rpc, AttemptOutcome outcome, const std::string& error) {
+void RunEditor::end_rpc(RpcExecution& rpc, AttemptOutcome outcome, const std::string& error) {
   DEX_INVARIANT(!rpc.done() && outcome != ATTEMPT_COMPLETED, "an open RPC ends not completed");
   rpc.set_error(error);
   HistoryEvent event;
@@ -1049,7 +1053,7 @@ void RunScope::end_rpc(RpcExecution& rpc, AttemptOutcome outcome, const std::str
   end_rpc_attempt(rpc, outcome);
 }
 
-void RunScope::complete_rpc(RpcExecution& rpc, const MethodResult& result) {
+void RunEditor::complete_rpc(RpcExecution& rpc, const MethodResult& result) {
   DEX_INVARIANT(!rpc.done(), "an open RPC completes");
   const std::string name = rpc.name();
   *rpc.mutable_output() = result.rpc().output();
@@ -1072,7 +1076,7 @@ void RunScope::complete_rpc(RpcExecution& rpc, const MethodResult& result) {
   match_waits();
 }
 
-void RunScope::flush() {
+void RunEditor::flush() {
   if (run_.status() == FLOW_RUNNING) grant_waiters();
   for (auto& [id, s] : steps_) txn_.put_step(s);  // bounded by the executions touched
   for (auto& [id, r] : rpcs_) txn_.put_rpc(r);    // bounded by the RPCs touched
