@@ -23,7 +23,7 @@
 #include <unordered_set>
 
 #include "blob/blob_cache.h"
-#include "blob/blob_sweep.h"
+#include "blob/sweep_pass.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/types.h"
@@ -39,7 +39,7 @@ struct BlobSettings {
   // One task or answer with its values in place may be at most this long
   // (the server's gRPC message limit; config: values_message_bytes_max).
   uint64_t message_bytes_max = (2 * (64ull << 20)) + (16u << 20);
-  // Collection of the blobs no run references (blob_sweep.h): the engine runs
+  // Collection of the blobs no run references (sweep_pass.h, blob_sweep.cc): the engine runs
   // a pass this often (values.blobCollectInterval; 0: never, and puts are not
   // tracked for it), deleting only blobs written at least collect_min_age ago
   // (values.blobMinAge).

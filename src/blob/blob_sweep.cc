@@ -1,5 +1,5 @@
 // Collecting the blobs no run references: BlobStore's side of the sweep
-// (blob_sweep.h; docs/engine.md, "Large values").
+// (sweep_pass.h; docs/engine.md, "Large values").
 //
 // Why a deleted blob is one that nothing references, now or later:
 //  1. A reference enters the node's flow state only by applying a record.

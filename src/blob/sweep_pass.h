@@ -6,7 +6,8 @@
 //   while (!pass->done()) blobs.finish_sweep(*pass, referenced, 1);  // delete the rest
 //
 // The types of a pass; the calls are BlobStore's (blob_store.h), implemented
-// in blob_sweep.cc, where the safety argument is written out.
+// in blob_sweep.cc, where the safety argument is written out. A header of its
+// own: blob_store.h includes these types, and blob_sweep.cc includes it.
 #pragma once
 
 #include <cstddef>

@@ -9,9 +9,9 @@
 #include <map>
 #include <utility>
 
-#include "cli/flow_table.h"
 #include "cli/output.h"
 #include "cli/proto_json.h"
+#include "cli/time_text.h"
 
 namespace dex::cli {
 

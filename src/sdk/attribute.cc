@@ -1,7 +1,5 @@
 #include "sdk/attribute.h"
 
-#include "sdk/flow.h"
-
 namespace dex {
 
 JsonObject::JsonObject(nlohmann::json value) : value_(std::move(value)) {
@@ -60,47 +58,6 @@ const flow::AttributeValue* find_attribute(const flow::GetAttributesResponse& re
     if (a.key() == key && a.instance_key() == instance_key && a.has_value()) return &a.value();
   }
   return nullptr;
-}
-
-std::optional<flow::AttributeValue> read_attribute(const Context& context, const AttributeDef& def,
-                                                   const std::string& instance_key) {
-  context.check_attribute(def, /*read=*/true);
-  if (def.is_map() && instance_key.empty()) {
-    throw AttributeError("AttributeMap '" + def.key() + "': the instance key is empty");
-  }
-  auto key = context.values_.find(def.key());
-  if (key == context.values_.end()) return std::nullopt;
-  auto it = key->second.find(instance_key);
-  if (it == key->second.end()) return std::nullopt;
-  return it->second;
-}
-
-std::vector<std::string> attribute_instances(const Context& context, const AttributeDef& def) {
-  context.check_attribute(def, /*read=*/true);
-  std::vector<std::string> out;
-  auto key = context.values_.find(def.key());
-  if (key == context.values_.end()) return out;
-  for (const auto& [instance, value] : key->second) out.push_back(instance);
-  return out;
-}
-
-void write_attribute(Context& context, const AttributeDef& def, const std::string& instance_key,
-                     std::optional<flow::AttributeValue> value) {
-  context.check_attribute(def, /*read=*/false);
-  if (def.is_map() && instance_key.empty()) {
-    throw AttributeError("AttributeMap '" + def.key() + "': the instance key is empty");
-  }
-  flow::Attribute write;
-  write.set_key(def.key());
-  write.set_instance_key(instance_key);
-  auto& instances = context.values_[def.key()];
-  if (value) {
-    *write.mutable_value() = *value;
-    instances[instance_key] = *std::move(value);
-  } else {
-    instances.erase(instance_key);
-  }
-  context.attribute_writes_.push_back(std::move(write));
 }
 
 }  // namespace sdk_internal

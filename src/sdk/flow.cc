@@ -497,4 +497,113 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
   return result;
 }
 
+// ---------------------------------------------------------------- Attributes
+// The Context's side of Attribute<T> and AttributeMap<T> (attribute.h).
+
+namespace sdk_internal {
+
+std::optional<flow::AttributeValue> read_attribute(const Context& context, const AttributeDef& def,
+                                                   const std::string& instance_key) {
+  context.check_attribute(def, /*read=*/true);
+  if (def.is_map() && instance_key.empty()) {
+    throw AttributeError("AttributeMap '" + def.key() + "': the instance key is empty");
+  }
+  auto key = context.values_.find(def.key());
+  if (key == context.values_.end()) return std::nullopt;
+  auto it = key->second.find(instance_key);
+  if (it == key->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> attribute_instances(const Context& context, const AttributeDef& def) {
+  context.check_attribute(def, /*read=*/true);
+  std::vector<std::string> out;
+  auto key = context.values_.find(def.key());
+  if (key == context.values_.end()) return out;
+  for (const auto& [instance, value] : key->second) out.push_back(instance);
+  return out;
+}
+
+void write_attribute(Context& context, const AttributeDef& def, const std::string& instance_key,
+                     std::optional<flow::AttributeValue> value) {
+  context.check_attribute(def, /*read=*/false);
+  if (def.is_map() && instance_key.empty()) {
+    throw AttributeError("AttributeMap '" + def.key() + "': the instance key is empty");
+  }
+  flow::Attribute write;
+  write.set_key(def.key());
+  write.set_instance_key(instance_key);
+  auto& instances = context.values_[def.key()];
+  if (value) {
+    *write.mutable_value() = *value;
+    instances[instance_key] = *std::move(value);
+  } else {
+    instances.erase(instance_key);
+  }
+  context.attribute_writes_.push_back(std::move(write));
+}
+
+}  // namespace sdk_internal
+
+// ---------------------------------------------------------------- SubFlows
+// What Execute reads of its SubFlow conditions' children (sub_flow.h).
+
+namespace {
+
+SubFlowResult typed(const flow::ConditionResult& c) {
+  const flow::SubFlowResult& r = c.sub_flow();
+  SubFlowResult out;
+  out.condition_index = c.index();
+  out.condition_id = c.condition_id();
+  out.fired = c.fired();
+  out.flow_id = r.flow_id();
+  out.run_id = r.run_id();
+  out.status = r.status();
+  out.close_reason = r.close_reason();
+  for (const auto& o : r.outputs()) {  // bounded by the child's result
+    FlowOutput typed_output{o.step_type(), o.step_execution_id(), nullptr};
+    try {
+      typed_output.output = from_payload(o.output());
+    } catch (const nlohmann::json::exception& e) {
+      throw FlowFailure("the output of SubFlow '" + r.flow_id() + "' (" + o.step_execution_id() +
+                            ") is not valid JSON: " + e.what(),
+                        true);
+    }
+    out.outputs.push_back(std::move(typed_output));
+  }
+  return out;
+}
+
+bool is_sub_flow(const flow::ConditionResult& c) {
+  return c.condition().has_sub_flow() || c.has_sub_flow();
+}
+
+}  // namespace
+
+SubFlowResult Context::sub_flow(uint32_t condition_index) const {
+  for (const auto& c : task_.conditions()) {
+    if (c.index() == condition_index && is_sub_flow(c)) return typed(c);
+  }
+  throw FlowFailure("Step '" + task_.step_type() + "': condition " +
+                        std::to_string(condition_index) + " of its wait is not a SubFlow",
+                    true);
+}
+
+SubFlowResult Context::sub_flow(const std::string& condition_id) const {
+  for (const auto& c : task_.conditions()) {
+    if (c.condition_id() == condition_id && is_sub_flow(c)) return typed(c);
+  }
+  throw FlowFailure(
+      "Step '" + task_.step_type() + "': its wait has no SubFlow condition '" + condition_id + "'",
+      true);
+}
+
+std::vector<SubFlowResult> Context::sub_flows() const {
+  std::vector<SubFlowResult> out;
+  for (const auto& c : task_.conditions()) {  // bounded by the wait's conditions
+    if (is_sub_flow(c)) out.push_back(typed(c));
+  }
+  return out;
+}
+
 }  // namespace dex

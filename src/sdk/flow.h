@@ -49,6 +49,7 @@
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
 #include "sdk/attribute.h"
+#include "sdk/condition.h"
 #include "sdk/start_options.h"
 #include "sdk/sub_flow.h"
 
@@ -58,32 +59,11 @@ using json = nlohmann::json;
 
 // ---------------------------------------------------------------- conditions
 
-// One condition of a Wait. condition_id() names it (required in
-// any_combination_of, optional elsewhere).
-class Condition {
- public:
-  explicit Condition(flow::Condition proto) : proto_(std::move(proto)) {}
-  Condition id(std::string condition_id) const;
-  const flow::Condition& proto() const { return proto_; }
-
- private:
-  flow::Condition proto_;
-};
-
 struct Timer {
   // Fires `d` after the wait is recorded (durable on the server).
   static Condition after(std::chrono::milliseconds d);
   // Fires at a wall-clock time (Unix ms); a time already past fires at once.
   static Condition at_unix_ms(int64_t unix_ms);
-};
-
-// A child Flow that the wait starts (sub_flow.h): met when the child closes,
-// whatever its status; Execute reads it with Context::sub_flow. Throws
-// FlowFailure (non-retryable) for options a SubFlow cannot take (request_id,
-// id_reuse, ignore_already_started), naming them.
-struct SubFlow {
-  static Condition start(std::string flow_type, nlohmann::json input = nullptr,
-                         const SubFlowOptions& options = {});
 };
 
 // A durable FIFO queue of one run, declared in the Flow's schema.
@@ -182,19 +162,6 @@ class StepDecision {
 
  private:
   flow::StepDecision proto_;
-};
-
-// Thrown by wait_for or execute to fail the attempt. A non-retryable failure
-// skips the remaining attempts (the failure policy applies at once). Any other
-// exception is a retryable failure whose message is its what().
-class FlowFailure : public std::runtime_error {
- public:
-  explicit FlowFailure(const std::string& message, bool non_retryable = false)
-      : std::runtime_error(message), non_retryable_(non_retryable) {}
-  bool non_retryable() const { return non_retryable_; }
-
- private:
-  bool non_retryable_;
 };
 
 // ---------------------------------------------------------------- context
@@ -441,9 +408,5 @@ class Flow {
 flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
                                    const std::function<void()>& heartbeat,
                                    const std::function<bool()>& cancelled);
-
-// JSON <-> Payload.
-flow::Payload to_payload(const json& value);
-json from_payload(const flow::Payload& payload);
 
 }  // namespace dex

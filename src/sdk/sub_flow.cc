@@ -1,8 +1,8 @@
 // Start options, SubFlow conditions and what Execute reads of their children
-// (start_options.h, sub_flow.h; the Context accessors declared in flow.h).
+// (start_options.h, sub_flow.h); Context's SubFlow accessors are in flow.cc.
 #include "sdk/sub_flow.h"
 
-#include "sdk/flow.h"
+#include "sdk/condition.h"
 
 namespace dex {
 
@@ -79,64 +79,6 @@ Condition SubFlow::start(std::string flow_type, nlohmann::json input,
 const nlohmann::json& SubFlowResult::output() const {
   static const nlohmann::json kNull;
   return outputs.empty() ? kNull : outputs.back().output;
-}
-
-namespace {
-
-SubFlowResult typed(const flow::ConditionResult& c) {
-  const flow::SubFlowResult& r = c.sub_flow();
-  SubFlowResult out;
-  out.condition_index = c.index();
-  out.condition_id = c.condition_id();
-  out.fired = c.fired();
-  out.flow_id = r.flow_id();
-  out.run_id = r.run_id();
-  out.status = r.status();
-  out.close_reason = r.close_reason();
-  for (const auto& o : r.outputs()) {  // bounded by the child's result
-    FlowOutput typed_output{o.step_type(), o.step_execution_id(), nullptr};
-    try {
-      typed_output.output = from_payload(o.output());
-    } catch (const nlohmann::json::exception& e) {
-      throw FlowFailure("the output of SubFlow '" + r.flow_id() + "' (" + o.step_execution_id() +
-                            ") is not valid JSON: " + e.what(),
-                        true);
-    }
-    out.outputs.push_back(std::move(typed_output));
-  }
-  return out;
-}
-
-bool is_sub_flow(const flow::ConditionResult& c) {
-  return c.condition().has_sub_flow() || c.has_sub_flow();
-}
-
-}  // namespace
-
-SubFlowResult Context::sub_flow(uint32_t condition_index) const {
-  for (const auto& c : task_.conditions()) {
-    if (c.index() == condition_index && is_sub_flow(c)) return typed(c);
-  }
-  throw FlowFailure("Step '" + task_.step_type() + "': condition " +
-                        std::to_string(condition_index) + " of its wait is not a SubFlow",
-                    true);
-}
-
-SubFlowResult Context::sub_flow(const std::string& condition_id) const {
-  for (const auto& c : task_.conditions()) {
-    if (c.condition_id() == condition_id && is_sub_flow(c)) return typed(c);
-  }
-  throw FlowFailure(
-      "Step '" + task_.step_type() + "': its wait has no SubFlow condition '" + condition_id + "'",
-      true);
-}
-
-std::vector<SubFlowResult> Context::sub_flows() const {
-  std::vector<SubFlowResult> out;
-  for (const auto& c : task_.conditions()) {  // bounded by the wait's conditions
-    if (is_sub_flow(c)) out.push_back(typed(c));
-  }
-  return out;
 }
 
 }  // namespace dex

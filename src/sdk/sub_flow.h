@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dex/flow.pb.h"
+#include "sdk/condition.h"
 #include "sdk/start_options.h"
 
 namespace dex {
@@ -50,6 +51,15 @@ struct SubFlowOptions {
   // the other (SubFlow::start refuses them).
   StartOptions start = {};
   SubFlowReuse reuse = SubFlowReuse::kRestartIfPreviousExitsAbnormally;
+};
+
+// A child Flow that a wait starts: met when the child closes,
+// whatever its status; Execute reads it with Context::sub_flow. Throws
+// FlowFailure (non-retryable) for options a SubFlow cannot take (request_id,
+// id_reuse, ignore_already_started), naming them.
+struct SubFlow {
+  static Condition start(std::string flow_type, nlohmann::json input = nullptr,
+                         const SubFlowOptions& options = {});
 };
 
 // One output of a closed run's result: the Step execution that completed it.

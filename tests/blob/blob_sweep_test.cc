@@ -1,4 +1,4 @@
-// Collecting blobs no run references (src/blob/blob_sweep.h): begin_sweep and
+// Collecting blobs no run references (src/blob/sweep_pass.h): begin_sweep and
 // finish_sweep against the in-memory store, with a manual clock for the
 // store's times and the put holds. Old unreferenced blobs go; referenced,
 // young and lately put ones stay; a put racing the delete of its own key ends
