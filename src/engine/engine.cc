@@ -17,7 +17,9 @@
 #include "engine/flow_blob_sweep.h"
 #include "engine/flow_blobs.h"
 #include "engine/flow_engine.h"
+#include "engine/flow_waits.h"
 #include "engine/local_store.h"
+#include "engine/rpc_invoker.h"
 #include "engine/shared_store.h"
 #include "engine/state_machine.h"
 #include "log/log_gc.h"
@@ -151,19 +153,19 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return values_out(
         blobs_.get(),
-        flow_->wait_for_flow(r.flow(), long_poll_deadline(clock_, r.timeout_ms()), cancelled));
+        waits_.wait_for_flow(r.flow(), long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
       const flow::WaitForHistoryEventRequest& r, const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return history_out(blobs_.get(), flow_->wait_for_history_event(
+    return history_out(blobs_.get(), waits_.wait_for_history_event(
                                          r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
       const flow::WaitForStepCompletionRequest& r,
       const std::function<bool()>& cancelled) override {
     if (auto s = check_open(); !s.is_ok()) return s;
-    return flow_->wait_for_step(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
+    return waits_.wait_for_step(r, long_poll_deadline(clock_, r.timeout_ms()), cancelled);
   }
   StatusOr<flow::GetAttributesResponse> get_attributes(
       const flow::GetAttributesRequest& r) override {
@@ -182,7 +184,7 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     if (r.value().has_blob())
       return Status::invalid_argument("value carries a blob reference: only the server sets one");
-    return values_out(blobs_.get(), flow_->wait_for_attribute(
+    return values_out(blobs_.get(), waits_.wait_for_attribute(
                                         r, long_poll_deadline(clock_, r.timeout_ms()), cancelled));
   }
   StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& r,
@@ -190,7 +192,7 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     auto in = values_in(blobs_.get(), r.flow().flow_id(), r);
     if (!in.is_ok()) return in.status();
-    return values_out(blobs_.get(), flow_->invoke_rpc(*in, cancelled));
+    return values_out(blobs_.get(), rpcs_->invoke(*in, cancelled));
   }
 
  private:
@@ -228,7 +230,9 @@ class EngineImpl final : public Engine {
   std::unique_ptr<BlobStore> blobs_;          // created by the constructor; outlives flow_
   std::unique_ptr<Snapshotter> snapshotter_;  // created by start()
   std::unique_ptr<BlobSweeper> sweeper_;      // created by start(); stopped before sm closes
+  FlowWaits waits_{local_, clock_};           // the long polls; outlives flow_, which tells it
   std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
+  std::unique_ptr<RpcInvoker> rpcs_;          // created by start(), over flow_ and waits_
   std::once_flag stop_once_;
 };
 
@@ -358,7 +362,9 @@ Status EngineImpl::start() {
   flow_ = std::make_unique<FlowEngine>(
       FlowEngineOptions{options_.epoch, options_.now_unix_ms, blobs_.get(),
                         options_.flow_retention_ms, options_.worker_reconnect_grace},
-      local_, log_, clock_, workers_);
+      local_, log_, clock_, workers_, waits_);
+  rpcs_ = std::make_unique<RpcInvoker>(*flow_, waits_, local_, clock_, options_.epoch,
+                                       options_.now_unix_ms);
   // Attached before the flow engine starts: its first round proposes due
   // timers and queued attempts at once, and a batch that became durable
   // before the hook was attached would never be applied (its callers never

@@ -26,6 +26,7 @@
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
 #include "dex/records.pb.h"
+#include "engine/worker_sink.h"
 #include "objstore/object_store.h"
 #include "snapshot/snapshot_types.h"
 
@@ -67,20 +68,6 @@ class EngineLogHook {
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
-
-// The future of Engine::complete_task holds this when the engine stopped before
-// the result was applied: the outcome is unknown, so no ack must be sent (the
-// Worker re-sends the result to the next active process).
-class EngineStoppedError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Limits on Worker streams (InvalidArgument above them).
-inline constexpr size_t kWorkerIdBytesMax = 256;
-inline constexpr uint32_t kWorkerConcurrentTasksMax = 1000;
-inline constexpr size_t kWorkersMax = 10'000;
-inline constexpr size_t kTaskErrorBytesMax = 64u << 10;
 
 struct EngineOptions {
   NodeId node_id;
@@ -132,17 +119,6 @@ struct EngineOptions {
   // Optional (metrics, tests): the counts of every blob collection pass that
   // ran to its end, on the collector's thread.
   std::function<void(const SweepCounts&)> on_blobs_collected;
-};
-
-// The engine's side of one Worker stream. The gRPC layer implements it.
-class WorkerSink {
- public:
-  virtual ~WorkerSink() = default;
-  // Hands a WaitFor or Execute attempt to the Worker (docs/flow-rules.md);
-  // false if the stream is gone (the engine then treats the attempt as never
-  // received). Called from engine threads; must not block long.
-  virtual bool send_task(const flow::FlowTask& task) = 0;
-  virtual bool send_ping() = 0;
 };
 
 class Engine {

@@ -6,10 +6,10 @@
 
 #include "blob/blob_values.h"
 #include "common/units.h"
-#include "engine/engine.h"
 #include "engine/flow_engine.h"
 #include "engine/flow_reads.h"
 #include "engine/rocks_kv.h"
+#include "engine/worker_sink.h"
 #include "flow/kv_txn.h"
 #include "log/log_writer.h"
 

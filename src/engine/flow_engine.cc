@@ -8,22 +8,18 @@
 
 #include <random>
 
-#include "engine/engine.h"
 #include "engine/flow_reads.h"
 #include "engine/flow_timeout_handler.h"
 #include "engine/rocks_kv.h"
+#include "engine/worker_sink.h"
 #include "flow/kv_txn.h"
 #include "log/log_writer.h"
 
 namespace dex {
 namespace {
 
-constexpr int64_t kWaitDefaultMs = 30'000;
-constexpr int64_t kWaitMaxMs = 60'000;
-constexpr uint32_t kHistoryPageDefault = 100;
-constexpr uint32_t kHistoryPageMax = 1'000;
-
 Status engine_stopped() {
+  // Also what a long poll answers once the engine stopped or its log did.
   return Status::stopped("the engine stopped (the lease was released or lost)");
 }
 
@@ -35,18 +31,14 @@ std::string new_run_id() {
 
 }  // namespace
 
-TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms) {
-  if (timeout_ms <= 0) timeout_ms = kWaitDefaultMs;
-  return clock.now() + milliseconds(std::min(timeout_ms, kWaitMaxMs));
-}
-
 FlowEngine::FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock,
-                       WorkerPool& workers)
+                       WorkerPool& workers, FlowWaits& waits)
     : options_(std::move(options)),
       store_(store),
       log_(log),
       clock_(clock),
       pool_(workers),
+      waits_(waits),
       proposer_(log),
       dispatcher_(DispatcherOptions{options_.worker_grace}, options_.epoch.value) {}
 
@@ -90,8 +82,8 @@ void FlowEngine::stop() {
       std::lock_guard<std::mutex> lock(mu_);
       stopped_ = true;
       sched_cv_.notify_all();
-      changed_cv_.notify_all();
     }
+    waits_.stop(engine_stopped());
     if (scheduler_.joinable()) scheduler_.join();
     fill_.stop();  // before the proposer: a job may end its attempt through it
     proposer_.stop(engine_stopped());
@@ -103,8 +95,8 @@ void FlowEngine::log_stopped(const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     log_stopped_ = true;
     sched_cv_.notify_all();
-    changed_cv_.notify_all();
   }
+  waits_.stop(engine_stopped());
   proposer_.stop(why);
 }
 
@@ -134,14 +126,12 @@ void FlowEngine::on_applied(std::vector<FlowRecordResult>& results, const flow::
       dispatcher_.released(ended.task_id);
       prebuilt_.erase(ended.task_id);
     }
-    if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty() ||
-        !fx.attributes_changed.empty() || !fx.rpcs_done.empty()) {
-      ++version_;
-      changed_cv_.notify_all();
-    }
     wake_ = true;
     sched_cv_.notify_all();
   }
+  if (!fx.closed.empty() || !fx.history.empty() || !fx.steps_done.empty() ||
+      !fx.attributes_changed.empty() || !fx.rpcs_done.empty())
+    waits_.changed();
   proposer_.applied(results);
 }
 
@@ -208,7 +198,7 @@ StatusOr<flow::ApplyResult> FlowEngine::propose_and_wait(flow::FlowRecord record
   return future.get();
 }
 
-Status FlowEngine::refusal(const flow::ApplyResult& r) const {
+Status refusal(const flow::ApplyResult& r) {
   switch (r.code) {
     case flow::RefusalCode::kInvalidArgument:
       return Status::invalid_argument(r.message);
@@ -337,80 +327,6 @@ StatusOr<flow::GetHistoryEventsResponse> FlowEngine::history(
     if (!run.is_ok()) return run.status();
     return history_page(kv, *run, request.after_seq(), request.from_start(), page);
   });
-}
-
-StatusOr<flow::WaitForFlowResponse> FlowEngine::wait_for_flow(
-    const flow::FlowRef& ref, TimePoint deadline, const std::function<bool()>& cancelled) {
-  flow::WaitForFlowResponse last;
-  // No run named: the Flow ID's latest run, which a pending Flow retry
-  // replaces, so the wait goes on until a run closes with none to follow.
-  const bool follow_retries = ref.run_id().empty();
-  auto got = wait_until<flow::WaitForFlowResponse>(
-      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForFlowResponse>> {
-        auto d = describe(ref);
-        if (!d.is_ok()) return d.status();
-        *last.mutable_flow() = *d;
-        if (d->status() == flow::FLOW_RUNNING || (follow_retries && d->retry_unix_ms() != 0))
-          return std::optional<flow::WaitForFlowResponse>();
-        last.set_closed(true);
-        return std::optional<flow::WaitForFlowResponse>(last);
-      });
-  if (!got.is_ok()) return got.status();
-  return got->value_or(last);
-}
-
-StatusOr<flow::GetHistoryEventsResponse> FlowEngine::wait_for_history_event(
-    const flow::WaitForHistoryEventRequest& request, TimePoint deadline,
-    const std::function<bool()>& cancelled) {
-  flow::GetHistoryEventsRequest page;
-  *page.mutable_flow() = request.flow();
-  page.set_after_seq(request.after_seq());
-  page.set_from_start(request.from_start());
-  flow::GetHistoryEventsResponse last;
-  auto got = wait_until<flow::GetHistoryEventsResponse>(
-      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::GetHistoryEventsResponse>> {
-        auto h = history(page);
-        if (!h.is_ok()) return h.status();
-        last = *h;
-        if (h->events_size() == 0) return std::optional<flow::GetHistoryEventsResponse>();
-        return std::optional<flow::GetHistoryEventsResponse>(*h);
-      });
-  if (!got.is_ok()) return got.status();
-  return got->value_or(last);
-}
-
-StatusOr<flow::WaitForStepCompletionResponse> FlowEngine::wait_for_step(
-    const flow::WaitForStepCompletionRequest& request, TimePoint deadline,
-    const std::function<bool()>& cancelled) {
-  flow::WaitForStepCompletionResponse last;
-  auto got = wait_until<flow::WaitForStepCompletionResponse>(
-      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForStepCompletionResponse>> {
-        return with_view(
-            [&](RocksKv& kv) -> StatusOr<std::optional<flow::WaitForStepCompletionResponse>> {
-              flow::KvFlowTxn txn(kv);
-              auto run = resolve_run(txn, request.flow());
-              if (!run.is_ok()) return run.status();
-              auto s = txn.step(run->flow_id(), run->run_id(), request.step_execution_id());
-              // An execution the run has not started yet is waited for while
-              // the run goes on.
-              if (!s && run->status() == flow::FLOW_RUNNING)
-                return std::optional<flow::WaitForStepCompletionResponse>();
-              if (!s)
-                return Status::not_found("Flow '" + run->flow_id() + "' run '" + run->run_id() +
-                                         "' closed without a Step execution '" +
-                                         request.step_execution_id() + "'");
-              last.set_phase(s->phase());
-              const bool ended = s->phase() == flow::PHASE_DONE ||
-                                 s->phase() == flow::PHASE_FAILED ||
-                                 s->phase() == flow::PHASE_CANCELED;
-              if (!ended && run->status() == flow::FLOW_RUNNING)
-                return std::optional<flow::WaitForStepCompletionResponse>();
-              last.set_completed(true);
-              return std::optional<flow::WaitForStepCompletionResponse>(last);
-            });
-      });
-  if (!got.is_ok()) return got.status();
-  return got->value_or(last);
 }
 
 }  // namespace dex

@@ -4,11 +4,14 @@
 // start to Workers. The rules that apply the records are src/flow/ (pure); the
 // local store applies them (StateMachine); this class decides what to append.
 //
-// Parts: FlowProposer (appends records, answers callers once applied),
-// the dispatcher (flow_dispatch.cc: Workers per Flow type, the FIFO of queued
-// tasks, speculative assignments, sends, timeouts), the timer scan, and the
-// reads (flow_reads.cc). Internal to src/engine; the API reaches it through
-// engine.h.
+// It is the shell around the pure Dispatcher (dispatcher.h: which Worker gets
+// which attempt, what is due): its scheduler thread, its mutex, the store
+// reads and the sends (flow_dispatch.cc); FlowProposer appends records and
+// answers callers once applied; the reads are flow_reads.cc; Attribute calls
+// flow_attributes.cc. The long polls (FlowWaits) and the RPC invoker
+// (RpcInvoker) are units of their own: this class only tells FlowWaits of
+// changes, and the invoker calls propose_and_wait. Internal to src/engine; the
+// API reaches it through engine.h.
 //
 // Threads: calls come from gRPC threads; on_applied() from the log writer's
 // thread; one scheduler thread of its own. Lock order: SharedStore::mu, then
@@ -37,6 +40,7 @@
 #include "dex/flow_api.pb.h"
 #include "engine/dispatcher.h"
 #include "engine/flow_proposer.h"
+#include "engine/flow_waits.h"
 #include "engine/rocks_kv.h"
 #include "engine/shared_store.h"
 #include "engine/worker_pool.h"
@@ -60,11 +64,8 @@ struct FlowEngineOptions {
   Duration worker_grace = seconds(5);
 };
 
-// A long poll re-checks whether its caller went away at least this often.
-inline constexpr Duration kWaitSlice = milliseconds(500);
-
-// The deadline of a long poll asking for `timeout_ms` (0: 30 s; at most 60 s).
-TimePoint long_poll_deadline(Clock& clock, int64_t timeout_ms);
+// The status a refused record's caller gets (InvalidArgument, NotFound, ...).
+Status refusal(const flow::ApplyResult& result);
 
 class FlowEngine {
  public:
@@ -72,9 +73,10 @@ class FlowEngine {
   static constexpr size_t kFillThreads = 2;
   using WorkerHandle = uint64_t;
 
-  // `workers` (the engine's one list of Worker streams) must outlive this.
+  // `workers` (the engine's one list of Worker streams) and `waits` (told of
+  // every applied change) must outlive this.
   FlowEngine(FlowEngineOptions options, SharedStore& store, LogWriter& log, Clock& clock,
-             WorkerPool& workers);
+             WorkerPool& workers, FlowWaits& waits);
   ~FlowEngine();
   FlowEngine(const FlowEngine&) = delete;
   FlowEngine& operator=(const FlowEngine&) = delete;
@@ -100,27 +102,14 @@ class FlowEngine {
   StatusOr<flow::FlowDescription> describe(const flow::FlowRef& ref);
   StatusOr<flow::GetFlowStateResponse> state(const flow::FlowRef& ref);
   StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);
-  // Long polls: end when the awaited thing happened, at `deadline`, when
-  // `cancelled()` turns true, or Stopped.
-  StatusOr<flow::WaitForFlowResponse> wait_for_flow(const flow::FlowRef& ref, TimePoint deadline,
-                                                    const std::function<bool()>& cancelled);
-  StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
-      const flow::WaitForHistoryEventRequest& request, TimePoint deadline,
-      const std::function<bool()>& cancelled);
-  StatusOr<flow::WaitForStepCompletionResponse> wait_for_step(
-      const flow::WaitForStepCompletionRequest& request, TimePoint deadline,
-      const std::function<bool()>& cancelled);
-
-  // Attributes and RPCs (flow_rpc.cc).
+  // Attributes (flow_attributes.cc).
   StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest& request);
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest& request);
-  StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(
-      const flow::WaitForAttributeRequest& request, TimePoint deadline,
-      const std::function<bool()>& cancelled);
-  // Answers once the RPC's end is durable: its output, or why it did not
-  // complete (DeadlineExceeded, Transient for NOT_COMPLETED, PreconditionFailed).
-  StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest& request,
-                                               const std::function<bool()>& cancelled);
+
+  // Appends `record` (with assignments of the attempts it queues when
+  // `speculative`) and answers the rules' verdict once it applied; Stopped
+  // when the engine or its log stopped first. The RPC invoker's way in.
+  StatusOr<flow::ApplyResult> propose_and_wait(flow::FlowRecord record, bool speculative);
 
   // ------------------------------------------------------------ Worker streams
   // Records the hello's declarations (durably, before it returns) and lets the
@@ -149,7 +138,6 @@ class FlowEngine {
   // propose() of a record speculate() already assigned (`reserved`).
   void propose_speculated(flow::FlowRecord record, std::vector<std::string> reserved,
                           std::function<void(StatusOr<flow::ApplyResult>)> done);
-  StatusOr<flow::ApplyResult> propose_and_wait(flow::FlowRecord record, bool speculative);
   // Sends the ASYNC tasks among `reserved` (built by speculate) now.
   void send_prebuilt(const std::vector<std::string>& reserved);
   // Hands a task to its Worker's stream (a task with blob values: on fill_,
@@ -165,10 +153,6 @@ class FlowEngine {
   // Puts the task's blob values back in place (options_.blobs is set); false
   // when one cannot be read (the attempt is then ending FAILED).
   bool put_values_back(const std::string& task_id, flow::FlowTask& task);
-  template <typename T>
-  StatusOr<std::optional<T>> wait_until(TimePoint deadline, const std::function<bool()>& cancelled,
-                                        const std::function<StatusOr<std::optional<T>>()>& ready);
-  Status refusal(const flow::ApplyResult& result) const;
 
   void run_scheduler();
   void send_started();
@@ -183,7 +167,9 @@ class FlowEngine {
   Dispatcher::Gate gate() const;
   // The store's view (null once stopped), under store_.mu shared.
   template <typename Fn>
-  auto with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>()));
+  auto with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>())) {
+    return dex::with_view(store_, std::move(fn));
+  }
   std::vector<std::string> workers_for(const std::string& flow_type) const;
   int64_t now_ms() const { return options_.now_unix_ms(); }
 
@@ -193,18 +179,16 @@ class FlowEngine {
   LogWriter& log_;  // only for lease_valid(): no task is handed out without a valid lease
   Clock& clock_;
   WorkerPool& pool_;  // the streams; which one gets what is dispatcher_'s
+  FlowWaits& waits_;  // the long polls, told of every applied change
   FlowProposer proposer_;
 
   mutable std::mutex mu_;
-  std::condition_variable sched_cv_;    // wake_ or stopped_
-  std::condition_variable changed_cv_;  // version_ moved, or stopped_
-  bool stopped_ = false;                // guarded by mu_
-  bool log_stopped_ = false;            // guarded by mu_
-  bool draining_ = false;               // guarded by mu_
-  bool wake_ = false;                   // guarded by mu_
-  uint64_t version_ = 0;                // guarded by mu_: bumped by every applied change
-  uint64_t next_rpc_ = 1;               // guarded by mu_
-  Dispatcher dispatcher_;               // guarded by mu_
+  std::condition_variable sched_cv_;  // wake_ or stopped_
+  bool stopped_ = false;              // guarded by mu_
+  bool log_stopped_ = false;          // guarded by mu_
+  bool draining_ = false;             // guarded by mu_
+  bool wake_ = false;                 // guarded by mu_
+  Dispatcher dispatcher_;             // guarded by mu_
   // ASYNC attempts' tasks as built with their assignment, sent once (by task ID).
   std::unordered_map<std::string, flow::FlowTask> prebuilt_;  // guarded by mu_
   std::deque<std::string> sends_;                             // guarded by mu_; started, to send
@@ -215,40 +199,5 @@ class FlowEngine {
   JobPool fill_{kFillThreads};
   std::once_flag stop_once_;
 };
-
-template <typename Fn>
-inline auto FlowEngine::with_view(Fn fn) -> decltype(fn(std::declval<RocksKv&>())) {
-  std::shared_lock<std::shared_mutex> lock(store_.mu);
-  if (!store_.sm) return Status::stopped("the engine stopped");
-  auto view = store_.sm->flow_view();
-  auto out = fn(*view);
-  if (!view->status().is_ok()) return view->status();
-  return out;
-}
-
-// Waits until `ready()` answers a value, the deadline passes (nullopt), the
-// caller goes away or the engine stops.
-template <typename T>
-inline StatusOr<std::optional<T>> FlowEngine::wait_until(
-    TimePoint deadline, const std::function<bool()>& cancelled,
-    const std::function<StatusOr<std::optional<T>>()>& ready) {
-  // Bounded by the deadline: each round waits at most kWaitSlice.
-  while (true) {
-    uint64_t seen;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_ || log_stopped_)
-        return Status::stopped("the engine stopped (the lease was released or lost)");
-      seen = version_;
-    }
-    auto value = ready();
-    if (!value.is_ok() || value->has_value()) return value;
-    const TimePoint now = clock_.now();
-    if (now >= deadline || (cancelled && cancelled())) return std::optional<T>();
-    std::unique_lock<std::mutex> lock(mu_);
-    clock_.wait_until(lock, changed_cv_, std::min(deadline, now + kWaitSlice),
-                      [&] { return stopped_ || log_stopped_ || version_ != seen; });
-  }
-}
 
 }  // namespace dex

@@ -21,6 +21,9 @@ bool flow_retry_pending(flow::KvFlowTxn& txn, const flow::Run& run);
 flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run);
 // The run's active Step executions, as GetFlowState shows them.
 std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run);
+// History pages: GetHistoryEvents' default and largest page (a long poll's page is the default).
+inline constexpr uint32_t kHistoryPageDefault = 100;
+inline constexpr uint32_t kHistoryPageMax = 1'000;
 // Events with seq > after_seq (from the first with from_start), at most `page`.
 flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& run,
                                             uint64_t after_seq, bool from_start, uint32_t page);

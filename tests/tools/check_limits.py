@@ -25,11 +25,11 @@ import sys
 CHECKS_TS = "sdk/typescript/src/flow/checks.ts"
 WORKER_TS = "sdk/typescript/src/worker.ts"
 CLIENT_TS = "sdk/typescript/src/client.ts"
-FLOW_RULES_H = "src/flow/flow_rules.h"
+FLOW_RULES_H = "src/flow/limits.h"
 CONFIG_H = "src/config/config.h"
 FLOW_DISPATCH_CC = "src/engine/flow_dispatch.cc"
-FLOW_RPC_CC = "src/engine/flow_rpc.cc"
-FLOW_ENGINE_CC = "src/engine/flow_engine.cc"
+FLOW_RPC_CC = "src/engine/rpc_invoker.cc"
+FLOW_ENGINE_CC = "src/engine/flow_waits.cc"
 
 # (TypeScript file, TypeScript name, relation, C++ file, C++ constant).
 # relation "==": the TypeScript value equals the C++ one; "<": it stays below it.

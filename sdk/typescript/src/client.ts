@@ -159,7 +159,7 @@ export interface RpcCallResult<O> {
 
 /**
  * InvokeRpc's limits (docs/api.md): the server's default and maximum timeout
- * (src/engine/flow_rpc.cc; tests/tools/check_limits.py keeps them equal).
+ * (src/engine/rpc_invoker.cc; tests/tools/check_limits.py keeps them equal).
  */
 const RPC_DEFAULT_TIMEOUT_MS = 10_000;
 const RPC_MAX_TIMEOUT_MS = 60_000;
@@ -253,7 +253,7 @@ const UNREACHABLE_GRACE_MS = 1500;
 // A new attempt needs at least this much of the deadline left.
 const MIN_ATTEMPT_MS = 10;
 // The waits ask the server for at most this per call (its limit is 60 s,
-// kWaitMaxMs in src/engine/flow_engine.cc; tests/tools/check_limits.py checks
+// kWaitMaxMs in src/engine/flow_waits.cc; tests/tools/check_limits.py checks
 // that this stays below it), so that an unbounded wait never needs an
 // unbounded deadline.
 const FLOW_WAIT_PIECE_MS = 50_000;
