@@ -82,7 +82,8 @@ function unary(client, method, request, deadlineMs) {
 // the run closed. Resolves, or throws why not.
 function dexRunner(args) {
   const protoRoot = path.join(REPO, "proto");
-  const pkg = loadProto(path.join(protoRoot, "dex", "flow_api.proto"), [protoRoot]);
+  // dex.FlowService is in api.proto (its messages in flow_api.proto, which it imports).
+  const pkg = loadProto(path.join(protoRoot, "dex", "api.proto"), [protoRoot]);
   const client = new pkg.dex.FlowService(args.address, grpc.credentials.createInsecure());
   const flowType = args["flow-type"];
   const prefix = `${args["id-prefix"] ?? "peers"}-${process.pid}-`;
