@@ -2,13 +2,36 @@
 // flow engine"). The bottom of src/flow.
 #pragma once
 
+#include <compare>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "dex/flow_records.pb.h"
 
 namespace dex::flow {
+
+// One run, as the effects name it.
+struct RunKey {
+  std::string flow_id, run_id;
+  bool operator==(const RunKey&) const = default;
+  auto operator<=>(const RunKey&) const = default;
+};
+// Something of one run: a Step execution or an RPC, by its ID.
+struct RunItem {
+  RunKey run;
+  std::string id;
+  bool operator==(const RunItem&) const = default;
+  auto operator<=>(const RunItem&) const = default;
+};
+// "<flow>/<run>" and "<flow>/<run>/<id>", for messages and test output.
+inline std::ostream& operator<<(std::ostream& out, const RunKey& k) {
+  return out << k.flow_id << "/" << k.run_id;
+}
+inline std::ostream& operator<<(std::ostream& out, const RunItem& i) {
+  return out << i.run << "/" << i.id;
+}
 
 // What the shell around the rules must learn from an apply: which tasks to
 // dispatch, which Worker streams to tell, which timers to watch, whom to wake.
@@ -37,11 +60,11 @@ struct Effects {
   std::vector<Ended> ended;
   std::vector<int64_t> timers_set;  // fire times of new durable timers
   std::vector<Closed> closed;
-  std::vector<std::string> history;             // "<flow_id>/<run_id>" of runs with new events
-  std::vector<std::string> steps_done;          // "<flow_id>/<run_id>/<step execution id>" closed
-  std::vector<std::string> attributes_changed;  // "<flow_id>/<run_id>" of runs with new values
-  std::vector<std::string> rpcs_done;           // "<flow_id>/<run_id>/<rpc id>" that ended
-  std::vector<std::string> runs_deleted;        // "<flow_id>/<run_id>" deleted by retention
+  std::vector<RunKey> history;             // runs with new events
+  std::vector<RunItem> steps_done;         // Step executions closed (item: the execution ID)
+  std::vector<RunKey> attributes_changed;  // runs with new values
+  std::vector<RunItem> rpcs_done;          // RPCs that ended (item: the RPC ID)
+  std::vector<RunKey> runs_deleted;        // runs deleted by retention
   void clear() { *this = Effects(); }
 };
 

@@ -893,7 +893,7 @@ ApplyResult RecordApplier::expire(const TimerFired& r) {
     DEX_INVARIANT(at->run_id() == key.run_id() || at->retry_at_ms() != 0,
                   "an earlier run of a chain closed with its retry pending");
     txn_.delete_run(at->flow_id(), at->run_id());
-    effects_.runs_deleted.push_back(at->flow_id() + "/" + at->run_id());
+    effects_.runs_deleted.push_back(RunKey{at->flow_id(), at->run_id()});
     entry_gone = entry_gone || (entry && entry->run_id() == at->run_id());
     if (at->previous_run_id().empty()) break;
     at = txn_.run(at->flow_id(), at->previous_run_id());

@@ -7,6 +7,7 @@
 
 #include "common/invariant.h"
 #include "flow/declaration.h"
+#include "flow/lock_table.h"
 #include "flow/result_check.h"
 #include "flow/wait_eval.h"
 
@@ -34,8 +35,6 @@ int64_t backoff_ms(const RetryPolicy& retry, uint32_t next) {
   if (!(backoff <= cap)) backoff = cap;  // also catches overflow to inf
   return static_cast<int64_t>(backoff);
 }
-
-const std::string& holder_of(const LockWaiter& w) { return w.holder(); }
 
 }  // namespace
 
@@ -134,10 +133,6 @@ Status check_attribute_room(FlowTxn& txn, const std::string& flow_id, const std:
 
 std::string step_execution_id(std::string_view step_type, uint32_t n) {
   return std::string(step_type) + "-" + std::to_string(n);
-}
-
-std::string run_key(std::string_view flow_id, std::string_view run_id) {
-  return std::string(flow_id) + "/" + std::string(run_id);
 }
 
 RunEditor::RunEditor(FlowTxn& txn, Effects& effects, Run run, FlowDeclaration declaration,
@@ -319,71 +314,23 @@ void RunEditor::lock_event(HistoryKind kind, const std::string& holder, Method m
 
 bool RunEditor::take_locks(const std::string& holder, Method method, uint32_t attempt,
                            const google::protobuf::RepeatedPtrField<std::string>& keys) {
-  if (keys.empty()) return true;
-  bool free = true;
-  for (const auto& key : keys) {             // bounded by kLockKeysMax
-    for (const auto& held : run_.locks()) {  // bounded by the run's holders
-      if (held.key() == key) free = false;
-    }
-    for (const auto& w : run_.lock_waiters()) {  // bounded by the run's waiters
-      if (std::find(w.keys().begin(), w.keys().end(), key) != w.keys().end()) free = false;
-    }
-  }
-  if (!free) {
-    auto* w = run_.add_lock_waiters();
-    w->set_holder(holder);
-    w->set_method(method);
-    *w->mutable_keys() = keys;
-    return false;
-  }
-  for (const auto& key : keys) {  // bounded by kLockKeysMax
-    auto* held = run_.add_locks();
-    held->set_key(key);
-    held->set_holder(holder);
-    held->set_method(method);
-  }
-  lock_event(LOCKS_ACQUIRED, holder, method, attempt, {keys.begin(), keys.end()});
+  if (!LockTable(run_).take(holder, method, keys)) return false;
+  if (!keys.empty())
+    lock_event(LOCKS_ACQUIRED, holder, method, attempt, {keys.begin(), keys.end()});
   return true;
 }
 
 void RunEditor::release_locks(const std::string& holder, Method method, uint32_t attempt) {
-  std::vector<std::string> released;
-  auto* locks = run_.mutable_locks();
-  for (int i = 0; i < locks->size();) {  // bounded by the run's holders
-    if (locks->Get(i).holder() == holder && locks->Get(i).method() == method) {
-      released.push_back(locks->Get(i).key());
-      locks->erase(locks->begin() + i);
-    } else {
-      ++i;
-    }
-  }
+  const std::vector<std::string> released = LockTable(run_).release(holder, method);
   if (!released.empty()) lock_event(LOCKS_RELEASED, holder, method, attempt, released);
 }
 
 void RunEditor::drop_waiter(const std::string& holder, Method method) {
-  auto* waiters = run_.mutable_lock_waiters();
-  auto it = std::find_if(waiters->begin(), waiters->end(), [&](const LockWaiter& w) {
-    return holder_of(w) == holder && w.method() == method;
-  });
-  DEX_INVARIANT(it != waiters->end(), "a locked attempt waits in the run's lock queue");
-  waiters->erase(it);
+  LockTable(run_).drop_waiter(holder, method);
 }
 
 void RunEditor::grant_waiters() {
-  if (run_.lock_waiters().empty()) return;
-  std::set<std::string> taken;  // held, or wanted by an earlier waiter that stays
-  for (const auto& held : run_.locks()) taken.insert(held.key());
-  google::protobuf::RepeatedPtrField<LockWaiter> staying;
-  const auto waiters = run_.lock_waiters();
-  run_.clear_lock_waiters();
-  for (const auto& w : waiters) {  // bounded by the run's waiters
-    const bool free = std::none_of(w.keys().begin(), w.keys().end(),
-                                   [&](const std::string& k) { return taken.contains(k); });
-    for (const auto& k : w.keys()) taken.insert(k);
-    if (!free) {
-      *staying.Add() = w;
-      continue;
-    }
+  for (const LockWaiter& w : LockTable(run_).grant()) {  // bounded by the run's waiters
     MethodState* state = nullptr;
     TaskRef ref;
     Durability durability = ASYNC;
@@ -401,17 +348,10 @@ void RunEditor::grant_waiters() {
     }
     DEX_INVARIANT(state->state() == TASK_LOCKED && state->method() == w.method(),
                   "a lock waiter is a locked attempt");
-    for (const auto& k : w.keys()) {  // bounded by kLockKeysMax
-      auto* held = run_.add_locks();
-      held->set_key(k);
-      held->set_holder(w.holder());
-      held->set_method(w.method());
-    }
     lock_event(LOCKS_ACQUIRED, w.holder(), w.method(), state->attempt(),
                {w.keys().begin(), w.keys().end()});
     enqueue(*state, ref, durability);
   }
-  *run_.mutable_lock_waiters() = std::move(staying);
 }
 
 void RunEditor::clear_method(StepExecution& step, AttemptOutcome running_outcome) {
@@ -489,8 +429,7 @@ void RunEditor::finish_step(StepExecution& step, Phase phase) {
   auto it = std::find(active->begin(), active->end(), step.step_execution_id());
   DEX_INVARIANT(it != active->end(), "an active execution is in the run's active list");
   active->erase(it);
-  effects_.steps_done.push_back(run_key(run_.flow_id(), run_.run_id()) + "/" +
-                                step.step_execution_id());
+  effects_.steps_done.push_back(RunItem{{run_.flow_id(), run_.run_id()}, step.step_execution_id()});
 }
 
 void RunEditor::attempt_failed(StepExecution& step, AttemptOutcome outcome,
@@ -1028,7 +967,7 @@ void RunEditor::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
   DEX_INVARIANT(it != open->end(), "an open RPC is listed in its run");
   open->erase(it);
   const std::string id = rpc.rpc_id();
-  effects_.rpcs_done.push_back(run_key(run_.flow_id(), run_.run_id()) + "/" + id);
+  effects_.rpcs_done.push_back(RunItem{{run_.flow_id(), run_.run_id()}, id});
   run_.add_rpcs_done(id);
   // Bounded: the oldest done RPC is forgotten (a retry of it would run anew).
   while (static_cast<size_t>(run_.rpcs_done_size()) > kRpcsDoneKept) {
@@ -1082,14 +1021,14 @@ void RunEditor::flush() {
   for (auto& [id, r] : rpcs_) txn_.put_rpc(r);    // bounded by the RPCs touched
   txn_.put_run(run_);
   if (attributes_changed_)
-    effects_.attributes_changed.push_back(run_key(run_.flow_id(), run_.run_id()));
+    effects_.attributes_changed.push_back(RunKey{run_.flow_id(), run_.run_id()});
   auto entry = txn_.flow_id(run_.flow_id());
   DEX_INVARIANT(entry.has_value(), "a run's Flow ID has an entry");
   if (entry->run_id() == run_.run_id() && entry->status() != run_.status()) {
     entry->set_status(run_.status());
     txn_.put_flow_id(*entry);
   }
-  if (events_added_) effects_.history.push_back(run_key(run_.flow_id(), run_.run_id()));
+  if (events_added_) effects_.history.push_back(RunKey{run_.flow_id(), run_.run_id()});
 }
 
 }  // namespace dex::flow

@@ -193,7 +193,6 @@ std::string rpc_parent(std::string_view rpc_name);
 
 // The Step execution ID of the n-th execution of a type: "<type>-<n>".
 std::string step_execution_id(std::string_view step_type, uint32_t n);
-std::string run_key(std::string_view flow_id, std::string_view run_id);
 // A SubFlow's derived Flow ID: "<parent flow id>/<step execution id>/<index>".
 std::string sub_flow_id(std::string_view parent_flow_id, std::string_view step_execution_id,
                         uint32_t index);

@@ -733,7 +733,7 @@ TEST_F(FlowAttributes, InitialAttributesAreWrittenWithTheStart) {
   EXPECT_EQ(all[2].instance_key(), "color");
   EXPECT_EQ(h.run("f")->attribute_count(), 3u);
   EXPECT_EQ(h.run("f")->options().initial_attributes_size(), 0) << "not kept in the run";
-  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  EXPECT_EQ(h.effects.attributes_changed, (std::vector<RunKey>{{"f", "r1"}}));
   auto events = h.history("f");
   ASSERT_EQ(events[0].kind(), FLOW_STARTED);
   EXPECT_EQ(events[0].attribute_writes_size(), 4);
@@ -805,7 +805,7 @@ TEST_F(FlowAttributes, ResultWritesApplyInOrderAndAreRecorded) {
   *m->add_attribute_writes() = attr("status", "b");
   *m->add_attribute_writes() = attr_delete("tags", "x");
   ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
-  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  EXPECT_EQ(h.effects.attributes_changed, (std::vector<RunKey>{{"f", "r1"}}));
   auto all = h.attributes("f");
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].value().string_value(), "b") << "the later write wins";
@@ -846,7 +846,7 @@ TEST_F(FlowAttributes, SetAttributesOnARunningRunAllOrNothing) {
   auto r = h.set_attributes("f", {attr("status", "x"), attr_int("count", 7)});
   ASSERT_EQ(r.kind, ApplyKind::kApplied) << r.message;
   EXPECT_EQ(r.run_id, "r1") << "an empty run ID is the latest run";
-  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  EXPECT_EQ(h.effects.attributes_changed, (std::vector<RunKey>{{"f", "r1"}}));
   EXPECT_EQ(h.history("f").back().kind(), ATTRIBUTES_SET);
   EXPECT_EQ(h.history("f").back().attribute_writes_size(), 2);
   r = h.set_attributes("f", {attr("status", "y"), attr("nope", "z")});
@@ -1036,8 +1036,8 @@ TEST_F(FlowAttributes, AnRpcRunsOnceWritesAttributesAndStartsSteps) {
   EXPECT_TRUE(x->done());
   EXPECT_EQ(x->outcome(), ATTEMPT_COMPLETED);
   EXPECT_EQ(x->output().data(), "out");
-  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/req:1"});
-  EXPECT_EQ(h.effects.attributes_changed, std::vector<std::string>{"f/r1"});
+  EXPECT_EQ(h.effects.rpcs_done, (std::vector<RunItem>{{{"f", "r1"}, "req:1"}}));
+  EXPECT_EQ(h.effects.attributes_changed, (std::vector<RunKey>{{"f", "r1"}}));
   ASSERT_EQ(h.effects.ended.size(), 1u);
   EXPECT_EQ(h.effects.ended[0].task_id, task);
   EXPECT_EQ(h.step("f", "Next-1").parent_execution_id(), "rpc:get");
@@ -1101,7 +1101,7 @@ TEST_F(FlowAttributes, AnRpcThatFailsOrTimesOutEndsWithoutRetryAndCanRunAnew) {
   EXPECT_EQ(h.rpc("f", "req:a")->error(), "handler said no");
   EXPECT_EQ(h.history("f").back().kind(), RPC_FAILED);
   EXPECT_EQ(h.history("f").back().error(), "handler said no");
-  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/req:a"});
+  EXPECT_EQ(h.effects.rpcs_done, (std::vector<RunItem>{{{"f", "r1"}, "req:a"}}));
   auto queued_rpcs = [&] {
     size_t n = 0;
     for (auto& [k, v] : h.kv.scan(keys::kTaskQueuePrefix)) {
@@ -1178,7 +1178,7 @@ TEST_F(FlowAttributes, RecoveryEndsEveryOpenRpcAndTheRunsCloseFailsThem) {
   auto late = h.rpc("f", "rpc:late");
   EXPECT_EQ(late->outcome(), ATTEMPT_FAILED);
   EXPECT_EQ(late->error(), "the run closed (FAILED) before the RPC completed");
-  EXPECT_EQ(h.effects.rpcs_done, std::vector<std::string>{"f/r1/rpc:late"});
+  EXPECT_EQ(h.effects.rpcs_done, (std::vector<RunItem>{{{"f", "r1"}, "rpc:late"}}));
 }
 
 TEST_F(FlowAttributes, ARunKeepsTheLast256DoneRpcs) {

@@ -204,11 +204,12 @@ struct Sim {
   // A run retention deleted: it was closed for good (or earlier in its retry
   // chain), and what the models keep of it goes with it.
   template <typename Map>
-  void forget_run(const Map& before, const std::string& id) {
+  void forget_run(const Map& before, const RunKey& deleted) {
+    const std::string id = deleted.flow_id + "/" + deleted.run_id;
     if (record_kind_ != FlowRecord::kTimerFired) fail(id + " was deleted by a record not a timer");
     stats["runs deleted"]++;
-    const auto slash = id.rfind('/');
-    const std::string flow_id = id.substr(0, slash), run_id = id.substr(slash + 1);
+    const std::string& flow_id = deleted.flow_id;
+    const std::string& run_id = deleted.run_id;
     auto it = before.find(keys::run(flow_id, run_id));
     if (it == before.end()) fail(id + " was deleted but did not exist");
     Run run;
@@ -241,8 +242,10 @@ struct Sim {
   // Each invoked RPC ends once; nothing queues a done RPC again.
   void end_rpcs(const Effects& fx) {
     stats["rpcs done"] += static_cast<int>(fx.rpcs_done.size());
-    for (const auto& id : fx.rpcs_done)
+    for (const auto& done : fx.rpcs_done) {
+      const std::string id = done.run.flow_id + "/" + done.run.run_id + "/" + done.id;
       if (open_rpcs.erase(id) != 1) fail(id + " ended but was not open");
+    }
     for (const auto& q : fx.queued)
       if (q.task.method() == RPC && !open_rpcs.contains(q.task.flow_id() + "/" + q.task.run_id() +
                                                         "/" + q.task.step_execution_id()))

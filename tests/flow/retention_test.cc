@@ -80,7 +80,7 @@ TEST_F(Retention, AClosedRunIsDeletedWithAllItKeptWhenItsRetentionPasses) {
   EXPECT_FALSE(h.run("c").has_value());
   EXPECT_TRUE(h.history("c").empty());
   EXPECT_EQ(keys_of("c"), 0u) << "nothing of the run is left, nor its Flow ID";
-  EXPECT_EQ(h.effects.runs_deleted, std::vector<std::string>{"c/r1"});
+  EXPECT_EQ(h.effects.runs_deleted, (std::vector<RunKey>{{"c", "r1"}}));
   // The Flow ID is free: the same request starts a new run.
   ASSERT_EQ(start("c", "r2", "C", kKeep).kind, ApplyKind::kApplied);
   EXPECT_EQ(h.run("c", "r2")->status(), FLOW_RUNNING);
@@ -139,7 +139,7 @@ TEST_F(Retention, AFlowRetryChainGoesTogetherWhenItsLastRunExpires) {
   ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);
   EXPECT_FALSE(h.run("c", "r1").has_value());
   EXPECT_FALSE(h.run("c", "r1.2").has_value());
-  EXPECT_EQ(h.effects.runs_deleted, (std::vector<std::string>{"c/r1.2", "c/r1"}));
+  EXPECT_EQ(h.effects.runs_deleted, (std::vector<RunKey>{{"c", "r1.2"}, {"c", "r1"}}));
   EXPECT_EQ(keys_of("c"), 0u);
 }
 
