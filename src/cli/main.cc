@@ -38,8 +38,7 @@
 #include "lease/lease_record.h"
 #include "log/log_format.h"
 #include "log/log_reader.h"
-#include "objstore/filesystem_store.h"
-#include "objstore/s3_store.h"
+#include "objstore/store_settings.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/grpc_status.h"
@@ -69,59 +68,26 @@ int print(const json& out) {
 
 // ------------------------------------------------------------------- inspect
 
-// Opens <data-dir>/objects without creating anything.
-dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_objects(const std::string& data_dir) {
-  fs::path objects = fs::path(data_dir) / "objects";
-  if (!fs::is_directory(objects)) {
-    return dex::Status::not_found("no dex data in " + data_dir + " (no objects/ directory)");
-  }
-  auto store = dex::FilesystemObjectStore::open(objects, dex::Durability::kProcessCrashSafe);
-  if (!store.is_ok()) return store.status();
-  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-}
-
-// Opens the object store a serve config names, as `dex-server-zd serve` does
-// (S3 with the credentials of the config or the AWS_* environment, or a
-// filesystem store). Only reads are made through it.
-dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_config_store(const dex::ServeConfig& config) {
-  const auto& c = config.object_store;
-  if (c.type == "filesystem") {
-    if (!fs::is_directory(c.path)) {
-      return dex::Status::not_found("no object store at " + c.path.string() +
-                                    " (objectStore.path is not a directory)");
-    }
-    auto store = dex::FilesystemObjectStore::open(c.path, dex::Durability::kProcessCrashSafe);
-    if (!store.is_ok()) return store.status();
-    return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-  }
-  dex::S3Options options;
-  options.bucket = c.bucket;
-  options.prefix = c.prefix;
-  options.endpoint = c.endpoint;
-  options.region = c.region;
-  options.addressing =
-      c.addressing == "virtualHost" ? dex::S3Addressing::kVirtualHost : dex::S3Addressing::kPath;
-  auto credentials = c.credentials_file.empty()
-                         ? dex::s3_credentials_from_environment()
-                         : dex::s3_credentials_from_file(c.credentials_file, c.credentials_profile);
-  if (!credentials.is_ok()) return credentials.status();
-  options.credentials = std::move(credentials).value();
-  auto store = dex::S3ObjectStore::open(std::move(options));
-  if (!store.is_ok()) return store.status();
-  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-}
-
 // Where `inspect` reads: a dev/local data directory, or a serve config's store.
 struct InspectSource {
   std::string data_dir;
   std::string config_file;  // set: the serve config's store
 };
 
+// Opens the store read-only: nothing is created, nothing is written.
 dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_source(const InspectSource& source) {
-  if (source.config_file.empty()) return open_objects(source.data_dir);
+  if (source.config_file.empty()) {
+    const dex::ObjectStoreSettings objects =
+        dex::data_dir_object_store(source.data_dir, dex::Durability::kProcessCrashSafe);
+    if (!fs::is_directory(objects.path)) {
+      return dex::Status::not_found("no dex data in " + source.data_dir +
+                                    " (no objects/ directory)");
+    }
+    return dex::open_object_store(objects, dex::StoreAccess::kReadOnly);
+  }
   auto config = dex::load_serve_config_file(source.config_file);
   if (!config.is_ok()) return config.status();
-  return open_config_store(config.value());
+  return dex::open_object_store(config->object_store, dex::StoreAccess::kReadOnly);
 }
 
 // "epochStart", "opaque", or "flow.<kind>" for the flow rules' records
