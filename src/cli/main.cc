@@ -9,12 +9,11 @@
 //   health: one process's gRPC health;
 //   inspect lease|log: reads a node's lease and log straight from object
 //     storage (read-only): a dev/local data directory (--data-dir) or the
-//     store a serve config names (--config: S3 or filesystem).
+//     store a serve config names (--config: S3 or filesystem); inspect.cc.
 // Exit codes: 0 success; 1 the call or the read failed (stderr says
 // "dexcli: <what failed>: <gRPC code>: <message>"); 2 bad flags or input
 // (nothing was sent); 3 `flow wait` or `flow watch` gave up before the run
 // closed; 4 `flow wait --expect-completed` and the run closed otherwise.
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,29 +23,23 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 #include "cli/flow_commands.h"
+#include "cli/inspect.h"
 #include "cli/output.h"
+#include "common/node_id.h"
+#include "common/units.h"
 #include "common/version.h"
-#include "config/config.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "lease/lease_record.h"
-#include "log/log_format.h"
-#include "log/log_reader.h"
-#include "objstore/filesystem_store.h"
-#include "objstore/s3_store.h"
 #include "sdk/addresses.h"
 #include "sdk/client.h"
 #include "sdk/grpc_status.h"
 
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 constexpr int kExitFailed = 1;
@@ -65,186 +58,6 @@ int usage_error(const std::string& message) {
 int print(const json& out) {
   std::cout << out.dump(2) << "\n";
   return 0;
-}
-
-// ------------------------------------------------------------------- inspect
-
-// Opens <data-dir>/objects without creating anything.
-dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_objects(const std::string& data_dir) {
-  fs::path objects = fs::path(data_dir) / "objects";
-  if (!fs::is_directory(objects)) {
-    return dex::Status::not_found("no dex data in " + data_dir + " (no objects/ directory)");
-  }
-  auto store = dex::FilesystemObjectStore::open(objects, dex::Durability::kProcessCrashSafe);
-  if (!store.is_ok()) return store.status();
-  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-}
-
-// Opens the object store a serve config names, as `dex-server-zd serve` does
-// (S3 with the credentials of the config or the AWS_* environment, or a
-// filesystem store). Only reads are made through it.
-dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_config_store(const dex::ServeConfig& config) {
-  const auto& c = config.object_store;
-  if (c.type == "filesystem") {
-    if (!fs::is_directory(c.path)) {
-      return dex::Status::not_found("no object store at " + c.path.string() +
-                                    " (objectStore.path is not a directory)");
-    }
-    auto store = dex::FilesystemObjectStore::open(c.path, dex::Durability::kProcessCrashSafe);
-    if (!store.is_ok()) return store.status();
-    return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-  }
-  dex::S3Options options;
-  options.bucket = c.bucket;
-  options.prefix = c.prefix;
-  options.endpoint = c.endpoint;
-  options.region = c.region;
-  options.addressing =
-      c.addressing == "virtualHost" ? dex::S3Addressing::kVirtualHost : dex::S3Addressing::kPath;
-  auto credentials = c.credentials_file.empty()
-                         ? dex::s3_credentials_from_environment()
-                         : dex::s3_credentials_from_file(c.credentials_file, c.credentials_profile);
-  if (!credentials.is_ok()) return credentials.status();
-  options.credentials = std::move(credentials).value();
-  auto store = dex::S3ObjectStore::open(std::move(options));
-  if (!store.is_ok()) return store.status();
-  return std::unique_ptr<dex::ObjectStore>(std::move(store).value());
-}
-
-// Where `inspect` reads: a dev/local data directory, or a serve config's store.
-struct InspectSource {
-  std::string data_dir;
-  std::string config_file;  // set: the serve config's store
-};
-
-dex::StatusOr<std::unique_ptr<dex::ObjectStore>> open_source(const InspectSource& source) {
-  if (source.config_file.empty()) return open_objects(source.data_dir);
-  auto config = dex::load_serve_config_file(source.config_file);
-  if (!config.is_ok()) return config.status();
-  return open_config_store(config.value());
-}
-
-// "epochStart", "opaque", or "flow.<kind>" for the flow rules' records
-// ("flow.startFlow", "flow.methodResult", ...: the camelCase name of the
-// FlowRecord's kind, read from its descriptor so that a new kind needs no change here).
-std::string record_kind(const dex::proto::LogRecord& record) {
-  switch (record.kind_case()) {
-    case dex::proto::LogRecord::kEpochStart:
-      return "epochStart";
-    case dex::proto::LogRecord::kOpaque:
-      return "opaque";
-    case dex::proto::LogRecord::kFlow: {
-      const auto& flow = record.flow();
-      const auto* oneof = flow.GetDescriptor()->FindOneofByName("kind");
-      const auto* field =
-          oneof != nullptr ? flow.GetReflection()->GetOneofFieldDescriptor(flow, oneof) : nullptr;
-      return field != nullptr ? "flow." + field->json_name() : "flow.unknown";
-    }
-    default:
-      return "unknown";
-  }
-}
-
-int inspect_lease(const InspectSource& source, const std::string& node_id) {
-  auto store = open_source(source);
-  if (!store.is_ok()) return fail(store.status().message());
-  auto data = store.value()->get(dex::lease_key(dex::NodeId(node_id)));
-  if (!data.is_ok()) return fail("reading the lease: " + data.status().to_string());
-  auto record = dex::decode_lease_record(data->body);
-  if (!record.is_ok()) return fail("the lease object is not valid: " + record.status().to_string());
-  json out = {
-      {"nodeId", record->node_id.value},
-      {"nodeEpoch", record->epoch.to_string()},  // epochs print as decimal strings
-      {"holderProcessId", record->holder_process_id.value},
-      {"leaseDuration", dex::format_duration(record->duration)},
-      {"renewalCount", record->renewal_count},
-      {"released", record->released},
-      {"etag", data->etag},
-  };
-  return print(out);
-}
-
-struct InspectLogFlags {
-  uint64_t limit = 1000;
-  // Every slot from the first one listed (or --from-slot) to the end, read
-  // one by one without the reader's skipping of lower epochs: what a checker
-  // needs to see a fenced writer's batch. A missing slot is an entry
-  // {"slot", "missing": true} instead of an error.
-  bool raw = false;
-  // Each record in full (protobuf JSON mapping: epochStart, flow records with
-  // flow IDs, run IDs, task IDs, outcomes), plus the batch's writeId.
-  bool records = false;
-  std::optional<uint64_t> from_slot;
-};
-
-json batch_json(const dex::proto::LogBatch& batch, bool records) {
-  json kinds = json::array();
-  for (const auto& record : batch.records()) kinds.push_back(record_kind(record));
-  json out = {{"slot", std::to_string(batch.slot())},
-              {"epoch", std::to_string(batch.epoch())},
-              {"writerProcessId", batch.writer_process_id()},
-              {"records", batch.records_size()},
-              {"kinds", kinds}};
-  if (records) {
-    out["writeId"] = batch.write_id();
-    json details = json::array();
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = false;  // camelCase, as the API's JSON
-    for (const auto& record : batch.records()) {
-      std::string text;
-      if (google::protobuf::util::MessageToJsonString(record, &text, options).ok()) {
-        details.push_back(json::parse(text, nullptr, /*allow_exceptions=*/false));
-      } else {
-        details.push_back(json{{"error", "not representable as JSON"}});
-      }
-    }
-    out["recordDetails"] = details;
-  }
-  return out;
-}
-
-int inspect_log(const InspectSource& source, const std::string& node_id,
-                const InspectLogFlags& flags) {
-  auto store = open_source(source);
-  if (!store.is_ok()) return fail(store.status().message());
-  dex::NodeId node(node_id);
-  auto bounds = dex::find_log_bounds(*store.value(), node);
-  if (!bounds.is_ok()) return fail("listing the log: " + bounds.status().to_string());
-  const dex::Slot start =
-      flags.from_slot ? dex::Slot(std::max(*flags.from_slot, bounds->first.value)) : bounds->first;
-  dex::LogReader reader(*store.value(), node, start);
-  json batches = json::array();
-  uint64_t missing = 0;
-  if (flags.raw) {
-    // Bounded by the listing's end and --limit.
-    for (uint64_t slot = start.value; slot < bounds->end.value && batches.size() < flags.limit;
-         ++slot) {
-      auto read = reader.read(dex::Slot(slot));
-      if (!read.is_ok()) {
-        return fail("reading slot " + std::to_string(slot) + ": " + read.status().to_string());
-      }
-      if (!read->has_value()) {
-        ++missing;
-        batches.push_back({{"slot", std::to_string(slot)}, {"missing", true}});
-        continue;
-      }
-      batches.push_back(batch_json(read->value(), flags.records));
-    }
-  } else {
-    dex::Status s = reader.read_to_end([&](const dex::LogEntry& entry) {
-      if (batches.size() >= flags.limit) return dex::Status::ok();
-      batches.push_back(batch_json(entry.batch, flags.records));
-      return dex::Status::ok();
-    });
-    if (!s.is_ok()) return fail("reading the log: " + s.to_string());
-  }
-  json out = {{"nodeId", node_id},
-              {"firstSlot", bounds->first.to_string()},
-              {"endSlot", bounds->end.to_string()},
-              {"skippedLowerEpochBatches", reader.skipped()}};
-  if (flags.raw) out["missingSlots"] = missing;
-  out["batches"] = batches;
-  return print(out);
 }
 
 // ------------------------------------------------------------- API commands
@@ -578,9 +391,9 @@ int main(int argc, char** argv) {
       "from a dev/local data directory (--data-dir) or from the object store a serve config "
       "names (--config)");
   inspect->require_subcommand(1);
-  InspectSource source{".dex-data", ""};
+  dex::cli::InspectSource source;
   std::string node_id = "dev";
-  InspectLogFlags log_flags;
+  dex::cli::InspectLogFlags log_flags;
   uint64_t from_slot = 0;
   CLI::App* lease = inspect->add_subcommand(
       "lease", "Print the lease record: nodeId, nodeEpoch, holderProcessId, duration, released");
@@ -651,14 +464,16 @@ int main(int argc, char** argv) {
   if (*inspect) {
     CLI::App* cmd = *lease ? lease : log;
     if (!source.config_file.empty() && cmd->get_option("--node-id")->count() == 0) {
-      auto config = dex::load_serve_config_file(source.config_file);
-      if (!config.is_ok()) return usage_error("--config: " + config.status().message());
-      node_id = config->node_id;
+      auto config_node_id = dex::cli::inspect_config_node_id(source.config_file);
+      if (!config_node_id.is_ok()) {
+        return usage_error("--config: " + config_node_id.status().message());
+      }
+      node_id = config_node_id.value();
     }
     if (auto s = dex::validate_node_id(node_id); !s.is_ok()) return usage_error(s.message());
-    if (*lease) return inspect_lease(source, node_id);
+    if (*lease) return dex::cli::inspect_lease(source, node_id);
     if (log->get_option("--from-slot")->count() > 0) log_flags.from_slot = from_slot;
-    if (*log) return inspect_log(source, node_id, log_flags);
+    if (*log) return dex::cli::inspect_log(source, node_id, log_flags);
     return kExitUsage;
   }
 

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -21,46 +20,54 @@ uint64_t values_message_bytes_max(const ValueSettings& values) {
   return 2 * values.max_size_bytes + (16u << 20);
 }
 
-namespace {
-
-// Walks a YAML mapping and refuses keys outside `allowed` (dotted paths).
-Status check_keys(const YAML::Node& node, const std::string& path,
-                  const std::set<std::string>& allowed, std::string_view source) {
-  if (!node.IsMap()) {
-    return Status::invalid_argument(
-        fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
+std::string_view subcommand_name(Subcommand command) {
+  switch (command) {
+    case Subcommand::kDev:
+      return "dev";
+    case Subcommand::kLocal:
+      return "local";
+    case Subcommand::kServe:
+      return "serve";
   }
-  for (const auto& entry : node) {
-    // A key that is a list or mapping ("? [a]") has no name; as<string>() would
-    // throw (found by tests/fuzz).
-    if (!entry.first.IsScalar()) {
-      return Status::invalid_argument(
-          fmt::format("{}: a key of '{}' is not a name", source, path.empty() ? "<top>" : path));
-    }
-    std::string key = entry.first.as<std::string>();
-    std::string full = path.empty() ? key : path + "." + key;
-    bool is_section = false;
-    for (const auto& a : allowed) {
-      if (a.starts_with(full + ".")) is_section = true;
-    }
-    if (is_section) {
-      if (auto s = check_keys(entry.second, full, allowed, source); !s.is_ok()) return s;
-    } else if (!allowed.contains(full)) {
-      return Status::invalid_argument(fmt::format("{}: unknown key '{}'", source, full));
-    }
-  }
-  return Status::ok();
+  return "unknown";
 }
 
-StatusOr<std::string> scalar(const YAML::Node& node, std::string_view key,
-                             std::string_view source) {
-  if (!node.IsScalar()) {
-    return Status::invalid_argument(fmt::format("{}: '{}' must be a single value", source, key));
+std::string_view standby_mode_name(StandbyMode mode) {
+  switch (mode) {
+    case StandbyMode::kCold:
+      return "cold";
+    case StandbyMode::kHot:
+      return "hot";
   }
-  return node.as<std::string>();
+  return "unknown";
 }
 
-}  // namespace
+std::optional<StandbyMode> parse_standby_mode(std::string_view text) {
+  if (text == "cold") return StandbyMode::kCold;
+  if (text == "hot") return StandbyMode::kHot;
+  return std::nullopt;
+}
+
+NodeSettings NodeSettings::defaults(Subcommand command) {
+  NodeSettings s;
+  if (command != Subcommand::kServe) {
+    // One node on local disk (spec: lease 30 s, strict, cold standby only).
+    s.node_id = "dev";
+    s.data_dir = ".dex-data";
+    s.listen = "127.0.0.1:8801";
+    s.lease_duration = seconds(30);
+  }
+  return s;
+}
+
+ObjectStoreSettings data_dir_object_store(const std::filesystem::path& data_dir,
+                                          Durability durability) {
+  ObjectStoreSettings objects;
+  objects.type = ObjectStoreType::kFilesystem;
+  objects.path = data_dir / "objects";
+  objects.durability = durability;
+  return objects;
+}
 
 Status validate_listen_address(std::string_view listen) {
   auto colon = listen.rfind(':');
@@ -118,292 +125,419 @@ std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
 
 namespace {
 
-// snapshots.* of any config file (all optional).
-Status read_snapshot_settings(const YAML::Node& root, std::string_view source,
-                              SnapshotSettings& out) {
-  const YAML::Node section = root["snapshots"];
-  if (!section) return Status::ok();
-  auto bad = [&](std::string msg) {
-    return Status::invalid_argument(fmt::format("{}: {}", source, msg));
-  };
-  SnapshotSettings next = out;
-  if (const YAML::Node n = section["interval"]) {
-    auto v = scalar(n, "snapshots.interval", source);
-    if (!v.is_ok()) return v.status();
-    if (v.value() == "0") {
-      next.interval = Duration(0);
-    } else {
-      auto d = parse_duration(v.value());
-      if (!d.is_ok()) return bad(fmt::format("snapshots.interval: {}", d.status().message()));
-      next.interval = d.value();
-    }
-  }
-  auto number = [&](const char* key, const YAML::Node& n, uint64_t lo,
-                    uint64_t hi) -> StatusOr<uint64_t> {
-    auto v = scalar(n, key, source);
-    if (!v.is_ok()) return v.status();
-    uint64_t value = 0;
-    const std::string& t = v.value();
-    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || value < lo || value > hi) {
-      return bad(fmt::format("{} must be a whole number from {} to {}, not '{}'", key, lo, hi, t));
-    }
-    return value;
-  };
-  if (const YAML::Node n = section["everyRecords"]) {
-    auto v = number("snapshots.everyRecords", n, 0, 1'000'000'000'000);
-    if (!v.is_ok()) return v.status();
-    next.every_records = v.value();
-  }
-  if (const YAML::Node n = section["keep"]) {
-    auto v = number("snapshots.keep", n, 1, kSnapshotsKeepMax);
-    if (!v.is_ok()) return v.status();
-    next.keep = static_cast<uint32_t>(v.value());
-  }
-  out = next;
-  return Status::ok();
-}
-
-// A duration at `key` within lo..hi; "0" is 0 (allowed when lo is 0).
-Status parse_duration_in(const std::string& text, const char* key, std::string_view source,
-                         Duration lo, Duration hi, Duration& value) {
-  Duration d(0);
-  if (text != "0") {
-    auto parsed = parse_duration(text);
-    if (!parsed.is_ok())
-      return Status::invalid_argument(
-          fmt::format("{}: {}: {}", source, key, parsed.status().message()));
-    d = parsed.value();
-  }
-  if (d < lo || d > hi) {
-    return Status::invalid_argument(fmt::format("{}: {} {} is outside {}..{}", source, key, text,
-                                                format_duration(lo), format_duration(hi)));
-  }
-  value = d;
-  return Status::ok();
-}
-
-// flows.* of any config file (all optional).
-Status read_flow_settings(const YAML::Node& root, std::string_view source, FlowSettings& out) {
-  const YAML::Node section = root["flows"];
-  if (!section) return Status::ok();
-  FlowSettings next = out;
-  if (const YAML::Node n = section["retention"]) {
-    auto v = scalar(n, "flows.retention", source);
-    if (!v.is_ok()) return v.status();
-    if (auto s = parse_duration_in(v.value(), "flows.retention", source, kFlowRetentionMin,
-                                   kFlowRetentionMax, next.retention);
-        !s.is_ok())
-      return s;
-  }
-  if (const YAML::Node n = section["workerReconnectGrace"]) {
-    auto v = scalar(n, "flows.workerReconnectGrace", source);
-    if (!v.is_ok()) return v.status();
-    if (auto s = parse_duration_in(v.value(), "flows.workerReconnectGrace", source,
-                                   kWorkerReconnectGraceMin, kWorkerReconnectGraceMax,
-                                   next.worker_reconnect_grace);
-        !s.is_ok())
-      return s;
-  }
-  out = next;
-  return Status::ok();
-}
-
-// values.* of any config file (all optional), checked together: the maximum
-// is at least the threshold.
-Status read_value_settings(const YAML::Node& root, std::string_view source, ValueSettings& out) {
-  const YAML::Node section = root["values"];
-  if (!section) return Status::ok();
-  ValueSettings next = out;
-  auto size = [&](const char* name, const char* key, uint64_t lo, uint64_t hi,
-                  uint64_t& value) -> Status {
-    const YAML::Node n = section[name];
-    if (!n) return Status::ok();
-    auto v = scalar(n, key, source);
-    if (!v.is_ok()) return v.status();
-    auto bytes = parse_bytes(v.value());
-    if (!bytes.is_ok())
-      return Status::invalid_argument(
-          fmt::format("{}: {}: {}", source, key, bytes.status().message()));
-    if (bytes.value() < lo || bytes.value() > hi) {
-      return Status::invalid_argument(fmt::format("{}: {} {} is outside {}..{}", source, key,
-                                                  v.value(), format_bytes(lo), format_bytes(hi)));
-    }
-    value = bytes.value();
-    return Status::ok();
-  };
-  if (auto s = size("blobThreshold", "values.blobThreshold", kBlobThresholdBytesMin,
-                    kBlobThresholdBytesMax, next.blob_threshold_bytes);
-      !s.is_ok())
-    return s;
-  if (auto s = size("maxSize", "values.maxSize", kBlobThresholdBytesMin, kValueMaxSizeBytesMax,
-                    next.max_size_bytes);
-      !s.is_ok())
-    return s;
-  if (auto s = size("blobCacheSize", "values.blobCacheSize", 0, kBlobCacheBytesMax,
-                    next.blob_cache_bytes);
-      !s.is_ok())
-    return s;
-  auto duration = [&](const char* name, const char* key, Duration lo, Duration hi,
-                      Duration& value) -> Status {
-    const YAML::Node n = section[name];
-    if (!n) return Status::ok();
-    auto v = scalar(n, key, source);
-    if (!v.is_ok()) return v.status();
-    return parse_duration_in(v.value(), key, source, lo, hi, value);
-  };
-  if (auto s = duration("blobCollectInterval", "values.blobCollectInterval", Duration(0),
-                        kBlobCollectIntervalMax, next.blob_collect_interval);
-      !s.is_ok())
-    return s;
-  if (auto s = duration("blobMinAge", "values.blobMinAge", Duration(0), kBlobMinAgeMax,
-                        next.blob_min_age);
-      !s.is_ok())
-    return s;
-  if (next.max_size_bytes < next.blob_threshold_bytes) {
+// Walks a YAML mapping and refuses keys outside `allowed` (dotted paths).
+Status check_keys(const YAML::Node& node, const std::string& path,
+                  const std::set<std::string>& allowed, std::string_view source) {
+  if (!node.IsMap()) {
     return Status::invalid_argument(
-        fmt::format("{}: values.maxSize ({}) must be at least values.blobThreshold ({})", source,
-                    format_bytes(next.max_size_bytes), format_bytes(next.blob_threshold_bytes)));
+        fmt::format("{}: '{}' must be a mapping", source, path.empty() ? "<top>" : path));
   }
-  out = next;
+  for (const auto& entry : node) {
+    // A key that is a list or mapping ("? [a]") has no name; as<string>() would
+    // throw (found by tests/fuzz).
+    if (!entry.first.IsScalar()) {
+      return Status::invalid_argument(
+          fmt::format("{}: a key of '{}' is not a name", source, path.empty() ? "<top>" : path));
+    }
+    std::string key = entry.first.as<std::string>();
+    std::string full = path.empty() ? key : path + "." + key;
+    bool is_section = false;
+    for (const auto& a : allowed) {
+      if (a.starts_with(full + ".")) is_section = true;
+    }
+    if (is_section) {
+      if (auto s = check_keys(entry.second, full, allowed, source); !s.is_ok()) return s;
+    } else if (!allowed.contains(full)) {
+      return Status::invalid_argument(fmt::format("{}: unknown key '{}'", source, full));
+    }
+  }
   return Status::ok();
 }
 
-// Which keys a file may carry, and where durability and the data directory live.
-struct Schema {
-  std::set<std::string> allowed;
-  std::string durability_key;
-  std::string data_dir_key;  // empty: not settable
-  const char* program;
+// Every key of a settings file, with the subcommands that accept it.
+constexpr unsigned kDevKey = 1u << static_cast<unsigned>(Subcommand::kDev);
+constexpr unsigned kLocalKey = 1u << static_cast<unsigned>(Subcommand::kLocal);
+constexpr unsigned kServeKey = 1u << static_cast<unsigned>(Subcommand::kServe);
+constexpr unsigned kEveryKey = kDevKey | kLocalKey | kServeKey;
+struct KeyRule {
+  std::string_view path;
+  unsigned commands;
+};
+constexpr KeyRule kKeys[] = {
+    {"nodeId", kEveryKey},
+    {"api.listen", kEveryKey},
+    {"dev.durabilityMode", kDevKey},
+    {"local.dataDir", kLocalKey},
+    {"local.durabilityMode", kLocalKey},
+    {"objectStore.type", kServeKey},
+    {"objectStore.bucket", kServeKey},
+    {"objectStore.prefix", kServeKey},
+    {"objectStore.endpoint", kServeKey},
+    {"objectStore.region", kServeKey},
+    {"objectStore.addressing", kServeKey},
+    {"objectStore.credentials.file", kServeKey},
+    {"objectStore.credentials.profile", kServeKey},
+    {"objectStore.path", kServeKey},
+    {"objectStore.durability", kServeKey},
+    {"localStore.path", kServeKey},
+    {"lease.duration", kEveryKey},
+    {"lease.failIfHeld", kEveryKey},
+    {"standby.mode", kEveryKey},
+    {"standby.heldLeasePollInterval", kServeKey},
+    {"standby.stepDownHoldOff", kServeKey},
+    {"standby.laggingTakeoverDelay", kServeKey},
+    {"standby.behindLagThreshold", kServeKey},
+    {"metrics.listen", kServeKey},
+    {"lifecycle.attemptDrainTimeout", kEveryKey},
+    {"snapshots.interval", kEveryKey},
+    {"snapshots.everyRecords", kEveryKey},
+    {"snapshots.keep", kEveryKey},
+    {"values.blobThreshold", kEveryKey},
+    {"values.maxSize", kEveryKey},
+    {"values.blobCacheSize", kEveryKey},
+    {"values.blobCollectInterval", kEveryKey},
+    {"values.blobMinAge", kEveryKey},
+    {"flows.retention", kEveryKey},
+    {"flows.workerReconnectGrace", kEveryKey},
+    {"admin.enabled", kEveryKey},
+    {"auth.adminTokenFiles", kEveryKey},
+    {"auth.adminTokenSha256", kEveryKey},
 };
 
-// auth.* of any config file; defined below.
+std::set<std::string> allowed_keys(Subcommand command) {
+  std::set<std::string> allowed;
+  for (const KeyRule& key : kKeys) {
+    if ((key.commands & (1u << static_cast<unsigned>(command))) != 0) {
+      allowed.emplace(key.path);
+    }
+  }
+  return allowed;
+}
+
+// The bounds of a duration key. "0" reads as zero (every other duration needs
+// a unit), then the bounds decide; hi == Duration::max(): no upper bound.
+struct DurationRange {
+  Duration lo;
+  Duration hi;
+};
+constexpr DurationRange kPositive{Duration(1), Duration::max()};
+constexpr DurationRange kZeroOrMore{Duration(0), Duration::max()};
+
+// auth.* of any settings file; defined below.
 Status read_admin_tokens(const YAML::Node& root, std::string_view source,
                          std::vector<std::string>& digests, std::vector<std::string>* files,
                          size_t* inline_digests);
 
-Status apply_yaml(const YAML::Node& root, std::string_view source, const Schema& schema,
-                  DevConfig& config) {
-  if (auto s = check_keys(root, "", schema.allowed, source); !s.is_ok()) return s;
-  DevConfig next = config;  // all or nothing: a bad file changes nothing
-  auto read = [&](const YAML::Node& node, std::string_view key) {
-    return scalar(node, key, source);
-  };
-  auto wrap = [&](std::string_view key, const Status& s) {
-    return Status::invalid_argument(fmt::format("{}: {}: {}", source, key, s.message()));
-  };
-  try {
-    if (root["nodeId"]) {
-      auto v = read(root["nodeId"], "nodeId");
-      if (!v.is_ok()) return v.status();
-      if (auto s = validate_node_id(v.value()); !s.is_ok()) {
-        return Status::invalid_argument(fmt::format("{}: {}", source, s.message()));
-      }
-      next.node_id = v.value();
-    }
-    if (root["api"] && root["api"]["listen"]) {
-      auto v = read(root["api"]["listen"], "api.listen");
-      if (!v.is_ok()) return v.status();
-      if (auto s = validate_listen_address(v.value()); !s.is_ok()) return wrap("api.listen", s);
-      next.listen = v.value();
-    }
-    if (root["lease"] && root["lease"]["duration"]) {
-      auto v = read(root["lease"]["duration"], "lease.duration");
-      if (!v.is_ok()) return v.status();
-      auto d = parse_duration(v.value());
-      if (!d.is_ok()) return wrap("lease.duration", d.status());
-      if (d.value() < kLeaseDurationMin || d.value() > kLeaseDurationMax) {
-        return Status::invalid_argument(
-            fmt::format("{}: lease.duration {} is outside {}..{}", source, v.value(),
-                        format_duration(kLeaseDurationMin), format_duration(kLeaseDurationMax)));
-      }
-      next.lease_duration = d.value();
-    }
-    if (root["lease"] && root["lease"]["failIfHeld"]) {
-      auto v = read(root["lease"]["failIfHeld"], "lease.failIfHeld");
-      if (!v.is_ok()) return v.status();
-      if (v.value() == "true") {
-        next.lease_fail_if_held = true;
-      } else if (v.value() == "false") {
-        next.lease_fail_if_held = false;
-      } else {
-        return Status::invalid_argument(
-            fmt::format("{}: lease.failIfHeld must be true or false, not '{}'", source, v.value()));
-      }
-    }
-    // The node at "section.key", if present (without inserting anything).
-    auto section_value = [&](const std::string& dotted) -> std::optional<YAML::Node> {
-      auto dot = dotted.find('.');
-      const YAML::Node section = root[dotted.substr(0, dot)];
-      if (!section) return std::nullopt;
-      const YAML::Node value = section[dotted.substr(dot + 1)];
-      if (!value) return std::nullopt;
-      return value;
-    };
-    if (auto node = section_value(schema.durability_key)) {
-      auto v = read(*node, schema.durability_key);
-      if (!v.is_ok()) return v.status();
-      auto d = parse_durability(v.value());
-      if (!d) {
-        return Status::invalid_argument(
-            fmt::format("{}: {} must be strict, processCrashSafe or relaxed, not '{}'", source,
-                        schema.durability_key, v.value()));
-      }
-      next.durability = *d;
-    }
-    if (!schema.data_dir_key.empty()) {
-      if (auto node = section_value(schema.data_dir_key)) {
-        auto v = read(*node, schema.data_dir_key);
-        if (!v.is_ok()) return v.status();
-        if (v.value().empty()) {
-          return Status::invalid_argument(
-              fmt::format("{}: {} is empty", source, schema.data_dir_key));
-        }
-        next.data_dir = v.value();
-      }
-    }
-    if (root["standby"] && root["standby"]["mode"]) {
-      auto v = read(root["standby"]["mode"], "standby.mode");
-      if (!v.is_ok()) return v.status();
-      if (v.value() != "cold") {
-        return Status::invalid_argument(
-            fmt::format("{}: standby.mode '{}' is not allowed: {} accepts only cold", source,
-                        v.value(), schema.program));
-      }
-    }
-    if (auto s = read_snapshot_settings(root, source, next.snapshots); !s.is_ok()) return s;
-    if (auto s = read_value_settings(root, source, next.values); !s.is_ok()) return s;
-    if (auto s = read_flow_settings(root, source, next.flows); !s.is_ok()) return s;
-    if (root["lifecycle"] && root["lifecycle"]["attemptDrainTimeout"]) {
-      auto v = read(root["lifecycle"]["attemptDrainTimeout"], "lifecycle.attemptDrainTimeout");
-      if (!v.is_ok()) return v.status();
-      auto d = parse_duration(v.value());
-      if (!d.is_ok()) return wrap("lifecycle.attemptDrainTimeout", d.status());
-      next.attempt_drain_timeout = d.value();
-    }
-    if (root["admin"] && root["admin"]["enabled"]) {
-      auto v = read(root["admin"]["enabled"], "admin.enabled");
-      if (!v.is_ok()) return v.status();
-      if (v.value() != "true" && v.value() != "false") {
-        return Status::invalid_argument(
-            fmt::format("{}: admin.enabled must be true or false, not '{}'", source, v.value()));
-      }
-      next.admin_enabled = v.value() == "true";
-    }
-    if (root["auth"]) {
-      // The file's tokens replace any earlier ones: what it lists is what is accepted.
-      next.admin_token_sha256.clear();
-      if (auto s = read_admin_tokens(root, source, next.admin_token_sha256, nullptr, nullptr);
-          !s.is_ok()) {
-        return s;
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
+// The values of one YAML document, by dotted key, each turned into its type
+// the same way for every key of that type; every refusal names the source and
+// the key.
+class Reader {
+ public:
+  Reader(const YAML::Node& root, std::string_view source) : root_(root), source_(source) {}
+
+  std::string_view source() const { return source_; }
+
+  Status bad(std::string_view message) const {
+    return Status::invalid_argument(fmt::format("{}: {}", source_, message));
   }
-  config = next;
+
+  // The node at a dotted key, if the file has it (const lookups only:
+  // operator[] on a scalar throws, and a non-const one inserts).
+  std::optional<YAML::Node> node(std::string_view dotted) const { return find(root_, dotted); }
+
+  // The text at `key`, if set; a list or mapping there is refused.
+  StatusOr<std::optional<std::string>> text(std::string_view key) const {
+    auto n = node(key);
+    if (!n) return std::optional<std::string>();
+    if (!n->IsScalar()) return bad(fmt::format("'{}' must be a single value", key));
+    return std::optional<std::string>(n->as<std::string>());
+  }
+
+  // True when `key` is set to something other than empty text.
+  bool set(std::string_view key) const {
+    auto v = text(key);
+    return v.is_ok() && v.value() && !v.value()->empty();
+  }
+
+  Status string(std::string_view key, std::string& out) const {
+    auto v = text(key);
+    if (!v.is_ok()) return v.status();
+    if (v.value()) out = *v.value();
+    return Status::ok();
+  }
+
+  // A key without which the subcommand cannot run.
+  Status required(std::string_view key, std::string& out) const {
+    auto v = text(key);
+    if (!v.is_ok()) return v.status();
+    if (!v.value()) return bad(fmt::format("'{}' is required", key));
+    if (v.value()->empty()) return bad(fmt::format("'{}' is empty", key));
+    out = *v.value();
+    return Status::ok();
+  }
+
+  Status boolean(std::string_view key, bool& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    const std::string& t = *v.value();
+    if (t != "true" && t != "false") {
+      return bad(fmt::format("{} must be true or false, not '{}'", key, t));
+    }
+    out = t == "true";
+    return Status::ok();
+  }
+
+  // Every duration of every subcommand is read here.
+  Status duration(std::string_view key, DurationRange range, Duration& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    const std::string& t = *v.value();
+    Duration d(0);
+    if (t != "0") {
+      auto parsed = parse_duration(t);
+      if (!parsed.is_ok()) return bad(fmt::format("{}: {}", key, parsed.status().message()));
+      d = parsed.value();
+    }
+    if (d < range.lo || d > range.hi) {
+      if (range.hi == Duration::max()) {
+        return bad(fmt::format("{} must be longer than 0, not '{}'", key, t));
+      }
+      return bad(fmt::format("{} {} is outside {}..{}", key, t, format_duration(range.lo),
+                             format_duration(range.hi)));
+    }
+    out = d;
+    return Status::ok();
+  }
+
+  // A whole number within lo..hi.
+  Status whole(std::string_view key, uint64_t lo, uint64_t hi, uint64_t& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    const std::string& t = *v.value();
+    uint64_t value = 0;
+    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || value < lo || value > hi) {
+      return bad(fmt::format("{} must be a whole number from {} to {}, not '{}'", key, lo, hi, t));
+    }
+    out = value;
+    return Status::ok();
+  }
+
+  // A size ("64MiB") within lo..hi.
+  Status size(std::string_view key, uint64_t lo, uint64_t hi, uint64_t& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    const std::string& t = *v.value();
+    auto bytes = parse_bytes(t);
+    if (!bytes.is_ok()) return bad(fmt::format("{}: {}", key, bytes.status().message()));
+    if (bytes.value() < lo || bytes.value() > hi) {
+      return bad(
+          fmt::format("{} {} is outside {}..{}", key, t, format_bytes(lo), format_bytes(hi)));
+    }
+    out = bytes.value();
+    return Status::ok();
+  }
+
+  // One of a mode's names: `parse` knows them, `names` lists them for the error.
+  template <typename T>
+  Status choice(std::string_view key, std::optional<T> (*parse)(std::string_view),
+                std::string_view names, T& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    std::optional<T> parsed = parse(*v.value());
+    if (!parsed) return bad(fmt::format("{} must be {}, not '{}'", key, names, *v.value()));
+    out = *parsed;
+    return Status::ok();
+  }
+
+  Status listen(std::string_view key, std::string& out) const {
+    auto v = text(key);
+    if (!v.is_ok() || !v.value()) return v.status();
+    if (auto s = validate_listen_address(*v.value()); !s.is_ok()) {
+      return bad(fmt::format("{}: {}", key, s.message()));
+    }
+    out = *v.value();
+    return Status::ok();
+  }
+
+ private:
+  static std::optional<YAML::Node> find(const YAML::Node& node, std::string_view dotted) {
+    if (!node.IsMap()) return std::nullopt;
+    const size_t dot = dotted.find('.');
+    const YAML::Node child = node[std::string(dotted.substr(0, dot))];
+    if (!child) return std::nullopt;
+    if (dot == std::string_view::npos) return child;
+    return find(child, dotted.substr(dot + 1));
+  }
+
+  const YAML::Node& root_;
+  std::string_view source_;
+};
+
+// A sequence of reads: the first refusal stops it.
+#define DEX_READ(expr)                     \
+  do {                                     \
+    if (Status s_ = (expr); !s_.is_ok()) { \
+      return s_;                           \
+    }                                      \
+  } while (false)
+
+// Reads every key `command` accepts into `next`, then the rules that join keys.
+Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, NodeSettings& next) {
+  const bool serve = command == Subcommand::kServe;
+  // nodeId, api.listen, and where the data lives.
+  if (serve) DEX_READ(in.required("nodeId", next.node_id));
+  DEX_READ(in.string("nodeId", next.node_id));
+  if (in.node("nodeId")) {
+    if (auto s = validate_node_id(next.node_id); !s.is_ok()) return in.bad(s.message());
+  }
+  DEX_READ(in.listen("api.listen", next.listen));
+  if (command == Subcommand::kLocal) {
+    std::string data_dir = next.data_dir.string();
+    DEX_READ(in.string("local.dataDir", data_dir));
+    if (data_dir.empty()) return in.bad("local.dataDir is empty");
+    next.data_dir = data_dir;
+  }
+  if (!serve) {
+    const std::string key = fmt::format("{}.durabilityMode", subcommand_name(command));
+    DEX_READ(
+        in.choice(key, parse_durability, "strict, processCrashSafe or relaxed", next.durability));
+  }
+  ObjectStoreSettings& os = next.object_store;
+  if (serve) {
+    std::string type;
+    DEX_READ(in.required("objectStore.type", type));
+    DEX_READ(in.choice("objectStore.type", parse_object_store_type, "s3 or filesystem", os.type));
+  }
+  DEX_READ(in.string("objectStore.bucket", os.bucket));
+  DEX_READ(in.string("objectStore.prefix", os.prefix));
+  DEX_READ(in.string("objectStore.endpoint", os.endpoint));
+  DEX_READ(in.string("objectStore.region", os.region));
+  DEX_READ(in.choice("objectStore.addressing", parse_s3_addressing, "path or virtualHost",
+                     os.addressing));
+  DEX_READ(in.string("objectStore.credentials.file", os.credentials_file));
+  DEX_READ(in.string("objectStore.credentials.profile", os.credentials_profile));
+  std::string path = os.path.string();
+  DEX_READ(in.string("objectStore.path", path));
+  os.path = path;
+  Durability store_durability = os.durability;
+  DEX_READ(in.choice("objectStore.durability", parse_durability, "strict or processCrashSafe",
+                     store_durability));
+  if (store_durability == Durability::kRelaxed) {
+    return in.bad("objectStore.durability must be strict or processCrashSafe, not 'relaxed'");
+  }
+  os.durability = store_durability;
+  if (serve) {
+    std::string local_store;
+    DEX_READ(in.required("localStore.path", local_store));
+    next.local_store_path = local_store;
+  }
+
+  // The lease and the standby.
+  DEX_READ(
+      in.duration("lease.duration", {kLeaseDurationMin, kLeaseDurationMax}, next.lease_duration));
+  DEX_READ(in.boolean("lease.failIfHeld", next.lease_fail_if_held));
+  if (!serve) {
+    // dev and local hold the dev lock: one process, no standby to keep hot.
+    auto v = in.text("standby.mode");
+    if (!v.is_ok()) return v.status();
+    if (v.value() && *v.value() != "cold") {
+      return in.bad(
+          fmt::format("standby.mode '{}' is not allowed: dex-server-zd {} accepts only "
+                      "cold",
+                      *v.value(), subcommand_name(command)));
+    }
+  }
+  DEX_READ(in.choice("standby.mode", parse_standby_mode, "cold or hot", next.standby_mode));
+  DEX_READ(in.duration("standby.heldLeasePollInterval",
+                       {milliseconds(1), kHeldLeasePollIntervalMax},
+                       next.held_lease_poll_interval));
+  DEX_READ(in.duration("standby.stepDownHoldOff", kPositive, next.step_down_hold_off));
+  DEX_READ(in.duration("standby.laggingTakeoverDelay", kPositive, next.lagging_takeover_delay));
+  DEX_READ(in.duration("standby.behindLagThreshold", kPositive, next.behind_lag_threshold));
+  DEX_READ(in.string("metrics.listen", next.metrics_listen));
+  if (!next.metrics_listen.empty()) {
+    if (auto s = validate_listen_address(next.metrics_listen); !s.is_ok()) {
+      return in.bad("metrics.listen: " + s.message());
+    }
+  }
+  DEX_READ(in.duration("lifecycle.attemptDrainTimeout", kPositive, next.attempt_drain_timeout));
+
+  // snapshots.*, values.*, flows.* (docs/configuration.md).
+  SnapshotSettings& snapshots = next.snapshots;
+  DEX_READ(in.duration("snapshots.interval", kZeroOrMore, snapshots.interval));
+  DEX_READ(in.whole("snapshots.everyRecords", 0, 1'000'000'000'000, snapshots.every_records));
+  uint64_t keep = snapshots.keep;
+  DEX_READ(in.whole("snapshots.keep", 1, kSnapshotsKeepMax, keep));
+  snapshots.keep = static_cast<uint32_t>(keep);
+  ValueSettings& values = next.values;
+  DEX_READ(in.size("values.blobThreshold", kBlobThresholdBytesMin, kBlobThresholdBytesMax,
+                   values.blob_threshold_bytes));
+  DEX_READ(in.size("values.maxSize", kBlobThresholdBytesMin, kValueMaxSizeBytesMax,
+                   values.max_size_bytes));
+  DEX_READ(in.size("values.blobCacheSize", 0, kBlobCacheBytesMax, values.blob_cache_bytes));
+  DEX_READ(in.duration("values.blobCollectInterval", {Duration(0), kBlobCollectIntervalMax},
+                       values.blob_collect_interval));
+  DEX_READ(in.duration("values.blobMinAge", {Duration(0), kBlobMinAgeMax}, values.blob_min_age));
+  if (values.max_size_bytes < values.blob_threshold_bytes) {
+    return in.bad(fmt::format("values.maxSize ({}) must be at least values.blobThreshold ({})",
+                              format_bytes(values.max_size_bytes),
+                              format_bytes(values.blob_threshold_bytes)));
+  }
+  DEX_READ(
+      in.duration("flows.retention", {kFlowRetentionMin, kFlowRetentionMax}, next.flows.retention));
+  DEX_READ(in.duration("flows.workerReconnectGrace",
+                       {kWorkerReconnectGraceMin, kWorkerReconnectGraceMax},
+                       next.flows.worker_reconnect_grace));
+
+  // admin.enabled and auth.*: the file's tokens replace any earlier ones (what
+  // it lists is what is accepted).
+  DEX_READ(in.boolean("admin.enabled", next.admin_enabled));
+  if (in.node("auth")) {
+    next.admin_token_sha256.clear();
+    next.admin_token_files.clear();
+    next.admin_token_sha256_entries = 0;
+    DEX_READ(read_admin_tokens(root, in.source(), next.admin_token_sha256, &next.admin_token_files,
+                               &next.admin_token_sha256_entries));
+  }
+
+  // Rules that join keys.
+  if (next.standby_mode == StandbyMode::kHot) {
+    if (next.lease_fail_if_held) {
+      return in.bad(
+          "standby.mode hot needs lease.failIfHeld false: a hot standby waits while another "
+          "process holds the lease");
+    }
+    if (next.step_down_hold_off <= next.lagging_takeover_delay + next.held_lease_poll_interval) {
+      return in.bad(fmt::format(
+          "standby.stepDownHoldOff ({}) must be longer than standby.laggingTakeoverDelay ({}) "
+          "plus standby.heldLeasePollInterval ({}) in hot mode, so that a standby takes over "
+          "before the stepped-down process competes again",
+          format_duration(next.step_down_hold_off), format_duration(next.lagging_takeover_delay),
+          format_duration(next.held_lease_poll_interval)));
+    }
+  }
+  if (!next.metrics_listen.empty() && next.metrics_listen == next.listen) {
+    return in.bad("metrics.listen must differ from api.listen");
+  }
+  if (serve && os.type == ObjectStoreType::kS3) {
+    if (os.bucket.empty()) return in.bad("objectStore.bucket is required with objectStore.type s3");
+    if (in.set("objectStore.path") || in.set("objectStore.durability")) {
+      return in.bad(
+          "objectStore.path and objectStore.durability belong to objectStore.type filesystem");
+    }
+  } else if (serve) {
+    if (os.path.empty()) {
+      return in.bad("objectStore.path is required with objectStore.type filesystem");
+    }
+    if (in.set("objectStore.bucket") || in.set("objectStore.endpoint")) {
+      return in.bad("objectStore.bucket and objectStore.endpoint belong to objectStore.type s3");
+    }
+  }
   return Status::ok();
 }
+
+#undef DEX_READ
 
 StatusOr<YAML::Node> load_yaml(std::string_view yaml, std::string_view source) {
   try {
@@ -420,78 +554,6 @@ StatusOr<std::string> read_file(const std::filesystem::path& file) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-const Schema kDevSchema{{"nodeId",
-                         "api.listen",
-                         "lease.duration",
-                         "lease.failIfHeld",
-                         "dev.durabilityMode",
-                         "standby.mode",
-                         "snapshots.interval",
-                         "snapshots.everyRecords",
-                         "snapshots.keep",
-                         "values.blobThreshold",
-                         "values.maxSize",
-                         "values.blobCacheSize",
-                         "values.blobCollectInterval",
-                         "values.blobMinAge",
-                         "flows.retention",
-                         "flows.workerReconnectGrace",
-                         "admin.enabled",
-                         "auth.adminTokenFiles",
-                         "auth.adminTokenSha256",
-                         "lifecycle.attemptDrainTimeout"},
-                        "dev.durabilityMode",
-                        "",
-                        "dex-server-zd dev"};
-const Schema kLocalSchema{{"nodeId",
-                           "api.listen",
-                           "local.dataDir",
-                           "local.durabilityMode",
-                           "lease.duration",
-                           "lease.failIfHeld",
-                           "standby.mode",
-                           "snapshots.interval",
-                           "snapshots.everyRecords",
-                           "snapshots.keep",
-                           "values.blobThreshold",
-                           "values.maxSize",
-                           "values.blobCacheSize",
-                           "values.blobCollectInterval",
-                           "values.blobMinAge",
-                           "flows.retention",
-                           "flows.workerReconnectGrace",
-                           "admin.enabled",
-                           "auth.adminTokenFiles",
-                           "auth.adminTokenSha256",
-                           "lifecycle.attemptDrainTimeout"},
-                          "local.durabilityMode",
-                          "local.dataDir",
-                          "dex-server-zd local"};
-
-// Reads a scalar at a dotted path ("a.b.c"), if present.
-std::optional<YAML::Node> at_path(const YAML::Node& root, std::string_view dotted) {
-  YAML::Node node = YAML::Clone(root);
-  size_t start = 0;
-  while (true) {
-    size_t dot = dotted.find('.', start);
-    std::string key(
-        dotted.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
-    if (!node.IsMap()) return std::nullopt;
-    const YAML::Node& cnode = node;
-    YAML::Node next = cnode[key];
-    if (!next) return std::nullopt;
-    node = next;
-    if (dot == std::string_view::npos) return node;
-    start = dot + 1;
-  }
-}
-
-// Keys of later releases: refused with a message that says so, not as typos.
-const std::map<std::string, std::string>& later_serve_keys() {
-  static const std::map<std::string, std::string> keys = {};
-  return keys;
 }
 
 // auth.adminTokenFiles and auth.adminTokenSha256: the accepted admin tokens as
@@ -563,197 +625,83 @@ Status read_admin_tokens(const YAML::Node& root, std::string_view source,
 
 }  // namespace
 
-StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_view source) {
+Status read_node_settings_yaml(std::string_view yaml, std::string_view source, Subcommand command,
+                               NodeSettings& settings) {
   auto root = load_yaml(yaml, source);
   if (!root.is_ok()) return root.status();
-  if (!root->IsMap()) {
-    return Status::invalid_argument(fmt::format("{}: the config must be a YAML mapping", source));
+  const YAML::Node& doc = root.value();
+  switch (command) {
+    case Subcommand::kDev:
+      if (doc.IsNull()) return Status::ok();  // an empty file overrides nothing
+      break;
+    case Subcommand::kLocal:
+      // Const lookups, and local.dataDir only inside a mapping: operator[] on a
+      // scalar throws (a 'local: 5' file did; found by tests/fuzz). A 'local'
+      // that is not a mapping is refused by the key check, naming it.
+      if (doc.IsNull() || !doc.IsMap() || !doc["nodeId"] || !doc["local"] ||
+          (doc["local"].IsMap() && !doc["local"]["dataDir"])) {
+        return Status::invalid_argument(fmt::format(
+            "{}: dex-server-zd local needs nodeId and local.dataDir (see docs/configuration.md)",
+            source));
+      }
+      break;
+    case Subcommand::kServe:
+      if (!doc.IsMap()) {
+        return Status::invalid_argument(
+            fmt::format("{}: the config must be a YAML mapping", source));
+      }
+      break;
   }
-  for (const auto& [key, why] : later_serve_keys()) {
-    if (root.value()[key]) {
-      return Status::invalid_argument(
-          fmt::format("{}: '{}' is not supported by this release: {}", source, key, why));
-    }
-  }
-  static const std::set<std::string> allowed = {"nodeId",
-                                                "api.listen",
-                                                "objectStore.type",
-                                                "objectStore.bucket",
-                                                "objectStore.prefix",
-                                                "objectStore.endpoint",
-                                                "objectStore.region",
-                                                "objectStore.addressing",
-                                                "objectStore.credentials.file",
-                                                "objectStore.credentials.profile",
-                                                "objectStore.path",
-                                                "objectStore.durability",
-                                                "localStore.path",
-                                                "lease.duration",
-                                                "lease.failIfHeld",
-                                                "standby.mode",
-                                                "standby.heldLeasePollInterval",
-                                                "standby.stepDownHoldOff",
-                                                "standby.laggingTakeoverDelay",
-                                                "standby.behindLagThreshold",
-                                                "metrics.listen",
-                                                "lifecycle.attemptDrainTimeout",
-                                                "snapshots.interval",
-                                                "snapshots.everyRecords",
-                                                "snapshots.keep",
-                                                "values.blobThreshold",
-                                                "values.maxSize",
-                                                "values.blobCacheSize",
-                                                "values.blobCollectInterval",
-                                                "values.blobMinAge",
-                                                "flows.retention",
-                                                "flows.workerReconnectGrace",
-                                                "auth.adminTokenFiles",
-                                                "auth.adminTokenSha256",
-                                                "admin.enabled"};
-  if (auto s = check_keys(root.value(), "", allowed, source); !s.is_ok()) return s;
-  ServeConfig c;
-  auto text = [&](std::string_view key, std::string& out, bool required) -> Status {
-    auto node = at_path(root.value(), key);
-    if (!node) {
-      return required ? Status::invalid_argument(fmt::format("{}: '{}' is required", source, key))
-                      : Status::ok();
-    }
-    auto v = scalar(*node, key, source);
-    if (!v.is_ok()) return v.status();
-    out = v.value();
-    if (required && out.empty())
-      return Status::invalid_argument(fmt::format("{}: '{}' is empty", source, key));
-    return Status::ok();
-  };
-  auto duration = [&](std::string_view key, Duration& out) -> Status {
-    std::string v;
-    if (auto s = text(key, v, false); !s.is_ok() || v.empty()) return s;
-    auto d = parse_duration(v);
-    if (!d.is_ok())
-      return Status::invalid_argument(fmt::format("{}: {}: {}", source, key, d.status().message()));
-    out = d.value();
-    return Status::ok();
-  };
-  auto boolean = [&](std::string_view key, bool& out) -> Status {
-    std::string v;
-    if (auto s = text(key, v, false); !s.is_ok() || v.empty()) return s;
-    if (v != "true" && v != "false") {
-      return Status::invalid_argument(
-          fmt::format("{}: {} must be true or false, not '{}'", source, key, v));
-    }
-    out = v == "true";
-    return Status::ok();
-  };
-  std::string local_store, fs_path, durability;
-  std::vector<Status> steps;
+  NodeSettings next = settings;  // all or nothing: a refused file changes nothing
   try {
-    steps = {text("nodeId", c.node_id, true),
-             text("api.listen", c.listen, false),
-             text("objectStore.type", c.object_store.type, true),
-             text("objectStore.bucket", c.object_store.bucket, false),
-             text("objectStore.prefix", c.object_store.prefix, false),
-             text("objectStore.endpoint", c.object_store.endpoint, false),
-             text("objectStore.region", c.object_store.region, false),
-             text("objectStore.addressing", c.object_store.addressing, false),
-             text("objectStore.credentials.file", c.object_store.credentials_file, false),
-             text("objectStore.credentials.profile", c.object_store.credentials_profile, false),
-             text("objectStore.path", fs_path, false),
-             text("objectStore.durability", durability, false),
-             text("localStore.path", local_store, true),
-             duration("lease.duration", c.lease_duration),
-             boolean("lease.failIfHeld", c.lease_fail_if_held),
-             text("standby.mode", c.standby_mode, false),
-             duration("standby.heldLeasePollInterval", c.held_lease_poll_interval),
-             duration("standby.stepDownHoldOff", c.step_down_hold_off),
-             duration("standby.laggingTakeoverDelay", c.lagging_takeover_delay),
-             duration("standby.behindLagThreshold", c.behind_lag_threshold),
-             text("metrics.listen", c.metrics_listen, false),
-             duration("lifecycle.attemptDrainTimeout", c.attempt_drain_timeout),
-             read_snapshot_settings(root.value(), source, c.snapshots),
-             read_value_settings(root.value(), source, c.values),
-             read_flow_settings(root.value(), source, c.flows),
-             boolean("admin.enabled", c.admin_enabled),
-             read_admin_tokens(root.value(), source, c.admin_token_sha256, &c.admin_token_files,
-                               &c.admin_token_sha256_entries)};
+    if (auto s = check_keys(doc, "", allowed_keys(command), source); !s.is_ok()) return s;
+    if (auto s = read_keys(Reader(doc, source), doc, command, next); !s.is_ok()) return s;
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }
-  for (const Status& s : steps) {
-    if (!s.is_ok()) return s;
-  }
-  auto bad = [&](std::string msg) {
-    return Status::invalid_argument(fmt::format("{}: {}", source, msg));
-  };
-  if (auto s = validate_node_id(c.node_id); !s.is_ok()) return bad(s.message());
-  if (auto s = validate_listen_address(c.listen); !s.is_ok())
-    return bad("api.listen: " + s.message());
-  c.local_store_path = local_store;
-  if (c.lease_duration < kLeaseDurationMin || c.lease_duration > kLeaseDurationMax) {
-    return bad(fmt::format("lease.duration {} is outside {}..{}", format_duration(c.lease_duration),
-                           format_duration(kLeaseDurationMin), format_duration(kLeaseDurationMax)));
-  }
-  if (c.standby_mode != "cold" && c.standby_mode != "hot")
-    return bad(fmt::format("standby.mode must be cold or hot, not '{}'", c.standby_mode));
-  if (c.standby_mode == "hot") {
-    if (c.lease_fail_if_held) {
-      return bad(
-          "standby.mode hot needs lease.failIfHeld false: a hot standby waits while another "
-          "process holds the lease");
-    }
-    if (c.step_down_hold_off <= c.lagging_takeover_delay + c.held_lease_poll_interval) {
-      return bad(fmt::format(
-          "standby.stepDownHoldOff ({}) must be longer than standby.laggingTakeoverDelay ({}) "
-          "plus standby.heldLeasePollInterval ({}) in hot mode, so that a standby takes over "
-          "before the stepped-down process competes again",
-          format_duration(c.step_down_hold_off), format_duration(c.lagging_takeover_delay),
-          format_duration(c.held_lease_poll_interval)));
-    }
-  }
-  if (c.held_lease_poll_interval > seconds(10)) {
-    return bad(fmt::format("standby.heldLeasePollInterval {} is over 10s",
-                           format_duration(c.held_lease_poll_interval)));
-  }
-  if (!c.metrics_listen.empty()) {
-    if (auto s = validate_listen_address(c.metrics_listen); !s.is_ok())
-      return bad("metrics.listen: " + s.message());
-    if (c.metrics_listen == c.listen) return bad("metrics.listen must differ from api.listen");
-  }
-  auto& os = c.object_store;
-  if (os.type == "s3") {
-    if (os.bucket.empty()) return bad("objectStore.bucket is required with objectStore.type s3");
-    if (!fs_path.empty() || !durability.empty()) {
-      return bad(
-          "objectStore.path and objectStore.durability belong to objectStore.type filesystem");
-    }
-    if (os.addressing != "path" && os.addressing != "virtualHost") {
-      return bad(fmt::format("objectStore.addressing must be path or virtualHost, not '{}'",
-                             os.addressing));
-    }
-  } else if (os.type == "filesystem") {
-    if (fs_path.empty())
-      return bad("objectStore.path is required with objectStore.type filesystem");
-    if (!os.bucket.empty() || !os.endpoint.empty()) {
-      return bad("objectStore.bucket and objectStore.endpoint belong to objectStore.type s3");
-    }
-    os.path = fs_path;
-    if (!durability.empty()) {
-      auto d = parse_durability(durability);
-      if (!d || *d == Durability::kRelaxed) {
-        return bad(fmt::format(
-            "objectStore.durability must be strict or processCrashSafe, not '{}'", durability));
-      }
-      os.durability = *d;
-    }
-  } else {
-    return bad(fmt::format("objectStore.type must be s3 or filesystem, not '{}'", os.type));
-  }
-  return c;
+  settings = std::move(next);
+  return Status::ok();
 }
 
-StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file) {
+StatusOr<NodeSettings> load_node_settings_yaml(Subcommand command, std::string_view yaml,
+                                               std::string_view source) {
+  NodeSettings settings = NodeSettings::defaults(command);
+  if (auto s = read_node_settings_yaml(yaml, source, command, settings); !s.is_ok()) return s;
+  return settings;
+}
+
+StatusOr<NodeSettings> load_node_settings_file(Subcommand command,
+                                               const std::filesystem::path& file) {
   auto text = read_file(file);
   if (!text.is_ok()) return text.status();
-  return load_serve_config_yaml(text.value(), file.string());
+  return load_node_settings_yaml(command, text.value(), file.string());
+}
+
+Status apply_dev_override_yaml(std::string_view yaml, std::string_view source,
+                               NodeSettings& settings) {
+  return read_node_settings_yaml(yaml, source, Subcommand::kDev, settings);
+}
+
+Status apply_dev_override_file(const std::filesystem::path& file, NodeSettings& settings) {
+  auto text = read_file(file);
+  if (!text.is_ok()) return text.status();
+  return apply_dev_override_yaml(text.value(), file.string(), settings);
+}
+
+StatusOr<NodeSettings> load_local_config_yaml(std::string_view yaml, std::string_view source) {
+  return load_node_settings_yaml(Subcommand::kLocal, yaml, source);
+}
+
+StatusOr<NodeSettings> load_local_config_file(const std::filesystem::path& file) {
+  return load_node_settings_file(Subcommand::kLocal, file);
+}
+
+StatusOr<NodeSettings> load_serve_config_yaml(std::string_view yaml, std::string_view source) {
+  return load_node_settings_yaml(Subcommand::kServe, yaml, source);
+}
+
+StatusOr<NodeSettings> load_serve_config_file(const std::filesystem::path& file) {
+  return load_node_settings_file(Subcommand::kServe, file);
 }
 
 namespace {
@@ -777,18 +725,22 @@ std::string yaml_quote(std::string_view text) {
 
 }  // namespace
 
-std::string describe_serve_config(const ServeConfig& c) {
+std::string describe_serve_config(const NodeSettings& c) {
+  // A duration that may be 0 is written as the reader reads it back.
+  auto zero_or = [](Duration d) {
+    return d == Duration(0) ? std::string("0") : format_duration(d);
+  };
   const auto& os = c.object_store;
   std::string out =
       "# The effective settings of dex-server-zd serve. This is a config: `serve --config` reads\n"
       "# it back with the same settings. Secrets appear only as the paths of their files.\n";
   out += fmt::format("nodeId: {}\napi:\n  listen: {}\nobjectStore:\n  type: {}\n",
-                     yaml_quote(c.node_id), yaml_quote(c.listen), os.type);
-  if (os.type == "s3") {
+                     yaml_quote(c.node_id), yaml_quote(c.listen), object_store_type_name(os.type));
+  if (os.type == ObjectStoreType::kS3) {
     out +=
         fmt::format("  bucket: {}\n  prefix: {}\n  endpoint: {}\n  region: {}\n  addressing: {}\n",
                     yaml_quote(os.bucket), yaml_quote(os.prefix), yaml_quote(os.endpoint),
-                    yaml_quote(os.region), yaml_quote(os.addressing));
+                    yaml_quote(os.region), yaml_quote(s3_addressing_name(os.addressing)));
     out += os.credentials_file.empty()
                ? std::string(
                      "  # credentials: from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
@@ -806,20 +758,15 @@ std::string describe_serve_config(const ServeConfig& c) {
       "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
       "  keep: {}\n",
       yaml_quote(c.local_store_path.string()), format_duration(c.lease_duration),
-      c.lease_fail_if_held, c.standby_mode, format_duration(c.held_lease_poll_interval),
-      format_duration(c.step_down_hold_off), format_duration(c.lagging_takeover_delay),
-      format_duration(c.behind_lag_threshold), yaml_quote(c.metrics_listen),
-      format_duration(c.attempt_drain_timeout),
-      c.snapshots.interval == Duration(0) ? std::string("0")
-                                          : format_duration(c.snapshots.interval),
-      c.snapshots.every_records, c.snapshots.keep);
+      c.lease_fail_if_held, standby_mode_name(c.standby_mode),
+      format_duration(c.held_lease_poll_interval), format_duration(c.step_down_hold_off),
+      format_duration(c.lagging_takeover_delay), format_duration(c.behind_lag_threshold),
+      yaml_quote(c.metrics_listen), format_duration(c.attempt_drain_timeout),
+      zero_or(c.snapshots.interval), c.snapshots.every_records, c.snapshots.keep);
   out +=
       fmt::format("values:\n  blobThreshold: {}\n  maxSize: {}\n  blobCacheSize: {}\n",
                   format_bytes(c.values.blob_threshold_bytes),
                   format_bytes(c.values.max_size_bytes), format_bytes(c.values.blob_cache_bytes));
-  auto zero_or = [](Duration d) {
-    return d == Duration(0) ? std::string("0") : format_duration(d);
-  };
   out += fmt::format(
       "  blobCollectInterval: {}\n  blobMinAge: {}\nflows:\n  retention: {}\n"
       "  workerReconnectGrace: {}\n",
@@ -845,43 +792,6 @@ std::string describe_serve_config(const ServeConfig& c) {
         c.admin_token_sha256_entries);
   }
   return out;
-}
-
-Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config) {
-  auto root = load_yaml(yaml, source);
-  if (!root.is_ok()) return root.status();
-  if (root->IsNull()) return Status::ok();  // an empty file overrides nothing
-  return apply_yaml(root.value(), source, kDevSchema, config);
-}
-
-StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source) {
-  auto root = load_yaml(yaml, source);
-  if (!root.is_ok()) return root.status();
-  // Const lookups, and local.dataDir only inside a mapping: operator[] on a
-  // scalar throws (a 'local: 5' file did; found by tests/fuzz). A 'local' that
-  // is not a mapping is refused by apply_yaml's key check, naming it.
-  const YAML::Node& doc = root.value();
-  if (doc.IsNull() || !doc.IsMap() || !doc["nodeId"] || !doc["local"] ||
-      (doc["local"].IsMap() && !doc["local"]["dataDir"])) {
-    return Status::invalid_argument(fmt::format(
-        "{}: dex-server-zd local needs nodeId and local.dataDir (see docs/configuration.md)",
-        source));
-  }
-  DevConfig config;
-  if (auto s = apply_yaml(root.value(), source, kLocalSchema, config); !s.is_ok()) return s;
-  return config;
-}
-
-StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file) {
-  auto text = read_file(file);
-  if (!text.is_ok()) return text.status();
-  return load_local_config_yaml(text.value(), file.string());
-}
-
-Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config) {
-  auto text = read_file(file);
-  if (!text.is_ok()) return text.status();
-  return apply_dev_override_yaml(text.value(), file.string(), config);
 }
 
 }  // namespace dex

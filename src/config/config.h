@@ -1,4 +1,5 @@
-// Settings from YAML files and flags, validated before anything starts.
+// Settings from YAML files and flags, validated before anything starts: one
+// NodeSettings for every subcommand of dex-server-zd, read by one reader.
 // Unknown keys are refused with their path, so a typo never silently falls
 // back to a default (Restate ignores unknown keys; dex does not).
 #pragma once
@@ -14,6 +15,7 @@
 #include "common/node_id.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "objstore/store_settings.h"
 
 namespace dex {
 
@@ -69,44 +71,104 @@ inline constexpr uint64_t kBlobCacheBytesMax = 16ull << 30;
 // the maximum plus 16 MiB for the rest.
 uint64_t values_message_bytes_max(const ValueSettings& values);
 
-// One node on local disk: what `dex-server-zd dev` and `local` run with
-// (spec: lease 30 s, strict, cold standby only).
-struct DevConfig {
-  std::string node_id = "dev";
-  std::filesystem::path data_dir = ".dex-data";
-  std::string listen = "127.0.0.1:8801";  // api.listen
-  Duration lease_duration = seconds(30);
-  bool lease_fail_if_held = false;
-  Durability durability = Durability::kStrict;
-  SnapshotSettings snapshots;
-  ValueSettings values;
-  FlowSettings flows;
-  // lifecycle.attemptDrainTimeout: how long SIGTERM/SIGINT let running attempts finish.
-  Duration attempt_drain_timeout = seconds(30);
-  // admin.enabled and auth.*: the same keys and meaning as in ServeConfig.
-  bool admin_enabled = true;
-  std::vector<std::string> admin_token_sha256;
-};
-
 inline constexpr Duration kLeaseDurationMin = seconds(3);
 inline constexpr Duration kLeaseDurationMax = std::chrono::hours(1);
+inline constexpr Duration kHeldLeasePollIntervalMax = seconds(10);
 
-// Applies a dev override file on top of `config`. Accepted keys: nodeId,
-// api.listen, lease.duration, lease.failIfHeld, dev.durabilityMode,
-// standby.mode (cold only), snapshots.*, values.*, flows.retention, lifecycle.attemptDrainTimeout,
-// admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256. A bad file
-// changes nothing.
-Status apply_dev_override_file(const std::filesystem::path& file, DevConfig& config);
-// The same from YAML text; `source` names it in errors.
-Status apply_dev_override_yaml(std::string_view yaml, std::string_view source, DevConfig& config);
+// The subcommand of dex-server-zd a settings file is for: it selects the
+// defaults and the keys a file may carry (docs/configuration.md).
+//  - dev: one node on local disk with zero configuration; an override file
+//    may set nodeId, api.listen, lease.*, dev.durabilityMode, standby.mode
+//    (cold only), snapshots.*, values.*, flows.*, lifecycle.*, admin.enabled
+//    and auth.*; --data-dir, --listen and --durability win over it.
+//  - local: the same on a configured directory: nodeId and local.dataDir are
+//    required, local.durabilityMode instead of dev.durabilityMode.
+//  - serve: production shape: nodeId, objectStore.type and localStore.path are
+//    required; objectStore.*, standby.* (cold or hot) and metrics.listen too.
+enum class Subcommand { kDev, kLocal, kServe };
+// "dev", "local", "serve".
+std::string_view subcommand_name(Subcommand command);
 
-// `dex-server-zd local --config FILE`: nodeId and local.dataDir are required;
-// api.listen, local.durabilityMode, lease.duration, lease.failIfHeld,
-// standby.mode (cold only), snapshots.*, values.*, flows.retention, lifecycle.attemptDrainTimeout,
-// admin.enabled and auth.* are optional,
-// with the dev defaults.
-StatusOr<DevConfig> load_local_config_file(const std::filesystem::path& file);
-StatusOr<DevConfig> load_local_config_yaml(std::string_view yaml, std::string_view source);
+// standby.mode (spec: Hot standby): cold waits idle and replays the log after it
+// takes the lease; hot follows the log while it waits (docs/standby.md).
+enum class StandbyMode { kCold, kHot };
+// "cold", "hot".
+std::string_view standby_mode_name(StandbyMode mode);
+std::optional<StandbyMode> parse_standby_mode(std::string_view text);
+
+// The settings of one node process, whatever its subcommand: what the YAML
+// file gave, over the subcommand's defaults (NodeSettings::defaults). The
+// member defaults are the spec's (serve's); the comments name the keys.
+struct NodeSettings {
+  std::string node_id;                  // nodeId (dev: "dev"; local, serve: required)
+  std::string listen = "0.0.0.0:8801";  // api.listen (dev, local: 127.0.0.1:8801)
+  // dev and local: the data directory (dev.lock, objects/, local/) and how hard
+  // its writes are pushed to disk.
+  std::filesystem::path data_dir;               // local.dataDir, --data-dir
+  Durability durability = Durability::kStrict;  // dev.durabilityMode, local.durabilityMode
+  // serve: the object store (objectStore.*) and the local store's directory.
+  ObjectStoreSettings object_store;
+  std::filesystem::path local_store_path;         // localStore.path (required)
+  Duration lease_duration = seconds(10);          // lease.duration (dev, local: 30s)
+  bool lease_fail_if_held = false;                // lease.failIfHeld
+  StandbyMode standby_mode = StandbyMode::kCold;  // standby.mode (dev, local: cold only)
+  // standby.* (serve; spec: Hot standby). heldLeasePollInterval,
+  // laggingTakeoverDelay and behindLagThreshold apply in hot mode only.
+  Duration held_lease_poll_interval = milliseconds(250);  // standby.heldLeasePollInterval
+  Duration step_down_hold_off = seconds(5);               // standby.stepDownHoldOff
+  Duration lagging_takeover_delay = milliseconds(1500);   // standby.laggingTakeoverDelay
+  Duration behind_lag_threshold = seconds(10);            // standby.behindLagThreshold
+  std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
+  // lifecycle.attemptDrainTimeout: how long a step down or SIGTERM/SIGINT let
+  // running attempts finish.
+  Duration attempt_drain_timeout = seconds(30);
+  SnapshotSettings snapshots;  // snapshots.*
+  ValueSettings values;        // values.*
+  FlowSettings flows;          // flows.*
+  // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
+  bool admin_enabled = true;
+  // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted
+  // admin token. Empty: admin calls need no credential (the server warns when
+  // api.listen is beyond loopback).
+  std::vector<std::string> admin_token_sha256;
+  // Where those came from, for `serve --check`: the token files as written, and
+  // how many digests auth.adminTokenSha256 listed.
+  std::vector<std::string> admin_token_files;
+  size_t admin_token_sha256_entries = 0;
+
+  // What `command` runs with when its file sets nothing.
+  static NodeSettings defaults(Subcommand command);
+};
+
+// The one reader of settings files: applies YAML text to `settings`, accepting
+// the keys of `command` only (an unknown key is refused with its path), each
+// value checked the same way whatever the subcommand. All or nothing: a
+// refused file changes nothing. `source` names the text in errors. dev: an
+// empty text sets nothing; local and serve: their required keys must be set.
+Status read_node_settings_yaml(std::string_view yaml, std::string_view source, Subcommand command,
+                               NodeSettings& settings);
+// NodeSettings::defaults(command) with the file or text read over them.
+StatusOr<NodeSettings> load_node_settings_yaml(Subcommand command, std::string_view yaml,
+                                               std::string_view source);
+StatusOr<NodeSettings> load_node_settings_file(Subcommand command,
+                                               const std::filesystem::path& file);
+
+// The same, by subcommand. `dex-server-zd dev --config FILE` applies FILE over
+// `settings` (its flags then win over it).
+Status apply_dev_override_file(const std::filesystem::path& file, NodeSettings& settings);
+Status apply_dev_override_yaml(std::string_view yaml, std::string_view source,
+                               NodeSettings& settings);
+// `dex-server-zd local --config FILE`.
+StatusOr<NodeSettings> load_local_config_file(const std::filesystem::path& file);
+StatusOr<NodeSettings> load_local_config_yaml(std::string_view yaml, std::string_view source);
+// `dex-server-zd serve --config FILE`: production settings (docs/configuration.md).
+StatusOr<NodeSettings> load_serve_config_file(const std::filesystem::path& file);
+StatusOr<NodeSettings> load_serve_config_yaml(std::string_view yaml, std::string_view source);
+
+// The object store of a dev or local data directory: <data-dir>/objects, a
+// filesystem store with the data directory's durability.
+ObjectStoreSettings data_dir_object_store(const std::filesystem::path& data_dir,
+                                          Durability durability);
 
 // "host:port" with a port in 0..65535 (0: any free port).
 Status validate_listen_address(std::string_view listen);
@@ -121,54 +183,11 @@ bool listen_is_loopback(std::string_view listen);
 std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
                                    size_t admin_token_count);
 
-// `dex-server-zd serve --config FILE`: production settings (docs/configuration.md).
-struct ServeConfig {
-  std::string node_id;                  // nodeId (required)
-  std::string listen = "0.0.0.0:8801";  // api.listen
-  struct ObjectStore {
-    std::string type;                      // objectStore.type: "s3" or "filesystem" (required)
-    std::string bucket, prefix, endpoint;  // s3
-    std::string region = "us-east-1";
-    std::string addressing = "path";  // "path" or "virtualHost"
-    std::string credentials_file;     // empty: AWS_* environment variables
-    std::string credentials_profile = "default";
-    std::filesystem::path path;  // filesystem
-    Durability durability = Durability::kStrict;
-  } object_store;
-  std::filesystem::path local_store_path;  // localStore.path (required)
-  Duration lease_duration = seconds(10);   // lease.duration
-  bool lease_fail_if_held = false;         // lease.failIfHeld
-  std::string standby_mode = "cold";       // standby.mode: cold or hot
-  // standby.* (spec: Hot standby). heldLeasePollInterval, laggingTakeoverDelay
-  // and behindLagThreshold apply in hot mode only.
-  Duration held_lease_poll_interval = milliseconds(250);  // standby.heldLeasePollInterval
-  Duration step_down_hold_off = seconds(5);               // standby.stepDownHoldOff
-  Duration lagging_takeover_delay = milliseconds(1500);   // standby.laggingTakeoverDelay
-  Duration behind_lag_threshold = seconds(10);            // standby.behindLagThreshold
-  std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
-  Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
-  SnapshotSettings snapshots;                    // snapshots.*
-  ValueSettings values;                          // values.*
-  FlowSettings flows;                            // flows.*
-  // admin.enabled: false removes dex.AdminService (calls answer UNIMPLEMENTED).
-  bool admin_enabled = true;
-  // auth.adminTokenFiles / auth.adminTokenSha256: SHA-256 (hex) of every accepted
-  // admin token. Empty: admin calls need no credential (the server warns when
-  // api.listen is beyond loopback).
-  std::vector<std::string> admin_token_sha256;
-  // Where those came from, for `serve --check`: the token files as written, and
-  // how many digests auth.adminTokenSha256 listed.
-  std::vector<std::string> admin_token_files;
-  size_t admin_token_sha256_entries = 0;
-};
-
-StatusOr<ServeConfig> load_serve_config_file(const std::filesystem::path& file);
-StatusOr<ServeConfig> load_serve_config_yaml(std::string_view yaml, std::string_view source);
-// The effective settings as a YAML document that load_serve_config_yaml accepts
-// again with the same settings, for `serve --check`. No secrets: the S3
+// The effective settings of `serve` as a YAML document that load_serve_config_yaml
+// accepts again with the same settings, for `serve --check`. No secrets: the S3
 // credentials and admin tokens appear as file paths, and auth.adminTokenSha256
 // digests are replaced by a placeholder that is refused when read back (so a
 // copy never silently drops the credential).
-std::string describe_serve_config(const ServeConfig& config);
+std::string describe_serve_config(const NodeSettings& settings);
 
 }  // namespace dex

@@ -48,13 +48,13 @@ StandbyState standby_state_of(FollowerState state) {
   return StandbyState::kNotStandby;
 }
 
-NodeMachineConfig machine_config(const NodeRun& run) {
+NodeMachineConfig machine_config(const NodeSettings& settings, const NodeTestHooks& hooks) {
   NodeMachineConfig c;
-  c.hot = run.standby_mode == "hot";
-  c.attempt_drain_timeout = run.attempt_drain_timeout;
-  c.step_down_hold_off = run.step_down_hold_off;
-  c.acquisition_budget = (c.hot ? run.lagging_takeover_delay : Duration(0)) + seconds(3);
-  c.stuck_store_limit = run.stuck_store_limit;
+  c.hot = settings.standby_mode == StandbyMode::kHot;
+  c.attempt_drain_timeout = settings.attempt_drain_timeout;
+  c.step_down_hold_off = settings.step_down_hold_off;
+  c.acquisition_budget = (c.hot ? settings.lagging_takeover_delay : Duration(0)) + seconds(3);
+  c.stuck_store_limit = hooks.stuck_store_limit;
   return c;
 }
 
@@ -70,16 +70,20 @@ class Node::Serving {
   LeaseCounters counters_seen;
 };
 
-Node::Node(NodeRun run, ObjectStore& store, Clock& clock)
-    : run_(std::move(run)),
+Node::Node(NodeSettings settings, NodeRuntime runtime, ObjectStore& store, Clock& clock,
+           NodeTestHooks hooks)
+    : settings_(std::move(settings)),
+      runtime_(std::move(runtime)),
+      hooks_(std::move(hooks)),
       store_(store),
       clock_(clock),
       process_id_(make_process_id()),
-      hot_(run_.standby_mode == "hot"),
-      own_metrics_(run_.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
-      metrics_(run_.metrics != nullptr ? *run_.metrics : *own_metrics_),
-      machine_(machine_config(run_), process_id_) {
-  board_.set_standby(fmt::format("this process of node {} is starting up", run_.node_id), false);
+      hot_(settings_.standby_mode == StandbyMode::kHot),
+      own_metrics_(runtime_.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
+      metrics_(runtime_.metrics != nullptr ? *runtime_.metrics : *own_metrics_),
+      machine_(machine_config(settings_, hooks_), process_id_) {
+  board_.set_standby(fmt::format("this process of node {} is starting up", settings_.node_id),
+                     false);
 }
 
 Node::~Node() {
@@ -160,7 +164,7 @@ int Node::run() {
 }
 
 void Node::execute(const NodeCommand& command) {
-  spdlog::debug("node {}: {}", run_.node_id, node_command_name(command.kind));
+  spdlog::debug("node {}: {}", settings_.node_id, node_command_name(command.kind));
   switch (command.kind) {
     case NodeCommandKind::kFollow:
       start_following();
@@ -180,8 +184,8 @@ void Node::execute(const NodeCommand& command) {
       if (serving_ && serving_->engine) {
         spdlog::info(
             "node {} epoch {}: handing out no new task, draining running attempts for up to {}",
-            run_.node_id, serving_->keeper->epoch().value,
-            format_duration(run_.attempt_drain_timeout));
+            settings_.node_id, serving_->keeper->epoch().value,
+            format_duration(settings_.attempt_drain_timeout));
         serving_->engine->begin_drain();
       }
       break;
@@ -217,14 +221,16 @@ bool Node::machine_describe_refused() const {
 
 LeaseKeeperOptions Node::lease_options() const {
   LeaseKeeperOptions o;
-  o.node_id = NodeId(run_.node_id);
+  o.node_id = NodeId(settings_.node_id);
   o.process_id = ProcessId(process_id_);
-  o.duration = run_.lease_duration;
-  o.fail_if_held = run_.fail_if_held;
-  o.holder_is_stopped = run_.holder_is_stopped;
-  o.held_poll_interval = run_.held_lease_poll_interval;
+  o.duration = settings_.lease_duration;
+  o.fail_if_held = settings_.lease_fail_if_held;
+  o.holder_is_stopped = runtime_.holder_is_stopped;
   if (hot_) {
-    o.lagging_takeover_delay = run_.lagging_takeover_delay;
+    // standby.heldLeasePollInterval is a hot-mode setting; cold polls at the
+    // lease's own interval (held_poll_interval of lease_machine.h).
+    o.held_poll_interval = settings_.held_lease_poll_interval;
+    o.lagging_takeover_delay = settings_.lagging_takeover_delay;
     o.hot_mode = true;
     o.standby_hot = follower_ && follower_->hot();  // then tick() reports each change
   }
@@ -233,8 +239,9 @@ LeaseKeeperOptions Node::lease_options() const {
 
 void Node::start_acquire() {
   if (acquirer_.joinable()) acquirer_.join();
-  spdlog::info("acquiring the lease of node {} in {} (lease {}, standby {})", run_.node_id,
-               store_.describe(), format_duration(run_.lease_duration), run_.standby_mode);
+  spdlog::info("acquiring the lease of node {} in {} (lease {}, standby {})", settings_.node_id,
+               store_.describe(), format_duration(settings_.lease_duration),
+               standby_mode_name(settings_.standby_mode));
   auto keeper = std::make_unique<LeaseKeeper>(store_, clock_, lease_options());
   LeaseKeeper* k = keeper.get();
   {
@@ -263,10 +270,10 @@ void Node::start_acquire() {
 void Node::start_following() {
   if (!hot_ || follower_) return;
   FollowerOptions fo;
-  fo.node_id = NodeId(run_.node_id);
-  fo.local_store_path = run_.local_store_path;
-  if (run_.held_lease_poll_interval > Duration(0)) fo.poll = run_.held_lease_poll_interval;
-  fo.behind_lag_threshold = run_.behind_lag_threshold;
+  fo.node_id = NodeId(settings_.node_id);
+  fo.local_store_path = runtime_.local_store_path;
+  fo.poll = settings_.held_lease_poll_interval;
+  fo.behind_lag_threshold = settings_.behind_lag_threshold;
   follower_ = std::make_unique<Follower>(store_, clock_, fo);
   follower_->start();
 }
@@ -281,7 +288,7 @@ void Node::stop_following() {
 Status Node::open_log(Serving& s, std::optional<Slot> followed_to) {
   s.hook = std::make_shared<EngineLogHook>();
   LogWriterOptions o;
-  o.node_id = NodeId(run_.node_id);
+  o.node_id = NodeId(settings_.node_id);
   o.process_id = ProcessId(process_id_);
   o.epoch = s.keeper->epoch();
   o.on_durable = s.hook->on_durable();
@@ -296,7 +303,7 @@ Status Node::open_log(Serving& s, std::optional<Slot> followed_to) {
       [this](const Status& why) {
         spdlog::error("log stopped: {}", why.to_string());
         board_.set_inactive(
-            fmt::format("log stopped for node {}: {}", run_.node_id, why.message()));
+            fmt::format("log stopped for node {}: {}", settings_.node_id, why.message()));
         std::lock_guard<std::mutex> lock(mu_);
         take_locked(machine_.fatal(now(), why));
       });
@@ -305,24 +312,24 @@ Status Node::open_log(Serving& s, std::optional<Slot> followed_to) {
 
 EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore> handed) {
   EngineOptions eo;
-  eo.node_id = NodeId(run_.node_id);
+  eo.node_id = NodeId(settings_.node_id);
   eo.process_id = ProcessId(process_id_);
   eo.epoch = s.keeper->epoch();
-  eo.local_store_path = run_.local_store_path;
+  eo.local_store_path = runtime_.local_store_path;
   eo.log_hook = s.hook;
   eo.handed_store = std::move(handed);
-  eo.snapshots.interval = run_.snapshots.interval;
-  eo.snapshots.every_records = run_.snapshots.every_records;
-  eo.snapshots.keep = run_.snapshots.keep;
-  eo.values.threshold_bytes = run_.values.blob_threshold_bytes;
-  eo.values.value_bytes_max = run_.values.max_size_bytes;
-  eo.values.cache_bytes_max = run_.values.blob_cache_bytes;
-  eo.values.message_bytes_max = values_message_bytes_max(run_.values);
-  eo.values.collect_interval = run_.values.blob_collect_interval;
-  eo.values.collect_min_age = run_.values.blob_min_age;
+  eo.snapshots.interval = settings_.snapshots.interval;
+  eo.snapshots.every_records = settings_.snapshots.every_records;
+  eo.snapshots.keep = settings_.snapshots.keep;
+  eo.values.threshold_bytes = settings_.values.blob_threshold_bytes;
+  eo.values.value_bytes_max = settings_.values.max_size_bytes;
+  eo.values.cache_bytes_max = settings_.values.blob_cache_bytes;
+  eo.values.message_bytes_max = values_message_bytes_max(settings_.values);
+  eo.values.collect_interval = settings_.values.blob_collect_interval;
+  eo.values.collect_min_age = settings_.values.blob_min_age;
   eo.flow_retention_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(run_.flows.retention).count();
-  eo.worker_reconnect_grace = run_.flows.worker_reconnect_grace;
+      std::chrono::duration_cast<std::chrono::milliseconds>(settings_.flows.retention).count();
+  eo.worker_reconnect_grace = settings_.flows.worker_reconnect_grace;
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
   eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
   eo.on_runs_deleted = [this](size_t runs) { metrics_.runs_deleted(runs); };
@@ -346,7 +353,8 @@ void Node::open_serving() {
   s.keeper->start_renewing([this](const Status& why) {
     metrics_.lease_renewal(LeaseRenewal::kLost);
     spdlog::error("lease lost: {}", why.to_string());
-    board_.set_inactive(fmt::format("lease lost for node {}: {}", run_.node_id, why.message()));
+    board_.set_inactive(
+        fmt::format("lease lost for node {}: {}", settings_.node_id, why.message()));
     std::lock_guard<std::mutex> lock(mu_);
     take_locked(machine_.fatal(now(), why));
   });
@@ -378,9 +386,9 @@ void Node::open_serving() {
     return fail(fmt::format("cannot open the engine: {}", opened.status().to_string()));
   }
   s.engine = std::move(opened).value();
-  spdlog::info("local store {}: {}", run_.local_store_path.string(),
+  spdlog::info("local store {}: {}", runtime_.local_store_path.string(),
                s.engine->local_store_report());
-  board_.set_active(s.engine.get(), {run_.node_id, epoch, process_id_},
+  board_.set_active(s.engine.get(), {settings_.node_id, epoch, process_id_},
                     [held] { return held->is_valid(); });
   metrics_.set_active(true);
   metrics_.set_node_epoch(epoch.value);
@@ -408,8 +416,8 @@ void Node::open_serving() {
   std::cout << fmt::format(
                    "dex-server-zd {} ready: node {} epoch {} holder {} listening on {} ({}, "
                    "lease {}, log from slot {})",
-                   run_.program, run_.node_id, epoch.value, process_id_, listen,
-                   run_.data_description, format_duration(run_.lease_duration),
+                   runtime_.program, settings_.node_id, epoch.value, process_id_, listen,
+                   runtime_.data_description, format_duration(settings_.lease_duration),
                    s.log->epoch_start_slot().value)
             << std::endl;
 }
@@ -425,7 +433,7 @@ void Node::release_serving(bool stays_standby) {
     const std::string why =
         stays_standby
             ? fmt::format("node {} epoch {} stepped down: another process of the node serves",
-                          run_.node_id, epoch.value)
+                          settings_.node_id, epoch.value)
             : std::string("this process is shutting down");
     if (stays_standby) {
       board_.set_standby(why, false);
@@ -441,7 +449,7 @@ void Node::release_serving(bool stays_standby) {
       spdlog::info(
           "stepped down: released the lease of epoch {} ({} attempts interrupted); competing "
           "again in {}",
-          epoch.value, interrupted, format_duration(run_.step_down_hold_off));
+          epoch.value, interrupted, format_duration(settings_.step_down_hold_off));
     } else {
       spdlog::info("released the lease of epoch {} ({} attempts interrupted)", epoch.value,
                    interrupted);
@@ -472,7 +480,7 @@ void Node::close_store() {
   closer_finished_ = finished.get_future();
   closer_ = std::thread([this, e = engine.release(), period = period.release(),
                          finished = std::move(finished)]() mutable {
-    if (run_.before_store_close) run_.before_store_close();
+    if (hooks_.before_store_close) hooks_.before_store_close();
     // Stuck calls leave the engine undeleted; the machine exits 1 at its limit.
     if (board_.wait_engine_unused(kEngineUseWait)) {
       delete e;
@@ -505,7 +513,7 @@ void Node::answer_step_down(const StepDownAnswer& answer) {
 }
 
 void Node::stop_at_once(const std::string& why) {
-  board_.set_inactive(fmt::format("node {} stopped: {}", run_.node_id, why));
+  board_.set_inactive(fmt::format("node {} stopped: {}", settings_.node_id, why));
   if (!serving_) return;
   if (serving_->engine) serving_->engine->stop();
   // No more log writes and no release: the lease is not ours or cannot be trusted.
@@ -522,13 +530,13 @@ void Node::release_and_fail(const std::string& why) {
 
 void Node::exit_with(const NodeCommand& command) {
   if (command.exit_code == 0) {
-    spdlog::info("node {}: {}; exiting", run_.node_id, command.reason);
+    spdlog::info("node {}: {}; exiting", settings_.node_id, command.reason);
   } else {
-    spdlog::error("stopping node {}: {}; exiting 1", run_.node_id, command.reason);
+    spdlog::error("stopping node {}: {}; exiting 1", settings_.node_id, command.reason);
   }
   board_.set_inactive(command.exit_code == 0
                           ? std::string("this process is shutting down")
-                          : fmt::format("node {} stopped: {}", run_.node_id, command.reason));
+                          : fmt::format("node {} stopped: {}", settings_.node_id, command.reason));
   std::lock_guard<std::mutex> lock(mu_);
   exit_code_ = command.exit_code;
 }
@@ -544,18 +552,18 @@ std::string Node::standby_reason() const {
     return fmt::format(
         "this process of node {} stepped down from epoch {} and is {} until it competes for the "
         "lease again",
-        run_.node_id, released_keeper_->epoch().value, kind);
+        settings_.node_id, released_keeper_->epoch().value, kind);
   }
   if (!holder) {
     return fmt::format("this process is {} of node {}; the active process is not known yet", kind,
-                       run_.node_id);
+                       settings_.node_id);
   }
   if (holder->released) {
     return fmt::format("this process is {} of node {}; {} released the lease at epoch {}", kind,
-                       run_.node_id, holder->holder_process_id.value, holder->epoch.value);
+                       settings_.node_id, holder->holder_process_id.value, holder->epoch.value);
   }
   return fmt::format("this process is {} of node {}; the active process is {} at epoch {}", kind,
-                     run_.node_id, holder->holder_process_id.value, holder->epoch.value);
+                     settings_.node_id, holder->holder_process_id.value, holder->epoch.value);
 }
 
 void Node::tick() {
@@ -571,7 +579,8 @@ void Node::tick() {
     // (resumed after a freeze) reports NOT_SERVING at once, even if no public
     // call arrives to notice it.
     if (board_.state().active && !s.keeper->is_valid()) {
-      board_.set_inactive(fmt::format("the lease of node {} is no longer valid", run_.node_id));
+      board_.set_inactive(
+          fmt::format("the lease of node {} is no longer valid", settings_.node_id));
     }
     const LeaseCounters c = s.keeper->counters();
     auto report = [&](uint64_t now_count, uint64_t before, LeaseRenewal outcome) {
@@ -601,9 +610,9 @@ StatusOr<StepDownResponse> Node::step_down(const StepDownRequest& request) {
   StepDownResponse response;
   response.set_expected_node_id(request.expected_node_id());
   response.set_expected_node_epoch(request.expected_node_epoch());
-  response.set_node_id(run_.node_id);
+  response.set_node_id(settings_.node_id);
   response.set_lease_reacquisition_hold_off_ms(
-      static_cast<uint64_t>(to_ms(run_.step_down_hold_off)));
+      static_cast<uint64_t>(to_ms(settings_.step_down_hold_off)));
   uint64_t expected_epoch = 0;
   const std::string& e = request.expected_node_epoch();
   auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), expected_epoch);
@@ -617,21 +626,21 @@ StatusOr<StepDownResponse> Node::step_down(const StepDownRequest& request) {
     if (machine_.step_down_in_progress() || machine_.describe_refused()) {
       return machine_.can_step_down();  // "already in progress"
     }
-    if (request.expected_node_id() != run_.node_id) {
+    if (request.expected_node_id() != settings_.node_id) {
       return Status::precondition_failed(
           fmt::format("this process serves node '{}', not the expected node '{}'; nothing changed",
-                      run_.node_id, request.expected_node_id()));
+                      settings_.node_id, request.expected_node_id()));
     }
     if (Status s = machine_.can_step_down(); !s.is_ok()) return s;
     if (machine_.epoch().value != expected_epoch) {
       return Status::precondition_failed(
           fmt::format("the active process of node '{}' is at node epoch {}, not the expected "
                       "{}; nothing changed",
-                      run_.node_id, machine_.epoch().value, expected_epoch));
+                      settings_.node_id, machine_.epoch().value, expected_epoch));
     }
     step_down_answer_.reset();
     take_locked(machine_.step_down(now()));
-    spdlog::info("stepping down node {} epoch {}", run_.node_id, expected_epoch);
+    spdlog::info("stepping down node {} epoch {}", settings_.node_id, expected_epoch);
     // Bounded by the machine: the drain timeout, the release, the hold-off and
     // one acquisition attempt, or the stuck-store limit.
     cv_.wait(lock, [&] { return step_down_answer_.has_value(); });

@@ -5,7 +5,7 @@
 // outcomes back. Every decision is the machine's. The API reads the role
 // through NodeRoleView; a signal and a step down reach the node as calls.
 //
-//   Node node(run, store, SystemClock::instance());
+//   Node node(settings, runtime, store, SystemClock::instance());
 //   auto api = ApiServer::start(options, node);   // reads node's role
 //   node.set_listen_description(api->listen_address());
 //   int code = node.run();                          // until it stops
@@ -40,37 +40,30 @@ struct LeaseKeeperOptions;
 struct EngineOptions;
 struct HandedLocalStore;
 
-// What the role loop of one node process needs, whatever its subcommand.
-struct NodeRun {
-  std::string program;  // "dev", "local", "serve": for messages
-  std::string node_id;
-  Duration lease_duration{0};
-  bool fail_if_held = false;
-  bool holder_is_stopped = false;  // the dev lock is held (dev, local)
-  std::filesystem::path local_store_path;
-  std::string data_description;  // for the ready line: where the data lives
-  SnapshotSettings snapshots;
-  ValueSettings values;  // values.*: large values as blobs (docs/engine.md)
-  FlowSettings flows;    // flows.*: run retention (docs/flow-rules.md)
-  // standby.* (serve): cold waits idle; hot follows the log (docs/standby.md).
-  std::string standby_mode = "cold";
-  Duration held_lease_poll_interval{0};  // 0: the lease's default poll
-  Duration lagging_takeover_delay = milliseconds(1500);
-  Duration behind_lag_threshold = seconds(10);
-  Duration step_down_hold_off = seconds(5);      // standby.stepDownHoldOff
-  Duration attempt_drain_timeout = seconds(30);  // lifecycle.attemptDrainTimeout
-  Metrics* metrics = nullptr;                    // null: metrics are kept but not served
-  // Tests only: a shorter bound for the stuck local store (spec: about 64 s),
-  // and a hook that runs before the stopped serving period's store closes
-  // (a test makes it block, as a stuck task would).
+// What a node process is told besides its settings: where and how it runs.
+struct NodeRuntime {
+  std::string program;                     // "dev", "local", "serve": for messages
+  bool holder_is_stopped = false;          // the dev lock is held (dev, local)
+  std::filesystem::path local_store_path;  // the local store (serve: localStore.path)
+  std::string data_description;            // for the ready line: where the data lives
+  Metrics* metrics = nullptr;              // null: metrics are kept but not served
+};
+
+// Tests only: a shorter bound for the stuck local store (spec: about 64 s),
+// and a hook that runs before the stopped serving period's store closes (a
+// test makes it block, as a stuck task would).
+struct NodeTestHooks {
   Duration stuck_store_limit = kStuckStoreLimit;
   std::function<void()> before_store_close;
 };
 
 class Node final : public NodeRoleView {
  public:
+  // `settings` of any subcommand (dev, local, serve): the node builds the
+  // lease keeper's, the follower's and the engine's options from them.
   // `store` and `clock` must outlive the node.
-  Node(NodeRun run, ObjectStore& store, Clock& clock);
+  Node(NodeSettings settings, NodeRuntime runtime, ObjectStore& store, Clock& clock,
+       NodeTestHooks hooks = {});
   ~Node() override;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -107,6 +100,7 @@ class Node final : public NodeRoleView {
   void release_serving(bool stays_standby);
   void release_and_fail(const std::string& why);
   bool machine_describe_refused() const;
+  // The one place lease.* and standby.* reach the lease keeper.
   LeaseKeeperOptions lease_options() const;
   void close_store();
   void read_lease();
@@ -120,7 +114,9 @@ class Node final : public NodeRoleView {
   TimePoint now() const { return clock_.now(); }
 
   // Constant after construction.
-  const NodeRun run_;
+  const NodeSettings settings_;
+  const NodeRuntime runtime_;
+  const NodeTestHooks hooks_;
   ObjectStore& store_;
   Clock& clock_;
   const std::string process_id_;

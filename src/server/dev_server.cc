@@ -22,9 +22,7 @@
 #include "metrics/metered_store.h"
 #include "metrics/metrics.h"
 #include "node/node.h"
-#include "objstore/filesystem_store.h"
-#include "objstore/s3_store.h"
-#include "server/serve_check.h"
+#include "objstore/store_settings.h"
 
 namespace dex {
 namespace {
@@ -117,9 +115,10 @@ void block_stop_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int run_dev_server(const DevConfig& config, std::string_view program) {
+int run_dev_server(const NodeSettings& settings, Subcommand command) {
   block_stop_signals();
-  const fs::path data_dir = fs::absolute(config.data_dir);
+  const std::string_view program = subcommand_name(command);
+  const fs::path data_dir = fs::absolute(settings.data_dir);
   std::error_code ec;
   fs::create_directories(data_dir, ec);
   if (ec)
@@ -133,7 +132,7 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
         "the filesystem of {} cannot lock files ({}); a lease left by an earlier process is taken "
         "only after it expires (up to {})",
         data_dir.string(), lock.value()->unsupported_reason(),
-        format_duration(config.lease_duration + seconds(1)));
+        format_duration(settings.lease_duration + seconds(1)));
   }
 
   const fs::path marker = data_dir / kRelaxedMarker;
@@ -144,32 +143,25 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
         program, data_dir.string(), data_dir.string()));
   }
 
-  const ApiServerOptions api_options = api_options_for(config.listen, config.admin_enabled,
-                                                       config.admin_token_sha256, config.values);
+  const ApiServerOptions api_options = api_options_for(
+      settings.listen, settings.admin_enabled, settings.admin_token_sha256, settings.values);
 
-  auto store = FilesystemObjectStore::open(data_dir / "objects", config.durability);
+  auto store = open_object_store(data_dir_object_store(data_dir, settings.durability));
   if (!store.is_ok())
     return fail(fmt::format("cannot open the object store: {}", store.status().message()));
 
-  NodeRun run;
-  run.program = std::string(program);
-  run.node_id = config.node_id;
-  run.lease_duration = config.lease_duration;
-  run.fail_if_held = config.lease_fail_if_held;
-  run.holder_is_stopped = lock.value()->held();
-  run.local_store_path = data_dir / "local";
-  run.data_description =
-      fmt::format("data {}, durability {}", data_dir.string(), durability_name(config.durability));
-  run.snapshots = config.snapshots;
-  run.values = config.values;
-  run.flows = config.flows;
-  run.attempt_drain_timeout = config.attempt_drain_timeout;
-  Node node(run, *store.value(), SystemClock::instance());
+  NodeRuntime runtime;
+  runtime.program = std::string(program);
+  runtime.holder_is_stopped = lock.value()->held();
+  runtime.local_store_path = data_dir / "local";
+  runtime.data_description = fmt::format("data {}, durability {}", data_dir.string(),
+                                         durability_name(settings.durability));
+  Node node(settings, runtime, *store.value(), SystemClock::instance());
   // Listen first: a port in use fails before the lease is touched, and clients
   // that arrive early get UNAVAILABLE until this process is active.
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  if (config.durability == Durability::kRelaxed) {
+  if (settings.durability == Durability::kRelaxed) {
     std::ofstream(marker) << "dex-server-zd with durability relaxed is running or crashed\n";
   }
   int code = serve_node(node, *api.value());
@@ -177,61 +169,33 @@ int run_dev_server(const DevConfig& config, std::string_view program) {
   return code;
 }
 
-namespace {
-
-StatusOr<std::unique_ptr<ObjectStore>> open_serve_store(const ServeConfig::ObjectStore& c) {
-  if (c.type == "filesystem") {
-    auto store = FilesystemObjectStore::open(c.path, c.durability);
-    if (!store.is_ok()) return store.status();
-    return std::unique_ptr<ObjectStore>(std::move(store).value());
-  }
-  auto options = serve_s3_options(c);  // the same options `serve --check` validates
-  if (!options.is_ok()) return options.status();
-  auto store = S3ObjectStore::open(std::move(options).value());
-  if (!store.is_ok()) return store.status();
-  return std::unique_ptr<ObjectStore>(std::move(store).value());
-}
-
-}  // namespace
-
-int run_serve_server(const ServeConfig& config) {
+int run_serve_server(const NodeSettings& settings) {
   block_stop_signals();
   // First, so that it is destroyed last.
   Metrics metrics;
-  if (!config.metrics_listen.empty()) {
-    if (Status s = metrics.listen(config.metrics_listen); !s.is_ok()) {
+  if (!settings.metrics_listen.empty()) {
+    if (Status s = metrics.listen(settings.metrics_listen); !s.is_ok()) {
       return fail(fmt::format("cannot serve metrics: {}", s.to_string()));
     }
     spdlog::info("metrics on http://{}:{}/metrics",
-                 config.metrics_listen.substr(0, config.metrics_listen.rfind(':')), metrics.port());
+                 settings.metrics_listen.substr(0, settings.metrics_listen.rfind(':')),
+                 metrics.port());
   }
-  auto opened = open_serve_store(config.object_store);
+  auto opened = open_object_store(settings.object_store);
   if (!opened.is_ok())
     return fail(fmt::format("cannot open the object store: {}", opened.status().message()));
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
-  const ApiServerOptions api_options = api_options_for(config.listen, config.admin_enabled,
-                                                       config.admin_token_sha256, config.values);
-  NodeRun run;
-  run.program = "serve";
-  run.node_id = config.node_id;
-  run.lease_duration = config.lease_duration;
-  run.fail_if_held = config.lease_fail_if_held;
-  run.holder_is_stopped = false;  // no dev lock: a held lease is waited out (cold standby)
-  run.local_store_path = fs::absolute(config.local_store_path);
-  run.data_description =
-      fmt::format("objects {}, local store {}", store.describe(), run.local_store_path.string());
-  run.snapshots = config.snapshots;
-  run.values = config.values;
-  run.flows = config.flows;
-  run.standby_mode = config.standby_mode;
-  if (config.standby_mode == "hot") run.held_lease_poll_interval = config.held_lease_poll_interval;
-  run.lagging_takeover_delay = config.lagging_takeover_delay;
-  run.behind_lag_threshold = config.behind_lag_threshold;
-  run.step_down_hold_off = config.step_down_hold_off;
-  run.attempt_drain_timeout = config.attempt_drain_timeout;
-  run.metrics = &metrics;
-  Node node(run, store, SystemClock::instance());
+  const ApiServerOptions api_options = api_options_for(
+      settings.listen, settings.admin_enabled, settings.admin_token_sha256, settings.values);
+  NodeRuntime runtime;
+  runtime.program = "serve";
+  runtime.holder_is_stopped = false;  // no dev lock: a held lease is waited out (standby)
+  runtime.local_store_path = fs::absolute(settings.local_store_path);
+  runtime.data_description = fmt::format("objects {}, local store {}", store.describe(),
+                                         runtime.local_store_path.string());
+  runtime.metrics = &metrics;
+  Node node(settings, runtime, store, SystemClock::instance());
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
   return serve_node(node, *api.value());

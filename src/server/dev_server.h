@@ -15,7 +15,7 @@ namespace dex {
 // `dex-server-zd serve`: S3 (or filesystem) object storage, no dev lock; a
 // second process of the same node waits as a cold standby while the lease is
 // held and takes over when it is released or expires.
-int run_serve_server(const ServeConfig& config);
+int run_serve_server(const NodeSettings& settings);
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts later.
 void block_stop_signals();
@@ -24,7 +24,7 @@ void block_stop_signals();
 // must stop (lease lost, log write not accepted in time, storage error: returns
 // 1). Startup errors are printed and return 1. REQUIRES: called from main()
 // before any other thread starts (it blocks SIGINT/SIGTERM for all threads).
-// `program` is "dev" or "local", for messages.
-int run_dev_server(const DevConfig& config, std::string_view program);
+// `command` is dev or local.
+int run_dev_server(const NodeSettings& settings, Subcommand command);
 
 }  // namespace dex

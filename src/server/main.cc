@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dex-server-zd: the dex durable-execution server"};
   app.require_subcommand(1);
 
-  dex::DevConfig dev;
+  dex::NodeSettings dev = dex::NodeSettings::defaults(dex::Subcommand::kDev);
   std::string data_dir = dev.data_dir.string();
   std::string durability;
   std::string listen;
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
       dev.listen = listen;
     }
     dev.data_dir = data_dir;
-    return dex::run_dev_server(dev, "dev");
+    return dex::run_dev_server(dev, dex::Subcommand::kDev);
   }
   if (*serve_cmd) {
     auto config = dex::load_serve_config_file(serve_config);
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       spdlog::error("{}", config.status().message());
       return 2;
     }
-    return dex::run_dev_server(config.value(), "local");
+    return dex::run_dev_server(config.value(), dex::Subcommand::kLocal);
   }
   return 2;
 }

@@ -6,23 +6,9 @@
 
 #include <fmt/format.h>
 
-namespace dex {
+#include "objstore/store_settings.h"
 
-StatusOr<S3Options> serve_s3_options(const ServeConfig::ObjectStore& c) {
-  S3Options options;
-  options.bucket = c.bucket;
-  options.prefix = c.prefix;
-  options.endpoint = c.endpoint;
-  options.region = c.region;
-  options.addressing =
-      c.addressing == "virtualHost" ? S3Addressing::kVirtualHost : S3Addressing::kPath;
-  auto credentials = c.credentials_file.empty()
-                         ? s3_credentials_from_environment()
-                         : s3_credentials_from_file(c.credentials_file, c.credentials_profile);
-  if (!credentials.is_ok()) return credentials.status();
-  options.credentials = std::move(credentials).value();
-  return options;
-}
+namespace dex {
 
 namespace {
 
@@ -40,32 +26,25 @@ Status check_directory(const std::filesystem::path& path, std::string_view key) 
 
 }  // namespace
 
-Status check_serve_config(const ServeConfig& config) {
-  const auto& os = config.object_store;
-  if (os.type == "s3") {
-    auto options = serve_s3_options(os);
-    if (!options.is_ok()) {
-      return Status::invalid_argument(
-          fmt::format("{}: {}",
-                      os.credentials_file.empty()
-                          ? "objectStore.credentials (not set: taken from the environment)"
-                          : "objectStore.credentials.file/profile",
-                      options.status().message()));
-    }
-    // open() validates bucket, region, prefix, endpoint and credentials and
-    // sends nothing; the store is dropped at once. Its messages start with
-    // what they are about, which names the key here.
-    auto store = S3ObjectStore::open(std::move(options).value());
+Status check_serve_config(const NodeSettings& settings) {
+  const auto& os = settings.object_store;
+  if (os.type == ObjectStoreType::kS3) {
+    // Loads the credentials and validates bucket, region, prefix and endpoint,
+    // as startup does, and sends nothing; the store is dropped at once. Its
+    // messages start with what they are about, which names the key here.
+    auto store = open_object_store(os);
     if (!store.is_ok()) {
       const std::string& message = store.status().message();
       std::string_view key = "objectStore";
-      static constexpr std::pair<std::string_view, std::string_view> kKeys[] = {
+      const std::pair<std::string_view, std::string_view> keys[] = {
           {"S3 bucket", "objectStore.bucket"},
           {"S3 region", "objectStore.region"},
           {"S3 prefix", "objectStore.prefix"},
           {"S3 endpoint", "objectStore.endpoint"},
-          {"S3 credentials", "objectStore.credentials"}};
-      for (const auto& [start, name] : kKeys) {
+          {"S3 credentials", os.credentials_file.empty()
+                                 ? "objectStore.credentials (not set: taken from the environment)"
+                                 : "objectStore.credentials.file/profile"}};
+      for (const auto& [start, name] : keys) {
         if (message.starts_with(start)) key = name;
       }
       return Status::invalid_argument(fmt::format("{}: {}", key, message));
@@ -73,7 +52,7 @@ Status check_serve_config(const ServeConfig& config) {
   } else {
     if (auto s = check_directory(os.path, "objectStore.path"); !s.is_ok()) return s;
   }
-  return check_directory(config.local_store_path, "localStore.path");
+  return check_directory(settings.local_store_path, "localStore.path");
 }
 
 }  // namespace dex

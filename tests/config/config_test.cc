@@ -37,14 +37,14 @@ TEST(FormatDuration, ShortestExactForm) {
 }
 
 TEST(DevConfig, DefaultsFollowTheSpec) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   EXPECT_EQ(c.lease_duration, seconds(30));  // dev defaults lease.duration to 30 s
   EXPECT_EQ(c.durability, Durability::kStrict);
   EXPECT_FALSE(c.lease_fail_if_held);
 }
 
 TEST(DevConfig, OverrideFileSetsLeaseDuration) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(
       apply_dev_override_yaml("lease:\n  duration: 5s\ndev:\n  durabilityMode: processCrashSafe\n",
                               "test.yaml", c)
@@ -55,7 +55,7 @@ TEST(DevConfig, OverrideFileSetsLeaseDuration) {
 
 // Graceful shutdown drains in every mode (docs/node.md): dev and local accept the key.
 TEST(DevConfig, AttemptDrainTimeoutDefaultsTo30sAndDevAndLocalAcceptIt) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   EXPECT_EQ(c.attempt_drain_timeout, seconds(30));
   ASSERT_TRUE(
       apply_dev_override_yaml("lifecycle:\n  attemptDrainTimeout: 2s\n", "test.yaml", c).is_ok());
@@ -72,13 +72,13 @@ TEST(DevConfig, AttemptDrainTimeoutDefaultsTo30sAndDevAndLocalAcceptIt) {
 }
 
 TEST(DevConfig, EmptyOverrideChangesNothing) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(apply_dev_override_yaml("", "empty.yaml", c).is_ok());
   EXPECT_EQ(c.lease_duration, seconds(30));
 }
 
 TEST(DevConfig, UnknownKeyIsRefusedWithItsPath) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   auto s = apply_dev_override_yaml("lease:\n  durration: 5s\n", "test.yaml", c);
   ASSERT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("lease.durration"), std::string::npos) << s.message();
@@ -86,7 +86,7 @@ TEST(DevConfig, UnknownKeyIsRefusedWithItsPath) {
 }
 
 TEST(DevConfig, BadFileChangesNothing) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   auto s = apply_dev_override_yaml("nodeId: other\nlease:\n  duration: soon\n", "test.yaml", c);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("lease.duration"), std::string::npos);
@@ -95,7 +95,7 @@ TEST(DevConfig, BadFileChangesNothing) {
 }
 
 TEST(DevConfig, DevAcceptsOnlyColdStandby) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   EXPECT_TRUE(apply_dev_override_yaml("standby:\n  mode: cold\n", "t", c).is_ok());
   auto s = apply_dev_override_yaml("standby:\n  mode: hot\n", "t", c);
   ASSERT_FALSE(s.is_ok());
@@ -103,7 +103,7 @@ TEST(DevConfig, DevAcceptsOnlyColdStandby) {
 }
 
 TEST(DevConfig, RefusesOutOfRangeLeaseAndBadValues) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   EXPECT_FALSE(apply_dev_override_yaml("lease:\n  duration: 1s\n", "t", c).is_ok());
   EXPECT_FALSE(apply_dev_override_yaml("lease:\n  failIfHeld: maybe\n", "t", c).is_ok());
   EXPECT_FALSE(apply_dev_override_yaml("dev:\n  durabilityMode: fast\n", "t", c).is_ok());
@@ -128,7 +128,7 @@ namespace dex {
 namespace {
 
 TEST(DevConfig, OverrideSetsListenAndRefusesABadOne) {
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(apply_dev_override_yaml("api:\n  listen: 127.0.0.1:9000\n", "t", c).is_ok());
   EXPECT_EQ(c.listen, "127.0.0.1:9000");
   auto s = apply_dev_override_yaml("api:\n  listen: nowhere\n", "t", c);
@@ -193,13 +193,13 @@ struct BadCase {
   std::string yaml, needle;
 };
 void expect_refused_by_key(const std::vector<BadCase>& cases,
-                           const std::function<void(const DevConfig&)>& unchanged) {
+                           const std::function<void(const NodeSettings&)>& unchanged) {
   for (const auto& c : cases) {
     auto r = load_serve_config_yaml(std::string(kServeS3) + c.yaml, "serve.yaml");
     ASSERT_FALSE(r.is_ok()) << c.yaml;
     EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
         << c.needle << " not in: " << r.status().message();
-    DevConfig dev;
+    NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
     Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "o.yaml", dev);
     EXPECT_FALSE(s.is_ok()) << c.yaml;
     EXPECT_EQ(dev.lease_duration, seconds(30)) << "a bad file changed something";
@@ -213,10 +213,10 @@ TEST(ServeConfig, DefaultsFollowTheSpec) {
   EXPECT_EQ(c->listen, "0.0.0.0:8801");
   EXPECT_EQ(c->lease_duration, seconds(10));
   EXPECT_FALSE(c->lease_fail_if_held);
-  EXPECT_EQ(c->standby_mode, "cold");
+  EXPECT_EQ(c->standby_mode, StandbyMode::kCold);
   EXPECT_EQ(c->attempt_drain_timeout, seconds(30));
   EXPECT_EQ(c->object_store.region, "us-east-1");
-  EXPECT_EQ(c->object_store.addressing, "path");
+  EXPECT_EQ(c->object_store.addressing, S3Addressing::kPath);
   std::string described = describe_serve_config(c.value());
   EXPECT_NE(described.find("duration: 10s"), std::string::npos) << described;
   EXPECT_NE(described.find("bucket: \"b\""), std::string::npos) << described;
@@ -276,7 +276,7 @@ TEST(ServeConfig, RefusalsNameTheKey) {
 TEST(ServeConfig, HotStandbyFieldsHaveTheSpecDefaultsAndAreShownByCheck) {
   auto c = load_serve_config_yaml(std::string(kServeS3) + "standby:\n  mode: hot\n", "serve.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
-  EXPECT_EQ(c->standby_mode, "hot");
+  EXPECT_EQ(c->standby_mode, StandbyMode::kHot);
   EXPECT_EQ(c->held_lease_poll_interval, milliseconds(250));
   EXPECT_EQ(c->step_down_hold_off, seconds(5));
   EXPECT_EQ(c->lagging_takeover_delay, milliseconds(1500));
@@ -367,7 +367,7 @@ TEST(SnapshotSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
             std::string::npos)
       << described;
 
-  DevConfig dev;
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(apply_dev_override_yaml("snapshots:\n  interval: 0\n  everyRecords: 500\n",
                                       "override.yaml", dev)
                   .is_ok());
@@ -424,7 +424,7 @@ TEST(ValueSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ(again->values.max_size_bytes, 128u << 20);
 
-  DevConfig dev;
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(apply_dev_override_yaml("values:\n  maxSize: 1MiB\n", "o.yaml", dev).is_ok());
   EXPECT_EQ(dev.values.max_size_bytes, 1u << 20);
   EXPECT_EQ(dev.values.blob_threshold_bytes, 256u << 10);
@@ -448,7 +448,7 @@ TEST(ValueSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"values:\n  maxSize: [1, 2]\n", "values.maxSize"},
   };
   expect_refused_by_key(
-      cases, [](const DevConfig& dev) { EXPECT_EQ(dev.values.max_size_bytes, 64u << 20); });
+      cases, [](const NodeSettings& dev) { EXPECT_EQ(dev.values.max_size_bytes, 64u << 20); });
 }
 
 TEST(FlowSettings, RetentionAndBlobCollectionDefaultsAndKeys) {
@@ -475,7 +475,7 @@ TEST(FlowSettings, RetentionAndBlobCollectionDefaultsAndKeys) {
   EXPECT_EQ(again->flows.retention, std::chrono::hours(48));
   EXPECT_EQ(again->values.blob_collect_interval, Duration(0));
 
-  DevConfig dev;
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
   ASSERT_TRUE(
       apply_dev_override_yaml("flows:\n  retention: 3s\nvalues:\n  blobMinAge: 0\n", "o.yaml", dev)
           .is_ok());
@@ -498,7 +498,7 @@ TEST(FlowSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"values:\n  blobMinAge: soon\n", "values.blobMinAge"},
       {"values:\n  blobMinAge: 31d\n", "values.blobMinAge"},
   };
-  expect_refused_by_key(cases, [](const DevConfig& dev) {
+  expect_refused_by_key(cases, [](const NodeSettings& dev) {
     EXPECT_EQ(dev.flows.retention, std::chrono::hours(24 * 7));
   });
 }
@@ -514,7 +514,7 @@ TEST(SnapshotSettings, BadValuesAreRefusedByKeyAndChangeNothing) {
       {"snapshots:\n  kep: 2\n", "snapshots.kep"},
       {"snapshots:\n  keep: [1, 2]\n", "snapshots.keep"},
   };
-  expect_refused_by_key(cases, [](const DevConfig& dev) { EXPECT_EQ(dev.snapshots.keep, 2u); });
+  expect_refused_by_key(cases, [](const NodeSettings& dev) { EXPECT_EQ(dev.snapshots.keep, 2u); });
 }
 
 }  // namespace
@@ -543,7 +543,7 @@ class TokenFile {
 // Issue 13 item 5: dev and local accept admin.enabled and auth.* like serve.
 TEST(DevConfig, OverrideFileAcceptsAdminEnabledAndAdminTokens) {
   TokenFile token("dev-secret-token");
-  DevConfig c;
+  NodeSettings c = NodeSettings::defaults(Subcommand::kDev);
   EXPECT_TRUE(c.admin_enabled);
   EXPECT_TRUE(c.admin_token_sha256.empty());
   ASSERT_TRUE(apply_dev_override_yaml("auth:\n  adminTokenFiles: [" + token.path() +
@@ -588,7 +588,7 @@ TEST(DevAndLocalConfig, AdminRefusalsNameTheKeyNeverTheDigestAndChangeNothing) {
        "auth.adminTokenSha256 entries must be 64 hex digits"},
   };
   for (const auto& c : cases) {
-    DevConfig dev;
+    NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
     Status s = apply_dev_override_yaml("lease:\n  duration: 45s\n" + c.yaml, "dev.yaml", dev);
     ASSERT_FALSE(s.is_ok()) << c.yaml;
     EXPECT_NE(s.message().find(c.needle), std::string::npos)
@@ -657,8 +657,8 @@ TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
     auto again = load_serve_config_yaml(described, "check-output.yaml");
     ASSERT_TRUE(again.is_ok()) << again.status().to_string() << "\n" << described;
     EXPECT_EQ(describe_serve_config(again.value()), described);
-    const ServeConfig& a = first.value();
-    const ServeConfig& b = again.value();
+    const NodeSettings& a = first.value();
+    const NodeSettings& b = again.value();
     EXPECT_EQ(a.node_id, b.node_id);
     EXPECT_EQ(a.listen, b.listen);
     EXPECT_EQ(a.object_store.type, b.object_store.type);
@@ -708,6 +708,140 @@ TEST(ServeConfig, InlineDigestsAreNotShownAndTheCopyIsRefusedNotOpened) {
   ASSERT_FALSE(again.is_ok()) << described;
   EXPECT_NE(again.status().message().find("auth.adminTokenSha256"), std::string::npos)
       << again.status().message();
+}
+
+}  // namespace
+}  // namespace dex
+
+namespace dex {
+namespace {
+
+// One reader: a key that local and serve (and dev) both accept gives the same
+// setting whichever subcommand reads it.
+TEST(NodeSettings, TheKeysLocalAndServeShareGiveTheSameSettings) {
+  TokenFile token("shared-secret-token");
+  const std::string shared =
+      "nodeId: shared-node\napi:\n  listen: 127.0.0.1:9100\nlease:\n  duration: 45s\n"
+      "  failIfHeld: true\nstandby:\n  mode: cold\nlifecycle:\n  attemptDrainTimeout: 7s\n"
+      "snapshots:\n  interval: 0\n  everyRecords: 123\n  keep: 4\n"
+      "values:\n  blobThreshold: 2KiB\n  maxSize: 3MiB\n  blobCacheSize: 0\n"
+      "  blobCollectInterval: 5m\n  blobMinAge: 0\nflows:\n  retention: 36h\n"
+      "  workerReconnectGrace: 250ms\nadmin:\n  enabled: false\nauth:\n  adminTokenFiles: [" +
+      token.path() + "]\n  adminTokenSha256: [" + std::string(64, 'e') + "]\n";
+  auto local = load_local_config_yaml(shared + "local:\n  dataDir: /d\n", "local.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  auto serve = load_serve_config_yaml(
+      shared + "objectStore:\n  type: filesystem\n  path: /o\nlocalStore:\n  path: /l\n",
+      "serve.yaml");
+  ASSERT_TRUE(serve.is_ok()) << serve.status().to_string();
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
+  ASSERT_TRUE(apply_dev_override_yaml(shared, "dev.yaml", dev).is_ok());
+  for (const NodeSettings* other : {&serve.value(), &dev}) {
+    const NodeSettings& a = local.value();
+    const NodeSettings& b = *other;
+    EXPECT_EQ(a.node_id, b.node_id);
+    EXPECT_EQ(a.listen, b.listen);
+    EXPECT_EQ(a.lease_duration, b.lease_duration);
+    EXPECT_EQ(a.lease_fail_if_held, b.lease_fail_if_held);
+    EXPECT_EQ(a.standby_mode, b.standby_mode);
+    EXPECT_EQ(a.attempt_drain_timeout, b.attempt_drain_timeout);
+    EXPECT_EQ(a.snapshots.interval, b.snapshots.interval);
+    EXPECT_EQ(a.snapshots.every_records, b.snapshots.every_records);
+    EXPECT_EQ(a.snapshots.keep, b.snapshots.keep);
+    EXPECT_EQ(a.values.blob_threshold_bytes, b.values.blob_threshold_bytes);
+    EXPECT_EQ(a.values.max_size_bytes, b.values.max_size_bytes);
+    EXPECT_EQ(a.values.blob_cache_bytes, b.values.blob_cache_bytes);
+    EXPECT_EQ(a.values.blob_collect_interval, b.values.blob_collect_interval);
+    EXPECT_EQ(a.values.blob_min_age, b.values.blob_min_age);
+    EXPECT_EQ(a.flows.retention, b.flows.retention);
+    EXPECT_EQ(a.flows.worker_reconnect_grace, b.flows.worker_reconnect_grace);
+    EXPECT_EQ(a.admin_enabled, b.admin_enabled);
+    EXPECT_EQ(a.admin_token_sha256, b.admin_token_sha256);
+    EXPECT_EQ(a.admin_token_files, b.admin_token_files);
+    EXPECT_EQ(a.admin_token_sha256_entries, b.admin_token_sha256_entries);
+  }
+  // And the values are the file's, not a default.
+  EXPECT_EQ(local->lease_duration, seconds(45));
+  EXPECT_TRUE(local->lease_fail_if_held);
+  EXPECT_EQ(local->snapshots.keep, 4u);
+  EXPECT_EQ(local->values.max_size_bytes, 3u << 20);
+  EXPECT_EQ(local->flows.retention, std::chrono::hours(36));
+  EXPECT_FALSE(local->admin_enabled);
+  EXPECT_EQ(local->admin_token_sha256.size(), 2u);
+  // Only the defaults differ, by subcommand.
+  EXPECT_EQ(NodeSettings::defaults(Subcommand::kServe).lease_duration, seconds(10));
+  EXPECT_EQ(NodeSettings::defaults(Subcommand::kLocal).lease_duration, seconds(30));
+  EXPECT_EQ(NodeSettings::defaults(Subcommand::kServe).listen, "0.0.0.0:8801");
+  EXPECT_EQ(NodeSettings::defaults(Subcommand::kLocal).listen, "127.0.0.1:8801");
+}
+
+TEST(NodeSettings, EachSubcommandRefusesTheKeysOfTheOthersByTheirPath) {
+  auto local =
+      load_local_config_yaml("nodeId: n\nlocal:\n  dataDir: /d\nlocalStore:\n  path: /l\n", "l");
+  ASSERT_FALSE(local.is_ok());
+  EXPECT_NE(local.status().message().find("unknown key 'localStore'"), std::string::npos)
+      << local.status().message();
+  auto serve = load_serve_config_yaml(std::string(kServeS3) + "local:\n  dataDir: /d\n", "s");
+  ASSERT_FALSE(serve.is_ok());
+  EXPECT_NE(serve.status().message().find("unknown key 'local'"), std::string::npos)
+      << serve.status().message();
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
+  Status s = apply_dev_override_yaml("standby:\n  stepDownHoldOff: 9s\n", "d", dev);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("unknown key 'standby.stepDownHoldOff'"), std::string::npos)
+      << s.message();
+  s = apply_dev_override_yaml("metrics:\n  listen: 127.0.0.1:9090\n", "d", dev);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("unknown key 'metrics'"), std::string::npos) << s.message();
+}
+
+// Modes are enums: a word the reader does not know is refused, naming the key
+// and the word, never taken as a default.
+TEST(NodeSettings, AModeGivenAsAnUnknownWordIsRefusedNamingTheKey) {
+  std::vector<BadCase> serve_cases = {
+      {std::string(kServeS3) + "standby:\n  mode: Hot\n",
+       "serve.yaml: standby.mode must be cold or hot, not 'Hot'"},
+      {"nodeId: a\nobjectStore:\n  type: S3\n  bucket: b\nlocalStore:\n  path: /l\n",
+       "serve.yaml: objectStore.type must be s3 or filesystem, not 'S3'"},
+      {"nodeId: a\nobjectStore:\n  type: s3\n  bucket: b\n  addressing: virtual\n"
+       "localStore:\n  path: /l\n",
+       "serve.yaml: objectStore.addressing must be path or virtualHost, not 'virtual'"},
+      {"nodeId: a\nobjectStore:\n  type: filesystem\n  path: /o\n  durability: fast\n"
+       "localStore:\n  path: /l\n",
+       "serve.yaml: objectStore.durability must be strict or processCrashSafe, not 'fast'"},
+      {"nodeId: a\nobjectStore:\n  type: filesystem\n  path: /o\n  durability: relaxed\n"
+       "localStore:\n  path: /l\n",
+       "serve.yaml: objectStore.durability must be strict or processCrashSafe, not 'relaxed'"},
+  };
+  for (const auto& c : serve_cases) {
+    auto r = load_serve_config_yaml(c.yaml, "serve.yaml");
+    ASSERT_FALSE(r.is_ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.needle << " not in: " << r.status().message();
+  }
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
+  Status s = apply_dev_override_yaml("dev:\n  durabilityMode: Strict\n", "dev.yaml", dev);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find(
+                "dev.yaml: dev.durabilityMode must be strict, processCrashSafe or relaxed, not "
+                "'Strict'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(dev.durability, Durability::kStrict);
+  auto local = load_local_config_yaml("nodeId: n\nlocal:\n  dataDir: /d\n  durabilityMode: fsync\n",
+                                      "local.yaml");
+  ASSERT_FALSE(local.is_ok());
+  EXPECT_NE(local.status().message().find(
+                "local.yaml: local.durabilityMode must be strict, processCrashSafe or relaxed, "
+                "not 'fsync'"),
+            std::string::npos)
+      << local.status().message();
+  auto warm =
+      load_local_config_yaml("nodeId: n\nlocal:\n  dataDir: /d\nstandby:\n  mode: warm\n", "l");
+  ASSERT_FALSE(warm.is_ok());
+  EXPECT_NE(warm.status().message().find("standby.mode 'warm' is not allowed"), std::string::npos)
+      << warm.status().message();
 }
 
 }  // namespace

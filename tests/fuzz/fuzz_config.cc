@@ -15,7 +15,7 @@
 namespace dex::fuzz {
 namespace {
 
-bool same(const DevConfig& a, const DevConfig& b) {
+bool same(const NodeSettings& a, const NodeSettings& b) {
   return a.node_id == b.node_id && a.data_dir == b.data_dir && a.listen == b.listen &&
          a.lease_duration == b.lease_duration && a.lease_fail_if_held == b.lease_fail_if_held &&
          a.durability == b.durability && a.snapshots.interval == b.snapshots.interval &&
@@ -27,8 +27,8 @@ void check_common(std::string_view node_id, std::string_view listen, Duration le
                   const SnapshotSettings& snapshots) {
   FUZZ_CHECK(validate_node_id(node_id).is_ok(), "accepted nodeId '{}'", node_id);
   FUZZ_CHECK(validate_listen_address(listen).is_ok(), "accepted api.listen '{}'", listen);
-  FUZZ_CHECK(lease >= kLeaseDurationMin && lease <= kLeaseDurationMax,
-             "accepted lease.duration {}", format_duration(lease));
+  FUZZ_CHECK(lease >= kLeaseDurationMin && lease <= kLeaseDurationMax, "accepted lease.duration {}",
+             format_duration(lease));
   FUZZ_CHECK(snapshots.keep >= 1 && snapshots.keep <= kSnapshotsKeepMax,
              "accepted snapshots.keep {}", snapshots.keep);
   FUZZ_CHECK(snapshots.interval >= Duration(0), "accepted a negative snapshots.interval");
@@ -54,10 +54,11 @@ int config(const uint8_t* data, size_t size) {
     check_refusal(d.status());
   }
 
-  const DevConfig defaults;
-  DevConfig dev = defaults;
+  const NodeSettings defaults = NodeSettings::defaults(Subcommand::kDev);
+  NodeSettings dev = defaults;
   if (Status s = apply_dev_override_yaml(text, "fuzz.yaml", dev); s.is_ok()) {
     check_common(dev.node_id, dev.listen, dev.lease_duration, dev.snapshots);
+    FUZZ_CHECK(dev.standby_mode == StandbyMode::kCold, "dev accepted a hot standby");
   } else {
     check_refusal(s);
     FUZZ_CHECK(same(dev, defaults), "a refused override changed the config: {}", s.to_string());
@@ -67,18 +68,20 @@ int config(const uint8_t* data, size_t size) {
   if (local.is_ok()) {
     check_common(local->node_id, local->listen, local->lease_duration, local->snapshots);
     FUZZ_CHECK(!local->data_dir.empty(), "accepted an empty local.dataDir");
+    FUZZ_CHECK(local->standby_mode == StandbyMode::kCold, "local accepted a hot standby");
   } else {
     check_refusal(local.status());
   }
 
   auto serve = load_serve_config_yaml(text, "fuzz.yaml");
   if (serve.is_ok()) {
-    const ServeConfig& c = serve.value();
+    const NodeSettings& c = serve.value();
     check_common(c.node_id, c.listen, c.lease_duration, c.snapshots);
-    FUZZ_CHECK(c.standby_mode == "cold" || c.standby_mode == "hot", "accepted standby.mode '{}'",
-               c.standby_mode);
-    FUZZ_CHECK(c.object_store.type == "s3" || c.object_store.type == "filesystem",
-               "accepted objectStore.type '{}'", c.object_store.type);
+    FUZZ_CHECK(c.standby_mode == StandbyMode::kCold || c.standby_mode == StandbyMode::kHot,
+               "accepted standby.mode {}", static_cast<int>(c.standby_mode));
+    FUZZ_CHECK(c.object_store.type == ObjectStoreType::kS3 ||
+                   c.object_store.type == ObjectStoreType::kFilesystem,
+               "accepted objectStore.type {}", static_cast<int>(c.object_store.type));
     FUZZ_CHECK(!c.local_store_path.empty(), "accepted an empty localStore.path");
     for (const auto& digest : c.admin_token_sha256) {
       FUZZ_CHECK(digest.size() == 64, "accepted the token digest '{}'", digest);

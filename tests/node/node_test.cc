@@ -58,16 +58,27 @@ class NodeShellTest : public ::testing::Test {
     gate_.open();
     fs::remove_all(dir_);
   }
-  NodeRun run(const std::string& name) {
-    NodeRun r;
+  static NodeSettings settings() {
+    NodeSettings s;
+    s.node_id = "n1";
+    s.lease_duration = seconds(3);
+    s.step_down_hold_off = milliseconds(500);
+    s.attempt_drain_timeout = seconds(1);
+    return s;
+  }
+  NodeRuntime runtime(const std::string& name) {
+    NodeRuntime r;
     r.program = "test";
-    r.node_id = "n1";
-    r.lease_duration = seconds(3);
     r.local_store_path = dir_ / (name + "-local");
-    r.step_down_hold_off = milliseconds(500);
-    r.attempt_drain_timeout = seconds(1);
-    r.stuck_store_limit = seconds(2);
     return r;
+  }
+  // A short stuck-store limit; `block_close` makes the closing of the
+  // stopped serving period's store wait for gate_, as a stuck task would.
+  NodeTestHooks hooks(bool block_close = false) {
+    NodeTestHooks h;
+    h.stuck_store_limit = seconds(2);
+    if (block_close) h.before_store_close = [this] { gate_.wait(); };
+    return h;
   }
   static bool wait_active(Node& node, Duration timeout = seconds(30)) {
     const TimePoint until = SystemClock::instance().now() + timeout;
@@ -97,9 +108,7 @@ class NodeShellTest : public ::testing::Test {
 };
 
 TEST_F(NodeShellTest, AStuckStoreWithNoTakeoverAnswersInternalAndExitsOneWithoutTheLease) {
-  NodeRun r = run("a");
-  r.before_store_close = [this] { gate_.wait(); };
-  Node a(r, *store_, SystemClock::instance());
+  Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks(true));
   auto code = std::async(std::launch::async, [&] { return a.run(); });
   ASSERT_TRUE(wait_active(a));
   const TimePoint t0 = SystemClock::instance().now();
@@ -120,12 +129,10 @@ TEST_F(NodeShellTest, AStuckStoreWithNoTakeoverAnswersInternalAndExitsOneWithout
 }
 
 TEST_F(NodeShellTest, AStuckStoreWithATakeoverAnswersTakenOverAndStillExitsOne) {
-  NodeRun ra = run("a");
-  ra.before_store_close = [this] { gate_.wait(); };
-  Node a(ra, *store_, SystemClock::instance());
+  Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks(true));
   auto code_a = std::async(std::launch::async, [&] { return a.run(); });
   ASSERT_TRUE(wait_active(a));
-  Node b(run("b"), *store_, SystemClock::instance());  // a cold standby
+  Node b(settings(), runtime("b"), *store_, SystemClock::instance(), hooks());  // a cold standby
   auto code_b = std::async(std::launch::async, [&] { return b.run(); });
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_FALSE(b.state().active);
@@ -147,7 +154,7 @@ TEST_F(NodeShellTest, AStuckStoreWithATakeoverAnswersTakenOverAndStillExitsOne) 
 }
 
 TEST_F(NodeShellTest, AStoreThatClosesTakesTheLeaseBackAfterTheHoldOff) {
-  Node a(run("a"), *store_, SystemClock::instance());
+  Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks());
   auto code = std::async(std::launch::async, [&] { return a.run(); });
   ASSERT_TRUE(wait_active(a));
   auto answer = a.step_down(request("1"));
