@@ -1,5 +1,6 @@
 #include "flow/declaration.h"
 
+#include <cmath>
 #include <set>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -287,6 +288,14 @@ FlowDeclaration with_defaults(FlowDeclaration declaration) {
   if (declaration.has_timeout_handler())
     *declaration.mutable_on_timeout()->mutable_options() = timeout_handler_options(declaration);
   return declaration;
+}
+
+int64_t retry_backoff_ms(const RetryPolicy& retry, uint32_t next) {
+  double backoff = static_cast<double>(retry.initial_interval_ms()) *
+                   std::pow(retry.backoff_coefficient(), static_cast<double>(next - 2));
+  const auto cap = static_cast<double>(retry.maximum_interval_ms());
+  if (!(backoff <= cap)) backoff = cap;  // also catches overflow to inf
+  return static_cast<int64_t>(backoff);
 }
 
 }  // namespace dex::flow

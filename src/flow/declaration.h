@@ -2,6 +2,7 @@
 // "Declarations"). Pure.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,9 @@ Status validate_retry(const RetryPolicy& retry, const std::string& where);
 // The policy with every default filled in (as a method's: 1 s, x2, 100 x
 // initial, 3 attempts).
 RetryPolicy retry_with_defaults(RetryPolicy retry);
+// The backoff before attempt `next` (>= 2): initial * coefficient^(next - 2),
+// capped at the maximum interval.
+int64_t retry_backoff_ms(const RetryPolicy& retry, uint32_t next);
 // Checks options given per execution (a movement's override).
 Status validate_step_options(const FlowDeclaration& declaration, const StepOptions& options,
                              std::string_view where);
