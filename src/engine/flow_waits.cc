@@ -68,27 +68,39 @@ StatusOr<std::optional<T>> FlowWaits::wait_until(
   }
 }
 
+template <typename T>
+StatusOr<std::optional<T>> FlowWaits::wait_on_run(
+    const flow::FlowRef& ref, TimePoint deadline, const Cancelled& cancelled,
+    const std::function<StatusOr<std::optional<T>>(RocksKv&, flow::KvFlowTxn&, const flow::Run&)>&
+        ready) {
+  return wait_until<T>(deadline, cancelled, [&]() -> StatusOr<std::optional<T>> {
+    return with_view(store_, [&](RocksKv& kv) -> StatusOr<std::optional<T>> {
+      flow::KvFlowTxn txn(kv);
+      auto run = resolve_run(txn, ref);
+      if (!run.is_ok()) return run.status();
+      return ready(kv, txn, *run);
+    });
+  });
+}
+
 StatusOr<flow::WaitForFlowResponse> FlowWaits::wait_for_flow(const flow::FlowRef& ref,
                                                              TimePoint deadline,
                                                              const Cancelled& cancelled) {
-  flow::WaitForFlowResponse last;
+  using Response = flow::WaitForFlowResponse;
+  Response last;
   // No run named: the Flow ID's latest run, which a pending Flow retry
   // replaces, so the wait goes on until a run closes with none to follow.
   const bool follow_retries = ref.run_id().empty();
-  auto got = wait_until<flow::WaitForFlowResponse>(
-      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::WaitForFlowResponse>> {
-        auto d = with_view(store_, [&](RocksKv& kv) -> StatusOr<flow::FlowDescription> {
-          flow::KvFlowTxn txn(kv);
-          auto run = resolve_run(txn, ref);
-          if (!run.is_ok()) return run.status();
-          return describe_run(txn, *run);
-        });
-        if (!d.is_ok()) return d.status();
-        *last.mutable_flow() = *d;
-        if (d->status() == flow::FLOW_RUNNING || (follow_retries && d->retry_unix_ms() != 0))
-          return std::optional<flow::WaitForFlowResponse>();
+  auto got = wait_on_run<Response>(
+      ref, deadline, cancelled,
+      [&](RocksKv&, flow::KvFlowTxn& txn,
+          const flow::Run& run) -> StatusOr<std::optional<Response>> {
+        *last.mutable_flow() = describe_run(txn, run);
+        const flow::FlowDescription& d = last.flow();
+        if (d.status() == flow::FLOW_RUNNING || (follow_retries && d.retry_unix_ms() != 0))
+          return std::optional<Response>();
         last.set_closed(true);
-        return std::optional<flow::WaitForFlowResponse>(last);
+        return std::optional<Response>(last);
       });
   if (!got.is_ok()) return got.status();
   return got->value_or(last);
@@ -97,21 +109,16 @@ StatusOr<flow::WaitForFlowResponse> FlowWaits::wait_for_flow(const flow::FlowRef
 StatusOr<flow::GetHistoryEventsResponse> FlowWaits::wait_for_history_event(
     const flow::WaitForHistoryEventRequest& request, TimePoint deadline,
     const Cancelled& cancelled) {
-  flow::GetHistoryEventsResponse last;
-  auto got = wait_until<flow::GetHistoryEventsResponse>(
-      deadline, cancelled, [&]() -> StatusOr<std::optional<flow::GetHistoryEventsResponse>> {
-        auto h = with_view(store_, [&](RocksKv& kv) -> StatusOr<flow::GetHistoryEventsResponse> {
-          flow::KvFlowTxn txn(kv);
-          auto run = resolve_run(txn, request.flow());
-          if (!run.is_ok()) return run.status();
-          return history_page(kv, *run, request.after_seq(), request.from_start(),
-                              kHistoryPageDefault);
-        });
-        if (!h.is_ok()) return h.status();
-        last = *h;
-        if (h->events_size() == 0) return std::optional<flow::GetHistoryEventsResponse>();
-        return std::optional<flow::GetHistoryEventsResponse>(*h);
-      });
+  using Response = flow::GetHistoryEventsResponse;
+  Response last;
+  auto got = wait_on_run<Response>(request.flow(), deadline, cancelled,
+                                   [&](RocksKv& kv, flow::KvFlowTxn&,
+                                       const flow::Run& run) -> StatusOr<std::optional<Response>> {
+                                     last = history_page(kv, run, request.after_seq(),
+                                                         request.from_start(), kHistoryPageDefault);
+                                     if (last.events_size() == 0) return std::optional<Response>();
+                                     return std::optional<Response>(last);
+                                   });
   if (!got.is_ok()) return got.status();
   return got->value_or(last);
 }
@@ -121,27 +128,25 @@ StatusOr<flow::WaitForStepCompletionResponse> FlowWaits::wait_for_step(
     const Cancelled& cancelled) {
   using Response = flow::WaitForStepCompletionResponse;
   Response last;
-  auto got = wait_until<Response>(deadline, cancelled, [&]() -> StatusOr<std::optional<Response>> {
-    return with_view(store_, [&](RocksKv& kv) -> StatusOr<std::optional<Response>> {
-      flow::KvFlowTxn txn(kv);
-      auto run = resolve_run(txn, request.flow());
-      if (!run.is_ok()) return run.status();
-      auto s = txn.step(run->flow_id(), run->run_id(), request.step_execution_id());
-      // An execution the run has not started yet is waited for while the
-      // run goes on.
-      if (!s && run->status() == flow::FLOW_RUNNING) return std::optional<Response>();
-      if (!s)
-        return Status::not_found("Flow '" + run->flow_id() + "' run '" + run->run_id() +
-                                 "' closed without a Step execution '" +
-                                 request.step_execution_id() + "'");
-      last.set_phase(s->phase());
-      const bool ended = s->phase() == flow::PHASE_DONE || s->phase() == flow::PHASE_FAILED ||
-                         s->phase() == flow::PHASE_CANCELED;
-      if (!ended && run->status() == flow::FLOW_RUNNING) return std::optional<Response>();
-      last.set_completed(true);
-      return std::optional<Response>(last);
-    });
-  });
+  auto got = wait_on_run<Response>(
+      request.flow(), deadline, cancelled,
+      [&](RocksKv&, flow::KvFlowTxn& txn,
+          const flow::Run& run) -> StatusOr<std::optional<Response>> {
+        auto s = txn.step(run.flow_id(), run.run_id(), request.step_execution_id());
+        // An execution the run has not started yet is waited for while the
+        // run goes on.
+        if (!s && run.status() == flow::FLOW_RUNNING) return std::optional<Response>();
+        if (!s)
+          return Status::not_found("Flow '" + run.flow_id() + "' run '" + run.run_id() +
+                                   "' closed without a Step execution '" +
+                                   request.step_execution_id() + "'");
+        last.set_phase(s->phase());
+        const bool ended = s->phase() == flow::PHASE_DONE || s->phase() == flow::PHASE_FAILED ||
+                           s->phase() == flow::PHASE_CANCELED;
+        if (!ended && run.status() == flow::FLOW_RUNNING) return std::optional<Response>();
+        last.set_completed(true);
+        return std::optional<Response>(last);
+      });
   if (!got.is_ok()) return got.status();
   return got->value_or(last);
 }
@@ -154,25 +159,25 @@ StatusOr<flow::WaitForAttributeResponse> FlowWaits::wait_for_attribute(
     return Status::invalid_argument(
         "WaitForAttribute compares a scalar: give a string, int64, double, bool or datetime value");
   Response last;
-  auto got = wait_until<Response>(deadline, cancelled, [&]() -> StatusOr<std::optional<Response>> {
-    return with_view(store_, [&](RocksKv& kv) -> StatusOr<std::optional<Response>> {
-      flow::KvFlowTxn txn(kv);
-      auto run = resolve_run(txn, request.flow());
-      if (!run.is_ok()) return run.status();
-      last.Clear();
-      last.set_status(run->status());
-      auto v = txn.attribute(run->flow_id(), run->run_id(), request.key(), request.instance_key());
-      if (v) *last.mutable_current() = *v;
-      // `v` may be a blob reference (docs/engine.md, "Large values").
-      if (v && same_attribute_value(*v, request.value())) {
-        last.set_matched(true);
-        return std::optional<Response>(last);
-      }
-      // A closed run never changes again.
-      if (run->status() != flow::FLOW_RUNNING) return std::optional<Response>(last);
-      return std::optional<Response>();
-    });
-  });
+  auto got = wait_on_run<Response>(request.flow(), deadline, cancelled,
+                                   [&](RocksKv&, flow::KvFlowTxn& txn,
+                                       const flow::Run& run) -> StatusOr<std::optional<Response>> {
+                                     last.Clear();
+                                     last.set_status(run.status());
+                                     auto v = txn.attribute(run.flow_id(), run.run_id(),
+                                                            request.key(), request.instance_key());
+                                     if (v) *last.mutable_current() = *v;
+                                     // `v` may be a blob reference (docs/engine.md, "Large
+                                     // values").
+                                     if (v && same_attribute_value(*v, request.value())) {
+                                       last.set_matched(true);
+                                       return std::optional<Response>(last);
+                                     }
+                                     // A closed run never changes again.
+                                     if (run.status() != flow::FLOW_RUNNING)
+                                       return std::optional<Response>(last);
+                                     return std::optional<Response>();
+                                   });
   if (!got.is_ok()) return got.status();
   return got->value_or(last);
 }

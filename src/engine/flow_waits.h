@@ -18,6 +18,7 @@
 #include "dex/flow_api.pb.h"
 #include "dex/flow_records.pb.h"
 #include "engine/shared_store.h"
+#include "flow/kv_txn.h"
 
 namespace dex {
 
@@ -64,6 +65,13 @@ class FlowWaits {
   template <typename T>
   StatusOr<std::optional<T>> wait_until(TimePoint deadline, const Cancelled& cancelled,
                                         const std::function<StatusOr<std::optional<T>>()>& ready);
+  // wait_until over the run `ref` names, read afresh each round: `ready`
+  // looks at it in the store's view.
+  template <typename T>
+  StatusOr<std::optional<T>> wait_on_run(
+      const flow::FlowRef& ref, TimePoint deadline, const Cancelled& cancelled,
+      const std::function<StatusOr<std::optional<T>>(RocksKv&, flow::KvFlowTxn&, const flow::Run&)>&
+          ready);
 
   const SharedStore& store_;
   Clock& clock_;

@@ -12,6 +12,29 @@
 namespace dex {
 namespace {
 
+// The settings every subcommand has, equal in `a` and `b`.
+void expect_same_shared_settings(const NodeSettings& a, const NodeSettings& b) {
+  EXPECT_EQ(a.node_id, b.node_id);
+  EXPECT_EQ(a.listen, b.listen);
+  EXPECT_EQ(a.lease_duration, b.lease_duration);
+  EXPECT_EQ(a.lease_fail_if_held, b.lease_fail_if_held);
+  EXPECT_EQ(a.standby_mode, b.standby_mode);
+  EXPECT_EQ(a.attempt_drain_timeout, b.attempt_drain_timeout);
+  EXPECT_EQ(a.snapshots.interval, b.snapshots.interval);
+  EXPECT_EQ(a.snapshots.every_records, b.snapshots.every_records);
+  EXPECT_EQ(a.snapshots.keep, b.snapshots.keep);
+  EXPECT_EQ(a.values.blob_threshold_bytes, b.values.blob_threshold_bytes);
+  EXPECT_EQ(a.values.max_size_bytes, b.values.max_size_bytes);
+  EXPECT_EQ(a.values.blob_cache_bytes, b.values.blob_cache_bytes);
+  EXPECT_EQ(a.values.blob_collect_interval, b.values.blob_collect_interval);
+  EXPECT_EQ(a.values.blob_min_age, b.values.blob_min_age);
+  EXPECT_EQ(a.flows.retention, b.flows.retention);
+  EXPECT_EQ(a.flows.worker_reconnect_grace, b.flows.worker_reconnect_grace);
+  EXPECT_EQ(a.admin_enabled, b.admin_enabled);
+  EXPECT_EQ(a.admin_token_sha256, b.admin_token_sha256);
+  EXPECT_EQ(a.admin_token_files, b.admin_token_files);
+}
+
 TEST(ParseDuration, AcceptsTheSpecForms) {
   EXPECT_EQ(parse_duration("250ms").value(), milliseconds(250));
   EXPECT_EQ(parse_duration("10s").value(), seconds(10));
@@ -659,8 +682,7 @@ TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
     EXPECT_EQ(describe_serve_config(again.value()), described);
     const NodeSettings& a = first.value();
     const NodeSettings& b = again.value();
-    EXPECT_EQ(a.node_id, b.node_id);
-    EXPECT_EQ(a.listen, b.listen);
+    expect_same_shared_settings(a, b);
     EXPECT_EQ(a.object_store.type, b.object_store.type);
     EXPECT_EQ(a.object_store.bucket, b.object_store.bucket);
     EXPECT_EQ(a.object_store.prefix, b.object_store.prefix);
@@ -672,21 +694,11 @@ TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
     EXPECT_EQ(a.object_store.path, b.object_store.path);
     EXPECT_EQ(a.object_store.durability, b.object_store.durability);
     EXPECT_EQ(a.local_store_path, b.local_store_path);
-    EXPECT_EQ(a.lease_duration, b.lease_duration);
-    EXPECT_EQ(a.lease_fail_if_held, b.lease_fail_if_held);
-    EXPECT_EQ(a.standby_mode, b.standby_mode);
     EXPECT_EQ(a.held_lease_poll_interval, b.held_lease_poll_interval);
     EXPECT_EQ(a.step_down_hold_off, b.step_down_hold_off);
     EXPECT_EQ(a.lagging_takeover_delay, b.lagging_takeover_delay);
     EXPECT_EQ(a.behind_lag_threshold, b.behind_lag_threshold);
     EXPECT_EQ(a.metrics_listen, b.metrics_listen);
-    EXPECT_EQ(a.attempt_drain_timeout, b.attempt_drain_timeout);
-    EXPECT_EQ(a.snapshots.interval, b.snapshots.interval);
-    EXPECT_EQ(a.snapshots.every_records, b.snapshots.every_records);
-    EXPECT_EQ(a.snapshots.keep, b.snapshots.keep);
-    EXPECT_EQ(a.admin_enabled, b.admin_enabled);
-    EXPECT_EQ(a.admin_token_sha256, b.admin_token_sha256);
-    EXPECT_EQ(a.admin_token_files, b.admin_token_files);
     // Never the token or its digest.
     EXPECT_EQ(described.find("serve-secret-token"), std::string::npos) << described;
     for (const auto& digest : a.admin_token_sha256) {
@@ -739,25 +751,7 @@ TEST(NodeSettings, TheKeysLocalAndServeShareGiveTheSameSettings) {
   for (const NodeSettings* other : {&serve.value(), &dev}) {
     const NodeSettings& a = local.value();
     const NodeSettings& b = *other;
-    EXPECT_EQ(a.node_id, b.node_id);
-    EXPECT_EQ(a.listen, b.listen);
-    EXPECT_EQ(a.lease_duration, b.lease_duration);
-    EXPECT_EQ(a.lease_fail_if_held, b.lease_fail_if_held);
-    EXPECT_EQ(a.standby_mode, b.standby_mode);
-    EXPECT_EQ(a.attempt_drain_timeout, b.attempt_drain_timeout);
-    EXPECT_EQ(a.snapshots.interval, b.snapshots.interval);
-    EXPECT_EQ(a.snapshots.every_records, b.snapshots.every_records);
-    EXPECT_EQ(a.snapshots.keep, b.snapshots.keep);
-    EXPECT_EQ(a.values.blob_threshold_bytes, b.values.blob_threshold_bytes);
-    EXPECT_EQ(a.values.max_size_bytes, b.values.max_size_bytes);
-    EXPECT_EQ(a.values.blob_cache_bytes, b.values.blob_cache_bytes);
-    EXPECT_EQ(a.values.blob_collect_interval, b.values.blob_collect_interval);
-    EXPECT_EQ(a.values.blob_min_age, b.values.blob_min_age);
-    EXPECT_EQ(a.flows.retention, b.flows.retention);
-    EXPECT_EQ(a.flows.worker_reconnect_grace, b.flows.worker_reconnect_grace);
-    EXPECT_EQ(a.admin_enabled, b.admin_enabled);
-    EXPECT_EQ(a.admin_token_sha256, b.admin_token_sha256);
-    EXPECT_EQ(a.admin_token_files, b.admin_token_files);
+    expect_same_shared_settings(a, b);
     EXPECT_EQ(a.admin_token_sha256_entries, b.admin_token_sha256_entries);
   }
   // And the values are the file's, not a default.
