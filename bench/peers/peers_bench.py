@@ -418,9 +418,11 @@ def filesystem(path):
     return r.stdout.strip() or "?"
 
 
-def versions(bench):
-    commit = run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]).stdout.strip() or "?"
-    dirty = run(["git", "-C", REPO, "status", "--porcelain", "--", "src", "proto", "sdk"]).stdout.strip()
+def versions(bench, bin_dir):
+    # The revision the server binary was built from (its --version), not the checkout's: a run
+    # may measure binaries of another revision (--bin-dir), e.g. a before/after comparison.
+    built = run([os.path.join(bin_dir, "dex-server-zd"), "--version"]).stdout.strip()
+    commit = built.split("(git ")[-1].rstrip(")") if "(git " in built else "?"
     restate = run([bench.restate_bin, "--version"]).stdout.strip()
     node = run([bench.node, "--version"]).stdout.strip()
     sdk = "?"
@@ -429,7 +431,7 @@ def versions(bench):
             sdk = json.load(f)["version"]
     except OSError:
         pass
-    return {"dex": commit + ("+local changes" if dirty else ""), "restate": restate,
+    return {"dex": commit, "restate": restate,
             "restate_sdk": sdk, "node": node}
 
 
@@ -484,7 +486,7 @@ def main():
         die(f"the TypeScript SDK is not built in {a.sdk}/dist (cd sdk/typescript && npm ci && npm run build)")
     os.makedirs(a.out, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    ver = versions(b)
+    ver = versions(b, a.bin_dir)
     started = time.monotonic()
     header = (f"peers_bench {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}: "
               f"{a.seconds:g} s per row after {a.warmup:g} s warm-up; {machine()}; "
