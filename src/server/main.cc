@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
       "(default 10m), snapshots.everyRecords (default 100000), snapshots.keep "
       "(default 2), values.blobThreshold (default 256KiB), values.maxSize (default 64MiB), "
       "values.blobCacheSize (default 64MiB), values.blobCollectInterval (default 1h), "
-      "values.blobMinAge (default 1h), flows.retention (default 7d), admin.enabled (default "
+      "values.blobMinAge (default 1h), flows.retention (default 7d), flows.workerReconnectGrace "
+      "(default 5s), admin.enabled (default "
       "true; false: AdminService answers UNIMPLEMENTED), "
       "auth.adminTokenFiles / auth.adminTokenSha256 (admin calls then need the credential; "
       "without one, a listen address beyond loopback is warned about)");
