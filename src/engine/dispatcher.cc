@@ -83,12 +83,16 @@ void Dispatcher::requeue(const std::string& flow_type, const flow::TaskRef& task
   queue_[flow_type].push_front(task);
 }
 
-Dispatcher::WorkerSlots* Dispatcher::least_busy(const std::string& flow_type) {
-  WorkerSlots* chosen = nullptr;
-  for (auto& [handle, w] : workers_) {  // bounded by kWorkersMax
+std::optional<Dispatcher::WorkerHandle> Dispatcher::least_busy(const std::string& flow_type) const {
+  std::optional<WorkerHandle> chosen;
+  uint32_t chosen_in_use = 0;
+  for (const auto& [handle, w] : workers_) {  // bounded by kWorkersMax
     if (w.broken || w.left_at || w.in_use >= w.capacity || !w.flow_types.contains(flow_type))
       continue;
-    if (chosen == nullptr || w.in_use < chosen->in_use) chosen = &w;
+    if (!chosen || w.in_use < chosen_in_use) {
+      chosen = handle;
+      chosen_in_use = w.in_use;
+    }
   }
   return chosen;
 }
@@ -125,12 +129,9 @@ std::optional<Dispatcher::Assignment> Dispatcher::reserve(const flow::TaskRef& t
 std::optional<Dispatcher::Assignment> Dispatcher::assign(const flow::TaskRef& task,
                                                          const std::string& flow_type, Gate gate) {
   if (!gate.open()) return std::nullopt;
-  WorkerSlots* w = least_busy(flow_type);
-  if (w == nullptr) return std::nullopt;
-  WorkerHandle handle = 0;
-  for (auto& [h, slots] : workers_)  // bounded by kWorkersMax
-    if (&slots == w) handle = h;
-  return take_slot(handle, *w, task, flow_type);
+  const auto handle = least_busy(flow_type);
+  if (!handle) return std::nullopt;
+  return take_slot(*handle, workers_.at(*handle), task, flow_type);
 }
 
 std::vector<std::pair<flow::TaskRef, std::string>> Dispatcher::candidates(size_t max, Gate gate) {
@@ -168,7 +169,8 @@ bool Dispatcher::confirmed(const std::string& task_id) {
   return !it->second.sent;
 }
 
-void Dispatcher::settle(const std::vector<std::string>& task_ids, bool applied) {
+size_t Dispatcher::settle(const std::vector<std::string>& task_ids, bool applied) {
+  size_t freed = 0;
   for (const auto& task_id : task_ids) {  // bounded by the record's assignments
     auto it = running_.find(task_id);
     if (it == running_.end() || (applied && it->second.confirmed)) continue;
@@ -177,7 +179,9 @@ void Dispatcher::settle(const std::vector<std::string>& task_ids, bool applied) 
     // meanwhile is answered as stale.
     free_slot(it->second);
     running_.erase(it);
+    ++freed;
   }
+  return freed;
 }
 
 bool Dispatcher::begin_send(const std::string& task_id, TimePoint now, int64_t attempt_timeout_ms,

@@ -93,8 +93,8 @@ class Dispatcher {
   // sent (a SYNC attempt goes out now).
   bool confirmed(const std::string& task_id);
   // The record carrying `task_ids` applied (`applied`) or was refused: the
-  // ones it did not start free their slots.
-  void settle(const std::vector<std::string>& task_ids, bool applied);
+  // ones it did not start free their slots; how many did.
+  size_t settle(const std::vector<std::string>& task_ids, bool applied);
   // Marks the attempt sent at `now` and starts its timeouts. False if it is
   // unknown, already sent or ending (it goes out once). `worker` is then its
   // Worker's handle.
@@ -156,7 +156,8 @@ class Dispatcher {
     std::optional<TimePoint> heartbeat_deadline;
   };
 
-  WorkerSlots* least_busy(const std::string& flow_type);
+  // The least busy Worker with a free slot for `flow_type`, if any.
+  std::optional<WorkerHandle> least_busy(const std::string& flow_type) const;
   Assignment take_slot(WorkerHandle handle, WorkerSlots& w, const flow::TaskRef& task,
                        const std::string& flow_type);
   void free_slot(const Running& r);

@@ -166,10 +166,10 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
 
 void FlowEngine::settle(const std::vector<std::string>& reserved, bool applied) {
   std::lock_guard<std::mutex> lock(mu_);
-  dispatcher_.settle(reserved, applied);
+  // A slot freed: the scheduler looks at the queues again.
+  if (dispatcher_.settle(reserved, applied) > 0) wake_ = true;
   for (const auto& task_id : reserved)  // bounded by the record's assignments
     if (!dispatcher_.knows(task_id)) prebuilt_.erase(task_id);
-  wake_ = true;
 }
 
 void FlowEngine::propose(flow::FlowRecord record, bool speculative,
