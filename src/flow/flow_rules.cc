@@ -439,6 +439,9 @@ ApplyResult RecordApplier::timer_fired(const TimerFired& r) {
   const TimerKey& key = r.key();
   if (key.kind() == FLOW_RETRY) return flow_retry(r);  // its run is closed
   if (key.kind() == RETENTION) return expire(r);       // so is this one
+  // Every timer the rules set names its run; one that names none would open the
+  // latest run and miss the index entry that was set (found by the fuzzer).
+  if (key.run_id().empty()) return stale("the timer names no run");
   std::string why;
   auto scope = open(key.flow_id(), key.run_id(), r.at_unix_ms(), &why);
   if (!scope) return stale(why);
