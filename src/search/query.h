@@ -84,8 +84,10 @@ struct Query {
 StatusOr<Query> parse_query(std::string_view text);
 
 // The query written back in canonical form (keywords upper case, strings in
-// single quotes, fields back-quoted where needed, full parentheses): parsing
-// it gives the same tree. For tests and the fuzz target.
+// single quotes, fields back-quoted where needed, parentheses only where
+// precedence needs them, so never deeper than the query it came from): parsing
+// it gives the same tree, positions aside, unless the canonical spacing makes
+// it longer than kQueryBytesMax. For tests and the fuzz target.
 std::string to_text(const Query& query);
 
 }  // namespace dex::search
