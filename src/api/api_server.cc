@@ -380,6 +380,10 @@ class FlowServiceImpl final : public FlowService::Service {
                              flow::GetAttributesResponse* response) override {
     return call([&](Engine& e) { return assign(e.get_attributes(*request), response); });
   }
+  grpc::Status SearchFlows(grpc::ServerContext*, const flow::SearchFlowsRequest* request,
+                           flow::SearchFlowsResponse* response) override {
+    return call([&](Engine& e) { return assign(e.search_flows(*request), response); });
+  }
   grpc::Status SetAttributes(grpc::ServerContext*, const flow::SetAttributesRequest* request,
                              flow::SetAttributesResponse* response) override {
     return call([&](Engine& e) { return assign(e.set_attributes(*request), response); });

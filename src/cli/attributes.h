@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/rfc3339.h"
 #include "common/status.h"
 #include "dex/flow.pb.h"
 
@@ -32,12 +33,6 @@ std::string attributes_table(const std::vector<flow::Attribute>& attributes, int
 // "status=\"started\", counts[a]=5": a history event's writes, in a line.
 std::string attribute_writes_text(const google::protobuf::RepeatedPtrField<flow::Attribute>&);
 
-// "2026-12-02T10:00:00.000Z" (always milliseconds: one shape for tools).
-std::string rfc3339_text(int64_t unix_ms);
-// RFC 3339 ("2026-12-02T10:00:00Z", "2026-12-02T11:00:00.250+01:00"; 'T' or
-// a space) or a whole number of Unix milliseconds. Finer than a millisecond
-// is refused rather than rounded.
-StatusOr<int64_t> parse_datetime(std::string_view text);
 
 // The flags of `flow attributes set`. Each entry is KEY=VALUE, KEY[INSTANCE]=VALUE
 // for an AttributeMap instance (the instance runs to the first "]="); deletes

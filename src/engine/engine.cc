@@ -172,6 +172,10 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return values_out(blobs_.get(), flow_->get_attributes(r));
   }
+  StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->search_flows(r);
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;

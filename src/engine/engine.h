@@ -195,6 +195,9 @@ class Engine {
   // takeover), PreconditionFailed when the run closed or the handler failed.
   virtual StatusOr<flow::GetAttributesResponse> get_attributes(
       const flow::GetAttributesRequest&) = 0;
+  // SearchFlows (docs/search.md): one page of the runs a query selects, from
+  // one applied slot (named in the answer). InvalidArgument for a bad query.
+  virtual StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest&) = 0;
   virtual StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest&) = 0;
   virtual StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(

@@ -144,7 +144,7 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
   auto scratch = store_.sm->flow_scratch();
   flow::KvFlowTxn txn(*scratch);
   flow::Effects fx;
-  flow::ApplyResult verdict = flow::apply_record(txn, record, fx);
+  flow::ApplyResult verdict = flow::apply_record(txn, record, fx, flow::SearchIndexing::kSkip);
   if (verdict.kind != flow::ApplyKind::kApplied || fx.queued.empty()) return verdict;
   std::lock_guard<std::mutex> lock(mu_);
   const Dispatcher::Gate open = gate();

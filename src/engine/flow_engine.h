@@ -104,6 +104,8 @@ class FlowEngine {
   StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);
   // Attributes (flow_attributes.cc).
   StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest& request);
+  // flow_search.cc: a search over one consistent view of the store.
+  StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest& request);
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest& request);
 
   // Appends `record` (with assignments of the attempts it queues when

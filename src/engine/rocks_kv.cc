@@ -95,6 +95,31 @@ std::vector<std::pair<std::string, std::string>> RocksKv::scan_first(std::string
   return out;
 }
 
+void RocksKv::visit(std::string_view from, std::string_view to, bool reverse,
+                    const std::function<bool(std::string_view, std::string_view)>& fn) {
+  DEX_INVARIANT(writes_.empty(), "only a view without writes of its own is visited");
+  if (!status_.is_ok()) return;
+  rocksdb::ReadOptions options;
+  options.snapshot = snapshot_;
+  const rocksdb::Slice lower(from.data(), from.size()), upper(to.data(), to.size());
+  options.iterate_lower_bound = &lower;
+  if (!to.empty()) options.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(options));
+  if (reverse) {
+    if (to.empty()) it->SeekToLast();
+    else it->SeekForPrev(upper);  // the upper bound itself is excluded by iterate_upper_bound
+  } else {
+    it->Seek(lower);
+  }
+  // Bounded by the keys in [from, to), or by the visitor.
+  for (; it->Valid(); reverse ? it->Prev() : it->Next()) {
+    const auto k = it->key(), v = it->value();
+    if (!fn(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
+  }
+  if (!it->status().ok())
+    status_ = Status::permanent("local store: scanning flow state: " + it->status().ToString());
+}
+
 void RocksKv::write_into(rocksdb::WriteBatch& batch) const {
   for (const auto& [key, value] : writes_) {
     if (value)

@@ -8,6 +8,7 @@
 // the transaction (nothing of it is written).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +46,13 @@ class RocksKv final : public flow::KvStore {
   std::vector<std::pair<std::string, std::string>> scan(std::string_view prefix) override;
   std::vector<std::pair<std::string, std::string>> scan_first(std::string_view prefix, size_t limit,
                                                               std::string_view from) override;
+
+  // Visits the keys k with from <= k < to (to empty: no bound) in order, or
+  // in reverse, until `visit` returns false: for reading a large range of a
+  // view without holding it in memory (the search planner). A view with
+  // writes of its own cannot be visited.
+  void visit(std::string_view from, std::string_view to, bool reverse,
+             const std::function<bool(std::string_view, std::string_view)>& visit);
 
   // Ok, or the first RocksDB error a read met.
   const Status& status() const { return status_; }

@@ -160,6 +160,18 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
 }
 
 std::unique_ptr<RocksKv> StateMachine::flow_view() const { return RocksKv::snapshot(*db_); }
+
+StatusOr<uint64_t> StateMachine::applied_slot(RocksKv& view) {
+  auto value = view.get(kLastAppliedKey);
+  if (!view.status().is_ok()) return view.status();
+  if (!value) return uint64_t{0};
+  uint64_t slot = 0;
+  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), slot);
+  if (ec != std::errc() || end != value->data() + value->size() || value->empty())
+    return Status::corruption(
+        fmt::format("local store: the last applied slot '{}' is not a number", *value));
+  return slot;
+}
 std::unique_ptr<RocksKv> StateMachine::flow_scratch() const { return RocksKv::scratch(*db_); }
 
 StatusOr<std::map<std::string, std::string>> StateMachine::dump() const {

@@ -74,6 +74,9 @@ class StateMachine {
   // A read-only view of the flow rules' state (flow/kv_txn.h) as it is now:
   // one consistent snapshot. Check its status() after reading.
   std::unique_ptr<RocksKv> flow_view() const;
+  // The last slot applied in `view` (a flow_view): the slot whose state it
+  // shows; 0 for a store that applied nothing.
+  static StatusOr<uint64_t> applied_slot(RocksKv& view);
   // A writable scratch copy of the flow state (never committed), for the
   // proposer to see what a record will do before it appends it.
   std::unique_ptr<RocksKv> flow_scratch() const;

@@ -1,6 +1,7 @@
 #include "flow/flow_rules.h"
 
 #include <algorithm>
+#include <map>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -8,6 +9,7 @@
 #include "flow/declaration.h"
 #include "flow/result_check.h"
 #include "flow/run_editor.h"
+#include "flow/search_index.h"
 
 namespace dex::flow {
 
@@ -69,6 +71,26 @@ Status active_room(const Run& run, const StepDecision& d, size_t ending) {
   if (static_cast<size_t>(run.active_size()) - ending + adds > kActiveStepsMax)
     return Status::invalid_argument("the decision would leave more than " +
                                     std::to_string(kActiveStepsMax) + " active Step executions");
+  return Status::ok();
+}
+
+// Two declarations of one record that give an index key two types.
+Status check_sibling_index_keys(const DeclareFlows& r) {
+  std::map<std::string, std::pair<IndexType, std::string>> seen;  // key -> (type, Flow type)
+  for (const auto& d : r.declarations()) {  // bounded by the Worker's hello
+    for (const auto& a : d.attributes()) {  // bounded by kAttributeKeysMax
+      if (a.index().type() == INDEX_TYPE_UNSPECIFIED) continue;
+      auto [it, fresh] = seen.emplace(std::string(index_key_of(a)),
+                                      std::make_pair(a.index().type(), d.flow_type()));
+      if (fresh || it->second.first == a.index().type() || it->second.second == d.flow_type())
+        continue;
+      return Status::invalid_argument(
+          "index key " + quoted(it->first) + " is " +
+          std::string(index_type_name(it->second.first)) + " in Flow type " +
+          quoted(it->second.second) + "; Flow type " + quoted(d.flow_type()) + " declares it " +
+          std::string(index_type_name(a.index().type())));
+    }
+  }
   return Status::ok();
 }
 
@@ -152,7 +174,10 @@ std::optional<RunEditor> RecordApplier::open(const std::string& flow_id, const s
 ApplyResult RecordApplier::declare(const DeclareFlows& r) {
   for (const auto& d : r.declarations()) {  // validate all before writing any
     if (auto s = validate_declaration(d); !s.is_ok()) return invalid(s);
+    if (auto s = validate_indexes(d); !s.is_ok()) return invalid(s);
+    if (auto s = check_index_keys(txn_, d); !s.is_ok()) return invalid(s);
   }
+  if (auto s = check_sibling_index_keys(r); !s.is_ok()) return invalid(s);
   bool changed = false;
   for (const auto& d : r.declarations()) {  // bounded by the Worker's hello
     FlowDeclaration filled = with_defaults(d);
@@ -163,6 +188,7 @@ ApplyResult RecordApplier::declare(const DeclareFlows& r) {
     *version.mutable_declaration() = std::move(filled);
     version.set_version(latest ? latest->version() + 1 : 1);
     version.set_declared_at_ms(r.at_unix_ms());
+    register_index_keys(txn_, version.declaration(), latest ? &latest->declaration() : nullptr);
     txn_.put_declaration(version);
     changed = true;
   }
@@ -984,7 +1010,9 @@ void RecordApplier::recover(int64_t at_ms) {
 
 }  // namespace
 
-ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects) {
+ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects,
+                         SearchIndexing indexing) {
+  txn.take_touched_runs();  // only this record's runs are indexed below
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
   ApplyResult result;
@@ -1025,14 +1053,17 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
   }
   apply.notify_parents(closed_before);
   for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
+  if (indexing == SearchIndexing::kUpdate) update_search_index(txn);
   return result;
 }
 
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
+  txn.take_touched_runs();
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
   apply.recover(at_ms);
   apply.notify_parents(closed_before);
+  update_search_index(txn);
 }
 
 std::vector<std::string> task_attribute_reads(FlowTxn& txn, const TaskRef& task) {

@@ -22,13 +22,18 @@
 
 namespace dex::flow {
 
+// Whether an apply keeps the search index (search_index.h) current. Every
+// apply that is committed does; a preview that is thrown away may skip it.
+enum class SearchIndexing { kUpdate, kSkip };
+
 // Applies one record. Appends to `effects`; never clears it.
-ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects);
+ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effects,
+                         SearchIndexing indexing = SearchIndexing::kUpdate);
 
 // Recovery at an EpochStart (docs/flow-rules.md, "Recovery"): every attempt
 // handed to a Worker ends NOT_COMPLETED at `at_ms`, consuming a retry; queued
 // attempts stay queued. Every RPC not done ends NOT_COMPLETED (its caller
-// waited on the old process), releasing its lock keys.
+// waited on the old process), releasing its lock keys. Keeps the search index.
 void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects);
 
 // The current values of the Attributes `task`'s Step type (or RPC, or the

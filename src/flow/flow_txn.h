@@ -17,6 +17,7 @@
 
 #include "dex/flow.pb.h"
 #include "dex/flow_records.pb.h"
+#include "flow/effects.h"
 
 namespace dex::flow {
 
@@ -109,6 +110,21 @@ class FlowTxn {
   // A run's semantic history, by event sequence number.
   virtual void put_event(std::string_view flow_id, std::string_view run_id,
                          const HistoryEvent& event) = 0;
+
+  // The search index (flow/search_index.h, search_keys.h): one SearchDoc per
+  // run, its entries (keys with no value), the index keys in use.
+  virtual std::optional<SearchDoc> search_doc(std::string_view flow_id,
+                                              std::string_view run_id) = 0;
+  virtual void put_search_doc(const SearchDoc& doc) = 0;
+  virtual void delete_search_doc(std::string_view flow_id, std::string_view run_id) = 0;
+  virtual void put_search_entry(std::string_view entry_key) = 0;
+  virtual void delete_search_entry(std::string_view entry_key) = 0;
+  virtual std::optional<IndexKeyEntry> index_key(std::string_view index_key) = 0;
+  virtual void put_index_key(const IndexKeyEntry& entry) = 0;
+  virtual void delete_index_key(std::string_view index_key) = 0;
+  // The runs whose record or Attributes were written or deleted since the
+  // last call, each once, in the order first touched; forgets them.
+  virtual std::vector<RunKey> take_touched_runs() = 0;
 };
 
 }  // namespace dex::flow

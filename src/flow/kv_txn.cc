@@ -1,8 +1,10 @@
 #include "flow/kv_txn.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "common/invariant.h"
+#include "flow/search_keys.h"
 
 namespace dex::flow {
 namespace keys {
@@ -159,9 +161,11 @@ std::optional<Run> KvFlowTxn::run(std::string_view flow_id, std::string_view run
   return parse<Run>(kv_.get(keys::run(flow_id, run_id)));
 }
 void KvFlowTxn::put_run(const Run& r) {
+  touch(r.flow_id(), r.run_id());
   kv_.put(keys::run(r.flow_id(), r.run_id()), r.SerializeAsString());
 }
 void KvFlowTxn::delete_run(std::string_view flow_id, std::string_view run_id) {
+  touch(flow_id, run_id);
   kv_.del(keys::run(flow_id, run_id));
   for (const std::string& prefix :
        {keys::steps_prefix(flow_id, run_id), keys::events_prefix(flow_id, run_id),
@@ -248,11 +252,13 @@ std::optional<AttributeValue> KvFlowTxn::attribute(std::string_view flow_id,
 void KvFlowTxn::put_attribute(std::string_view flow_id, std::string_view run_id,
                               const Attribute& a) {
   DEX_INVARIANT(a.has_value(), "a stored Attribute has a value");
+  touch(flow_id, run_id);
   kv_.put(keys::attribute(flow_id, run_id, a.key(), a.instance_key()),
           a.value().SerializeAsString());
 }
 void KvFlowTxn::delete_attribute(std::string_view flow_id, std::string_view run_id,
                                  std::string_view key, std::string_view instance_key) {
+  touch(flow_id, run_id);
   kv_.del(keys::attribute(flow_id, run_id, key, instance_key));
 }
 std::vector<Attribute> KvFlowTxn::attributes(std::string_view flow_id, std::string_view run_id,
@@ -301,6 +307,35 @@ std::vector<TaskRef> KvFlowTxn::open_rpcs() {
 void KvFlowTxn::put_event(std::string_view flow_id, std::string_view run_id,
                           const HistoryEvent& e) {
   kv_.put(keys::event(flow_id, run_id, e.seq()), e.SerializeAsString());
+}
+
+std::optional<SearchDoc> KvFlowTxn::search_doc(std::string_view flow_id, std::string_view run_id) {
+  return parse<SearchDoc>(kv_.get(search_keys::doc(flow_id, run_id)));
+}
+void KvFlowTxn::put_search_doc(const SearchDoc& d) {
+  kv_.put(search_keys::doc(d.flow_id(), d.run_id()), d.SerializeAsString());
+}
+void KvFlowTxn::delete_search_doc(std::string_view flow_id, std::string_view run_id) {
+  kv_.del(search_keys::doc(flow_id, run_id));
+}
+void KvFlowTxn::put_search_entry(std::string_view entry_key) { kv_.put(entry_key, ""); }
+void KvFlowTxn::delete_search_entry(std::string_view entry_key) { kv_.del(entry_key); }
+std::optional<IndexKeyEntry> KvFlowTxn::index_key(std::string_view index_key) {
+  return parse<IndexKeyEntry>(kv_.get(search_keys::index_key(index_key)));
+}
+void KvFlowTxn::put_index_key(const IndexKeyEntry& e) {
+  kv_.put(search_keys::index_key(e.index_key()), e.SerializeAsString());
+}
+void KvFlowTxn::delete_index_key(std::string_view index_key) {
+  kv_.del(search_keys::index_key(index_key));
+}
+void KvFlowTxn::touch(std::string_view flow_id, std::string_view run_id) {
+  RunKey key{std::string(flow_id), std::string(run_id)};
+  if (touched_seen_.insert(key).second) touched_.push_back(std::move(key));
+}
+std::vector<RunKey> KvFlowTxn::take_touched_runs() {
+  touched_seen_.clear();
+  return std::exchange(touched_, {});
 }
 
 }  // namespace dex::flow

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,9 +100,24 @@ class KvFlowTxn final : public FlowTxn {
   std::vector<TaskRef> open_rpcs() override;
   void put_event(std::string_view flow_id, std::string_view run_id,
                  const HistoryEvent& event) override;
+  std::optional<SearchDoc> search_doc(std::string_view flow_id, std::string_view run_id) override;
+  void put_search_doc(const SearchDoc& doc) override;
+  void delete_search_doc(std::string_view flow_id, std::string_view run_id) override;
+  void put_search_entry(std::string_view entry_key) override;
+  void delete_search_entry(std::string_view entry_key) override;
+  std::optional<IndexKeyEntry> index_key(std::string_view index_key) override;
+  void put_index_key(const IndexKeyEntry& entry) override;
+  void delete_index_key(std::string_view index_key) override;
+  std::vector<RunKey> take_touched_runs() override;
 
  private:
+  void touch(std::string_view flow_id, std::string_view run_id);
+
   KvStore& kv_;
+  // The runs written since take_touched_runs: bounded by the runs one record
+  // (or one recovery) changes.
+  std::vector<RunKey> touched_;
+  std::set<RunKey> touched_seen_;
 };
 
 // Key layout, shared with the readers (the server's queries, the simulation).

@@ -3,6 +3,8 @@
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
 #include "flow/run_editor.h"
+#include "flow/search_index.h"
+#include "flow/search_keys.h"
 
 #include <map>
 #include <set>
@@ -352,6 +354,45 @@ Status check_queues(KvStore& kv, const Run& run) {
 
 }  // namespace
 
+// The search index is exactly what the runs and declarations give: each
+// run's doc as build_search_doc makes it now, its entries and no other, and
+// every live declaration's index keys registered under its Flow type.
+static Status check_search_index(KvStore& kv) {
+  KvFlowTxn txn(kv);
+  std::set<std::string> docs, entries;
+  for (auto& [rk, rv] : kv.scan(keys::kRunPrefix)) {  // bounded by the runs
+    const Run run = parsed<Run>(rv);
+    auto decl = txn.declaration(run.flow_type(), run.declaration_version());
+    if (!decl) return bad(run.flow_id() + " has no declaration version");
+    const SearchDoc want = build_search_doc(txn, run, decl->declaration());
+    auto have = txn.search_doc(run.flow_id(), run.run_id());
+    if (!have || !MessageDifferencer::Equals(*have, want))
+      return bad(run.flow_id() + "/" + run.run_id() + ": its search doc is not its state's");
+    for (auto& e : search_entries(want)) entries.insert(std::move(e));
+    docs.insert(search_keys::doc(run.flow_id(), run.run_id()));
+  }
+  std::set<std::string> stored_docs, stored_entries;
+  for (auto& [k, v] : kv.scan(search_keys::kDocPrefix)) stored_docs.insert(k);
+  for (auto& [k, v] : kv.scan(search_keys::kEntryPrefix)) stored_entries.insert(k);
+  if (stored_docs != docs) return bad("a search doc is stored for no run, or a run has none");
+  if (stored_entries != entries) return bad("the search entries are not the docs' entries");
+  std::map<std::string, std::set<std::string>> declared;  // index key -> Flow types
+  for (auto& [k, v] : kv.scan("~dl/")) {  // bounded by the Flow types
+    auto latest = txn.declaration(k.substr(4), 0);
+    if (!latest) return bad("a latest declaration is missing");
+    for (const auto& a : latest->declaration().attributes())
+      if (a.index().type() != INDEX_TYPE_UNSPECIFIED)
+        declared[std::string(index_key_of(a))].insert(latest->declaration().flow_type());
+  }
+  std::map<std::string, std::set<std::string>> registered;
+  for (auto& [k, v] : kv.scan(search_keys::kIndexKeyPrefix)) {
+    const IndexKeyEntry e = parsed<IndexKeyEntry>(v);
+    registered[e.index_key()].insert(e.flow_types().begin(), e.flow_types().end());
+  }
+  if (declared != registered) return bad("the index keys in use are not the live declarations'");
+  return Status::ok();
+}
+
 Status check_state(KvStore& kv) {
   Indexes ix = load_indexes(kv);
   std::set<std::string> used_timers, used_running;
@@ -494,7 +535,7 @@ Status check_state(KvStore& kv) {
     return bad("an attempt is indexed as running that no execution runs");
   if (used_queued.size() != ix.queued.size())
     return bad("a task is queued that no execution waits for");
-  return Status::ok();
+  return check_search_index(kv);
 }
 
 }  // namespace dex::flow

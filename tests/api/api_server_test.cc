@@ -70,6 +70,9 @@ class FakeEngine final : public Engine {
   StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest&) override {
     return flow::GetAttributesResponse();
   }
+  StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest&) override {
+    return flow::SearchFlowsResponse();
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest&) override {
     return flow::SetAttributesResponse();
   }

@@ -166,6 +166,9 @@ class ProcessEngine final : public Engine {
       const flow::GetAttributesRequest& r) override {
     return inner_.get_attributes(r);
   }
+  StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest& r) override {
+    return inner_.search_flows(r);
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
     ++sets;
