@@ -16,7 +16,9 @@ import {
   type WireFlowDescription,
   type WireGetFlowStateResponse,
   type WireGetHistoryEventsResponse,
+  type WireSearchFlowsResponse,
 } from "./proto";
+import { searchRequest, toSearchPage, type FlowSearchPage, type FlowSearchRow, type SearchFlowsOptions } from "./search";
 import {
   Attribute,
   AttributeMap,
@@ -652,6 +654,43 @@ export class Client {
       const last = page.events[page.events.length - 1];
       if (!page.more || last === undefined) return;
       afterSeq = last.seq;
+    }
+  }
+
+  /**
+   * One page of the runs a visibility query selects (SearchFlows; the query
+   * language: the README's "Finding Flows"): a filter over the system fields
+   * (FlowId, RunId, FlowType, Status, StartTime, CloseTime, ExecutionDuration,
+   * ParentFlowId, ActiveStepTypes) and indexed Attributes by index key, then
+   * an optional ORDER BY (default StartTime DESC); "" selects every run. A
+   * read: asked again on UNAVAILABLE, through failovers, like the other
+   * reads. A query the server refuses rejects with a DexError
+   * INVALID_ARGUMENT whose message names the position ("query: at position
+   * 7: ...").
+   */
+  async searchFlows(query = "", options: SearchFlowsOptions = {}): Promise<FlowSearchPage> {
+    const request = searchRequest(query, options, "searchFlows");
+    return toSearchPage(await this.flowCall<WireSearchFlowsResponse>("SearchFlows", request, options, "read"));
+  }
+
+  /**
+   * Every run the query selects, page after page (`pageSize` rows per call;
+   * `pageToken` starts at a later page): `for await (const row of
+   * client.searchAllFlows("Plan = 'gold'")) ...`. Each page answers from the
+   * state when it is asked for, so a run whose values change meanwhile may
+   * be seen twice or not at all when the query orders by them (the default,
+   * StartTime DESC, does not change).
+   */
+  async *searchAllFlows(query = "", options: SearchFlowsOptions = {}): AsyncGenerator<FlowSearchRow, void, undefined> {
+    let pageToken = options.pageToken ?? "";
+    for (;;) {
+      const page = await this.searchFlows(query, { ...options, pageToken });
+      yield* page.rows;
+      if (page.nextPageToken === "") return;
+      if (page.nextPageToken === pageToken) {
+        throw new DexError("INTERNAL", "searchAllFlows: the server answered the same page token again");
+      }
+      pageToken = page.nextPageToken;
     }
   }
 

@@ -37,6 +37,8 @@ export { parseServerAddresses, validateServerAddress, validateServerAddresses } 
 export {
   Attribute,
   AttributeMap,
+  INDEX_TYPES_BY_ATTRIBUTE_TYPE,
+  SEARCH_SYSTEM_FIELDS,
   Channel,
   ChannelMap,
   Condition,
@@ -65,6 +67,10 @@ export {
   runFlowTask,
   stepOptionsToWire,
   subFlowId,
+  type AttributeIndex,
+  type AttributeMapOptions,
+  type IndexOptions,
+  type IndexTypeName,
   type AttributeRef,
   type AttributeScope,
   type AttributeTypeName,
@@ -100,6 +106,19 @@ export {
   type WaitForOptions,
 } from "./flow/index";
 export { FlowAttributes } from "./flow-types";
+// Finding Flows (Client.searchFlows, searchAllFlows).
+export {
+  FlowSearchRow,
+  SEARCH_PAGE_SIZE_DEFAULT,
+  SEARCH_PAGE_SIZE_MAX,
+  searchLiteral,
+  searchQuery,
+  type FlowSearchPage,
+  type SearchFieldRef,
+  type SearchFieldValue,
+  type SearchFlowsOptions,
+  type SearchLiteral,
+} from "./search";
 export type {
   AttributeEntry,
   ConditionResultView,

@@ -88,10 +88,29 @@ export type WireAttributeType =
   | "ATTRIBUTE_JSON"
   | "ATTRIBUTE_BYTES";
 
+/** IndexType by name: how SearchFlows indexes an Attribute. */
+export type WireIndexType =
+  | "INDEX_TYPE_UNSPECIFIED"
+  | "INDEX_KEYWORD"
+  | "INDEX_FULL_TEXT"
+  | "INDEX_KEYWORD_ARRAY"
+  | "INDEX_INT"
+  | "INDEX_DOUBLE"
+  | "INDEX_BOOL"
+  | "INDEX_DATETIME";
+
+export interface WireAttributeIndex {
+  type: WireIndexType;
+  /** "": the Attribute's key. */
+  indexKey: string;
+}
+
 export interface WireAttributeDeclaration {
   key: string;
   type: WireAttributeType;
   isMap: boolean;
+  /** Set only for an indexed Attribute. */
+  index?: WireAttributeIndex;
 }
 
 export interface WireRpcDeclaration {
@@ -358,6 +377,43 @@ export interface WireHistoryEvent {
   previousRunId?: string;
   nextRunId?: string;
   retryAtMs?: number;
+}
+
+/** SearchFlows (flow_api.proto; docs/search.md). */
+export interface WireSearchFlowsRequest {
+  query: string;
+  pageSize: number;
+  pageToken: string;
+  fields: string[];
+}
+
+/** One value of a searchable field (flow_records.proto's SearchField): the member its type uses is set. */
+export interface WireSearchField {
+  key: string;
+  type: WireIndexType;
+  text: string;
+  items: string[];
+  intValue: number;
+  doubleValue: number;
+  boolValue: boolean;
+  timeMs: number;
+}
+
+export interface WireFlowSearchRow {
+  flowId: string;
+  runId: string;
+  flowType: string;
+  status: string;
+  startUnixMs: number;
+  closeUnixMs: number;
+  parentFlowId: string;
+  fields: WireSearchField[];
+}
+
+export interface WireSearchFlowsResponse {
+  rows: WireFlowSearchRow[];
+  nextPageToken: string;
+  appliedSlot: number;
 }
 
 export interface WireGetHistoryEventsResponse {

@@ -27,7 +27,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { DexError, errorFromGrpc, isConnectionFailure } from "./errors";
-import { Flow, runFlowTask } from "./flow/index";
+import { Attribute, Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
 import { probeReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
 import {
@@ -257,7 +257,8 @@ export class Worker {
   /**
    * Serves until shutdown(); resolves once the shutdown completed. Rejects
    * with a DexError when it hosts no Flow or more than FLOW_TYPES_PER_HELLO_MAX
-   * (100), when called twice, or when the active process refuses the hello
+   * (100), or Flows that give one index key two index types, when called
+   * twice, or when the active process refuses the hello
    * (INVALID_ARGUMENT with the server's reason: a declaration or option it
    * does not accept; the Worker stops as after shutdown()).
    */
@@ -271,6 +272,8 @@ export class Worker {
         new DexError("INVALID_ARGUMENT", `the worker hosts ${this.flows.size} Flow types; a hello takes at most ${FLOW_TYPES_PER_HELLO_MAX}`),
       );
     }
+    const clash = indexKeyClash(this.flows.values());
+    if (clash !== undefined) return Promise.reject(new DexError("INVALID_ARGUMENT", clash));
     this.ran = true;
     this.runPromise = this.serve();
     return this.runPromise;
@@ -773,4 +776,28 @@ export class Worker {
   private async sleepUnlessFinished(ms: number): Promise<void> {
     await this.waitFor(() => this.finished, ms);
   }
+}
+
+/**
+ * Why one hello could not declare these Flows together: two of them give one
+ * index key two index types (the server refuses such a hello too, and a
+ * declaration that disagrees with the live one of a Flow type another Worker
+ * declared). undefined when they agree.
+ */
+function indexKeyClash(flows: Iterable<Flow>): string | undefined {
+  const seen = new Map<string, { type: string; flowType: string }>();
+  for (const flow of flows) {
+    for (const a of flow.attributes.values()) {
+      if (!(a instanceof Attribute) || a.index === undefined) continue;
+      const first = seen.get(a.index.key);
+      if (first === undefined) seen.set(a.index.key, { type: a.index.type, flowType: flow.type });
+      else if (first.type !== a.index.type && first.flowType !== flow.type) {
+        return (
+          `index key '${a.index.key}' is ${first.type} in Flow type '${first.flowType}'; ` +
+          `Flow type '${flow.type}' declares it ${a.index.type} (index keys are shared by every Flow type)`
+        );
+      }
+    }
+  }
+  return undefined;
 }

@@ -8,7 +8,13 @@
 // (|n| <= 2^53 - 1), and a stored value beyond that range fails its read
 // instead of coming back rounded. datetime values are Dates (Unix ms on the
 // wire), json values JSON objects, bytes values Uint8Arrays.
-import type { WireAttribute, WireAttributeType, WireAttributeValue } from "../proto";
+//
+// An Attribute may be indexed for SearchFlows (docs/search.md, "Index types"):
+// `Attribute.string("plan", { index: "keyword" })`. Which index types fit
+// which Attribute types is the server's rule (src/flow/search_index.cc,
+// fits()), checked here when the Attribute is declared; a json Attribute
+// indexed "keywordArray" holds a JSON array of strings instead of an object.
+import type { WireAttribute, WireAttributeIndex, WireAttributeType, WireAttributeValue, WireIndexType } from "../proto";
 import { checkName, FLOW_LIMITS, invalid, valueLimitText } from "./checks";
 import { TaskError } from "./task-error";
 
@@ -30,6 +36,117 @@ export interface AttributeValueTypes {
 
 /** Any Attribute value (a json Attribute's may be typed by an interface: any object). */
 export type AttributeValue = AttributeValueTypes[AttributeTypeName] | object;
+
+/**
+ * How SearchFlows indexes an Attribute (the proto's IndexType): "keyword" (a
+ * string matched whole: =, ranges, STARTS_WITH), "fullText" (a string,
+ * tokenized and case-folded: = matches every word), "keywordArray" (a json
+ * Attribute's array of strings, or one string: = is membership), "int",
+ * "double", "bool", "datetime".
+ */
+export type IndexTypeName = "keyword" | "fullText" | "keywordArray" | "int" | "double" | "bool" | "datetime";
+
+/** The index types each Attribute type takes (the server's rule: src/flow/search_index.cc, fits()). */
+export const INDEX_TYPES_BY_ATTRIBUTE_TYPE: Readonly<Record<AttributeTypeName, readonly IndexTypeName[]>> = {
+  string: ["keyword", "fullText", "keywordArray"],
+  int64: ["int", "double"],
+  double: ["double"],
+  bool: ["bool"],
+  datetime: ["datetime"],
+  json: ["keywordArray"],
+  bytes: [],
+};
+
+const WIRE_INDEX_TYPES: Record<IndexTypeName, WireIndexType> = {
+  keyword: "INDEX_KEYWORD",
+  fullText: "INDEX_FULL_TEXT",
+  keywordArray: "INDEX_KEYWORD_ARRAY",
+  int: "INDEX_INT",
+  double: "INDEX_DOUBLE",
+  bool: "INDEX_BOOL",
+  datetime: "INDEX_DATETIME",
+};
+
+const INDEX_TYPE_OF_WIRE = new Map(Object.entries(WIRE_INDEX_TYPES).map(([t, w]) => [w, t as IndexTypeName]));
+
+/** An IndexType by name ("INDEX_KEYWORD") as an IndexTypeName; undefined for UNSPECIFIED or an unknown one. */
+export function indexTypeFromWire(type: string | undefined): IndexTypeName | undefined {
+  return type === undefined ? undefined : INDEX_TYPE_OF_WIRE.get(type as WireIndexType);
+}
+
+/**
+ * The fields every run has, which queries name as they are (src/flow/search_index.cc,
+ * system_fields()): no index key may be one of them, in any case.
+ */
+export const SEARCH_SYSTEM_FIELDS = [
+  "FlowId",
+  "RunId",
+  "FlowType",
+  "Status",
+  "StartTime",
+  "CloseTime",
+  "ExecutionDuration",
+  "ParentFlowId",
+  "ActiveStepTypes",
+] as const;
+
+/** An Attribute's index in its declaration: `Attribute.string("plan", { index: "keyword" })`. */
+export interface IndexOptions<I extends IndexTypeName = IndexTypeName> {
+  /** How SearchFlows indexes the Attribute. */
+  index: I;
+  /**
+   * The name queries use for it. Default: the Attribute's key. Index keys
+   * are shared by every Flow type: the server refuses a declaration that
+   * gives one another index type than the live declaration of another Flow
+   * type does (so several Flow types may share one, e.g. "CustomerId").
+   */
+  indexKey?: string;
+}
+
+/** The index of an indexed Attribute, as declared. */
+export interface AttributeIndex {
+  readonly type: IndexTypeName;
+  /** The index key: the one given, or the Attribute's key. */
+  readonly key: string;
+}
+
+/** The declared index checked against the Attribute's type; undefined for none. */
+function checkIndex(options: unknown, type: AttributeTypeName, key: string, what: string): AttributeIndex | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw invalid(`${what}: the options must be an object ({ index, indexKey? }), not ${describe(options)}`);
+  }
+  const { index, indexKey } = options as Partial<IndexOptions>;
+  if (index === undefined) {
+    if (indexKey !== undefined) throw invalid(`${what}: indexKey needs an index ({ index: "keyword", indexKey })`);
+    return undefined;
+  }
+  if (typeof index !== "string" || !Object.hasOwn(WIRE_INDEX_TYPES, index)) {
+    throw invalid(`${what}: index must be one of ${Object.keys(WIRE_INDEX_TYPES).join(", ")}, not ${String(index)}`);
+  }
+  const fitting = INDEX_TYPES_BY_ATTRIBUTE_TYPE[type];
+  if (!fitting.includes(index)) {
+    throw invalid(
+      fitting.length === 0
+        ? `${what}: a ${type} Attribute cannot be indexed`
+        : `${what}: a ${type} Attribute cannot have a ${index} index; it takes ${fitting.join(", ")}`,
+    );
+  }
+  const indexName = indexKey === undefined ? key : checkName(indexKey, `${what}: indexKey`);
+  const system = SEARCH_SYSTEM_FIELDS.find((f) => f.toLowerCase() === indexName.toLowerCase());
+  if (system !== undefined) {
+    throw invalid(
+      `${what}: the index key '${indexName}' is the system field '${system}'` +
+        (indexKey === undefined ? "; give the Attribute another indexKey" : "; choose another indexKey"),
+    );
+  }
+  return { type: index, key: indexName };
+}
+
+/** An Attribute's index as its declaration carries it (index_key empty: the Attribute's key). */
+export function attributeIndexToWire(key: string, index: AttributeIndex): WireAttributeIndex {
+  return { type: WIRE_INDEX_TYPES[index.type], indexKey: index.key === key ? "" : index.key };
+}
 
 const WIRE_TYPES: Record<AttributeTypeName, WireAttributeType> = {
   string: "ATTRIBUTE_STRING",
@@ -58,7 +175,7 @@ export function attributeTypeToWire(type: AttributeTypeName): WireAttributeType 
 }
 
 function checkType(type: unknown, what: string): AttributeTypeName {
-  if (typeof type !== "string" || !(type in WIRE_TYPES)) {
+  if (typeof type !== "string" || !Object.hasOwn(WIRE_TYPES, type)) {
     throw invalid(`${what}: the type must be one of ${Object.keys(WIRE_TYPES).join(", ")}, not ${String(type)}`);
   }
   return type as AttributeTypeName;
@@ -71,10 +188,12 @@ function describe(v: unknown): string {
 }
 
 /**
- * `value` as the wire's AttributeValue for `type`; throws a DexError
- * (INVALID_ARGUMENT) naming `what` when it is not a value of that type.
+ * `value` as the wire's AttributeValue for `type` (`index`: the Attribute's
+ * index, if any: a json Attribute indexed "keywordArray" takes an array of
+ * strings instead of an object); throws a DexError (INVALID_ARGUMENT) naming
+ * `what` when it is not a value of that type.
  */
-export function attributeValueToWire(type: AttributeTypeName, value: unknown, what: string): WireAttributeValue {
+export function attributeValueToWire(type: AttributeTypeName, value: unknown, what: string, index?: IndexTypeName): WireAttributeValue {
   const wrong = (expected: string): never => {
     throw invalid(`${what} is a ${type} Attribute; it takes ${expected}, not ${describe(value)}`);
   };
@@ -96,7 +215,18 @@ export function attributeValueToWire(type: AttributeTypeName, value: unknown, wh
       if (!(value instanceof Date) || Number.isNaN(value.getTime())) wrong("a valid Date");
       return { datetimeUnixMs: (value as Date).getTime() };
     case "json": {
-      if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array || value instanceof Date) {
+      if (index === "keywordArray") {
+        // The keywords its index takes (the server's rule: src/flow/result_check.cc).
+        if (!Array.isArray(value)) {
+          throw invalid(`${what} is a json Attribute indexed keywordArray; it takes an array of strings, not ${describe(value)}`);
+        }
+        const at = (value as unknown[]).findIndex((item) => typeof item !== "string");
+        if (at >= 0) {
+          throw invalid(
+            `${what} is a json Attribute indexed keywordArray; it takes an array of strings, and element ${at} is ${describe((value as unknown[])[at])}`,
+          );
+        }
+      } else if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array || value instanceof Date) {
         wrong("a JSON object");
       }
       let text: string | undefined;
@@ -166,12 +296,14 @@ export interface AttributeWrite {
   readonly key: string;
   readonly instanceKey: string;
   readonly type: AttributeTypeName;
+  /** The Attribute's index type, when it is indexed (a json one indexed keywordArray takes an array of strings). */
+  readonly index?: IndexTypeName;
   readonly value: AttributeValue | undefined;
 }
 
 export function attributeWriteToWire(w: AttributeWrite, what: string): WireAttribute {
   const wire: WireAttribute = { key: w.key, instanceKey: w.instanceKey };
-  if (w.value !== undefined) wire.value = attributeValueToWire(w.type, w.value, what);
+  if (w.value !== undefined) wire.value = attributeValueToWire(w.type, w.value, what, w.index);
   return wire;
 }
 
@@ -191,33 +323,49 @@ function storeOf(ctx: AttributeScope, what: string): AttributeStore {
  * One typed value of a run, declared in its Flow's `attributes`. In waitFor,
  * execute and RPC handlers: get(ctx), set(ctx, v), remove(ctx). For Clients:
  * write(v) and removal() build the writes of setAttributes and of a start's
- * initialAttributes.
+ * initialAttributes. Indexed (`{ index, indexKey? }`), SearchFlows finds runs
+ * by its value (Client.searchFlows).
  */
 export class Attribute<T extends AttributeValue = AttributeValue> {
   readonly key: string;
   readonly type: AttributeTypeName;
+  /** How SearchFlows indexes it; undefined: not searchable. */
+  readonly index: AttributeIndex | undefined;
 
-  constructor(key: string, type: AttributeTypeName) {
+  /**
+   * Throws a DexError (INVALID_ARGUMENT) for a bad key or type, and for an
+   * index that does not fit the type (string: keyword, fullText,
+   * keywordArray; int64: int, double; double: double; bool: bool; datetime:
+   * datetime; json: keywordArray; bytes: none) or a bad index key.
+   */
+  constructor(key: string, type: AttributeTypeName, options?: IndexOptions) {
     this.key = checkName(key, "an Attribute key");
     this.type = checkType(type, `Attribute '${this.key}'`);
+    this.index = checkIndex(options, this.type, this.key, `Attribute '${this.key}'`);
   }
-  static string(key: string): Attribute<string> {
-    return new Attribute<string>(key, "string");
+  static string(key: string, options?: IndexOptions<"keyword" | "fullText" | "keywordArray">): Attribute<string> {
+    return new Attribute<string>(key, "string", options);
   }
-  static int64(key: string): Attribute<number> {
-    return new Attribute<number>(key, "int64");
+  static int64(key: string, options?: IndexOptions<"int" | "double">): Attribute<number> {
+    return new Attribute<number>(key, "int64", options);
   }
-  static double(key: string): Attribute<number> {
-    return new Attribute<number>(key, "double");
+  static double(key: string, options?: IndexOptions<"double">): Attribute<number> {
+    return new Attribute<number>(key, "double", options);
   }
-  static bool(key: string): Attribute<boolean> {
-    return new Attribute<boolean>(key, "bool");
+  static bool(key: string, options?: IndexOptions<"bool">): Attribute<boolean> {
+    return new Attribute<boolean>(key, "bool", options);
   }
-  static datetime(key: string): Attribute<Date> {
-    return new Attribute<Date>(key, "datetime");
+  static datetime(key: string, options?: IndexOptions<"datetime">): Attribute<Date> {
+    return new Attribute<Date>(key, "datetime", options);
   }
-  static json<T extends object = JsonObject>(key: string): Attribute<T> {
-    return new Attribute<T>(key, "json");
+  /**
+   * A JSON object; indexed "keywordArray", an array of strings instead (the
+   * keywords a query's `=` and IN match one by one).
+   */
+  static json(key: string, options: IndexOptions<"keywordArray">): Attribute<string[]>;
+  static json<T extends object = JsonObject>(key: string): Attribute<T>;
+  static json(key: string, options?: IndexOptions<"keywordArray">): Attribute<any> {
+    return new Attribute(key, "json", options);
   }
   static bytes(key: string): Attribute<Uint8Array> {
     return new Attribute<Uint8Array>(key, "bytes");
@@ -237,44 +385,62 @@ export class Attribute<T extends AttributeValue = AttributeValue> {
   }
   /** A Client's write of `value` (Client.setAttributes, FlowStartOptions.initialAttributes). */
   write(value: T): AttributeWrite {
-    attributeValueToWire(this.type, value, `the value of Attribute '${this.key}'`);
-    return { key: this.key, instanceKey: "", type: this.type, value };
+    attributeValueToWire(this.type, value, `the value of Attribute '${this.key}'`, this.index?.type);
+    return { ...this.writeBase(), value };
   }
   /** A Client's deletion (Client.setAttributes). */
   removal(): AttributeWrite {
-    return { key: this.key, instanceKey: "", type: this.type, value: undefined };
+    return { ...this.writeBase(), value: undefined };
+  }
+  private writeBase(): Omit<AttributeWrite, "value"> {
+    const base = { key: this.key, instanceKey: "", type: this.type };
+    return this.index === undefined ? base : { ...base, index: this.index.type };
   }
 }
 
-/** Typed values by a runtime instance key (declared once, by key). */
+/** An AttributeMap's options: none yet (an AttributeMap cannot be indexed; only a plain Attribute is searchable). */
+export interface AttributeMapOptions {
+  index?: never;
+  indexKey?: never;
+}
+
+function checkMapOptions(options: unknown, what: string): void {
+  if (options === undefined) return;
+  const o = options as { index?: unknown; indexKey?: unknown } | null;
+  if (typeof o === "object" && o !== null && o.index === undefined && o.indexKey === undefined) return;
+  throw invalid(`${what} cannot be indexed: only a plain Attribute is searchable (one value per run)`);
+}
+
+/** Typed values by a runtime instance key (declared once, by key). Not searchable. */
 export class AttributeMap<T extends AttributeValue = AttributeValue> {
   readonly key: string;
   readonly type: AttributeTypeName;
 
-  constructor(key: string, type: AttributeTypeName) {
+  constructor(key: string, type: AttributeTypeName, options?: AttributeMapOptions) {
     this.key = checkName(key, "an AttributeMap key");
     this.type = checkType(type, `AttributeMap '${this.key}'`);
+    checkMapOptions(options, `AttributeMap '${this.key}'`);
   }
-  static string(key: string): AttributeMap<string> {
-    return new AttributeMap<string>(key, "string");
+  static string(key: string, options?: AttributeMapOptions): AttributeMap<string> {
+    return new AttributeMap<string>(key, "string", options);
   }
-  static int64(key: string): AttributeMap<number> {
-    return new AttributeMap<number>(key, "int64");
+  static int64(key: string, options?: AttributeMapOptions): AttributeMap<number> {
+    return new AttributeMap<number>(key, "int64", options);
   }
-  static double(key: string): AttributeMap<number> {
-    return new AttributeMap<number>(key, "double");
+  static double(key: string, options?: AttributeMapOptions): AttributeMap<number> {
+    return new AttributeMap<number>(key, "double", options);
   }
-  static bool(key: string): AttributeMap<boolean> {
-    return new AttributeMap<boolean>(key, "bool");
+  static bool(key: string, options?: AttributeMapOptions): AttributeMap<boolean> {
+    return new AttributeMap<boolean>(key, "bool", options);
   }
-  static datetime(key: string): AttributeMap<Date> {
-    return new AttributeMap<Date>(key, "datetime");
+  static datetime(key: string, options?: AttributeMapOptions): AttributeMap<Date> {
+    return new AttributeMap<Date>(key, "datetime", options);
   }
-  static json<T extends object = JsonObject>(key: string): AttributeMap<T> {
-    return new AttributeMap<T>(key, "json");
+  static json<T extends object = JsonObject>(key: string, options?: AttributeMapOptions): AttributeMap<T> {
+    return new AttributeMap<T>(key, "json", options);
   }
-  static bytes(key: string): AttributeMap<Uint8Array> {
-    return new AttributeMap<Uint8Array>(key, "bytes");
+  static bytes(key: string, options?: AttributeMapOptions): AttributeMap<Uint8Array> {
+    return new AttributeMap<Uint8Array>(key, "bytes", options);
   }
 
   private instanceKeyOf(instanceKey: string): string {
@@ -407,7 +573,8 @@ export class AttributeStore {
       });
     }
     const wire: WireAttribute = { key, instanceKey };
-    if (value !== undefined) wire.value = attributeValueToWire(type, value, this.name(key, instanceKey));
+    const index = declared instanceof Attribute ? declared.index?.type : undefined;
+    if (value !== undefined) wire.value = attributeValueToWire(type, value, this.name(key, instanceKey), index);
     this.writeList.push(wire);
     let written = this.written.get(key);
     if (written === undefined) this.written.set(key, (written = new Set()));

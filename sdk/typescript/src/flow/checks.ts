@@ -24,6 +24,8 @@ export const FLOW_LIMITS = {
   /** Attributes (and AttributeMaps) one Flow declares; RPCs one Flow declares. */
   attributesPerFlow: 1_000,
   rpcsPerFlow: 1_000,
+  /** Indexed Attributes one Flow declares (src/flow/search_index.h, kIndexedAttributesMax). */
+  indexedAttributesPerFlow: 64,
   /** Ten years of 365 days, the longest duration the server takes. */
   maxDurationMs: 10 * 365 * 24 * 3600 * 1000,
 } as const;

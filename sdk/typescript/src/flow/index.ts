@@ -34,6 +34,12 @@ export { Channel, ChannelMap, type ChannelOptions } from "./channels";
 export {
   Attribute,
   AttributeMap,
+  INDEX_TYPES_BY_ATTRIBUTE_TYPE,
+  SEARCH_SYSTEM_FIELDS,
+  type AttributeIndex,
+  type AttributeMapOptions,
+  type IndexOptions,
+  type IndexTypeName,
   type AttributeRef,
   type AttributeScope,
   type AttributeTypeName,

@@ -4,8 +4,16 @@
 // timeout handler. A Flow is checked
 // when constructed, declares itself in a Worker's hello, and checks the
 // decisions, waits and publishes of its Steps.
-import type { WireFlowDeclaration } from "../proto";
-import { type AnyAttribute, Attribute, AttributeMap, attributeKeyOf, type AttributeRef, attributeTypeToWire } from "./attributes";
+import type { WireAttributeDeclaration, WireFlowDeclaration } from "../proto";
+import {
+  type AnyAttribute,
+  Attribute,
+  AttributeMap,
+  attributeIndexToWire,
+  attributeKeyOf,
+  type AttributeRef,
+  attributeTypeToWire,
+} from "./attributes";
 import { Channel, ChannelMap } from "./channels";
 import { checkName, FLOW_LIMITS, invalid, stepTypeOf, type StepRef } from "./checks";
 import type { StepContext } from "./context";
@@ -98,19 +106,33 @@ function checkedChannels(channels: AnyChannel[], what: string): AnyChannel[] {
   return [...channels];
 }
 
-/** The declared Attributes and AttributeMaps by key, checked: each key once. */
+/**
+ * The declared Attributes and AttributeMaps by key, checked: each key once,
+ * each index key once, at most FLOW_LIMITS.indexedAttributesPerFlow indexed.
+ */
 function checkedAttributes(attributes: unknown, what: string): Map<string, AnyAttribute> {
   if (!Array.isArray(attributes)) throw invalid(`${what}: attributes must be an array`);
   if (attributes.length > FLOW_LIMITS.attributesPerFlow) {
     throw invalid(`${what} declares ${attributes.length} Attributes; the limit is ${FLOW_LIMITS.attributesPerFlow}`);
   }
   const byKey = new Map<string, AnyAttribute>();
+  const byIndexKey = new Map<string, string>(); // index key -> Attribute key
   for (const a of attributes as unknown[]) {
     if (!(a instanceof Attribute) && !(a instanceof AttributeMap)) {
       throw invalid(`${what}: attributes holds something that is not an Attribute or AttributeMap`);
     }
     if (byKey.has(a.key)) throw invalid(`${what} declares the Attribute '${a.key}' twice`);
     byKey.set(a.key, a);
+    if (a instanceof Attribute && a.index !== undefined) {
+      const other = byIndexKey.get(a.index.key);
+      if (other !== undefined) {
+        throw invalid(`${what} declares the index key '${a.index.key}' twice (Attributes '${other}' and '${a.key}')`);
+      }
+      byIndexKey.set(a.index.key, a.key);
+    }
+  }
+  if (byIndexKey.size > FLOW_LIMITS.indexedAttributesPerFlow) {
+    throw invalid(`${what} declares ${byIndexKey.size} indexed Attributes; the limit is ${FLOW_LIMITS.indexedAttributesPerFlow}`);
   }
   return byKey;
 }
@@ -224,11 +246,12 @@ export class Flow {
       startStepType: this.startStep,
       steps: declareSteps(this.steps, this.defaultStepOptions, this.attributes, what),
       channels: this.channels.map((c) => ({ name: c.name, isMap: c instanceof ChannelMap })),
-      attributes: [...this.attributes.values()].map((a) => ({
-        key: a.key,
-        type: attributeTypeToWire(a.type),
-        isMap: a instanceof AttributeMap,
-      })),
+      attributes: [...this.attributes.values()].map((a) => {
+        const declared: WireAttributeDeclaration = { key: a.key, type: attributeTypeToWire(a.type), isMap: a instanceof AttributeMap };
+        // Set only for an indexed Attribute, so that others declare what they did before.
+        if (a instanceof Attribute && a.index !== undefined) declared.index = attributeIndexToWire(a.key, a.index);
+        return declared;
+      }),
       rpcs: [...this.rpcs.values()].map((r) => ({
         name: r.name,
         lockKeys: [...r.lockKeys],
