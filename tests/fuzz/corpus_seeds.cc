@@ -681,6 +681,47 @@ void s3_xml_seeds(std::vector<Seed>& out) {
   add("edge_char_ref_range", 0, 12, "<Error><Code>&#x110000;</Code></Error>");
 }
 
+// Query text (fuzz_search_query.cc): every operator and keyword, ORDER BY,
+// both quotes and their escapes, backquoted fields, nesting, and a few
+// refusals; the fields are the system fields and the index keys of the
+// target's Order runs (Customer, note, Tags, qty, Price, vip, Due).
+void search_query_seeds(std::vector<Seed>& out) {
+  auto add = [&](std::string name, std::string text) {
+    out.push_back({"search_query", std::move(name), std::move(text)});
+  };
+  add("compare_every_op",
+      "qty = 3 AND qty != 4 AND qty <> 5 AND qty < 10 AND qty <= 9 AND qty > -2 AND qty >= -1");
+  add("in_and_not_in", "Customer IN ('acme', \"beta\") AND Status NOT IN ('FAILED', 'CANCELED')");
+  add("between",
+      "Price BETWEEN 1 AND 9.5 OR Due NOT BETWEEN '2023-11-14T22:13:20Z' AND 1700007200000");
+  add("starts_with", "FlowId STARTS_WITH 'order-' AND note STARTS_WITH 'ber'");
+  add("is_null", "vip IS NULL OR Tags IS NOT NULL AND CloseTime IS NULL");
+  add("order_by_desc", "FlowType = 'Order' ORDER BY Price DESC");
+  add("order_by_only", "order by StartTime asc");
+  add("quoting",
+      "Customer = 'it''s' OR Customer = \"say \"\"hi\"\"\" OR note = 'a\\'b\\\\c\\n\\t\\\"d' "
+      "OR `Tags` = 'x'");
+  add("backquoted_keyword_field", "`order` = 1 OR `a``b` IS NULL ORDER BY `ORDER`");
+  add("nesting",
+      "NOT (qty > 3 OR (vip = TRUE AND NOT Price < 1.5e1)) AND (Tags = 'a' OR Tags = 'b')");
+  add("literals",
+      "qty IN (0, -9223372036854775808, 9223372036854775807) OR Price = -0.0 OR vip = false");
+  add("every_system_field",
+      "FlowId = 'order-0' OR RunId = 'run-1' OR Status = 'running' OR StartTime > 0 OR "
+      "ExecutionDuration >= 0 OR ParentFlowId = '' OR ActiveStepTypes = 'Start' ORDER BY "
+      "CloseTime");
+  add("full_text", "note = 'rush BERLIN' AND note != 'gate'");
+  add("empty", "");
+  // Refusals: a position each.
+  add("edge_unterminated_string", "Customer = 'acme");
+  add("edge_trailing_and", "qty = 1 AND");
+  add("edge_unknown_field", "nope = 1");
+  add("edge_type_mismatch", "qty = 'three' ORDER BY note");
+  add("edge_bad_escape", "note = 'a\\qb'");
+  add("edge_int_overflow", "qty = 9223372036854775808");
+  add("edge_deep", std::string(40, '(') + "qty = 1" + std::string(40, ')'));
+}
+
 }  // namespace
 
 std::vector<Seed> corpus_seeds() {
@@ -692,6 +733,7 @@ std::vector<Seed> corpus_seeds() {
   config_seeds(out);
   s3_xml_seeds(out);
   flow_rules_seeds(out);
+  search_query_seeds(out);
   return out;
 }
 

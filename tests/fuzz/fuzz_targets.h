@@ -14,5 +14,6 @@ int snapshot_manifest(const uint8_t* data, size_t size);  // decode_snapshot_man
 int config(const uint8_t* data, size_t size);             // the YAML config loaders
 int s3_xml(const uint8_t* data, size_t size);             // S3 XML, error classification
 int flow_rules(const uint8_t* data, size_t size);         // apply_record over any records
+int search_query(const uint8_t* data, size_t size);       // parse_query, to_text, search_flows
 
 }  // namespace dex::fuzz

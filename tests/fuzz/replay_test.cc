@@ -31,6 +31,7 @@ const std::map<std::string, TargetFn>& targets() {
       {"config", &config},
       {"s3_xml", &s3_xml},
       {"flow_rules", &flow_rules},
+      {"search_query", &search_query},
   };
   return all;
 }
@@ -79,6 +80,7 @@ TEST(Replay, SnapshotManifest) { replay_target("snapshot_manifest"); }
 TEST(Replay, Config) { replay_target("config"); }
 TEST(Replay, S3Xml) { replay_target("s3_xml"); }
 TEST(Replay, FlowRules) { replay_target("flow_rules"); }
+TEST(Replay, SearchQuery) { replay_target("search_query"); }
 
 // A folder without a target would be silently skipped; a seed without a target
 // would never run.
