@@ -12,10 +12,19 @@
 //   stock.remove(ctx, "sku-2");
 //
 // Value types: std::string, int64_t, double, bool, dex::DateTime (Unix ms),
-// dex::JsonObject (a JSON object) and dex::Bytes. A misuse (a key the Flow
-// does not declare, a key the method does not read, a definition whose type
-// differs from the declaration) throws dex::AttributeError naming the key; in
-// a Step or RPC it fails the attempt non-retryably.
+// dex::JsonObject (a JSON object) and dex::Bytes; std::vector<std::string> (a
+// JSON array of strings) for an Attribute indexed KEYWORD_ARRAY. A misuse (a
+// key the Flow does not declare, a key the method does not read, a definition
+// whose type differs from the declaration) throws dex::AttributeError naming
+// the key; in a Step or RPC it fails the attempt non-retryably.
+//
+// Searchable Attributes (docs/search.md): a second argument gives the index
+// type and, optionally, the key queries use (default: the Attribute's key).
+//   const dex::Attribute<std::string> customer{"customer", dex::flow::INDEX_KEYWORD};
+//   const dex::Attribute<dex::DateTime> placed{"placed-at",
+//                                              {dex::flow::INDEX_DATETIME, "PlacedAt"}};
+// An index the server would refuse (a type it does not fit, a system field's
+// name) throws dex::AttributeError when the Attribute is constructed.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -129,6 +138,17 @@ DEX_ATTRIBUTE_CODEC(Bytes, ATTRIBUTE_BYTES, "bytes", kBytesValue, Bytes{in.bytes
                     out->set_bytes_value(v.data))
 #undef DEX_ATTRIBUTE_CODEC
 
+// The keywords of an Attribute indexed KEYWORD_ARRAY: a JSON Attribute that
+// holds an array of strings rather than an object (the server refuses an
+// array in any other JSON Attribute).
+template <>
+struct AttributeCodec<std::vector<std::string>> {
+  static constexpr flow::AttributeType kType = flow::ATTRIBUTE_JSON;
+  static constexpr const char* kName = "JSON array of strings";
+  static void encode(const std::vector<std::string>& v, flow::AttributeValue* out);
+  static std::optional<std::vector<std::string>> decode(const flow::AttributeValue& in);
+};
+
 }  // namespace sdk_internal
 
 // An Attribute value as the API carries it, e.g. for Client::wait_for_attribute.
@@ -145,18 +165,53 @@ inline flow::AttributeValue attribute_value(const char* value) {
 // "string", "int64", ... for messages.
 std::string_view attribute_type_name(flow::AttributeType type);
 
+// ---------------------------------------------------------------- search index
+
+// How SearchFlows finds runs by an Attribute's value (docs/search.md,
+// "Indexed Attributes"): the index type, and the key queries name it by
+// (empty: the Attribute's own key). Index keys are shared by every Flow type
+// of the node, so one key has one index type everywhere.
+//   {dex::flow::INDEX_KEYWORD}                  KEYWORD std::string
+//   {dex::flow::INDEX_FULL_TEXT}                words of a std::string
+//   {dex::flow::INDEX_KEYWORD_ARRAY}            std::vector<std::string> (or one std::string)
+//   {dex::flow::INDEX_INT}                      int64_t
+//   {dex::flow::INDEX_DOUBLE, "Total"}          double or int64_t, queried as Total
+//   {dex::flow::INDEX_BOOL}, {dex::flow::INDEX_DATETIME}   bool, dex::DateTime
+struct Index {
+  Index(flow::IndexType type, std::string key = "")  // NOLINT: implicit by design
+      : type(type), key(std::move(key)) {}
+  flow::IndexType type;
+  std::string key;
+};
+
+// "KEYWORD", "FULL_TEXT", ... as queries and errors name them.
+std::string_view index_type_name(flow::IndexType type);
+
+// The names every run has in queries (FlowId, Status, StartTime, ...): no
+// index key may take one, in any case.
+const std::vector<std::string_view>& search_system_fields();
+
 // ---------------------------------------------------------------- definitions
 
 // What every Attribute and AttributeMap definition is, untyped: its key, its
-// type and whether it is a map. Flow::attributes() lists these, and
-// AttributeReads names them.
+// type, whether it is a map and its search index, if any. Flow::attributes()
+// lists these, and AttributeReads names them.
 class AttributeDef {
  public:
   AttributeDef(std::string key, flow::AttributeType type, bool is_map)
       : key_(std::move(key)), type_(type), is_map_(is_map) {}
+  // Indexed. Throws AttributeError, naming the Attribute, for an index the
+  // server would refuse: a map, an index type that does not fit the
+  // Attribute's type, an index key that is a system field's name or not a
+  // valid name (docs/search.md, "Indexed Attributes").
+  AttributeDef(std::string key, flow::AttributeType type, bool is_map, Index index);
   const std::string& key() const { return key_; }
   flow::AttributeType type() const { return type_; }
   bool is_map() const { return is_map_; }
+  bool indexed() const { return index_type_ != flow::INDEX_TYPE_UNSPECIFIED; }
+  flow::IndexType index_type() const { return index_type_; }
+  // The name queries use: the index's key, else the Attribute's; "" when not indexed.
+  const std::string& index_key() const { return index_key_; }
   flow::AttributeDeclaration declaration() const;
   // "string Attribute 'order-status'", "int64 AttributeMap 'stock'".
   std::string describe() const;
@@ -165,6 +220,9 @@ class AttributeDef {
   std::string key_;
   flow::AttributeType type_;
   bool is_map_;
+  flow::IndexType index_type_ = flow::INDEX_TYPE_UNSPECIFIED;
+  std::string index_key_;        // the effective one
+  std::string index_key_given_;  // as declared (empty: the Attribute's key)
 };
 
 // The Attributes a Step or an RPC reads (its tasks carry only those): every
@@ -216,14 +274,44 @@ T decode_attribute(const AttributeDef& def, const std::string& instance_key,
 // The value of (key, instance_key) in a GetAttributesResponse, if any.
 const flow::AttributeValue* find_attribute(const flow::GetAttributesResponse& response,
                                            const std::string& key, const std::string& instance_key);
+
+// The checks a typed definition adds to AttributeDef's, for the value types
+// that hold JSON: a dex::JsonObject cannot hold the array a KEYWORD_ARRAY
+// index needs, and a std::vector<std::string> needs that index. Throws
+// AttributeError naming the Attribute.
+void check_json_index(const AttributeDef& def, bool holds_array);
+
+// An indexed Attribute's field in a search row (the index key's), if the row has it.
+const flow::SearchField* find_search_field(const flow::FlowSearchRow& row, const AttributeDef& def);
+
+// A search field as a T, as the index keeps it: a DOUBLE index of an int64
+// Attribute gives the value rounded to an integer.
+std::optional<std::string> search_value(const flow::SearchField& f, std::string*);
+std::optional<int64_t> search_value(const flow::SearchField& f, int64_t*);
+std::optional<double> search_value(const flow::SearchField& f, double*);
+std::optional<bool> search_value(const flow::SearchField& f, bool*);
+std::optional<DateTime> search_value(const flow::SearchField& f, DateTime*);
+std::optional<std::vector<std::string>> search_value(const flow::SearchField& f,
+                                                     std::vector<std::string>*);
 }  // namespace sdk_internal
 
-// One typed value per run.
+// One typed value per run; searchable when declared with an Index.
 template <typename T>
 class Attribute : public AttributeDef {
+  static constexpr bool kHoldsArray = std::is_same_v<T, std::vector<std::string>>;
+
  public:
   explicit Attribute(std::string key)
-      : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false) {}
+      : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false) {
+    if constexpr (kHoldsArray) sdk_internal::check_json_index(*this, true);
+  }
+  // Indexed (see Index); throws AttributeError when the server would refuse it.
+  Attribute(std::string key, Index index)
+      : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false,
+                     std::move(index)) {
+    if constexpr (sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON)
+      sdk_internal::check_json_index(*this, kHoldsArray);
+  }
 
   // In a Step or RPC handler: the value as the task carried it, with this
   // method's own writes applied; std::nullopt when it has none.
@@ -259,12 +347,26 @@ class Attribute : public AttributeDef {
     a.set_key(key());
     return a;
   }
+
+  // Client side: the value in a row of Client::search_flows, which carries
+  // the index keys the query named or SearchOptions::fields asked for;
+  // std::nullopt when the row has none. Throws AttributeError for an
+  // Attribute that is not indexed.
+  std::optional<T> get(const flow::FlowSearchRow& row) const {
+    const flow::SearchField* f = sdk_internal::find_search_field(row, *this);
+    if (f == nullptr) return std::nullopt;
+    return sdk_internal::search_value(*f, static_cast<T*>(nullptr));
+  }
 };
 
 // A family of typed values per run, one per runtime instance key (non-empty);
 // each instance is read and written on its own.
 template <typename T>
 class AttributeMap : public AttributeDef {
+  static_assert(!std::is_same_v<T, std::vector<std::string>>,
+                "a JSON array is held only by an Attribute indexed KEYWORD_ARRAY, and an "
+                "AttributeMap cannot be indexed");
+
  public:
   explicit AttributeMap(std::string key)
       : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, true) {}

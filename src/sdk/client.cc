@@ -827,3 +827,37 @@ StatusOr<nlohmann::json> Client::invoke_rpc(const std::string& flow_id, const st
 }
 
 }  // namespace dex
+
+// ------------------------------------------------------------ Finding Flows
+
+namespace dex {
+
+StatusOr<flow::SearchFlowsResponse> Client::search_flows(const std::string& query,
+                                                         const SearchOptions& options) {
+  flow::SearchFlowsRequest request;
+  request.set_query(query);
+  request.set_page_size(options.page_size);
+  request.set_page_token(options.page_token);
+  for (const auto& f : options.fields) request.add_fields(f);
+  // A read: safe to repeat on another process.
+  return unary<flow::SearchFlowsResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SearchFlowsResponse* r) {
+        return e.flows->SearchFlows(c, request, r);
+      });
+}
+
+Status Client::for_each_flow(const std::string& query,
+                             const std::function<bool(const flow::FlowSearchRow&)>& visit,
+                             SearchOptions options) {
+  // Bounded by the query's runs: each page moves the cursor on (SearchPages).
+  for (const auto& page : search_pages(query, std::move(options))) {
+    if (!page.is_ok()) return page.status();
+    for (const auto& row : page->rows()) {
+      if (!visit(row)) return Status::ok();
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace dex

@@ -24,6 +24,7 @@
 // src/sdk/README.md has the rules.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "sdk/attribute.h"
+#include "sdk/search.h"
 #include "sdk/start_options.h"
 
 #include "dex/api.pb.h"
@@ -233,6 +235,31 @@ class Client {
                                       "' does not convert: " + e.what());
     }
   }
+
+  // ------------------------------------------------ Finding Flows (SearchFlows)
+  // docs/search.md has the query language and the index types; docs/api.md,
+  // "Finding Flows", the call.
+
+  // One page of the runs `query` selects (empty: every run; default order
+  // StartTime DESC): the rows (IDs, type, status, times, parent, and the
+  // values of the index keys the query names or options.fields asks for; read
+  // them typed with Attribute::get(row)), next_page_token ("" on the last
+  // page) and applied_slot (the log slot the answer reflects: every write
+  // acknowledged before the call is in it). A bad query, page size, token or
+  // field is INVALID_ARGUMENT naming it ("query: at position 14: ..."). A
+  // read: repeated on another address on UNAVAILABLE.
+  StatusOr<flow::SearchFlowsResponse> search_flows(const std::string& query,
+                                                   const SearchOptions& options = {});
+  // Every page of `query`, from options.page_token on, each fetched when the
+  // loop reaches it (search.h).
+  SearchPages search_pages(std::string query, SearchOptions options = {}) {
+    return SearchPages(*this, std::move(query), std::move(options));
+  }
+  // Calls `visit` with every row of every page in order until it returns
+  // false; the first failed call ends it with that call's status.
+  Status for_each_flow(const std::string& query,
+                       const std::function<bool(const flow::FlowSearchRow&)>& visit,
+                       SearchOptions options = {});
 
   const ClientOptions& options() const { return options_; }
   // The addresses calls go to, in the order given.

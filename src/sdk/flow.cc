@@ -1,9 +1,15 @@
 #include "sdk/flow.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace dex {
+
+namespace {
+// Indexed Attributes per Flow type: the server's limit (docs/search.md).
+constexpr size_t kIndexedAttributesMax = 64;
+}  // namespace
 
 flow::Payload to_payload(const json& value) {
   flow::Payload p;
@@ -334,11 +340,23 @@ StepDecision Flow::on_timeout(Context&) {
 Status Flow::validate() const {
   const std::string flow = "Flow type '" + type() + "'";
   std::set<std::string> keys;
+  std::map<std::string, std::string> index_keys;  // index key -> the Attribute that takes it
   for (const auto& a : attributes()) {
     if (a.key().empty()) return Status::invalid_argument(flow + " declares an empty Attribute key");
     if (!keys.insert(a.key()).second) {
       return Status::invalid_argument(flow + " declares Attribute '" + a.key() + "' twice");
     }
+    if (!a.indexed()) continue;
+    auto [it, added] = index_keys.emplace(a.index_key(), a.key());
+    if (!added) {
+      return Status::invalid_argument(flow + " gives Attributes '" + it->second + "' and '" +
+                                      a.key() + "' the same index key '" + a.index_key() + "'");
+    }
+  }
+  if (index_keys.size() > kIndexedAttributesMax) {
+    return Status::invalid_argument(flow + " declares " + std::to_string(index_keys.size()) +
+                                    " indexed Attributes; the limit is " +
+                                    std::to_string(kIndexedAttributesMax));
   }
   auto check_reads = [&](const AttributeReads& reads, const std::string& who) -> Status {
     for (const auto& k : reads.keys()) {

@@ -398,7 +398,8 @@ class Flow {
   // What a Worker declares in its hello.
   flow::FlowDeclaration declaration() const;
   // InvalidArgument naming what is wrong: an Attribute key or RPC name empty
-  // or repeated, a read of an undeclared Attribute, timeout handler options it
+  // or repeated, two Attributes with one index key, more than 64 indexed
+  // Attributes, a read of an undeclared Attribute, timeout handler options it
   // cannot take. Worker::run() checks it.
   Status validate() const;
 };

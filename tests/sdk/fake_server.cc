@@ -470,6 +470,49 @@ grpc::Status FakeFlowService::InvokeRpc(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status FakeFlowService::SearchFlows(grpc::ServerContext*,
+                                          const flow::SearchFlowsRequest* request,
+                                          flow::SearchFlowsResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  searches_.push_back(*request);
+  if (request->query() == "unavailable")
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this process is a standby");
+  if (request->query().rfind("Nope", 0) == 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "query: at position 1: unknown field 'Nope' (system fields: FlowId, "
+                        "RunId, FlowType, Status, StartTime, CloseTime, ExecutionDuration, "
+                        "ParentFlowId, ActiveStepTypes)");
+  if (request->page_size() < 0 || request->page_size() > 1000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "page_size " + std::to_string(request->page_size()) +
+                            ": a page has 1 to 1000 rows (0: 100)");
+  size_t offset = 0;
+  const std::string& token = request->page_token();
+  if (!token.empty()) {
+    if (token.rfind("at:", 0) != 0)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "page_token: not a page token of this query");
+    offset = std::stoul(token.substr(3));
+  }
+  const size_t size = request->page_size() == 0 ? 100 : static_cast<size_t>(request->page_size());
+  for (size_t i = offset; i < search_rows_.size() && i < offset + size; ++i)
+    *response->add_rows() = search_rows_[i];
+  if (offset + size < search_rows_.size())
+    response->set_next_page_token("at:" + std::to_string(offset + size));
+  response->set_applied_slot(42);
+  return grpc::Status::OK;
+}
+
+std::vector<flow::SearchFlowsRequest> FakeFlowService::searches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return searches_;
+}
+void FakeFlowService::set_search_rows(std::vector<flow::FlowSearchRow> rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  search_rows_ = std::move(rows);
+}
+
 std::vector<flow::GetAttributesRequest> FakeFlowService::attribute_gets() const {
   std::lock_guard<std::mutex> lock(mu_);
   return attribute_gets_;

@@ -99,7 +99,12 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
 //     INVALID_ARGUMENT; "fail": FAILED_PRECONDITION with a handler's message;
 //     "slow": waits timeout_ms (at most 3 s), DEADLINE_EXCEEDED; "unavailable":
 //     UNAVAILABLE (the process changed); "text": the output "just text";
-//     otherwise {"rpc": name, "input": input}. All record the request.
+//     otherwise {"rpc": name, "input": input}. All record the request;
+//   SearchFlows: pages over the rows set_search_rows() gave (page_size 0:
+//     100; the token "at:<offset>"; applied_slot 42), recording the request;
+//     a query starting "Nope": INVALID_ARGUMENT naming position 1; a page
+//     size outside 0..1000 or another token: INVALID_ARGUMENT; the query
+//     "unavailable": UNAVAILABLE.
 class FakeFlowService final : public FlowService::Service {
  public:
   grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest*,
@@ -126,6 +131,8 @@ class FakeFlowService final : public FlowService::Service {
                                 flow::WaitForAttributeResponse*) override;
   grpc::Status InvokeRpc(grpc::ServerContext*, const flow::InvokeRpcRequest*,
                          flow::InvokeRpcResponse*) override;
+  grpc::Status SearchFlows(grpc::ServerContext*, const flow::SearchFlowsRequest*,
+                           flow::SearchFlowsResponse*) override;
 
   static flow::FlowDescription completed_run();
 
@@ -140,6 +147,8 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::WaitForAttributeRequest> attribute_waits() const;
   std::vector<flow::InvokeRpcRequest> rpcs() const;
   void set_attributes_answer(std::vector<flow::Attribute> attributes);
+  std::vector<flow::SearchFlowsRequest> searches() const;
+  void set_search_rows(std::vector<flow::FlowSearchRow> rows);
   size_t calls() const;
 
  private:
@@ -155,6 +164,8 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::WaitForAttributeRequest> attribute_waits_;
   std::vector<flow::InvokeRpcRequest> rpcs_;
   std::vector<flow::Attribute> attributes_;
+  std::vector<flow::SearchFlowsRequest> searches_;
+  std::vector<flow::FlowSearchRow> search_rows_;
   size_t calls_ = 0;
 };
 
