@@ -3,7 +3,9 @@
 //  - OrderProcessing: Charge (retried) -> Ship, which waits for the seller's
 //    approval or a reminder Timer and loops on the Timer; Ship's exhausted
 //    retries proceed to Refund. Attribute `order-status`; RPCs `approve`
-//    (publishes the seller's approval) and `describe`.
+//    (publishes the seller's approval) and `describe`. Indexed Attributes
+//    for search: `order-status` (as OrderStatus), and `customer`, `items`,
+//    `total`, `placed-at` (as PlacedAt) and `tags`, which clients set.
 //  - MoneyTransfer: Debit (lock "balance") -> Credit, whose exhausted retries
 //    proceed to Compensate (lock "balance"), which gives the amount back;
 //    Attributes `balance` and `transferred`, RPC `balance`.

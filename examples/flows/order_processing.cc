@@ -1,9 +1,19 @@
 // OrderProcessing: charge with retries; ship waits AnyOf(the seller's
 // approval, a reminder Timer) and loops on the Timer; exhausted ship retries
 // proceed to a refund.
-//  - Attribute `order-status` (string): each Step writes where the order is
-//    ("charged", "awaiting-approval", "shipped", "refunded"); the Steps only
-//    write it, so their tasks carry no Attribute.
+//  - Attribute `order-status` (string, indexed KEYWORD as `OrderStatus`):
+//    each Step writes where the order is ("charged", "awaiting-approval",
+//    "shipped", "refunded"); the Steps only write it, so their tasks carry no
+//    Attribute.
+//  - Indexed Attributes a client sets (initial Attributes of the start, or
+//    `flow attributes set`), so that orders can be found (docs/search.md):
+//    `customer` (string, KEYWORD), `items` (int64, INT), `total` (double,
+//    DOUBLE), `placed-at` (datetime, DATETIME as `PlacedAt`) and `tags` (a
+//    JSON array of strings, KEYWORD_ARRAY). The Steps neither read nor write
+//    them. E.g. dexcli flow start OrderProcessing --flow-id o-7 --string
+//    customer=acme --int items=3 --double total=99.5 --datetime
+//    placed-at=2027-01-15T10:00:00Z --json 'tags=["eu","gift"]', then
+//    dexcli flow search "customer = 'acme' AND Total > 50".
 //  - RPC `approve`, input {"seller": "<id>"}: publishes the seller's approval
 //    (what Ship waits on) and answers {"approved": true}.
 //  - RPC `describe`: answers {"status": <order-status>} (null before Charge).
@@ -16,9 +26,14 @@ namespace dex::examples {
 namespace {
 
 const Channel kSellerApproval("seller-approval");
-// Indexed-to-be: a later stage indexes it, so that runs can be searched by
-// where their order is.
-const Attribute<std::string> kOrderStatus{"order-status"};
+// Queries name an index by its key: `OrderStatus`, where `order-status` would
+// need back quotes.
+const Attribute<std::string> kOrderStatus{"order-status", {flow::INDEX_KEYWORD, "OrderStatus"}};
+const Attribute<std::string> kCustomer{"customer", flow::INDEX_KEYWORD};
+const Attribute<int64_t> kItems{"items", flow::INDEX_INT};
+const Attribute<double> kTotal{"total", flow::INDEX_DOUBLE};
+const Attribute<DateTime> kPlacedAt{"placed-at", {flow::INDEX_DATETIME, "PlacedAt"}};
+const Attribute<std::vector<std::string>> kTags{"tags", flow::INDEX_KEYWORD_ARRAY};
 
 class Charge final : public Step {
  public:
@@ -112,7 +127,9 @@ class OrderProcessing final : public Flow {
     return {std::make_shared<Charge>(), std::make_shared<Ship>(), std::make_shared<Refund>()};
   }
   std::vector<Channel> channels() const override { return {kSellerApproval}; }
-  std::vector<AttributeDef> attributes() const override { return {kOrderStatus}; }
+  std::vector<AttributeDef> attributes() const override {
+    return {kOrderStatus, kCustomer, kItems, kTotal, kPlacedAt, kTags};
+  }
   std::vector<Rpc> rpcs() const override {
     return {Rpc("approve", approve, RpcOptions{{}, AttributeReads::none()}),
             Rpc("describe", describe, RpcOptions{{}, {kOrderStatus}})};

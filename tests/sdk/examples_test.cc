@@ -362,9 +362,18 @@ TEST(ExampleFlows, E2ECounterAddsOncePerIdUnderItsLockAndCompletesWithTheTotal) 
 TEST(ExampleFlows, OrderProcessingWritesItsStatusAndAnswersApproveAndDescribe) {
   auto order = examples::order_processing();
   const flow::FlowDeclaration d = order->declaration();
-  ASSERT_EQ(d.attributes_size(), 1);
+  ASSERT_EQ(d.attributes_size(), 6);
   EXPECT_EQ(d.attributes(0).key(), "order-status");
   EXPECT_EQ(d.attributes(0).type(), flow::ATTRIBUTE_STRING);
+  // Every one is indexed, for `dexcli flow search` (and the search failover test).
+  std::vector<std::string> indexes;
+  for (const auto& a : d.attributes())
+    indexes.push_back(a.key() + ":" + flow::IndexType_Name(a.index().type()) + ":" +
+                      a.index().index_key());
+  EXPECT_EQ(indexes, (std::vector<std::string>{
+                         "order-status:INDEX_KEYWORD:OrderStatus",
+                         "customer:INDEX_KEYWORD:", "items:INDEX_INT:", "total:INDEX_DOUBLE:",
+                         "placed-at:INDEX_DATETIME:PlacedAt", "tags:INDEX_KEYWORD_ARRAY:"}));
   // The Steps only write it: their tasks carry nothing.
   for (const char* step : {"Charge", "Ship", "Refund"})
     EXPECT_TRUE(step_of(d, step)->attribute_reads().empty()) << step;
