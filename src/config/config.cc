@@ -188,6 +188,7 @@ constexpr KeyRule kKeys[] = {
     {"standby.laggingTakeoverDelay", kServeKey},
     {"standby.behindLagThreshold", kServeKey},
     {"metrics.listen", kServeKey},
+    {"metrics.typeLabelsMax", kServeKey},
     {"lifecycle.attemptDrainTimeout", kEveryKey},
     {"snapshots.interval", kEveryKey},
     {"snapshots.everyRecords", kEveryKey},
@@ -461,6 +462,8 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
       return in.bad("metrics.listen: " + s.message());
     }
   }
+  DEX_READ(in.whole("metrics.typeLabelsMax", 0, kMetricsTypeLabelsMaxLimit,
+                    next.metrics_type_labels_max));
   DEX_READ(in.duration("lifecycle.attemptDrainTimeout", kPositive, next.attempt_drain_timeout));
 
   // snapshots.*, values.*, flows.* (docs/configuration.md).
@@ -754,15 +757,16 @@ std::string describe_serve_config(const NodeSettings& c) {
   out += fmt::format(
       "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
       "  heldLeasePollInterval: {}\n  stepDownHoldOff: {}\n  laggingTakeoverDelay: {}\n"
-      "  behindLagThreshold: {}\nmetrics:\n  listen: {}\n"
+      "  behindLagThreshold: {}\nmetrics:\n  listen: {}\n  typeLabelsMax: {}\n"
       "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
       "  keep: {}\n",
       yaml_quote(c.local_store_path.string()), format_duration(c.lease_duration),
       c.lease_fail_if_held, standby_mode_name(c.standby_mode),
       format_duration(c.held_lease_poll_interval), format_duration(c.step_down_hold_off),
       format_duration(c.lagging_takeover_delay), format_duration(c.behind_lag_threshold),
-      yaml_quote(c.metrics_listen), format_duration(c.attempt_drain_timeout),
-      zero_or(c.snapshots.interval), c.snapshots.every_records, c.snapshots.keep);
+      yaml_quote(c.metrics_listen), c.metrics_type_labels_max,
+      format_duration(c.attempt_drain_timeout), zero_or(c.snapshots.interval),
+      c.snapshots.every_records, c.snapshots.keep);
   out +=
       fmt::format("values:\n  blobThreshold: {}\n  maxSize: {}\n  blobCacheSize: {}\n",
                   format_bytes(c.values.blob_threshold_bytes),

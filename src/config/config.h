@@ -60,6 +60,13 @@ inline constexpr Duration kWorkerReconnectGraceMin = std::chrono::milliseconds(1
 inline constexpr Duration kWorkerReconnectGraceMax = std::chrono::minutes(10);
 inline constexpr Duration kFlowRetentionMin = std::chrono::seconds(1);
 inline constexpr Duration kFlowRetentionMax = std::chrono::hours(24 * 3650);
+
+// metrics.typeLabelsMax: how many distinct values of each type label
+// (flow_type, step_type, rpc_name) get series of their own; later ones count
+// under "other" (docs/metrics.md, "Flows, Steps and RPCs by type"). The
+// maximum is src/metrics' LabelLimit::kDistinctMaxLimit.
+inline constexpr uint64_t kMetricsTypeLabelsMaxDefault = 100;
+inline constexpr uint64_t kMetricsTypeLabelsMaxLimit = 10'000;
 // The threshold's bounds: the upper one is the flow rules' limit on a value
 // held in a record (flow::kPayloadBytesMax).
 inline constexpr uint64_t kBlobThresholdBytesMin = 1u << 10;
@@ -84,7 +91,7 @@ inline constexpr Duration kHeldLeasePollIntervalMax = seconds(10);
 //  - local: the same on a configured directory: nodeId and local.dataDir are
 //    required, local.durabilityMode instead of dev.durabilityMode.
 //  - serve: production shape: nodeId, objectStore.type and localStore.path are
-//    required; objectStore.*, standby.* (cold or hot) and metrics.listen too.
+//    required; objectStore.*, standby.* (cold or hot) and metrics.* too.
 enum class Subcommand { kDev, kLocal, kServe };
 // "dev", "local", "serve".
 std::string_view subcommand_name(Subcommand command);
@@ -119,6 +126,7 @@ struct NodeSettings {
   Duration lagging_takeover_delay = milliseconds(1500);   // standby.laggingTakeoverDelay
   Duration behind_lag_threshold = seconds(10);            // standby.behindLagThreshold
   std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
+  uint64_t metrics_type_labels_max = kMetricsTypeLabelsMaxDefault;  // metrics.typeLabelsMax
   // lifecycle.attemptDrainTimeout: how long a step down or SIGTERM/SIGINT let
   // running attempts finish.
   Duration attempt_drain_timeout = seconds(30);

@@ -201,7 +201,7 @@ class EngineImpl final : public Engine {
 
  private:
   void on_durable(Slot slot, const proto::LogBatch& batch);
-  // Tells EngineOptions::on_attempt_ended / on_flow_ended what `fx` ended.
+  // Tells EngineOptions::on_attempt_ended / on_flow_ended (/ on_applied) what `fx` did.
   void report_ended(const flow::Effects& fx) const;
   Status check_open();
   // A stopped log writer or a failed store: refuse further work, once.
@@ -249,6 +249,7 @@ void EngineImpl::report_ended(const flow::Effects& fx) const {
   }
   if (options_.on_runs_deleted && !fx.runs_deleted.empty())
     options_.on_runs_deleted(fx.runs_deleted.size());
+  if (options_.on_applied) options_.on_applied(fx);
 }
 
 void EngineImpl::mark_log_stopped(const Status& why) {

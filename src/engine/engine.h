@@ -34,6 +34,9 @@ namespace dex {
 
 class LogWriter;
 struct HandedLocalStore;
+namespace flow {
+struct Effects;
+}  // namespace flow
 
 // The bridge from the log writer to the engine (docs/engine.md, "How the engine
 // uses the log"). The writer must exist before the engine, and the engine must
@@ -116,6 +119,9 @@ struct EngineOptions {
   std::function<void(flow::AttemptOutcome)> on_attempt_ended;
   std::function<void(flow::FlowStatus)> on_flow_ended;  // a run closed, with its status
   std::function<void(size_t)> on_runs_deleted;          // runs retention deleted in a batch
+  // The same batches' effects whole (flow/effects.h), for the series by Flow,
+  // Step and RPC type: starts, closes, attempts, RPC calls.
+  std::function<void(const flow::Effects&)> on_applied;
   // Optional (metrics, tests): the counts of every blob collection pass that
   // ran to its end, on the collector's thread.
   std::function<void(const SweepCounts&)> on_blobs_collected;

@@ -42,19 +42,37 @@ struct Effects {
     uint64_t seq = 0;
     Durability durability = DURABILITY_UNSPECIFIED;
   };
+  // Started and Ended also say what metrics label them with (docs/metrics.md):
+  // the run's Flow type, the Step type (an RPC: its name; the timeout handler:
+  // "") and record times, Unix ms.
   struct Started {
     TaskRef task;
     std::string task_id, worker_id;
+    std::string flow_type, type;
+    int64_t queued_ms = 0;  // when it was queued; 0: not known (an older version queued it)
+    int64_t at_ms = 0;      // the start
   };
   struct Ended {  // a running attempt ended: a result, a timeout, a cancel, recovery
     TaskRef task;
     std::string task_id, worker_id;
     AttemptOutcome outcome = ATTEMPT_OUTCOME_UNSPECIFIED;
+    std::string flow_type, type;
+    int64_t started_ms = 0;  // the attempt's start
+    int64_t at_ms = 0;       // its end
   };
   struct Closed {
     std::string flow_id, run_id;
     FlowStatus status = FLOW_STATUS_UNSPECIFIED;
+    std::string flow_type;
   };
+  struct RpcEnded {  // an RPC ended, whatever its attempt was doing
+    std::string flow_type, name;
+    AttemptOutcome outcome = ATTEMPT_OUTCOME_UNSPECIFIED;
+    int64_t invoked_ms = 0;  // its InvokeRpc
+    int64_t at_ms = 0;       // its end
+  };
+  std::vector<std::string> runs_started;  // the Flow type of every run created
+  std::vector<RpcEnded> rpcs_ended;
   std::vector<Queued> queued;
   std::vector<Started> started;
   std::vector<Ended> ended;

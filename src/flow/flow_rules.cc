@@ -228,6 +228,7 @@ void RecordApplier::start_run(const StartFlow& r, const DeclarationVersion& decl
   entry.set_request_id(r.options().request_id());
   entry.set_runs(runs_before + 1);
   txn_.put_flow_id(entry);
+  effects_.runs_started.push_back(r.flow_type());
   RunEditor scope(txn_, effects_, std::move(run), decl.declaration(), r.at_unix_ms());
   HistoryEvent event;
   event.set_kind(FLOW_STARTED);

@@ -50,6 +50,7 @@ void RunEditor::queue_method(StepExecution& step, Method method, uint32_t attemp
 void RunEditor::enqueue(MethodState& state, const TaskRef& ref, Durability durability) {
   state.set_state(TASK_QUEUED);
   state.set_queue_seq(txn_.enqueue_task(run_.flow_type(), ref));
+  state.set_queued_ms(at_ms_);
   effects_.queued.push_back({run_.flow_type(), ref, state.queue_seq(), durability});
 }
 
@@ -64,7 +65,8 @@ void RunEditor::start(MethodState& state, const TaskRef& ref, const std::string&
   state.set_started_ms(at_ms_);
   if (state.first_attempt_ms() == 0) state.set_first_attempt_ms(at_ms_);
   txn_.put_running(task_id, ref);
-  effects_.started.push_back({ref, task_id, worker_id});
+  effects_.started.push_back(
+      {ref, task_id, worker_id, run_.flow_type(), type_of(ref), state.queued_ms(), at_ms_});
 }
 
 void RunEditor::start_attempt(StepExecution& step, const std::string& task_id,
@@ -145,7 +147,8 @@ void RunEditor::clear_state(MethodState& state, const TaskRef& ref,
   switch (state.state()) {
     case TASK_RUNNING:
       txn_.delete_running(state.task_id());
-      effects_.ended.push_back({ref, state.task_id(), state.worker_id(), running_outcome});
+      effects_.ended.push_back({ref, state.task_id(), state.worker_id(), running_outcome,
+                                run_.flow_type(), type_of(ref), state.started_ms(), at_ms_});
       release_locks(holder, state.method(), state.attempt());
       break;
     case TASK_QUEUED:

@@ -143,6 +143,18 @@ TaskRef RunEditor::rpc_ref(const RpcExecution& rpc) const {
   return ref;
 }
 
+std::string RunEditor::type_of(const TaskRef& ref) const {
+  // Only from what is loaded (an attempt being changed is): loading here would
+  // write back a copy in flush().
+  if (ref.method() == ON_TIMEOUT) return std::string();
+  if (ref.method() == RPC) {
+    auto it = rpcs_.find(ref.step_execution_id());
+    return it != rpcs_.end() ? it->second.name() : std::string();
+  }
+  auto it = steps_.find(ref.step_execution_id());
+  return it != steps_.end() ? it->second.step_type() : std::string();
+}
+
 TaskRef RunEditor::task_ref(const StepExecution& step) const {
   TaskRef ref;
   ref.set_flow_id(run_.flow_id());
@@ -300,7 +312,7 @@ void RunEditor::close(FlowStatus status, const std::string& reason, bool by_clie
   // Closed for good: kept for its retention. A run with a Flow retry pending
   // goes with the run that ends its retry chain.
   if (run_.retry_at_ms() == 0) schedule_retention(txn_, effects_, run_, at_ms_);
-  effects_.closed.push_back({run_.flow_id(), run_.run_id(), status});
+  effects_.closed.push_back({run_.flow_id(), run_.run_id(), status, run_.flow_type()});
 }
 
 void RunEditor::flush() {

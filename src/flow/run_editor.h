@@ -126,6 +126,9 @@ class RunEditor {
   SubFlowResult running_child(const std::string& flow_id, const std::string& run_id);
   TaskRef task_ref(const StepExecution& step) const;
   TaskRef rpc_ref(const RpcExecution& rpc) const;
+  // What metrics label an attempt of `ref` with: its Step type, its RPC's
+  // name, "" for the timeout handler (Effects::Started, Ended).
+  std::string type_of(const TaskRef& ref) const;
   // Queues the method's attempt: first its lock keys (acquire false: it holds
   // them already), or TASK_LOCKED behind the keys' holders and earlier waiters.
   void queue_method(StepExecution& step, Method method, uint32_t attempt, bool acquire = true);

@@ -86,7 +86,8 @@ void RunEditor::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
   switch (state->state()) {
     case TASK_RUNNING:
       txn_.delete_running(state->task_id());
-      effects_.ended.push_back({rpc_ref(rpc), state->task_id(), state->worker_id(), outcome});
+      effects_.ended.push_back({rpc_ref(rpc), state->task_id(), state->worker_id(), outcome,
+                                run_.flow_type(), rpc.name(), state->started_ms(), at_ms_});
       release_locks(rpc.rpc_id(), RPC, 1);
       break;
     case TASK_QUEUED:
@@ -115,6 +116,7 @@ void RunEditor::end_rpc_attempt(RpcExecution& rpc, AttemptOutcome outcome) {
   open->erase(it);
   const std::string id = rpc.rpc_id();
   effects_.rpcs_done.push_back(RunItem{{run_.flow_id(), run_.run_id()}, id});
+  effects_.rpcs_ended.push_back({run_.flow_type(), rpc.name(), outcome, rpc.created_ms(), at_ms_});
   run_.add_rpcs_done(id);
   // Bounded: the oldest done RPC is forgotten (a retry of it would run anew).
   while (static_cast<size_t>(run_.rpcs_done_size()) > kRpcsDoneKept) {

@@ -23,6 +23,8 @@
 #include <mutex>
 #include <thread>
 
+#include "metrics/flow_metrics.h"
+
 namespace dex {
 namespace {
 
@@ -211,40 +213,6 @@ std::string_view status_outcome_label(Code code) {
   return "unknown";
 }
 
-std::string_view attempt_outcome_label(flow::AttemptOutcome outcome) {
-  switch (outcome) {
-    case flow::ATTEMPT_COMPLETED:
-      return "completed";
-    case flow::ATTEMPT_FAILED:
-      return "failed";
-    case flow::ATTEMPT_TIMED_OUT:
-      return "timed_out";
-    case flow::ATTEMPT_NOT_COMPLETED:
-      return "not_completed";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string_view flow_status_label(flow::FlowStatus status) {
-  switch (status) {
-    case flow::FLOW_COMPLETED:
-      return "completed";
-    case flow::FLOW_FAILED:
-      return "failed";
-    case flow::FLOW_CANCELED:
-      return "canceled";
-    case flow::FLOW_TERMINATED:
-      return "terminated";
-    case flow::FLOW_TIMED_OUT:
-      return "timed_out";
-    case flow::FLOW_RUNNING:
-      return "running";
-    default:
-      return "unspecified";
-  }
-}
-
 struct Metrics::Impl {
   // Constant after construction (the metrics they point at are owned by the
   // registry and are thread-safe themselves).
@@ -269,6 +237,7 @@ struct Metrics::Impl {
   // The known outcomes' series, by enum value (null for the others).
   std::array<prometheus::Counter*, flow::FlowStatus_ARRAYSIZE> flow_ends{};
   std::array<prometheus::Counter*, flow::AttemptOutcome_ARRAYSIZE> attempt_ends{};
+  std::unique_ptr<FlowMetrics> by_type;  // the series by Flow, Step and RPC type
 
   // Serializes set_standby_state so that the last call wins on all five gauges.
   std::mutex standby_mu;
@@ -280,7 +249,8 @@ struct Metrics::Impl {
   int port = 0;                                  // guarded by listen_mu
 };
 
-Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+Metrics::Metrics(size_t type_labels_max) : impl_(std::make_unique<Impl>()) {
+  static_assert(kTypeLabelsMaxDefault == FlowMetrics::kTypeLabelsMaxDefault);
   prometheus::Registry& r = *impl_->registry;
   auto& standby = prometheus::BuildGauge()
                       .Name("dexzd_hot_standby_state")
@@ -388,6 +358,7 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
       counter("dexzd_blob_bytes_freed_total", "Bytes of the blobs deleted by collection");
   impl_->blob_delete_errors = counter("dexzd_blob_delete_errors_total",
                                       "Blob deletes that failed (the blob waits for a later pass)");
+  impl_->by_type = std::make_unique<FlowMetrics>(r, type_labels_max);
 }
 
 Metrics::~Metrics() {
@@ -487,6 +458,8 @@ void Metrics::flow_ended(flow::FlowStatus status) {
   // (Family::Add returns the existing series after the first time).
   impl_->flows->Add({{"outcome", std::string(flow_status_label(status))}}).Increment();
 }
+
+void Metrics::flow_effects(const flow::Effects& effects) { impl_->by_type->applied(effects); }
 
 void Metrics::runs_deleted(uint64_t runs) {
   impl_->runs_deleted->Increment(static_cast<double>(runs));

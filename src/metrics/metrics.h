@@ -27,12 +27,16 @@
 #include "common/status.h"
 #include "dex/flow.pb.h"
 #include "dex/flow_records.pb.h"
+#include "metrics/flow_labels.h"
 
 namespace prometheus {
 class Registry;
 }  // namespace prometheus
 
 namespace dex {
+namespace flow {
+struct Effects;
+}  // namespace flow
 
 // A process's hot-standby state as the metric reports it. The five standby
 // states are the spec's; kNotStandby is every other process (the active one,
@@ -63,15 +67,16 @@ std::string_view object_store_operation_label(ObjectStoreOperation op);  // "get
 // "not_found", "transient", "permanent", "corruption", "fenced",
 // "invalid_argument", "stopped".
 std::string_view status_outcome_label(Code code);
-// "completed", "failed", "timed_out", "not_completed"; "unspecified" otherwise.
-std::string_view attempt_outcome_label(flow::AttemptOutcome outcome);
-// "completed", "failed", "canceled", "terminated", "timed_out";
-// "running"/"unspecified" for the others.
-std::string_view flow_status_label(flow::FlowStatus status);
 
 class Metrics {
  public:
-  Metrics();
+  // metrics.typeLabelsMax's default (FlowMetrics::kTypeLabelsMaxDefault).
+  static constexpr size_t kTypeLabelsMaxDefault = 100;
+
+  // `type_labels_max` (metrics.typeLabelsMax, 0..LabelLimit::kDistinctMaxLimit):
+  // how many distinct values of each type label (flow_type, step_type,
+  // rpc_name) get series of their own; later ones count under "other".
+  explicit Metrics(size_t type_labels_max = kTypeLabelsMaxDefault);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -113,6 +118,11 @@ class Metrics {
   void flow_ended(flow::FlowStatus status);
   // dexzd_attempts_total{outcome}: a WaitFor or Execute attempt ended with `outcome`.
   void attempt_ended(flow::AttemptOutcome outcome);
+  // What one batch applied live did, by type (flow_metrics.h):
+  // dexzd_flow_starts_total, dexzd_flow_closes_total, dexzd_step_attempts_total,
+  // dexzd_step_attempt_seconds, dexzd_step_schedule_to_start_seconds,
+  // dexzd_rpc_calls_total, dexzd_rpc_seconds.
+  void flow_effects(const flow::Effects& effects);
   // dexzd_runs_deleted_total: runs deleted by their retention (flows.retention).
   void runs_deleted(uint64_t runs);
   // One blob collection pass that ran to its end: dexzd_blob_collections_total,

@@ -333,6 +333,7 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.on_attempt_ended = [this](flow::AttemptOutcome o) { metrics_.attempt_ended(o); };
   eo.on_flow_ended = [this](flow::FlowStatus st) { metrics_.flow_ended(st); };
   eo.on_runs_deleted = [this](size_t runs) { metrics_.runs_deleted(runs); };
+  eo.on_applied = [this](const flow::Effects& fx) { metrics_.flow_effects(fx); };
   eo.on_blobs_collected = [this](const SweepCounts& c) {
     metrics_.blobs_collected(c.deleted, c.bytes_freed, c.delete_errors);
   };

@@ -172,7 +172,7 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
 int run_serve_server(const NodeSettings& settings) {
   block_stop_signals();
   // First, so that it is destroyed last.
-  Metrics metrics;
+  Metrics metrics(settings.metrics_type_labels_max);
   if (!settings.metrics_listen.empty()) {
     if (Status s = metrics.listen(settings.metrics_listen); !s.is_ok()) {
       return fail(fmt::format("cannot serve metrics: {}", s.to_string()));

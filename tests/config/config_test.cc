@@ -326,6 +326,33 @@ TEST(ServeConfig, HotStandbyFieldsHaveTheSpecDefaultsAndAreShownByCheck) {
   EXPECT_EQ(m->metrics_listen, "0.0.0.0:9090");
 }
 
+// metrics.typeLabelsMax (docs/metrics.md, "Flows, Steps and RPCs by type"):
+// 100 by default, a whole number from 0 to 10000, refused otherwise with its name.
+TEST(ServeConfig, MetricsTypeLabelsMaxDefaultsTo100AndRefusesBadValuesByName) {
+  auto d = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->metrics_type_labels_max, 100u);
+  for (const auto& [text, value] : std::vector<std::pair<std::string, uint64_t>>{
+           {"0", 0}, {"1", 1}, {"250", 250}, {"10000", 10'000}}) {
+    auto c = load_serve_config_yaml(
+        std::string(kServeS3) + "metrics:\n  typeLabelsMax: " + text + "\n", "serve.yaml");
+    ASSERT_TRUE(c.is_ok()) << text << ": " << c.status().to_string();
+    EXPECT_EQ(c->metrics_type_labels_max, value);
+    EXPECT_NE(describe_serve_config(*c).find("typeLabelsMax: " + text + "\n"), std::string::npos);
+  }
+  for (const std::string bad : {"-1", "10001", "many", "1.5", "\"\"", "[1]"}) {
+    auto c = load_serve_config_yaml(
+        std::string(kServeS3) + "metrics:\n  typeLabelsMax: " + bad + "\n", "serve.yaml");
+    ASSERT_FALSE(c.is_ok()) << bad;
+    EXPECT_NE(c.status().message().find("metrics.typeLabelsMax"), std::string::npos)
+        << c.status().message();
+  }
+  // Like metrics.listen, a setting of serve's only (dev and local serve no /metrics).
+  NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
+  auto s = apply_dev_override_yaml("metrics:\n  typeLabelsMax: 5\n", "d", dev);
+  EXPECT_FALSE(s.is_ok());
+}
+
 TEST(ServeConfig, AdminTokensAreReadAsDigestsAndNeverShown) {
   const auto file =
       std::filesystem::temp_directory_path() / ("dex-admin-token-" + std::to_string(::getpid()));
@@ -667,6 +694,7 @@ TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
       "localStore:\n  path: \"/var/lib/dex #1\"\nlease:\n  duration: 90s\n  failIfHeld: false\n"
       "standby:\n  mode: hot\n  heldLeasePollInterval: 100ms\n  stepDownHoldOff: 7s\n"
       "  laggingTakeoverDelay: 2s\n  behindLagThreshold: 20s\nmetrics:\n  listen: 0.0.0.0:9090\n"
+      "  typeLabelsMax: 7\n"
       "lifecycle:\n  attemptDrainTimeout: 1m\nsnapshots:\n  interval: 0\n  everyRecords: 7\n"
       "  keep: 5\nadmin:\n  enabled: false\nauth:\n  adminTokenFiles: [" +
           token.path() + "]\n",
@@ -699,6 +727,7 @@ TEST(ServeConfig, DescribedSettingsReadBackAsTheSameConfig) {
     EXPECT_EQ(a.lagging_takeover_delay, b.lagging_takeover_delay);
     EXPECT_EQ(a.behind_lag_threshold, b.behind_lag_threshold);
     EXPECT_EQ(a.metrics_listen, b.metrics_listen);
+    EXPECT_EQ(a.metrics_type_labels_max, b.metrics_type_labels_max);
     // Never the token or its digest.
     EXPECT_EQ(described.find("serve-secret-token"), std::string::npos) << described;
     for (const auto& digest : a.admin_token_sha256) {

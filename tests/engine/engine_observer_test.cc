@@ -1,13 +1,16 @@
-// EngineOptions::on_attempt_ended / on_flow_ended (the metrics hooks,
+// EngineOptions::on_attempt_ended / on_flow_ended / on_applied (the metrics hooks,
 // docs/metrics.md): every method attempt and run that ends in a live apply is
 // reported once, before its caller is answered; replay at open reports nothing
 // of earlier epochs, but this epoch's recovery (its EpochStart) is reported.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "flow/effects.h"
 #include "log/log.h"
 #include "objstore/memory_store.h"
 
@@ -31,10 +34,18 @@ struct Ended {
   }
 };
 
+// What EngineOptions::on_applied reported, as "<flow type>/<type>/<method>".
+struct Typed {
+  std::mutex mu;
+  std::vector<std::string> runs_started, started, ended, closed, rpcs;
+  std::vector<int64_t> waits_ms, durations_ms;  // schedule to start; attempt
+};
+
 // `ended` is in a base before EngineProcess: it outlives the engine whose hooks
 // write to it.
 struct Reported {
   Ended ended;
+  Typed typed;
 };
 struct Process : Reported, EngineProcess {};
 
@@ -64,6 +75,22 @@ class EngineObserverTest : public EngineProcessTest {
         std::lock_guard<std::mutex> lock(raw->ended.mu);
         ++raw->ended.flows[status];
       };
+      eo.on_applied = [raw](const flow::Effects& fx) {
+        Typed& t = raw->typed;
+        std::lock_guard<std::mutex> lock(t.mu);
+        for (const auto& type : fx.runs_started) t.runs_started.push_back(type);
+        for (const auto& s : fx.started) {
+          t.started.push_back(s.flow_type + "/" + s.type + "/" +
+                              flow::Method_Name(s.task.method()));
+          t.waits_ms.push_back(s.at_ms - s.queued_ms);
+        }
+        for (const auto& e : fx.ended) {
+          t.ended.push_back(e.flow_type + "/" + e.type + "/" + flow::Method_Name(e.task.method()));
+          t.durations_ms.push_back(e.at_ms - e.started_ms);
+        }
+        for (const auto& c : fx.closed) t.closed.push_back(c.flow_type);
+        for (const auto& r : fx.rpcs_ended) t.rpcs.push_back(r.flow_type + "/" + r.name);
+      };
     });
     return p;
   }
@@ -80,6 +107,33 @@ class EngineObserverTest : public EngineProcessTest {
 
 using Attempts = std::map<flow::AttemptOutcome, int>;
 using Flows = std::map<flow::FlowStatus, int>;
+using Names = std::vector<std::string>;
+
+// on_applied (metrics by type, docs/metrics.md): the effects name the Flow and
+// Step types, and their record times give the schedule-to-start wait and the
+// attempt's duration.
+TEST_F(EngineObserverTest, AppliedEffectsNameTheTypesAndCarryRecordTimes) {
+  auto p = start_process(1, dir_.sub("local"));
+  ASSERT_TRUE(p->engine);
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  auto w = connect_flows(e, worker, "w1", one_step());
+  start_one(e, "typed");
+  auto t = worker->next();
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(finish(e, w, *t, true).accepted());
+  std::lock_guard<std::mutex> lock(p->typed.mu);
+  EXPECT_EQ(p->typed.runs_started, (Names{"One"}));
+  EXPECT_EQ(p->typed.started, (Names{"One/Start/EXECUTE"}));
+  EXPECT_EQ(p->typed.ended, (Names{"One/Start/EXECUTE"}));
+  EXPECT_EQ(p->typed.closed, (Names{"One"}));
+  EXPECT_TRUE(p->typed.rpcs.empty());
+  ASSERT_EQ(p->typed.waits_ms.size(), 1u);
+  EXPECT_GE(p->typed.waits_ms[0], 0) << "queued and handed over in one record: no wait";
+  EXPECT_LT(p->typed.waits_ms[0], 60'000);
+  ASSERT_EQ(p->typed.durations_ms.size(), 1u);
+  EXPECT_GE(p->typed.durations_ms[0], 0);
+}
 
 TEST_F(EngineObserverTest, CompletedFailedAndCancelledAreReportedBeforeTheCallerHears) {
   auto p = start_process(1, dir_.sub("local"));
@@ -155,6 +209,12 @@ class EngineObserverReplayTest : public EngineObserverTest {
     // NOT_COMPLETED of "held" is (the run retries: it did not close).
     EXPECT_EQ(p2->ended.attempts_snapshot(), (Attempts{{flow::ATTEMPT_NOT_COMPLETED, 1}}));
     EXPECT_TRUE(p2->ended.flows_snapshot().empty());
+    {
+      // The replayed starts are not counted again; the recovery's end is.
+      std::lock_guard<std::mutex> lock(p2->typed.mu);
+      EXPECT_TRUE(p2->typed.runs_started.empty());
+      EXPECT_EQ(p2->typed.ended, (Names{"One/Start/EXECUTE"}));
+    }
     EXPECT_EQ(status_of(*p2->engine, "done"), flow::FLOW_COMPLETED);
 
     // Live applies after the open are reported as before.
