@@ -99,6 +99,7 @@ void RocksKv::visit(std::string_view from, std::string_view to, bool reverse,
                     const std::function<bool(std::string_view, std::string_view)>& fn) {
   DEX_INVARIANT(writes_.empty(), "only a view without writes of its own is visited");
   if (!status_.is_ok()) return;
+  if (!to.empty() && to <= from) return;  // RocksDB wants lower < upper
   rocksdb::ReadOptions options;
   options.snapshot = snapshot_;
   const rocksdb::Slice lower(from.data(), from.size()), upper(to.data(), to.size());

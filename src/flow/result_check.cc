@@ -135,6 +135,22 @@ AttributeType type_of(const AttributeValue& v) {
   }
 }
 
+Status validate_keyword_array(const AttributeValue& v, const std::string& where,
+                              const std::string& what) {
+  google::protobuf::ListValue list;
+  auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &list);
+  if (!parsed.ok())
+    return Status::invalid_argument(where + ": the value of " + what +
+                                    ", indexed KEYWORD_ARRAY, is not a JSON array: " +
+                                    std::string(parsed.message()));
+  for (const auto& item : list.values())  // bounded by the value's size
+    if (!item.has_string_value())
+      return Status::invalid_argument(where + ": the value of " + what +
+                                      ", indexed KEYWORD_ARRAY, holds an element that is not a "
+                                      "string");
+  return Status::ok();
+}
+
 Status validate_attribute(const FlowDeclaration& decl, const Attribute& a,
                           const std::string& where) {
   const AttributeDeclaration* d = find_attribute(decl, a.key());
@@ -174,6 +190,9 @@ Status validate_attribute(const FlowDeclaration& decl, const Attribute& a,
     return Status::ok();
   }
   if (v.has_json_value()) {
+    // A JSON Attribute holds an object; one indexed KEYWORD_ARRAY holds an
+    // array of strings instead, the keywords its index takes (docs/search.md).
+    if (d->index().type() == INDEX_KEYWORD_ARRAY) return validate_keyword_array(v, where, what);
     google::protobuf::Struct object;
     auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &object);
     if (!parsed.ok())

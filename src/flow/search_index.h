@@ -27,7 +27,7 @@ inline constexpr size_t kSearchValueBytesMax = 1024; // a longer KEYWORD is not 
 struct SystemField {
   std::string_view name;
   IndexType type;
-  bool indexed;   // has entries (~q/i/<name>)
+  bool indexed;   // has entries (~x/i/<name>)
   bool sortable;  // may follow ORDER BY
 };
 const std::vector<SystemField>& system_fields();

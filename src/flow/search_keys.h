@@ -2,9 +2,9 @@
 // rules write for each run and what SearchFlows' planner scans. Pure encoding,
 // no store: the bottom of the search index.
 //
-//   ~q/d/<flowId>\x1f<runId>                       -> SearchDoc (one per run)
-//   ~q/i/<key>\x1f<value><start><flowId>\x1f<runId><lengths> -> "" (one per value)
-//   ~q/k/<indexKey>                                -> IndexKeyEntry
+//   ~x/d/<flowId>\x1f<runId>                       -> SearchDoc (one per run)
+//   ~x/i/<key>\x1f<value><start><flowId>\x1f<runId><lengths> -> "" (one per value)
+//   ~x/k/<indexKey>                                -> IndexKeyEntry
 //
 // <value> is a type tag and an order-preserving encoding, so that one field's
 // entries of one type sort by value; <start> is the run's start time (8 bytes,
@@ -22,15 +22,15 @@
 
 namespace dex::flow::search_keys {
 
-inline constexpr std::string_view kDocPrefix = "~q/d/";
-inline constexpr std::string_view kEntryPrefix = "~q/i/";
-inline constexpr std::string_view kIndexKeyPrefix = "~q/k/";
+inline constexpr std::string_view kDocPrefix = "~x/d/";
+inline constexpr std::string_view kEntryPrefix = "~x/i/";
+inline constexpr std::string_view kIndexKeyPrefix = "~x/k/";
 
 std::string doc(std::string_view flow_id, std::string_view run_id);
 // Every run of one Flow ID.
 std::string flow_docs(std::string_view flow_id);
 std::string index_key(std::string_view key);
-// Every entry of one field: "~q/i/<key>\x1f".
+// Every entry of one field: "~x/i/<key>\x1f".
 std::string field(std::string_view key);
 
 // Value encodings, each a type tag and bytes that sort like the value.

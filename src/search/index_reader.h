@@ -15,7 +15,9 @@ class IndexReader {
   virtual ~IndexReader() = default;
   virtual std::optional<std::string> get(std::string_view key) = 0;
   // Visits the keys k with from <= k < to in order (reverse: from the last),
-  // with their values, until `visit` returns false.
+  // with their values, until `visit` returns false; `to` empty: no upper
+  // bound. A range with to <= from (a BETWEEN whose bounds are reversed) is
+  // empty: none is visited.
   using Visit = std::function<bool(std::string_view key, std::string_view value)>;
   virtual void scan(std::string_view from, std::string_view to, bool reverse,
                     const Visit& visit) = 0;

@@ -291,7 +291,9 @@ void run_plan(IndexReader& r, const CompiledQuery& q, const std::optional<std::s
     return;
   }
   const std::string start_field = sk::field(flow::kStartTimeField);
-  if (best && by_start && best->conjunct->field.key == flow::kStartTimeField) {
+  // One StartTime range streams in order; an IN of several instants does not.
+  if (best && by_start && best->conjunct->field.key == flow::kStartTimeField &&
+      best->ranges.size() == 1) {
     g_last_plan = "start-time";
     stream(r, best->ranges.front(), seek(start_field, 0), desc, c);
     return;
