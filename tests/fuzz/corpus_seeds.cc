@@ -720,6 +720,8 @@ void search_query_seeds(std::vector<Seed>& out) {
   add("edge_bad_escape", "note = 'a\\qb'");
   add("edge_int_overflow", "qty = 9223372036854775808");
   add("edge_deep", std::string(40, '(') + "qty = 1" + std::string(40, ')'));
+  // An empty index range: the reader must not scan from 5 down to -9e8.
+  add("edge_between_reversed", "Price BETWEEN 5 AND -907200000");
 }
 
 }  // namespace

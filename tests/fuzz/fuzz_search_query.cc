@@ -84,7 +84,8 @@ bool same_query(const Query& a, const Query& b) {
 // a child of their own kind (chains are one node), NOT has one, a leaf has
 // the values of its kind and a field; every position lies within the text.
 void check_expr(const Expr& e, size_t size, size_t depth) {
-  FUZZ_CHECK(depth <= search::kQueryDepthMax + 1, "a tree {} levels deep", depth);
+  // Each level of parentheses or NOT holds at most an OR, an AND and a NOT.
+  FUZZ_CHECK(depth <= 3 * (search::kQueryDepthMax + 1) + 1, "a tree {} levels deep", depth);
   FUZZ_CHECK(e.pos < size, "an expression at byte {} of {}", e.pos, size);
   switch (e.kind) {
     case Expr::Kind::kAnd:
@@ -154,6 +155,8 @@ class MapReader final : public search::IndexReader {
   }
 
   void scan(std::string_view from, std::string_view to, bool reverse, const Visit& visit) override {
+    // As RocksKv: from >= to is an empty range (BETWEEN 5 AND -1 asks for one).
+    if (!to.empty() && to <= from) return;
     auto lo = data_.lower_bound(from);
     auto hi = to.empty() ? data_.end() : data_.lower_bound(to);
     if (!reverse) {
