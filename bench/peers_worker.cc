@@ -4,6 +4,8 @@
 //
 //   peers-one     echo                       -> graceful_complete(input)
 //   peers-three   echo-1 -> echo-2 -> echo-3  (go_to the next with the input; the last completes)
+//   peers-indexed echo, which also writes the Attribute `peer` (indexed KEYWORD as PeerKey) with
+//                 the run's Flow ID: peers-one plus one indexed write per run (issue 26's row)
 //
 // The hello declares both Flow types; nothing is registered beforehand.
 //
@@ -28,8 +30,34 @@
 #include "example_flows.h"
 #include "sdk/worker.h"
 
+namespace {
+
+const dex::Attribute<std::string> kPeer{"peer", {dex::flow::INDEX_KEYWORD, "PeerKey"}};
+
+class IndexedEcho final : public dex::Step {
+ public:
+  std::string type() const override { return "echo"; }
+  dex::AttributeReads attribute_reads() const override { return dex::AttributeReads::none(); }
+  dex::StepDecision execute(dex::Context& ctx) override {
+    kPeer.set(ctx, ctx.flow_id());
+    return dex::StepDecision::graceful_complete(ctx.input());
+  }
+};
+
+class PeersIndexed final : public dex::Flow {
+ public:
+  std::string type() const override { return "peers-indexed"; }
+  std::string start_step() const override { return "echo"; }
+  std::vector<std::shared_ptr<dex::Step>> steps() const override {
+    return {std::make_shared<IndexedEcho>()};
+  }
+  std::vector<dex::AttributeDef> attributes() const override { return {kPeer}; }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one and peers-three"};
+  CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three and peers-indexed"};
   app.set_version_flag("--version", dex::version_line("dex-peers-worker"));
   std::string server = "127.0.0.1:8801";
   uint32_t concurrency = 128;
@@ -51,6 +79,7 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds no_work(0);
   worker.host(dex::examples::pipeline("peers-one", {"echo"}, no_work));
   worker.host(dex::examples::pipeline("peers-three", {"echo-1", "echo-2", "echo-3"}, no_work));
+  worker.host(std::make_shared<PeersIndexed>());
 
   std::thread waiter([&] {
     int sig = 0;
