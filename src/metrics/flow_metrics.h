@@ -33,9 +33,6 @@ namespace dex {
 
 class FlowMetrics {
  public:
-  // metrics.typeLabelsMax's default.
-  static constexpr size_t kTypeLabelsMaxDefault = 100;
-
   // Registers the families on `registry` (which must outlive this). Labelled
   // families have no series until their first event.
   FlowMetrics(prometheus::Registry& registry, size_t type_labels_max);

@@ -250,7 +250,6 @@ struct Metrics::Impl {
 };
 
 Metrics::Metrics(size_t type_labels_max) : impl_(std::make_unique<Impl>()) {
-  static_assert(kTypeLabelsMaxDefault == FlowMetrics::kTypeLabelsMaxDefault);
   prometheus::Registry& r = *impl_->registry;
   auto& standby = prometheus::BuildGauge()
                       .Name("dexzd_hot_standby_state")

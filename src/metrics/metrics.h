@@ -70,7 +70,7 @@ std::string_view status_outcome_label(Code code);
 
 class Metrics {
  public:
-  // metrics.typeLabelsMax's default (FlowMetrics::kTypeLabelsMaxDefault).
+  // metrics.typeLabelsMax's default (config.h, kMetricsTypeLabelsMaxDefault).
   static constexpr size_t kTypeLabelsMaxDefault = 100;
 
   // `type_labels_max` (metrics.typeLabelsMax, 0..LabelLimit::kDistinctMaxLimit):

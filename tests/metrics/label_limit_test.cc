@@ -8,8 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "config/config.h"
+#include "metrics/metrics.h"
+
 namespace dex {
 namespace {
+
+// The setting's bounds and default (src/config) are the metrics' own.
+static_assert(kMetricsTypeLabelsMaxLimit == LabelLimit::kDistinctMaxLimit);
+static_assert(kMetricsTypeLabelsMaxDefault == Metrics::kTypeLabelsMaxDefault);
 
 TEST(LabelLimit, TheFirstNDistinctValuesAreThemselvesAndLaterOnesOther) {
   LabelLimit limit(2);
