@@ -3,6 +3,7 @@
 #include <absl/strings/escaping.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -139,8 +140,15 @@ Status fill_value(Kind kind, const std::string& text, flow::AttributeValue& v) {
     case Kind::kJson: {
       json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (parsed.is_discarded()) return Status::invalid_argument("not valid JSON");
-      if (!parsed.is_object()) {
-        return Status::invalid_argument("a json Attribute holds a JSON object ({...})");
+      // An array of strings is the value of a JSON Attribute indexed
+      // KEYWORD_ARRAY; the server refuses it in any other.
+      const bool keywords =
+          parsed.is_array() &&
+          std::all_of(parsed.begin(), parsed.end(), [](const json& x) { return x.is_string(); });
+      if (!parsed.is_object() && !keywords) {
+        return Status::invalid_argument(
+            "a json Attribute holds a JSON object ({...}), or an array of strings "
+            "([\"a\", ...]) when it is indexed KEYWORD_ARRAY");
       }
       v.set_json_value(parsed.dump());
       return Status::ok();
@@ -262,7 +270,6 @@ std::string attribute_writes_text(
   }
   return out;
 }
-
 
 StatusOr<std::vector<flow::Attribute>> parse_attribute_writes(const AttributeWriteFlags& flags) {
   const std::vector<std::tuple<const char*, Kind, const std::vector<std::string>*>> groups = {

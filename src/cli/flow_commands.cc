@@ -14,8 +14,10 @@
 
 #include "cli/attributes.h"
 #include "cli/flow_calls.h"
+#include "cli/flow_errors.h"
 #include "cli/flow_table.h"
 #include "cli/proto_json.h"
+#include "cli/search_commands.h"
 #include "cli/sub_flows.h"
 #include "common/clock.h"
 #include "common/random.h"
@@ -29,9 +31,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitWaitTimedOut = 3;
 constexpr int kExitNotCompleted = 4;
 // What a value read from a file or stdin may hold before it is refused here:
 // the largest values.maxSize a server takes. The server's own maximum (64 MiB
@@ -42,30 +41,6 @@ int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Errors are one JSON object on stderr: {"error": {kind, operation, message,
-// grpcCode}}.
-int usage_error(const std::string& operation, const std::string& message) {
-  json e = {{"kind", "usage"}, {"operation", operation}, {"message", message}};
-  std::cerr << json_text(json{{"error", e}}) << "\n";
-  return kExitUsage;
-}
-
-int request_error(const std::string& operation, const Status& status) {
-  std::string message = status.message();
-  const std::string code(sdk_internal::grpc_code_of(status));
-  if (!code.empty() && message.rfind(code + ": ", 0) == 0) message.erase(0, code.size() + 2);
-  json e = {{"kind", "request"}, {"operation", operation}, {"message", message}};
-  if (!code.empty()) e["grpcCode"] = code;
-  std::cerr << json_text(json{{"error", e}}) << "\n";
-  return kExitFailed;
-}
-
-int timeout_error(const std::string& operation, const std::string& message) {
-  json e = {{"kind", "timeout"}, {"operation", operation}, {"message", message}};
-  std::cerr << json_text(json{{"error", e}}) << "\n";
-  return kExitWaitTimedOut;
 }
 
 int print_json(const json& out) {
@@ -210,6 +185,7 @@ struct FlowCommands::Impl {
   // --input or --input-file of `cmd` into `input`.
   int check_input(const std::string& op, CLI::App& cmd);
   void add_attributes_and_rpcs();
+  std::unique_ptr<SearchCommands> search;  // flow search, flow list
 
   int run_start(Client& c);
   int run_stop(Client& c);
@@ -235,13 +211,14 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
   flow = app.add_subcommand(
       "flow",
       "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
-      "Timer, watch, get and set Attributes, invoke an RPC, inspect a run. JSON on stdout "
-      "(--output table for people), errors as JSON on stderr; exit "
+      "Timer, watch, get and set Attributes, invoke an RPC, inspect a run, search and list "
+      "runs. JSON on stdout (--output table for people), errors as JSON on stderr; exit "
       "2 for bad flags or input (nothing sent), 1 when the request failed");
   flow->require_subcommand(1);
   add_mutations();
   add_reads();
   add_attributes_and_rpcs();
+  search = std::make_unique<SearchCommands>(*flow);
   for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch, attr_get,
                         attr_set, rpc, inspect}) {
     cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
@@ -276,6 +253,22 @@ void FlowCommands::Impl::add_mutations() {
   start->add_option("--request-id", request_id,
                     "Makes a repeat of this command safe: with the same request ID a second "
                     "start answers the first's run (alreadyStarted: true) instead of refusing");
+  // Initial Attributes, written with the start: the typed flags of `attributes set`.
+  const auto initial = [this](const char* flag, std::vector<std::string>& into, const char* what) {
+    start->add_option(flag, into, std::string("Initial Attribute ") + what + "; repeatable")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->allow_extra_args(false);
+  };
+  initial("--string", write_flags.strings, "KEY=TEXT: a string (KEY[INSTANCE]=... for a map)");
+  initial("--int,--int64", write_flags.int64s, "KEY=N: an int64");
+  initial("--double", write_flags.doubles, "KEY=X: a double (finite)");
+  initial("--bool", write_flags.bools, "KEY=true|false");
+  initial("--datetime", write_flags.datetimes,
+          "KEY=2027-01-15T10:00:00Z (RFC 3339, ms precision) or KEY=<Unix ms>");
+  initial("--json", write_flags.jsons,
+          "KEY={...}: a JSON object, or KEY=[\"a\",...] for one indexed KEYWORD_ARRAY");
+  initial("--bytes-base64", write_flags.bytes_base64, "KEY=BASE64: bytes, given in base64");
 
   stop = flow->add_subcommand("stop", "Stop a run (CANCEL, TERMINATE or FAIL); needs --yes");
   stop->add_option("ID", flow_id, "Flow ID")->required();
@@ -395,8 +388,9 @@ void FlowCommands::Impl::add_attributes_and_rpcs() {
       attr_set->add_option("--datetime", write_flags.datetimes,
                            "KEY=2026-12-02T10:00:00Z (RFC 3339, ms precision) or KEY=<Unix ms>; "
                            "repeatable"));
-  one_each(
-      attr_set->add_option("--json", write_flags.jsons, "KEY={...}: a JSON object; repeatable"));
+  one_each(attr_set->add_option("--json", write_flags.jsons,
+                                "KEY={...}: a JSON object, or KEY=[\"a\",...] for one indexed "
+                                "KEYWORD_ARRAY; repeatable"));
   one_each(attr_set->add_option("--bytes-base64", write_flags.bytes_base64,
                                 "KEY=BASE64: bytes, given in base64; repeatable"));
   one_each(attr_set->add_option("--delete", write_flags.deletes,
@@ -511,6 +505,15 @@ int FlowCommands::Impl::check_start(const std::string& op) {
     start_options.set_request_id(request_id);
     start_options.set_ignore_already_started(true);
   }
+  const AttributeWriteFlags& w = write_flags;
+  for (const auto* given :
+       {&w.strings, &w.int64s, &w.doubles, &w.bools, &w.datetimes, &w.jsons, &w.bytes_base64}) {
+    if (given->empty()) continue;
+    auto writes = parse_attribute_writes(write_flags);
+    if (!writes.is_ok()) return usage_error(op, writes.status().message());
+    for (auto& a : *writes) *start_options.add_initial_attributes() = std::move(a);
+    break;
+  }
   return 0;
 }
 
@@ -540,6 +543,7 @@ bool FlowCommands::chosen() const { return impl_->flow->parsed(); }
 
 int FlowCommands::check() {
   Impl& m = *impl_;
+  if (m.search->chosen()) return m.search->check();
   CLI::App* cmd = m.chosen_command();
   if (cmd == nullptr) return kExitUsage;
   const std::string op = cmd->get_parent() == m.attributes ? "flow attributes " + cmd->get_name()
@@ -589,6 +593,7 @@ int FlowCommands::run(const ClientOptions& options) {
   Impl& m = *impl_;
   Client client(options);
   FlowCalls calls(client.addresses(), options.timeout);
+  if (m.search->chosen()) return m.search->run(client);
   CLI::App* cmd = m.chosen_command();
   if (cmd == m.attr_get) return m.run_attr_get(client);
   if (cmd == m.attr_set) return m.run_attr_set(client);

@@ -1,6 +1,6 @@
 // dexcli's `flow` commands over the dex Flow API (dex.FlowService):
 // start, stop, publish, wait, describe, state, history, skip-timer, watch,
-// attributes get|set, rpc, inspect.
+// attributes get|set, rpc, inspect, and search, list (search_commands.h).
 // JSON on stdout (one shape per object: proto_json.h), `--output table` for
 // people; errors as one JSON object on stderr. docs/cli.md has the reference.
 #pragma once

@@ -12,13 +12,9 @@
 
 namespace dex::cli {
 
-namespace {
-
-using json = nlohmann::ordered_json;
 using Row = std::vector<std::string>;
 
-// Columns padded to their widest cell; the last column is not padded.
-std::string render(const Row& header, const std::vector<Row>& rows) {
+std::string render_table(const Row& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size(), 0);
   auto measure = [&](const Row& r) {
     for (size_t i = 0; i < r.size() && i < width.size(); ++i) {
@@ -40,6 +36,14 @@ std::string render(const Row& header, const std::vector<Row>& rows) {
   line(header);
   for (const Row& r : rows) line(r);
   return out;
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string render(const Row& header, const std::vector<Row>& rows) {
+  return render_table(header, rows);
 }
 
 std::string payload_text(const flow::Payload& p, size_t max = 60) {

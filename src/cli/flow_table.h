@@ -12,6 +12,11 @@
 
 namespace dex::cli {
 
+// Columns padded to their widest cell (the last one is not padded), the
+// header first: the layout of every dexcli table.
+std::string render_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows);
+
 std::string describe_table(const flow::FlowDescription& flow, int64_t now_unix_ms);
 
 struct StateFilter {
