@@ -294,8 +294,8 @@ std::optional<std::vector<Row>> search_all(std::string_view query, int32_t page_
 std::optional<std::vector<Row>> search(std::string_view query) {
   auto paged = search_all(query, 2);
   auto whole = search_all(query, search::kPageSizeMax);
-  FUZZ_CHECK(paged.has_value() == whole.has_value(), "page size {} changed the answer",
-             paged ? search::kPageSizeMax : 2);
+  FUZZ_CHECK(paged.has_value() == whole.has_value(), "pages of 2 {} the query, a page of {} not",
+             paged ? "answer" : "refuse", search::kPageSizeMax);
   if (paged) FUZZ_CHECK(*paged == *whole, "pages of two differ from one page");
   return paged;
 }
