@@ -1,6 +1,7 @@
 // dexcli: the dex command-line client.
 //   flow start|stop|publish|wait|describe|state|history|skip-timer|watch|
 //     attributes get|set|rpc|inspect (dex Flows: flow_commands.cc, docs/cli.md),
+//     search|list (finding runs: search_commands.cc),
 //   admin describe|step-down: calls to a server over gRPC (--server,
 //     --timeout), JSON on stdout; with several --server addresses (a node's
 //     active process and its standbys) each call goes to whichever is active
