@@ -98,8 +98,8 @@ void SearchCommands::Impl::add_common(CLI::App* cmd) {
   cmd->add_option("--output", output, "table (default, for people) or json (stable)")
       ->capture_default_str();
   list_flag(cmd, "--fields", fields,
-            "Index keys whose values each row shows besides those the query names (comma "
-            "list or repeated)");
+            "Index keys (or system fields such as ExecutionDuration) whose values each row "
+            "shows besides those the query names (comma list or repeated)");
 }
 
 SearchCommands::SearchCommands(CLI::App& flow) : impl_(std::make_unique<Impl>()) {
