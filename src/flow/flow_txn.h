@@ -21,6 +21,13 @@
 
 namespace dex::flow {
 
+// A run a transaction wrote, and whether it wrote any of its Attributes (the
+// search index reads Attribute values only then).
+struct TouchedRun {
+  RunKey key;
+  bool attributes = false;
+};
+
 // One Channel queue of one run: a Channel, or one instance of a ChannelMap.
 struct QueueKey {
   std::string flow_id, run_id, channel, instance_key;
@@ -124,7 +131,7 @@ class FlowTxn {
   virtual void delete_index_key(std::string_view index_key) = 0;
   // The runs whose record or Attributes were written or deleted since the
   // last call, each once, in the order first touched; forgets them.
-  virtual std::vector<RunKey> take_touched_runs() = 0;
+  virtual std::vector<TouchedRun> take_touched_runs() = 0;
 };
 
 }  // namespace dex::flow

@@ -252,13 +252,13 @@ std::optional<AttributeValue> KvFlowTxn::attribute(std::string_view flow_id,
 void KvFlowTxn::put_attribute(std::string_view flow_id, std::string_view run_id,
                               const Attribute& a) {
   DEX_INVARIANT(a.has_value(), "a stored Attribute has a value");
-  touch(flow_id, run_id);
+  touch(flow_id, run_id, true);
   kv_.put(keys::attribute(flow_id, run_id, a.key(), a.instance_key()),
           a.value().SerializeAsString());
 }
 void KvFlowTxn::delete_attribute(std::string_view flow_id, std::string_view run_id,
                                  std::string_view key, std::string_view instance_key) {
-  touch(flow_id, run_id);
+  touch(flow_id, run_id, true);
   kv_.del(keys::attribute(flow_id, run_id, key, instance_key));
 }
 std::vector<Attribute> KvFlowTxn::attributes(std::string_view flow_id, std::string_view run_id,
@@ -329,12 +329,14 @@ void KvFlowTxn::put_index_key(const IndexKeyEntry& e) {
 void KvFlowTxn::delete_index_key(std::string_view index_key) {
   kv_.del(search_keys::index_key(index_key));
 }
-void KvFlowTxn::touch(std::string_view flow_id, std::string_view run_id) {
+void KvFlowTxn::touch(std::string_view flow_id, std::string_view run_id, bool attributes) {
   RunKey key{std::string(flow_id), std::string(run_id)};
-  if (touched_seen_.insert(key).second) touched_.push_back(std::move(key));
+  auto [it, added] = touched_at_.try_emplace(std::move(key), touched_.size());
+  if (added) touched_.push_back(TouchedRun{it->first, false});
+  touched_[it->second].attributes |= attributes;
 }
-std::vector<RunKey> KvFlowTxn::take_touched_runs() {
-  touched_seen_.clear();
+std::vector<TouchedRun> KvFlowTxn::take_touched_runs() {
+  touched_at_.clear();
   return std::exchange(touched_, {});
 }
 

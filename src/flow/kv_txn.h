@@ -108,16 +108,16 @@ class KvFlowTxn final : public FlowTxn {
   std::optional<IndexKeyEntry> index_key(std::string_view index_key) override;
   void put_index_key(const IndexKeyEntry& entry) override;
   void delete_index_key(std::string_view index_key) override;
-  std::vector<RunKey> take_touched_runs() override;
+  std::vector<TouchedRun> take_touched_runs() override;
 
  private:
-  void touch(std::string_view flow_id, std::string_view run_id);
+  void touch(std::string_view flow_id, std::string_view run_id, bool attributes = false);
 
   KvStore& kv_;
   // The runs written since take_touched_runs: bounded by the runs one record
   // (or one recovery) changes.
-  std::vector<RunKey> touched_;
-  std::set<RunKey> touched_seen_;
+  std::vector<TouchedRun> touched_;
+  std::map<RunKey, size_t> touched_at_;  // its index in touched_
 };
 
 // Key layout, shared with the readers (the server's queries, the simulation).

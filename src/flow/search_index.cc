@@ -144,16 +144,25 @@ void delete_index(FlowTxn& txn, const SearchDoc& doc) {
 }
 
 // The index of one run brought up to date.
-void update_run(FlowTxn& txn, const RunKey& key) {
+void update_run(FlowTxn& txn, const TouchedRun& touched) {
+  const RunKey& key = touched.key;
   auto old = txn.search_doc(key.flow_id, key.run_id);
   auto run = txn.run(key.flow_id, key.run_id);
   if (!run) {  // deleted (retention)
     if (old) delete_index(txn, *old);
     return;
   }
-  auto decl = txn.declaration(run->flow_type(), run->declaration_version());
-  DEX_INVARIANT(decl.has_value(), "a run's declaration version is stored");
-  SearchDoc doc = build_search_doc(txn, *run, decl->declaration());
+  SearchDoc doc;
+  if (old && !touched.attributes) {
+    // Most records change only the Run: its indexed values are the old doc's,
+    // without reading the declaration or the values again (the hot path).
+    doc = system_doc(*run);
+    *doc.mutable_fields() = old->fields();
+  } else {
+    auto decl = txn.declaration(run->flow_type(), run->declaration_version());
+    DEX_INVARIANT(decl.has_value(), "a run's declaration version is stored");
+    doc = build_search_doc(txn, *run, decl->declaration());
+  }
   const std::string bytes = doc.SerializeAsString();
   if (old && old->SerializeAsString() == bytes) return;
   const std::vector<std::string> before = old ? search_entries(*old) : std::vector<std::string>{};
@@ -331,6 +340,21 @@ void register_index_keys(FlowTxn& txn, const FlowDeclaration& decl,
 }
 
 SearchDoc build_search_doc(FlowTxn& txn, const Run& run, const FlowDeclaration& decl) {
+  SearchDoc doc = system_doc(run);
+  std::map<std::string_view, const AttributeDeclaration*> indexed;  // by index key
+  for (const auto& a : decl.attributes())  // bounded by kAttributeKeysMax
+    if (a.index().type() != INDEX_TYPE_UNSPECIFIED) indexed[index_key_of(a)] = &a;
+  for (const auto& [key, a] : indexed) {  // bounded by kIndexedAttributesMax
+    auto value = txn.attribute(run.flow_id(), run.run_id(), a->key(), "");
+    if (!value) continue;
+    SearchField f;
+    f.set_key(std::string(key));
+    if (to_field(*value, a->index().type(), f)) *doc.add_fields() = std::move(f);
+  }
+  return doc;
+}
+
+SearchDoc system_doc(const Run& run) {
   SearchDoc doc;
   doc.set_flow_id(run.flow_id());
   doc.set_run_id(run.run_id());
@@ -345,16 +369,6 @@ SearchDoc build_search_doc(FlowTxn& txn, const Run& run, const FlowDeclaration& 
     if (dash != std::string::npos) steps.insert(std::string_view(id).substr(0, dash));
   }
   for (auto s : steps) doc.add_active_step_types(std::string(s));
-  std::map<std::string_view, const AttributeDeclaration*> indexed;  // by index key
-  for (const auto& a : decl.attributes())  // bounded by kAttributeKeysMax
-    if (a.index().type() != INDEX_TYPE_UNSPECIFIED) indexed[index_key_of(a)] = &a;
-  for (const auto& [key, a] : indexed) {  // bounded by kIndexedAttributesMax
-    auto value = txn.attribute(run.flow_id(), run.run_id(), a->key(), "");
-    if (!value) continue;
-    SearchField f;
-    f.set_key(std::string(key));
-    if (to_field(*value, a->index().type(), f)) *doc.add_fields() = std::move(f);
-  }
   return doc;
 }
 

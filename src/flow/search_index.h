@@ -66,6 +66,8 @@ void register_index_keys(FlowTxn& txn, const FlowDeclaration& declaration,
 
 // The SearchDoc of `run` as the state holds it now.
 SearchDoc build_search_doc(FlowTxn& txn, const Run& run, const FlowDeclaration& declaration);
+// Its system fields only (what the Run record alone gives).
+SearchDoc system_doc(const Run& run);
 // The entry keys of a doc, sorted, without repeats.
 std::vector<std::string> search_entries(const SearchDoc& doc);
 
