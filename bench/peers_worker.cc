@@ -6,6 +6,8 @@
 //   peers-three   echo-1 -> echo-2 -> echo-3  (go_to the next with the input; the last completes)
 //   peers-indexed echo, which also writes the Attribute `peer` (indexed KEYWORD as PeerKey) with
 //                 the run's Flow ID: peers-one plus one indexed write per run (issue 26's row)
+//   peers-attr    the same write to an Attribute that is not indexed: the index's own cost is
+//                 peers-indexed's less this one's
 //
 // The hello declares both Flow types; nothing is registered beforehand.
 //
@@ -32,32 +34,45 @@
 
 namespace {
 
-const dex::Attribute<std::string> kPeer{"peer", {dex::flow::INDEX_KEYWORD, "PeerKey"}};
+const dex::Attribute<std::string> kIndexedPeer{"peer", {dex::flow::INDEX_KEYWORD, "PeerKey"}};
+const dex::Attribute<std::string> kPlainPeer{"peer"};
 
-class IndexedEcho final : public dex::Step {
+// echo that writes `peer` (the run's Flow ID) before it completes the run.
+class WritingEcho final : public dex::Step {
  public:
+  explicit WritingEcho(const dex::Attribute<std::string>& peer) : peer_(peer) {}
   std::string type() const override { return "echo"; }
   dex::AttributeReads attribute_reads() const override { return dex::AttributeReads::none(); }
   dex::StepDecision execute(dex::Context& ctx) override {
-    kPeer.set(ctx, ctx.flow_id());
+    peer_.set(ctx, ctx.flow_id());
     return dex::StepDecision::graceful_complete(ctx.input());
   }
+
+ private:
+  const dex::Attribute<std::string>& peer_;
 };
 
-class PeersIndexed final : public dex::Flow {
+class PeersWriting final : public dex::Flow {
  public:
-  std::string type() const override { return "peers-indexed"; }
+  PeersWriting(std::string type, const dex::Attribute<std::string>& peer)
+      : type_(std::move(type)), peer_(peer) {}
+  std::string type() const override { return type_; }
   std::string start_step() const override { return "echo"; }
   std::vector<std::shared_ptr<dex::Step>> steps() const override {
-    return {std::make_shared<IndexedEcho>()};
+    return {std::make_shared<WritingEcho>(peer_)};
   }
-  std::vector<dex::AttributeDef> attributes() const override { return {kPeer}; }
+  std::vector<dex::AttributeDef> attributes() const override { return {peer_}; }
+
+ private:
+  std::string type_;
+  const dex::Attribute<std::string>& peer_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three and peers-indexed"};
+  CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three, peers-indexed "
+               "and peers-attr"};
   app.set_version_flag("--version", dex::version_line("dex-peers-worker"));
   std::string server = "127.0.0.1:8801";
   uint32_t concurrency = 128;
@@ -79,7 +94,8 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds no_work(0);
   worker.host(dex::examples::pipeline("peers-one", {"echo"}, no_work));
   worker.host(dex::examples::pipeline("peers-three", {"echo-1", "echo-2", "echo-3"}, no_work));
-  worker.host(std::make_shared<PeersIndexed>());
+  worker.host(std::make_shared<PeersWriting>("peers-indexed", kIndexedPeer));
+  worker.host(std::make_shared<PeersWriting>("peers-attr", kPlainPeer));
 
   std::thread waiter([&] {
     int sig = 0;

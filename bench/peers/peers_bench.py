@@ -59,10 +59,11 @@ SETUPS = {
     "dex-ts-pcs": ("dex", "ts", "processCrashSafe"),
     "dex-cpp-pcs": ("dex", "cpp", "processCrashSafe"),
 }
-# dex Flow type, Restate handler. "indexed" is peers-one plus one indexed Attribute written per run
-# (issue 26: what the search index costs a Step's write); the C++ Worker hosts it, dex only.
+# dex Flow type, Restate handler. "indexed" is peers-one plus one indexed Attribute written per run,
+# "attr" the same write not indexed (issue 26: what the search index costs a Step's write); the
+# C++ Worker hosts them, dex only.
 FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three"),
-         "indexed": ("peers-indexed", None)}
+         "indexed": ("peers-indexed", None), "attr": ("peers-attr", None)}
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
 
@@ -444,7 +445,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=3, help="discarded warm-up per row (default 3)")
     ap.add_argument("--concurrency", default="1,64", help="closed-loop clients per row (default 1,64)")
     ap.add_argument("--flows", default="one,three",
-                    help="flows: one,three,indexed (indexed: dex with the C++ Worker only)")
+                    help="flows: one,three,indexed,attr (indexed, attr: dex with the C++ Worker only)")
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
     ap.add_argument("--worker-concurrency", type=int, default=128,
                     help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
@@ -475,7 +476,7 @@ def main():
             die(f"unknown setup {s!r} (known: {', '.join(SETUPS)})")
     for f in flows:
         if f not in FLOWS:
-            die(f"unknown flow {f!r} (known: one, three, indexed)")
+            die(f"unknown flow {f!r} (known: one, three, indexed, attr)")
 
     b = Bench(a)
     binaries = ([b.bin("dex-server-zd")] if any(SETUPS[s][0] == "dex" for s in setups) else []) \
@@ -512,8 +513,8 @@ def main():
             for c in concs:
                 for s in setups:
                     system, worker, durability = SETUPS[s]
-                    if fl == "indexed" and worker != "cpp":
-                        continue  # only the C++ Worker hosts peers-indexed
+                    if FLOWS[fl][1] is None and (system != "dex" or worker != "cpp"):
+                        continue  # only the C++ Worker hosts peers-indexed and peers-attr
                     tag = f"{s}-{fl}-x{c}"
                     load1 = os.getloadavg()[0]
                     # This row's own floor: the disk's flush time moves tenfold within minutes.
