@@ -71,8 +71,9 @@ class PeersWriting final : public dex::Flow {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three, peers-indexed "
-               "and peers-attr"};
+  CLI::App app{
+      "The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three, peers-indexed "
+      "and peers-attr"};
   app.set_version_flag("--version", dex::version_line("dex-peers-worker"));
   std::string server = "127.0.0.1:8801";
   uint32_t concurrency = 128;

@@ -16,9 +16,9 @@
 // run (SST files after a full compaction, both stores), and per query p50,
 // p99 and max ms over --queries repetitions, with the plan the planner took
 // and the rows a page returned.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <rocksdb/db.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -237,16 +237,18 @@ int main(int argc, char** argv) {
   int queries = 50;
   std::string dir_flag;
   bool keep = false;
-  app.add_option("--runs", runs, "runs in the store (default 1000000)")->check(CLI::Range(1, 100'000'000));
-  app.add_option("--queries", queries, "repetitions per query (default 50)")->check(CLI::Range(1, 100'000));
+  app.add_option("--runs", runs, "runs in the store (default 1000000)")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--queries", queries, "repetitions per query (default 50)")
+      ->check(CLI::Range(1, 100'000));
   app.add_option("--dir", dir_flag, "scratch directory (default $TMPDIR/dex-search-bench-<pid>)");
   app.add_flag("--keep", keep, "keep the stores afterwards");
   app.set_version_flag("--version", dex::version_line("search_bench"));
   CLI11_PARSE(app, argc, argv);
 
-  const fs::path dir = dir_flag.empty()
-                           ? fs::temp_directory_path() / fmt::format("dex-search-bench-{}", getpid())
-                           : fs::path(dir_flag);
+  const fs::path dir =
+      dir_flag.empty() ? fs::temp_directory_path() / fmt::format("dex-search-bench-{}", getpid())
+                       : fs::path(dir_flag);
   if (fs::exists(dir) && !fs::is_empty(dir)) {
     fmt::print(stderr, "search_bench: --dir {} is not empty\n", dir.string());
     return 2;

@@ -400,8 +400,7 @@ class FlowServiceImpl final : public FlowService::Service {
   grpc::Status InvokeRpc(grpc::ServerContext* context, const flow::InvokeRpcRequest* request,
                          flow::InvokeRpcResponse* response) override {
     return call([&](Engine& e) {
-      return assign(e.invoke_rpc(*request, [context] { return context->IsCancelled(); }),
-                    response);
+      return assign(e.invoke_rpc(*request, [context] { return context->IsCancelled(); }), response);
     });
   }
 

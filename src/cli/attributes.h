@@ -33,7 +33,6 @@ std::string attributes_table(const std::vector<flow::Attribute>& attributes, int
 // "status=\"started\", counts[a]=5": a history event's writes, in a line.
 std::string attribute_writes_text(const google::protobuf::RepeatedPtrField<flow::Attribute>&);
 
-
 // The flags of `flow attributes set`. Each entry is KEY=VALUE, KEY[INSTANCE]=VALUE
 // for an AttributeMap instance (the instance runs to the first "]="); deletes
 // are KEY or KEY[INSTANCE]. A positional KEY=VALUE is a string.

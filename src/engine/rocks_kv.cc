@@ -107,8 +107,10 @@ void RocksKv::visit(std::string_view from, std::string_view to, bool reverse,
   if (!to.empty()) options.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(options));
   if (reverse) {
-    if (to.empty()) it->SeekToLast();
-    else it->SeekForPrev(upper);  // the upper bound itself is excluded by iterate_upper_bound
+    if (to.empty())
+      it->SeekToLast();
+    else
+      it->SeekForPrev(upper);  // the upper bound itself is excluded by iterate_upper_bound
   } else {
     it->Seek(lower);
   }

@@ -77,18 +77,18 @@ Status active_room(const Run& run, const StepDecision& d, size_t ending) {
 // Two declarations of one record that give an index key two types.
 Status check_sibling_index_keys(const DeclareFlows& r) {
   std::map<std::string, std::pair<IndexType, std::string>> seen;  // key -> (type, Flow type)
-  for (const auto& d : r.declarations()) {  // bounded by the Worker's hello
-    for (const auto& a : d.attributes()) {  // bounded by kAttributeKeysMax
+  for (const auto& d : r.declarations()) {                        // bounded by the Worker's hello
+    for (const auto& a : d.attributes()) {                        // bounded by kAttributeKeysMax
       if (a.index().type() == INDEX_TYPE_UNSPECIFIED) continue;
       auto [it, fresh] = seen.emplace(std::string(index_key_of(a)),
                                       std::make_pair(a.index().type(), d.flow_type()));
       if (fresh || it->second.first == a.index().type() || it->second.second == d.flow_type())
         continue;
-      return Status::invalid_argument(
-          "index key " + quoted(it->first) + " is " +
-          std::string(index_type_name(it->second.first)) + " in Flow type " +
-          quoted(it->second.second) + "; Flow type " + quoted(d.flow_type()) + " declares it " +
-          std::string(index_type_name(a.index().type())));
+      return Status::invalid_argument("index key " + quoted(it->first) + " is " +
+                                      std::string(index_type_name(it->second.first)) +
+                                      " in Flow type " + quoted(it->second.second) +
+                                      "; Flow type " + quoted(d.flow_type()) + " declares it " +
+                                      std::string(index_type_name(a.index().type())));
     }
   }
   return Status::ok();

@@ -140,9 +140,9 @@ Status validate_keyword_array(const AttributeValue& v, const std::string& where,
   google::protobuf::ListValue list;
   auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &list);
   if (!parsed.ok())
-    return Status::invalid_argument(where + ": the value of " + what +
-                                    ", indexed KEYWORD_ARRAY, is not a JSON array: " +
-                                    std::string(parsed.message()));
+    return Status::invalid_argument(
+        where + ": the value of " + what +
+        ", indexed KEYWORD_ARRAY, is not a JSON array: " + std::string(parsed.message()));
   for (const auto& item : list.values())  // bounded by the value's size
     if (!item.has_string_value())
       return Status::invalid_argument(where + ": the value of " + what +

@@ -9,8 +9,8 @@
 
 #include "common/invariant.h"
 #include "flow/declaration.h"
-#include "flow/result_check.h"
 #include "flow/lock_table.h"
+#include "flow/result_check.h"
 
 namespace dex::flow {
 namespace {

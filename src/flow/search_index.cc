@@ -90,7 +90,8 @@ bool to_field(const AttributeValue& v, IndexType type, SearchField& f) {
       f.set_int_value(v.int64_value());
       return true;
     case INDEX_DOUBLE:
-      if (v.has_int64_value()) f.set_double_value(static_cast<double>(v.int64_value()));
+      if (v.has_int64_value())
+        f.set_double_value(static_cast<double>(v.int64_value()));
       else if (v.has_double_value() && !std::isnan(v.double_value()))
         f.set_double_value(v.double_value());
       else
@@ -172,8 +173,8 @@ void update_run(FlowTxn& txn, const TouchedRun& touched) {
                       std::back_inserter(gone));
   std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
                       std::back_inserter(added));
-  for (const auto& e : gone) txn.delete_search_entry(e);   // bounded by the old doc's entries
-  for (const auto& e : added) txn.put_search_entry(e);     // bounded by the new doc's entries
+  for (const auto& e : gone) txn.delete_search_entry(e);  // bounded by the old doc's entries
+  for (const auto& e : added) txn.put_search_entry(e);    // bounded by the new doc's entries
   txn.put_search_doc(doc);
 }
 
@@ -252,8 +253,10 @@ std::vector<std::string> text_tokens(std::string_view text, size_t max) {
   };
   for (char c : text) {  // bounded by the text's length
     const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || u >= 0x80) token.push_back(static_cast<char>(std::tolower(u)));
-    else flush();
+    if (std::isalnum(u) || u >= 0x80)
+      token.push_back(static_cast<char>(std::tolower(u)));
+    else
+      flush();
   }
   flush();
   return out;
@@ -314,7 +317,8 @@ void register_index_keys(FlowTxn& txn, const FlowDeclaration& decl,
                          const FlowDeclaration* previous) {
   std::map<std::string, IndexType> now;
   for (const auto& a : decl.attributes())  // bounded by kAttributeKeysMax
-    if (a.index().type() != INDEX_TYPE_UNSPECIFIED) now[std::string(index_key_of(a))] = a.index().type();
+    if (a.index().type() != INDEX_TYPE_UNSPECIFIED)
+      now[std::string(index_key_of(a))] = a.index().type();
   if (previous) {
     for (const auto& a : previous->attributes()) {  // bounded by kAttributeKeysMax
       const std::string key(index_key_of(a));
@@ -323,8 +327,10 @@ void register_index_keys(FlowTxn& txn, const FlowDeclaration& decl,
       if (!entry) continue;
       auto* types = entry->mutable_flow_types();
       types->erase(std::remove(types->begin(), types->end(), decl.flow_type()), types->end());
-      if (types->empty()) txn.delete_index_key(key);
-      else txn.put_index_key(*entry);
+      if (types->empty())
+        txn.delete_index_key(key);
+      else
+        txn.put_index_key(*entry);
     }
   }
   for (const auto& [key, type] : now) {  // bounded by kIndexedAttributesMax
@@ -342,7 +348,7 @@ void register_index_keys(FlowTxn& txn, const FlowDeclaration& decl,
 SearchDoc build_search_doc(FlowTxn& txn, const Run& run, const FlowDeclaration& decl) {
   SearchDoc doc = system_doc(run);
   std::map<std::string_view, const AttributeDeclaration*> indexed;  // by index key
-  for (const auto& a : decl.attributes())  // bounded by kAttributeKeysMax
+  for (const auto& a : decl.attributes())                           // bounded by kAttributeKeysMax
     if (a.index().type() != INDEX_TYPE_UNSPECIFIED) indexed[index_key_of(a)] = &a;
   for (const auto& [key, a] : indexed) {  // bounded by kIndexedAttributesMax
     auto value = txn.attribute(run.flow_id(), run.run_id(), a->key(), "");
@@ -398,7 +404,8 @@ std::vector<std::string> search_entries(const SearchDoc& d) {
 }
 
 void update_search_index(FlowTxn& txn) {
-  for (const auto& key : txn.take_touched_runs()) update_run(txn, key);  // bounded by the touched runs
+  for (const auto& key : txn.take_touched_runs())
+    update_run(txn, key);  // bounded by the touched runs
 }
 
 }  // namespace dex::flow

@@ -17,10 +17,10 @@
 namespace dex::flow {
 
 // Limits of what one run puts in the index (docs/search.md, "Limits").
-inline constexpr size_t kIndexedAttributesMax = 64;  // per declaration
-inline constexpr size_t kSearchItemsMax = 64;        // KEYWORD_ARRAY items per value
-inline constexpr size_t kSearchTokensMax = 256;      // FULL_TEXT tokens per value
-inline constexpr size_t kSearchValueBytesMax = 1024; // a longer KEYWORD is not indexed
+inline constexpr size_t kIndexedAttributesMax = 64;   // per declaration
+inline constexpr size_t kSearchItemsMax = 64;         // KEYWORD_ARRAY items per value
+inline constexpr size_t kSearchTokensMax = 256;       // FULL_TEXT tokens per value
+inline constexpr size_t kSearchValueBytesMax = 1024;  // a longer KEYWORD is not indexed
 
 // The fields every run has. Indexed ones have entries; the others are
 // evaluated on the SearchDoc only.

@@ -40,7 +40,9 @@ std::string flow_docs(std::string_view flow_id) {
   return out;
 }
 
-std::string index_key(std::string_view key) { return std::string(kIndexKeyPrefix) + std::string(key); }
+std::string index_key(std::string_view key) {
+  return std::string(kIndexKeyPrefix) + std::string(key);
+}
 
 std::string field(std::string_view key) {
   std::string out(kEntryPrefix);

@@ -377,7 +377,7 @@ static Status check_search_index(KvStore& kv) {
   if (stored_docs != docs) return bad("a search doc is stored for no run, or a run has none");
   if (stored_entries != entries) return bad("the search entries are not the docs' entries");
   std::map<std::string, std::set<std::string>> declared;  // index key -> Flow types
-  for (auto& [k, v] : kv.scan("~dl/")) {  // bounded by the Flow types
+  for (auto& [k, v] : kv.scan("~dl/")) {                  // bounded by the Flow types
     auto latest = txn.declaration(k.substr(4), 0);
     if (!latest) return bad("a latest declaration is missing");
     for (const auto& a : latest->declaration().attributes())

@@ -44,7 +44,8 @@ StatusOr<FieldRef> resolve(IndexReader& reader, const std::string& name, size_t 
     if (entry.ParseFromString(*bytes)) return FieldRef{name, entry.type(), false, true};
   }
   std::string system;
-  for (const auto& f : flow::system_fields()) system += (system.empty() ? "" : ", ") + std::string(f.name);
+  for (const auto& f : flow::system_fields())
+    system += (system.empty() ? "" : ", ") + std::string(f.name);
   return at(pos, "unknown field " + quoted(name) + " (system fields: " + system +
                      "; index keys in use: " + known_keys(reader) + ")");
 }
@@ -72,16 +73,18 @@ StatusOr<Typed> status_value(const Literal& l) {
   std::string upper = l.text;
   for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (int s = flow::FLOW_RUNNING; s <= flow::FLOW_TIMED_OUT; ++s)  // bounded: six statuses
-    if (flow::search_status_name(static_cast<flow::FlowStatus>(s)) == upper) return Typed{upper, {}, 0, 0};
-  return at(l.pos, quoted(l.text) +
-                       " is not a status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)");
+    if (flow::search_status_name(static_cast<flow::FlowStatus>(s)) == upper)
+      return Typed{upper, {}, 0, 0};
+  return at(l.pos,
+            quoted(l.text) +
+                " is not a status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)");
 }
 
 // `l` as a value of `field`; `prefix`: a STARTS_WITH operand.
 StatusOr<Typed> typed(const FieldRef& field, const Literal& l, bool prefix) {
   const auto mismatch = [&] {
-    return at(l.pos, type_name(field.type) + " field " + quoted(field.key) + " cannot be compared with " +
-                         literal_kind(l));
+    return at(l.pos, type_name(field.type) + " field " + quoted(field.key) +
+                         " cannot be compared with " + literal_kind(l));
   };
   switch (field.type) {
     case flow::INDEX_KEYWORD:
@@ -120,10 +123,12 @@ StatusOr<Typed> typed(const FieldRef& field, const Literal& l, bool prefix) {
 
 // Whether `e`'s operator applies to its field's type.
 Status check_operator(const Expr& e, const FieldRef& f) {
-  const bool range = (e.kind == Expr::Kind::kCompare && e.op != CompareOp::kEq && e.op != CompareOp::kNe) ||
-                     e.kind == Expr::Kind::kBetween;
+  const bool range =
+      (e.kind == Expr::Kind::kCompare && e.op != CompareOp::kEq && e.op != CompareOp::kNe) ||
+      e.kind == Expr::Kind::kBetween;
   if (range && !ordered(f.type))
-    return at(e.pos, type_name(f.type) + " field " + quoted(f.key) + " has no order: use =, !=, IN" +
+    return at(e.pos, type_name(f.type) + " field " + quoted(f.key) +
+                         " has no order: use =, !=, IN" +
                          (f.type == flow::INDEX_BOOL ? "" : " or STARTS_WITH"));
   if (e.kind == Expr::Kind::kStartsWith && f.type != flow::INDEX_KEYWORD &&
       f.type != flow::INDEX_KEYWORD_ARRAY && f.type != flow::INDEX_FULL_TEXT)
@@ -182,14 +187,17 @@ StatusOr<CompiledQuery> compile(const Query& query, IndexReader& reader) {
     out.filter = *std::move(f);
   }
   if (query.order.field.empty()) {
-    out.order = Order{FieldRef{std::string(flow::kStartTimeField), flow::INDEX_DATETIME, true, true}, true};
+    out.order =
+        Order{FieldRef{std::string(flow::kStartTimeField), flow::INDEX_DATETIME, true, true}, true};
   } else {
     auto field = resolve(reader, query.order.field, query.order.pos);
     if (!field.is_ok()) return field.status();
     const auto* system = flow::find_system_field(field->key);
-    const bool sortable = system ? system->sortable : (ordered(field->type) || field->type == flow::INDEX_BOOL);
+    const bool sortable =
+        system ? system->sortable : (ordered(field->type) || field->type == flow::INDEX_BOOL);
     if (!sortable)
-      return at(query.order.pos, "cannot ORDER BY " + type_name(field->type) + " field " + quoted(field->key));
+      return at(query.order.pos,
+                "cannot ORDER BY " + type_name(field->type) + " field " + quoted(field->key));
     if (!field->system) c.named.insert(field->key);
     out.order = Order{*field, query.order.descending};
   }

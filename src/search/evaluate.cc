@@ -90,16 +90,19 @@ bool contains(const SearchField& f, const Typed& v) {
   const auto has = [&](const std::string& s) {
     return std::find(f.items().begin(), f.items().end(), s) != f.items().end();
   };
-  if (f.type() == flow::INDEX_FULL_TEXT)
-    return std::all_of(v.words.begin(), v.words.end(), has);
+  if (f.type() == flow::INDEX_FULL_TEXT) return std::all_of(v.words.begin(), v.words.end(), has);
   return has(v.text);
 }
 
-bool equals(const SearchField& f, const Typed& v) { return is_list(f) ? contains(f, v) : compare(f, v) == 0; }
+bool equals(const SearchField& f, const Typed& v) {
+  return is_list(f) ? contains(f, v) : compare(f, v) == 0;
+}
 
 bool starts_with(const SearchField& f, const Typed& v) {
   const std::string& prefix = f.type() == flow::INDEX_FULL_TEXT ? v.words.front() : v.text;
-  const auto starts = [&](const std::string& s) { return s.compare(0, prefix.size(), prefix) == 0; };
+  const auto starts = [&](const std::string& s) {
+    return s.compare(0, prefix.size(), prefix) == 0;
+  };
   if (is_list(f)) return std::any_of(f.items().begin(), f.items().end(), starts);
   return starts(f.text());
 }

@@ -31,9 +31,9 @@ namespace dex::search {
 
 // Limits of one query (each refused with INVALID_ARGUMENT naming it).
 inline constexpr size_t kQueryBytesMax = 16 * 1024;
-inline constexpr size_t kQueryDepthMax = 32;      // nested parentheses and NOTs
-inline constexpr size_t kInValuesMax = 1000;      // literals in one IN (...)
-inline constexpr size_t kPredicatesMax = 256;     // predicates in one query
+inline constexpr size_t kQueryDepthMax = 32;   // nested parentheses and NOTs
+inline constexpr size_t kInValuesMax = 1000;   // literals in one IN (...)
+inline constexpr size_t kPredicatesMax = 256;  // predicates in one query
 
 struct Literal {
   enum class Kind { kString, kInt, kDouble, kBool };

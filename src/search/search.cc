@@ -44,8 +44,9 @@ std::string encode(const FieldRef& f, const Typed& v, bool prefix) {
     case flow::INDEX_FULL_TEXT: {
       if (prefix) return sk::token_prefix(v.words.front());
       // The longest word: likely the rarest.
-      auto longest = std::max_element(v.words.begin(), v.words.end(),
-                                      [](const auto& a, const auto& b) { return a.size() < b.size(); });
+      auto longest =
+          std::max_element(v.words.begin(), v.words.end(),
+                           [](const auto& a, const auto& b) { return a.size() < b.size(); });
       return sk::token(*longest);
     }
     case flow::INDEX_INT:
@@ -112,7 +113,8 @@ std::optional<Access> access_for(const Filter& f) {
     }
     case Expr::Kind::kIn: {
       std::set<std::string> values;
-      for (const auto& v : f.values) values.insert(encode(f.field, v, false));  // bounded by kInValuesMax
+      for (const auto& v : f.values)
+        values.insert(encode(f.field, v, false));  // bounded by kInValuesMax
       for (const auto& v : values) a.ranges.push_back(point(field, v));
       a.point = a.ranges.size() == 1;
       return a;
@@ -144,7 +146,8 @@ std::vector<const Filter*> conjuncts(const std::optional<Filter>& f) {
 size_t probe(IndexReader& r, const std::vector<Range>& ranges, size_t limit) {
   size_t n = 0;
   for (const auto& range : ranges) {  // bounded by kInValuesMax
-    r.scan(range.from, range.to, false, [&](std::string_view, std::string_view) { return ++n < limit; });
+    r.scan(range.from, range.to, false,
+           [&](std::string_view, std::string_view) { return ++n < limit; });
     if (n >= limit) break;
   }
   return n;
@@ -168,7 +171,8 @@ class Collector {
     return true;
   }
 
-  bool offer_key(IndexReader& r, std::string_view flow_id, std::string_view run_id, bool streaming) {
+  bool offer_key(IndexReader& r, std::string_view flow_id, std::string_view run_id,
+                 bool streaming) {
     auto bytes = r.get(sk::doc(flow_id, run_id));
     flow::SearchDoc doc;
     if (!bytes || !doc.ParseFromString(*bytes)) return true;  // an entry without its doc: none
@@ -202,8 +206,10 @@ bool start_time_order(const CompiledQuery& q) { return q.order.field.key == flow
 void stream(IndexReader& r, Range range, const std::optional<std::string>& seek, bool desc,
             Collector& c) {
   if (seek) {
-    if (desc) range.to = std::min(range.to, *seek);
-    else range.from = std::max(range.from, *seek);
+    if (desc)
+      range.to = std::min(range.to, *seek);
+    else
+      range.from = std::max(range.from, *seek);
   }
   if (range.from >= range.to) return;
   r.scan(range.from, range.to, desc, [&](std::string_view key, std::string_view) {
@@ -226,7 +232,8 @@ bool candidates(IndexReader& r, const std::vector<Range>& ranges, Collector& c) 
     });
     if (over) return false;
   }
-  for (const auto& [flow_id, run_id] : runs) c.offer_key(r, flow_id, run_id, false);  // bounded by kCandidatesMax
+  for (const auto& [flow_id, run_id] : runs)
+    c.offer_key(r, flow_id, run_id, false);  // bounded by kCandidatesMax
   return true;
 }
 
@@ -234,7 +241,8 @@ void full_scan(IndexReader& r, Collector& c) {
   const std::string prefix(sk::kDocPrefix);
   r.scan(prefix, prefix_end(prefix), false, [&](std::string_view, std::string_view value) {
     flow::SearchDoc doc;
-    if (doc.ParseFromArray(value.data(), static_cast<int>(value.size()))) c.offer(std::move(doc), false);
+    if (doc.ParseFromArray(value.data(), static_cast<int>(value.size())))
+      c.offer(std::move(doc), false);
     return true;
   });
 }
@@ -243,7 +251,8 @@ void full_scan(IndexReader& r, Collector& c) {
 const Filter* flow_id_conjunct(const std::vector<const Filter*>& conj) {
   for (const auto* f : conj)  // bounded by kPredicatesMax
     if (f->field.key == flow::kFlowIdField && !f->negated &&
-        ((f->kind == Expr::Kind::kCompare && f->op == CompareOp::kEq) || f->kind == Expr::Kind::kIn))
+        ((f->kind == Expr::Kind::kCompare && f->op == CompareOp::kEq) ||
+         f->kind == Expr::Kind::kIn))
       return f;
   return nullptr;
 }
@@ -260,7 +269,8 @@ void run_plan(IndexReader& r, const CompiledQuery& q, const std::optional<std::s
       const std::string prefix = sk::flow_docs(v.text);
       r.scan(prefix, prefix_end(prefix), false, [&](std::string_view, std::string_view value) {
         flow::SearchDoc doc;
-        if (doc.ParseFromArray(value.data(), static_cast<int>(value.size()))) c.offer(std::move(doc), false);
+        if (doc.ParseFromArray(value.data(), static_cast<int>(value.size())))
+          c.offer(std::move(doc), false);
         return true;
       });
     }
@@ -280,7 +290,8 @@ void run_plan(IndexReader& r, const CompiledQuery& q, const std::optional<std::s
   const bool desc = q.order.descending;
   const bool by_start = start_time_order(q);
   // The entry of the token's row under a range's own prefix (start-time order).
-  const auto seek = [&](const std::string& prefix, size_t value_bytes) -> std::optional<std::string> {
+  const auto seek = [&](const std::string& prefix,
+                        size_t value_bytes) -> std::optional<std::string> {
     if (!after) return std::nullopt;
     return prefix + after->substr(1 + value_bytes);
   };
@@ -331,7 +342,8 @@ flow::FlowSearchRow row_of(const flow::SearchDoc& d, const std::vector<FieldRef>
 StatusOr<std::vector<FieldRef>> shown_fields(IndexReader& r, const CompiledQuery& q,
                                              const flow::SearchFlowsRequest& req) {
   std::set<std::string> keys(q.named.begin(), q.named.end());
-  if (req.fields_size() > 100) return Status::invalid_argument("fields: at most 100 may be asked for");
+  if (req.fields_size() > 100)
+    return Status::invalid_argument("fields: at most 100 may be asked for");
   for (const auto& k : req.fields()) keys.insert(k);
   std::vector<FieldRef> out;
   for (const auto& k : keys) {  // bounded by the named and asked fields
@@ -342,7 +354,8 @@ StatusOr<std::vector<FieldRef>> shown_fields(IndexReader& r, const CompiledQuery
     auto bytes = r.get(sk::index_key(k));
     flow::IndexKeyEntry entry;
     if (!bytes || !entry.ParseFromString(*bytes))
-      return Status::invalid_argument("fields: " + k + " is neither a system field nor an index key in use");
+      return Status::invalid_argument("fields: " + k +
+                                      " is neither a system field nor an index key in use");
     out.push_back({k, entry.type(), false, true});
   }
   return out;
@@ -352,11 +365,13 @@ StatusOr<std::vector<FieldRef>> shown_fields(IndexReader& r, const CompiledQuery
 
 const char* last_plan() { return g_last_plan; }
 
-StatusOr<flow::SearchFlowsResponse> search_flows(IndexReader& r, const flow::SearchFlowsRequest& req) {
+StatusOr<flow::SearchFlowsResponse> search_flows(IndexReader& r,
+                                                 const flow::SearchFlowsRequest& req) {
   if (req.page_size() < 0 || req.page_size() > kPageSizeMax)
-    return Status::invalid_argument("page_size " + std::to_string(req.page_size()) + " is not within 0.." +
-                                    std::to_string(kPageSizeMax));
-  const size_t page = static_cast<size_t>(req.page_size() == 0 ? kPageSizeDefault : req.page_size());
+    return Status::invalid_argument("page_size " + std::to_string(req.page_size()) +
+                                    " is not within 0.." + std::to_string(kPageSizeMax));
+  const size_t page =
+      static_cast<size_t>(req.page_size() == 0 ? kPageSizeDefault : req.page_size());
   auto parsed = parse_query(req.query());
   if (!parsed.is_ok()) return parsed.status();
   auto q = compile(*parsed, r);
@@ -374,8 +389,10 @@ StatusOr<flow::SearchFlowsResponse> search_flows(IndexReader& r, const flow::Sea
   auto rows = c.take();
   flow::SearchFlowsResponse out;
   const size_t n = std::min(rows.size(), page);
-  for (size_t i = 0; i < n; ++i) *out.add_rows() = row_of(rows[i].second, *shown);  // bounded by the page
-  if (rows.size() > page) out.set_next_page_token(encode_page_token(rows[n - 1].first, req.query()));
+  for (size_t i = 0; i < n; ++i)
+    *out.add_rows() = row_of(rows[i].second, *shown);  // bounded by the page
+  if (rows.size() > page)
+    out.set_next_page_token(encode_page_token(rows[n - 1].first, req.query()));
   return out;
 }
 

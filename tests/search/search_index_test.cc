@@ -40,7 +40,8 @@ FlowDeclaration one_attribute(const std::string& type, AttributeDeclaration a) {
 TEST(SearchIndex, AKeyGivenAnotherTypeThanALiveDeclarationIsRefusedNamingBothFlowTypes) {
   Harness h;
   ASSERT_EQ(h.declare(testing::order_declaration()).kind, ApplyKind::kApplied);
-  auto r = h.declare(one_attribute("Invoice", indexed("c", ATTRIBUTE_INT64, INDEX_INT, "Customer")));
+  auto r =
+      h.declare(one_attribute("Invoice", indexed("c", ATTRIBUTE_INT64, INDEX_INT, "Customer")));
   ASSERT_EQ(r.kind, ApplyKind::kRejected);
   EXPECT_EQ(r.code, RefusalCode::kInvalidArgument);
   EXPECT_NE(r.message.find("'Order'"), std::string::npos) << r.message;
@@ -75,8 +76,7 @@ TEST(SearchIndex, AJsonKeywordArrayHoldsAnArrayOfStringsAndEachIsSearchable) {
   EXPECT_EQ(found(h, "Tags IN ('red') ORDER BY FlowId"), (std::vector<std::string>{"o1", "o2"}));
 
   for (const auto& [json, why] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"a": 1})", "is not a JSON array"},
-           {R"(["a", 1])", "not a string"}}) {
+           {R"({"a": 1})", "is not a JSON array"}, {R"(["a", 1])", "not a string"}}) {
     auto r = h.set_attributes("o2", {attr_json("tags", json)});
     EXPECT_EQ(r.kind, ApplyKind::kRejected) << json;
     EXPECT_NE(r.message.find(why), std::string::npos) << r.message;

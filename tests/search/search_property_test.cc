@@ -43,14 +43,22 @@ struct FieldInfo {
 
 const std::vector<FieldInfo>& fields() {
   static const std::vector<FieldInfo> all = {
-      {"FlowId", T::kKw, true, true},          {"RunId", T::kKw, true, true},
-      {"FlowType", T::kKw, true, true},        {"Status", T::kKw, true, true},
-      {"StartTime", T::kTime, true, true},     {"CloseTime", T::kTime, true, true},
-      {"ExecutionDuration", T::kInt, true, true}, {"ParentFlowId", T::kKw, true, true},
-      {"ActiveStepTypes", T::kArr, true, false}, {"Customer", T::kKw, false, true},
-      {"note", T::kText, false, false},        {"Tags", T::kArr, false, false},
-      {"qty", T::kInt, false, true},           {"Price", T::kDbl, false, true},
-      {"vip", T::kBool, false, true},          {"Due", T::kTime, false, true},
+      {"FlowId", T::kKw, true, true},
+      {"RunId", T::kKw, true, true},
+      {"FlowType", T::kKw, true, true},
+      {"Status", T::kKw, true, true},
+      {"StartTime", T::kTime, true, true},
+      {"CloseTime", T::kTime, true, true},
+      {"ExecutionDuration", T::kInt, true, true},
+      {"ParentFlowId", T::kKw, true, true},
+      {"ActiveStepTypes", T::kArr, true, false},
+      {"Customer", T::kKw, false, true},
+      {"note", T::kText, false, false},
+      {"Tags", T::kArr, false, false},
+      {"qty", T::kInt, false, true},
+      {"Price", T::kDbl, false, true},
+      {"vip", T::kBool, false, true},
+      {"Due", T::kTime, false, true},
   };
   return all;
 }
@@ -298,13 +306,13 @@ class QueryGen {
   }
 
   Lit literal(const FieldInfo& f, bool prefix) {
-    static const std::vector<std::string> strings = {"alice", "al", "bob", "Bob", "carol",
-                                                     "b",     "zed", "",   "a b"};
-    static const std::vector<std::string> statuses = {"running", "Completed", "FAILED",
+    static const std::vector<std::string> strings = {"alice", "al",  "bob", "Bob", "carol",
+                                                     "b",     "zed", "",    "a b"};
+    static const std::vector<std::string> statuses = {"running",  "Completed",  "FAILED",
                                                       "canceled", "TERMINATED", "timed_out"};
     static const std::vector<std::string> status_prefixes = {"R", "C", "FAIL", "run", ""};
-    static const std::vector<std::string> word_pool = {"red", "Fox", "quick", "blue", "the",
-                                                       "z9",  "f"};
+    static const std::vector<std::string> word_pool = {"red", "Fox", "quick", "blue",
+                                                       "the", "z9",  "f"};
     static const std::vector<std::string> step_types = {"Start", "Wait", "Pack", "St", "P"};
     Lit l;
     switch (f.type) {
@@ -351,7 +359,8 @@ class QueryGen {
         return l;
       case T::kTime: {
         int64_t ms = 1'000'000 + static_cast<int64_t>(random_.uniform(40'000));
-        if (!rows_.empty() && random_.chance(0.6)) ms = pick(rows_).start + (random_.chance(0.5) ? 0 : 1);
+        if (!rows_.empty() && random_.chance(0.6))
+          ms = pick(rows_).start + (random_.chance(0.5) ? 0 : 1);
         if (random_.chance(0.5)) {
           l.kind = Lit::kInt;
           l.i = ms;
@@ -369,8 +378,8 @@ class QueryGen {
     const FieldInfo& f = pick(fields());
     Q q;
     q.field = f.name;
-    const bool ordered = f.type == T::kKw || f.type == T::kInt || f.type == T::kDbl ||
-                         f.type == T::kTime;
+    const bool ordered =
+        f.type == T::kKw || f.type == T::kInt || f.type == T::kDbl || f.type == T::kTime;
     const bool prefixable = f.type == T::kKw || f.type == T::kArr || f.type == T::kText;
     const uint64_t r = random_.uniform(100);
     if (r < 10) {
@@ -555,13 +564,13 @@ class Driver {
 
  private:
   AttributeValue value_for(const std::string& key) {
-    static const std::vector<std::string> strings = {"alice", "al", "bob", "Bob", "carol",
-                                                     "b",     "zed", "",   "a b"};
-    static const std::vector<std::string> texts = {"The quick red Fox", "blue", "RED red-fox!",
-                                                   "z9 f", "", "quickly the f"};
+    static const std::vector<std::string> strings = {"alice", "al",  "bob", "Bob", "carol",
+                                                     "b",     "zed", "",    "a b"};
+    static const std::vector<std::string> texts = {
+        "The quick red Fox", "blue", "RED red-fox!", "z9 f", "", "quickly the f"};
     static const std::vector<std::string> jsons = {
-        R"(["alice","bob"])", R"(["carol"])", R"([])", R"(["b",1,"b","zed"])", R"({"a":1})",
-        R"("alice")", R"(["","al"])"};
+        R"(["alice","bob"])", R"(["carol"])", R"([])",       R"(["b",1,"b","zed"])",
+        R"({"a":1})",         R"("alice")",   R"(["","al"])"};
     AttributeValue v;
     auto pick = [&](const auto& pool) { return pool[random_.uniform(pool.size())]; };
     if (key == "cust" || key == "customer" || key == "plain") {
@@ -573,7 +582,8 @@ class Driver {
     } else if (key == "tags") {
       v.set_json_value(pick(jsons));
     } else if (key == "qty" || key == "weight") {
-      v.set_int64_value(random_.chance(0.05) ? INT64_MIN : static_cast<int64_t>(random_.uniform(9)) - 4);
+      v.set_int64_value(random_.chance(0.05) ? INT64_MIN
+                                             : static_cast<int64_t>(random_.uniform(9)) - 4);
     } else if (key == "price") {
       v.set_double_value(pick(std::vector<double>{-1.5, -0.0, 0.0, 0.5, 2.25, 1e9, -3.0, 3.0}));
     } else if (key == "vip") {
@@ -672,8 +682,7 @@ class Driver {
         Condition c;
         if (random_.chance(0.6)) {
           c.mutable_sub_flow()->set_flow_type("Ship");
-          *c.mutable_sub_flow()->mutable_options()->add_initial_attributes() =
-              writes("Ship", 1)[0];
+          *c.mutable_sub_flow()->mutable_options()->add_initial_attributes() = writes("Ship", 1)[0];
           if (!c.sub_flow().options().initial_attributes(0).has_value())
             c.mutable_sub_flow()->mutable_options()->clear_initial_attributes();
         } else {
@@ -742,8 +751,7 @@ void check_query(Harness& h, Random& random, const std::vector<Row>& rows, uint6
   if (where) named(*where, named_keys);
   if (!field(order_field).system) named_keys.insert(order_field);
 
-  const int32_t page_size =
-      std::vector<int32_t>{1, 2, 3, 7, 50, 0}[random.uniform(6)];
+  const int32_t page_size = std::vector<int32_t>{1, 2, 3, 7, 50, 0}[random.uniform(6)];
   MapReader reader(h.kv.data());
   SearchFlowsRequest request;
   request.set_query(text_q);

@@ -21,8 +21,7 @@ class MapReader final : public IndexReader {
     return it->second;
   }
 
-  void scan(std::string_view from, std::string_view to, bool reverse,
-            const Visit& visit) override {
+  void scan(std::string_view from, std::string_view to, bool reverse, const Visit& visit) override {
     if (!to.empty() && to <= from) return;
     auto lo = data_.lower_bound(from);
     auto hi = to.empty() ? data_.end() : data_.lower_bound(to);
