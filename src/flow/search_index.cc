@@ -223,22 +223,9 @@ std::string_view index_type_name(IndexType type) {
 }
 
 std::string_view search_status_name(FlowStatus status) {
-  switch (status) {
-    case FLOW_RUNNING:
-      return "RUNNING";
-    case FLOW_COMPLETED:
-      return "COMPLETED";
-    case FLOW_FAILED:
-      return "FAILED";
-    case FLOW_CANCELED:
-      return "CANCELED";
-    case FLOW_TERMINATED:
-      return "TERMINATED";
-    case FLOW_TIMED_OUT:
-      return "TIMED_OUT";
-    default:
-      return "";
-  }
+  // The enum's own names less "FLOW_": RUNNING, ..., TIMED_OUT.
+  if (status == FLOW_STATUS_UNSPECIFIED || !FlowStatus_IsValid(status)) return "";
+  return std::string_view(FlowStatus_Name(status)).substr(std::string_view("FLOW_").size());
 }
 
 std::vector<std::string> text_tokens(std::string_view text, size_t max) {
