@@ -5,6 +5,7 @@
 
 #include "common/rfc3339.h"
 #include "common/units.h"
+#include "search/query.h"
 
 namespace dex::cli {
 
@@ -51,28 +52,7 @@ StatusOr<int64_t> parse_time_bound(std::string_view text, int64_t now_unix_ms) {
       "2027-01-15T10:00:00Z, or Unix milliseconds)");
 }
 
-std::string quote_literal(std::string_view value) {
-  std::string out = "'";
-  for (char c : value) {  // bounded by the value
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\'':
-        out += "\\'";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out + "'";
-}
+std::string quote_literal(std::string_view value) { return search::string_literal(value); }
 
 std::string list_query(const ListFilter& filter) {
   std::vector<std::string> parts;

@@ -90,4 +90,8 @@ StatusOr<Query> parse_query(std::string_view text);
 // it longer than kQueryBytesMax. For tests and the fuzz target.
 std::string to_text(const Query& query);
 
+// `value` as a string literal the parser reads back as `value`: single quotes,
+// with \ ' newline and tab escaped (for clients that write queries).
+std::string string_literal(std::string_view value);
+
 }  // namespace dex::search

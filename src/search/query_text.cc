@@ -232,4 +232,10 @@ std::string to_text(const Query& query) {
   return out;
 }
 
+std::string string_literal(std::string_view value) {
+  std::string out;
+  write_string(out, value);
+  return out;
+}
+
 }  // namespace dex::search

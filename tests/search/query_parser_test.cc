@@ -616,6 +616,17 @@ TEST(QueryText, CompareOpText) {
   EXPECT_EQ(compare_op_text(CompareOp::kGe), ">=");
 }
 
+TEST(QueryText, AStringLiteralReadsBackAsItsValue) {
+  for (std::string_view value : {"", "plain", "it's", "back\\slash", "two\nlines\ttab", "\"q\"",
+                                 "caf\xc3\xa9", "--", "a' OR FlowId != '"}) {
+    const std::string text = "FlowId = " + string_literal(value);
+    Query q = parse_ok(text);
+    ASSERT_TRUE(q.where.has_value()) << text;
+    ASSERT_EQ(q.where->kind, Kind::kCompare) << text;
+    EXPECT_EQ(q.where->values.at(0).text, value) << text;
+  }
+}
+
 TEST(QueryText, BackquotesEveryFieldThatWouldNotReadBack) {
   for (std::string_view field : {"ORDER", "and", "Starts_With", "null", "with space", "1st", "-x",
                                  ".x", "a`b", "`", "caf\xc3\xa9", "a=b", "x'y", "tab\there"}) {
