@@ -102,5 +102,40 @@ TEST(SearchIndex, AWriteIndexesTheValueAndADeleteRemovesIt) {
   EXPECT_EQ(found(h, "qty = 7"), std::vector<std::string>{"o1"});
 }
 
+TEST(SearchIndex, APageTokenGoesOnAfterItsRowWhileRunsStartAndChange) {
+  Harness h;
+  ASSERT_EQ(h.declare(testing::order_declaration()).kind, ApplyKind::kApplied);
+  for (const char* id : {"b", "d", "f", "h"})
+    ASSERT_EQ(h.start(id, "r1", "Order").kind, ApplyKind::kApplied);
+  MapReader reader(h.kv.data());
+  SearchFlowsRequest request;
+  request.set_query("ORDER BY FlowId");
+  request.set_page_size(2);
+  auto first = search_flows(reader, request);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  ASSERT_EQ(first->rows_size(), 2);
+  EXPECT_EQ(first->rows(1).flow_id(), "d");
+  // Between the pages: a run starts before the cursor and one after it, and
+  // one after it gains an Attribute.
+  for (const char* id : {"a", "e"}) ASSERT_EQ(h.start(id, "r1", "Order").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.set_attributes("h", {attr("cust", "acme")}).kind, ApplyKind::kApplied);
+  request.set_page_token(first->next_page_token());
+  request.set_page_size(10);
+  auto second = search_flows(reader, request);
+  ASSERT_TRUE(second.is_ok()) << second.status().message();
+  std::vector<std::string> ids;
+  for (const auto& row : second->rows()) ids.push_back(row.flow_id());
+  // Strictly after "d": the new "e", and "f" and "h" as they are now; never
+  // "b" or "d" again, and "a" (before the cursor) not at all.
+  EXPECT_EQ(ids, (std::vector<std::string>{"e", "f", "h"}));
+  EXPECT_TRUE(second->next_page_token().empty());
+  // A token belongs to its query.
+  request.set_query("ORDER BY FlowId DESC");
+  auto other = search_flows(reader, request);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("another query"), std::string::npos)
+      << other.status().message();
+}
+
 }  // namespace
 }  // namespace dex::search
