@@ -18,9 +18,12 @@
 #include <sstream>
 
 #include "dex/api.grpc.pb.h"
+#include "dexcli_process.h"
 
 namespace dex::cli {
 namespace {
+
+using testing::Result;
 
 using json = nlohmann::ordered_json;
 
@@ -104,61 +107,14 @@ class FakeFlows final : public FlowService::Service {
   }
 };
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  json out_json() const { return json::parse(out); }
-  json error() const { return json::parse(err)["error"]; }
-};
-
-std::string quoted(const std::string& arg) {
-  std::string q = "'";
-  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class DexcliFake : public ::testing::Test {
  protected:
-  void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&fake_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port_, 0);
-    dir_ = std::filesystem::temp_directory_path() /
-           ("dexcli-fake-" + std::to_string(::getpid()) + "-" + std::to_string(port_));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    server_->Shutdown();
-    std::filesystem::remove_all(dir_);
-  }
-
-  Result dexcli(const std::vector<std::string>& args) {
-    std::string cmd =
-        quoted(DEXCLI_PATH) + " --server 127.0.0.1:" + std::to_string(port_) + " --timeout 5s";
-    for (const std::string& a : args) cmd += " " + quoted(a);
-    cmd += " >" + quoted(dir_ / "out") + " 2>" + quoted(dir_ / "err") + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_all(dir_ / "out");
-    r.err = read_all(dir_ / "err");
-    return r;
-  }
+  void SetUp() override { cli_.start(fake_, "dexcli-fake"); }
+  void TearDown() override { cli_.stop(); }
+  Result dexcli(const std::vector<std::string>& args) { return cli_.run(args); }
 
   FakeFlows fake_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  std::filesystem::path dir_;
+  testing::DexcliAgainst cli_;
 };
 
 flow::Attribute attr(const std::string& key, const std::string& instance = "") {
