@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "../search/map_reader.h"
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
 #include "fuzz_targets.h"
@@ -144,35 +145,7 @@ void check_refusal(const Status& s, size_t size) {
 
 // ---------------------------------------------------------------- the search
 
-class MapReader final : public search::IndexReader {
- public:
-  explicit MapReader(const std::map<std::string, std::string, std::less<>>& data) : data_(data) {}
-
-  std::optional<std::string> get(std::string_view key) override {
-    auto it = data_.find(key);
-    if (it == data_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  void scan(std::string_view from, std::string_view to, bool reverse, const Visit& visit) override {
-    // As RocksKv: from >= to is an empty range (BETWEEN 5 AND -1 asks for one).
-    if (!to.empty() && to <= from) return;
-    auto lo = data_.lower_bound(from);
-    auto hi = to.empty() ? data_.end() : data_.lower_bound(to);
-    if (!reverse) {
-      for (auto it = lo; it != hi; ++it)
-        if (!visit(it->first, it->second)) return;
-      return;
-    }
-    for (auto it = hi; it != lo;) {
-      --it;
-      if (!visit(it->first, it->second)) return;
-    }
-  }
-
- private:
-  const std::map<std::string, std::string, std::less<>>& data_;
-};
+using search::testing::MapReader;
 
 constexpr int kRuns = 4;
 

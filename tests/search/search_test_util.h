@@ -7,38 +7,10 @@
 #include <string>
 
 #include "../flow/flow_test_util.h"
+#include "map_reader.h"
 #include "search/index_reader.h"
 
 namespace dex::search::testing {
-
-class MapReader final : public IndexReader {
- public:
-  explicit MapReader(const std::map<std::string, std::string, std::less<>>& data) : data_(data) {}
-
-  std::optional<std::string> get(std::string_view key) override {
-    auto it = data_.find(key);
-    if (it == data_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  void scan(std::string_view from, std::string_view to, bool reverse, const Visit& visit) override {
-    if (!to.empty() && to <= from) return;
-    auto lo = data_.lower_bound(from);
-    auto hi = to.empty() ? data_.end() : data_.lower_bound(to);
-    if (!reverse) {
-      for (auto it = lo; it != hi; ++it)
-        if (!visit(it->first, it->second)) return;
-      return;
-    }
-    for (auto it = hi; it != lo;) {
-      --it;
-      if (!visit(it->first, it->second)) return;
-    }
-  }
-
- private:
-  const std::map<std::string, std::string, std::less<>>& data_;
-};
 
 inline flow::AttributeDeclaration indexed(const std::string& key, flow::AttributeType type,
                                           flow::IndexType index,
