@@ -42,6 +42,8 @@ void with_kind_time(Rec& r, F&& f) {
       return call(&R::set_attributes, &R::mutable_set_attributes);
     case R::kInvokeRpc:
       return call(&R::invoke_rpc, &R::mutable_invoke_rpc);
+    case R::kAttributeStoreSynced:
+      return call(&R::attribute_store_synced, &R::mutable_attribute_store_synced);
     case R::KIND_NOT_SET:
       return;
   }

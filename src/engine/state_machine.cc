@@ -119,7 +119,7 @@ StatusOr<ApplyOutcome> StateMachine::apply(Slot slot, const proto::LogBatch& bat
   if (!floor.is_ok()) return floor.status();
   int64_t time_floor = *floor;
   auto flows = RocksKv::overlay(*db_);
-  flow::KvFlowTxn flow_txn(*flows);
+  flow::KvFlowTxn flow_txn(*flows, slot.value);
   // Bounded by the batch's records (the log writer's batch limit).
   for (int i = 0; i < batch.records_size(); ++i) {
     const proto::LogRecord& record = batch.records(i);

@@ -209,6 +209,13 @@ Status validate_declaration(const FlowDeclaration& decl) {
     if (a.type() == ATTRIBUTE_TYPE_UNSPECIFIED || !AttributeType_IsValid(a.type()))
       return Status::invalid_argument(type + " declares Attribute " + quoted(a.key()) +
                                       " without a known type");
+    if (a.sync() && a.is_map())
+      return Status::invalid_argument(type + " declares AttributeMap " + quoted(a.key()) +
+                                      " as synced: only plain Attributes sync (one column each)");
+  }
+  if (!decl.attribute_store().empty()) {
+    if (auto s = validate_name(type + " attributeStore", decl.attribute_store()); !s.is_ok())
+      return s;
   }
   std::set<std::string> rpcs;
   for (int i = 0; i < decl.rpcs_size(); ++i) {  // bounded by kRpcTypesMax

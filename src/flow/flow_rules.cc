@@ -109,6 +109,7 @@ class RecordApplier {
   ApplyResult skip_timer(const SkipTimer& r);
   ApplyResult set_attributes(const SetAttributes& r);
   ApplyResult invoke_rpc(const InvokeRpc& r);
+  ApplyResult attribute_store_synced(const AttributeStoreSynced& r);
   void assign(const TaskAssignment& a, int64_t at_ms);
   void recover(int64_t at_ms);
   // Tells the SubFlow parents of every run closed for good since
@@ -207,6 +208,9 @@ void RecordApplier::start_run(const StartFlow& r, const DeclarationVersion& decl
   run.set_status(FLOW_RUNNING);
   *run.mutable_input() = r.input();
   *run.mutable_options() = r.options();
+  run.set_attribute_store(r.options().attribute_store().empty()
+                              ? decl.declaration().attribute_store()
+                              : r.options().attribute_store());
   // Kept as Attributes and in the start event, not in the run rewritten by
   // every apply; but a Flow retry starts with them again.
   if (!r.options().has_retry_policy()) run.mutable_options()->clear_initial_attributes();
@@ -916,6 +920,7 @@ ApplyResult RecordApplier::expire(const TimerFired& r) {
   txn_.delete_timer(key, r.fire_at_ms());
   auto entry = txn_.flow_id(key.flow_id());
   bool entry_gone = false;
+  std::string row_store;  // the store of the Flow ID's latest run, if it is deleted
   std::optional<Run> at = std::move(run);
   // Bounded by kRetryChainMax: a retry chain is as long as its runs.
   for (size_t hops = 0; at && hops < kRetryChainMax; ++hops) {
@@ -924,13 +929,32 @@ ApplyResult RecordApplier::expire(const TimerFired& r) {
                   "an earlier run of a chain closed with its retry pending");
     txn_.delete_run(at->flow_id(), at->run_id());
     effects_.runs_deleted.push_back(RunKey{at->flow_id(), at->run_id()});
-    entry_gone = entry_gone || (entry && entry->run_id() == at->run_id());
+    if (entry && entry->run_id() == at->run_id()) {
+      entry_gone = true;
+      row_store = at->attribute_store();
+    }
     if (at->previous_run_id().empty()) break;
     at = txn_.run(at->flow_id(), at->previous_run_id());
   }
   // The Flow ID is free again once its latest run is gone (a start with the
   // same request ID then starts anew).
   if (entry_gone) txn_.delete_flow_id(key.flow_id());
+  // The Flow ID's row in its Attribute Store goes too, where the store is set
+  // to delete rows (the sync decides; docs/attribute-store.md).
+  if (!row_store.empty()) {
+    SyncEntry gone;
+    gone.set_flow_id(key.flow_id());
+    gone.set_run_id(entry->run_id());
+    gone.set_delete_row(true);
+    txn_.append_sync_entry(row_store, gone);
+  }
+  return applied();
+}
+
+ApplyResult RecordApplier::attribute_store_synced(const AttributeStoreSynced& r) {
+  if (r.store().empty()) return invalid(Status::invalid_argument("the store is empty"));
+  if (txn_.trim_sync_entries(r.store(), r.through_slot()) == 0)
+    return {ApplyKind::kUnchanged, RefusalCode::kNone, "nothing to trim", ""};
   return applied();
 }
 
@@ -1047,6 +1071,9 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
       break;
     case FlowRecord::kInvokeRpc:
       result = apply.invoke_rpc(record.invoke_rpc());
+      break;
+    case FlowRecord::kAttributeStoreSynced:
+      result = apply.attribute_store_synced(record.attribute_store_synced());
       break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};

@@ -129,6 +129,13 @@ class FlowTxn {
   virtual std::optional<IndexKeyEntry> index_key(std::string_view index_key) = 0;
   virtual void put_index_key(const IndexKeyEntry& entry) = 0;
   virtual void delete_index_key(std::string_view index_key) = 0;
+  // What each Attribute Store still has to receive (docs/attribute-store.md):
+  // SyncEntries in log order per store. append_sync_entry stamps the entry
+  // with the log slot being applied; trim_sync_entries removes the store's
+  // entries of slots at or below `through_slot` (oldest first) and answers how many.
+  virtual void append_sync_entry(std::string_view store, const SyncEntry& entry) = 0;
+  virtual uint64_t trim_sync_entries(std::string_view store, uint64_t through_slot) = 0;
+
   // The runs whose record or Attributes were written or deleted since the
   // last call, each once, in the order first touched; forgets them.
   virtual std::vector<TouchedRun> take_touched_runs() = 0;

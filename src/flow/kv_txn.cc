@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/invariant.h"
+#include "flow/limits.h"
 #include "flow/search_keys.h"
 
 namespace dex::flow {
@@ -87,6 +88,16 @@ std::string event(std::string_view flow_id, std::string_view run_id, uint64_t se
   return events_prefix(flow_id, run_id) + digits(seq);
 }
 constexpr std::string_view kTaskSeq = "~meta/task_seq";
+constexpr std::string_view kSyncSeq = "~meta/sync_seq";
+std::string sync_prefix(std::string_view store) {
+  return std::string(kSyncPrefix) + std::string(store) + kSep;
+}
+std::string_view sync_store(std::string_view key) {
+  if (key.substr(0, kSyncPrefix.size()) != kSyncPrefix) return {};
+  key.remove_prefix(kSyncPrefix.size());
+  const size_t sep = key.find(kSep);
+  return sep == std::string_view::npos ? std::string_view() : key.substr(0, sep);
+}
 std::string attribute(std::string_view flow_id, std::string_view run_id, std::string_view key,
                       std::string_view instance_key) {
   return attributes_prefix(flow_id, run_id) + join({key, instance_key});
@@ -335,6 +346,33 @@ void KvFlowTxn::touch(std::string_view flow_id, std::string_view run_id, bool at
   if (added) touched_.push_back(TouchedRun{it->first, false});
   touched_[it->second].attributes |= attributes;
 }
+void KvFlowTxn::append_sync_entry(std::string_view store, const SyncEntry& entry) {
+  DEX_INVARIANT(!store.empty(), "a SyncEntry names its store");
+  auto last = kv_.get(keys::kSyncSeq);
+  const uint64_t seq = (last ? std::stoull(*last) : 0) + 1;
+  kv_.put(keys::kSyncSeq, std::to_string(seq));
+  SyncEntry stamped = entry;
+  stamped.set_slot(slot_);
+  kv_.put(keys::sync_prefix(store) + keys::digits(seq), stamped.SerializeAsString());
+}
+uint64_t KvFlowTxn::trim_sync_entries(std::string_view store, uint64_t through_slot) {
+  const std::string prefix = keys::sync_prefix(store);
+  uint64_t removed = 0;
+  // Bounded by kSyncTrimMax: a larger backlog takes more AttributeStoreSynced records.
+  while (removed < kSyncTrimMax) {
+    auto first = kv_.scan_first(prefix, std::min<uint64_t>(256, kSyncTrimMax - removed), "");
+    if (first.empty()) break;
+    for (auto& [key, value] : first) {
+      auto entry = parse<SyncEntry>(std::optional<std::string>(std::move(value)));
+      DEX_INVARIANT(entry.has_value(), "a SyncEntry parses");
+      if (entry->slot() > through_slot) return removed;
+      kv_.del(key);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
 std::vector<TouchedRun> KvFlowTxn::take_touched_runs() {
   touched_at_.clear();
   return std::exchange(touched_, {});

@@ -52,7 +52,9 @@ class MemoryKv final : public KvStore {
 
 class KvFlowTxn final : public FlowTxn {
  public:
-  explicit KvFlowTxn(KvStore& kv) : kv_(kv) {}
+  // `slot`: the log slot whose records this transaction applies (stamped on
+  // SyncEntries); 0 for a preview or a read.
+  explicit KvFlowTxn(KvStore& kv, uint64_t slot = 0) : kv_(kv), slot_(slot) {}
 
   std::optional<DeclarationVersion> declaration(std::string_view flow_type,
                                                 uint32_t version) override;
@@ -108,12 +110,15 @@ class KvFlowTxn final : public FlowTxn {
   std::optional<IndexKeyEntry> index_key(std::string_view index_key) override;
   void put_index_key(const IndexKeyEntry& entry) override;
   void delete_index_key(std::string_view index_key) override;
+  void append_sync_entry(std::string_view store, const SyncEntry& entry) override;
+  uint64_t trim_sync_entries(std::string_view store, uint64_t through_slot) override;
   std::vector<TouchedRun> take_touched_runs() override;
 
  private:
   void touch(std::string_view flow_id, std::string_view run_id, bool attributes = false);
 
   KvStore& kv_;
+  const uint64_t slot_;
   // The runs written since take_touched_runs: bounded by the runs one record
   // (or one recovery) changes.
   std::vector<TouchedRun> touched_;
@@ -143,6 +148,12 @@ inline constexpr std::string_view kAttributePrefix = "~v/";
 inline constexpr std::string_view kRpcPrefix = "~p/";
 inline constexpr std::string_view kOpenRpcPrefix = "~o/";
 std::string attributes_prefix(std::string_view flow_id, std::string_view run_id);
+// SyncEntries: ~y/<store>␟<sequence, 20 digits>, the sequence increasing
+// across every store in log order.
+inline constexpr std::string_view kSyncPrefix = "~y/";
+std::string sync_prefix(std::string_view store);
+// The store of a SyncEntry key (empty for another key).
+std::string_view sync_store(std::string_view key);
 std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id);
 // Every key kept under one run (its record and the prefixes delete_run clears).
 std::string run(std::string_view flow_id, std::string_view run_id);

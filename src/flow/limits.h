@@ -28,9 +28,10 @@ inline constexpr size_t kWriteRequestsRemembered = 256;    // per run: sets, sto
 inline constexpr size_t kAttributeKeysMax = 1'000;         // per declaration
 inline constexpr size_t kAttributesMax = 10'000;           // stored instances per run
 inline constexpr size_t kRpcTypesMax = 1'000;              // per declaration
-inline constexpr size_t kLockKeysMax = 16;                 // per method or RPC
-inline constexpr size_t kRpcsDoneKept = 256;               // per run, for repeated InvokeRpc
-inline constexpr int64_t kRpcTimeoutMsMax = 60'000;        // an InvokeRpc's timeout
+inline constexpr uint64_t kSyncTrimMax = 4'096;      // SyncEntries one AttributeStoreSynced removes
+inline constexpr size_t kLockKeysMax = 16;           // per method or RPC
+inline constexpr size_t kRpcsDoneKept = 256;         // per run, for repeated InvokeRpc
+inline constexpr int64_t kRpcTimeoutMsMax = 60'000;  // an InvokeRpc's timeout
 inline constexpr size_t kRpcIdBytesMax = kNameBytesMax + 8;  // "req:" + a request ID
 // Any duration (timeouts, delays, Timer durations, retry intervals): ten years.
 inline constexpr int64_t kDurationMsMax = 10LL * 365 * 24 * 3600 * 1000;

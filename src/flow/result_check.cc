@@ -344,6 +344,9 @@ Status validate_start_options(const StartOptions& o) {
     return Status::invalid_argument("timeoutPolicy is set without a timeout");
   if (!IdReusePolicy_IsValid(o.id_reuse_policy()))
     return Status::invalid_argument("idReusePolicy is not a known policy");
+  if (!o.attribute_store().empty()) {
+    if (auto s = validate_name("attributeStore", o.attribute_store()); !s.is_ok()) return s;
+  }
   if (o.request_id().size() > kNameBytesMax)
     return Status::invalid_argument("requestId is longer than " + std::to_string(kNameBytesMax) +
                                     " bytes");

@@ -47,7 +47,12 @@ class RunEditor {
 
   // Writes Attributes in order (validated, and their room checked with check_attribute_room,
   // before).
+  // The writes of synced Attributes also go to the run's Attribute Store as one
+  // SyncEntry (docs/attribute-store.md).
   void write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes);
+  // Whether `write` goes to the run's Attribute Store: the run has one and the
+  // declaration marks the (plain) Attribute sync.
+  bool syncs(const Attribute& write) const;
 
   // A new RPC (replacing a done one with its ID): its attempt is queued after
   // its lock keys, its deadline timer set.

@@ -15,6 +15,7 @@ namespace dex::flow {
 
 void RunEditor::write_attributes(const google::protobuf::RepeatedPtrField<Attribute>& writes) {
   uint32_t count = run_.attribute_count();
+  SyncEntry sync;
   for (const auto& w : writes) {  // bounded by kAttributesMax writes
     const bool was =
         txn_.attribute(run_.flow_id(), run_.run_id(), w.key(), w.instance_key()).has_value();
@@ -27,9 +28,21 @@ void RunEditor::write_attributes(const google::protobuf::RepeatedPtrField<Attrib
       if (!was) ++count;
     }
     attributes_changed_ = true;
+    if (syncs(w)) *sync.add_writes() = w;
   }
   DEX_INVARIANT(count <= kAttributesMax, "the Attribute count was checked before");
   run_.set_attribute_count(count);
+  if (sync.writes_size() > 0) {
+    sync.set_flow_id(run_.flow_id());
+    sync.set_run_id(run_.run_id());
+    txn_.append_sync_entry(run_.attribute_store(), sync);
+  }
+}
+
+bool RunEditor::syncs(const Attribute& write) const {
+  if (run_.attribute_store().empty() || !write.instance_key().empty()) return false;
+  const AttributeDeclaration* a = find_attribute(declaration_, write.key());
+  return a != nullptr && a->sync() && !a->is_map();
 }
 
 // -------------------------------------------------------------------- RPCs

@@ -357,6 +357,30 @@ Status check_queues(KvStore& kv, const Run& run) {
 // The search index is exactly what the runs and declarations give: each
 // run's doc as build_search_doc makes it now, its entries and no other, and
 // every live declaration's index keys registered under its Flow type.
+// SyncEntries (docs/attribute-store.md): each names a Flow ID and writes or
+// removes its row; per store, log order (slots never go down); the sequence
+// counter is above every entry's.
+static Status check_sync_entries(KvStore& kv) {
+  std::map<std::string, uint64_t, std::less<>> last_slot;
+  uint64_t max_seq = 0;
+  for (auto& [k, v] : kv.scan(keys::kSyncPrefix)) {  // bounded by the entries kept
+    const std::string store(keys::sync_store(k));
+    if (store.empty()) return bad("sync key " + k + " names no store");
+    const SyncEntry e = parsed<SyncEntry>(v);
+    if (e.flow_id().empty()) return bad("sync entry " + k + " names no Flow ID");
+    if (e.delete_row() == (e.writes_size() > 0))
+      return bad("sync entry " + k + " must either write fields or remove the row");
+    auto [it, fresh] = last_slot.try_emplace(store, e.slot());
+    if (!fresh && e.slot() < it->second) return bad("sync entry " + k + " goes back in the log");
+    it->second = e.slot();
+    max_seq = std::max<uint64_t>(max_seq, std::stoull(k.substr(k.size() - 20)));
+  }
+  auto seq = kv.get("~meta/sync_seq");
+  if (max_seq > 0 && (!seq || std::stoull(*seq) < max_seq))
+    return bad("the sync sequence is below an entry's");
+  return Status::ok();
+}
+
 static Status check_search_index(KvStore& kv) {
   KvFlowTxn txn(kv);
   std::set<std::string> docs, entries;
@@ -535,6 +559,7 @@ Status check_state(KvStore& kv) {
     return bad("an attempt is indexed as running that no execution runs");
   if (used_queued.size() != ix.queued.size())
     return bad("a task is queued that no execution waits for");
+  if (auto st = check_sync_entries(kv); !st.is_ok()) return st;
   return check_search_index(kv);
 }
 

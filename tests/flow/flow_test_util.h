@@ -133,7 +133,7 @@ struct Harness {
 
   ApplyResult apply(const FlowRecord& r) {
     effects.clear();
-    KvFlowTxn txn(kv);
+    KvFlowTxn txn(kv, /*slot=*/records + 1);  // one record per log slot
     ApplyResult result = apply_record(txn, r, effects);
     ++records;
     auto s = check_state(kv);
