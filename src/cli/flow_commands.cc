@@ -151,6 +151,7 @@ struct FlowCommands::Impl {
   std::string start_delay_text, flow_timeout_text, timeout_policy_text, id_reuse_text, request_id;
   std::string retry_interval_text;
   std::optional<uint32_t> retry_runs;
+  std::optional<std::string> attribute_store;
   bool ignore_already_started = false, yes = false, expect_completed = false;
   std::string mode_text = "cancel", reason;
   std::string channel, instance_key;
@@ -253,6 +254,9 @@ void FlowCommands::Impl::add_mutations() {
   start->add_option("--request-id", request_id,
                     "Makes a repeat of this command safe: with the same request ID a second "
                     "start answers the first's run (alreadyStarted: true) instead of refusing");
+  start->add_option("--attribute-store", attribute_store,
+                    "The Attribute Store (the server's attributeStore.stores.NAME) the run's "
+                    "synced Attributes go to, instead of the one its Flow type declares");
   // Initial Attributes, written with the start: the typed flags of `attributes set`.
   const auto initial = [this](const char* flag, std::vector<std::string>& into, const char* what) {
     start->add_option(flag, into, std::string("Initial Attribute ") + what + "; repeatable")
@@ -504,6 +508,10 @@ int FlowCommands::Impl::check_start(const std::string& op) {
   if (!request_id.empty()) {
     start_options.set_request_id(request_id);
     start_options.set_ignore_already_started(true);
+  }
+  if (attribute_store) {
+    if (attribute_store->empty()) return usage_error(op, "--attribute-store is empty");
+    start_options.set_attribute_store(*attribute_store);
   }
   const AttributeWriteFlags& w = write_flags;
   for (const auto* given :

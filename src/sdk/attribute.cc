@@ -184,6 +184,26 @@ AttributeDef::AttributeDef(std::string key, flow::AttributeType type, bool is_ma
   }
 }
 
+AttributeDef::AttributeDef(std::string key, flow::AttributeType type, bool is_map, Sync)
+    : AttributeDef(std::move(key), type, is_map) {
+  make_synced();
+}
+
+AttributeDef::AttributeDef(std::string key, flow::AttributeType type, bool is_map, Index index,
+                           Sync)
+    : AttributeDef(std::move(key), type, is_map, std::move(index)) {
+  make_synced();
+}
+
+void AttributeDef::make_synced() {
+  if (is_map_) {
+    throw AttributeError(describe() +
+                         " cannot sync: only plain Attributes sync to the Attribute Store (one "
+                         "column each)");
+  }
+  synced_ = true;
+}
+
 flow::AttributeDeclaration AttributeDef::declaration() const {
   flow::AttributeDeclaration d;
   d.set_key(key_);
@@ -193,6 +213,7 @@ flow::AttributeDeclaration AttributeDef::declaration() const {
     d.mutable_index()->set_type(index_type_);
     d.mutable_index()->set_index_key(index_key_given_);
   }
+  d.set_sync(synced_);
   return d;
 }
 

@@ -25,6 +25,16 @@
 //                                              {dex::flow::INDEX_DATETIME, "PlacedAt"}};
 // An index the server would refuse (a type it does not fit, a system field's
 // name) throws dex::AttributeError when the Attribute is constructed.
+//
+// Synced Attributes (the Attribute Store): dex::kSync as the last argument
+// makes the server project the Attribute's writes into the run's Attribute
+// Store, a column of the same name in a PostgreSQL or MySQL table (the store
+// is the Flow's Flow::attribute_store(), or the start's
+// StartOptions::attribute_store).
+//   const dex::Attribute<std::string> status{"order-status", dex::kSync};
+//   const dex::Attribute<std::string> customer{"customer", dex::flow::INDEX_KEYWORD, dex::kSync};
+// Only plain Attributes sync: an AttributeMap has no constructor that takes
+// dex::kSync (a compile-time error).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -187,6 +197,17 @@ struct Index {
 // "KEYWORD", "FULL_TEXT", ... as queries and errors name them.
 std::string_view index_type_name(flow::IndexType type);
 
+// ---------------------------------------------------------------- Attribute Store
+
+// The tag of a synced Attribute (AttributeDeclaration.sync): its writes are
+// projected into the run's Attribute Store, one column named by its key. The
+// run's store is the start's (StartOptions::attribute_store), else its Flow's
+// (Flow::attribute_store()); a run without a store syncs nothing. Only plain
+// Attributes sync, one value per run and column: an AttributeMap cannot.
+//   const dex::Attribute<int64_t> items{"items", dex::kSync};
+struct Sync {};
+inline constexpr Sync kSync{};
+
 // The names every run has in queries (FlowId, Status, StartTime, ...): no
 // index key may take one, in any case.
 const std::vector<std::string_view>& search_system_fields();
@@ -194,8 +215,9 @@ const std::vector<std::string_view>& search_system_fields();
 // ---------------------------------------------------------------- definitions
 
 // What every Attribute and AttributeMap definition is, untyped: its key, its
-// type, whether it is a map and its search index, if any. Flow::attributes()
-// lists these, and AttributeReads names them.
+// type, whether it is a map, its search index, if any, and whether it syncs
+// to the Attribute Store. Flow::attributes() lists these, and AttributeReads
+// names them.
 class AttributeDef {
  public:
   AttributeDef(std::string key, flow::AttributeType type, bool is_map)
@@ -205,6 +227,11 @@ class AttributeDef {
   // Attribute's type, an index key that is a system field's name or not a
   // valid name (docs/search.md, "Indexed Attributes").
   AttributeDef(std::string key, flow::AttributeType type, bool is_map, Index index);
+  // Synced (see Sync), with or without an index. Throws AttributeError,
+  // naming the Attribute, for a map: only plain Attributes sync (the server
+  // refuses a declaration with a synced AttributeMap).
+  AttributeDef(std::string key, flow::AttributeType type, bool is_map, Sync);
+  AttributeDef(std::string key, flow::AttributeType type, bool is_map, Index index, Sync);
   const std::string& key() const { return key_; }
   flow::AttributeType type() const { return type_; }
   bool is_map() const { return is_map_; }
@@ -212,6 +239,8 @@ class AttributeDef {
   flow::IndexType index_type() const { return index_type_; }
   // The name queries use: the index's key, else the Attribute's; "" when not indexed.
   const std::string& index_key() const { return index_key_; }
+  // Its writes sync to the run's Attribute Store.
+  bool synced() const { return synced_; }
   flow::AttributeDeclaration declaration() const;
   // "string Attribute 'order-status'", "int64 AttributeMap 'stock'".
   std::string describe() const;
@@ -223,6 +252,9 @@ class AttributeDef {
   flow::IndexType index_type_ = flow::INDEX_TYPE_UNSPECIFIED;
   std::string index_key_;        // the effective one
   std::string index_key_given_;  // as declared (empty: the Attribute's key)
+  bool synced_ = false;
+
+  void make_synced();  // throws AttributeError for a map
 };
 
 // The Attributes a Step or an RPC reads (its tasks carry only those): every
@@ -295,7 +327,8 @@ std::optional<std::vector<std::string>> search_value(const flow::SearchField& f,
                                                      std::vector<std::string>*);
 }  // namespace sdk_internal
 
-// One typed value per run; searchable when declared with an Index.
+// One typed value per run; searchable when declared with an Index, synced to
+// the run's Attribute Store when declared with dex::kSync.
 template <typename T>
 class Attribute : public AttributeDef {
   static constexpr bool kHoldsArray = std::is_same_v<T, std::vector<std::string>>;
@@ -309,6 +342,17 @@ class Attribute : public AttributeDef {
   Attribute(std::string key, Index index)
       : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false,
                      std::move(index)) {
+    if constexpr (sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON)
+      sdk_internal::check_json_index(*this, kHoldsArray);
+  }
+  // Synced to the run's Attribute Store (see Sync), unindexed or indexed.
+  Attribute(std::string key, Sync sync)
+      : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false, sync) {
+    if constexpr (kHoldsArray) sdk_internal::check_json_index(*this, true);
+  }
+  Attribute(std::string key, Index index, Sync sync)
+      : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false,
+                     std::move(index), sync) {
     if constexpr (sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON)
       sdk_internal::check_json_index(*this, kHoldsArray);
   }
@@ -370,6 +414,9 @@ class AttributeMap : public AttributeDef {
  public:
   explicit AttributeMap(std::string key)
       : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, true) {}
+  // An AttributeMap cannot sync to the Attribute Store: only plain Attributes
+  // sync (one column each). Declare a dex::Attribute with dex::kSync instead.
+  AttributeMap(std::string key, Sync) = delete;
 
   std::optional<T> get(const Context& context, const std::string& instance_key) const {
     auto v = sdk_internal::read_attribute(context, *this, instance_key);

@@ -9,6 +9,8 @@ namespace dex {
 namespace {
 // Indexed Attributes per Flow type: the server's limit (docs/search.md).
 constexpr size_t kIndexedAttributesMax = 64;
+// Names are at most this long (the server's limit for every name).
+constexpr size_t kNameBytesMax = 255;
 }  // namespace
 
 flow::Payload to_payload(const json& value) {
@@ -309,6 +311,7 @@ flow::FlowDeclaration Flow::declaration() const {
   }
   const std::vector<AttributeDef> schema = attributes();
   for (const auto& a : schema) *d.add_attributes() = a.declaration();
+  d.set_attribute_store(attribute_store());
   for (const auto& r : rpcs()) {
     auto* rpc = d.add_rpcs();
     rpc->set_name(r.name());
@@ -351,6 +354,17 @@ Status Flow::validate() const {
     if (!added) {
       return Status::invalid_argument(flow + " gives Attributes '" + it->second + "' and '" +
                                       a.key() + "' the same index key '" + a.index_key() + "'");
+    }
+  }
+  if (const std::string store = attribute_store(); !store.empty()) {
+    const std::string what = flow + ": its attribute_store";
+    if (store.size() > kNameBytesMax) {
+      return Status::invalid_argument(what + " is longer than " + std::to_string(kNameBytesMax) +
+                                      " bytes");
+    }
+    for (unsigned char c : store) {
+      if (c < 0x20 || c == 0x7f)
+        return Status::invalid_argument(what + " contains a control character");
     }
   }
   if (index_keys.size() > kIndexedAttributesMax) {

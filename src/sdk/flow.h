@@ -377,6 +377,11 @@ class Flow {
   //   std::vector<dex::AttributeDef> attributes() const override { return {status, stock}; }
   virtual std::vector<AttributeDef> attributes() const { return {}; }
   virtual std::vector<Rpc> rpcs() const { return {}; }
+  // The Attribute Store (the server's attributeStore.stores.<name>) its runs'
+  // synced Attributes (dex::kSync) go to, unless a start names another
+  // (StartOptions::attribute_store). "": none.
+  //   std::string attribute_store() const override { return "orders"; }
+  virtual std::string attribute_store() const { return {}; }
 
   // The timeout handler, for runs started with timeout policy HANDLER
   // (StartOptions::timeout(d, flow::TIMEOUT_HANDLER)): when the run's timeout
@@ -400,7 +405,8 @@ class Flow {
   // InvalidArgument naming what is wrong: an Attribute key or RPC name empty
   // or repeated, two Attributes with one index key, more than 64 indexed
   // Attributes, a read of an undeclared Attribute, timeout handler options it
-  // cannot take. Worker::run() checks it.
+  // cannot take, an attribute_store() name the server would refuse (too long,
+  // a control character). Worker::run() checks it.
   Status validate() const;
 };
 

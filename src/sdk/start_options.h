@@ -5,7 +5,8 @@
 //   dex::StartOptions options;
 //   options.timeout(std::chrono::minutes(5))
 //       .retry({.initial_interval = std::chrono::seconds(2), .maximum_attempts = 3})
-//       .initial(status, std::string("new"));
+//       .initial(status, std::string("new"))
+//       .attribute_store("orders");
 #pragma once
 
 #include <chrono>
@@ -52,6 +53,10 @@ struct StartOptions {
   // (default: a fresh one per call) and what happens when the Flow ID has a run.
   StartOptions& request_id(std::string id);
   StartOptions& id_reuse(flow::IdReusePolicy policy);
+  // The Attribute Store (the server's attributeStore.stores.<name>) the run's
+  // synced Attributes (dex::kSync) go to, instead of its Flow's
+  // Flow::attribute_store(). A SubFlow's child takes one too.
+  StartOptions& attribute_store(std::string name);
 
   // Initial Attribute values, written with the start in the same record.
   template <typename T>

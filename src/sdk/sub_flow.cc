@@ -44,6 +44,11 @@ StartOptions& StartOptions::id_reuse(flow::IdReusePolicy policy) {
   return *this;
 }
 
+StartOptions& StartOptions::attribute_store(std::string name) {
+  proto.set_attribute_store(std::move(name));
+  return *this;
+}
+
 // ---------------------------------------------------------------- conditions
 
 Condition SubFlow::start(std::string flow_type, nlohmann::json input,

@@ -3,7 +3,8 @@
 // from its filters; page size, token and fields; one call per page with
 // --all), what they print (a table, a JSON object per page, JSON lines with
 // --all), a server's INVALID_ARGUMENT as JSON on stderr with exit 1, usage
-// errors with exit 2 and nothing sent; and `flow start`'s initial Attributes.
+// errors with exit 2 and nothing sent; and `flow start`'s initial Attributes
+// and Attribute Store.
 // The real server's behaviour is tests/server/test_dexcli_search.py's.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -248,6 +249,27 @@ TEST_F(DexcliSearch, StartTakesTypedInitialAttributes) {
   EXPECT_EQ(initial[3].value().datetime_unix_ms(), 1'800'007'200'000);
   EXPECT_EQ(initial[4].key(), "tags");
   EXPECT_EQ(initial[4].value().json_value(), R"(["eu","gift"])");
+}
+
+TEST_F(DexcliSearch, StartTakesAnAttributeStore) {
+  const Result help = dexcli({"flow", "start", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--attribute-store"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("attributeStore.stores.NAME"), std::string::npos) << help.out;
+  const Result r = dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-9",
+                           "--attribute-store", "orders-eu", "--string", "customer=acme"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Result plain = dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-10"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const Result empty =
+      dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-11", "--attribute-store", ""});
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_EQ(empty.error()["message"], "--attribute-store is empty");
+  std::lock_guard<std::mutex> lock(fake_.mu);
+  ASSERT_EQ(fake_.starts.size(), 2u);
+  EXPECT_EQ(fake_.starts[0].options().attribute_store(), "orders-eu");
+  EXPECT_EQ(fake_.starts[0].options().initial_attributes_size(), 1);
+  EXPECT_EQ(fake_.starts[1].options().attribute_store(), "");  // the Flow type's default
 }
 
 TEST_F(DexcliSearch, StartRefusesABadInitialAttributeNamingItAndSendsNothing) {

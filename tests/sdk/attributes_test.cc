@@ -71,8 +71,10 @@ class AttrFlow final : public Flow {
   std::vector<std::shared_ptr<Step>> step_list;
   std::vector<Rpc> rpc_list;
   std::vector<AttributeDef> schema{kStatus, kCount, kRatio, kFlag, kDue, kDoc, kBlob, kStock};
+  std::string store;  // attribute_store()
 
   std::string type() const override { return "Attrs"; }
+  std::string attribute_store() const override { return store; }
   std::string start_step() const override {
     return step_list.empty() ? "" : step_list.front()->type();
   }
@@ -472,6 +474,83 @@ TEST(Rpcs, AThrowingHandlerGivesATaskErrorWithItsMessageAndNothingElse) {
       << unknown.error().message();
 }
 
+// ---------------------------------------------------------------- the Attribute Store
+
+TEST(AttributeStoreDeclarations, ASyncedAttributeDeclaresSyncWithOrWithoutAnIndex) {
+  const Attribute<std::string> stage{"stage", kSync};
+  const Attribute<std::string> customer{"customer", flow::INDEX_KEYWORD, kSync};
+  const Attribute<DateTime> placed{"placed-at", {flow::INDEX_DATETIME, "PlacedAt"}, kSync};
+  const Attribute<std::vector<std::string>> tags{"tags", flow::INDEX_KEYWORD_ARRAY, kSync};
+  for (const AttributeDef* a :
+       std::initializer_list<const AttributeDef*>{&stage, &customer, &placed, &tags}) {
+    EXPECT_TRUE(a->synced()) << a->key();
+    EXPECT_TRUE(a->declaration().sync()) << a->key();
+  }
+  EXPECT_FALSE(stage.declaration().has_index());
+  EXPECT_EQ(customer.declaration().index().type(), flow::INDEX_KEYWORD);
+  EXPECT_EQ(placed.declaration().index().index_key(), "PlacedAt");
+  // Not synced unless declared so.
+  EXPECT_FALSE(kStatus.synced());
+  EXPECT_FALSE(kStatus.declaration().sync());
+  EXPECT_FALSE(kStock.declaration().sync());
+  // The index checks still apply to a synced Attribute.
+  EXPECT_THROW((Attribute<std::string>{"total", flow::INDEX_DOUBLE, kSync}), AttributeError);
+  EXPECT_THROW((Attribute<std::vector<std::string>>{"tags", kSync}), AttributeError);
+}
+
+TEST(AttributeStoreDeclarations, ASyncedAttributeMapIsRefusedNamingIt) {
+  // A typed AttributeMap has no synced constructor: a compile-time error.
+  static_assert(!std::is_constructible_v<AttributeMap<int64_t>, std::string, Sync>);
+  static_assert(std::is_constructible_v<Attribute<int64_t>, std::string, Sync>);
+  // An untyped definition of a synced map throws when constructed, as the
+  // server would refuse its declaration.
+  try {
+    AttributeDef map("stock", flow::ATTRIBUTE_INT64, true, kSync);
+    FAIL() << "a synced AttributeMap was constructed";
+  } catch (const AttributeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "int64 AttributeMap 'stock' cannot sync: only plain Attributes sync to the "
+              "Attribute Store (one column each)");
+  }
+  EXPECT_THROW(AttributeDef("stock", flow::ATTRIBUTE_INT64, true, flow::INDEX_INT, kSync),
+               AttributeError);
+  EXPECT_TRUE(AttributeDef("count", flow::ATTRIBUTE_INT64, false, kSync).synced());
+}
+
+TEST(AttributeStoreDeclarations, TheFlowDeclaresItsStoreAndValidateRefusesABadName) {
+  AttrFlow f;
+  f.step_list = {std::make_shared<FnStep>("A", [](Context&) { return StepDecision::dead_end(); })};
+  EXPECT_EQ(f.declaration().attribute_store(), "");
+  f.store = "orders";
+  f.schema = {Attribute<std::string>{"stage", kSync}, kCount, kStock};
+  EXPECT_TRUE(f.validate().is_ok());
+  const flow::FlowDeclaration d = f.declaration();
+  EXPECT_EQ(d.attribute_store(), "orders");
+  ASSERT_EQ(d.attributes_size(), 3);
+  EXPECT_TRUE(d.attributes(0).sync());
+  EXPECT_FALSE(d.attributes(1).sync());
+  EXPECT_FALSE(d.attributes(2).sync());
+
+  f.store = "orders\tdb";
+  Status bad = f.validate();
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "Flow type 'Attrs': its attribute_store contains a control character");
+  f.store = std::string(256, 's');
+  EXPECT_EQ(f.validate().message(),
+            "Flow type 'Attrs': its attribute_store is longer than 255 bytes");
+}
+
+TEST(AttributeStoreDeclarations, StartOptionsAndASubFlowsStartCarryTheStore) {
+  StartOptions options;
+  EXPECT_EQ(options.proto.attribute_store(), "");
+  options.attribute_store("audit").initial(kStatus, std::string("new"));
+  EXPECT_EQ(options.proto.attribute_store(), "audit");
+  SubFlowOptions child;
+  child.start.attribute_store("child-store");
+  const Condition c = SubFlow::start("Child", json::object(), child);
+  EXPECT_EQ(c.proto().sub_flow().options().attribute_store(), "child-store");
+}
+
 // ---------------------------------------------------------------- through a Worker
 
 class AttributeWorkerTest : public ::testing::Test {
@@ -550,6 +629,22 @@ TEST_F(AttributeWorkerTest, TheHelloCarriesTheSchemaAndTheServerGetsStepAndRpcRe
   ASSERT_TRUE(f.has_value());
   ASSERT_TRUE(f->result.has_error()) << f->result.DebugString();
   EXPECT_EQ(f->result.error().message(), "nothing to bump by");
+}
+
+TEST_F(AttributeWorkerTest, TheHelloCarriesSyncedAttributesAndTheFlowsAttributeStore) {
+  flow_->store = "orders";
+  flow_->schema = {Attribute<std::string>{"status", kSync},
+                   Attribute<int64_t>{"count", flow::INDEX_INT, kSync}, kRatio, kStock};
+  start();
+  const flow::FlowDeclaration d = workers_.hellos().at(0).flows(0);
+  EXPECT_EQ(d.attribute_store(), "orders");
+  ASSERT_EQ(d.attributes_size(), 4);
+  EXPECT_TRUE(d.attributes(0).sync());
+  EXPECT_TRUE(d.attributes(1).sync());
+  EXPECT_EQ(d.attributes(1).index().type(), flow::INDEX_INT);
+  EXPECT_FALSE(d.attributes(2).sync());
+  EXPECT_FALSE(d.attributes(3).sync());
+  EXPECT_TRUE(d.attributes(3).is_map());
 }
 
 TEST_F(AttributeWorkerTest, RunRefusesAFlowThatIsNotValidNamingWhy) {
@@ -651,6 +746,18 @@ TEST_F(AttributeClientTest, StartCarriesTypedInitialAttributes) {
   EXPECT_EQ(starts[0].options().initial_attributes(0).value().string_value(), "new");
   EXPECT_EQ(starts[0].options().initial_attributes(1).instance_key(), "sku-1");
   EXPECT_EQ(starts[0].options().initial_attributes(1).value().int64_value(), 4);
+}
+
+TEST_F(AttributeClientTest, StartCarriesTheAttributeStore) {
+  Client client(options_);
+  StartOptions options;
+  options.attribute_store("orders-eu");
+  ASSERT_TRUE(client.start("Attrs", "f-1", json::object(), options).is_ok());
+  ASSERT_TRUE(client.start("Attrs", "f-2", json::object()).is_ok());
+  const auto starts = flows_.starts();
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0].options().attribute_store(), "orders-eu");
+  EXPECT_EQ(starts[1].options().attribute_store(), "");  // the Flow's default
 }
 
 TEST_F(AttributeClientTest, WaitForAttributeMatchesTimesOutAndEndsWithTheRun) {
