@@ -94,7 +94,8 @@ export interface NodeDescription {
 /**
  * How a new run of a dex Flow starts (Client.startFlow with a Flow or Flow
  * type): the run's options (flowTimeoutMs, timeoutPolicy, startDelayMs,
- * initialAttributes, retryPolicy: RunStartOptions) and the start's own.
+ * initialAttributes, retryPolicy, attributeStore: RunStartOptions) and the
+ * start's own.
  */
 export interface FlowStartOptions extends CallOptions, RunStartOptions {
   /**

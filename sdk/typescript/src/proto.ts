@@ -75,6 +75,8 @@ export interface WireFlowDeclaration {
   hasTimeoutHandler?: boolean;
   /** The timeout handler's options and reads (unset: the defaults, no reads). */
   onTimeout?: { options: WireMethodOptions; attributeReads: string[] };
+  /** The Attribute Store its runs sync to unless a start names another ("": none). */
+  attributeStore?: string;
 }
 
 /** AttributeType by name. */
@@ -111,6 +113,8 @@ export interface WireAttributeDeclaration {
   isMap: boolean;
   /** Set only for an indexed Attribute. */
   index?: WireAttributeIndex;
+  /** Its writes sync to the run's Attribute Store (plain Attributes only); set only when true. */
+  sync?: boolean;
 }
 
 export interface WireRpcDeclaration {
@@ -162,6 +166,8 @@ export interface WireStartOptions {
   startDelayMs?: number;
   initialAttributes?: WireAttribute[];
   retryPolicy?: WireRetryPolicy | null;
+  /** The Attribute Store the run's synced Attributes go to ("": the declaration's). */
+  attributeStore?: string;
 }
 
 export interface WireSubFlowCondition {

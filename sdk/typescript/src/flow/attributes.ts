@@ -14,6 +14,13 @@
 // which Attribute types is the server's rule (src/flow/search_index.cc,
 // fits()), checked here when the Attribute is declared; a json Attribute
 // indexed "keywordArray" holds a JSON array of strings instead of an object.
+//
+// An Attribute may sync to the run's Attribute Store (`{ sync: true }`): the
+// server projects its writes into a column of the same name of a PostgreSQL
+// or MySQL table. The run's store is its start's `attributeStore`, else its
+// Flow's (FlowDefinition.attributeStore). Only plain Attributes sync: an
+// AttributeMap's options take no `sync` (a compile-time error; at run time,
+// the declaration throws).
 import type { WireAttribute, WireAttributeIndex, WireAttributeType, WireAttributeValue, WireIndexType } from "../proto";
 import { checkName, FLOW_LIMITS, invalid, valueLimitText } from "./checks";
 import { TaskError } from "./task-error";
@@ -103,6 +110,29 @@ export interface IndexOptions<I extends IndexTypeName = IndexTypeName> {
   indexKey?: string;
 }
 
+/** Whether an Attribute syncs to the run's Attribute Store (AttributeDeclaration.sync). */
+export interface SyncOptions {
+  /**
+   * Its writes are projected into the run's Attribute Store, a column named
+   * by its key. The run's store is its start's `attributeStore`, else its
+   * Flow's (FlowDefinition.attributeStore); a run without one syncs nothing.
+   * Default false.
+   */
+  sync?: boolean;
+}
+
+/**
+ * A plain Attribute's options: its index, if any, and whether it syncs:
+ * `{ index: "keyword", indexKey?: "Plan", sync?: true }` or `{ sync: true }`.
+ */
+export type AttributeOptions<I extends IndexTypeName = IndexTypeName> = (IndexOptions<I> | { index?: undefined; indexKey?: undefined }) & SyncOptions;
+
+/** The options of an Attribute type that takes no index (bytes): whether it syncs. */
+export interface UnindexedAttributeOptions extends SyncOptions {
+  index?: never;
+  indexKey?: never;
+}
+
 /** The index of an indexed Attribute, as declared. */
 export interface AttributeIndex {
   readonly type: IndexTypeName;
@@ -114,7 +144,7 @@ export interface AttributeIndex {
 function checkIndex(options: unknown, type: AttributeTypeName, key: string, what: string): AttributeIndex | undefined {
   if (options === undefined) return undefined;
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw invalid(`${what}: the options must be an object ({ index, indexKey? }), not ${describe(options)}`);
+    throw invalid(`${what}: the options must be an object ({ index?, indexKey?, sync? }), not ${describe(options)}`);
   }
   const { index, indexKey } = options as Partial<IndexOptions>;
   if (index === undefined) {
@@ -141,6 +171,14 @@ function checkIndex(options: unknown, type: AttributeTypeName, key: string, what
     );
   }
   return { type: index, key: indexName };
+}
+
+/** Whether the options make the Attribute sync; throws for a `sync` that is not a boolean. */
+function checkSync(options: unknown, what: string): boolean {
+  const sync = (options as SyncOptions | undefined)?.sync;
+  if (sync === undefined) return false;
+  if (typeof sync !== "boolean") throw invalid(`${what}: sync must be true or false, not ${describe(sync)}`);
+  return sync;
 }
 
 /** An Attribute's index as its declaration carries it (index_key empty: the Attribute's key). */
@@ -331,44 +369,48 @@ export class Attribute<T extends AttributeValue = AttributeValue> {
   readonly type: AttributeTypeName;
   /** How SearchFlows indexes it; undefined: not searchable. */
   readonly index: AttributeIndex | undefined;
+  /** Its writes sync to the run's Attribute Store. */
+  readonly sync: boolean;
 
   /**
    * Throws a DexError (INVALID_ARGUMENT) for a bad key or type, and for an
    * index that does not fit the type (string: keyword, fullText,
    * keywordArray; int64: int, double; double: double; bool: bool; datetime:
-   * datetime; json: keywordArray; bytes: none) or a bad index key.
+   * datetime; json: keywordArray; bytes: none) or a bad index key, and
+   * for a `sync` that is not a boolean.
    */
-  constructor(key: string, type: AttributeTypeName, options?: IndexOptions) {
+  constructor(key: string, type: AttributeTypeName, options?: AttributeOptions) {
     this.key = checkName(key, "an Attribute key");
     this.type = checkType(type, `Attribute '${this.key}'`);
     this.index = checkIndex(options, this.type, this.key, `Attribute '${this.key}'`);
+    this.sync = checkSync(options, `Attribute '${this.key}'`);
   }
-  static string(key: string, options?: IndexOptions<"keyword" | "fullText" | "keywordArray">): Attribute<string> {
+  static string(key: string, options?: AttributeOptions<"keyword" | "fullText" | "keywordArray">): Attribute<string> {
     return new Attribute<string>(key, "string", options);
   }
-  static int64(key: string, options?: IndexOptions<"int" | "double">): Attribute<number> {
+  static int64(key: string, options?: AttributeOptions<"int" | "double">): Attribute<number> {
     return new Attribute<number>(key, "int64", options);
   }
-  static double(key: string, options?: IndexOptions<"double">): Attribute<number> {
+  static double(key: string, options?: AttributeOptions<"double">): Attribute<number> {
     return new Attribute<number>(key, "double", options);
   }
-  static bool(key: string, options?: IndexOptions<"bool">): Attribute<boolean> {
+  static bool(key: string, options?: AttributeOptions<"bool">): Attribute<boolean> {
     return new Attribute<boolean>(key, "bool", options);
   }
-  static datetime(key: string, options?: IndexOptions<"datetime">): Attribute<Date> {
+  static datetime(key: string, options?: AttributeOptions<"datetime">): Attribute<Date> {
     return new Attribute<Date>(key, "datetime", options);
   }
   /**
    * A JSON object; indexed "keywordArray", an array of strings instead (the
    * keywords a query's `=` and IN match one by one).
    */
-  static json(key: string, options: IndexOptions<"keywordArray">): Attribute<string[]>;
-  static json<T extends object = JsonObject>(key: string): Attribute<T>;
-  static json(key: string, options?: IndexOptions<"keywordArray">): Attribute<any> {
+  static json(key: string, options: IndexOptions<"keywordArray"> & SyncOptions): Attribute<string[]>;
+  static json<T extends object = JsonObject>(key: string, options?: SyncOptions & { index?: undefined; indexKey?: undefined }): Attribute<T>;
+  static json(key: string, options?: AttributeOptions<"keywordArray">): Attribute<any> {
     return new Attribute(key, "json", options);
   }
-  static bytes(key: string): Attribute<Uint8Array> {
-    return new Attribute<Uint8Array>(key, "bytes");
+  static bytes(key: string, options?: UnindexedAttributeOptions): Attribute<Uint8Array> {
+    return new Attribute<Uint8Array>(key, "bytes", options);
   }
 
   /** The current value (this task's own writes included); undefined when it has none. */
@@ -398,17 +440,26 @@ export class Attribute<T extends AttributeValue = AttributeValue> {
   }
 }
 
-/** An AttributeMap's options: none yet (an AttributeMap cannot be indexed; only a plain Attribute is searchable). */
+/**
+ * An AttributeMap's options: none yet. An AttributeMap cannot be indexed
+ * (only a plain Attribute is searchable) nor sync to the Attribute Store
+ * (only plain Attributes sync, one column each).
+ */
 export interface AttributeMapOptions {
   index?: never;
   indexKey?: never;
+  sync?: never;
 }
 
 function checkMapOptions(options: unknown, what: string): void {
   if (options === undefined) return;
-  const o = options as { index?: unknown; indexKey?: unknown } | null;
-  if (typeof o === "object" && o !== null && o.index === undefined && o.indexKey === undefined) return;
-  throw invalid(`${what} cannot be indexed: only a plain Attribute is searchable (one value per run)`);
+  const o = options as { index?: unknown; indexKey?: unknown; sync?: unknown } | null;
+  if (typeof o !== "object" || o === null || o.index !== undefined || o.indexKey !== undefined) {
+    throw invalid(`${what} cannot be indexed: only a plain Attribute is searchable (one value per run)`);
+  }
+  if (o.sync !== undefined && o.sync !== false) {
+    throw invalid(`${what} cannot sync: only plain Attributes sync to the Attribute Store (one column each)`);
+  }
 }
 
 /** Typed values by a runtime instance key (declared once, by key). Not searchable. */

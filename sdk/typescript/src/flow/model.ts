@@ -48,6 +48,12 @@ export interface FlowDefinition {
   channels?: (Channel<any> | ChannelMap<any>)[];
   /** The persistence schema: the Flow's typed Attributes and AttributeMaps. */
   attributes?: AnyAttribute[];
+  /**
+   * The Attribute Store (the server's attributeStore.stores.<name>) its runs'
+   * synced Attributes (`{ sync: true }`) go to, unless a start names another
+   * (RunStartOptions.attributeStore). Default: none.
+   */
+  attributeStore?: string;
   /** Handlers Clients invoke on a running run (Client.invokeRpc). */
   rpcs?: (Rpc<any, any> | RpcDefinition<any, any>)[];
   /** Options every Step starts from; a Step's own options override them field by field. */
@@ -219,6 +225,8 @@ export class Flow {
   /** By name. */
   readonly rpcs: ReadonlyMap<string, Rpc<any, any>>;
   readonly defaultStepOptions: StepOptions | undefined;
+  /** The Attribute Store its runs sync to by default; undefined: none. */
+  readonly attributeStore: string | undefined;
   /** undefined: none (timeout policy "handler" is refused). */
   readonly timeoutHandler: TimeoutHandler | undefined;
   private readonly wireDeclaration: WireFlowDeclaration;
@@ -236,6 +244,7 @@ export class Flow {
     this.attributes = checkedAttributes(definition.attributes ?? [], what);
     this.rpcs = checkedRpcs(definition.rpcs ?? [], what);
     this.defaultStepOptions = definition.defaultStepOptions;
+    this.attributeStore = definition.attributeStore === undefined ? undefined : checkName(definition.attributeStore, `${what}: attributeStore`);
     if (definition.handleTimeout !== undefined && typeof definition.handleTimeout !== "function") {
       throw invalid(`${what}: handleTimeout is not a function`);
     }
@@ -250,6 +259,7 @@ export class Flow {
         const declared: WireAttributeDeclaration = { key: a.key, type: attributeTypeToWire(a.type), isMap: a instanceof AttributeMap };
         // Set only for an indexed Attribute, so that others declare what they did before.
         if (a instanceof Attribute && a.index !== undefined) declared.index = attributeIndexToWire(a.key, a.index);
+        if (a instanceof Attribute && a.sync) declared.sync = true;
         return declared;
       }),
       rpcs: [...this.rpcs.values()].map((r) => ({
@@ -261,6 +271,7 @@ export class Flow {
     // Set only with a handler, so that a Flow without one declares what it did before.
     if (this.timeoutHandler !== undefined) this.wireDeclaration.hasTimeoutHandler = true;
     if (onTimeout !== undefined) this.wireDeclaration.onTimeout = onTimeout;
+    if (this.attributeStore !== undefined) this.wireDeclaration.attributeStore = this.attributeStore;
   }
 
   /** Whether the Flow declares a timeout handler. */

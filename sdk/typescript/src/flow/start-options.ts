@@ -1,10 +1,10 @@
 // The options a new run starts with, shared by Client.startFlow and SubFlow
 // conditions: the flow timeout and its policy, a start delay, initial
-// Attributes and the Flow retry policy (docs/flow-rules.md, "Flow retry"),
-// encoded as the wire's StartOptions.
+// Attributes, the Flow retry policy (docs/flow-rules.md, "Flow retry") and
+// the Attribute Store, encoded as the wire's StartOptions.
 import type { WireAttribute, WireStartOptions } from "../proto";
 import { attributeWriteToWire, type AttributeWrite } from "./attributes";
-import { checkDuration, invalid } from "./checks";
+import { checkDuration, checkName, invalid } from "./checks";
 import { retryToWire, type RetryOptions } from "./options";
 
 /**
@@ -37,6 +37,12 @@ export interface RunStartOptions {
    * run's start. CANCELED, TERMINATED and a Client's stopFlow never retry.
    */
   retryPolicy?: RetryOptions;
+  /**
+   * The Attribute Store (the server's attributeStore.stores.<name>) the run's
+   * synced Attributes (`{ sync: true }`) go to, instead of its Flow's
+   * (FlowDefinition.attributeStore).
+   */
+  attributeStore?: string;
 }
 
 const TIMEOUT_POLICIES: Record<TimeoutPolicy, string> = {
@@ -98,5 +104,6 @@ export function runStartOptionsToWire(
     if (typeof o.retryPolicy !== "object" || o.retryPolicy === null) throw invalid(`${what}: retryPolicy must be an object`);
     wire.retryPolicy = retryToWire(o.retryPolicy, `${what}: retryPolicy`);
   }
+  if (o.attributeStore !== undefined) wire.attributeStore = checkName(o.attributeStore, `${what}: attributeStore`);
   return wire;
 }

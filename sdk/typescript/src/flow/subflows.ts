@@ -27,7 +27,7 @@ const REUSE_POLICIES: Record<SubFlowReusePolicy, string> = {
   alwaysRestart: "SUB_FLOW_ALWAYS_RESTART",
 };
 
-/** How a child starts: the run's options (timeout, policy, delay, initial Attributes, retry) and the reuse policy. */
+/** How a child starts: the run's options (timeout, policy, delay, initial Attributes, retry, Attribute Store) and the reuse policy. */
 export interface SubFlowStartOptions extends RunStartOptions {
   /** Default "restartIfPreviousExitsAbnormally". */
   reusePolicy?: SubFlowReusePolicy;
