@@ -39,8 +39,10 @@ bool PgConnection::is_open() const { return conn_ != nullptr && PQstatus(conn_) 
 
 bool PgConnection::check_alive() {
   if (!is_open()) return false;
+  // Readable while idle: the server ended the session (an error, then EOF),
+  // or, rarely, sent a notice; a new connection is cheap either way.
   pollfd fd{PQsocket(conn_), POLLIN, 0};
-  if (::poll(&fd, 1, 0) > 0 && (PQconsumeInput(conn_) == 0 || PQstatus(conn_) != CONNECTION_OK)) {
+  if (::poll(&fd, 1, 0) != 0) {
     close();
     return false;
   }

@@ -28,8 +28,8 @@ class PgConnection {
   // settings (application_name, client_encoding UTF8, keepalives).
   Status connect(const std::string& dsn, const std::string& password, TimePoint deadline);
   bool is_open() const;
-  // False (and closed) if an idle connection was ended by the server: it sent
-  // an error or closed the socket. No round trip.
+  // False (and closed) if an idle connection has anything to read: the
+  // server ended it (an error, then EOF). No round trip.
   bool check_alive();
   // Inside a transaction block (idle in it, or failed in it).
   bool in_transaction() const;

@@ -47,14 +47,16 @@ StatusOr<std::pair<DescribedTable, TableSchema>> describe_target_table(SqlSessio
   return std::pair{std::move(described).value(), std::move(schema).value()};
 }
 
-// Creates (if asked) and checks the watermark table beside the target.
+// Creates (if asked and absent: CREATE needs a privilege that writing rows
+// does not) and checks the watermark table beside the target.
 Status prepare_watermark_table(SqlSession& session, const std::string& schema, bool create,
                                TimePoint deadline) {
-  if (create) {
-    if (Status s = session.create_watermark_table(schema, deadline); !s.is_ok()) return s;
-  }
   const TableName name{schema, std::string(kWatermarkTable)};
   auto described = session.describe(name, deadline);
+  if (!described.is_ok() && described.status().is_not_found() && create) {
+    if (Status s = session.create_watermark_table(schema, deadline); !s.is_ok()) return s;
+    described = session.describe(name, deadline);
+  }
   if (!described.is_ok()) {
     if (described.status().is_not_found()) {
       return Status::permanent("watermark table " + name.display() +

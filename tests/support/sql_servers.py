@@ -281,7 +281,9 @@ class MariadbServer(_Server):
                 "--bind-address=127.0.0.1", f"--pid-file={os.path.join(self.base, 'pid')}",
                 "--skip-name-resolve", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
                 "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
-                "--performance-schema=OFF", f"--general-log-file={self.statement_log_path}"]
+                "--performance-schema=OFF", "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_general_ci",
+                f"--general-log-file={self.statement_log_path}"]
 
     def _client_argv(self, text):
         return ["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(self.port), "-u",
