@@ -601,6 +601,21 @@ class AdminServiceImpl final : public AdminService::Service {
     response->set_node_id(identity.node_id);
     response->set_node_epoch(identity.epoch.to_string());  // epochs are decimal strings
     response->set_holder_process_id(identity.holder_process_id);
+    for (const auto& r : engine.value()->attribute_sync_reports()) {  // bounded by the stores
+      auto* s = response->add_attribute_stores();
+      s->set_name(r.store);
+      s->set_type(r.type);
+      s->set_table(r.table);
+      s->set_state(r.state);
+      s->set_watermark_slot(r.watermark_slot);
+      s->set_lag_slots(r.lag_slots);
+      s->set_lag_seconds(r.lag_seconds);
+      s->set_transactions(r.transactions);
+      s->set_failures(r.failures);
+      s->set_rows(r.rows);
+      s->set_filtered_fields(r.misfits);
+      s->set_last_error(r.last_error);
+    }
     return grpc::Status::OK;
   }
 

@@ -15,9 +15,28 @@ json embed_json(const std::string& text) {
 
 json to_json(const DescribeResponse& describe) {
   // node_epoch is already a decimal string on the wire; it stays one.
-  return {{"nodeId", describe.node_id()},
-          {"nodeEpoch", describe.node_epoch()},
-          {"holderProcessId", describe.holder_process_id()}};
+  json out = {{"nodeId", describe.node_id()},
+              {"nodeEpoch", describe.node_epoch()},
+              {"holderProcessId", describe.holder_process_id()}};
+  if (describe.attribute_stores_size() > 0) {
+    json stores = json::array();
+    for (const auto& s : describe.attribute_stores()) {  // bounded by the configured stores
+      stores.push_back({{"name", s.name()},
+                        {"type", s.type()},
+                        {"table", s.table()},
+                        {"state", s.state()},
+                        {"watermarkSlot", s.watermark_slot()},
+                        {"lagSlots", s.lag_slots()},
+                        {"lagSeconds", s.lag_seconds()},
+                        {"transactions", s.transactions()},
+                        {"failures", s.failures()},
+                        {"rows", s.rows()},
+                        {"filteredFields", s.filtered_fields()},
+                        {"lastError", s.last_error()}});
+    }
+    out["attributeStores"] = std::move(stores);
+  }
+  return out;
 }
 
 std::string lease_holder_name(LeaseHolderAfterStepDown holder) {

@@ -1,6 +1,7 @@
 #include "config/config.h"
 
 #include "common/digest.h"
+#include "config/attribute_store_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -203,6 +204,14 @@ constexpr KeyRule kKeys[] = {
     {"admin.enabled", kEveryKey},
     {"auth.adminTokenFiles", kEveryKey},
     {"auth.adminTokenSha256", kEveryKey},
+    // attributeStore.*: the stores' own keys are checked by their reader
+    // (attribute_store_config.cc), which knows the names are the user's.
+    {"attributeStore.stores", kEveryKey},
+    {"attributeStore.schemaSyncInterval", kEveryKey},
+    {"attributeStore.syncBatchSize", kEveryKey},
+    {"attributeStore.syncAttemptTimeout", kEveryKey},
+    {"attributeStore.syncRetryPolicy", kEveryKey},
+    {"attributeStore.createWatermarkTable", kEveryKey},
 };
 
 std::set<std::string> allowed_keys(Subcommand command) {
@@ -504,6 +513,10 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
                                &next.admin_token_sha256_entries));
   }
 
+  if (auto section = in.node("attributeStore")) {
+    DEX_READ(read_attribute_store_settings(*section, in.source(), next.attribute_store));
+  }
+
   // Rules that join keys.
   if (next.standby_mode == StandbyMode::kHot) {
     if (next.lease_fail_if_held) {
@@ -776,6 +789,7 @@ std::string describe_serve_config(const NodeSettings& c) {
       "  workerReconnectGrace: {}\n",
       zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
       format_duration(c.flows.retention), format_duration(c.flows.worker_reconnect_grace));
+  out += describe_attribute_store_settings(c.attribute_store);
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attrstore/store_settings.h"
 #include "common/clock.h"
 #include "common/durability.h"
 #include "common/node_id.h"
@@ -130,6 +131,9 @@ struct NodeSettings {
   // lifecycle.attemptDrainTimeout: how long a step down or SIGTERM/SIGINT let
   // running attempts finish.
   Duration attempt_drain_timeout = seconds(30);
+  // attributeStore.* (docs/attribute-store.md): the tables synced Attributes
+  // go to. A store's DSN is read here (dsn, dsnFile or dsnEnv) and never shown.
+  attrstore::AttributeStoreSettings attribute_store;
   SnapshotSettings snapshots;  // snapshots.*
   ValueSettings values;        // values.*
   FlowSettings flows;          // flows.*

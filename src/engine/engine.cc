@@ -14,6 +14,8 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "common/invariant.h"
+#include "engine/attribute_sync.h"
 #include "engine/flow_blob_sweep.h"
 #include "engine/flow_blobs.h"
 #include "engine/flow_engine.h"
@@ -115,8 +117,17 @@ class EngineImpl final : public Engine {
     return flow_->complete(worker, result);
   }
 
+  std::vector<AttributeSyncReport> attribute_sync_reports() const override {
+    std::vector<AttributeSyncReport> out;
+    for (const auto& sync : syncs_) out.push_back(sync->report());
+    return out;
+  }
+
   StatusOr<flow::StartFlowResponse> start_flow(const flow::StartFlowRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
+    if (auto s = check_store(r.options().attribute_store(), "the start's attributeStore");
+        !s.is_ok())
+      return s;
     auto in = values_in(blobs_.get(), r.flow_id(), r);
     if (!in.is_ok()) return in.status();
     return flow_->start_flow(*in);
@@ -201,6 +212,9 @@ class EngineImpl final : public Engine {
 
  private:
   void on_durable(Slot slot, const proto::LogBatch& batch);
+  // InvalidArgument unless `name` is empty or a configured Attribute Store.
+  Status check_store(const std::string& name, std::string_view what) const;
+  void start_attribute_syncs();
   // Tells EngineOptions::on_attempt_ended / on_flow_ended (/ on_applied) what `fx` did.
   void report_ended(const flow::Effects& fx) const;
   Status check_open();
@@ -237,6 +251,8 @@ class EngineImpl final : public Engine {
   FlowWaits waits_{local_, clock_};           // the long polls; outlives flow_, which tells it
   std::unique_ptr<FlowEngine> flow_;          // created by start(), before any call
   std::unique_ptr<RpcInvoker> rpcs_;          // created by start(), over flow_ and waits_
+  // One per Attribute Store, created by start() over flow_; stopped first.
+  std::vector<std::unique_ptr<AttributeSync>> syncs_;
   std::once_flag stop_once_;
 };
 
@@ -294,6 +310,38 @@ void EngineImpl::on_durable(Slot slot, const proto::LogBatch& batch) {
   records_applied_ += batch.records_size();
   report_ended(outcome->flow_effects);
   if (flow_) flow_->on_applied(outcome->flow_results, outcome->flow_effects);
+  for (auto& sync : syncs_) sync->wake();
+}
+
+Status EngineImpl::check_store(const std::string& name, std::string_view what) const {
+  if (name.empty()) return Status::ok();
+  for (const auto& s : options_.attribute_stores) {
+    if (s.settings.name == name) return Status::ok();
+  }
+  return Status::invalid_argument(
+      fmt::format("{} names Attribute Store \"{}\", which this server does not configure "
+                  "(attributeStore.stores)",
+                  what, name));
+}
+
+void EngineImpl::start_attribute_syncs() {
+  uint64_t seed = options_.epoch.value * 7919;
+  for (const auto& s : options_.attribute_stores) {  // bounded by the configured stores
+    DEX_INVARIANT(s.table != nullptr, "a configured store has its table");
+    AttributeSyncOptions o;
+    o.store = s.settings;
+    o.common = options_.attribute_store_settings;
+    o.epoch = options_.epoch;
+    o.process = options_.process_id.value;
+    o.budget = options_.attribute_sync_budget;
+    o.lease_remaining = options_.lease_remaining;
+    o.now_unix_ms = options_.now_unix_ms;
+    o.on_report = options_.on_attribute_sync;
+    o.seed = ++seed;
+    syncs_.push_back(std::make_unique<AttributeSync>(std::move(o), *s.table, local_, *flow_,
+                                                     blobs_.get(), clock_));
+    syncs_.back()->start();
+  }
 }
 
 Status EngineImpl::check_open() {
@@ -416,6 +464,7 @@ Status EngineImpl::start() {
   bo.on_pass = options_.on_blobs_collected;
   sweeper_ = std::make_unique<BlobSweeper>(*blobs_, local_, clock_, std::move(bo));
   sweeper_->start();
+  start_attribute_syncs();
   return Status::ok();
 }
 
@@ -432,6 +481,9 @@ void EngineImpl::stop() {
       stopped_ = true;
       housekeeping_cv_.notify_all();
     }
+    // A sync transaction in flight ends within its budget; a watermark
+    // record it proposed is answered while the log is still attached.
+    for (auto& sync : syncs_) sync->stop();
     // A snapshot in progress stops at its next request, a blob collection
     // pass at its next page or delete.
     if (snapshotter_) snapshotter_->stop();
@@ -455,6 +507,11 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
                                                 hello.worker_id().size(), kWorkerIdBytesMax));
   }
   if (hello.flows().empty()) return Status::invalid_argument("the hello declares no Flow type");
+  for (const auto& d : hello.flows()) {  // bounded by the hello's declarations
+    if (auto s = check_store(d.attribute_store(), fmt::format("Flow type \"{}\"", d.flow_type()));
+        !s.is_ok())
+      return s;
+  }
   if (hello.max_concurrent_tasks() > kWorkerConcurrentTasksMax) {
     return Status::invalid_argument(fmt::format("max_concurrent_tasks {} is over the limit of {}",
                                                 hello.max_concurrent_tasks(),
@@ -513,6 +570,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::open(EngineOptions options, ObjectStor
         "on_durable)");
   }
   if (!log.is_open()) return Status::stopped("the log writer is not open");
+  if (!options.attribute_stores.empty() && !options.lease_remaining) {
+    return Status::invalid_argument("EngineOptions: attribute_stores need lease_remaining");
+  }
   std::unique_ptr<StateMachine> handed;
   if (options.handed_store) handed = std::move(options.handed_store->sm);
   auto local =

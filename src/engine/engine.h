@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attrstore/store_settings.h"
 #include "blob/blob_store.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -26,6 +27,7 @@
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
 #include "dex/records.pb.h"
+#include "engine/attribute_sync_report.h"
 #include "engine/worker_sink.h"
 #include "objstore/object_store.h"
 #include "snapshot/snapshot_types.h"
@@ -34,6 +36,9 @@ namespace dex {
 
 class LogWriter;
 struct HandedLocalStore;
+namespace attrstore {
+class AttributeTable;
+}  // namespace attrstore
 namespace flow {
 struct Effects;
 }  // namespace flow
@@ -125,6 +130,24 @@ struct EngineOptions {
   // Optional (metrics, tests): the counts of every blob collection pass that
   // ran to its end, on the collector's thread.
   std::function<void(const SweepCounts&)> on_blobs_collected;
+
+  // Attribute Store sync (docs/attribute-store.md): the stores this engine
+  // syncs while it runs, each with its table (opened and checked by the
+  // server at startup; it outlives the engine). A start or a declaration that
+  // names a store not listed here is refused.
+  struct AttributeStore {
+    attrstore::StoreSettings settings;
+    attrstore::AttributeTable* table = nullptr;
+  };
+  std::vector<AttributeStore> attribute_stores;
+  attrstore::AttributeStoreSettings attribute_store_settings;
+  // A quarter of lease.duration: the bound of every sync transaction.
+  Duration attribute_sync_budget = milliseconds(2500);
+  // How long this process's lease stays valid by its clock (0: not valid).
+  // Required with attribute_stores.
+  std::function<Duration()> lease_remaining;
+  // After every sync try, on the store's sync thread (metrics). Must not block.
+  std::function<void(const AttributeSyncReport&)> on_attribute_sync;
 };
 
 class Engine {
@@ -210,6 +233,9 @@ class Engine {
       const flow::WaitForAttributeRequest&, const std::function<bool()>& cancelled) = 0;
   virtual StatusOr<flow::InvokeRpcResponse> invoke_rpc(const flow::InvokeRpcRequest&,
                                                        const std::function<bool()>& cancelled) = 0;
+
+  // Where each Attribute Store's sync stands (admin describe), in configured order.
+  virtual std::vector<AttributeSyncReport> attribute_sync_reports() const { return {}; }
 };
 
 }  // namespace dex

@@ -946,6 +946,7 @@ ApplyResult RecordApplier::expire(const TimerFired& r) {
     gone.set_flow_id(key.flow_id());
     gone.set_run_id(entry->run_id());
     gone.set_delete_row(true);
+    gone.set_at_unix_ms(r.at_unix_ms());
     txn_.append_sync_entry(row_store, gone);
   }
   return applied();

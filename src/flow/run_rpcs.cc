@@ -35,6 +35,7 @@ void RunEditor::write_attributes(const google::protobuf::RepeatedPtrField<Attrib
   if (sync.writes_size() > 0) {
     sync.set_flow_id(run_.flow_id());
     sync.set_run_id(run_.run_id());
+    sync.set_at_unix_ms(at_ms_);
     txn_.append_sync_entry(run_.attribute_store(), sync);
   }
 }

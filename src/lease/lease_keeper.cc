@@ -87,6 +87,14 @@ bool LeaseKeeper::is_valid() const {
   return machine_.is_valid(clock_.now());
 }
 
+Duration LeaseKeeper::valid_for() const {
+  Lock lock(mu_);
+  const TimePoint now = clock_.now();
+  if (!machine_.is_valid(now)) return Duration(0);
+  auto end = machine_.period_end();
+  return end ? std::max(Duration(0), *end - now) : Duration(0);
+}
+
 Epoch LeaseKeeper::epoch() const {
   Lock lock(mu_);
   return machine_.epoch();

@@ -71,6 +71,10 @@ class LeaseKeeper {
 
   // Holding, and the current lease period has not ended by clock.now().
   bool is_valid() const;
+  // How long the lease stays valid from clock.now() on (0 when it is not):
+  // work that must end before the lease could expire (an Attribute Store
+  // transaction) begins only with enough of it left.
+  Duration valid_for() const;
   Epoch epoch() const;
   LeaseState state() const;
   LeaseCounters counters() const;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "metrics/attribute_sync_metrics.h"
 #include "metrics/flow_metrics.h"
 
 namespace dex {
@@ -238,6 +239,7 @@ struct Metrics::Impl {
   std::array<prometheus::Counter*, flow::FlowStatus_ARRAYSIZE> flow_ends{};
   std::array<prometheus::Counter*, flow::AttemptOutcome_ARRAYSIZE> attempt_ends{};
   std::unique_ptr<FlowMetrics> by_type;  // the series by Flow, Step and RPC type
+  std::unique_ptr<AttributeSyncMetrics> attribute_sync;  // the series by store
 
   // Serializes set_standby_state so that the last call wins on all five gauges.
   std::mutex standby_mu;
@@ -358,6 +360,7 @@ Metrics::Metrics(size_t type_labels_max) : impl_(std::make_unique<Impl>()) {
   impl_->blob_delete_errors = counter("dexzd_blob_delete_errors_total",
                                       "Blob deletes that failed (the blob waits for a later pass)");
   impl_->by_type = std::make_unique<FlowMetrics>(r, type_labels_max);
+  impl_->attribute_sync = std::make_unique<AttributeSyncMetrics>(r);
 }
 
 Metrics::~Metrics() {
@@ -469,6 +472,10 @@ void Metrics::blobs_collected(uint64_t deleted, uint64_t bytes_freed, uint64_t d
   impl_->blobs_deleted->Increment(static_cast<double>(deleted));
   impl_->blob_bytes_freed->Increment(static_cast<double>(bytes_freed));
   impl_->blob_delete_errors->Increment(static_cast<double>(delete_errors));
+}
+
+void Metrics::attribute_sync(const AttributeSyncSample& sample) {
+  impl_->attribute_sync->sample(sample);
 }
 
 void Metrics::attempt_ended(flow::AttemptOutcome outcome) {

@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "dex/flow.pb.h"
 #include "dex/flow_records.pb.h"
+#include "metrics/attribute_sync_sample.h"
 #include "metrics/flow_labels.h"
 
 namespace prometheus {
@@ -129,6 +130,9 @@ class Metrics {
   // dexzd_blobs_deleted_total, dexzd_blob_bytes_freed_total and
   // dexzd_blob_delete_errors_total.
   void blobs_collected(uint64_t deleted, uint64_t bytes_freed, uint64_t delete_errors);
+
+  // Attribute Store sync (docs/attribute-store.md): where one store's sync stands.
+  void attribute_sync(const AttributeSyncSample& sample);
 
   // The text exposition of every series, as GET /metrics serves it.
   std::string render() const;

@@ -337,6 +337,20 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   eo.on_blobs_collected = [this](const SweepCounts& c) {
     metrics_.blobs_collected(c.deleted, c.bytes_freed, c.delete_errors);
   };
+  // Attribute Store sync: each transaction ends within a quarter of the lease
+  // (spec: Lease duration and alerts) and begins only with that much left.
+  const auto& stores = settings_.attribute_store.stores;
+  assert(stores.size() == runtime_.attribute_tables.size());
+  for (size_t i = 0; i < stores.size(); ++i)
+    eo.attribute_stores.push_back({stores[i], runtime_.attribute_tables[i]});
+  eo.attribute_store_settings = settings_.attribute_store;
+  eo.attribute_sync_budget = settings_.lease_duration / 4;
+  LeaseKeeper* held = s.keeper.get();
+  eo.lease_remaining = [held] { return held->valid_for(); };
+  eo.on_attribute_sync = [this](const AttributeSyncReport& r) {
+    metrics_.attribute_sync({r.store, r.lag_seconds, r.lag_slots, r.watermark_slot, r.transactions,
+                             r.failures, r.rows, r.misfits});
+  };
   return eo;
 }
 

@@ -39,6 +39,9 @@ class LeaseKeeper;
 struct LeaseKeeperOptions;
 struct EngineOptions;
 struct HandedLocalStore;
+namespace attrstore {
+class AttributeTable;
+}  // namespace attrstore
 
 // What a node process is told besides its settings: where and how it runs.
 struct NodeRuntime {
@@ -47,6 +50,10 @@ struct NodeRuntime {
   std::filesystem::path local_store_path;  // the local store (serve: localStore.path)
   std::string data_description;            // for the ready line: where the data lives
   Metrics* metrics = nullptr;              // null: metrics are kept but not served
+  // The Attribute Store tables, opened and checked at startup, in the order of
+  // settings.attribute_store.stores; they outlive the node. The active
+  // process syncs them (docs/attribute-store.md).
+  std::vector<attrstore::AttributeTable*> attribute_tables;
 };
 
 // Tests only: a shorter bound for the stuck local store (spec: about 64 s),

@@ -23,6 +23,7 @@
 #include "metrics/metrics.h"
 #include "node/node.h"
 #include "objstore/store_settings.h"
+#include "server/attribute_tables.h"
 
 namespace dex {
 namespace {
@@ -150,7 +151,10 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   if (!store.is_ok())
     return fail(fmt::format("cannot open the object store: {}", store.status().message()));
 
+  auto tables = open_attribute_tables(settings);
+  if (!tables.is_ok()) return fail(fmt::format("cannot start: {}", tables.status().message()));
   NodeRuntime runtime;
+  runtime.attribute_tables = tables->pointers();
   runtime.program = std::string(program);
   runtime.holder_is_stopped = lock.value()->held();
   runtime.local_store_path = data_dir / "local";
@@ -188,7 +192,10 @@ int run_serve_server(const NodeSettings& settings) {
   MeteredObjectStore store(*opened.value(), metrics);
   const ApiServerOptions api_options = api_options_for(
       settings.listen, settings.admin_enabled, settings.admin_token_sha256, settings.values);
+  auto tables = open_attribute_tables(settings);
+  if (!tables.is_ok()) return fail(fmt::format("cannot start: {}", tables.status().message()));
   NodeRuntime runtime;
+  runtime.attribute_tables = tables->pointers();
   runtime.program = "serve";
   runtime.holder_is_stopped = false;  // no dev lock: a held lease is waited out (standby)
   runtime.local_store_path = fs::absolute(settings.local_store_path);

@@ -1,5 +1,7 @@
 #include "server/serve_check.h"
 
+#include "server/attribute_tables.h"
+
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -52,7 +54,10 @@ Status check_serve_config(const NodeSettings& settings) {
   } else {
     if (auto s = check_directory(os.path, "objectStore.path"); !s.is_ok()) return s;
   }
-  return check_directory(settings.local_store_path, "localStore.path");
+  if (auto s = check_directory(settings.local_store_path, "localStore.path"); !s.is_ok()) return s;
+  // Each Attribute Store is reached, pinged and described as startup does.
+  if (auto tables = open_attribute_tables(settings); !tables.is_ok()) return tables.status();
+  return Status::ok();
 }
 
 }  // namespace dex

@@ -10,7 +10,8 @@ namespace dex {
 // the S3 bucket name, region, prefix and endpoint form, the S3 credentials
 // present (open_object_store, which sends no request to S3), and
 // objectStore.path / localStore.path not being files. The message names the
-// key.
+// key. Also reaches every Attribute Store as startup does (connect, ping,
+// describe the table), the one check that talks to a server.
 Status check_serve_config(const NodeSettings& settings);
 
 }  // namespace dex
