@@ -27,13 +27,16 @@ namespace {
 
 const Channel kSellerApproval("seller-approval");
 // Queries name an index by its key: `OrderStatus`, where `order-status` would
-// need back quotes.
-const Attribute<std::string> kOrderStatus{"order-status", {flow::INDEX_KEYWORD, "OrderStatus"}};
-const Attribute<std::string> kCustomer{"customer", flow::INDEX_KEYWORD};
-const Attribute<int64_t> kItems{"items", flow::INDEX_INT};
-const Attribute<double> kTotal{"total", flow::INDEX_DOUBLE};
-const Attribute<DateTime> kPlacedAt{"placed-at", {flow::INDEX_DATETIME, "PlacedAt"}};
-const Attribute<std::vector<std::string>> kTags{"tags", flow::INDEX_KEYWORD_ARRAY};
+// need back quotes. Each also syncs (kSync) to the run's Attribute Store when
+// a start names one (`dexcli flow start ... --attribute-store orders`;
+// docs/attribute-store.md): a table with a column per key.
+const Attribute<std::string> kOrderStatus{
+    "order-status", {flow::INDEX_KEYWORD, "OrderStatus"}, kSync};
+const Attribute<std::string> kCustomer{"customer", flow::INDEX_KEYWORD, kSync};
+const Attribute<int64_t> kItems{"items", flow::INDEX_INT, kSync};
+const Attribute<double> kTotal{"total", flow::INDEX_DOUBLE, kSync};
+const Attribute<DateTime> kPlacedAt{"placed-at", {flow::INDEX_DATETIME, "PlacedAt"}, kSync};
+const Attribute<std::vector<std::string>> kTags{"tags", flow::INDEX_KEYWORD_ARRAY, kSync};
 
 class Charge final : public Step {
  public:
