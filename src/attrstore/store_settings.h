@@ -31,6 +31,9 @@ struct StoreSettings {
   // A secret (it may hold a password): never in logs, errors or describe
   // output; redact_dsn (attrstore/dsn.h) gives a printable form.
   std::string dsn;
+  // Where the DSN came from when not given inline (dsnFile, dsnEnv), for
+  // describe output: a path or a variable's name is not a secret.
+  std::string dsn_file, dsn_env;
   // As written: "table" or "schema.table" (PostgreSQL), "table" or
   // "database.table" (MySQL); parse_table_name (attrstore/table_name.h).
   std::string table_name;

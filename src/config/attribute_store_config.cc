@@ -19,6 +19,9 @@ constexpr size_t kStoreNameMax = 64;
 constexpr size_t kStoresMax = 16;
 constexpr size_t kDsnFileBytesMax = 64 * 1024;
 constexpr uint64_t kSyncBatchSizeMax = 10'000;
+// What describe prints for an inline DSN; reading it back is refused, so a
+// copy of `serve --check` output never runs without the real DSN.
+constexpr std::string_view kDsnNotShown = "(not shown)";
 
 Status bad(std::string_view source, const std::string& message) {
   return Status::invalid_argument(fmt::format("{}: {}", source, message));
@@ -46,16 +49,22 @@ Status check_store_name(std::string_view name, std::string_view source) {
 
 // The DSN from exactly one of dsn, dsnFile and dsnEnv. Errors never hold it.
 StatusOr<std::string> read_dsn(const YAML::Node& store, std::string_view source,
-                               const std::string& where) {
+                               const std::string& where, attrstore::StoreSettings& out) {
   int given = 0;
+  for (const char* key : {"dsn", "dsnFile", "dsnEnv"}) given += store[key] ? 1 : 0;
+  if (given != 1)
+    return bad(source, fmt::format("{} needs exactly one of dsn, dsnFile and dsnEnv", where));
   std::string dsn;
   for (const char* key : {"dsn", "dsnFile", "dsnEnv"}) {
     if (!store[key]) continue;
-    ++given;
     auto text = scalar(store[key], source, where + "." + key);
     if (!text.is_ok()) return text.status();
     if (text->empty()) return bad(source, fmt::format("{}.{} is empty", where, key));
     if (std::string_view(key) == "dsn") {
+      if (*text == kDsnNotShown)
+        return bad(source, fmt::format("{}.dsn is the placeholder that serve --check prints: copy "
+                                       "the DSN from the original config",
+                                       where));
       dsn = *text;
     } else if (std::string_view(key) == "dsnFile") {
       std::error_code ec;
@@ -69,6 +78,7 @@ StatusOr<std::string> read_dsn(const YAML::Node& store, std::string_view source,
       all << in.rdbuf();
       if (!in) return bad(source, fmt::format("{}.dsnFile: cannot read '{}'", where, *text));
       dsn = all.str();
+      out.dsn_file = *text;
       while (!dsn.empty() && (dsn.back() == '\n' || dsn.back() == '\r' || dsn.back() == ' '))
         dsn.pop_back();
       if (dsn.empty()) return bad(source, fmt::format("{}.dsnFile: '{}' is empty", where, *text));
@@ -78,10 +88,9 @@ StatusOr<std::string> read_dsn(const YAML::Node& store, std::string_view source,
         return bad(source,
                    fmt::format("{}.dsnEnv: the environment variable {} is not set", where, *text));
       dsn = value;
+      out.dsn_env = *text;
     }
   }
-  if (given != 1)
-    return bad(source, fmt::format("{} needs exactly one of dsn, dsnFile and dsnEnv", where));
   return dsn;
 }
 
@@ -106,7 +115,7 @@ StatusOr<attrstore::StoreSettings> read_store(const std::string& name, const YAM
   if (!parsed)
     return bad(source, fmt::format("{}.type must be postgres or mysql, not '{}'", where, *type));
   out.type = *parsed;
-  auto dsn = read_dsn(store, source, where);
+  auto dsn = read_dsn(store, source, where, out);
   if (!dsn.is_ok()) return dsn.status();
   out.dsn = std::move(dsn.value());
   if (!store["tableName"]) return bad(source, fmt::format("'{}.tableName' is required", where));
@@ -180,6 +189,16 @@ Status read_retry(const YAML::Node& retry, std::string_view source,
   return Status::ok();
 }
 
+// A YAML double-quoted scalar.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 Status read_attribute_store_settings(const YAML::Node& section, std::string_view source,
@@ -240,10 +259,19 @@ std::string describe_attribute_store_settings(const attrstore::AttributeStoreSet
   if (c.stores.empty()) return "# attributeStore: no store configured\n";
   std::string out = "attributeStore:\n  stores:\n";
   for (const auto& s : c.stores) {
-    out += fmt::format(
-        "    {}:\n      type: {}\n      tableName: \"{}\"\n      deleteRows: {}\n"
-        "      # dsn: set (not shown)\n",
-        s.name, attrstore::store_type_name(s.type), s.table_name, s.delete_rows);
+    out +=
+        fmt::format("    {}:\n      type: {}\n      tableName: {}\n      deleteRows: {}\n", s.name,
+                    attrstore::store_type_name(s.type), quote(s.table_name), s.delete_rows);
+    if (!s.dsn_file.empty()) {
+      out += fmt::format("      dsnFile: {}\n", quote(s.dsn_file));
+    } else if (!s.dsn_env.empty()) {
+      out += fmt::format("      dsnEnv: {}\n", quote(s.dsn_env));
+    } else {
+      out += fmt::format(
+          "      # the DSN is not shown: copy it from the config file\n"
+          "      dsn: \"{}\"\n",
+          kDsnNotShown);
+    }
   }
   out += fmt::format(
       "  schemaSyncInterval: {}\n  syncBatchSize: {}\n  syncAttemptTimeout: {}\n"
