@@ -73,6 +73,26 @@ class _Account:
         if self.switch:
             os.chown(path, self.uid, self.gid)
 
+    def reaches(self, path):
+        """Whether this account can enter `path` (every directory on the way)."""
+        if not self.switch:
+            return True
+        path = os.path.abspath(path)
+        while True:
+            st = os.stat(path)
+            if st.st_uid == self.uid:
+                ok = st.st_mode & 0o100
+            elif st.st_gid == self.gid:
+                ok = st.st_mode & 0o010
+            else:
+                ok = st.st_mode & 0o001
+            if not ok:
+                return False
+            parent = os.path.dirname(path)
+            if parent == path:
+                return True
+            path = parent
+
     def preexec(self, die_with_parent):
         def run():
             if self.switch:
@@ -93,7 +113,7 @@ def _run(account, argv, cwd, log_path, env=None):
                               preexec_fn=account.preexec(die_with_parent=True), env=env)
     if proc.returncode != 0:
         raise ServerError(f"{os.path.basename(argv[0])} failed (exit {proc.returncode}):\n"
-                          + _tail(log_path))
+                          + _errors(log_path) + _tail(log_path))
 
 
 def _tail(path, lines=30):
@@ -104,6 +124,16 @@ def _tail(path, lines=30):
         return f"(no log at {path})"
 
 
+def _errors(path, lines=10):
+    """The log's lines that say ERROR (the tail alone may hold only a tool's advice)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found = [line for line in f if "ERROR" in line]
+        return "".join(found[:lines])
+    except OSError:
+        return ""
+
+
 class _Server:
     """What both servers share: the directory, the process, start/stop/pause."""
 
@@ -111,6 +141,10 @@ class _Server:
 
     def __init__(self, tmpdir):
         self.account = _Account()
+        # pytest's tmp_path sits under a root-only directory: `nobody` could not enter it, so
+        # the server's directory then goes to the system's temporary directory.
+        if tmpdir is not None and not self.account.reaches(tmpdir):
+            tmpdir = None
         self.base = tempfile.mkdtemp(prefix=f"dex-{self.name}-", dir=tmpdir)
         os.chmod(self.base, 0o700)
         self.account.own(self.base)
@@ -254,6 +288,11 @@ class MariadbServer(_Server):
         super().__init__(tmpdir)
         self.data = os.path.join(self.base, "data")
         self.socket_path = os.path.join(self.base, "sock")
+        # Its own temporary directory: a starting mariadbd deletes the #sql* files of its
+        # tmpdir, which would be the temporary tables of another server's bootstrap.
+        self.tmp = os.path.join(self.base, "tmp")
+        os.mkdir(self.tmp, 0o700)
+        self.account.own(self.tmp)
         self.database = database
         self.dsn = f"mysql://root@127.0.0.1:{self.port}/{database}"
         self.statement_log_path = os.path.join(self.base, "general.log")
@@ -265,7 +304,7 @@ class MariadbServer(_Server):
                               "(scripts/install-deps)")
         _run(self.account, [install, "--no-defaults", f"--datadir={self.data}",
                             "--auth-root-authentication-method=normal", "--skip-test-db",
-                            "--skip-name-resolve"],
+                            "--skip-name-resolve", f"--tmpdir={self.tmp}"],
              self.base, self.log_path, self.env)
         return self
 
@@ -279,6 +318,7 @@ class MariadbServer(_Server):
         return [mariadbd, "--no-defaults", f"--datadir={self.data}",
                 f"--socket={self.socket_path}", f"--port={self.port}",
                 "--bind-address=127.0.0.1", f"--pid-file={os.path.join(self.base, 'pid')}",
+                f"--tmpdir={self.tmp}",
                 "--skip-name-resolve", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
                 "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
                 "--performance-schema=OFF", "--character-set-server=utf8mb4",
@@ -295,14 +335,31 @@ class MariadbServer(_Server):
         return self.statement_log_path
 
 
+def _init_or_remove(server):
+    """Makes the server's data directory; on failure removes its directory and raises."""
+    try:
+        return server.init()
+    except BaseException:
+        server.remove()
+        raise
+
+
+def _start_or_remove(server):
+    try:
+        return _init_or_remove(server).start()
+    except BaseException:
+        server.remove()
+        raise
+
+
 def start_postgres(tmpdir=None):
     """A running PostgreSQL 15 (initdb'd, superuser dex without a password)."""
-    return PostgresServer(tmpdir).init().start()
+    return _start_or_remove(PostgresServer(tmpdir))
 
 
 def start_mariadb(tmpdir=None, database="dextest"):
     """A running MariaDB (root without a password over TCP, `database` created)."""
-    return MariadbServer(tmpdir, database).init().start()
+    return _start_or_remove(MariadbServer(tmpdir, database))
 
 
 def _start_all(kinds, tmpdir):
@@ -314,7 +371,7 @@ def _start_all(kinds, tmpdir):
 
     def init(kind):
         try:
-            servers[kind] = makers[kind](tmpdir).init()
+            servers[kind] = _init_or_remove(makers[kind](tmpdir))
         except (ServerError, OSError) as e:
             errors[kind] = e
 
