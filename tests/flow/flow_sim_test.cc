@@ -87,7 +87,9 @@ FlowDeclaration sim_declaration(int variant) {
     a->set_key(key);
     a->set_type(type);
     a->set_is_map(is_map);
+    a->set_sync(!is_map && key != std::string("j"));  // a and n go to the Attribute Store
   }
+  if (variant != 2) d.set_attribute_store("s1");  // variant 2's runs sync only when started so
   auto* rpc = d.add_rpcs();
   rpc->set_name("r");
   rpc->add_lock_keys("k1");
@@ -156,7 +158,7 @@ struct Sim {
   ApplyResult apply(FlowRecord record) {
     Effects fx;
     const auto before = kv.data();
-    KvFlowTxn txn(kv);
+    KvFlowTxn txn(kv, /*slot=*/log.size() + 1);  // each record its own log slot
     record_kind_ = record.kind_case();
     ApplyResult r = apply_record(txn, record, fx);
     log.push_back({record, 0});
@@ -438,6 +440,7 @@ struct Sim {
     if (random.chance(0.5)) s->set_retention_ms(static_cast<int64_t>(random.uniform(8'000)) + 1);
     o->set_request_id(fmt::format("q{}", random.uniform(3)));
     o->set_ignore_already_started(random.chance(0.5));
+    if (random.chance(0.25)) o->set_attribute_store("s2");  // else the declaration's (if any)
     if (random.chance(0.3))
       for (int i = 0; i < 1 + static_cast<int>(random.uniform(3)); ++i)
         *o->add_initial_attributes() = random_write();
@@ -816,9 +819,10 @@ struct Sim {
   // equal the live one; then its EpochStart's recovery runs on both.
   void crash() {
     MemoryKv rebuilt;
-    for (const auto& e : log) {  // bounded by the records of this seed
+    for (size_t i = 0; i < log.size(); ++i) {  // bounded by the records of this seed
+      const auto& e = log[i];
       Effects fx;
-      KvFlowTxn txn(rebuilt);
+      KvFlowTxn txn(rebuilt, /*slot=*/i + 1);
       if (e.record)
         apply_record(txn, *e.record, fx);
       else
@@ -869,8 +873,34 @@ struct Sim {
       set_attributes();
     else if (action < 97)
       invoke_rpc();
+    else if (action < 98)
+      sync_trim();
     else
       result();
+  }
+
+  // The active process's Attribute Store sync told the log how far a store's
+  // table holds: its SyncEntries at or below that slot go, the later stay.
+  void sync_trim() {
+    const std::string store = random.chance(0.7) ? "s1" : "s2";
+    const uint64_t through = random.uniform(log.size() + 1);
+    FlowRecord r;
+    r.mutable_attribute_store_synced()->set_store(store);
+    r.mutable_attribute_store_synced()->set_through_slot(through);
+    r.mutable_attribute_store_synced()->set_at_unix_ms(now);
+    const size_t before = kv.scan(keys::sync_prefix(store)).size();
+    const ApplyResult result = apply(r);
+    size_t left_below = 0, after = 0;
+    for (const auto& [k, v] : kv.scan(keys::sync_prefix(store))) {  // bounded by the entries
+      SyncEntry e;
+      e.ParseFromString(v);
+      left_below += e.slot() <= through;
+      ++after;
+    }
+    if (left_below > 0) fail("an AttributeStoreSynced left an entry at or below its slot");
+    if ((result.kind == ApplyKind::kApplied) != (after < before))
+      fail("an AttributeStoreSynced's verdict does not match what it removed");
+    stats["sync entries trimmed"] += static_cast<int>(before - after);
   }
 };
 
