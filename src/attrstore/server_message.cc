@@ -22,6 +22,25 @@ bool known(std::string_view text, const std::vector<std::string>& names) {
   return std::find(names.begin(), names.end(), text) != names.end();
 }
 
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// "invalid byte sequence for encoding "UTF8": 0xe9 0x20": bytes of a value.
+std::string without_hex_bytes(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "0x") == 0 && i + 2 < text.size() && is_hex(text[i + 2])) {
+      out += "0x..";
+      for (i += 2; i + 1 < text.size() && is_hex(text[i + 1]); ++i) {
+      }
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string sanitize_server_message(std::string_view message, const std::vector<std::string>& names,
@@ -55,6 +74,7 @@ std::string sanitize_server_message(std::string_view message, const std::vector<
     out += c;
     i = close;
   }
+  out = without_hex_bytes(out);
   while (!out.empty() && out.back() == ' ') out.pop_back();
   if (out.size() > kMessageMax) out.resize(kMessageMax);
   return out;

@@ -11,8 +11,8 @@ namespace dex::attrstore {
 
 // `message` on one line, with every '...', "..." and `...` part that is not
 // one of `names` (tables, schemas, columns: not secret) replaced by "...",
-// every occurrence of a non-empty `secret` replaced by ***, at most 300
-// characters.
+// every occurrence of a non-empty `secret` replaced by ***, byte dumps
+// ("0xe9") cut to "0x..", at most 300 characters.
 std::string sanitize_server_message(std::string_view message, const std::vector<std::string>& names,
                                     std::string_view secret);
 

@@ -173,6 +173,9 @@ TEST(ServerMessage, QuotedValuesGoKnownNamesStay) {
   EXPECT_EQ(sanitize_server_message("password is Pw123 here\nDETAIL: x", names, "Pw123"),
             "password is *** here DETAIL: x");
   EXPECT_EQ(sanitize_server_message("unbalanced \"s3cret", names, ""), "unbalanced \"...");
+  EXPECT_EQ(sanitize_server_message("invalid byte sequence for encoding \"UTF8\": 0xe9 0x20",
+                                    {"UTF8"}, ""),
+            "invalid byte sequence for encoding \"UTF8\": 0x.. 0x..");
   EXPECT_LE(sanitize_server_message(std::string(1000, 'x'), names, "").size(), 300u);
 }
 
