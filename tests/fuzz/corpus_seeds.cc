@@ -511,6 +511,12 @@ void flow_rules_seeds(std::vector<Seed>& out) {
   bad_set.mutable_set_attributes()->mutable_writes(0)->set_key("nope");
   add("rpc_locks_attributes", frame(invoke) + frame(set) + frame(wrote) + frame(answered) +
                                   frame(late) + frame(deadline) + frame(bad_set) + frame(invoke));
+  // s syncs to store "st": two sets leave SyncEntries; the sync trims them.
+  flow::FlowRecord synced;
+  synced.mutable_attribute_store_synced()->set_store("st");
+  synced.mutable_attribute_store_synced()->set_through_slot(1);
+  synced.mutable_attribute_store_synced()->set_at_unix_ms(1'700);
+  add("attribute_store_sync", frame(set) + frame(set) + frame(synced) + frame(set));
   // B-1 waits for a SubFlow of T (Flow retry: 2 runs): its child f/B-1/0 run
   // r starts in the same record; the child's A-1 fails the run, its Flow retry
   // r.2 starts when the backoff fires and completes, which meets B-1's wait.

@@ -9,7 +9,9 @@
 // further by its own waits) and starts a Flow retry policy, so children,
 // reuse policies, parent notifications and Flow retry timers reach theirs; T
 // has a timeout handler (reads s), so a start with timeout policy HANDLER
-// reaches the handler's rules when its timeout fires.
+// reaches the handler's rules when its timeout fires. T syncs s to the
+// Attribute Store "st", so writes leave SyncEntries and AttributeStoreSynced
+// records trim them.
 // After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
@@ -45,9 +47,11 @@ std::vector<FlowRecord> prelude() {
   b->set_step_type("B");
   b->set_has_wait_for(true);
   b->mutable_options()->mutable_wait_for()->add_lock_keys("k");
+  d->set_attribute_store("st");  // s syncs: its writes leave SyncEntries
   auto* attr = d->add_attributes();
   attr->set_key("s");
   attr->set_type(ATTRIBUTE_STRING);
+  attr->set_sync(true);
   attr = d->add_attributes();
   attr->set_key("t");
   attr->set_type(ATTRIBUTE_JSON);
