@@ -16,7 +16,10 @@ SyncMachine::SyncMachine(Config config, AttributeSyncReport report, TimePoint no
     : config_(std::move(config)), random_(config_.seed), report_(std::move(report)) {
   DEX_INVARIANT(config_.budget > Duration(0), "a transaction has a budget");
   DEX_INVARIANT(config_.batch_size > 0, "a batch holds rows");
-  next_refresh_ = now + jittered(config_.schema_sync_interval, unit(random_));
+  // The first read follows a fresh describe: a standby opened its table at
+  // startup, maybe long before it took over, and a column added since must
+  // not be taken for missing.
+  next_refresh_ = now;
   report_.state = "claiming";
 }
 
