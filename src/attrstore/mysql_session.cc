@@ -183,6 +183,10 @@ class MysqlSession final : public SqlSession {
 
   void rollback(TimePoint deadline) override {
     if (!my_.is_open()) return;
+    if (!my_.in_transaction()) {  // failed before START TRANSACTION took effect
+      after_transaction();
+      return;
+    }
     if (SystemClock::instance().now() >= deadline || !my_.query("ROLLBACK").is_ok()) {
       my_.close();  // the server rolls back when it sees the connection gone
       return;
