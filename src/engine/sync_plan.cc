@@ -45,6 +45,7 @@ std::vector<attrstore::Field> fitting_fields(const flow::SyncEntry& entry,
 SyncPlan plan_sync(const std::vector<PendingEntry>& entries, const attrstore::TableSchema& schema,
                    bool delete_rows, size_t max_rows) {
   SyncPlan plan;
+  const attrstore::Column* key = schema.find(schema.key_column);
   for (size_t i = 0; i < entries.size(); ++i) {  // bounded by the entries read
     const flow::SyncEntry& e = entries[i].entry;
     DEX_INVARIANT(e.slot() >= plan.through_slot, "SyncEntries come in log order");
@@ -54,6 +55,15 @@ SyncPlan plan_sync(const std::vector<PendingEntry>& entries, const attrstore::Ta
     plan.through_slot = e.slot();
     plan.last_key = entries[i].key;
     ++plan.entries;
+    // A Flow ID the key column cannot hold (too long, characters outside its
+    // set) would fail the whole transaction again and again: its row is left
+    // out, reported like a field.
+    if (key != nullptr) {
+      if (auto why = attrstore::key_misfit(*key, e.flow_id())) {
+        if (!e.delete_row()) plan.misfits.push_back({e.flow_id(), schema.key_column, *why});
+        continue;
+      }
+    }
     if (e.delete_row()) {
       if (delete_rows) plan.rows.push_back({e.flow_id(), {}, true});
       continue;

@@ -42,7 +42,8 @@ struct SyncPlan {
 // watermark, whole slots only: every entry of each slot they reach). Takes
 // slots while fewer than `max_rows` rows are planned (at least one slot). A
 // field whose column is missing or does not fit (attrstore::misfit) is left
-// out and reported; a row left with no field is dropped; a row removal is
+// out and reported, and so is a row whose Flow ID the key column cannot hold;
+// a row left with no field is dropped; a row removal is
 // kept only when `delete_rows`. The plan may cover entries and carry no rows:
 // its transaction still moves the watermark.
 SyncPlan plan_sync(const std::vector<PendingEntry>& entries, const attrstore::TableSchema& schema,

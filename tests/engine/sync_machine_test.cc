@@ -183,6 +183,25 @@ TEST_F(SyncMachineTest, AMisfitIsLeftOutCountedAndNamedWithoutItsValue) {
   EXPECT_EQ(misfits[0].reason.find("toolong"), std::string::npos) << misfits[0].reason;
 }
 
+TEST(SyncPlan, ARowWhoseFlowIdTheKeyColumnCannotHoldIsLeftOut) {
+  attrstore::TableSchema s = schema();
+  attrstore::Column id;
+  id.name = "id";
+  id.kind = attrstore::ColumnKind::kString;
+  id.primary_key = true;
+  id.nullable = false;
+  id.max_length = 4;
+  s.columns.push_back(id);
+  const SyncPlan plan =
+      plan_sync({entry(1, 1, "far-too-long", "x"), entry(2, 1, "ok", "y")}, s, false, 10);
+  ASSERT_EQ(plan.rows.size(), 1u);
+  EXPECT_EQ(plan.rows[0].flow_id, "ok");
+  ASSERT_EQ(plan.misfits.size(), 1u);
+  EXPECT_EQ(plan.misfits[0].flow_id, "far-too-long");
+  EXPECT_EQ(plan.misfits[0].attribute, "id");
+  EXPECT_EQ(plan.through_slot, 1u) << "the watermark still moves past it";
+}
+
 TEST_F(SyncMachineTest, TheSchemaIsDescribedAgainOnItsJitteredInterval) {
   config_.schema_sync_interval = seconds(60);
   claimed();

@@ -691,6 +691,20 @@ void s3_xml_seeds(std::vector<Seed>& out) {
 // both quotes and their escapes, backquoted fields, nesting, and a few
 // refusals; the fields are the system fields and the index keys of the
 // target's Order runs (Customer, note, Tags, qty, Price, vip, Due).
+// Sync machine schedules (fuzz_sync_machine.cc): batch size, deleteRows,
+// slots, each slot's entries, then one byte per step (0: all goes well; bit
+// 7: a short lease; bits 3-5: a failure or a lost answer; 0xff: a takeover).
+void sync_machine_seeds(std::vector<Seed>& out) {
+  using namespace std::string_literals;  // the seeds hold NUL bytes
+  auto add = [&](std::string name, std::string bytes) {
+    out.push_back({"sync_machine", std::move(name), std::move(bytes)});
+  };
+  const std::string log = "\x02\x01\x08\x01\x02\x43\x83\x00\x96\x03\x41\x02"s;
+  add("quiet", log + std::string(40, '\0'));
+  add("failures_and_lost_answers", log + "\x00\x08\x00\x10\x08\x08\x00\x10\x00\x00\x10"s);
+  add("short_lease_then_takeover", log + "\x81\x81\x00\xff\x00\x10\xff\x00\x08\x00"s);
+}
+
 void search_query_seeds(std::vector<Seed>& out) {
   auto add = [&](std::string name, std::string text) {
     out.push_back({"search_query", std::move(name), std::move(text)});
@@ -742,6 +756,7 @@ std::vector<Seed> corpus_seeds() {
   s3_xml_seeds(out);
   flow_rules_seeds(out);
   search_query_seeds(out);
+  sync_machine_seeds(out);
   return out;
 }
 

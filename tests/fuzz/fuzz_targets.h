@@ -15,5 +15,6 @@ int config(const uint8_t* data, size_t size);             // the YAML config loa
 int s3_xml(const uint8_t* data, size_t size);             // S3 XML, error classification
 int flow_rules(const uint8_t* data, size_t size);         // apply_record over any records
 int search_query(const uint8_t* data, size_t size);       // parse_query, to_text, search_flows
+int sync_machine(const uint8_t* data, size_t size);       // the Attribute Store's SyncMachine
 
 }  // namespace dex::fuzz

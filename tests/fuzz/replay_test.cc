@@ -32,6 +32,7 @@ const std::map<std::string, TargetFn>& targets() {
       {"s3_xml", &s3_xml},
       {"flow_rules", &flow_rules},
       {"search_query", &search_query},
+      {"sync_machine", &sync_machine},
   };
   return all;
 }
@@ -81,6 +82,7 @@ TEST(Replay, Config) { replay_target("config"); }
 TEST(Replay, S3Xml) { replay_target("s3_xml"); }
 TEST(Replay, FlowRules) { replay_target("flow_rules"); }
 TEST(Replay, SearchQuery) { replay_target("search_query"); }
+TEST(Replay, SyncMachine) { replay_target("sync_machine"); }
 
 // A folder without a target would be silently skipped; a seed without a target
 // would never run.
