@@ -4,42 +4,6 @@
 
 namespace dex::attrstore::testing {
 
-flow::AttributeValue str(std::string v) {
-  flow::AttributeValue a;
-  a.set_string_value(std::move(v));
-  return a;
-}
-flow::AttributeValue i64(int64_t v) {
-  flow::AttributeValue a;
-  a.set_int64_value(v);
-  return a;
-}
-flow::AttributeValue dbl(double v) {
-  flow::AttributeValue a;
-  a.set_double_value(v);
-  return a;
-}
-flow::AttributeValue boolean(bool v) {
-  flow::AttributeValue a;
-  a.set_bool_value(v);
-  return a;
-}
-flow::AttributeValue datetime(int64_t unix_ms) {
-  flow::AttributeValue a;
-  a.set_datetime_unix_ms(unix_ms);
-  return a;
-}
-flow::AttributeValue json(std::string v) {
-  flow::AttributeValue a;
-  a.set_json_value(std::move(v));
-  return a;
-}
-flow::AttributeValue bytes(std::string v) {
-  flow::AttributeValue a;
-  a.set_bytes_value(std::move(v));
-  return a;
-}
-
 RowWrite upsert(std::string flow_id, std::vector<Field> fields) {
   return RowWrite{std::move(flow_id), std::move(fields), false};
 }

@@ -11,19 +11,12 @@
 
 #include "attrstore/attribute_table.h"
 #include "raw_sql.h"
+#include "values.h"
 
 namespace dex::attrstore::testing {
 
 inline constexpr std::string_view kNode = "node-a";
 inline constexpr Duration kConnectTimeout = seconds(5);
-
-flow::AttributeValue str(std::string v);
-flow::AttributeValue i64(int64_t v);
-flow::AttributeValue dbl(double v);
-flow::AttributeValue boolean(bool v);
-flow::AttributeValue datetime(int64_t unix_ms);
-flow::AttributeValue json(std::string v);
-flow::AttributeValue bytes(std::string v);
 
 // A row upsert of fields given as (column, value) pairs.
 RowWrite upsert(std::string flow_id, std::vector<Field> fields);

@@ -9,45 +9,18 @@
 
 #include "attrstore/column_types.h"
 #include "attrstore/table_check.h"
+#include "values.h"
 
 namespace dex::attrstore {
 namespace {
 
-flow::AttributeValue str(std::string v) {
-  flow::AttributeValue a;
-  a.set_string_value(std::move(v));
-  return a;
-}
-flow::AttributeValue i64(int64_t v) {
-  flow::AttributeValue a;
-  a.set_int64_value(v);
-  return a;
-}
-flow::AttributeValue dbl(double v) {
-  flow::AttributeValue a;
-  a.set_double_value(v);
-  return a;
-}
-flow::AttributeValue boolean(bool v) {
-  flow::AttributeValue a;
-  a.set_bool_value(v);
-  return a;
-}
-flow::AttributeValue datetime(int64_t ms) {
-  flow::AttributeValue a;
-  a.set_datetime_unix_ms(ms);
-  return a;
-}
-flow::AttributeValue json(std::string v) {
-  flow::AttributeValue a;
-  a.set_json_value(std::move(v));
-  return a;
-}
-flow::AttributeValue bytes(std::string v) {
-  flow::AttributeValue a;
-  a.set_bytes_value(std::move(v));
-  return a;
-}
+using testing::boolean;
+using testing::bytes;
+using testing::datetime;
+using testing::dbl;
+using testing::i64;
+using testing::json;
+using testing::str;
 
 Column pg(std::string type_name, int32_t typmod = -1, std::string sql_type = "") {
   PostgresColumnFacts f;
