@@ -54,12 +54,16 @@ void AttributeSync::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-void AttributeSync::stop() {
+void AttributeSync::request_stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
   }
   cv_.notify_all();
+}
+
+void AttributeSync::stop() {
+  request_stop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -125,6 +129,8 @@ bool AttributeSync::perform(const SyncAction& a) {
     case Kind::kWait:
       return pause(a.until, a.wakeable);
     case Kind::kClaim:
+      // The lease again, just before the database: the machine asked a moment ago.
+      if (!sync_may_begin(options_.lease_remaining(), options_.budget)) return true;
       machine_.claimed(table_.claim(options_.epoch.value, options_.process, options_.budget),
                        clock_.now());
       break;
@@ -147,6 +153,7 @@ bool AttributeSync::perform(const SyncAction& a) {
       break;
     case Kind::kCommit:
       DEX_INVARIANT(a.plan != nullptr, "a commit carries its plan");
+      if (!sync_may_begin(options_.lease_remaining(), options_.budget)) return true;
       machine_.committed(table_.commit(options_.epoch.value, options_.process, a.watermark,
                                        a.plan->through_slot, a.plan->rows, options_.budget),
                          clock_.now());

@@ -54,7 +54,11 @@ class AttributeSync {
   AttributeSync& operator=(const AttributeSync&) = delete;
 
   void start();
-  // Ends the thread; a transaction in flight ends within its budget. Idempotent.
+  // Asks the thread to end, without waiting: it ends at its next action (a
+  // transaction in flight ends within its budget; a proposal in flight is
+  // answered once the flow engine stops). Idempotent.
+  void request_stop();
+  // request_stop(), then waits for the thread. Idempotent.
   void stop();
   // New entries may be in the local store (after every applied batch).
   void wake();

@@ -481,9 +481,10 @@ void EngineImpl::stop() {
       stopped_ = true;
       housekeeping_cv_.notify_all();
     }
-    // A sync transaction in flight ends within its budget; a watermark
-    // record it proposed is answered while the log is still attached.
-    for (auto& sync : syncs_) sync->stop();
+    // The syncs end at their next action; one waiting for its watermark
+    // record's answer is answered when the flow engine stops, below (after a
+    // lost lease the log may never answer it), so they are joined after that.
+    for (auto& sync : syncs_) sync->request_stop();
     // A snapshot in progress stops at its next request, a blob collection
     // pass at its next page or delete.
     if (snapshotter_) snapshotter_->stop();
@@ -492,6 +493,8 @@ void EngineImpl::stop() {
     if (options_.log_hook) options_.log_hook->detach();
     if (housekeeping_.joinable()) housekeeping_.join();
     if (flow_) flow_->stop();
+    // A sync transaction in flight ends within its budget.
+    for (auto& sync : syncs_) sync->stop();
     std::unique_lock<std::shared_mutex> sm_lock(local_.mu);
     local_.sm.reset();
   });

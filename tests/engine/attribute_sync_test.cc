@@ -50,6 +50,12 @@ class MemoryTable final : public attrstore::AttributeTable {
   StatusOr<CommitResult> commit(uint64_t epoch, std::string_view process, uint64_t after_slot,
                                 uint64_t through_slot, const std::vector<attrstore::RowWrite>& rows,
                                 Duration budget) override {
+    if (hold_commits) {  // the test lets this commit go on
+      std::unique_lock<std::mutex> held(hold_mu);
+      commit_waiting = true;
+      hold_cv.notify_all();
+      hold_cv.wait(held, [&] { return !hold_commits; });
+    }
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_GT(through_slot, after_slot) << "the watermark only moves forward";
     EXPECT_EQ(budget, milliseconds(2500)) << "a quarter of the 10 s lease";
@@ -92,6 +98,21 @@ class MemoryTable final : public attrstore::AttributeTable {
     return watermark.slot;
   }
 
+  void release_commits() {
+    std::lock_guard<std::mutex> held(hold_mu);
+    hold_commits = false;
+    hold_cv.notify_all();
+  }
+  bool wait_for_a_held_commit() {
+    std::unique_lock<std::mutex> held(hold_mu);
+    return hold_cv.wait_for(held, std::chrono::seconds(10), [&] { return commit_waiting; });
+  }
+
+  std::mutex hold_mu;
+  std::condition_variable hold_cv;
+  bool hold_commits = false;    // guarded by hold_mu
+  bool commit_waiting = false;  // guarded by hold_mu
+
   std::mutex mu;
   attrstore::TableSchema schema_;
   std::map<std::string, std::map<std::string, std::optional<flow::AttributeValue>>> table;
@@ -99,6 +120,31 @@ class MemoryTable final : public attrstore::AttributeTable {
   std::vector<uint64_t> history;  // each commit's watermark
   int fail_next = 0;
   int tries = 0;
+};
+
+// The memory store, whose log writes wait while `hold` is set (a PUT that
+// never returns: the log cannot answer the records behind it).
+class HoldingStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
+                            const RequestOptions& o = {}) override {
+    if (key.find("/log/") != std::string_view::npos) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !hold_; });
+    }
+    return inner_.put(key, body, c, o);
+  }
+  void hold(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = on;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;  // guarded by mu_
 };
 
 flow::FlowDeclaration synced_declaration() {
@@ -132,7 +178,7 @@ class AttributeSyncTest : public EngineProcessTest {
  protected:
   Engine& open(uint64_t epoch = 1) {
     process_ = std::make_unique<EngineProcess>();
-    open_process(*process_, store_, epoch, dir_.sub("local"), [this](EngineOptions& eo) {
+    open_process(*process_, holding_, epoch, dir_.sub("local"), [this](EngineOptions& eo) {
       attrstore::StoreSettings s;
       s.name = "reporting";
       s.table_name = "orders";
@@ -162,6 +208,7 @@ class AttributeSyncTest : public EngineProcessTest {
 
   // Declared before process_: the engine's sync thread uses them until it stops.
   MemoryObjectStore store_;
+  HoldingStore holding_{store_};
   MemoryTable table_;
   std::atomic<Duration> lease_left_{seconds(10)};
   std::mutex reports_mu_;
@@ -302,6 +349,25 @@ TEST_F(AttributeSyncTest, TheLogIsToldWhatTheTableHoldsSoReplicasDropIt) {
     EXPECT_TRUE(read.is_ok()) << read.to_string();
     return found;
   }));
+}
+
+TEST_F(AttributeSyncTest, StopEndsTheSyncEvenWhenTheLogNeverAnswersItsWatermarkRecord) {
+  table_.hold_commits = true;
+  Engine& e = open();
+  start(e, "o1");
+  set(e, "o1", {text("status", "x")});
+  ASSERT_TRUE(table_.wait_for_a_held_commit());
+  // The log's writes hang (object storage does not answer; the lease will be
+  // lost): the record that follows the commit (AttributeStoreSynced) is never
+  // answered by the log.
+  holding_.hold(true);
+  table_.release_commits();
+  ASSERT_TRUE(eventually([&] { return table_.text("o1", "status") == "x"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the record is proposed
+  auto stopped = std::async(std::launch::async, [&] { e.stop(); });
+  const bool ended = stopped.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  holding_.hold(false);  // whatever happened, let the writer go
+  EXPECT_TRUE(ended) << "stop() waited for the sync, which waited for the log";
 }
 
 }  // namespace
