@@ -15,11 +15,12 @@
 //
 //   start PREFIX STORE N      N runs PREFIX-000000.. with StartOptions::attribute_store(STORE)
 //                             ("-": no store, nothing syncs)
-//   backlog PREFIX N ROUNDS THREADS
+//   backlog PREFIX N ROUNDS THREADS [FIRST]
 //                             ROUNDS x N SetAttributes calls, each writing s (16 bytes: the
-//                             write's sequence round*N+r, zero-padded) to run r; thread t takes
-//                             the runs r with r % THREADS == t, round after round, so the last
-//                             write of each run is its round ROUNDS-1; request ID per call
+//                             write's sequence round*N+r, zero-padded) to run r, rounds FIRST
+//                             (default 0) to FIRST+ROUNDS-1; thread t takes the runs r with
+//                             r % THREADS == t, round after round, so the last write of each run
+//                             is its last round's; request ID per call
 //   steady PREFIX N RATE SECONDS THREADS STORE OUT
 //                             open loop: SetAttributes of x = the write's sequence number
 //                             (increasing) at RATE calls/s for SECONDS, run seq % N, sent by
@@ -127,9 +128,10 @@ class Driver {
     }
     if (cmd == "backlog") {
       std::string prefix;
-      uint64_t n = 0, rounds = 0, threads = 0;
+      uint64_t n = 0, rounds = 0, threads = 0, first = 0;
       in >> prefix >> n >> rounds >> threads;
-      return backlog(prefix, n, rounds, threads);
+      if (!(in >> first)) first = 0;
+      return backlog(prefix, n, first, rounds, threads);
     }
     if (cmd == "steady") {
       std::string prefix, store, out;
@@ -177,7 +179,8 @@ class Driver {
             {"seconds", std::chrono::duration<double>(SteadyClock::now() - t0).count()}};
   }
 
-  json backlog(const std::string& prefix, uint64_t n, uint64_t rounds, uint64_t threads) {
+  json backlog(const std::string& prefix, uint64_t n, uint64_t first, uint64_t rounds,
+               uint64_t threads) {
     if (n == 0 || rounds == 0 || threads == 0) throw Failure("backlog: N, ROUNDS, THREADS > 0");
     threads = std::min(threads, n);
     std::vector<std::vector<double>> lat(threads);
@@ -188,7 +191,7 @@ class Driver {
     for (uint64_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         auto c = client();
-        for (uint64_t round = 0; round < rounds; ++round) {
+        for (uint64_t round = first; round < first + rounds; ++round) {
           for (uint64_t r = t; r < n; r += threads) {
             const uint64_t seq = round * n + r;
             const auto a = SteadyClock::now();
