@@ -8,6 +8,11 @@
 //                 the run's Flow ID: peers-one plus one indexed write per run (issue 26's row)
 //   peers-attr    the same write to an Attribute that is not indexed: the index's own cost is
 //                 peers-indexed's less this one's
+//   peers-synced  the same write to an Attribute declared dex::kSync, the Flow's Attribute Store
+//                 "peers" (the server's attributeStore.stores.peers, a table with a column
+//                 `peer`): the Step's result also puts a SyncEntry, and the server's sync thread
+//                 carries it into the table (docs/attribute-store.md); its cost is this row's
+//                 less peers-attr's
 //
 // The hello declares both Flow types; nothing is registered beforehand.
 //
@@ -36,6 +41,7 @@ namespace {
 
 const dex::Attribute<std::string> kIndexedPeer{"peer", {dex::flow::INDEX_KEYWORD, "PeerKey"}};
 const dex::Attribute<std::string> kPlainPeer{"peer"};
+const dex::Attribute<std::string> kSyncedPeer{"peer", dex::kSync};
 
 // echo that writes `peer` (the run's Flow ID) before it completes the run.
 class WritingEcho final : public dex::Step {
@@ -54,9 +60,11 @@ class WritingEcho final : public dex::Step {
 
 class PeersWriting final : public dex::Flow {
  public:
-  PeersWriting(std::string type, const dex::Attribute<std::string>& peer)
-      : type_(std::move(type)), peer_(peer) {}
+  PeersWriting(std::string type, const dex::Attribute<std::string>& peer,
+               std::string attribute_store = "")
+      : type_(std::move(type)), peer_(peer), attribute_store_(std::move(attribute_store)) {}
   std::string type() const override { return type_; }
+  std::string attribute_store() const override { return attribute_store_; }
   std::string start_step() const override { return "echo"; }
   std::vector<std::shared_ptr<dex::Step>> steps() const override {
     return {std::make_shared<WritingEcho>(peer_)};
@@ -66,19 +74,24 @@ class PeersWriting final : public dex::Flow {
  private:
   std::string type_;
   const dex::Attribute<std::string>& peer_;
+  std::string attribute_store_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three, peers-indexed "
-      "and peers-attr"};
+      "The C++ Worker of bench/peers: hosts the dex Flows peers-one, peers-three, peers-indexed, "
+      "peers-attr and, with --synced, peers-synced"};
   app.set_version_flag("--version", dex::version_line("dex-peers-worker"));
   std::string server = "127.0.0.1:8801";
   uint32_t concurrency = 128;
   app.add_option("--server", server, "The dex server (host:port)");
   app.add_option("--concurrency", concurrency, "Tasks run at once")->check(CLI::Range(1, 4096));
+  bool synced = false;
+  app.add_flag("--synced", synced,
+               "Also host peers-synced (its store \"peers\" must be configured on the server, "
+               "which refuses the hello otherwise)");
   CLI11_PARSE(app, argc, argv);
 
   // Block the signals before any thread starts, so that only the waiter below takes them.
@@ -97,6 +110,7 @@ int main(int argc, char** argv) {
   worker.host(dex::examples::pipeline("peers-three", {"echo-1", "echo-2", "echo-3"}, no_work));
   worker.host(std::make_shared<PeersWriting>("peers-indexed", kIndexedPeer));
   worker.host(std::make_shared<PeersWriting>("peers-attr", kPlainPeer));
+  if (synced) worker.host(std::make_shared<PeersWriting>("peers-synced", kSyncedPeer, "peers"));
 
   std::thread waiter([&] {
     int sig = 0;

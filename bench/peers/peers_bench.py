@@ -28,6 +28,13 @@ dex's log writes per batch: one object per batch), in the scratch directory (the
 system); a loopback gRPC round trip (grpc-js health Check on the dex server of each dex row)
 and an HTTP/1.1 round trip (Restate's ingress /restate/health, each Restate row).
 
+Flow "synced" (dex with the C++ Worker only): peers-attr's write to an Attribute declared
+dex::kSync, the Flow's Attribute Store "peers": the bench starts a throwaway PostgreSQL
+(tests/support/sql_servers.py) with a table peers(id varchar(128) primary key, peer text), and
+the server of each synced row gets a config naming it (attributeStore.stores.peers). After the
+row, how long the sync took to be idle, the table's rows and PostgreSQL's CPU seconds over the
+measured period (every process of its server) are printed and kept in the CSV.
+
 Python 3 standard library; node, gnuplot (for the PNG). Started by scripts/bench-peers.
 """
 import argparse
@@ -42,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +58,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from failover_bench import Proc, die, free_port  # noqa: E402  (shared helpers of bench/)
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+import sql_servers  # noqa: E402  (the throwaway PostgreSQL of the synced rows)
 
 SETUPS = {
     # name: (system, worker, durability)
@@ -61,15 +71,44 @@ SETUPS = {
 }
 # dex Flow type, Restate handler. "indexed" is peers-one plus one indexed Attribute written per run,
 # "attr" the same write not indexed (issue 26: what the search index costs a Step's write); the
-# C++ Worker hosts them, dex only.
+# C++ Worker hosts them, dex only. "synced" is the same write to a synced Attribute (issue 27:
+# what Attribute Store sync costs the hot path), against the bench's PostgreSQL.
 FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three"),
-         "indexed": ("peers-indexed", None), "attr": ("peers-attr", None)}
+         "indexed": ("peers-indexed", None), "attr": ("peers-attr", None),
+         "synced": ("peers-synced", None)}
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
 
 
 def run(args, **kw):
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+
+
+def tree_cpu_seconds(root):
+    """CPU seconds (utime+stime) of process `root` and every descendant, plus what its exited
+    children left in its cutime+cstime: a PostgreSQL server and its backends."""
+    stats = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is field 3 (state): ppid 4, utime 14, stime 15, cutime 16, cstime 17
+        stats[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]),
+                            int(fields[13]) + int(fields[14]))
+    children = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    ticks, todo = stats.get(root, (0, 0, 0))[2], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            ticks += stats[pid][1]
+            todo += children.get(pid, [])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values, p):
@@ -128,6 +167,28 @@ class Bench:
                                         "restate-server-linux-x64", "bin", "restate-server")
         self.procs = []
         self.to_remove = []
+        self.pg = None  # the PostgreSQL of the synced rows, started by the first one
+
+    def synced_config(self):
+        """The dev config of a synced row: Attribute Store "peers" on the bench's PostgreSQL
+        (started on first use, from the main thread: it dies with this process)."""
+        if self.pg is None:
+            try:
+                self.pg = sql_servers.start_postgres()
+            except sql_servers.ServerError as e:
+                die(f"PostgreSQL could not start for the synced rows (scripts/install-deps): {e}")
+            self.pg.sql("CREATE TABLE peers (id varchar(128) PRIMARY KEY, peer text)")
+        path = os.path.join(self.work, "synced.yaml")
+        with open(path, "w") as f:
+            f.write("attributeStore:\n  stores:\n    peers:\n      type: postgres\n"
+                    f"      dsn: {self.pg.dsn}\n      tableName: peers\n")
+        return path
+
+    def sync_state(self, address):
+        r = run([self.bin("dexcli"), "--server", address, "admin", "describe"], timeout=30)
+        if r.returncode != 0:
+            die(f"dexcli admin describe: exit {r.returncode}: {r.stderr[-1000:]}")
+        return json.loads(r.stdout)["attributeStores"][0]
 
     def bin(self, name):
         return os.path.join(self.args.bin_dir, name)
@@ -199,8 +260,10 @@ class Bench:
     def dex_row(self, tag, worker, durability, flow, concurrency):
         a = self.args
         data = os.path.join(self.work, tag)
+        synced = flow == "synced"
         server = self.start(f"{tag}-server", [self.bin("dex-server-zd"), "dev", "--data-dir", data,
-                                              "--listen", "127.0.0.1:0", "--durability", durability])
+                                              "--listen", "127.0.0.1:0", "--durability", durability,
+                                              *(["--config", self.synced_config()] if synced else [])])
         address = DEX_READY.search(server.wait_for(DEX_READY, 60)[1]).group(1)
         # The Worker declares both Flow types in its hello: nothing to register.
         if worker == "ts":
@@ -210,16 +273,38 @@ class Bench:
             w.wait_for("dex-ts-worker ready", 60)
         else:
             w = self.start(f"{tag}-worker", [self.bin("dex-peers-worker"), "--server", address,
-                                             "--concurrency", a.worker_concurrency])
+                                             "--concurrency", a.worker_concurrency,
+                                             *(["--synced"] if synced else [])])
             w.wait_for("dex-cpp-worker ready", 60)
         target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0]]
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
         perfs = self.profile_start(tag, server.p.pid)
+        db_cpu = []
+        if synced:  # PostgreSQL's CPU over about the measured period (the driver's own edges)
+            def sample(delay):
+                time.sleep(delay)
+                db_cpu.append(tree_cpu_seconds(self.pg.pid))
+            edges = threading.Thread(target=lambda: (sample(a.warmup), sample(a.seconds)), daemon=True)
+            edges.start()
         load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
                            "--seconds", a.seconds, "--pids", f"server={server.p.pid},worker={w.p.pid}",
                            "--id-prefix", tag, timeout=a.warmup + a.seconds + 180)
         self.profile_end(tag, perfs)
+        if synced:
+            edges.join()
+            load["dbCpuSeconds"] = db_cpu[1] - db_cpu[0] if len(db_cpu) == 2 else None
+            # How far the sync was behind when the load ended: until it is idle.
+            t, deadline = time.monotonic(), time.monotonic() + 300
+            while (st := self.sync_state(address))["state"] != "idle" or st["lagSlots"] != 0:
+                if time.monotonic() > deadline:
+                    die(f"{tag}: the Attribute Store sync is not idle 300 s after the load: {st}")
+                time.sleep(0.1)
+            load["syncIdleAfterS"] = time.monotonic() - t
+            load["syncRows"] = st["rows"]
+            load["tableRows"] = int(self.pg.sql(f"SELECT count(*) FROM peers WHERE id LIKE '{tag}-%'"))
+            if load["tableRows"] < load["flows"]:
+                die(f"{tag}: the table holds {load['tableRows']} rows for {load['flows']} flows")
         w_status = w.stop(timeout=30)
         s_status = server.stop(timeout=30)
         self.procs = []
@@ -445,7 +530,8 @@ def main():
     ap.add_argument("--warmup", type=float, default=3, help="discarded warm-up per row (default 3)")
     ap.add_argument("--concurrency", default="1,64", help="closed-loop clients per row (default 1,64)")
     ap.add_argument("--flows", default="one,three",
-                    help="flows: one,three,indexed,attr (indexed, attr: dex with the C++ Worker only)")
+                    help="flows: one,three,indexed,attr,synced (indexed, attr, synced: dex with the "
+                    "C++ Worker only; synced starts a PostgreSQL)")
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
     ap.add_argument("--worker-concurrency", type=int, default=128,
                     help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
@@ -476,11 +562,12 @@ def main():
             die(f"unknown setup {s!r} (known: {', '.join(SETUPS)})")
     for f in flows:
         if f not in FLOWS:
-            die(f"unknown flow {f!r} (known: one, three, indexed, attr)")
+            die(f"unknown flow {f!r} (known: one, three, indexed, attr, synced)")
 
     b = Bench(a)
     binaries = ([b.bin("dex-server-zd")] if any(SETUPS[s][0] == "dex" for s in setups) else []) \
-        + ([b.bin("dex-peers-worker")] if any(SETUPS[s][1] == "cpp" for s in setups) else [])
+        + ([b.bin("dex-peers-worker")] if any(SETUPS[s][1] == "cpp" for s in setups) else []) \
+        + ([b.bin("dexcli")] if "synced" in flows else [])
     for needed in binaries:
         if not os.path.exists(needed):
             die(f"{needed} is missing (build it: scripts/bench-peers does)")
@@ -514,7 +601,7 @@ def main():
                 for s in setups:
                     system, worker, durability = SETUPS[s]
                     if FLOWS[fl][1] is None and (system != "dex" or worker != "cpp"):
-                        continue  # only the C++ Worker hosts peers-indexed and peers-attr
+                        continue  # only the C++ Worker hosts peers-indexed, -attr and -synced
                     tag = f"{s}-{fl}-x{c}"
                     load1 = os.getloadavg()[0]
                     # This row's own floor: the disk's flush time moves tenfold within minutes.
@@ -538,6 +625,12 @@ def main():
                            "server_cpu_ms_per_flow": (load["cpuSeconds"]["server"] * 1e3 / load["flows"]
                                                       if load["flows"] else None),
                            "errors": load["errors"], "first_error": "; ".join(load["firstErrors"]),
+                           "db_cpu_s": load.get("dbCpuSeconds"),
+                           "db_cpu_ms_per_flow": (load["dbCpuSeconds"] * 1e3 / load["flows"]
+                                                  if load.get("dbCpuSeconds") is not None
+                                                  and load["flows"] else None),
+                           "sync_idle_after_s": load.get("syncIdleAfterS"),
+                           "table_rows": load.get("tableRows"),
                            "fsync_p50_ms": pct(row_append, .5),
                            "create_fsync_p50_ms": pct(row_create, .5),
                            "rtt_kind": rtt["what"], "rtt_p50_ms": rtt["latencyMs"]["p50"],
@@ -550,6 +643,11 @@ def main():
                           f"fsync {row['fsync_p50_ms']:.3f} ms  rtt {row['rtt_p50_ms']:.3f} ms  load {load1:.1f}"
                           + (f"  ERRORS {row['errors']}: {row['first_error']}" if row["errors"] else ""),
                           flush=True)
+                    if row["table_rows"] is not None:
+                        print(f"  {'':<24} synced: srv CPU/flow {row['server_cpu_ms_per_flow']:.3f} ms; "
+                              f"PostgreSQL CPU {row['db_cpu_s']:.2f} s ({row['db_cpu_ms_per_flow']:.3f} "
+                              f"ms/flow); sync idle {row['sync_idle_after_s']:.2f} s after the load; "
+                              f"table rows {row['table_rows']}", flush=True)
         ap2, cr2 = fsync_floor(b.work, a.floor_seconds)
         floors["append"] += ap2
         floors["create"] += cr2
@@ -557,6 +655,8 @@ def main():
               f"new 4 KiB file+fsync+dir fsync p50 {pct(cr2, .5):.3f} ms", flush=True)
     except BaseException:
         b.stop_all()
+        if b.pg is not None:
+            b.pg.remove()
         if not a.keep:
             b.remove_all()  # the data directories, not the logs
         print(f"peers_bench: logs kept in {b.logs}", file=sys.stderr)
@@ -594,6 +694,8 @@ def main():
     print_table(rows)
     print()
     loads = [r["loadavg_1m_before"] for r in rows]
+    if b.pg is not None:
+        b.pg.remove()
     removed = 0.0 if a.keep else b.remove_all()
     note = (f"ran {(time.monotonic() - started) / 60:.1f} min; load average (1 min) at the rows' "
             f"starts {min(loads):.1f}-{max(loads):.1f}"
