@@ -269,6 +269,28 @@ TEST(Metrics, TheSpecsAlertExpressionsReferenceSeriesThatExist) {
 
 // docs/metrics.md documents every family render() has, and names no other.
 // The families by type have series (and so appear) once an event of each kind came.
+TEST(Metrics, AttributeSyncSeriesPerStoreCountOnAcrossActivePeriods) {
+  Metrics m;
+  m.attribute_sync({"reporting", 2.5, 7, 40, 3, 1, 10, 2});
+  m.attribute_sync({"reporting", 0, 0, 52, 5, 1, 14, 2});
+  m.attribute_sync({"ops", 0, 0, 9, 1, 0, 1, 0});
+  // A new active period reports totals from 0: they add to what was counted.
+  m.attribute_sync({"reporting", 0, 0, 60, 1, 0, 2, 0});
+  const std::string text = m.render();
+  auto value = [&](const std::string& series) {
+    const size_t at = text.find(series + " ");
+    EXPECT_NE(at, std::string::npos) << series << "\n" << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 1));
+  };
+  EXPECT_EQ(value("dexzd_attribute_sync_transactions_total{store=\"reporting\"}"), 6);
+  EXPECT_EQ(value("dexzd_attribute_sync_rows_total{store=\"reporting\"}"), 16);
+  EXPECT_EQ(value("dexzd_attribute_sync_filtered_fields_total{store=\"reporting\"}"), 2);
+  EXPECT_EQ(value("dexzd_attribute_sync_failures_total{store=\"reporting\"}"), 1);
+  EXPECT_EQ(value("dexzd_attribute_sync_watermark_slot{store=\"reporting\"}"), 60);
+  EXPECT_EQ(value("dexzd_attribute_sync_lag_slots{store=\"reporting\"}"), 0);
+  EXPECT_EQ(value("dexzd_attribute_sync_watermark_slot{store=\"ops\"}"), 9);
+}
+
 TEST(Metrics, DocsDescribeEveryFamilyAndNoOther) {
   std::ifstream in(std::string(DEX_SOURCE_DIR) + "/docs/metrics.md");
   ASSERT_TRUE(in) << "docs/metrics.md";
@@ -288,13 +310,14 @@ TEST(Metrics, DocsDescribeEveryFamilyAndNoOther) {
   fx.ended.push_back({execute, "t", "w", flow::ATTEMPT_COMPLETED, "F", "S", 2, 3});
   fx.rpcs_ended.push_back({"F", "rpc", flow::ATTEMPT_COMPLETED, 1, 2});
   m.flow_effects(fx);
+  m.attribute_sync({"reporting", 1.5, 3, 40, 2, 1, 5, 1});
   const std::string exposition = m.render();
   const std::regex type_line(R"(# TYPE (dexzd_[a-z_]+) )");
   for (std::sregex_iterator it(exposition.begin(), exposition.end(), type_line), end; it != end;
        ++it) {
     rendered.insert((*it)[1]);
   }
-  EXPECT_EQ(rendered.size(), 24u);
+  EXPECT_EQ(rendered.size(), 31u);
   std::set<std::string> documented;
   const std::regex name(R"(dexzd_[a-z_]+)");
   for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
