@@ -22,6 +22,15 @@ StatusOr<AttributeTables> open_attribute_tables(const NodeSettings& settings) {
   const auto& c = settings.attribute_store;
   const Duration timeout = std::min(c.sync_attempt_timeout, kConnectTimeoutMax);
   for (const auto& store : c.stores) {  // bounded by the configured stores
+    // MySQL's lock and idle timeouts are whole seconds: below a 4 s lease (a
+    // 1 s budget) the server cannot hold its transactions to a quarter of it.
+    if (store.type == attrstore::StoreType::kMysql && settings.lease_duration < seconds(4)) {
+      spdlog::warn(
+          "Attribute Store \"{}\": lease.duration {} ms gives each transaction {} ms, below what "
+          "MySQL's whole-second timeouts can enforce; keep lease.duration at 4s or more "
+          "(docs/attribute-store-types.md, \"The transaction bound\")",
+          store.name, to_ms(settings.lease_duration), to_ms(settings.lease_duration / 4));
+    }
     auto table = attrstore::AttributeTable::open(store, c, settings.node_id, timeout);
     if (!table.is_ok()) return table.status();  // names the store; `tables` closes the others
     spdlog::info("Attribute Store \"{}\": {} {} is ready", store.name,
