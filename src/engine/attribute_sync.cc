@@ -182,13 +182,15 @@ StatusOr<PendingRead> AttributeSync::read_pending(const std::string& cursor, uin
   };
   auto read = with_view(store_, [&](RocksKv& kv) -> StatusOr<PendingRead> {
     PendingRead out;
-    auto head = kv.scan_first(prefix, 1, "");
+    // Past the keys trims removed (their tombstones), as the trims do.
+    const std::string floor = kv.get(flow::keys::sync_floor(options_.store.name)).value_or("");
+    auto head = kv.scan_first(prefix, 1, floor);
     if (!head.empty()) {
       auto e = parse(head.front().first, head.front().second);
       if (!e.is_ok()) return e.status();
       out.oldest_kept_slot = e->slot();
     }
-    std::string from = cursor;
+    std::string from = cursor.empty() ? floor : cursor;
     // Bounded by `want` entries plus the rest of the last slot, and by the
     // entries the table holds already (each passed over once: the cursor moves).
     while (true) {

@@ -60,8 +60,14 @@ std::vector<std::pair<std::string, std::string>> RocksKv::scan_first(std::string
                                                                      std::string_view from) {
   const std::string_view start = from > prefix ? from : prefix;
   std::map<std::string, std::string, std::less<>> merged;
-  // With no writes of its own, the first `limit` keys of the store are the answer.
-  const size_t read_max = writes_.empty() ? limit : SIZE_MAX;
+  // The first `limit` live keys are among the first `limit` + (this overlay's
+  // deletes in the range) keys of the store: each delete hides at most one.
+  // Bounded by the overlay's writes under the prefix.
+  size_t read_max = limit;
+  for (auto w = writes_.lower_bound(start); w != writes_.end() && w->first.starts_with(prefix);
+       ++w) {
+    if (!w->second && read_max != SIZE_MAX) ++read_max;
+  }
   if (status_.is_ok()) {
     rocksdb::ReadOptions options;
     options.snapshot = snapshot_;

@@ -92,6 +92,7 @@ constexpr std::string_view kSyncSeq = "~meta/sync_seq";
 std::string sync_prefix(std::string_view store) {
   return std::string(kSyncPrefix) + std::string(store) + kSep;
 }
+std::string sync_floor(std::string_view store) { return "~meta/sync_floor/" + std::string(store); }
 std::string_view sync_store(std::string_view key) {
   if (key.substr(0, kSyncPrefix.size()) != kSyncPrefix) return {};
   key.remove_prefix(kSyncPrefix.size());
@@ -357,19 +358,23 @@ void KvFlowTxn::append_sync_entry(std::string_view store, const SyncEntry& entry
 }
 uint64_t KvFlowTxn::trim_sync_entries(std::string_view store, uint64_t through_slot) {
   const std::string prefix = keys::sync_prefix(store);
+  const std::string floor_key = keys::sync_floor(store);
+  // From the last key a trim removed: RocksDB keeps the removed keys as
+  // tombstones for a while, and walking them from the prefix's start at every
+  // trim made a long backlog's drain slower and slower.
+  const std::string floor = kv_.get(floor_key).value_or("");
   uint64_t removed = 0;
-  // Bounded by kSyncTrimMax: a larger backlog takes more AttributeStoreSynced records.
-  while (removed < kSyncTrimMax) {
-    auto first = kv_.scan_first(prefix, std::min<uint64_t>(256, kSyncTrimMax - removed), "");
-    if (first.empty()) break;
-    for (auto& [key, value] : first) {
-      auto entry = parse<SyncEntry>(std::optional<std::string>(std::move(value)));
-      DEX_INVARIANT(entry.has_value(), "a SyncEntry parses");
-      if (entry->slot() > through_slot) return removed;
-      kv_.del(key);
-      ++removed;
-    }
+  std::string last;
+  // One read, bounded by kSyncTrimMax: a larger backlog takes more records.
+  for (auto& [key, value] : kv_.scan_first(prefix, kSyncTrimMax, floor)) {
+    auto entry = parse<SyncEntry>(std::optional<std::string>(std::move(value)));
+    DEX_INVARIANT(entry.has_value(), "a SyncEntry parses");
+    if (entry->slot() > through_slot) break;
+    kv_.del(key);
+    last = key;
+    ++removed;
   }
+  if (removed > 0) kv_.put(floor_key, last);
   return removed;
 }
 

@@ -154,6 +154,9 @@ inline constexpr std::string_view kSyncPrefix = "~y/";
 std::string sync_prefix(std::string_view store);
 // The store of a SyncEntry key (empty for another key).
 std::string_view sync_store(std::string_view key);
+// The last SyncEntry key a trim removed from a store (value: the key): reads
+// and trims start there, not over the removed keys' tombstones.
+std::string sync_floor(std::string_view store);
 std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id);
 // Every key kept under one run (its record and the prefixes delete_run clears).
 std::string run(std::string_view flow_id, std::string_view run_id);

@@ -375,6 +375,13 @@ static Status check_sync_entries(KvStore& kv) {
     it->second = e.slot();
     max_seq = std::max<uint64_t>(max_seq, std::stoull(k.substr(k.size() - 20)));
   }
+  for (const auto& [store, slot] : last_slot) {  // bounded by the stores with entries
+    (void)slot;
+    auto floor = kv.get(keys::sync_floor(store));
+    auto first = kv.scan_first(keys::sync_prefix(store), 1, "");
+    if (floor && !first.empty() && first.front().first <= *floor)
+      return bad("sync entry " + first.front().first + " is at or below its store's trim floor");
+  }
   auto seq = kv.get("~meta/sync_seq");
   if (max_seq > 0 && (!seq || std::stoull(*seq) < max_seq))
     return bad("the sync sequence is below an entry's");
