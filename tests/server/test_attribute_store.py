@@ -525,9 +525,25 @@ def test_attribute_store_sync_through_database_outages_a_crash_and_a_frozen_acti
         b.proc.signal(signal.SIGSTOP)
         t_stop = time.time()
         try:
-            assert ready(a2, LEASE_S + 30)[0] == 3
-            faults["sigstop"] = {"start": t_stop,
-                                 "end": log_time(a2.proc.wait_for_line("took over as the active", 5))}
+            # Frozen mid-PUT of a log slot, b can leave MinIO holding that key for about 30 s,
+            # longer than the 10 s in which a log write must be accepted: the successor's first
+            # write there then stops it (exit 1, spec: Lease). As Kubernetes would, the test
+            # starts a process that stopped again (at most twice; counted in the figures).
+            successor, restarts = a2, 0
+            while True:
+                try:
+                    epoch = ready(successor, LEASE_S + 30)[0]
+                    break
+                except AssertionError:
+                    if successor.proc.p.poll() is None or restarts >= 2:
+                        raise
+                    restarts += 1
+                    print(f"[attribute store] (c) the successor stopped "
+                          f"({successor.proc.output()[-300:]!r}); started again")
+                    successor = node("a")
+            assert epoch >= 3, epoch
+            faults["sigstop"] = {"start": t_stop, "restarts": restarts, "end": log_time(
+                successor.proc.wait_for_line("took over as the active", 5))}
             time.sleep(max(0.0, t_stop + LEASE_S + 2 - time.time()))
         finally:
             b.proc.signal(signal.SIGCONT)
@@ -581,7 +597,10 @@ def test_attribute_store_sync_through_database_outages_a_crash_and_a_frozen_acti
                 holders[int(m.group(1))] = m.group(2)
             if (m := ACQUIRED.search(line)):
                 acquired_at[int(m.group(1))] = log_time(line)
-    assert sorted(holders) == [1, 2, 3] and sorted(acquired_at) == [1, 2, 3], (holders, acquired_at)
+    # Epochs 1, 2 and the one that took over from the frozen process (3, or later if the
+    # successor had to be started again); every ready epoch acquired its lease.
+    assert sorted(holders)[:2] == [1, 2] and max(holders) >= 3, holders
+    assert set(holders) <= set(acquired_at), (holders, acquired_at)
 
     pg_txns = pg_audit(pg)
     my_txns, my_unmatched = my_audit(my)
