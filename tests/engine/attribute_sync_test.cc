@@ -13,6 +13,7 @@
 #include "attrstore/attribute_table.h"
 #include "engine_test_util.h"
 #include "log/log_reader.h"
+#include "sync_tables.h"
 
 namespace dex::testing {
 namespace {
@@ -24,18 +25,8 @@ using attrstore::CommitResult;
 // (text(8)) and "total" (bigint); the watermark fences older epochs.
 class MemoryTable final : public attrstore::AttributeTable {
  public:
-  MemoryTable() {
-    schema_.key_column = "id";
-    attrstore::Column status;
-    status.name = "status";
-    status.kind = attrstore::ColumnKind::kString;
-    status.max_length = 8;
-    attrstore::Column total;
-    total.name = "total";
-    total.kind = attrstore::ColumnKind::kInt;
-    total.int_min = INT64_MIN;
-    total.int_max = INT64_MAX;
-    schema_.columns = {status, total};
+  MemoryTable()
+      : schema_(table_of({string_column("status", 8), int_column("total", INT64_MIN, INT64_MAX)})) {
   }
   const attrstore::TableSchema& schema() const override { return schema_; }
   Status refresh_schema() override { return Status::ok(); }

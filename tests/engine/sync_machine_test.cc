@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/sync_machine.h"
+#include "sync_tables.h"
 
 namespace dex {
 namespace {
@@ -15,16 +16,7 @@ using Kind = SyncAction::Kind;
 using attrstore::CommitOutcome;
 using attrstore::CommitResult;
 
-attrstore::TableSchema schema() {
-  attrstore::TableSchema s;
-  s.key_column = "id";
-  attrstore::Column a;
-  a.name = "a";
-  a.kind = attrstore::ColumnKind::kString;
-  a.max_length = 3;
-  s.columns = {a};
-  return s;
-}
+attrstore::TableSchema schema() { return testing::table_of({testing::string_column("a", 3)}); }
 
 PendingEntry entry(uint64_t seq, uint64_t slot, const std::string& flow, const std::string& value) {
   PendingEntry p;
@@ -185,12 +177,9 @@ TEST_F(SyncMachineTest, AMisfitIsLeftOutCountedAndNamedWithoutItsValue) {
 
 TEST(SyncPlan, ARowWhoseFlowIdTheKeyColumnCannotHoldIsLeftOut) {
   attrstore::TableSchema s = schema();
-  attrstore::Column id;
-  id.name = "id";
-  id.kind = attrstore::ColumnKind::kString;
+  attrstore::Column id = testing::string_column("id", 4);
   id.primary_key = true;
   id.nullable = false;
-  id.max_length = 4;
   s.columns.push_back(id);
   const SyncPlan plan =
       plan_sync({entry(1, 1, "far-too-long", "x"), entry(2, 1, "ok", "y")}, s, false, 10);

@@ -18,6 +18,7 @@
 
 #include "common/random.h"
 #include "engine/sync_machine.h"
+#include "sync_tables.h"
 
 namespace dex {
 namespace {
@@ -27,19 +28,7 @@ using attrstore::CommitResult;
 using Row = std::map<std::string, std::string>;  // column -> value ("" for NULL)
 
 attrstore::TableSchema schema() {
-  attrstore::TableSchema s;
-  s.key_column = "id";
-  attrstore::Column a;
-  a.name = "a";
-  a.kind = attrstore::ColumnKind::kString;
-  a.max_length = 4;
-  attrstore::Column b;
-  b.name = "b";
-  b.kind = attrstore::ColumnKind::kInt;
-  b.int_min = -100;
-  b.int_max = 100;
-  s.columns = {a, b};
-  return s;
+  return testing::table_of({testing::string_column("a", 4), testing::int_column("b", -100, 100)});
 }
 
 std::string show(const std::optional<flow::AttributeValue>& v) {

@@ -20,6 +20,7 @@
 #include "engine/sync_machine.h"
 #include "fuzz_targets.h"
 #include "fuzz_util.h"
+#include "sync_tables.h"
 
 namespace dex::fuzz {
 namespace {
@@ -37,16 +38,7 @@ struct Bytes {
   uint8_t next() { return done() ? 0 : data[at++]; }
 };
 
-attrstore::TableSchema schema() {
-  attrstore::TableSchema s;
-  s.key_column = "id";
-  attrstore::Column a;
-  a.name = "a";
-  a.kind = attrstore::ColumnKind::kString;
-  a.max_length = 2;
-  s.columns = {a};
-  return s;
-}
+attrstore::TableSchema schema() { return testing::table_of({testing::string_column("a", 2)}); }
 
 struct Table {
   attrstore::Watermark watermark;
