@@ -22,12 +22,13 @@ StatusOr<AttributeTables> open_attribute_tables(const NodeSettings& settings) {
   const auto& c = settings.attribute_store;
   const Duration timeout = std::min(c.sync_attempt_timeout, kConnectTimeoutMax);
   for (const auto& store : c.stores) {  // bounded by the configured stores
-    // MySQL's lock and idle timeouts are whole seconds: below a 4 s lease (a
-    // 1 s budget) the server cannot hold its transactions to a quarter of it.
-    if (store.type == attrstore::StoreType::kMysql && settings.lease_duration < seconds(4)) {
+    // MySQL's lock and idle timeouts are whole seconds (at least 1 s): below an
+    // 8 s lease (a 2 s budget) the server cannot hold its transactions to a
+    // quarter of it (attrstore/transaction_bound.h).
+    if (store.type == attrstore::StoreType::kMysql && settings.lease_duration < seconds(8)) {
       spdlog::warn(
           "Attribute Store \"{}\": lease.duration {} ms gives each transaction {} ms, below what "
-          "MySQL's whole-second timeouts can enforce; keep lease.duration at 4s or more "
+          "MySQL's whole-second timeouts can enforce; keep lease.duration at 8s or more "
           "(docs/attribute-store-types.md, \"The transaction bound\")",
           store.name, to_ms(settings.lease_duration), to_ms(settings.lease_duration / 4));
     }
