@@ -238,7 +238,7 @@ struct Metrics::Impl {
   // The known outcomes' series, by enum value (null for the others).
   std::array<prometheus::Counter*, flow::FlowStatus_ARRAYSIZE> flow_ends{};
   std::array<prometheus::Counter*, flow::AttemptOutcome_ARRAYSIZE> attempt_ends{};
-  std::unique_ptr<FlowMetrics> by_type;  // the series by Flow, Step and RPC type
+  std::unique_ptr<FlowMetrics> by_type;                  // the series by Flow, Step and RPC type
   std::unique_ptr<AttributeSyncMetrics> attribute_sync;  // the series by store
 
   // Serializes set_standby_state so that the last call wins on all five gauges.
