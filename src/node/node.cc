@@ -1,5 +1,6 @@
 #include "node/node.h"
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <thread>
@@ -344,7 +345,9 @@ EngineOptions Node::engine_options(Serving& s, std::shared_ptr<HandedLocalStore>
   for (size_t i = 0; i < stores.size(); ++i)
     eo.attribute_stores.push_back({stores[i], runtime_.attribute_tables[i]});
   eo.attribute_store_settings = settings_.attribute_store;
-  eo.attribute_sync_budget = settings_.lease_duration / 4;
+  // syncAttemptTimeout may shorten it, never lengthen it.
+  eo.attribute_sync_budget =
+      std::min(settings_.lease_duration / 4, settings_.attribute_store.sync_attempt_timeout);
   LeaseKeeper* held = s.keeper.get();
   eo.lease_remaining = [held] { return held->valid_for(); };
   eo.on_attribute_sync = [this](const AttributeSyncReport& r) {
