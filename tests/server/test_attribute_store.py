@@ -135,39 +135,12 @@ def start_databases():
     """A PostgreSQL and a MariaDB, side by side; a missing or broken one fails the test. The
     servers are spawned from this (the test's main) thread, which outlives them (sql_servers.py:
     the parent-death signal)."""
-    made, errors = {}, {}
-
-    def init(kind, maker):
-        try:
-            made[kind] = maker(None)
-            made[kind].init()
-        except (sql_servers.ServerError, OSError) as e:
-            errors[kind] = e
-
-    threads = [threading.Thread(target=init, args=a)
-               for a in (("pg", sql_servers.PostgresServer), ("my", LoggedMariadb))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
     try:
-        if not errors:
-            for server in made.values():
-                server.spawn()
-            for kind, server in made.items():
-                try:
-                    server.wait_ready()
-                except (sql_servers.ServerError, OSError) as e:
-                    errors[kind] = e
-    finally:
-        if errors:
-            for server in made.values():
-                server.remove()
-    if errors:
+        return sql_servers.start_all({"pg": sql_servers.PostgresServer, "my": LoggedMariadb})
+    except (sql_servers.ServerError, OSError) as e:
         # A failure, never a skip: a machine without the databases must not pass this test.
-        pytest.fail("cannot start the test databases (scripts/install-deps installs them): " +
-                    "; ".join(f"{k}: {e}" for k, e in errors.items()), pytrace=False)
-    return made
+        pytest.fail(f"cannot start the test databases (scripts/install-deps installs them): {e}",
+                    pytrace=False)
 
 
 @pytest.fixture

@@ -362,11 +362,11 @@ def start_mariadb(tmpdir=None, database="dextest"):
     return _start_or_remove(MariadbServer(tmpdir, database))
 
 
-def _start_all(kinds, tmpdir):
-    """Starts the servers side by side (MariaDB takes a few seconds); all or none. The data
+def start_all(makers, tmpdir=None):
+    """Starts the servers of `makers` ({name: server class}) side by side (MariaDB takes a few
+    seconds); all or none: {name: server}, or ServerError naming each that failed. The data
     directories are made in threads; the servers are spawned from this thread, which outlives
     them (their parent-death signal)."""
-    makers = {"postgres": PostgresServer, "mariadb": MariadbServer}
     servers, errors = {}, {}
 
     def init(kind):
@@ -375,7 +375,7 @@ def _start_all(kinds, tmpdir):
         except (ServerError, OSError) as e:
             errors[kind] = e
 
-    threads = [threading.Thread(target=init, args=(k,)) for k in kinds]
+    threads = [threading.Thread(target=init, args=(k,)) for k in makers]
     for t in threads:
         t.start()
     for t in threads:
@@ -413,7 +413,8 @@ def main(argv):
     kinds = [k for k, on in (("postgres", args.postgres), ("mariadb", args.mariadb)) if on]
     started = time.monotonic()
     try:
-        servers = _start_all(kinds, None)
+        makers = {"postgres": PostgresServer, "mariadb": MariadbServer}
+        servers = start_all({k: makers[k] for k in kinds})
     except ServerError as e:
         print(f"sql_servers: cannot start the test servers: {e}", file=sys.stderr)
         return 2
