@@ -9,6 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "sql_fixture.h"
@@ -108,11 +112,38 @@ TEST_P(BoundTest, AClientFrozenBeforeCommitIsRolledBackByTheServerWithinTheBudge
   EXPECT_EQ(watermark_text(), "1/2/p");
 }
 
+// The state letter of every thread of `pid` ("/proc/<pid>/task/*/stat"), e.g. "TTTS".
+std::string thread_states(pid_t pid) {
+  std::string states;
+  std::error_code ec;
+  const auto dir = std::filesystem::path("/proc") / std::to_string(pid) / "task";
+  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(") ");  // the command name may hold spaces and parentheses
+    if (close != std::string::npos && close + 2 < stat.size()) states += stat[close + 2];
+  }
+  return states;
+}
+
 // SIGSTOP of the process that serves this table's session, undone on scope exit.
+// kill() only marks the stop: each thread of a multi-threaded server (mariadbd)
+// stops when the kernel next schedules it, so this waits until all have.
 class Frozen {
  public:
   explicit Frozen(pid_t pid) : pid_(pid) {
     EXPECT_EQ(::kill(pid_, SIGSTOP), 0) << "cannot stop " << pid_;
+    std::string states;
+    for (int i = 0; i < 2000; ++i) {  // bounded by 2 s
+      states = thread_states(pid_);
+      if (!states.empty() && states.find_first_not_of("Tt") == std::string::npos) return;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    std::ifstream comm("/proc/" + std::to_string(pid_) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    ADD_FAILURE() << "process " << pid_ << " (" << name
+                  << ") did not stop within 2 s; its threads' states: '" << states << "'";
   }
   ~Frozen() { thaw(); }
   void thaw() {

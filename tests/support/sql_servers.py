@@ -106,6 +106,40 @@ class _Account:
         return run
 
 
+def _thread_states(pid):
+    """The state letter of each thread of `pid`, from /proc/<pid>/task/*/stat."""
+    states = ""
+    task_dir = f"/proc/{pid}/task"
+    try:
+        tasks = os.listdir(task_dir)
+    except OSError:
+        return states
+    for task in tasks:
+        try:
+            with open(f"{task_dir}/{task}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        close = stat.rfind(") ")  # the command name may hold spaces and parentheses
+        if close >= 0 and close + 2 < len(stat):
+            states += stat[close + 2]
+    return states
+
+
+def _wait_stopped(pid, timeout_s=2.0):
+    """kill() only marks a stop: each thread of a multi-threaded server stops when next
+    scheduled. Returns once every thread has; raises naming their states if not in time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = _thread_states(pid)
+        if states and set(states) <= {"T", "t"}:
+            return
+        if time.monotonic() >= deadline:
+            raise ServerError(f"process {pid} did not stop within {timeout_s} s "
+                              f"(its threads' states: {states!r})")
+        time.sleep(0.001)
+
+
 def _run(account, argv, cwd, log_path, env=None):
     """Runs a setup command (initdb, mariadb-install-db) to its end as the server's user."""
     with open(log_path, "ab") as log:
@@ -209,6 +243,7 @@ class _Server:
         """SIGSTOP: the server keeps its connections open and answers nothing."""
         if self.proc is not None:
             os.kill(self.proc.pid, signal.SIGSTOP)
+            _wait_stopped(self.proc.pid)
 
     def resume(self):
         if self.proc is not None:
