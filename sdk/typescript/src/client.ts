@@ -1077,7 +1077,18 @@ export class Client {
         } catch (error) {
           if (signal?.aborted) throw abortReason(signal);
           if (!isServiceError(error)) throw error;
-          const mapped = errorFromGrpc(error, endpoint.address, spec.timeoutMs);
+          let mapped = errorFromGrpc(error, endpoint.address, spec.timeoutMs);
+          // CANCELLED here is the server's doing: the caller's signal is not
+          // aborted and the readiness watch rejects with UNAVAILABLE. A process
+          // replacing its listener at a role change, or dying, ends the calls
+          // still open on it. Like UNAVAILABLE, a call that may be repeated is
+          // asked again (as the C++ client does); one sent "once" is not.
+          if (error.code === grpc.status.CANCELLED && spec.repeat !== "once") {
+            mapped = new DexError("UNAVAILABLE", `the server at ${endpoint.address} ended the call (${mapped.message})`, {
+              address: endpoint.address,
+              cause: error,
+            });
+          }
           if (mapped.code !== "UNAVAILABLE") {
             // An answer (or DEADLINE_EXCEEDED: the outcome is unknown and the
             // deadline is spent): it ends the search.

@@ -88,12 +88,15 @@ describe("the Client's repeats after UNAVAILABLE", () => {
    * (what a process says that lost its lease after the write may have
    * landed), then `answer`; the tries' requests come from the returned function.
    */
-  function unavailableFirst(method: string, answer: unknown, failures = 1): () => any[] {
+  function unavailableFirst(
+    method: string,
+    answer: unknown,
+    failures = 1,
+    error = { code: grpc.status.UNAVAILABLE, details: "the process lost its lease; the write's outcome is unknown" },
+  ): () => any[] {
     const from = fake.calls.length;
     let seen = 0;
-    fake.answers.set(method, () =>
-      ++seen <= failures ? { error: { code: grpc.status.UNAVAILABLE, details: "the process lost its lease; the write's outcome is unknown" } } : answer,
-    );
+    fake.answers.set(method, () => (++seen <= failures ? { error } : answer));
     return () => fake.calls.slice(from).filter((c) => c.method === method).map((c) => c.request);
   }
 
@@ -194,6 +197,27 @@ describe("the Client's repeats after UNAVAILABLE", () => {
     const waitTries = unavailableFirst("WaitForFlow", { closed: true, flow: { flowId: "f-1", runId: "r-1", status: "FLOW_COMPLETED" } });
     assert.equal((await client.waitForFlow("f-1", { timeoutMs: 5_000 })).status, "COMPLETED");
     assert.equal(waitTries().length, 2);
+  });
+
+  test("a CANCELLED from the server (its listener replaced, or the process dying) is asked again, except by a call sent once", async () => {
+    const cancelled = { code: grpc.status.CANCELLED, details: "CANCELLED" };
+    const waitTries = unavailableFirst("WaitForFlow", { closed: true, flow: { flowId: "f-1", runId: "r-1", status: "FLOW_COMPLETED" } }, 1, cancelled);
+    assert.equal((await client.waitForFlow("f-1", { timeoutMs: 5_000 })).status, "COMPLETED");
+    assert.equal(waitTries().length, 2);
+
+    const setTries = unavailableFirst("SetAttributes", { runId: "r-1" }, 1, cancelled);
+    await client.setAttributes("f-1", [stage.write("paid")]);
+    const ids = setTries().map((r) => r.requestId);
+    assert.equal(ids.length, 2);
+    assert.equal(ids[1], ids[0]);
+
+    const startTries = unavailableFirst("StartFlow", { runId: "r-1", alreadyStarted: false }, 1, cancelled);
+    await assert.rejects(client.startFlow("Shop", "f-1", 1, { requestId: "once-2", idReusePolicy: "terminateIfRunning" }), (e: unknown) => {
+      assert.ok(e instanceof DexError, String(e));
+      assert.equal(e.code, "CANCELLED");
+      return true;
+    });
+    assert.equal(startTries().length, 1);
   });
 
   test("a write's DEADLINE_EXCEEDED names the request ID that a repeat must carry", async () => {
