@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/record_time.h"
+#include "flow/record_time.h"
 #include "log/log_writer.h"
 
 namespace dex {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "engine/record_time.h"
+#include "flow/record_time.h"
 #include "engine/rocks_kv.h"
 #include "flow/kv_txn.h"
 

@@ -58,7 +58,7 @@ class StateMachine {
   StatusOr<std::optional<Slot>> last_applied() const;
   // The greatest time an applied record carried (0: none): a flow record whose
   // times are lower is applied at this time, so a run's history never goes
-  // back in log order, also after a takeover (engine/record_time.h).
+  // back in log order, also after a takeover (flow/record_time.h).
   StatusOr<int64_t> time_floor_ms() const;
 
   // Creates a RocksDB checkpoint of the store in `dir` (which must not exist;

@@ -7,6 +7,7 @@
 
 #include "common/invariant.h"
 #include "flow/declaration.h"
+#include "flow/record_time.h"
 #include "flow/result_check.h"
 #include "flow/run_editor.h"
 #include "flow/search_index.h"
@@ -1082,6 +1083,7 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
   }
   apply.notify_parents(closed_before);
   for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
+  txn.journal(record_time(record));
   if (indexing == SearchIndexing::kUpdate) update_search_index(txn);
   return result;
 }
@@ -1092,6 +1094,7 @@ void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
   const size_t closed_before = effects.closed.size();
   apply.recover(at_ms);
   apply.notify_parents(closed_before);
+  txn.journal(at_ms);
   update_search_index(txn);
 }
 

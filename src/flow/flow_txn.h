@@ -136,6 +136,14 @@ class FlowTxn {
   virtual void append_sync_entry(std::string_view store, const SyncEntry& entry) = 0;
   virtual uint64_t trim_sync_entries(std::string_view store, uint64_t through_slot) = 0;
 
+  // The run journal (docs/flow-rules.md, "Run journal"): the writes to each
+  // run's state since the last call become one RunDelta of that run at
+  // `at_ms`, stored after the run's earlier ones. The rules call it at the end
+  // of every record (and recovery); a delete_run drops the run's journal.
+  virtual void journal(int64_t at_ms) = 0;
+  // A run's deltas, oldest first.
+  virtual std::vector<RunDelta> run_journal(std::string_view flow_id, std::string_view run_id) = 0;
+
   // The runs whose record or Attributes were written or deleted since the
   // last call, each once, in the order first touched; forgets them.
   virtual std::vector<TouchedRun> take_touched_runs() = 0;

@@ -109,6 +109,10 @@ std::string rpc(std::string_view flow_id, std::string_view run_id, std::string_v
 std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id) {
   return std::string(kRpcPrefix) + join({flow_id, run_id}) + kSep;
 }
+constexpr std::string_view kJournalSeq = "~meta/journal_seq";
+std::string journal_prefix(std::string_view flow_id, std::string_view run_id) {
+  return std::string(kJournalPrefix) + join({flow_id, run_id}) + kSep;
+}
 std::string open_rpc(std::string_view flow_id, std::string_view run_id, std::string_view rpc_id) {
   return std::string(kOpenRpcPrefix) + join({flow_id, run_id, rpc_id});
 }
@@ -174,15 +178,19 @@ std::optional<Run> KvFlowTxn::run(std::string_view flow_id, std::string_view run
 }
 void KvFlowTxn::put_run(const Run& r) {
   touch(r.flow_id(), r.run_id());
+  const RunKey key{r.flow_id(), r.run_id()};
+  journal_.run(r, !journal_.run_known(key) && kv_.get(keys::run(key.flow_id, key.run_id)));
   kv_.put(keys::run(r.flow_id(), r.run_id()), r.SerializeAsString());
 }
 void KvFlowTxn::delete_run(std::string_view flow_id, std::string_view run_id) {
   touch(flow_id, run_id);
+  journal_.forget(RunKey{std::string(flow_id), std::string(run_id)});
   kv_.del(keys::run(flow_id, run_id));
   for (const std::string& prefix :
        {keys::steps_prefix(flow_id, run_id), keys::events_prefix(flow_id, run_id),
-        keys::attributes_prefix(flow_id, run_id), keys::queue_prefix(flow_id, run_id),
-        keys::run_messages_prefix(flow_id, run_id), keys::rpcs_prefix(flow_id, run_id)}) {
+        keys::journal_prefix(flow_id, run_id), keys::attributes_prefix(flow_id, run_id),
+        keys::queue_prefix(flow_id, run_id), keys::run_messages_prefix(flow_id, run_id),
+        keys::rpcs_prefix(flow_id, run_id)}) {
     // Bounded by the run's keys: its history, Steps,
     // Attributes (kAttributesMax), queues and messages, kept RPCs.
     for (auto& [key, value] : kv_.scan(prefix)) kv_.del(key);
@@ -193,6 +201,7 @@ std::optional<StepExecution> KvFlowTxn::step(std::string_view flow_id, std::stri
   return parse<StepExecution>(kv_.get(keys::steps_prefix(flow_id, run_id) + std::string(id)));
 }
 void KvFlowTxn::put_step(const StepExecution& s) {
+  journal_.step(s);
   kv_.put(keys::steps_prefix(s.flow_id(), s.run_id()) + s.step_execution_id(),
           s.SerializeAsString());
 }
@@ -200,15 +209,18 @@ std::optional<ChannelQueue> KvFlowTxn::queue(const QueueKey& key) {
   return parse<ChannelQueue>(kv_.get(keys::queue(key)));
 }
 void KvFlowTxn::put_queue(const QueueKey& key, const ChannelQueue& q) {
+  journal_.queue(RunKey{key.flow_id, key.run_id}, key.channel, key.instance_key, q);
   kv_.put(keys::queue(key), q.SerializeAsString());
 }
 std::optional<Payload> KvFlowTxn::message(const QueueKey& key, uint64_t seq) {
   return parse<Payload>(kv_.get(keys::message(key, seq)));
 }
 void KvFlowTxn::put_message(const QueueKey& key, uint64_t seq, const Payload& m) {
+  journal_.message(RunKey{key.flow_id, key.run_id}, key.channel, key.instance_key, seq, &m);
   kv_.put(keys::message(key, seq), m.SerializeAsString());
 }
 void KvFlowTxn::delete_message(const QueueKey& key, uint64_t seq) {
+  journal_.message(RunKey{key.flow_id, key.run_id}, key.channel, key.instance_key, seq, nullptr);
   kv_.del(keys::message(key, seq));
 }
 std::vector<std::pair<QueueKey, ChannelQueue>> KvFlowTxn::queues(std::string_view flow_id,
@@ -265,12 +277,16 @@ void KvFlowTxn::put_attribute(std::string_view flow_id, std::string_view run_id,
                               const Attribute& a) {
   DEX_INVARIANT(a.has_value(), "a stored Attribute has a value");
   touch(flow_id, run_id, true);
+  journal_.attribute(RunKey{std::string(flow_id), std::string(run_id)}, a.key(), a.instance_key(),
+                     &a.value());
   kv_.put(keys::attribute(flow_id, run_id, a.key(), a.instance_key()),
           a.value().SerializeAsString());
 }
 void KvFlowTxn::delete_attribute(std::string_view flow_id, std::string_view run_id,
                                  std::string_view key, std::string_view instance_key) {
   touch(flow_id, run_id, true);
+  journal_.attribute(RunKey{std::string(flow_id), std::string(run_id)}, std::string(key),
+                     std::string(instance_key), nullptr);
   kv_.del(keys::attribute(flow_id, run_id, key, instance_key));
 }
 std::vector<Attribute> KvFlowTxn::attributes(std::string_view flow_id, std::string_view run_id,
@@ -298,10 +314,12 @@ std::optional<RpcExecution> KvFlowTxn::rpc(std::string_view flow_id, std::string
   return parse<RpcExecution>(kv_.get(keys::rpc(flow_id, run_id, rpc_id)));
 }
 void KvFlowTxn::put_rpc(const RpcExecution& r) {
+  journal_.rpc(RunKey{r.flow_id(), r.run_id()}, r.rpc_id(), &r);
   kv_.put(keys::rpc(r.flow_id(), r.run_id(), r.rpc_id()), r.SerializeAsString());
 }
 void KvFlowTxn::delete_rpc(std::string_view flow_id, std::string_view run_id,
                            std::string_view rpc_id) {
+  journal_.rpc(RunKey{std::string(flow_id), std::string(run_id)}, std::string(rpc_id), nullptr);
   kv_.del(keys::rpc(flow_id, run_id, rpc_id));
 }
 void KvFlowTxn::put_open_rpc(const TaskRef& r) {
@@ -378,6 +396,23 @@ uint64_t KvFlowTxn::trim_sync_entries(std::string_view store, uint64_t through_s
   return removed;
 }
 
+void KvFlowTxn::journal(int64_t at_ms) {
+  auto deltas = journal_.take(at_ms);
+  if (deltas.empty()) return;
+  auto last = kv_.get(keys::kJournalSeq);
+  uint64_t seq = last ? std::stoull(*last) : 0;
+  for (auto& [run, delta] : deltas)  // bounded by the runs this record changed
+    kv_.put(keys::journal_prefix(run.flow_id, run.run_id) + keys::digits(++seq),
+            delta.SerializeAsString());
+  kv_.put(keys::kJournalSeq, std::to_string(seq));
+}
+std::vector<RunDelta> KvFlowTxn::run_journal(std::string_view flow_id, std::string_view run_id) {
+  std::vector<RunDelta> out;
+  // Bounded by the run's records (continue-as-new keeps a run's history short).
+  for (auto& [key, value] : kv_.scan(keys::journal_prefix(flow_id, run_id)))
+    out.push_back(*parse<RunDelta>(value));
+  return out;
+}
 std::vector<TouchedRun> KvFlowTxn::take_touched_runs() {
   touched_at_.clear();
   return std::exchange(touched_, {});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flow/flow_txn.h"
+#include "flow/journal_builder.h"
 
 namespace dex::flow {
 
@@ -112,6 +113,8 @@ class KvFlowTxn final : public FlowTxn {
   void delete_index_key(std::string_view index_key) override;
   void append_sync_entry(std::string_view store, const SyncEntry& entry) override;
   uint64_t trim_sync_entries(std::string_view store, uint64_t through_slot) override;
+  void journal(int64_t at_ms) override;
+  std::vector<RunDelta> run_journal(std::string_view flow_id, std::string_view run_id) override;
   std::vector<TouchedRun> take_touched_runs() override;
 
  private:
@@ -123,6 +126,7 @@ class KvFlowTxn final : public FlowTxn {
   // (or one recovery) changes.
   std::vector<TouchedRun> touched_;
   std::map<RunKey, size_t> touched_at_;  // its index in touched_
+  JournalBuilder journal_;               // this record's writes, until journal()
 };
 
 // Key layout, shared with the readers (the server's queries, the simulation).
@@ -158,6 +162,10 @@ std::string_view sync_store(std::string_view key);
 // and trims start there, not over the removed keys' tombstones.
 std::string sync_floor(std::string_view store);
 std::string rpcs_prefix(std::string_view flow_id, std::string_view run_id);
+// The run journal: ~j/<flow id>␟<run id>␟<sequence, 20 digits>, the sequence
+// increasing across every run in log order.
+inline constexpr std::string_view kJournalPrefix = "~j/";
+std::string journal_prefix(std::string_view flow_id, std::string_view run_id);
 // Every key kept under one run (its record and the prefixes delete_run clears).
 std::string run(std::string_view flow_id, std::string_view run_id);
 std::string queue_prefix(std::string_view flow_id, std::string_view run_id);

@@ -3,6 +3,7 @@
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
 #include "flow/run_editor.h"
+#include "flow/run_journal.h"
 #include "flow/search_index.h"
 #include "flow/search_keys.h"
 
@@ -307,12 +308,33 @@ Status check_retention(const Run& run, Indexes& ix, std::set<std::string>& used_
   return Status::ok();
 }
 
+// The run's journal folds to exactly its stored state (docs/flow-rules.md,
+// "Run journal"): what time travel and continue-as-new rebuild is what was.
+Status check_journal(KvStore& kv, const Run& run) {
+  const std::string name = run.flow_id() + "/" + run.run_id();
+  const auto deltas = KvFlowTxn(kv).run_journal(run.flow_id(), run.run_id());
+  if (deltas.empty()) return bad(name + " has no journal");
+  if (!deltas.front().has_run() || !deltas.front().run().has_options())
+    return bad(name + ": its first delta is not its start");
+  const auto stored = run_state(kv, RunKey{run.flow_id(), run.run_id()});
+  const auto rebuilt = folded_state(deltas, deltas.size());
+  for (const auto& [k, v] : stored) {  // bounded by the run's keys
+    auto it = rebuilt.find(k);
+    if (it == rebuilt.end()) return bad("the journal of " + name + " lacks key " + k);
+    // Equal messages serialize to equal bytes within one protobuf build.
+    if (it->second != v) return bad("the journal of " + name + " folds " + k + " to another value");
+  }
+  if (rebuilt.size() != stored.size())
+    return bad("the journal of " + name + " holds keys the run no longer has");
+  return Status::ok();
+}
+
 // Every key kept under a run belongs to a stored run (retention deletes them
 // all), and every Flow ID entry names a stored run.
 Status check_no_orphans(KvStore& kv) {
   for (std::string_view prefix :
        {keys::kStepPrefix, keys::kEventPrefix, keys::kAttributePrefix, std::string_view("~q/"),
-        keys::kMessagePrefix, keys::kRpcPrefix}) {
+        keys::kMessagePrefix, keys::kRpcPrefix, keys::kJournalPrefix}) {
     std::string last_run;
     for (auto& [k, v] : kv.scan(prefix)) {  // bounded by the state's keys
       const std::string_view rest = std::string_view(k).substr(prefix.size());
@@ -424,7 +446,28 @@ static Status check_search_index(KvStore& kv) {
   return Status::ok();
 }
 
-Status check_state(KvStore& kv) {
+StateKeys run_state(KvStore& kv, const RunKey& run) {
+  StateKeys out;
+  const std::string run_key = keys::run(run.flow_id, run.run_id);
+  if (auto v = kv.get(run_key)) out[run_key] = *v;
+  for (const std::string& prefix :
+       {keys::steps_prefix(run.flow_id, run.run_id), keys::queue_prefix(run.flow_id, run.run_id),
+        keys::run_messages_prefix(run.flow_id, run.run_id),
+        keys::attributes_prefix(run.flow_id, run.run_id),
+        keys::rpcs_prefix(run.flow_id, run.run_id)}) {
+    for (auto& [k, v] : kv.scan(prefix)) out[k] = v;  // bounded by the run's keys
+  }
+  return out;
+}
+
+StateKeys folded_state(const std::vector<RunDelta>& deltas, size_t count) {
+  MemoryKv folded;
+  KvFlowTxn into(folded);
+  store_image(into, fold_journal(deltas, count));
+  return StateKeys(folded.data().begin(), folded.data().end());
+}
+
+Status check_state(KvStore& kv, JournalCheck journals) {
   Indexes ix = load_indexes(kv);
   std::set<std::string> used_timers, used_running;
   std::set<std::pair<std::string, uint64_t>> used_queued;
@@ -558,6 +601,9 @@ Status check_state(KvStore& kv) {
       return bad(run.flow_id() + " stores " + std::to_string(stored) +
                  " Attributes; its count says " + std::to_string(run.attribute_count()));
     if (stored > kAttributesMax) return bad(run.flow_id() + " stores too many Attributes");
+    if (journals == JournalCheck::kAll) {
+      if (auto st = check_journal(kv, run); !st.is_ok()) return st;
+    }
   }
   if (auto st = check_no_orphans(kv); !st.is_ok()) return st;
   if (!ix.open_rpcs.empty()) return bad("an RPC is indexed as open that no run has open");

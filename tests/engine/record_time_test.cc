@@ -1,5 +1,5 @@
-// Records' times rise in log order (src/engine/record_time.h).
-#include "engine/record_time.h"
+// Records' times rise in log order (src/flow/record_time.h).
+#include "flow/record_time.h"
 
 #include <gtest/gtest.h>
 

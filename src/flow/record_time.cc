@@ -1,4 +1,4 @@
-#include "engine/record_time.h"
+#include "flow/record_time.h"
 
 #include <algorithm>
 #include <type_traits>
