@@ -11,6 +11,7 @@
 #include "flow/result_check.h"
 #include "flow/run_editor.h"
 #include "flow/search_index.h"
+#include "flow/time_travel.h"
 
 namespace dex::flow {
 
@@ -1076,6 +1077,9 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
       break;
     case FlowRecord::kAttributeStoreSynced:
       result = apply.attribute_store_synced(record.attribute_store_synced());
+      break;
+    case FlowRecord::kTimeTravel:
+      result = apply_time_travel(txn, effects, record.time_travel());
       break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};

@@ -44,6 +44,8 @@ void with_kind_time(Rec& r, F&& f) {
       return call(&R::invoke_rpc, &R::mutable_invoke_rpc);
     case R::kAttributeStoreSynced:
       return call(&R::attribute_store_synced, &R::mutable_attribute_store_synced);
+    case R::kTimeTravel:
+      return call(&R::time_travel, &R::mutable_time_travel);
     case R::KIND_NOT_SET:
       return;
   }

@@ -106,6 +106,15 @@ class RunEditor {
   // Its retry timer fired: the next attempt is queued.
   void handler_retry_due();
 
+  // Time travel (run_revive.cc): an execution of the image the run starts
+  // from, as it was at the point (`point_ms`), brought back to life in this
+  // run. An active one runs its method again from attempt 1 (after its lock
+  // keys); a waiting one keeps its wait, each Timer with the time it had left.
+  // Call in the run's active order, then match_waits().
+  void revive_step(StepExecution step, int64_t point_ms);
+  // The timeout handler was under way at the point: its attempt 1 is queued.
+  void revive_handler();
+
   void append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes);
   // Matches every waiting execution, the first to wait first.
   void match_waits();
