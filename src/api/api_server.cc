@@ -336,6 +336,10 @@ class FlowServiceImpl final : public FlowService::Service {
                          flow::SkipTimerResponse*) override {
     return call([&](Engine& e) { return e.skip_timer(*request); });
   }
+  grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest* request,
+                          flow::TimeTravelResponse* response) override {
+    return call([&](Engine& e) { return assign(e.time_travel(*request), response); });
+  }
   grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef* request,
                             flow::FlowDescription* response) override {
     return call([&](Engine& e) { return assign(e.describe_flow(*request), response); });

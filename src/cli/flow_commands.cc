@@ -19,6 +19,7 @@
 #include "cli/proto_json.h"
 #include "cli/search_commands.h"
 #include "cli/sub_flows.h"
+#include "cli/time_travel_command.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "config/config.h"
@@ -186,7 +187,8 @@ struct FlowCommands::Impl {
   // --input or --input-file of `cmd` into `input`.
   int check_input(const std::string& op, CLI::App& cmd);
   void add_attributes_and_rpcs();
-  std::unique_ptr<SearchCommands> search;  // flow search, flow list
+  std::unique_ptr<SearchCommands> search;          // flow search, flow list
+  std::unique_ptr<TimeTravelCommand> time_travel;  // flow time-travel
 
   int run_start(Client& c);
   int run_stop(Client& c);
@@ -213,13 +215,15 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
       "flow",
       "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
       "Timer, watch, get and set Attributes, invoke an RPC, inspect a run, search and list "
-      "runs. JSON on stdout (--output table for people), errors as JSON on stderr; exit "
+      "runs, time travel. JSON on stdout (--output table for people), errors as JSON on stderr; "
+      "exit "
       "2 for bad flags or input (nothing sent), 1 when the request failed");
   flow->require_subcommand(1);
   add_mutations();
   add_reads();
   add_attributes_and_rpcs();
   search = std::make_unique<SearchCommands>(*flow);
+  time_travel = std::make_unique<TimeTravelCommand>(*flow);
   for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch, attr_get,
                         attr_set, rpc, inspect}) {
     cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
@@ -552,6 +556,7 @@ bool FlowCommands::chosen() const { return impl_->flow->parsed(); }
 int FlowCommands::check() {
   Impl& m = *impl_;
   if (m.search->chosen()) return m.search->check();
+  if (m.time_travel->chosen()) return m.time_travel->check();
   CLI::App* cmd = m.chosen_command();
   if (cmd == nullptr) return kExitUsage;
   const std::string op = cmd->get_parent() == m.attributes ? "flow attributes " + cmd->get_name()
@@ -602,6 +607,7 @@ int FlowCommands::run(const ClientOptions& options) {
   Client client(options);
   FlowCalls calls(client.addresses(), options.timeout);
   if (m.search->chosen()) return m.search->run(client);
+  if (m.time_travel->chosen()) return m.time_travel->run(client);
   CLI::App* cmd = m.chosen_command();
   if (cmd == m.attr_get) return m.run_attr_get(client);
   if (cmd == m.attr_set) return m.run_attr_set(client);

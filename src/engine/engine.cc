@@ -146,6 +146,10 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return flow_->skip_timer(r);
   }
+  StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return values_out(blobs_.get(), flow_->time_travel(r));
+  }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
     return values_out(blobs_.get(), flow_->describe(r));

@@ -288,6 +288,48 @@ Status FlowEngine::skip_timer(const flow::SkipTimerRequest& request) {
   return Status::ok();
 }
 
+StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel(const flow::TimeTravelRequest& request) {
+  flow::FlowRecord record;
+  auto* t = record.mutable_time_travel();
+  t->set_flow_id(request.flow().flow_id());
+  t->set_run_id(request.flow().run_id());
+  t->set_new_run_id(new_run_id());
+  *t->mutable_point() = request.point();
+  t->set_reason(request.reason());
+  t->set_request_id(request.request_id());
+  t->set_at_unix_ms(now_ms());
+  if (request.dry_run()) return time_travel_preview(record);
+  const std::string run_id = t->new_run_id();
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
+  flow::TimeTravelResponse out;
+  out.set_run_id(result->run_id.empty() ? run_id : result->run_id);
+  out.set_already_done(result->kind == flow::ApplyKind::kUnchanged);
+  return out;
+}
+
+StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel_preview(const flow::FlowRecord& record) {
+  std::shared_lock<std::shared_mutex> store_lock(store_.mu);
+  if (!store_.sm) return Status::transient("the flow engine is stopped");
+  auto scratch = store_.sm->flow_scratch();  // never committed
+  flow::KvFlowTxn txn(*scratch);
+  flow::Effects fx;
+  const flow::ApplyResult verdict =
+      flow::apply_record(txn, record, fx, flow::SearchIndexing::kSkip);
+  if (verdict.kind == flow::ApplyKind::kRejected) return refusal(verdict);
+  flow::TimeTravelResponse out;
+  out.set_run_id(verdict.run_id);
+  out.set_already_done(verdict.kind == flow::ApplyKind::kUnchanged);
+  auto run = txn.run(record.time_travel().flow_id(), verdict.run_id);
+  if (!run) return out;
+  *out.mutable_start()->mutable_flow() = describe_run(txn, *run);
+  for (auto& v : active_steps(txn, *run)) *out.mutable_start()->add_active() = std::move(v);
+  if (auto h = timeout_handler_view(*run)) *out.mutable_start()->mutable_timeout_handler() = *h;
+  for (auto& a : txn.attributes(run->flow_id(), run->run_id(), "")) *out.add_attributes() = a;
+  return out;
+}
+
 // ----------------------------------------------------------- reads
 
 StatusOr<flow::FlowDescription> FlowEngine::describe(const flow::FlowRef& ref) {

@@ -99,6 +99,9 @@ class FlowEngine {
   Status stop_flow(const flow::StopFlowRequest& request);
   Status publish(const flow::PublishToChannelRequest& request);
   Status skip_timer(const flow::SkipTimerRequest& request);
+  // docs/time-travel.md; a dry run applies the record to a scratch copy of
+  // the store and answers the new run from it.
+  StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& request);
   StatusOr<flow::FlowDescription> describe(const flow::FlowRef& ref);
   StatusOr<flow::GetFlowStateResponse> state(const flow::FlowRef& ref);
   StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);
@@ -130,6 +133,8 @@ class FlowEngine {
   // store first. Fills `reserved` with the task ids reserved (mu_ not held).
   // Returns the rules' verdict on the record as the scratch copy saw it.
   flow::ApplyResult speculate(flow::FlowRecord& record, std::vector<std::string>& reserved);
+  // A dry run of a TimeTravel record: applied to a scratch copy, never logged.
+  StatusOr<flow::TimeTravelResponse> time_travel_preview(const flow::FlowRecord& record);
   // After the record applied: starts sending what it started, releases what
   // it did not.
   void settle(const std::vector<std::string>& reserved, bool applied);

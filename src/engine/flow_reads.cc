@@ -50,6 +50,8 @@ flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
   d.set_flow_attempt(run.flow_attempt());
   d.set_previous_run_id(run.previous_run_id());
   d.set_expire_unix_ms(run.expire_at_ms());
+  d.set_traveled_from_run_id(run.traveled_from_run_id());
+  d.set_traveled_to_run_id(run.traveled_to_run_id());
   if (flow_retry_pending(txn, run)) {
     d.set_next_run_id(run.next_run_id());
     d.set_retry_unix_ms(run.retry_at_ms());

@@ -550,6 +550,26 @@ Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::
       .status();
 }
 
+StatusOr<flow::TimeTravelResponse> Client::time_travel(const std::string& flow_id,
+                                                       const std::string& run_id,
+                                                       const flow::TimeTravelPoint& point,
+                                                       const std::string& reason, bool dry_run,
+                                                       const std::string& request_id) {
+  flow::TimeTravelRequest request;
+  request.mutable_flow()->set_flow_id(flow_id);
+  request.mutable_flow()->set_run_id(run_id);
+  *request.mutable_point() = point;
+  request.set_reason(reason);
+  request.set_dry_run(dry_run);
+  // A repeat elsewhere answers the run the first try made.
+  request.set_request_id(request_id_or_fresh(request_id));
+  return unary<flow::TimeTravelResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::TimeTravelResponse* r) {
+        return e.flows->TimeTravel(c, request, r);
+      });
+}
+
 Status Client::publish(const std::string& flow_id, const std::string& channel,
                        const std::vector<nlohmann::json>& messages, const std::string& instance_key,
                        const std::string& run_id, const std::string& request_id) {

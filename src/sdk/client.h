@@ -148,6 +148,15 @@ class Client {
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
                     const std::string& condition_id, const std::string& run_id = "",
                     const std::string& request_id = "");
+  // Time travel (docs/time-travel.md): a new run of `flow_id` from `point` of
+  // its latest run `run_id` (named exactly), with the state as it was there
+  // and the Flow type's latest declaration; the old run, if it runs, ends
+  // TERMINATED with `reason`. A repeat with the same request ID (default: a
+  // fresh one per call) answers the run the first try made (already_done).
+  // `dry_run`: the answer holds the run as it would start; nothing changes.
+  StatusOr<flow::TimeTravelResponse> time_travel(
+      const std::string& flow_id, const std::string& run_id, const flow::TimeTravelPoint& point,
+      const std::string& reason = "", bool dry_run = false, const std::string& request_id = "");
   StatusOr<flow::FlowDescription> describe_flow(const std::string& flow_id,
                                                 const std::string& run_id = "");
   StatusOr<flow::GetFlowStateResponse> flow_state(const std::string& flow_id,
