@@ -17,6 +17,9 @@ import {
   type WireGetFlowStateResponse,
   type WireGetHistoryEventsResponse,
   type WireSearchFlowsResponse,
+  type WireTimeTravelPoint,
+  type WireTimeTravelRequest,
+  type WireTimeTravelResponse,
 } from "./proto";
 import { searchRequest, toSearchPage, type FlowSearchPage, type FlowSearchRow, type SearchFlowsOptions } from "./search";
 import {
@@ -37,6 +40,7 @@ import {
   type Codec,
 } from "./flow/index";
 import { attributeKeyOf, attributeValueFromWire, attributeValueToWire } from "./flow/attributes";
+import { stepTypeOf, type StepRef } from "./flow/checks";
 import { attributeWritesToWire, runStartOptionsToWire, type RunStartOptions } from "./flow/start-options";
 import type { WireAttribute, WireAttributeValue, WirePayload } from "./proto";
 import {
@@ -52,6 +56,7 @@ import {
   type HistoryEvent,
   type HistoryPage,
   type StepPhase,
+  type TimeTravelPoint,
 } from "./flow-types";
 
 export interface ClientOptions {
@@ -203,6 +208,44 @@ export type SkipTimerOptions = WriteOptions;
 
 export type SetAttributesOptions = WriteOptions;
 
+export interface TimeTravelOptions extends CallOptions {
+  /**
+   * Why: the history's TIME_TRAVELED (old run) and FLOW_STARTED (new run)
+   * carry it, and so does the old run's close reason if it still ran.
+   * Default: the server's "time travel".
+   */
+  reason?: string;
+  /**
+   * Names this time travel (a dex name). Default: a random one per call,
+   * kept across its repeats on other processes; pass one to repeat a call
+   * whose outcome is unknown: a repeat answers the run the first try made.
+   */
+  requestId?: string;
+  /** Answers what the new run would start with (`start`, `attributes`) and changes nothing. */
+  dryRun?: boolean;
+}
+
+export interface TimeTravelResult {
+  /** The new run; a dry run: an ID for the preview only, which no run gets. */
+  runId: string;
+  /**
+   * A repeat of a time travel that landed (the same requestId and run):
+   * runId is the run it made, and nothing changed. Also true when this
+   * call's own first try landed and its answer was lost (a repeat after
+   * UNAVAILABLE).
+   */
+  alreadyDone: boolean;
+  /**
+   * A dry run: the new run as it would start: its description (RUNNING,
+   * traveledFromRunId), the Step executions active at the point (which run
+   * again from WaitFor or Execute) and the timeout handler if it runs.
+   * `workers` is empty. Absent after a real time travel.
+   */
+  start?: FlowState;
+  /** A dry run: the new run's Attributes as it would start (those at the point). */
+  attributes?: FlowAttributes;
+}
+
 export interface PublishOptions extends RunOptions {
   /** A ChannelMap's instance (a Channel from map.instance(key) carries its own). */
   instanceKey?: string;
@@ -279,7 +322,7 @@ type Service = "flows" | "admin";
  * - "read": it changes nothing (reads and long polls);
  * - "requestId": a write that carries a request ID, the same on every try,
  *   so a repeat of one that landed changes nothing (starts, publishes, RPCs,
- *   stops, skips, Attribute writes);
+ *   stops, skips, Attribute writes, time travels);
  * - "once": anything else. It moves on to another address only while nothing
  *   can have been sent (no connection made); an UNAVAILABLE from a process
  *   it reached ends the call, since that may have come after the write landed.
@@ -323,10 +366,10 @@ const READINESS_WATCH_MISSES = 2;
  * when a repeat is safe (CallSpec.repeat): reads and long polls, and writes
  * that carry a request ID, the same on every try, which the server remembers
  * per run so that a repeat of a write that landed changes nothing (startFlow,
- * publishToChannel, invokeRpc, stopFlow, skipTimer, setAttributes: each takes
- * `requestId`, random by default). Any other call would be sent again only
- * while nothing can have been sent (no connection made). DEADLINE_EXCEEDED is
- * never tried elsewhere (its outcome is unknown).
+ * publishToChannel, invokeRpc, stopFlow, skipTimer, setAttributes,
+ * timeTravel: each takes `requestId`, random by default). Any other call
+ * would be sent again only while nothing can have been sent (no connection
+ * made). DEADLINE_EXCEEDED is never tried elsewhere (its outcome is unknown).
  */
 export class Client {
   readonly addresses: readonly string[];
@@ -474,6 +517,62 @@ export class Client {
     if (typeof timer === "number") request["conditionIndex"] = timer;
     else request["conditionId"] = timer;
     await this.flowWrite("SkipTimer", request, options, `the skip of a Timer of ${stepExecutionId} of ${flowId}`, requestId);
+  }
+
+  /**
+   * Time travel: starts a new run of `flowId` from `point` in the history of
+   * its latest run `runId` (named exactly; an earlier run is refused with
+   * FAILED_PRECONDITION), with the state as it was there (Attributes, Channel
+   * queues, the Step executions active then, which run again from WaitFor or
+   * Execute, Timers and the flow timeout with the time they had left) and the
+   * Flow type's latest declaration. The old run, if it still runs, ends
+   * TERMINATED; the two link to each other (FlowDescription's
+   * traveledFromRunId and traveledToRunId). The request ID (random unless
+   * given) makes a repeat answer the run the first try made (alreadyDone)
+   * instead of traveling twice. `dryRun` answers the run as it would start
+   * (start, attributes) and changes nothing. Bad input is refused with
+   * INVALID_ARGUMENT before anything is sent.
+   */
+  async timeTravel(flowId: string, runId: string, point: TimeTravelPoint, options: TimeTravelOptions = {}): Promise<TimeTravelResult> {
+    checkName(flowId, "timeTravel: the Flow ID");
+    // The server takes no default here: the run traveled from must be the one
+    // the caller looked at, not whichever is latest when the call lands.
+    if (typeof runId !== "string" || runId === "") {
+      throw new DexError(
+        "INVALID_ARGUMENT",
+        "timeTravel: the run ID must be a non-empty string: time travel starts from the Flow ID's latest run, named exactly (describeFlow(flowId).runId)",
+      );
+    }
+    checkName(runId, "timeTravel: the run ID");
+    const wirePoint = timeTravelPointToWire(point, "timeTravel: point");
+    if (options.reason !== undefined && typeof options.reason !== "string") {
+      throw new DexError("INVALID_ARGUMENT", `timeTravel: reason must be a string, not ${String(options.reason)}`);
+    }
+    if (options.dryRun !== undefined && typeof options.dryRun !== "boolean") {
+      throw new DexError("INVALID_ARGUMENT", `timeTravel: dryRun must be a boolean, not ${String(options.dryRun)}`);
+    }
+    const requestId = requestIdOf(options.requestId, "timeTravel");
+    const request: WireTimeTravelRequest = {
+      flow: { flowId, runId },
+      point: wirePoint,
+      reason: options.reason ?? "",
+      requestId,
+      dryRun: options.dryRun ?? false,
+    };
+    const response = await this.flowWrite<WireTimeTravelResponse>(
+      "TimeTravel",
+      request,
+      options,
+      `the time travel of ${flowId} from run ${runId}`,
+      requestId,
+    );
+    const result: TimeTravelResult = { runId: response.runId, alreadyDone: response.alreadyDone };
+    // Only a dry run answers the start (GetFlowState's shape) and its Attributes.
+    if (response.start !== null && response.start !== undefined) {
+      result.start = toFlowState(response.start);
+      result.attributes = new FlowAttributes(response.runId, result.start.flow.status, (response.attributes ?? []).map(toAttributeEntry));
+    }
+    return result;
   }
 
   /** The run's Attributes (the latest run unless runId is given, also after it closed). */
@@ -1245,6 +1344,56 @@ function timeoutHandlerOf(flow: unknown): boolean | undefined {
 function requestIdOf(given: string | undefined, what: string): string {
   if (given === undefined || given === "") return randomBytes(16).toString("hex");
   return checkName(given, `${what}: requestId`);
+}
+
+const TIME_TRAVEL_POINT_KEYS = ["beginning", "eventTime", "stepType", "stepExecutionId"] as const;
+
+/**
+ * A TimeTravelPoint on the wire, checked first: exactly one form, each with
+ * a valid value (the server would refuse an empty Step type or execution,
+ * but a point that says two things would be read as one of them).
+ */
+function timeTravelPointToWire(point: unknown, what: string): WireTimeTravelPoint {
+  const forms = "{ beginning: true }, { eventTime }, { stepType, which? } or { stepExecutionId }";
+  if (typeof point !== "object" || point === null) {
+    throw new DexError("INVALID_ARGUMENT", `${what} must be one of ${forms}, not ${String(point)}`);
+  }
+  const p = point as Record<string, unknown>;
+  const given = TIME_TRAVEL_POINT_KEYS.filter((k) => p[k] !== undefined);
+  if (given.length !== 1) {
+    throw new DexError(
+      "INVALID_ARGUMENT",
+      `${what} must have exactly one of ${TIME_TRAVEL_POINT_KEYS.join(", ")} (${given.length === 0 ? "it has none" : `it has ${given.join(", ")}`}): ${forms}`,
+    );
+  }
+  if (p["which"] !== undefined && given[0] !== "stepType") {
+    throw new DexError("INVALID_ARGUMENT", `${what}.which goes with stepType only`);
+  }
+  switch (given[0]) {
+    case "beginning":
+      if (p["beginning"] !== true) throw new DexError("INVALID_ARGUMENT", `${what}.beginning must be true, not ${String(p["beginning"])}`);
+      return { kind: "TIME_TRAVEL_BEGINNING" };
+    case "eventTime": {
+      const t = p["eventTime"];
+      const ms = t instanceof Date ? t.getTime() : t;
+      if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+        throw new DexError("INVALID_ARGUMENT", `${what}.eventTime must be a valid Date or Unix milliseconds, not ${String(t)}`);
+      }
+      // Records are stamped in whole milliseconds: "at or before" a fraction
+      // is at or before its floor.
+      return { kind: "TIME_TRAVEL_EVENT_TIME", eventTimeMs: Math.floor(ms) };
+    }
+    case "stepType": {
+      const stepType = stepTypeOf(p["stepType"] as StepRef, `${what}.stepType`);
+      const which = p["which"] ?? "latest";
+      if (which !== "first" && which !== "latest") {
+        throw new DexError("INVALID_ARGUMENT", `${what}.which must be "first" or "latest", not ${String(which)}`);
+      }
+      return { kind: which === "first" ? "TIME_TRAVEL_FIRST_OF_STEP_TYPE" : "TIME_TRAVEL_LATEST_OF_STEP_TYPE", stepType };
+    }
+    default:
+      return { kind: "TIME_TRAVEL_STEP_EXECUTION", stepExecutionId: checkName(p["stepExecutionId"], `${what}.stepExecutionId`) };
+  }
 }
 
 function enumValue(value: string, names: Record<string, string>, what: string): string {

@@ -4,6 +4,7 @@
 // stays a Buffer), times in Unix milliseconds (0: not set).
 import { Attribute, AttributeMap, type AttributeTypeName, type AttributeValue } from "./flow/attributes";
 import { attributeValueFromWire, wireAttributeType } from "./flow/attributes";
+import type { StepRef } from "./flow/checks";
 import { DexError } from "./errors";
 import type {
   WireAttribute,
@@ -18,6 +19,7 @@ import type {
   WireStepDecision,
   WireStepExecutionView,
   WireStepMovement,
+  WireTimeTravelPoint,
   WireWait,
 } from "./proto";
 
@@ -43,6 +45,7 @@ export type HistoryEventKind =
   | "TIMEOUT_HANDLER_STARTED"
   | "TIMEOUT_HANDLER_FAILED"
   | "TIMEOUT_HANDLER_COMPLETED"
+  | "TIME_TRAVELED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -156,6 +159,10 @@ export interface FlowDescription {
   retryAt: number;
   /** Retention (the server's flows.retention): when this run, closed for good, is deleted (Unix ms; 0 while it runs or a retry follows). */
   expiresAt: number;
+  /** Time travel: the run this one was started from ("": none). */
+  traveledFromRunId: string;
+  /** Time travel: the latest run started from this one ("": none). */
+  traveledToRunId: string;
 }
 
 export function toFlowDescription(d: WireFlowDescription | null): FlowDescription {
@@ -188,7 +195,50 @@ export function toFlowDescription(d: WireFlowDescription | null): FlowDescriptio
     nextRunId: d?.nextRunId ?? "",
     retryAt: d?.retryUnixMs ?? 0,
     expiresAt: d?.expireUnixMs ?? 0,
+    traveledFromRunId: d?.traveledFromRunId ?? "",
+    traveledToRunId: d?.traveledToRunId ?? "",
   };
+}
+
+/**
+ * Where time travel (Client.timeTravel) starts its new run from, in the
+ * history of the Flow ID's latest run:
+ * - `{ beginning: true }`: just after the run started;
+ * - `{ eventTime }`: after the run's last record at or before that time (a Date, or Unix ms);
+ * - `{ stepType, which? }`: the start of the latest execution of that Step type
+ *   (a name or the Step; "latest", the default), or of its first ("first");
+ * - `{ stepExecutionId }`: the start of that execution ("Charge-2").
+ * A point at or after the run closed means the last state before it closed.
+ */
+export type TimeTravelPoint =
+  | { beginning: true }
+  | { eventTime: Date | number }
+  | { stepType: StepRef; which?: "first" | "latest" }
+  | { stepExecutionId: string };
+
+/** A TimeTravelPoint as the history tells it (a FLOW_STARTED of a time-traveled run); it can be passed back to timeTravel. */
+export type TimeTravelPointView =
+  | { beginning: true }
+  | { eventTime: number }
+  | { stepType: string; which: "first" | "latest" }
+  | { stepExecutionId: string };
+
+/** undefined: no point, or a kind this SDK does not know. */
+export function toTimeTravelPoint(p: WireTimeTravelPoint | null | undefined): TimeTravelPointView | undefined {
+  switch (p?.kind) {
+    case "TIME_TRAVEL_BEGINNING":
+      return { beginning: true };
+    case "TIME_TRAVEL_EVENT_TIME":
+      return { eventTime: p.eventTimeMs ?? 0 };
+    case "TIME_TRAVEL_FIRST_OF_STEP_TYPE":
+      return { stepType: p.stepType ?? "", which: "first" };
+    case "TIME_TRAVEL_LATEST_OF_STEP_TYPE":
+      return { stepType: p.stepType ?? "", which: "latest" };
+    case "TIME_TRAVEL_STEP_EXECUTION":
+      return { stepExecutionId: p.stepExecutionId ?? "" };
+    default:
+      return undefined;
+  }
 }
 
 /** A condition of a wait as the history and the state show it. */
@@ -406,9 +456,16 @@ export interface HistoryEvent {
   attached: boolean;
   /** FLOW_STARTED of a Flow retry: the run before. */
   previousRunId: string;
-  /** FLOW_CLOSED with a Flow retry to follow: the next run's ID and when it starts (Unix ms; 0: none). */
+  /**
+   * FLOW_CLOSED with a Flow retry to follow: the next run's ID and when it
+   * starts (Unix ms; 0: none). TIME_TRAVELED: the run time travel started
+   * from this one (`reason`: why).
+   */
   nextRunId: string;
   retryAt: number;
+  /** FLOW_STARTED of a time-traveled run: the run it was started from, and the point (`reason`: why). */
+  traveledFromRunId: string;
+  timeTravelPoint?: TimeTravelPointView;
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -431,7 +488,10 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
     previousRunId: e.previousRunId ?? "",
     nextRunId: e.nextRunId ?? "",
     retryAt: e.retryAtMs ?? 0,
+    traveledFromRunId: e.traveledFromRunId ?? "",
   };
+  const point = toTimeTravelPoint(e.timeTravelPoint);
+  if (point !== undefined) out.timeTravelPoint = point;
   if (e.kind === "RPC_COMPLETED") out.output = decodeValue(e.output);
   if (e.method === "WAIT_FOR" || e.method === "EXECUTE" || e.method === "RPC" || e.method === "ON_TIMEOUT") out.method = e.method;
   const wait = toWaitView(e.wait);

@@ -21,6 +21,8 @@ export {
   type SetAttributesOptions,
   type SkipTimerOptions,
   type StopFlowOptions,
+  type TimeTravelOptions,
+  type TimeTravelResult,
   type WriteOptions,
 } from "./client";
 export {
@@ -139,5 +141,7 @@ export type {
   StepOutput,
   StepPhase,
   SubFlowView,
+  TimeTravelPoint,
+  TimeTravelPointView,
   WaitView,
 } from "./flow-types";

@@ -309,6 +309,9 @@ export interface WireFlowDescription {
   retryUnixMs?: number;
   /** Retention: when this run, closed for good, is deleted (0: not scheduled). */
   expireUnixMs?: number;
+  /** Time travel: the run this one was started from, and the latest run started from this one. */
+  traveledFromRunId?: string;
+  traveledToRunId?: string;
 }
 
 export interface WireSubFlowParent {
@@ -383,6 +386,43 @@ export interface WireHistoryEvent {
   previousRunId?: string;
   nextRunId?: string;
   retryAtMs?: number;
+  /** FLOW_STARTED of a time-traveled run: the run it came from and the point. */
+  traveledFromRunId?: string;
+  timeTravelPoint?: WireTimeTravelPoint | null;
+}
+
+/** TimeTravelKind by name. */
+export type WireTimeTravelKind =
+  | "TIME_TRAVEL_KIND_UNSPECIFIED"
+  | "TIME_TRAVEL_BEGINNING"
+  | "TIME_TRAVEL_EVENT_TIME"
+  | "TIME_TRAVEL_FIRST_OF_STEP_TYPE"
+  | "TIME_TRAVEL_LATEST_OF_STEP_TYPE"
+  | "TIME_TRAVEL_STEP_EXECUTION";
+
+/** TimeTravelPoint (flow_records.proto): the member its kind uses is set. */
+export interface WireTimeTravelPoint {
+  kind: WireTimeTravelKind;
+  eventTimeMs?: number;
+  stepType?: string;
+  stepExecutionId?: string;
+}
+
+/** FlowService.TimeTravel (flow_api.proto): a new run from a point of the latest run's history. */
+export interface WireTimeTravelRequest {
+  flow: { flowId: string; runId: string };
+  point: WireTimeTravelPoint;
+  reason: string;
+  requestId: string;
+  dryRun: boolean;
+}
+
+export interface WireTimeTravelResponse {
+  runId: string;
+  alreadyDone: boolean;
+  /** A dry run: the new run as it would start (null otherwise). */
+  start: WireGetFlowStateResponse | null;
+  attributes: WireAttribute[];
 }
 
 /** SearchFlows (flow_api.proto; docs/search.md). */

@@ -26,7 +26,7 @@ interface Write {
 
 const withId = (requestId: string | undefined): { requestId?: string } => (requestId === undefined ? {} : { requestId });
 
-// The three writes that carry a request ID since the server deduplicates them.
+// The writes that carry a request ID since the server deduplicates them.
 const NEW_WRITES: Write[] = [
   {
     method: "SetAttributes",
@@ -44,6 +44,13 @@ const NEW_WRITES: Write[] = [
     method: "SkipTimer",
     answer: {},
     send: (c, id) => c.skipTimer("f-1", "Remind-1", "reminder", withId(id)),
+    idOf: (r) => r.requestId,
+  },
+  {
+    // A repeat of one that landed answers the run it made (alreadyDone).
+    method: "TimeTravel",
+    answer: { runId: "r-2", alreadyDone: false },
+    send: (c, id) => c.timeTravel("f-1", "r-1", { stepType: "Charge" }, withId(id)),
     idOf: (r) => r.requestId,
   },
 ];
