@@ -50,9 +50,12 @@ std::shared_ptr<Flow> e2e_counter();
 std::shared_ptr<Flow> fan_out();
 std::shared_ptr<Flow> square();  // FanOut's child
 std::shared_ptr<Flow> retry_once();
-// Every Flow above (the pipelines' Steps take `work_time` each).
+// `charge_bug`: Charge runs the buggy code (every run fails there).
+std::shared_ptr<Flow> checkout(bool charge_bug = false);
+// Every Flow above (the pipelines' Steps take `work_time` each; Checkout's
+// Charge has the bug with `charge_bug`).
 std::vector<std::shared_ptr<Flow>> all_flows(
-    std::chrono::milliseconds work_time = std::chrono::milliseconds(0));
+    std::chrono::milliseconds work_time = std::chrono::milliseconds(0), bool charge_bug = false);
 std::vector<std::shared_ptr<Flow>> pipelines(std::chrono::milliseconds work_time);
 // A Flow `type` of Execute-only Steps named `steps`, in that order: each goes
 // to the next with its input (after `work_time`), the last completes with it.

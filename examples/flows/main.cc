@@ -1,7 +1,7 @@
 // dex-flow-examples: the example Flows (example_flows.h) as a program.
 //
 //   dex-flow-examples worker [--server ADDR]... [--concurrency N] [--work-time D]
-//                                                       host the Flows (example_flows.h)
+//                            [--charge-bug]             host the Flows (example_flows.h)
 //   dex-flow-examples drive order|order-refund|signup|quotes|transfer|transfer-compensate|
 //                           fanout|retry --flow-id ID [--server ADDR]...
 //
@@ -53,7 +53,8 @@ void emit(json line) {
 struct ServeFlags {
   std::string worker_id;
   uint32_t concurrency = 16;
-  std::string work_time;  // "": no work
+  std::string work_time;    // "": no work
+  bool charge_bug = false;  // Checkout's Charge fails on its bug (docs/time-travel.md)
 };
 
 int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
@@ -69,7 +70,7 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   options.max_concurrent_tasks = flags.concurrency;
   dex::Worker worker(options);
   const auto work_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*work_time);
-  for (auto& flow : dex::examples::all_flows(work_ms)) worker.host(flow);
+  for (auto& flow : dex::examples::all_flows(work_ms, flags.charge_bug)) worker.host(flow);
   // SIGTERM / SIGINT: a graceful shutdown from a thread that waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -84,9 +85,10 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   waiter.detach();
   std::cout << "dex-flow-examples worker " << worker.worker_id()
             << " hosts OrderProcessing, SignUp, ParallelQuotes, MoneyTransfer, AttrRpcDemo, "
-               "E2ECounter, FanOut, Square, RetryOnce and the "
-               "pipelines (OneStep, ThreeSteps, E2EThreeSteps, E2ESlowStep, E2ESlowStepNoRetry, "
-               "E2EIdle)"
+               "E2ECounter, FanOut, Square, RetryOnce, Checkout"
+            << (flags.charge_bug ? " (Charge with its bug)" : "")
+            << " and the pipelines (OneStep, ThreeSteps, E2EThreeSteps, E2ESlowStep, "
+               "E2ESlowStepNoRetry, E2EIdle)"
             << std::endl;
   dex::Status s = worker.run();
   if (!s.is_ok()) {
@@ -315,7 +317,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> servers;
   ServeFlags flags;
   auto* worker = app.add_subcommand(
-      "worker", "Host OrderProcessing, SignUp, ParallelQuotes and the pipelines (example_flows.h)");
+      "worker",
+      "Host OrderProcessing, SignUp, ParallelQuotes, Checkout and the pipelines (example_flows.h)");
   worker->add_option("--server", servers,
                      "Address of a process of the node (repeat for its standbys, or "
                      "comma-separated); default 127.0.0.1:8801");
@@ -328,6 +331,9 @@ int main(int argc, char** argv) {
       ->add_option("--work-time", flags.work_time,
                    "How long each pipeline Step works (sleeps): 20ms, 1s")
       ->capture_default_str();
+  worker->add_flag("--charge-bug", flags.charge_bug,
+                   "Run Checkout's Charge with its bug: it fails every run, non-retryably (the "
+                   "time travel example, docs/time-travel.md); without it, the fixed Charge");
   std::string example, flow_id;
   auto* driver = app.add_subcommand("drive", "Run one example end to end against a Worker");
   driver

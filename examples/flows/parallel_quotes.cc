@@ -74,10 +74,10 @@ class ParallelQuotes final : public Flow {
 
 std::shared_ptr<Flow> parallel_quotes() { return std::make_shared<ParallelQuotes>(); }
 
-std::vector<std::shared_ptr<Flow>> all_flows(std::chrono::milliseconds work_time) {
-  std::vector<std::shared_ptr<Flow>> out = {order_processing(), signup(),        parallel_quotes(),
-                                            money_transfer(),   attr_rpc_demo(), e2e_counter(),
-                                            fan_out(),          square(),        retry_once()};
+std::vector<std::shared_ptr<Flow>> all_flows(std::chrono::milliseconds work_time, bool charge_bug) {
+  std::vector<std::shared_ptr<Flow>> out = {
+      order_processing(), signup(),  parallel_quotes(), money_transfer(), attr_rpc_demo(),
+      e2e_counter(),      fan_out(), square(),          retry_once(),     checkout(charge_bug)};
   for (auto& flow : pipelines(work_time)) out.push_back(std::move(flow));
   return out;
 }
