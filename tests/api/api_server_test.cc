@@ -41,6 +41,9 @@ class FakeEngine final : public Engine {
   Status skip_timer(const flow::SkipTimerRequest&) override {
     return Status::precondition_failed("the Timer already fired");
   }
+  StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& r) override {
+    return Status::precondition_failed("run '" + r.flow().run_id() + "' is not the latest run");
+  }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) override {
     return Status::stopped("engine stopped");
   }
@@ -388,6 +391,13 @@ TEST_F(ApiServerTest, EngineErrorsMapToGrpcCodesWithTheirMessage) {
   auto c5 = context();
   EXPECT_EQ(flows_->SkipTimer(c5.get(), skip, &skipped).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+  flow::TimeTravelRequest travel;
+  travel.mutable_flow()->set_run_id("r-1");
+  flow::TimeTravelResponse traveled;
+  auto c7 = context();
+  const grpc::Status t = flows_->TimeTravel(c7.get(), travel, &traveled);
+  EXPECT_EQ(t.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(t.error_message(), "run 'r-1' is not the latest run");
   flow::StartFlowRequest start;
   start.set_flow_id("taken");
   flow::StartFlowResponse started;

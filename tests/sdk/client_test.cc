@@ -217,6 +217,26 @@ TEST_F(ClientTest, TypedCallsCarryTheirFields) {
   EXPECT_EQ(publishes[0].request_id().size(), 32u);  // a fresh one per call
   EXPECT_EQ(publishes[1].request_id(), "req-1");
 
+  flow::TimeTravelPoint charge;
+  charge.set_kind(flow::TIME_TRAVEL_LATEST_OF_STEP_TYPE);
+  charge.set_step_type("Charge");
+  auto preview = client.time_travel("f-5", "run-5", charge, "fixed", /*dry_run=*/true);
+  ASSERT_TRUE(preview.is_ok()) << preview.status().to_string();
+  EXPECT_EQ(preview->start().flow().traveled_from_run_id(), "run-5");
+  auto traveled = client.time_travel("f-5", "run-5", charge, "fixed", false, "tt-1");
+  ASSERT_TRUE(traveled.is_ok()) << traveled.status().to_string();
+  EXPECT_EQ(traveled->run_id(), "traveled-2");
+  auto travels = flows_.travels();
+  ASSERT_EQ(travels.size(), 2u);
+  EXPECT_EQ(travels[0].flow().flow_id(), "f-5");
+  EXPECT_EQ(travels[0].flow().run_id(), "run-5");
+  EXPECT_EQ(travels[0].point().step_type(), "Charge");
+  EXPECT_EQ(travels[0].reason(), "fixed");
+  EXPECT_TRUE(travels[0].dry_run());
+  EXPECT_EQ(travels[0].request_id().size(), 32u);  // a fresh one per call
+  EXPECT_FALSE(travels[1].dry_run());
+  EXPECT_EQ(travels[1].request_id(), "tt-1");
+
   ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", 1u).is_ok());
   ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", std::string("reminder"), "run-4").is_ok());
   auto skips = flows_.skips();

@@ -293,6 +293,18 @@ grpc::Status FakeFlowService::SkipTimer(grpc::ServerContext*, const flow::SkipTi
   return grpc::Status::OK;
 }
 
+grpc::Status FakeFlowService::TimeTravel(grpc::ServerContext*,
+                                         const flow::TimeTravelRequest* request,
+                                         flow::TimeTravelResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  travels_.push_back(*request);
+  response->set_run_id("traveled-" + std::to_string(travels_.size()));
+  if (request->dry_run())
+    response->mutable_start()->mutable_flow()->set_traveled_from_run_id(request->flow().run_id());
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeFlowService::DescribeFlow(grpc::ServerContext* context,
                                            const flow::FlowRef* request,
                                            flow::FlowDescription* response) {
@@ -549,6 +561,10 @@ std::vector<flow::PublishToChannelRequest> FakeFlowService::publishes() const {
 std::vector<flow::SkipTimerRequest> FakeFlowService::skips() const {
   std::lock_guard<std::mutex> lock(mu_);
   return skips_;
+}
+std::vector<flow::TimeTravelRequest> FakeFlowService::travels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return travels_;
 }
 std::vector<flow::GetHistoryEventsRequest> FakeFlowService::history_requests() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -87,6 +87,8 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
 //     answers after 3 s (or when the call is cancelled); anything else NOT_FOUND;
 //   WaitForFlow "f-done": closed; others: waits timeout_ms (at most 3 s), closed = false;
 //   StopFlow, PublishToChannel, SkipTimer: record the request;
+//   TimeTravel: records the request; answers run "traveled-<n>" (n from 1),
+//     a dry run also a start whose description names the request's run;
 //   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request;
 //   GetAttributes: the Attributes set_attributes_answer() gave (those of the
 //     requested keys), run "run-attrs" RUNNING; "missing": NOT_FOUND;
@@ -115,6 +117,8 @@ class FakeFlowService final : public FlowService::Service {
                                 flow::PublishToChannelResponse*) override;
   grpc::Status SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest*,
                          flow::SkipTimerResponse*) override;
+  grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest*,
+                          flow::TimeTravelResponse*) override;
   grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef*,
                             flow::FlowDescription*) override;
   grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef*,
@@ -140,6 +144,7 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::StopFlowRequest> stops() const;
   std::vector<flow::PublishToChannelRequest> publishes() const;
   std::vector<flow::SkipTimerRequest> skips() const;
+  std::vector<flow::TimeTravelRequest> travels() const;
   std::vector<flow::GetHistoryEventsRequest> history_requests() const;
   std::vector<flow::FlowRef> state_requests() const;
   std::vector<flow::GetAttributesRequest> attribute_gets() const;
@@ -157,6 +162,7 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::StopFlowRequest> stops_;
   std::vector<flow::PublishToChannelRequest> publishes_;
   std::vector<flow::SkipTimerRequest> skips_;
+  std::vector<flow::TimeTravelRequest> travels_;
   std::vector<flow::GetHistoryEventsRequest> history_requests_;
   std::vector<flow::FlowRef> state_requests_;
   std::vector<flow::GetAttributesRequest> attribute_gets_;

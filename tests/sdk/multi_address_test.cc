@@ -142,6 +142,9 @@ class ProcessEngine final : public Engine {
   Status stop_flow(const flow::StopFlowRequest& r) override { return inner_.stop_flow(r); }
   Status publish(const flow::PublishToChannelRequest& r) override { return inner_.publish(r); }
   Status skip_timer(const flow::SkipTimerRequest& r) override { return inner_.skip_timer(r); }
+  StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& r) override {
+    return inner_.time_travel(r);
+  }
   StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
     return inner_.flow_state(r);
   }
