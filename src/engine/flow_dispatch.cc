@@ -141,6 +141,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
       m->set_outcome(flow::ATTEMPT_FAILED);
       m->set_error(result.error().message());
       m->set_non_retryable(result.error().non_retryable());
+      m->set_retry_after_ms(result.error().retry_after_ms());
       m->clear_publishes();  // a failed attempt's effects never exist
       m->clear_attribute_writes();
       break;

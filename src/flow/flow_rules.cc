@@ -362,7 +362,8 @@ ApplyResult RecordApplier::method_result(const MethodResult& r) {
   }
   if (r.outcome() != ATTEMPT_COMPLETED) {
     scope->attempt_failed(*step, r.outcome(), r.error(),
-                          r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
+                          r.non_retryable() && r.outcome() == ATTEMPT_FAILED,
+                          r.outcome() == ATTEMPT_FAILED ? r.retry_after_ms() : 0);
   } else if (r.task().method() == WAIT_FOR) {
     if (auto s = check_sub_flows(scope->run(), *step, r.wait()); !s.is_ok()) return invalid(s);
     std::map<uint32_t, SubFlowChild> children;  // started before the parent's state changes
@@ -422,8 +423,8 @@ ApplyResult RecordApplier::handler_result(RunEditor& scope, const MethodResult& 
                  " is not the running attempt of the timeout handler");
   if (auto s = validate_method_result(scope.declaration(), r); !s.is_ok()) return invalid(s);
   if (r.outcome() != ATTEMPT_COMPLETED) {
-    scope.handler_failed(r.outcome(), r.error(),
-                         r.non_retryable() && r.outcome() == ATTEMPT_FAILED);
+    scope.handler_failed(r.outcome(), r.error(), r.non_retryable() && r.outcome() == ATTEMPT_FAILED,
+                         r.outcome() == ATTEMPT_FAILED ? r.retry_after_ms() : 0);
     scope.flush();
     return applied();
   }

@@ -32,7 +32,8 @@ inline constexpr uint64_t kSyncTrimMax = 4'096;      // SyncEntries one Attribut
 inline constexpr size_t kLockKeysMax = 16;           // per method or RPC
 inline constexpr size_t kRpcsDoneKept = 256;         // per run, for repeated InvokeRpc
 inline constexpr int64_t kRpcTimeoutMsMax = 60'000;  // an InvokeRpc's timeout
-inline constexpr size_t kRpcIdBytesMax = kNameBytesMax + 8;  // "req:" + a request ID
+inline constexpr int64_t kRetryAfterMaxMs = 30LL * 24 * 3600 * 1000;  // a Worker's RetryAfter
+inline constexpr size_t kRpcIdBytesMax = kNameBytesMax + 8;           // "req:" + a request ID
 // Any duration (timeouts, delays, Timer durations, retry intervals): ten years.
 inline constexpr int64_t kDurationMsMax = 10LL * 365 * 24 * 3600 * 1000;
 

@@ -177,8 +177,13 @@ void RunEditor::clear_state(MethodState& state, const TaskRef& ref,
 
 std::optional<int64_t> RunEditor::next_attempt_at(const MethodState& state,
                                                   const RetryPolicy& retry, uint32_t attempt,
-                                                  bool non_retryable) const {
-  const int64_t retry_at = later_ms(at_ms_, retry_backoff_ms(retry, attempt + 1));
+                                                  bool non_retryable,
+                                                  int64_t retry_after_ms) const {
+  // The Worker's delay replaces the backoff; a bad one (negative, or past the
+  // limit) is clamped, so a record applies the same everywhere.
+  const int64_t delay = retry_after_ms > 0 ? std::min(retry_after_ms, kRetryAfterMaxMs)
+                                           : retry_backoff_ms(retry, attempt + 1);
+  const int64_t retry_at = later_ms(at_ms_, delay);
   const bool attempts_left = retry.maximum_attempts() == 0 || attempt < retry.maximum_attempts();
   const bool time_left = retry.total_duration_ms() == 0 ||
                          later_ms(retry_at, -state.first_attempt_ms()) <= retry.total_duration_ms();
@@ -217,7 +222,8 @@ void RunEditor::finish_step(StepExecution& step, Phase phase) {
 }
 
 void RunEditor::attempt_failed(StepExecution& step, AttemptOutcome outcome,
-                               const std::string& error, bool non_retryable) {
+                               const std::string& error, bool non_retryable,
+                               int64_t retry_after_ms) {
   auto* state = step.mutable_method();
   const Method method = state->method();
   const MethodOptions& options = options_of(step, method);
@@ -229,7 +235,8 @@ void RunEditor::attempt_failed(StepExecution& step, AttemptOutcome outcome,
   failure->set_error(error);
   failure->set_at_ms(at_ms_);
 
-  if (auto retry_at = next_attempt_at(*state, options.retry(), attempt, non_retryable)) {
+  if (auto retry_at =
+          next_attempt_at(*state, options.retry(), attempt, non_retryable, retry_after_ms)) {
     state->set_attempt(attempt + 1);
     if (*retry_at <= at_ms_) {
       queue_method(step, method, attempt + 1);

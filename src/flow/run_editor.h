@@ -76,8 +76,10 @@ class RunEditor {
   void complete_wait_for(StepExecution& step, const MethodResult& result,
                          const std::map<uint32_t, SubFlowChild>& children);
   void complete_execute(StepExecution& step, const MethodResult& result);
+  // `retry_after_ms` (> 0): the Worker's delay before the next attempt, in
+  // place of the policy's backoff (clamped to kRetryAfterMaxMs).
   void attempt_failed(StepExecution& step, AttemptOutcome outcome, const std::string& error,
-                      bool non_retryable);
+                      bool non_retryable, int64_t retry_after_ms = 0);
   // The retry timer of a method in BACKOFF fired: queue the next attempt.
   void retry_due(StepExecution& step);
   // Hands a queued attempt to a Worker.
@@ -102,7 +104,8 @@ class RunEditor {
   void complete_handler(const MethodResult& result);
   // Its attempt ended otherwise: the next attempt, or (none left) the run
   // ends TIMED_OUT.
-  void handler_failed(AttemptOutcome outcome, const std::string& error, bool non_retryable);
+  void handler_failed(AttemptOutcome outcome, const std::string& error, bool non_retryable,
+                      int64_t retry_after_ms = 0);
   // Its retry timer fired: the next attempt is queued.
   void handler_retry_due();
 
@@ -165,7 +168,8 @@ class RunEditor {
   // When the attempt after `attempt` may start (its retry policy), or
   // nullopt when none is left.
   std::optional<int64_t> next_attempt_at(const MethodState& state, const RetryPolicy& retry,
-                                         uint32_t attempt, bool non_retryable) const;
+                                         uint32_t attempt, bool non_retryable,
+                                         int64_t retry_after_ms = 0) const;
   // The next attempt waits for its retry timer (TASK_BACKOFF).
   void back_off(MethodState& state, const std::string& holder, int64_t retry_at);
   TaskRef handler_ref() const;

@@ -79,8 +79,8 @@ void RunEditor::complete_handler(const MethodResult& result) {
   maybe_complete();
 }
 
-void RunEditor::handler_failed(AttemptOutcome outcome, const std::string& error,
-                               bool non_retryable) {
+void RunEditor::handler_failed(AttemptOutcome outcome, const std::string& error, bool non_retryable,
+                               int64_t retry_after_ms) {
   auto* state = run_.mutable_timeout_handler();
   DEX_INVARIANT(state->state() != TASK_STATE_UNSPECIFIED, "a handler attempt is under way");
   const uint32_t attempt = state->attempt();
@@ -91,7 +91,8 @@ void RunEditor::handler_failed(AttemptOutcome outcome, const std::string& error,
   failure->set_error(error);
   failure->set_at_ms(at_ms_);
   const MethodOptions options = timeout_handler_options(declaration_);
-  if (auto retry_at = next_attempt_at(*state, options.retry(), attempt, non_retryable)) {
+  if (auto retry_at =
+          next_attempt_at(*state, options.retry(), attempt, non_retryable, retry_after_ms)) {
     state->set_attempt(attempt + 1);
     if (*retry_at <= at_ms_) {
       queue_handler(attempt + 1);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -31,10 +32,20 @@ class FlowFailure : public std::runtime_error {
  public:
   explicit FlowFailure(const std::string& message, bool non_retryable = false)
       : std::runtime_error(message), non_retryable_(non_retryable) {}
+  // A retryable failure whose next attempt starts after `delay` instead of
+  // the retry policy's backoff (what a rate-limited service asked for, say);
+  // the policy's attempts still bound the retries. At most 30 days.
+  static FlowFailure retry_after(const std::string& message, std::chrono::milliseconds delay) {
+    FlowFailure f(message);
+    f.retry_after_ = delay;
+    return f;
+  }
   bool non_retryable() const { return non_retryable_; }
+  std::chrono::milliseconds retry_after() const { return retry_after_; }
 
  private:
   bool non_retryable_;
+  std::chrono::milliseconds retry_after_{0};
 };
 
 // JSON <-> Payload.

@@ -498,13 +498,15 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
                                    const std::function<bool()>& cancelled) {
   flow::FlowTaskResult result;
   result.set_task_id(task.task_id());
-  auto fail = [&](const std::string& message, bool non_retryable) {
+  auto fail = [&](const std::string& message, bool non_retryable,
+                  std::chrono::milliseconds retry_after = std::chrono::milliseconds(0)) {
     result.clear_result();
     result.clear_publishes();
     result.clear_locals();
     result.clear_attribute_writes();
     result.mutable_error()->set_message(message);
     result.mutable_error()->set_non_retryable(non_retryable);
+    result.mutable_error()->set_retry_after_ms(retry_after.count());
   };
   try {
     if (task.method() == flow::RPC) {
@@ -515,7 +517,7 @@ flow::FlowTaskResult run_flow_task(Flow& flow, const flow::FlowTask& task,
       run_step(flow, task, heartbeat, cancelled, result);
     }
   } catch (const FlowFailure& e) {
-    fail(e.what(), e.non_retryable());
+    fail(e.what(), e.non_retryable(), e.retry_after());
   } catch (const AttributeError& e) {
     fail(e.what(), true);  // a misused Attribute fails again on every attempt
   } catch (const std::exception& e) {

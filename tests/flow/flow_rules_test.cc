@@ -201,6 +201,41 @@ TEST_F(FlowRules, RetriesBackOffThenTheFailurePolicyStartsTheRecoveryStep) {
   EXPECT_EQ(h.run("f")->status(), FLOW_RUNNING);
 }
 
+// A Worker's RetryAfter replaces the backoff; the policy's attempts still
+// bound the retries; a timeout (not FAILED) and a bad value fall back or clamp.
+TEST_F(FlowRules, AWorkersRetryAfterReplacesTheBackoffWithinThePolicysAttempts) {
+  h.start("f");
+  h.execute("f", "Start-1", go_to({go("Charge", "order-7")}));
+  auto failed = [&](int64_t retry_after_ms, AttemptOutcome outcome = ATTEMPT_FAILED) {
+    const std::string task = h.assign("f", "Charge-1");
+    FlowRecord r = h.result_record("f", "Charge-1", task);
+    r.mutable_method_result()->set_outcome(outcome);
+    r.mutable_method_result()->set_error("rate limited");
+    r.mutable_method_result()->set_retry_after_ms(retry_after_ms);
+    return h.apply(r);
+  };
+  ASSERT_EQ(failed(45'000).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Charge-1").method().retry_at_ms(), h.now + 45'000)
+      << "not the policy's 1 s";
+  h.fire_next_timer();
+  ASSERT_EQ(failed(45'000, ATTEMPT_TIMED_OUT).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Charge-1").method().retry_at_ms(), h.now + 2'000)
+      << "only a FAILED attempt's RetryAfter counts";
+  h.fire_next_timer();
+  ASSERT_EQ(failed(45'000).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("f", "Charge-1").phase(), PHASE_FAILED) << "3 attempts, whatever it asked";
+  EXPECT_EQ(h.step("f", "Refund-1").recovery_error(), "rate limited");
+
+  h.start("g");
+  h.execute("g", "Start-1", go_to({go("Charge", "order-8")}));
+  const std::string task = h.assign("g", "Charge-1");
+  FlowRecord r = h.result_record("g", "Charge-1", task);
+  r.mutable_method_result()->set_outcome(ATTEMPT_FAILED);
+  r.mutable_method_result()->set_retry_after_ms(kRetryAfterMaxMs * 10);
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.step("g", "Charge-1").method().retry_at_ms(), h.now + kRetryAfterMaxMs);
+}
+
 TEST_F(FlowRules, ExhaustedRetriesFailTheFlowNamingTheStep) {
   h.start("f");
   for (int i = 0; i < 3; ++i) {

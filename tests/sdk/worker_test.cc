@@ -145,9 +145,7 @@ class WorkerTest : public ::testing::Test {
   std::future<Status> run_;
 };
 
-StepDecision complete_empty(Context&) {
-  return StepDecision::graceful_complete(json::object());
-}
+StepDecision complete_empty(Context&) { return StepDecision::graceful_complete(json::object()); }
 
 TEST_F(WorkerTest, HelloFirstCarriesWorkerIdFlowsAndConcurrency) {
   options_.max_concurrent_tasks = 5;
@@ -220,9 +218,7 @@ class ApprovalFlow final : public Flow {
   std::vector<std::shared_ptr<Step>> steps() const override {
     return {std::make_shared<Approve>()};
   }
-  std::vector<Channel> channels() const override {
-    return {Channel("approval"), Channel("audit")};
-  }
+  std::vector<Channel> channels() const override { return {Channel("approval"), Channel("audit")}; }
 };
 
 TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
@@ -260,35 +256,40 @@ TEST_F(WorkerTest, RunsWaitForThenExecuteWithItsLocalsAndMessages) {
   EXPECT_EQ(from_payload(executed->result.publishes(0).messages(0)), (json{{"asked", "ann"}}));
 }
 
-TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableIsHonoured) {
+TEST_F(WorkerTest, ThrowingHandlerYieldsFailureAndNonRetryableAndRetryAfterAreHonoured) {
   make_worker(
       [](Context& ctx) -> StepDecision {
         if (ctx.step_type() == "non-retryable") {
           throw FlowFailure("bad input", /*non_retryable=*/true);
         }
         if (ctx.step_type() == "retryable") throw FlowFailure("try again");
+        if (ctx.step_type() == "later")
+          throw FlowFailure::retry_after("rate limited", std::chrono::seconds(45));
         if (ctx.step_type() == "std") throw std::runtime_error("boom");
         throw 42;  // not a std::exception
       },
-      {"non-retryable", "retryable", "std", "other"});
+      {"non-retryable", "retryable", "later", "std", "other"});
   start();
   ASSERT_TRUE(workers_.wait_for_streams(1, kWait));
-  for (const char* step : {"non-retryable", "retryable", "std", "other"}) {
+  for (const char* step : {"non-retryable", "retryable", "later", "std", "other"}) {
     ASSERT_TRUE(workers_.send_task(make_task(step, step)));
   }
   struct Expect {
     const char* id;
     const char* message;
     bool non_retryable;
+    int64_t retry_after_ms = 0;
   };
-  for (const Expect& e : {Expect{"non-retryable", "bad input", true},
-                          Expect{"retryable", "try again", false}, Expect{"std", "boom", false},
-                          Expect{"other", "the Step threw a non-standard exception", false}}) {
+  for (const Expect& e :
+       {Expect{"non-retryable", "bad input", true}, Expect{"retryable", "try again", false},
+        Expect{"later", "rate limited", false, 45'000}, Expect{"std", "boom", false},
+        Expect{"other", "the Step threw a non-standard exception", false}}) {
     auto result = workers_.wait_for_result(e.id, kWait);
     ASSERT_TRUE(result.has_value()) << e.id;
     ASSERT_TRUE(result->result.has_error()) << e.id;
     EXPECT_EQ(result->result.error().message(), e.message);
     EXPECT_EQ(result->result.error().non_retryable(), e.non_retryable) << e.id;
+    EXPECT_EQ(result->result.error().retry_after_ms(), e.retry_after_ms) << e.id;
   }
 }
 
