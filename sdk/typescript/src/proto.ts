@@ -275,7 +275,7 @@ export interface WireFlowTaskResult {
   taskId: string;
   wait?: WireWait;
   decision?: WireStepDecision;
-  error?: { message: string; nonRetryable: boolean };
+  error?: { message: string; nonRetryable: boolean; retryAfterMs?: number };
   rpc?: { output: WirePayload; nextSteps: WireStepMovement[] };
   locals?: WirePayload;
   publishes?: WirePublish[];

@@ -247,12 +247,13 @@ describe("the task runner", () => {
     assert.equal(text(r.publishes?.[0]?.messages[0]), "HI");
   });
 
-  test("errors: thrown TaskError keeps nonRetryable; other errors are retryable", async () => {
+  test("errors: thrown TaskError keeps nonRetryable and retryAfterMs; other errors are retryable", async () => {
     const flow = flowOf([
       {
         type: "A",
         execute: (ctx) => {
           if (ctx.attempt === 1) throw new TaskError("no funds", { nonRetryable: true });
+          if (ctx.attempt === 3) throw new TaskError("rate limited", { retryAfterMs: 45_000 });
           throw new RangeError("boom");
         },
       },
@@ -262,6 +263,14 @@ describe("the task runner", () => {
       message: "RangeError: boom",
       nonRetryable: false,
     });
+    assert.deepEqual((await runFlowTask(flow, task({ attempt: 3 }), never, () => true)).error, {
+      message: "rate limited",
+      nonRetryable: false,
+      retryAfterMs: 45_000,
+    });
+    for (const bad of [-1, 1.5, 31 * 24 * 3600 * 1000, Number.NaN]) {
+      assert.throws(() => new TaskError("x", { retryAfterMs: bad }), /retryAfterMs must be whole milliseconds/);
+    }
   });
 
   test("bad results: an undeclared Step, an undeclared Channel, a Wait without conditions, anyCombinationOf without IDs, not a decision", async () => {

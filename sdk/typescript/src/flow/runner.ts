@@ -138,7 +138,11 @@ function addAttributeWrites(ctx: TaskContext, result: WireFlowTaskResult): void 
 
 /** A thrown error as the result's error: TaskError's nonRetryable kept, a builder's refusal non-retryable. */
 function errorResult(taskId: string, error: unknown): WireFlowTaskResult {
-  if (error instanceof TaskError) return { taskId, error: { message: error.message, nonRetryable: error.nonRetryable } };
+  if (error instanceof TaskError) {
+    const wire: { message: string; nonRetryable: boolean; retryAfterMs?: number } = { message: error.message, nonRetryable: error.nonRetryable };
+    if (error.retryAfterMs !== undefined && error.retryAfterMs > 0) wire.retryAfterMs = error.retryAfterMs;
+    return { taskId, error: wire };
+  }
   if (error instanceof DexError && error.code === "INVALID_ARGUMENT") {
     // A builder refused its arguments (a wait without conditions, ...): the same every time.
     return { taskId, error: { message: error.details, nonRetryable: true } };

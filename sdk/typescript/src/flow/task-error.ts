@@ -4,8 +4,16 @@
 export interface TaskErrorOptions {
   /** No further attempt: the method's failure policy applies at once. Default false. */
   nonRetryable?: boolean;
+  /**
+   * The delay before the next attempt, in place of the retry policy's backoff
+   * (what a rate-limited service asked for, say): whole milliseconds, at most
+   * 30 days. The policy's attempts and total duration still bound the retries.
+   */
+  retryAfterMs?: number;
   cause?: unknown;
 }
+
+const RETRY_AFTER_MAX_MS = 30 * 24 * 3600 * 1000;
 
 /**
  * Thrown by waitFor or execute to fail the attempt with `message`. A
@@ -16,10 +24,16 @@ export interface TaskErrorOptions {
  */
 export class TaskError extends Error {
   readonly nonRetryable: boolean;
+  readonly retryAfterMs: number | undefined;
   constructor(message: string, options: TaskErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "TaskError";
     this.nonRetryable = options.nonRetryable ?? false;
+    const after = options.retryAfterMs;
+    if (after !== undefined && !(Number.isInteger(after) && after >= 0 && after <= RETRY_AFTER_MAX_MS)) {
+      throw new RangeError(`TaskError: retryAfterMs must be whole milliseconds from 0 to ${RETRY_AFTER_MAX_MS} (30 days), not ${String(after)}`);
+    }
+    this.retryAfterMs = after;
   }
 }
 
