@@ -304,6 +304,29 @@ TEST_F(FlowEngineTest, AVanishedWorkersAttemptEndsNotCompletedAfterTheGraceAndIs
   EXPECT_FALSE(answer(e, h2, late).accepted()) << "the vanished Worker's result is stale";
 }
 
+// RetryAfter: a Worker's failure names the delay before the next attempt,
+// which replaces the retry policy's backoff (1 s by default).
+TEST_F(FlowEngineTest, AWorkersRetryAfterDelaysTheNextAttemptInsteadOfTheBackoff) {
+  Engine& e = open_with_worker();
+  start(e, "f1");
+  auto first = worker_->next();
+  ASSERT_TRUE(first);
+  flow::FlowTaskResult failed;
+  failed.set_task_id(first->task_id());
+  failed.mutable_error()->set_message("rate limited");
+  failed.mutable_error()->set_retry_after_ms(30'000);
+  ASSERT_TRUE(answer(e, handle_, failed).accepted());
+  auto backoff = active_step(e, "f1", "Start-1");
+  ASSERT_TRUE(backoff);
+  EXPECT_EQ(backoff->retry_unix_ms(), backoff->last_failure().at_ms() + 30'000);
+  clock_.advance(seconds(29));
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(300))) << "not before its RetryAfter";
+  clock_.advance(seconds(1));
+  auto retry = worker_->next();
+  ASSERT_TRUE(retry) << "the attempt was not retried after its RetryAfter";
+  EXPECT_EQ(retry->attempt(), 2u);
+}
+
 TEST_F(FlowEngineTest, AWorkerBackWithinTheGraceKeepsItsAttemptAndItsResultCounts) {
   Engine& e = open_with_worker();
   start(e, "f1");
