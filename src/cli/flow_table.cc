@@ -223,7 +223,13 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
     if (!e.reason().empty()) detail += (detail.empty() ? "" : ": ") + e.reason();
     if (!e.error().empty())
       detail += (detail.empty() ? "" : "; ") + std::string("error: ") + e.error();
-    if (!e.next_run_id().empty()) detail += "; retried as run " + e.next_run_id();
+    if (!e.next_run_id().empty())
+      detail +=
+          (e.kind() == flow::TIME_TRAVELED ? "; time traveled to run " : "; retried as run ") +
+          e.next_run_id();
+    if (!e.traveled_from_run_id().empty())
+      detail += (detail.empty() ? "" : "; ") + std::string("time traveled from run ") +
+                e.traveled_from_run_id();
     if (!e.previous_run_id().empty())
       detail += (detail.empty() ? "" : "; ") + std::string("retry of run ") + e.previous_run_id();
     if (detail.size() > 100) detail = detail.substr(0, 97) + "...";

@@ -6,6 +6,7 @@
 #include "common/invariant.h"
 #include "flow/declaration.h"
 #include "flow/limits.h"
+#include "flow/result_check.h"
 #include "flow/run_editor.h"
 
 namespace dex::flow {
@@ -92,6 +93,20 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
         return rejected(RefusalCode::kNotFound,
                         name + " has no Step execution " + quoted(execution));
   }
+  // An execution that had ended in the run this one was traveled from: its
+  // start is in that run's history, not this one's (one still active there
+  // started again when this run began, so this run's start is its start).
+  if (!execution.empty() && count == 1) {
+    for (const auto& s : deltas.front().steps()) {  // bounded by the start's executions
+      if (s.step_execution_id() == execution && !is_active(s.phase()) &&
+          s.created_ms() < deltas.front().at_ms())
+        return rejected(RefusalCode::kFailedPrecondition,
+                        "Step execution " + quoted(execution) + " started before " + name +
+                            " did (it came with the run from run " +
+                            quoted(run.traveled_from_run_id()) +
+                            "): time travel from that run, or to a later point");
+    }
+  }
   DEX_INVARIANT(count >= 1, "every point resolved to a delta");
   // A point at or after the run's close: the last state before it closed.
   std::vector<bool> running(deltas.size());
@@ -100,10 +115,19 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
     if (deltas[i].has_run()) now_running = deltas[i].run().status() == FLOW_RUNNING;
     running[i] = now_running;
   }
+  const size_t asked = count;
   while (count > 1 && !running[count - 1]) --count;  // bounded by count
   DEX_INVARIANT(running[0], "a run starts RUNNING");
   out->deltas = count;
+  // The moment the state stood for, which Timers count their time left from:
+  // the time asked, the close's time for a point stepped back from the close,
+  // else the time of the record at the point.
   out->at_ms = deltas[count - 1].at_ms();
+  if (count < asked) {
+    out->at_ms = deltas[count].at_ms();
+  } else if (point.kind() == TIME_TRAVEL_EVENT_TIME) {
+    out->at_ms = point.event_time_ms();
+  }
   out->step_execution_id = execution;
   return {};
 }
@@ -144,6 +168,16 @@ std::string unhostable(const RunImage& image, const FlowDeclaration& decl) {
              "declaration does not declare it (as " +
              (ki.second.empty() ? "a plain Attribute" : "an AttributeMap") + ")";
   }
+  // Each value must also be of the type the latest declaration gives its key.
+  google::protobuf::RepeatedPtrField<Attribute> values;
+  for (const auto& [ki, v] : image.attributes) {  // bounded by kAttributesMax
+    Attribute* a = values.Add();
+    a->set_key(ki.first);
+    a->set_instance_key(ki.second);
+    *a->mutable_value() = v;
+  }
+  if (auto s = validate_attribute_writes(decl, values, "the point's Attributes"); !s.is_ok())
+    return s.message() + " (the latest declaration changed its type)";
   if (image.run.timeout_handler().state() != TASK_STATE_UNSPECIFIED && !decl.has_timeout_handler())
     return "the timeout handler runs at the point, and the latest declaration has none";
   return "";

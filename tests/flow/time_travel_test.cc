@@ -179,7 +179,8 @@ TEST_F(TimeTravel, AWaitAfterSomeMessagesWereTakenComesBackWithTheRestQueuedAndI
   ASSERT_EQ(wait.conditions_size(), 2);
   EXPECT_FALSE(wait.conditions(0).fired());
   EXPECT_FALSE(wait.conditions(1).fired());
-  EXPECT_EQ(wait.conditions(1).timer_at_ms(), h.now + 10'000) << "the time it had left";
+  EXPECT_EQ(wait.conditions(1).timer_at_ms(), h.now + 9'000)
+      << "the time it had left at the point asked, 1 s into its 10 s";
   EXPECT_EQ(h.step("f", "Wait-1", "r2").phase(), PHASE_DONE);
   KvFlowTxn txn(h.kv);
   EXPECT_FALSE(txn.attribute("f", "r2", "stage", "").has_value()) << "written after the point";
@@ -188,7 +189,7 @@ TEST_F(TimeTravel, AWaitAfterSomeMessagesWereTakenComesBackWithTheRestQueuedAndI
   EXPECT_EQ(queues[0].second.next_seq() - queues[0].second.first_seq(), 2u) << "b and c";
   // The new run goes on: a third message, then its Timer, meet the wait.
   ASSERT_EQ(h.publish("f", "approval", {"d"}).kind, ApplyKind::kApplied);
-  ASSERT_EQ(h.next_timer_at(), h.now + 10'000);
+  ASSERT_EQ(h.next_timer_at(), h.now + 9'000);
   ASSERT_EQ(h.fire_next_timer().kind, ApplyKind::kApplied);
   const StepExecution met = h.step("f", "Wait-2", "r2");
   EXPECT_EQ(met.phase(), PHASE_EXECUTE);
@@ -245,6 +246,33 @@ TEST_F(TimeTravel, AStepTypeTheLatestDeclarationDropsIsRefusedNamingIt) {
   // The beginning has no Charge: it runs with the new declaration.
   ASSERT_EQ(travel(point_of(TIME_TRAVEL_BEGINNING)).kind, ApplyKind::kApplied);
   EXPECT_EQ(h.run("f", "r2")->declaration_version(), 2u);
+}
+
+TEST_F(TimeTravel, AnAttributeWhoseTypeTheLatestDeclarationChangedIsRefusedNamingIt) {
+  run_into_a_failed_charge();  // stage = "paid", a string
+  FlowDeclaration changed = shop();
+  changed.mutable_attributes(0)->set_type(ATTRIBUTE_INT64);
+  ASSERT_EQ(h.declare(changed).kind, ApplyKind::kApplied);
+  const ApplyResult r = travel(point_of(TIME_TRAVEL_LATEST_OF_STEP_TYPE, "Charge"));
+  EXPECT_EQ(r.kind, ApplyKind::kRejected);
+  EXPECT_EQ(r.code, RefusalCode::kFailedPrecondition);
+  EXPECT_NE(r.message.find("'stage'"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("changed its type"), std::string::npos) << r.message;
+  // Before the write, nothing is in the way.
+  ASSERT_EQ(travel(point_of(TIME_TRAVEL_BEGINNING)).kind, ApplyKind::kApplied);
+}
+
+TEST_F(TimeTravel, AnExecutionATraveledRunTookOverStartedInTheOldRunsHistory) {
+  run_into_a_failed_charge();
+  ASSERT_EQ(travel(point_of(TIME_TRAVEL_LATEST_OF_STEP_TYPE, "Charge")).kind, ApplyKind::kApplied);
+  // Start-1 ran in r1 only: r2 began with it done.
+  const ApplyResult r = travel(point_of(TIME_TRAVEL_STEP_EXECUTION, "Start-1"), "r2", "r3");
+  EXPECT_EQ(r.kind, ApplyKind::kRejected);
+  EXPECT_EQ(r.code, RefusalCode::kFailedPrecondition);
+  EXPECT_NE(r.message.find("from run 'r1'"), std::string::npos) << r.message;
+  // Charge-1 restarted when r2 began: its point is r2's start.
+  ASSERT_EQ(travel(point_of(TIME_TRAVEL_STEP_EXECUTION, "Charge-1"), "r2", "r3").kind,
+            ApplyKind::kApplied);
 }
 
 TEST_F(TimeTravel, ARunWithoutAJournalIsRefused) {
