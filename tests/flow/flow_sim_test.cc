@@ -25,7 +25,12 @@
 //    handler at most once, and the handler decides or fails at most once;
 //  - retention: only a RETENTION timer deletes runs, only closed ones, and
 //    nothing of them stays (check_state: no key outlives its run, no Flow ID
-//    names a deleted run, no timer or task of it stays indexed).
+//    names a deleted run, no timer or task of it stays indexed);
+//  - time travel (from a Flow ID's latest run, an older or a missing one, to
+//    points of every kind; repeats of a request ID answer the run they made):
+//    an applied one starts the new run with exactly the old run's state at the
+//    point, its journal (as before the travel) folded there (travel_mismatch),
+//    and links the runs; a closed run takes only that link.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -37,11 +42,15 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include "common/random.h"
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
+#include "flow/run_editor.h"
+#include "flow/run_journal.h"
 #include "flow/state_check.h"
+#include "flow/time_travel.h"
 
 namespace dex::flow {
 namespace {
@@ -112,6 +121,271 @@ FlowDeclaration sim_declaration(int variant) {
   return d;
 }
 
+bool is_active(Phase p) { return p == PHASE_WAIT_FOR || p == PHASE_WAITING || p == PHASE_EXECUTE; }
+
+// "" when equal, else what differs.
+std::string differences(const google::protobuf::Message& want,
+                        const google::protobuf::Message& got) {
+  std::string out;
+  google::protobuf::util::MessageDifferencer d;
+  d.ReportDifferencesToString(&out);
+  return d.Compare(want, got) ? "" : out;
+}
+
+// Time travel's promise (docs/flow-rules.md, "Time travel"): replaying the old
+// run's history to the point gives exactly the new run's start state, bar what
+// is the new run's own (attempts queued afresh, the time Timers had left from
+// now, a wait whose Timer was due at the point met at once). `journal` and
+// `old`: the old run's journal and record before the travel, which appends a
+// delta to it and may close it. Empty, or what differs; `point` and `image`
+// get the point resolved and the state there.
+std::string travel_mismatch(KvStore& kv, const std::vector<RunDelta>& journal, const Run& old,
+                            const TimeTravel& t, TravelPoint* point, RunImage* image) {
+  if (auto r = resolve_point(journal, old, t.point(), point); r.kind != ApplyKind::kApplied)
+    return "the point does not resolve against the journal before the travel: " + r.message;
+  const TravelPoint& p = *point;
+  *image = fold_journal(journal, p.deltas);
+  const RunImage& im = *image;
+  const std::string& flow_id = t.flow_id();
+  const std::string& to = t.new_run_id();
+  KvFlowTxn txn(kv);
+  auto run = txn.run(flow_id, to);
+  auto from = txn.run(flow_id, t.run_id());
+  auto entry = txn.flow_id(flow_id);
+  if (!run || !from) return "the old or the new run is not stored";
+  if (!entry || entry->run_id() != to) return "the Flow ID entry does not name the new run";
+  if (run->traveled_from_run_id() != t.run_id() || from->traveled_to_run_id() != to)
+    return "the runs are not linked";
+  if (from->status() != (old.status() == FLOW_RUNNING ? FLOW_TERMINATED : old.status()))
+    return fmt::format("the old run was {} and is {}", FlowStatus_Name(old.status()),
+                       FlowStatus_Name(from->status()));
+  if (run->status() != FLOW_RUNNING || run->start_ms() != t.at_unix_ms())
+    return "the new run is not running from the travel's time";
+  if (auto d = differences(im.run.input(), run->input()); !d.empty()) return "input: " + d;
+
+  // Attributes: keys, instances, values.
+  std::map<std::pair<std::string, std::string>, std::string> want_attributes, got_attributes;
+  for (const auto& [ki, v] : im.attributes)  // bounded by kAttributesMax
+    want_attributes[ki] = v.SerializeAsString();
+  for (const auto& a : txn.attributes(flow_id, to, ""))  // bounded by kAttributesMax
+    got_attributes[{a.key(), a.instance_key()}] = a.value().SerializeAsString();
+  if (want_attributes != got_attributes)
+    return fmt::format("{} Attribute values at the point, {} in the new run (or other values)",
+                       want_attributes.size(), got_attributes.size());
+
+  // Step executions.
+  std::map<std::string, StepExecution> steps;
+  for (auto& [k, v] : kv.scan(keys::steps_prefix(flow_id, to))) {  // bounded by the run's steps
+    StepExecution s;
+    s.ParseFromString(v);
+    steps[s.step_execution_id()] = s;
+  }
+  const std::set<std::string> active(run->active().begin(), run->active().end());
+  // A start delay due at the point (its timer not yet fired) creates the start Step now.
+  const bool start_created = im.run.start_pending() && !run->start_pending();
+  std::map<std::string, uint32_t> want_counters, got_counters;
+  for (const auto& c : im.run.counters()) want_counters[c.step_type()] = c.count();
+  for (const auto& c : run->counters()) got_counters[c.step_type()] = c.count();
+  if (start_created) {  // the start Step's next execution (an RPC's next Steps may precede it)
+    auto decl = txn.declaration(run->flow_type(), run->declaration_version());
+    const std::string& type = decl->declaration().start_step_type();
+    const std::string start = step_execution_id(type, ++want_counters[type]);
+    if (im.steps.contains(start) || !steps.contains(start) || !active.contains(start))
+      return "a start delay due at the point did not start " + start;
+    steps.erase(start);
+  } else if (run->start_pending() != im.run.start_pending()) {
+    return "start_pending differs";
+  }
+  if (want_counters != got_counters) return "the Step counters differ";
+  if (steps.size() != im.steps.size())
+    return fmt::format("{} Step executions at the point, {} in the new run", im.steps.size(),
+                       steps.size());
+  size_t active_at_point = 0;
+  // Waits met at once (a Timer due at the point), by wait order: what they took.
+  std::map<uint64_t, std::pair<const StepExecution*, const StepExecution*>> met;
+  for (const auto& [id, was] : im.steps) {  // bounded by the run's executions
+    auto it = steps.find(id);
+    if (it == steps.end()) return id + " is not in the new run";
+    const StepExecution& now = it->second;
+    StepExecution want = was;
+    want.set_run_id(to);
+    active_at_point += is_active(was.phase());
+    if (is_active(was.phase()) != active.contains(id))
+      return id + (active.contains(id) ? " is active only in the new run" : " is not active");
+    const std::string what = id + " (" + Phase_Name(was.phase()) + " at the point): ";
+    if (was.phase() == PHASE_WAIT_FOR || was.phase() == PHASE_EXECUTE) {
+      // Queued afresh: attempt 1 of the same method.
+      const Method method = was.phase() == PHASE_WAIT_FOR ? WAIT_FOR : EXECUTE;
+      if (now.method().method() != method || now.method().attempt() != 1)
+        return what + "its method is not queued afresh: " + now.method().ShortDebugString();
+      StepExecution got = now;
+      got.clear_method();
+      want.clear_method();
+      if (auto d = differences(want, got); !d.empty()) return what + d;
+      continue;
+    }
+    if (was.phase() != PHASE_WAITING) {  // done, failed or canceled: as it was
+      if (auto d = differences(want, now); !d.empty()) return what + d;
+      continue;
+    }
+    // Unfired Timers keep the time they had left at the point, from now.
+    bool due = false;
+    for (auto& c : *want.mutable_conditions()) {  // bounded by kConditionsMax
+      if (c.fired() || c.timer_at_ms() == 0) continue;
+      const int64_t left = std::max<int64_t>(0, c.timer_at_ms() - p.at_ms);
+      c.set_timer_at_ms(t.at_unix_ms() + left);
+      if (left == 0) {
+        c.set_fired(true);
+        due = true;
+      }
+    }
+    if (now.phase() == PHASE_WAITING) {
+      if (auto d = differences(want, now); !d.empty()) return what + d;
+      continue;
+    }
+    if (now.phase() != PHASE_EXECUTE || !due)
+      return what + "it is " + Phase_Name(now.phase()) + " in the new run";
+    // Met at once: the same execution, now executing, with what its wait took.
+    if (now.method().method() != EXECUTE || now.method().attempt() != 1)
+      return what + "met at once, but its Execute is not queued afresh";
+    if (now.step_type() != was.step_type() || now.wait_seq() != was.wait_seq() ||
+        now.parent_execution_id() != was.parent_execution_id() ||
+        !differences(was.input(), now.input()).empty() ||
+        !differences(was.locals(), now.locals()).empty() ||
+        !differences(was.wait(), now.wait()).empty() ||
+        now.conditions_size() != was.conditions_size())
+      return what + "met at once, but it is another execution";
+    met[was.wait_seq()] = {&was, &now};
+  }
+  if (active.size() != active_at_point + (start_created ? 1 : 0))
+    return "the new run has other active executions";
+
+  // Channels: the queues and payloads of the point, less what waits met at
+  // once took from their fronts (in wait order).
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> taken, want_q, got_q;
+  for (const auto& [seq, ab] : met) {  // bounded by the run's active executions
+    const auto& [was, now] = ab;
+    for (int i = 0; i < was->conditions_size(); ++i) {  // bounded by kConditionsMax
+      const auto& c = was->wait().conditions(i);
+      const auto& before = was->conditions(i).messages();
+      const auto& after = now->conditions(i).messages();
+      if (after.size() < before.size()) return was->step_execution_id() + " lost messages";
+      for (int j = 0; j < before.size(); ++j)  // bounded by the condition's messages
+        if (!differences(before[j], after[j]).empty())
+          return was->step_execution_id() + "'s messages changed";
+      if (!c.has_channel() && after.size() > before.size())
+        return was->step_execution_id() + " took messages for a condition without a Channel";
+      for (int j = before.size(); j < after.size(); ++j)  // bounded by the queue's length
+        taken[{c.channel().channel(), c.channel().instance_key()}].push_back(
+            after[j].SerializeAsString());
+    }
+  }
+  for (const auto& [cis, m] : im.messages)  // bounded by the run's queued messages
+    want_q[{std::get<0>(cis), std::get<1>(cis)}].push_back(m.SerializeAsString());
+  std::map<std::pair<std::string, std::string>, ChannelQueue> got_queues;
+  for (const auto& [key, q] : txn.queues(flow_id, to)) {  // bounded by the run's queues
+    got_queues[{key.channel, key.instance_key}] = q;
+    for (uint64_t seq = q.first_seq(); seq < q.next_seq(); ++seq) {  // bounded by the queue
+      auto m = txn.message(key, seq);
+      if (!m)
+        return fmt::format("queue {}/{} lacks message {}", key.channel, key.instance_key, seq);
+      got_q[{key.channel, key.instance_key}].push_back(m->SerializeAsString());
+    }
+  }
+  if (got_queues.size() != im.queues.size()) return "the new run has other Channel queues";
+  for (const auto& [ci, q] : im.queues) {  // bounded by the run's queues
+    const std::string name = ci.first + "/" + ci.second;
+    auto g = got_queues.find(ci);
+    if (g == got_queues.end()) return "queue " + name + " is not in the new run";
+    const auto& took = taken[ci];
+    std::vector<std::string> left = want_q[ci];
+    if (left.size() < took.size() || !std::equal(took.begin(), took.end(), left.begin()))
+      return "waits met at once in " + name + " took other messages than its first";
+    left.erase(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(took.size()));
+    if (left != got_q[ci]) return "queue " + name + " holds other messages";
+    if (g->second.first_seq() != q.first_seq() + took.size() ||
+        g->second.next_seq() != q.next_seq())
+      return "queue " + name + " has other bounds";
+  }
+  for (const auto& [ci, took] : taken)
+    if (!took.empty() && !im.queues.contains(ci))
+      return "a wait took from a queue not at the point";
+
+  // The run: a fresh one of the Flow ID (no retry chain, parents, RPCs or
+  // close), whose flow timeout and start delay keep the time they had left.
+  if (run->flow_attempt() != 1 || !run->previous_run_id().empty() || !run->next_run_id().empty() ||
+      run->retry_at_ms() != 0 || run->parents_size() > 0 || run->rpcs_open_size() > 0 ||
+      run->rpcs_done_size() > 0 || run->close_ms() != 0 || !run->traveled_to_run_id().empty() ||
+      run->expire_at_ms() != 0)
+    return "the new run carries the old run's chain, parents, RPCs or close: " +
+           run->ShortDebugString();
+  StartOptions options = im.run.options();
+  options.set_request_id(t.request_id());
+  if (options.timeout_ms() > 0 && !im.run.timeout_handled())
+    options.set_timeout_ms(
+        std::max<int64_t>(1, im.run.start_ms() + im.run.options().timeout_ms() - p.at_ms));
+  if (im.run.start_pending())
+    options.set_start_delay_ms(
+        std::max<int64_t>(0, im.run.start_ms() + im.run.options().start_delay_ms() - p.at_ms));
+  if (auto d = differences(options, run->options()); !d.empty()) return "options: " + d;
+  if (run->timeout_handled() != im.run.timeout_handled()) return "timeout_handled differs";
+  if (im.run.timeout_handler().state() != TASK_STATE_UNSPECIFIED &&
+      (run->timeout_handler().state() != TASK_QUEUED || run->timeout_handler().attempt() != 1))
+    return "the timeout handler is not queued afresh";
+
+  // The run's results so far.
+  if (run->graceful_complete() != im.run.graceful_complete()) return "graceful_complete differs";
+  if (run->outputs_size() != im.run.outputs_size()) return "the outputs differ";
+  for (int i = 0; i < run->outputs_size(); ++i)  // bounded by the run's outputs
+    if (auto d = differences(im.run.outputs(i), run->outputs(i)); !d.empty())
+      return "output " + std::to_string(i) + ": " + d;
+  return "";
+}
+
+// Where a point lies in a run's journal, read here apart from resolve_point:
+// the deltas to fold (the last state at or before the point in which the run
+// still ran), or 0 when the run has no such point.
+size_t expected_point(const std::vector<RunDelta>& journal, const Run& run,
+                      const TimeTravelPoint& point) {
+  if (journal.empty()) return 0;
+  auto created = [&](const std::string& id) -> size_t {
+    for (size_t i = 0; i < journal.size(); ++i)  // bounded by the run's records
+      for (const auto& s : journal[i].steps())
+        if (s.step_execution_id() == id) return i + 1;
+    return 0;
+  };
+  size_t at = 0;
+  switch (point.kind()) {
+    case TIME_TRAVEL_BEGINNING:
+      at = 1;
+      break;
+    case TIME_TRAVEL_EVENT_TIME:                   // the last record at or before the time
+      for (size_t i = 0; i < journal.size(); ++i)  // bounded by the run's records
+        if (journal[i].at_ms() <= point.event_time_ms()) at = i + 1;
+      break;
+    case TIME_TRAVEL_FIRST_OF_STEP_TYPE:
+    case TIME_TRAVEL_LATEST_OF_STEP_TYPE:
+      for (const auto& c : run.counters())
+        if (!point.step_type().empty() && c.step_type() == point.step_type() && c.count() > 0)
+          at = created(step_execution_id(
+              c.step_type(), point.kind() == TIME_TRAVEL_FIRST_OF_STEP_TYPE ? 1 : c.count()));
+      break;
+    case TIME_TRAVEL_STEP_EXECUTION:
+      if (!point.step_execution_id().empty()) at = created(point.step_execution_id());
+      break;
+    default:
+      break;
+  }
+  std::vector<bool> running;  // after each count of deltas
+  bool now_running = true;
+  for (const auto& d : journal) {  // bounded by the run's records
+    if (d.has_run()) now_running = d.run().status() == FLOW_RUNNING;
+    running.push_back(now_running);
+  }
+  while (at > 1 && !running[at - 1]) --at;  // bounded by at
+  return at;
+}
+
 struct Sim {
   explicit Sim(uint64_t seed) : random(seed) {}
 
@@ -140,6 +414,19 @@ struct Sim {
   std::set<std::string> set_requests;
   std::map<std::string, int> stats;
   std::string failure;
+  // Time travel: the old run's record and journal before the travel applies
+  // (it appends a delta), and where the point lies (expected_point).
+  struct TravelFrom {
+    Run run;
+    std::vector<RunDelta> journal;
+    size_t expected = 0;
+  };
+  std::optional<TravelFrom> travel_from;
+  std::vector<TimeTravel> travel_requests;  // applied with a request ID: repeated later
+  uint64_t travel_n = 0;
+  // Runs (as check() names them) whose timeout handler a travel revived: its
+  // TIMEOUT_HANDLER_STARTED is in the run traveled from.
+  std::set<std::string> revived_handlers;
 
   void fail(const std::string& why) {
     if (failure.empty()) failure = fmt::format("at step record {}: {}", log.size(), why);
@@ -188,6 +475,7 @@ struct Sim {
             !set_requests.insert(set.flow_id() + "/" + r.run_id + "/" + set.request_id()).second)
           fail("a repeated SetAttributes request applied again");
       }
+      if (record.has_time_travel()) traveled(record.time_travel());
       if (record.has_invoke_rpc()) {
         stats["rpcs invoked"]++;
         if (!open_rpcs
@@ -202,6 +490,67 @@ struct Sim {
     for (const auto& id : fx.runs_deleted) forget_run(before, id);
     check();
     return r;
+  }
+
+  // check()'s name for a run: its events prefix without the separator.
+  static std::string run_name(const std::string& flow_id, const std::string& run_id) {
+    const std::string prefix = keys::events_prefix(flow_id, run_id);
+    return prefix.substr(0, prefix.size() - 1);
+  }
+
+  // An applied TimeTravel: the new run starts as the old one stood at the
+  // point (travel_mismatch), and the models take the new run's copies of the
+  // point's Attributes and messages.
+  void traveled(const TimeTravel& t) {
+    stats["time travels applied"]++;
+    if (!travel_from) return fail(t.new_run_id() + ": a time travel applied from no stored run");
+    const std::string what =
+        fmt::format("time travel of {} from {} to {}", t.flow_id(), t.run_id(), t.new_run_id());
+    const Run& old = travel_from->run;
+    TravelPoint point;
+    RunImage image;
+    if (auto why = travel_mismatch(kv, travel_from->journal, old, t, &point, &image); !why.empty())
+      return fail(fmt::format("{} ({}): {}", what, t.point().ShortDebugString(), why));
+    if (point.deltas != travel_from->expected)
+      fail(fmt::format("{}: the point resolved to {} deltas, not {}", what, point.deltas,
+                       travel_from->expected));
+    // Timers count their time left from a moment between the record at the
+    // point and the next one.
+    const auto& journal = travel_from->journal;
+    if (point.at_ms < journal[point.deltas - 1].at_ms() ||
+        (point.deltas < journal.size() && point.at_ms > journal[point.deltas].at_ms()))
+      fail(fmt::format("{}: the point's moment {} is not between its record and the next", what,
+                       point.at_ms));
+    if (old.status() == FLOW_RUNNING) stats["time travels from a running run"]++;
+    if (image.run.active_size() == 0 && !image.run.start_pending())
+      stats["time travels to a point with nothing active"]++;
+    auto& model = attributes[t.flow_id() + "/" + t.new_run_id()];  // a run the rules started
+    for (const auto& [ki, v] : image.attributes)                   // bounded by kAttributesMax
+      model[ki] = v.SerializeAsString();
+    for (const auto& [cis, m] : image.messages)  // bounded by the run's queued messages
+      published.insert(m.data());
+    for (const auto& [id, s] : image.steps)  // bounded by the run's executions
+      for (const auto& c : s.conditions())
+        for (const auto& m : c.messages()) published.insert(m.data());
+    if (image.run.timeout_handler().state() != TASK_STATE_UNSPECIFIED) {
+      revived_handlers.insert(run_name(t.flow_id(), t.new_run_id()));
+      stats["time travel timeout handlers revived"]++;
+    }
+    if (old.status() == FLOW_RUNNING) return;
+    // A closed run takes one change from a travel: the link to the new run
+    // (and the TIME_TRAVELED event that moves its next_event).
+    KvFlowTxn txn(kv);
+    Run now = txn.run(t.flow_id(), t.run_id()).value_or(Run());
+    Run was = old;
+    for (Run* r : {&now, &was}) {
+      r->clear_traveled_to_run_id();
+      r->clear_next_event();
+    }
+    if (auto d = differences(was, now); !d.empty())
+      fail(what + ": the closed run changed beyond its link: " + d);
+    Run kept = txn.run(t.flow_id(), t.run_id()).value_or(Run());
+    kept.clear_expire_at_ms();
+    closed_runs[keys::run(t.flow_id(), t.run_id())] = kept.SerializeAsString();
   }
 
   // A run retention deleted: it was closed for good (or earlier in its retry
@@ -238,6 +587,7 @@ struct Sim {
         for (const auto& m : c.messages()) drop(m.data());
     }
     attributes.erase(id);
+    revived_handlers.erase(run_name(flow_id, run_id));
     closed_runs.erase(keys::run(flow_id, run_id));
     lock_history.erase(keys::events_prefix(flow_id, run_id));
   }
@@ -335,11 +685,13 @@ struct Sim {
       const std::string run = k.substr(0, k.rfind(keys::kSep));
       if (e.kind() == EXECUTE_COMPLETED && ++decisions[run + e.step_execution_id()] > 1)
         fail(e.step_execution_id() + " has two applied decisions");
-      // A run times out once: one handler, which decides or fails once.
-      if (e.kind() == TIMEOUT_HANDLER_STARTED && ++handlers_started[run] > 1)
+      // A run times out once: one handler, which decides or fails once (a
+      // handler a time travel revived started in the run traveled from).
+      const int revived = revived_handlers.contains(run) ? 1 : 0;
+      if (e.kind() == TIMEOUT_HANDLER_STARTED && ++handlers_started[run] + revived > 1)
         fail(run + " started its timeout handler twice");
       if ((e.kind() == TIMEOUT_HANDLER_COMPLETED || e.kind() == TIMEOUT_HANDLER_FAILED) &&
-          ++handlers_ended[run] > handlers_started[run])
+          ++handlers_ended[run] > handlers_started[run] + revived)
         fail(run + ": its timeout handler ended twice, or before it started");
     }
     std::map<std::string, std::map<std::pair<std::string, std::string>, std::string>> stored;
@@ -675,6 +1027,137 @@ struct Sim {
     }
   }
 
+  // A client's TimeTravel: mostly from a Flow ID's latest run, sometimes from
+  // an older or a missing one (refused), to a random point of every kind;
+  // some repeat an earlier travel's request ID (a retry after a lost answer),
+  // which answers the run it made while that is the Flow ID's latest.
+  void time_travel() {
+    auto all = runs();
+    if (all.empty()) return;
+    FlowRecord r;
+    TimeTravel* t = r.mutable_time_travel();
+    std::string earlier;  // a repeat: the run the earlier travel made
+    if (!travel_requests.empty() && random.chance(0.15)) {
+      *t = pick(travel_requests);
+      earlier = t->new_run_id();
+    } else {
+      const Run& some = pick(all);
+      t->set_flow_id(some.flow_id());
+      std::optional<FlowIdEntry> entry;
+      {
+        KvFlowTxn txn(kv);
+        entry = txn.flow_id(t->flow_id());
+      }
+      const auto which = random.uniform(100);
+      if (which < 2)
+        t->set_run_id("");
+      else if (which < 82 && entry)
+        t->set_run_id(entry->run_id());
+      else if (which < 94)
+        t->set_run_id(some.run_id());  // the latest, or an older run
+      else
+        t->set_run_id("gone");
+      random_point(*t, some);
+      if (random.chance(0.5)) t->set_request_id(fmt::format("tt{}", travel_n + 1));
+      if (random.chance(0.3)) t->set_reason("a fix");
+    }
+    t->set_new_run_id(fmt::format("t{}", ++travel_n));
+    t->set_at_unix_ms(now);
+    if (t->point().kind() == TIME_TRAVEL_BEGINNING && random.chance(0.5)) {
+      r.set_at_unix_ms(now);  // a Worker is polling: the start Step's attempt rides along
+      TaskRef ref;
+      ref.set_flow_id(t->flow_id());
+      ref.set_run_id(t->new_run_id());
+      ref.set_step_execution_id("Start-1");
+      ref.set_method(EXECUTE);
+      ref.set_attempt(1);
+      *r.add_assignments() = assignment(ref);
+    }
+    std::optional<FlowIdEntry> entry;
+    std::optional<Run> old;
+    std::vector<RunDelta> journal;
+    {
+      KvFlowTxn txn(kv);
+      entry = txn.flow_id(t->flow_id());
+      if (!t->run_id().empty()) old = txn.run(t->flow_id(), t->run_id());
+      if (old) journal = txn.run_journal(t->flow_id(), t->run_id());
+    }
+    const size_t expected = old ? expected_point(journal, *old, t->point()) : 0;
+    if (old) travel_from = TravelFrom{*old, journal, expected};
+    const ApplyResult result = apply(r);
+    travel_from.reset();
+    const std::string what = fmt::format("a time travel of {} from {} ({})", t->flow_id(),
+                                         t->run_id(), t->point().ShortDebugString());
+    if (result.kind == ApplyKind::kRejected) stats["time travel refused"]++;
+    if (!earlier.empty()) {
+      if (entry && entry->run_id() == earlier) {
+        stats["time travel repeats"]++;
+        if (result.kind != ApplyKind::kUnchanged || result.run_id != earlier)
+          fail(fmt::format("a repeat of {} got {} {}, not its run {}", what,
+                           apply_kind_name(result.kind), result.run_id, earlier));
+      } else if (result.kind == ApplyKind::kApplied) {
+        fail("a repeat of " + what + " applied after its Flow ID moved on");
+      }
+      return;
+    }
+    if (result.kind == ApplyKind::kApplied && !t->request_id().empty())
+      travel_requests.push_back(*t);
+    const bool latest = entry && old && entry->run_id() == old->run_id();
+    if (result.kind == ApplyKind::kUnchanged) fail(what + " was unchanged, and not a repeat");
+    if (result.kind == ApplyKind::kApplied && (!latest || expected == 0))
+      fail(what + " applied from a run that is not the latest, or to a point it lacks");
+    // From the latest run to a point it has, only a precondition refuses it:
+    // what the point holds, a running SubFlow, or a point the run inherited.
+    if (result.kind == ApplyKind::kRejected && latest && expected > 0) {
+      if (result.code != RefusalCode::kFailedPrecondition)
+        fail(what + " was refused: " + result.message);
+      if (result.message.find("cannot time travel to that point") != std::string::npos)
+        stats["time travel points unhostable"]++;
+    }
+  }
+
+  // A random point of every kind: times within and around the run's life,
+  // Step types declared or not, Step executions of the run or made up.
+  void random_point(TimeTravel& t, const Run& some) {
+    static const std::vector<std::string> types = {"Start",   "Work",  "Wait", "Fragile",
+                                                   "Recover", "Extra", "Nope"};
+    std::optional<Run> run;
+    {
+      KvFlowTxn txn(kv);
+      run = txn.run(t.flow_id(), t.run_id());
+    }
+    const Run& from = run ? *run : some;
+    TimeTravelPoint* p = t.mutable_point();
+    const auto kind = random.uniform(100);
+    if (kind < 20) {
+      p->set_kind(TIME_TRAVEL_BEGINNING);
+    } else if (kind < 50) {
+      p->set_kind(TIME_TRAVEL_EVENT_TIME);
+      const int64_t first = from.start_ms() - 1'000;
+      const int64_t last = (from.status() == FLOW_RUNNING ? now : from.close_ms()) + 1'000;
+      p->set_event_time_ms(
+          first + static_cast<int64_t>(random.uniform(std::max<int64_t>(1, last - first))));
+    } else if (kind < 65) {
+      p->set_kind(TIME_TRAVEL_FIRST_OF_STEP_TYPE);
+      p->set_step_type(random.chance(0.05) ? "" : pick(types));
+    } else if (kind < 80) {
+      p->set_kind(TIME_TRAVEL_LATEST_OF_STEP_TYPE);
+      p->set_step_type(random.chance(0.05) ? "" : pick(types));
+    } else if (kind < 98) {
+      p->set_kind(TIME_TRAVEL_STEP_EXECUTION);
+      std::vector<std::string> ids;
+      // Bounded by the run's executions.
+      for (auto& [k, v] : kv.scan(keys::steps_prefix(from.flow_id(), from.run_id()))) {
+        StepExecution s;
+        s.ParseFromString(v);
+        ids.push_back(s.step_execution_id());
+      }
+      p->set_step_execution_id(!ids.empty() && random.chance(0.8) ? pick(ids)
+                               : random.chance(0.1)               ? ""
+                                                                  : "Work-99");
+    }  // else no kind: refused
+  }
+
   void assign() {
     auto q = queued();
     if (q.empty()) return;
@@ -849,6 +1332,11 @@ struct Sim {
 
   void step() {
     now += static_cast<int64_t>(random.uniform(400));
+    // A few % time travel: each folds a journal, which costs.
+    if (random.chance(0.02)) {
+      time_travel();
+      return;
+    }
     const auto action = random.uniform(100);
     if (action < 8)
       start();
@@ -975,7 +1463,12 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
                              "timeout handler decisions",
                              "timeout handlers failed",
                              "runs deleted",
-                             "subflow runs deleted"})
+                             "subflow runs deleted",
+                             "time travels applied",
+                             "time travels from a running run",
+                             "time travel refused",
+                             "time travel repeats",
+                             "time travel points unhostable"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }
