@@ -628,6 +628,65 @@ void flow_rules_seeds(std::vector<Seed>& out) {
                              hand_out("h", 1, "h2") + frame(decided) + g_start + g_timeout +
                              hand_out("g", 1, "g1") + frame(g_failed) + frame(g_retry) +
                              hand_out("g", 2, "g2") + frame(g_failed_again) + g_timeout);
+  // Time travel. f's B-1 waits for c or a 500 ms Timer, then a publish meets
+  // it; f travels back to before the publish (r2: B-1 waits again, its Timer
+  // with the time it had left, s as set); a repeat of the request answers
+  // r2; a travel from r (no longer the latest) is refused; r2's B-1 is met by
+  // a publish, and r2 travels to just after it (r4, r2 ends TERMINATED).
+  auto travel = [](const std::string& from, const std::string& to, flow::TimeTravelKind kind,
+                   int64_t at) {
+    flow::FlowRecord r;
+    auto* t = r.mutable_time_travel();
+    t->set_flow_id("f");
+    t->set_run_id(from);
+    t->set_new_run_id(to);
+    t->mutable_point()->set_kind(kind);
+    t->set_reason("a fix");
+    t->set_at_unix_ms(at);
+    return r;
+  };
+  flow::FlowRecord set_early = set;
+  set_early.mutable_set_attributes()->set_at_unix_ms(2'100);
+  flow::FlowRecord wait_timed = wait;
+  wait_timed.mutable_method_result()->set_at_unix_ms(2'200);
+  flow::FlowRecord publish_late = publish;
+  publish_late.mutable_publish()->set_at_unix_ms(2'300);
+  flow::FlowRecord back = travel("r", "r2", flow::TIME_TRAVEL_EVENT_TIME, 3'000);
+  back.mutable_time_travel()->mutable_point()->set_event_time_ms(2'250);
+  back.mutable_time_travel()->set_request_id("tt");
+  flow::FlowRecord again = back;
+  again.mutable_time_travel()->set_new_run_id("r3");
+  flow::FlowRecord stale_from = travel("r", "r5", flow::TIME_TRAVEL_STEP_EXECUTION, 3'050);
+  stale_from.mutable_time_travel()->mutable_point()->set_step_execution_id("B-1");
+  flow::FlowRecord publish_r2 = publish;
+  publish_r2.mutable_publish()->mutable_publish()->mutable_messages(0)->set_data("again");
+  publish_r2.mutable_publish()->set_at_unix_ms(3'100);
+  flow::FlowRecord met = travel("r2", "r4", flow::TIME_TRAVEL_EVENT_TIME, 3'200);
+  met.mutable_time_travel()->mutable_point()->set_event_time_ms(3'150);
+  add("time_travel_event_time", frame(go) + frame(set_early) + frame(wait_timed) +
+                                    frame(publish_late) + frame(back) + frame(again) +
+                                    frame(stale_from) + frame(publish_r2) + frame(met));
+  // f travels to its beginning while A-1 runs (r ends TERMINATED, its attempt
+  // ends, r2's A-1 is handed out in the same record and takes k); r2
+  // completes; r3 starts from r2 while its A-1 ran; r3 has no B (refused),
+  // and a point without a kind is refused.
+  flow::FlowRecord begin = travel("r", "r2", flow::TIME_TRAVEL_BEGINNING, 1'500);
+  begin.set_at_unix_ms(1'500);
+  auto* ba = begin.add_assignments();
+  *ba->mutable_task() = flow_task("A-1", flow::EXECUTE, 1);
+  ba->mutable_task()->set_run_id("r2");
+  ba->set_task_id("t9");
+  ba->set_worker_id("w");
+  flow::FlowRecord r2_done = done;
+  *r2_done.mutable_method_result()->mutable_task() = ba->task();
+  r2_done.mutable_method_result()->set_task_id("t9");
+  flow::FlowRecord from_running = travel("r2", "r3", flow::TIME_TRAVEL_EVENT_TIME, 2'500);
+  from_running.mutable_time_travel()->mutable_point()->set_event_time_ms(1'600);
+  flow::FlowRecord no_b = travel("r3", "r4", flow::TIME_TRAVEL_FIRST_OF_STEP_TYPE, 2'600);
+  no_b.mutable_time_travel()->mutable_point()->set_step_type("B");
+  flow::FlowRecord no_kind = travel("r3", "r4", flow::TIME_TRAVEL_KIND_UNSPECIFIED, 2'600);
+  add("time_travel_beginning_and_refusals",
+      frame(begin) + frame(r2_done) + frame(from_running) + frame(no_b) + frame(no_kind));
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

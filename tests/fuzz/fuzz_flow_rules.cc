@@ -11,19 +11,28 @@
 // has a timeout handler (reads s), so a start with timeout policy HANDLER
 // reaches the handler's rules when its timeout fires. T syncs s to the
 // Attribute Store "st", so writes leave SyncEntries and AttributeStoreSynced
-// records trim them.
+// records trim them. TimeTravel records start new runs of f (or of a child)
+// from points of their latest run's journal.
 // After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
-//  - a refused record without assignments changed nothing.
+//  - a refused record without assignments changed nothing;
+//  - an applied TimeTravel linked both runs, the Flow ID names the new run,
+//    and the new run holds the point's Attributes and Step executions (the
+//    old run's journal folded to the point) and no more queued messages.
 // At the end, replaying the same records into an empty state gives the same
 // state, and recovery leaves no running attempt, no open RPC and a
 // consistent state.
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "flow/flow_rules.h"
 #include "flow/kv_txn.h"
+#include "flow/run_journal.h"
 #include "flow/state_check.h"
+#include "flow/time_travel.h"
 #include "fuzz_targets.h"
 #include "fuzz_util.h"
 
@@ -85,6 +94,54 @@ std::vector<FlowRecord> prelude() {
   return out;
 }
 
+// An applied TimeTravel `t` against the old run's record and journal as they
+// were before it: the new run starts from the fold of that journal to the point
+// (tests/flow/flow_sim_test.cc checks every field; this is the cheap core).
+void check_travel(KvStore& kv, const TimeTravel& t, const std::optional<Run>& old,
+                  const std::vector<RunDelta>& journal, size_t i) {
+  FUZZ_CHECK(old.has_value() && !journal.empty(), "record {} traveled from no journaled run", i);
+  TravelPoint point;
+  const ApplyResult resolved = resolve_point(journal, *old, t.point(), &point);
+  FUZZ_CHECK(resolved.kind == ApplyKind::kApplied, "record {} traveled to a point it lacks: {}", i,
+             resolved.message);
+  const RunImage image = fold_journal(journal, point.deltas);
+  KvFlowTxn txn(kv);
+  auto run = txn.run(t.flow_id(), t.new_run_id());
+  auto from = txn.run(t.flow_id(), t.run_id());
+  auto entry = txn.flow_id(t.flow_id());
+  FUZZ_CHECK(run && from && entry && entry->run_id() == t.new_run_id(),
+             "record {}: the Flow ID does not name the new run", i);
+  FUZZ_CHECK(
+      run->traveled_from_run_id() == t.run_id() && from->traveled_to_run_id() == run->run_id(),
+      "record {}: the runs are not linked", i);
+  FUZZ_CHECK(from->status() == (old->status() == FLOW_RUNNING ? FLOW_TERMINATED : old->status()),
+             "record {}: the old run is {}", i, FlowStatus_Name(from->status()));
+  std::map<std::pair<std::string, std::string>, std::string> attributes;
+  for (const auto& a : txn.attributes(t.flow_id(), t.new_run_id(), ""))
+    attributes[{a.key(), a.instance_key()}] = a.value().SerializeAsString();
+  std::map<std::pair<std::string, std::string>, std::string> want;
+  for (const auto& [ki, v] : image.attributes) want[ki] = v.SerializeAsString();
+  FUZZ_CHECK(attributes == want, "record {}: {} Attributes at the point, {} in the new run", i,
+             want.size(), attributes.size());
+  // The point's executions, plus the start Step if a due start delay made it now.
+  for (const auto& [id, s] : image.steps) {  // bounded by the run's executions
+    auto now = txn.step(t.flow_id(), t.new_run_id(), id);
+    FUZZ_CHECK(now && now->step_type() == s.step_type(), "record {}: {} is not in the new run", i,
+               id);
+  }
+  const int active = image.run.active_size();
+  const bool start_created = image.run.start_pending() && !run->start_pending();
+  FUZZ_CHECK(run->active_size() == active || (start_created && run->active_size() == active + 1),
+             "record {}: {} active executions at the point, {} in the new run", i, active,
+             run->active_size());
+  // Queued messages: the point's, less what waits met at once took.
+  uint64_t queued = 0;
+  for (const auto& [key, q] : txn.queues(t.flow_id(), t.new_run_id()))
+    queued += q.next_seq() - q.first_seq();
+  FUZZ_CHECK(queued <= image.messages.size(), "record {}: {} messages at the point, {} queued now",
+             i, image.messages.size(), queued);
+}
+
 }  // namespace
 
 int flow_rules(const uint8_t* data, size_t size) {
@@ -101,9 +158,20 @@ int flow_rules(const uint8_t* data, size_t size) {
   MemoryKv kv;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto before = kv.data();
+    // A TimeTravel appends to the old run's journal: read it before.
+    std::optional<Run> old;
+    std::vector<RunDelta> journal;
+    if (records[i].has_time_travel()) {
+      const TimeTravel& t = records[i].time_travel();
+      KvFlowTxn read(kv);
+      old = read.run(t.flow_id(), t.run_id());
+      if (old) journal = read.run_journal(t.flow_id(), t.run_id());
+    }
     Effects fx;
     KvFlowTxn txn(kv);
     ApplyResult result = apply_record(txn, records[i], fx);
+    if (records[i].has_time_travel() && result.kind == ApplyKind::kApplied)
+      check_travel(kv, records[i].time_travel(), old, journal, i);
     auto s = check_state(kv);
     FUZZ_CHECK(s.is_ok(), "record {}: {}", i, s.message());
     if (result.kind != ApplyKind::kApplied && records[i].assignments_size() == 0)
