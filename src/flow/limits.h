@@ -45,4 +45,11 @@ inline int64_t later_ms(int64_t at, int64_t ms) {
   return out;
 }
 
+// How long from `from` to `to` (negative when `to` is earlier), saturating.
+inline int64_t ms_between(int64_t from, int64_t to) {
+  int64_t out = 0;
+  if (__builtin_sub_overflow(to, from, &out)) return to > from ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
 }  // namespace dex::flow

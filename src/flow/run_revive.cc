@@ -30,7 +30,7 @@ void RunEditor::revive_step(StepExecution step, int64_t point_ms) {
   for (int i = 0; i < s.conditions_size(); ++i) {  // bounded by kConditionsMax
     ConditionState& c = *s.mutable_conditions(i);
     if (c.fired() || c.timer_at_ms() == 0) continue;
-    const int64_t left = std::max<int64_t>(0, c.timer_at_ms() - point_ms);
+    const int64_t left = std::max<int64_t>(0, ms_between(point_ms, c.timer_at_ms()));
     c.set_timer_at_ms(later_ms(at_ms_, left));
     if (left == 0) {
       c.set_fired(true);  // due at the point already: met by match_waits

@@ -218,11 +218,11 @@ Run new_run(const RunImage& image, const TimeTravel& r, const DeclarationVersion
   auto* options = run.mutable_options();
   if (options->timeout_ms() > 0 && !run.timeout_handled()) {
     const int64_t deadline = later_ms(image.run.start_ms(), options->timeout_ms());
-    options->set_timeout_ms(std::max<int64_t>(1, deadline - point_ms));
+    options->set_timeout_ms(std::max<int64_t>(1, ms_between(point_ms, deadline)));
   }
   if (run.start_pending()) {
     const int64_t due = later_ms(image.run.start_ms(), options->start_delay_ms());
-    options->set_start_delay_ms(std::max<int64_t>(0, due - point_ms));
+    options->set_start_delay_ms(std::max<int64_t>(0, ms_between(point_ms, due)));
   }
   return run;
 }
@@ -345,6 +345,9 @@ ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& 
   from.flush();
 
   // The new run, from the image.
+  // A time asked for that has not come yet stands for now: the time left
+  // counts from no later than the travel.
+  point.at_ms = std::min(point.at_ms, r.at_unix_ms());
   Run run = new_run(image, r, *decl, point.at_ms);
   FlowIdEntry next = *entry;
   next.set_run_id(r.new_run_id());

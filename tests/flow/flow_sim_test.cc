@@ -143,6 +143,8 @@ std::string travel_mismatch(KvStore& kv, const std::vector<RunDelta>& journal, c
                             const TimeTravel& t, TravelPoint* point, RunImage* image) {
   if (auto r = resolve_point(journal, old, t.point(), point); r.kind != ApplyKind::kApplied)
     return "the point does not resolve against the journal before the travel: " + r.message;
+  // As the rules: a moment that has not come yet stands for the travel's own.
+  point->at_ms = std::min(point->at_ms, t.at_unix_ms());
   const TravelPoint& p = *point;
   *image = fold_journal(journal, p.deltas);
   const RunImage& im = *image;

@@ -275,6 +275,25 @@ TEST_F(TimeTravel, AnExecutionATraveledRunTookOverStartedInTheOldRunsHistory) {
             ApplyKind::kApplied);
 }
 
+// Whatever times records hold, the time left never overflows (limits.h);
+// the UBSan build would stop here. Found by the fuzzer's seeds.
+TEST_F(TimeTravel, ExtremeTimesNeverOverflow) {
+  StartOptions options;
+  options.set_timeout_ms(1'000);
+  options.set_start_delay_ms(1'000);
+  FlowRecord start = h.start_record("f", "r1", "S", "in", options);
+  start.mutable_start_flow()->set_at_unix_ms(INT64_MIN + 10);
+  ASSERT_EQ(h.apply(start).kind, ApplyKind::kApplied);
+  h.now = INT64_MAX - 10;
+  ASSERT_EQ(h.set_attributes("f", {attr("stage", "x")}).kind, ApplyKind::kApplied);
+  h.now = 5'000;
+  const ApplyResult r = travel(point_of(TIME_TRAVEL_EVENT_TIME, "", INT64_MAX));
+  ASSERT_EQ(r.kind, ApplyKind::kApplied) << r.message;
+  const auto run = h.run("f", "r2");
+  EXPECT_GE(run->options().timeout_ms(), 1);
+  EXPECT_GE(run->options().start_delay_ms(), 0);
+}
+
 TEST_F(TimeTravel, ARunWithoutAJournalIsRefused) {
   run_into_a_failed_charge();
   for (auto& [k, v] : h.kv.scan(keys::journal_prefix("f", "r1"))) h.kv.del(k);
