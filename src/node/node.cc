@@ -406,6 +406,13 @@ void Node::open_serving() {
   s.engine = std::move(opened).value();
   spdlog::info("local store {}: {}", runtime_.local_store_path.string(),
                s.engine->local_store_report());
+  // The machine is active before the board says so, so a step down that
+  // sees the role active is never refused as "opening"; commands it queues
+  // run on this thread after the board is set.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    take_locked(machine_.opened(now()));
+  }
   board_.set_active(s.engine.get(), {settings_.node_id, epoch, process_id_},
                     [held] { return held->is_valid(); });
   metrics_.set_active(true);
@@ -423,7 +430,6 @@ void Node::open_serving() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     listen = listen_;
-    take_locked(machine_.opened(now()));
   }
   // The API serves the new role (readiness SERVING, the active server
   // listening) before the line that tells clients so; bounded.

@@ -80,6 +80,17 @@ class NodeShellTest : public ::testing::Test {
     if (block_close) h.before_store_close = [this] { gate_.wait(); };
     return h;
   }
+  // On any exit from a test body (a failed ASSERT too) the gate opens and
+  // the node is signalled, so the future running it can end instead of
+  // hanging the test until CTest's timeout.
+  struct StopOnExit {
+    Gate& gate;
+    Node& node;
+    ~StopOnExit() {
+      gate.open();
+      node.signal();
+    }
+  };
   static bool wait_active(Node& node, Duration timeout = seconds(30)) {
     const TimePoint until = SystemClock::instance().now() + timeout;
     while (SystemClock::instance().now() < until) {
@@ -110,6 +121,7 @@ class NodeShellTest : public ::testing::Test {
 TEST_F(NodeShellTest, AStuckStoreWithNoTakeoverAnswersInternalAndExitsOneWithoutTheLease) {
   Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks(true));
   auto code = std::async(std::launch::async, [&] { return a.run(); });
+  StopOnExit stop_a{gate_, a};
   ASSERT_TRUE(wait_active(a));
   const TimePoint t0 = SystemClock::instance().now();
   auto answer = a.step_down(request("1"));
@@ -131,9 +143,11 @@ TEST_F(NodeShellTest, AStuckStoreWithNoTakeoverAnswersInternalAndExitsOneWithout
 TEST_F(NodeShellTest, AStuckStoreWithATakeoverAnswersTakenOverAndStillExitsOne) {
   Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks(true));
   auto code_a = std::async(std::launch::async, [&] { return a.run(); });
+  StopOnExit stop_a{gate_, a};
   ASSERT_TRUE(wait_active(a));
   Node b(settings(), runtime("b"), *store_, SystemClock::instance(), hooks());  // a cold standby
   auto code_b = std::async(std::launch::async, [&] { return b.run(); });
+  StopOnExit stop_b{gate_, b};
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_FALSE(b.state().active);
   auto answer = a.step_down(request("1"));
@@ -156,6 +170,7 @@ TEST_F(NodeShellTest, AStuckStoreWithATakeoverAnswersTakenOverAndStillExitsOne) 
 TEST_F(NodeShellTest, AStoreThatClosesTakesTheLeaseBackAfterTheHoldOff) {
   Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks());
   auto code = std::async(std::launch::async, [&] { return a.run(); });
+  StopOnExit stop_a{gate_, a};
   ASSERT_TRUE(wait_active(a));
   auto answer = a.step_down(request("1"));
   ASSERT_TRUE(answer.is_ok()) << answer.status().to_string();
