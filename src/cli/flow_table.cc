@@ -88,6 +88,66 @@ std::string waiting_on(const flow::StepExecutionView& e, int64_t now) {
   return text.empty() ? "-" : text;
 }
 
+std::string failure_text(const flow::StepExecutionView& e) {
+  if (!e.has_last_failure()) return "-";
+  return fmt::format("attempt {} {}: {}", e.last_failure().attempt(),
+                     name_of(e.last_failure().outcome()), e.last_failure().error());
+}
+
+// The ended executions the state lists (newest first), filtered as the
+// active ones, and how many older ones it left out.
+std::string ended_text(const flow::GetFlowStateResponse& s, const StateFilter& filter,
+                       int64_t now) {
+  std::vector<Row> rows;
+  for (const flow::StepExecutionView& e : s.ended()) {  // bounded by the ended listed (100)
+    const std::string phase = name_of(e.phase());
+    if (!filter.step_type.empty() && e.step_type() != filter.step_type) continue;
+    if (!filter.phase.empty() && phase != filter.phase) continue;
+    const std::string method = e.method() == flow::METHOD_UNSPECIFIED
+                                   ? "-"
+                                   : fmt::format("{} #{}", name_of(e.method()), e.attempt());
+    rows.push_back({e.step_execution_id(), phase, method,
+                    e.scheduled_by().empty() ? "-" : e.scheduled_by(),
+                    time_text(e.created_unix_ms(), now), failure_text(e)});
+  }
+  std::string out =
+      fmt::format("\nEnded Step executions ({} in all, newest first):\n", s.ended_count());
+  out += rows.empty() ? "(no ended Step execution matches)\n"
+                      : render({"STEP EXECUTION", "PHASE", "LAST METHOD", "SCHEDULED BY", "CREATED",
+                                "LAST FAILURE"},
+                               rows);
+  const uint64_t listed = static_cast<uint64_t>(s.ended_size());
+  if (s.ended_count() > listed)
+    out += fmt::format("({} older ended Step executions not shown)\n", s.ended_count() - listed);
+  return out;
+}
+
+// The Channel queues that hold messages: each queue's oldest messages, one a row.
+std::string queues_text(const flow::GetFlowStateResponse& s) {
+  std::string out = "\nQueued Channel messages:\n";
+  if (s.queues().empty()) return out + "(none)\n";
+  std::vector<Row> rows;
+  for (const flow::ChannelQueueView& q : s.queues()) {  // bounded by the queues listed (1,000)
+    const std::string name =
+        q.channel() + (q.instance_key().empty() ? "" : "[" + q.instance_key() + "]");
+    bool first = true;
+    for (const flow::QueuedMessageView& m : q.messages()) {  // bounded: 5 a queue
+      rows.push_back({first ? name : "", first ? std::to_string(q.count()) : "",
+                      std::to_string(m.seq()),
+                      m.omitted_bytes() > 0 ? fmt::format("(left out: {} bytes)", m.omitted_bytes())
+                                            : payload_text(m.message())});
+      first = false;
+    }
+    if (q.count() > static_cast<uint64_t>(q.messages_size()))
+      rows.push_back({first ? name : "", first ? std::to_string(q.count()) : "", "...",
+                      fmt::format("{} more", q.count() - q.messages_size())});
+  }
+  out += render({"CHANNEL", "QUEUED", "SEQ", "MESSAGE"}, rows);
+  if (s.queues_omitted() > 0)
+    out += fmt::format("({} more queues hold messages)\n", s.queues_omitted());
+  return out;
+}
+
 }  // namespace
 
 std::string describe_table(const flow::FlowDescription& f, int64_t now) {
@@ -163,11 +223,7 @@ std::string state_table(const flow::GetFlowStateResponse& s, const StateFilter& 
     const std::string phase = name_of(e.phase());
     if (!filter.step_type.empty() && e.step_type() != filter.step_type) continue;
     if (!filter.phase.empty() && phase != filter.phase) continue;
-    std::string failure = "-";
-    if (e.has_last_failure()) {
-      failure = fmt::format("attempt {} {}: {}", e.last_failure().attempt(),
-                            name_of(e.last_failure().outcome()), e.last_failure().error());
-    }
+    const std::string failure = failure_text(e);
     const std::string method =
         e.method() == flow::METHOD_UNSPECIFIED
             ? "-"
@@ -180,6 +236,25 @@ std::string state_table(const flow::GetFlowStateResponse& s, const StateFilter& 
                       : render({"STEP EXECUTION", "PHASE", "METHOD", "WORKER", "WAITING ON",
                                 "CREATED", "LAST FAILURE"},
                                rows);
+  out += ended_text(s, filter, now);
+  out += queues_text(s);
+  out += "\nAttributes:\n";
+  if (s.attributes().empty()) {
+    out += "(none)\n";
+  } else {
+    std::vector<flow::Attribute> attributes;
+    std::vector<std::string> omitted;
+    for (const flow::AttributeView& a : s.attributes()) {  // bounded by the run's Attributes
+      attributes.push_back(a.attribute());
+      if (a.omitted_bytes() > 0)
+        omitted.push_back(fmt::format(
+            "{}{}", a.attribute().key(),
+            a.attribute().instance_key().empty() ? "" : "[" + a.attribute().instance_key() + "]"));
+    }
+    out += attributes_table(attributes, now);
+    for (const std::string& o : omitted)
+      out += o + ": value left out (the state's size budget); see flow attributes get\n";
+  }
   std::string workers;
   for (const std::string& w : s.workers()) workers += (workers.empty() ? "" : ", ") + w;
   out += "\nWorkers hosting " + s.flow().flow_type() + ": " + (workers.empty() ? "none" : workers) +

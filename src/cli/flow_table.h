@@ -23,8 +23,9 @@ struct StateFilter {
   std::string step_type;  // "": every type
   std::string phase;      // "": every phase (as printed: WAITING, EXECUTE, ...)
 };
-// The run, then its active Step executions newest first, then the Workers
-// hosting the type and the hints.
+// The run, then its active Step executions newest first, the ended ones the
+// state lists (newest first; the filter applies to both), the queued Channel
+// messages, the Attributes, then the Workers hosting the type and the hints.
 std::string state_table(const flow::GetFlowStateResponse& state, const StateFilter& filter,
                         const std::vector<std::string>& hints, int64_t now_unix_ms);
 

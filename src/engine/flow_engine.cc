@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 
+#include "blob/blob_store.h"
 #include "engine/flow_reads.h"
 #include "engine/flow_timeout_handler.h"
 #include "engine/rocks_kv.h"
@@ -350,6 +352,12 @@ StatusOr<flow::GetFlowStateResponse> FlowEngine::state(const flow::FlowRef& ref)
     *r.mutable_flow() = describe_run(txn, *run);
     for (auto& v : active_steps(txn, *run)) *r.add_active() = std::move(v);
     if (auto h = timeout_handler_view(*run)) *r.mutable_timeout_handler() = std::move(*h);
+    // Half the message budget at most: the rest of the state fits beside the values.
+    const uint64_t values_max =
+        options_.blobs == nullptr
+            ? kStateValueBytesMax
+            : std::min(kStateValueBytesMax, options_.blobs->settings().message_bytes_max / 2);
+    add_state_contents(txn, *run, values_max, r);
     return r;
   });
   if (!out.is_ok()) return out;

@@ -1,9 +1,14 @@
 #include "engine/flow_reads.h"
 
 #include <algorithm>
+#include <queue>
+#include <set>
+#include <tuple>
 
+#include "blob/blob_values.h"
 #include "engine/flow_timeout_handler.h"
 #include "flow/flow_rules.h"
+#include "flow/run_editor.h"
 
 namespace dex {
 namespace {
@@ -97,6 +102,133 @@ std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const fl
     out.push_back(std::move(v));
   }
   return out;
+}
+
+namespace {
+
+// The values one state shows: at most a budget together.
+class ValueBudget {
+ public:
+  explicit ValueBudget(uint64_t bytes) : left_(bytes) {}
+  // Whether `value` still fits (then it is counted); its length in `bytes`.
+  bool take(const google::protobuf::Message& value, uint64_t& bytes) {
+    bytes = inlined_size(value);
+    if (bytes > left_) return false;
+    left_ -= bytes;
+    return true;
+  }
+
+ private:
+  uint64_t left_;
+};
+
+void add_queues(flow::KvFlowTxn& txn, const flow::Run& run, ValueBudget& budget,
+                flow::GetFlowStateResponse& state) {
+  uint64_t omitted = 0;
+  for (auto& [key, q] : txn.queues(run.flow_id(), run.run_id())) {  // bounded by the run's queues
+    if (q.next_seq() <= q.first_seq()) continue;
+    if (static_cast<size_t>(state.queues_size()) >= kStateQueuesMax) {
+      ++omitted;
+      continue;
+    }
+    auto* v = state.add_queues();
+    v->set_channel(key.channel);
+    v->set_instance_key(key.instance_key);
+    v->set_count(q.next_seq() - q.first_seq());
+    const uint64_t last = std::min<uint64_t>(q.next_seq(), q.first_seq() + kStateMessagesPerQueue);
+    for (uint64_t seq = q.first_seq(); seq < last; ++seq) {  // bounded by kStateMessagesPerQueue
+      auto message = txn.message(key, seq);
+      if (!message) continue;
+      auto* m = v->add_messages();
+      m->set_seq(seq);
+      uint64_t bytes = 0;
+      if (budget.take(*message, bytes)) {
+        *m->mutable_message() = std::move(*message);
+      } else {
+        m->set_omitted_bytes(std::max<uint64_t>(bytes, 1));
+      }
+    }
+  }
+  state.set_queues_omitted(omitted);
+}
+
+void add_attributes(flow::KvFlowTxn& txn, const flow::Run& run, ValueBudget& budget,
+                    flow::GetFlowStateResponse& state) {
+  // Bounded by the run's Attributes (kAttributesMax).
+  for (auto& a : txn.attributes(run.flow_id(), run.run_id(), "")) {
+    auto* v = state.add_attributes();
+    uint64_t bytes = 0;
+    if (!budget.take(a.value(), bytes)) {
+      a.clear_value();
+      v->set_omitted_bytes(std::max<uint64_t>(bytes, 1));
+    }
+    *v->mutable_attribute() = std::move(a);
+  }
+}
+
+flow::StepExecutionView ended_view(const flow::StepExecution& s) {
+  flow::StepExecutionView v;
+  v.set_step_execution_id(s.step_execution_id());
+  v.set_step_type(s.step_type());
+  v.set_phase(s.phase());
+  v.set_scheduled_by(s.parent_execution_id());
+  v.set_created_unix_ms(s.created_ms());
+  v.set_method(s.method().method());  // the last method that ran
+  v.set_attempt(s.method().attempt());
+  if (s.method().has_last_failure()) *v.mutable_last_failure() = s.method().last_failure();
+  return v;
+}
+
+void add_ended(flow::KvFlowTxn& txn, const flow::Run& run, flow::GetFlowStateResponse& state) {
+  const std::set<std::string> active(run.active().begin(), run.active().end());
+  uint64_t created = 0;
+  for (const auto& c : run.counters()) created += c.count();  // bounded by the Step types
+  state.set_ended_count(created > active.size() ? created - active.size() : 0);
+  // A type's executions are numbered in creation order ("<type>-<n>"): each
+  // type's newest ended one not yet shown waits in the heap, and the newest of
+  // them all is taken next. Reads at most the types, the active executions
+  // and kStateEndedMax executions.
+  struct Next {
+    int64_t created_ms;
+    std::string id;
+    int type;
+    uint32_t n;
+    flow::StepExecution step;
+  };
+  // Executions created by one record have one time: then the higher number
+  // (within a type, the later one), then the ID.
+  auto older = [](const Next& a, const Next& b) {
+    return std::tie(a.created_ms, a.n, a.id) < std::tie(b.created_ms, b.n, b.id);
+  };
+  std::priority_queue<Next, std::vector<Next>, decltype(older)> heap(older);
+  auto push_from = [&](int type, uint32_t n) {
+    const std::string& step_type = run.counters(type).step_type();
+    for (; n > 0; --n) {  // bounded by the type's executions; ends at its next ended one
+      std::string id = flow::step_execution_id(step_type, n);
+      if (active.count(id) > 0) continue;
+      auto s = txn.step(run.flow_id(), run.run_id(), id);
+      if (!s || is_active(s->phase())) continue;
+      heap.push(Next{s->created_ms(), std::move(id), type, n, std::move(*s)});
+      return;
+    }
+  };
+  for (int t = 0; t < run.counters_size(); ++t) push_from(t, run.counters(t).count());
+  while (!heap.empty() && static_cast<size_t>(state.ended_size()) < kStateEndedMax) {
+    Next next = heap.top();  // bounded by kStateEndedMax
+    heap.pop();
+    *state.add_ended() = ended_view(next.step);
+    push_from(next.type, next.n - 1);
+  }
+}
+
+}  // namespace
+
+void add_state_contents(flow::KvFlowTxn& txn, const flow::Run& run, uint64_t value_bytes_max,
+                        flow::GetFlowStateResponse& state) {
+  ValueBudget budget(value_bytes_max);
+  add_queues(txn, run, budget, state);
+  add_attributes(txn, run, budget, state);
+  add_ended(txn, run, state);
 }
 
 flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& run,

@@ -21,6 +21,19 @@ bool flow_retry_pending(flow::KvFlowTxn& txn, const flow::Run& run);
 flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run);
 // The run's active Step executions, as GetFlowState shows them.
 std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run);
+// What GetFlowState shows besides the active executions (docs/api.md,
+// "GetFlowState"): the Channel queues holding messages (at most
+// kStateQueuesMax, each with its oldest kStateMessagesPerQueue messages), every
+// Attribute, and the kStateEndedMax ended executions created last with the
+// count of all. The message and Attribute values shown are at most
+// `value_bytes_max` together (their length with blob values in place); the
+// others are listed without their value.
+inline constexpr size_t kStateQueuesMax = 1'000;
+inline constexpr size_t kStateMessagesPerQueue = 5;
+inline constexpr size_t kStateEndedMax = 100;
+inline constexpr uint64_t kStateValueBytesMax = 8u << 20;  // the values' budget, at most
+void add_state_contents(flow::KvFlowTxn& txn, const flow::Run& run, uint64_t value_bytes_max,
+                        flow::GetFlowStateResponse& state);
 // History pages: GetHistoryEvents' default and largest page (a long poll's page is the default).
 inline constexpr uint32_t kHistoryPageDefault = 100;
 inline constexpr uint32_t kHistoryPageMax = 1'000;

@@ -105,6 +105,70 @@ TEST(FlowTable, AHintNamesTheFlowTypeNoWorkerHosts) {
   EXPECT_NE(table.find("(no active Step execution matches)"), std::string::npos) << table;
 }
 
+TEST(FlowTable, TheStateShowsEndedExecutionsQueuedMessagesAndAttributes) {
+  flow::GetFlowStateResponse s;
+  s.mutable_flow()->set_flow_type("SignUp");
+  s.mutable_flow()->set_status(flow::FLOW_RUNNING);
+  s.add_active()->set_step_execution_id("Wait-1");
+  auto* done = s.add_ended();
+  done->set_step_execution_id("Start-1");
+  done->set_step_type("Start");
+  done->set_phase(flow::PHASE_DONE);
+  done->set_method(flow::EXECUTE);
+  done->set_attempt(2);
+  auto* failed = s.add_ended();
+  failed->set_step_execution_id("Check-1");
+  failed->set_step_type("Check");
+  failed->set_phase(flow::PHASE_FAILED);
+  failed->mutable_last_failure()->set_attempt(3);
+  failed->mutable_last_failure()->set_error("no such user");
+  s.set_ended_count(102);
+  auto* q = s.add_queues();
+  q->set_channel("votes");
+  q->set_instance_key("ann");
+  q->set_count(7);
+  auto* m = q->add_messages();
+  m->set_seq(4);
+  m->mutable_message()->set_data(R"({"vote":"yes"})");
+  m = q->add_messages();
+  m->set_seq(5);
+  m->set_omitted_bytes(3'000'000);
+  s.set_queues_omitted(2);
+  auto* a = s.add_attributes()->mutable_attribute();
+  a->set_key("total");
+  a->mutable_value()->set_int64_value(42);
+  auto* big = s.add_attributes();
+  big->mutable_attribute()->set_key("doc");
+  big->set_omitted_bytes(9'000'000);
+
+  const std::string table = state_table(s, {}, {}, 0);
+  for (const char* text :
+       {"Ended Step executions (102 in all, newest first):", "Start-1", "DONE", "EXECUTE #2",
+        "Check-1", "FAILED", "attempt 3", "no such user",
+        "(100 older ended Step executions not shown)", "Queued Channel messages:", "votes[ann]",
+        R"({"vote":"yes"})", "(left out: 3000000 bytes)", "5 more", "(2 more queues hold messages)",
+        "Attributes:", "total", "42", "doc: value left out"}) {
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
+  }
+  // The filters apply to the ended executions too.
+  const std::string failed_only = state_table(s, {"", "FAILED"}, {}, 0);
+  EXPECT_NE(failed_only.find("Check-1"), std::string::npos) << failed_only;
+  EXPECT_EQ(failed_only.find("Start-1"), std::string::npos) << failed_only;
+  // The JSON holds every section.
+  const json j = proto_to_json(s);
+  EXPECT_EQ(j["ended"][0]["stepExecutionId"], "Start-1");
+  EXPECT_EQ(j["endedCount"], 102);
+  EXPECT_EQ(j["queues"][0]["instanceKey"], "ann");
+  EXPECT_EQ(j["queues"][0]["messages"][0]["message"], json::parse(R"({"vote":"yes"})"));
+  EXPECT_EQ(j["queues"][0]["messages"][1]["omittedBytes"], 3'000'000);
+  EXPECT_EQ(j["attributes"][0]["attribute"]["key"], "total");
+
+  flow::GetFlowStateResponse empty;
+  const std::string none = state_table(empty, {}, {}, 0);
+  EXPECT_NE(none.find("Queued Channel messages:\n(none)"), std::string::npos) << none;
+  EXPECT_NE(none.find("Attributes:\n(none)"), std::string::npos) << none;
+}
+
 TEST(SubFlows, ChildrenComeFromTheHistoryWithTheirEndAndParentsFromTheDescription) {
   std::vector<flow::HistoryEvent> events(4);
   events[0].set_kind(flow::SUB_FLOW_STARTED);

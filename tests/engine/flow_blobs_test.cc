@@ -389,6 +389,54 @@ TEST_F(FlowBlobsTest, AHistoryPageEndsAtTheMessageBudgetAndTheRestFollows) {
   EXPECT_EQ(attrs->attributes(0).value().string_value(), value(60 * 1024, 'd'));
 }
 
+TEST_F(FlowBlobsTest, TheStateShowsLongValuesWholeWithinHalfTheMessageBudget) {
+  MemoryObjectStore store;
+  EngineProcess p;
+  open_process(p, store, 1, dir_.sub("local1"), [](EngineOptions& eo) {
+    small_values(eo);
+    eo.values.message_bytes_max = 400 * 1024;  // values in a state: 200 KiB at most
+  });
+  ASSERT_TRUE(p.engine);
+  Engine& e = *p.engine;
+  declare(e);
+  start(e, "f", "in");
+  flow::PublishToChannelRequest pub;
+  pub.set_flow_id("f");
+  pub.set_channel("approval");
+  for (int i = 0; i < 6; ++i)
+    pub.add_messages()->set_data(value(60 * 1024, static_cast<char>('a' + i)));
+  ASSERT_TRUE(e.publish(pub).is_ok());
+  flow::SetAttributesRequest set;
+  set.mutable_flow()->set_flow_id("f");
+  auto* w = set.add_writes();
+  w->set_key("doc");
+  w->mutable_value()->set_string_value(value(2000, 'd'));
+  ASSERT_TRUE(e.set_attributes(set).is_ok());
+
+  auto state = e.flow_state(flow_ref("f"));
+  ASSERT_TRUE(state.is_ok()) << state.status().to_string();
+  ASSERT_EQ(state->queues_size(), 1);
+  const auto& q = state->queues(0);
+  EXPECT_EQ(q.count(), 6u);
+  ASSERT_EQ(q.messages_size(), 5);
+  // Three fit in 200 KiB, read back from their blobs; the next two are left
+  // out with their length.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(q.messages(i).message().data(), value(60 * 1024, static_cast<char>('a' + i)));
+    EXPECT_FALSE(q.messages(i).message().has_blob());
+    EXPECT_EQ(q.messages(i).omitted_bytes(), 0u);
+  }
+  for (int i = 3; i < 5; ++i) {
+    EXPECT_FALSE(q.messages(i).has_message());
+    EXPECT_GE(q.messages(i).omitted_bytes(), 60u * 1024);
+  }
+  // The Attribute (a blob too) still fits.
+  ASSERT_EQ(state->attributes_size(), 1);
+  EXPECT_EQ(state->attributes(0).attribute().value().string_value(), value(2000, 'd'));
+  EXPECT_FALSE(state->attributes(0).attribute().value().has_blob());
+  EXPECT_EQ(state->attributes(0).omitted_bytes(), 0u);
+}
+
 TEST_F(FlowBlobsTest, AReferenceFromAClientIsRefused) {
   MemoryObjectStore store;
   auto p = open(store, 1, "local1");

@@ -167,6 +167,122 @@ TEST_F(FlowEngineTest, ATimerFiresOnTheClockAndAFailedAttemptRetries) {
   EXPECT_TRUE(execute->conditions(0).fired());
 }
 
+TEST_F(FlowEngineTest, TheStateShowsQueuedMessagesAttributesAndTheLatestEndedExecutions) {
+  flow::FlowDeclaration d = order_declaration();
+  auto* votes = d.add_channels();
+  votes->set_name("votes");
+  votes->set_is_map(true);
+  auto* total = d.add_attributes();
+  total->set_key("total");
+  total->set_type(flow::ATTRIBUTE_INT64);
+  auto* tags = d.add_attributes();
+  tags->set_key("tags");
+  tags->set_type(flow::ATTRIBUTE_STRING);
+  tags->set_is_map(true);
+  Engine& e = open_with_worker(d);
+  start(e, "f1");
+  // Start-1 and Next-1..Next-104 each go to Next (the last to Wait), a
+  // millisecond apart.
+  auto task = worker_->next();
+  for (int i = 0; i < 105; ++i) {  // bounded: 105 executions
+    ASSERT_TRUE(task);
+    clock_.advance(milliseconds(1));
+    ASSERT_TRUE(decide(e, handle_, *task, go_to(i < 104 ? "Next" : "Wait")).accepted());
+    task = worker_->next();
+  }
+  ASSERT_TRUE(task);
+  ASSERT_EQ(task->step_execution_id(), "Wait-1");
+  flow::FlowTaskResult r;
+  r.set_task_id(task->task_id());
+  r.mutable_wait()->set_kind(flow::ANY_OF);
+  r.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
+  ASSERT_TRUE(answer(e, handle_, r).accepted());
+  flow::PublishToChannelRequest pub;
+  pub.set_flow_id("f1");
+  pub.set_channel("approval");
+  for (int i = 0; i < 7; ++i) pub.add_messages()->set_data("m" + std::to_string(i));
+  ASSERT_TRUE(e.publish(pub).is_ok());
+  pub.set_channel("votes");
+  pub.set_instance_key("ann");
+  pub.clear_messages();
+  pub.add_messages()->set_data("yes");
+  ASSERT_TRUE(e.publish(pub).is_ok());
+  flow::SetAttributesRequest set;
+  set.mutable_flow()->set_flow_id("f1");
+  auto* w = set.add_writes();
+  w->set_key("total");
+  w->mutable_value()->set_int64_value(42);
+  w = set.add_writes();
+  w->set_key("tags");
+  w->set_instance_key("b");
+  w->mutable_value()->set_string_value("blue");
+  w = set.add_writes();
+  w->set_key("tags");
+  w->set_instance_key("a");
+  w->mutable_value()->set_string_value("amber");
+  ASSERT_TRUE(e.set_attributes(set).is_ok());
+
+  auto state = e.flow_state(flow_ref("f1"));
+  ASSERT_TRUE(state.is_ok()) << state.status().to_string();
+  // The queues that hold messages, each with its oldest five.
+  ASSERT_EQ(state->queues_size(), 2) << state->ShortDebugString();
+  const auto& approval = state->queues(0);
+  EXPECT_EQ(approval.channel(), "approval");
+  EXPECT_EQ(approval.instance_key(), "");
+  EXPECT_EQ(approval.count(), 7u);
+  ASSERT_EQ(approval.messages_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(approval.messages(i).seq(), approval.messages(0).seq() + i);
+    EXPECT_EQ(approval.messages(i).message().data(), "m" + std::to_string(i));
+    EXPECT_EQ(approval.messages(i).omitted_bytes(), 0u);
+  }
+  const auto& ann = state->queues(1);
+  EXPECT_EQ(ann.channel(), "votes");
+  EXPECT_EQ(ann.instance_key(), "ann");
+  EXPECT_EQ(ann.count(), 1u);
+  ASSERT_EQ(ann.messages_size(), 1);
+  EXPECT_EQ(ann.messages(0).message().data(), "yes");
+  EXPECT_EQ(state->queues_omitted(), 0u);
+  // Every Attribute and AttributeMap instance, in key order.
+  ASSERT_EQ(state->attributes_size(), 3);
+  EXPECT_EQ(state->attributes(0).attribute().key(), "tags");
+  EXPECT_EQ(state->attributes(0).attribute().instance_key(), "a");
+  EXPECT_EQ(state->attributes(0).attribute().value().string_value(), "amber");
+  EXPECT_EQ(state->attributes(1).attribute().instance_key(), "b");
+  EXPECT_EQ(state->attributes(2).attribute().key(), "total");
+  EXPECT_EQ(state->attributes(2).attribute().value().int64_value(), 42);
+  // 105 ended executions; the 100 created last, newest first.
+  ASSERT_EQ(state->active_size(), 1);
+  EXPECT_EQ(state->ended_count(), 105u);
+  ASSERT_EQ(state->ended_size(), 100);
+  EXPECT_EQ(state->ended(0).step_execution_id(), "Next-104");
+  EXPECT_EQ(state->ended(0).phase(), flow::PHASE_DONE);
+  EXPECT_EQ(state->ended(0).scheduled_by(), "Next-103");
+  EXPECT_EQ(state->ended(0).method(), flow::EXECUTE);
+  EXPECT_EQ(state->ended(0).attempt(), 1u);
+  EXPECT_EQ(state->ended(99).step_execution_id(), "Next-5");
+  for (int i = 1; i < state->ended_size(); ++i)
+    EXPECT_GT(state->ended(i - 1).created_unix_ms(), state->ended(i).created_unix_ms());
+
+  // Stopped, the waiting execution ends CANCELED and comes first; the queued
+  // messages and the Attributes stay.
+  clock_.advance(milliseconds(1));
+  flow::StopFlowRequest stop;
+  stop.set_flow_id("f1");
+  stop.set_mode(flow::STOP_CANCEL);
+  ASSERT_TRUE(e.stop_flow(stop).is_ok());
+  state = e.flow_state(flow_ref("f1"));
+  ASSERT_TRUE(state.is_ok()) << state.status().to_string();
+  EXPECT_EQ(state->active_size(), 0);
+  EXPECT_EQ(state->ended_count(), 106u);
+  ASSERT_EQ(state->ended_size(), 100);
+  EXPECT_EQ(state->ended(0).step_execution_id(), "Wait-1");
+  EXPECT_EQ(state->ended(0).phase(), flow::PHASE_CANCELED);
+  EXPECT_EQ(state->ended(1).step_execution_id(), "Next-104");
+  EXPECT_EQ(state->queues_size(), 2);
+  EXPECT_EQ(state->attributes_size(), 3);
+}
+
 TEST_F(FlowEngineTest, AnInvalidDecisionFailsTheAttemptWithTheReason) {
   Engine& e = open_with_worker();
   start(e, "f1");
