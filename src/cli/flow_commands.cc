@@ -123,6 +123,20 @@ json event_json(const flow::HistoryEvent& e) {
   return out;
 }
 
+// One `flow watch` line: an event of `run`, flushed for pipes.
+void print_event(const std::string& flow_id, const std::string& run, const flow::HistoryEvent& e) {
+  json line = event_json(e);
+  line["flowId"] = flow_id;
+  line["runId"] = run;
+  std::cout << json_text(line) << std::endl;
+}
+
+// `flow watch --follow-runs` waits for a Flow retry that has not started by
+// asking DescribeFlow again: until its retry time (at most kFollowPollMax at a
+// time), then after kFollowPollMin, doubling up to kFollowPollMax.
+constexpr Duration kFollowPollMin = milliseconds(100);
+constexpr Duration kFollowPollMax = seconds(5);
+
 // An RPC's output: the JSON value it holds, or base64 when it is not JSON.
 void put_output(json& out, const std::string& data) {
   if (data.empty()) {
@@ -154,6 +168,7 @@ struct FlowCommands::Impl {
   std::optional<uint32_t> retry_runs;
   std::optional<std::string> attribute_store;
   bool ignore_already_started = false, yes = false, expect_completed = false;
+  bool follow_runs = false;  // flow watch
   std::string mode_text = "cancel", reason;
   std::string channel, instance_key;
   std::vector<std::string> message_texts;
@@ -173,6 +188,7 @@ struct FlowCommands::Impl {
   flow::StopMode mode = flow::STOP_CANCEL;
   Duration wait_timeout{};
   std::optional<Duration> watch_timeout;
+  TimePoint watch_start;  // when flow watch began: --watch-timeout counts from it
   std::vector<flow::Attribute> writes;
   int64_t rpc_timeout_ms = 0;  // 0: the server's default (10 s)
 
@@ -199,6 +215,19 @@ struct FlowCommands::Impl {
   int run_state(Client& c);
   int run_history(Client& c);
   int run_watch(Client& c);
+  // flow watch: prints `run`'s events after `after` (from the first when
+  // from_start) until its FLOW_CLOSED (following runs: with the rest of that
+  // page); 0 once it closed. `run` empty: the latest, set to the run seen.
+  int watch_run(Client& c, std::string& run, uint64_t& after, bool from_start);
+  // flow watch --follow-runs: the run that follows closed `run` into `next`
+  // (empty: none) and how (`link`), waiting while a Flow retry is pending;
+  // first prints the events of `run` after `after` not printed yet.
+  int next_run(Client& c, const std::string& run, uint64_t& after, std::string& next,
+               std::string& link);
+  // Prints the events of `run` after `after` that are written now.
+  int print_rest(Client& c, const std::string& run, uint64_t& after);
+  // What --watch-timeout leaves of the whole watch (nullopt: no timeout).
+  std::optional<Duration> watch_left() const;
   int run_attr_get(Client& c);
   int run_attr_set(Client& c);
   int run_rpc(FlowCalls& calls);
@@ -224,8 +253,8 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
   add_attributes_and_rpcs();
   search = std::make_unique<SearchCommands>(*flow);
   time_travel = std::make_unique<TimeTravelCommand>(*flow);
-  for (CLI::App* cmd : {stop, publish, wait, describe, state, history, skip, watch, attr_get,
-                        attr_set, rpc, inspect}) {
+  for (CLI::App* cmd :
+       {publish, wait, describe, state, history, skip, watch, attr_get, attr_set, rpc, inspect}) {
     cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
   }
   for (CLI::App* cmd : {wait, describe, state, history, attr_get, inspect}) {
@@ -278,8 +307,12 @@ void FlowCommands::Impl::add_mutations() {
           "KEY={...}: a JSON object, or KEY=[\"a\",...] for one indexed KEYWORD_ARRAY");
   initial("--bytes-base64", write_flags.bytes_base64, "KEY=BASE64: bytes, given in base64");
 
-  stop = flow->add_subcommand("stop", "Stop a run (CANCEL, TERMINATE or FAIL); needs --yes");
+  stop = flow->add_subcommand(
+      "stop", "Stop a run (CANCEL, TERMINATE or FAIL), named exactly by --run-id; needs --yes");
   stop->add_option("ID", flow_id, "Flow ID")->required();
+  stop->add_option("--run-id", run_id,
+                   "Required: the run to stop, exactly (flow describe ID shows the latest run's "
+                   "runId)");
   stop->add_option("--mode", mode_text, "cancel, terminate or fail")->capture_default_str();
   stop->add_option("--reason", reason, "Why (required with --mode fail)");
   stop->add_option(
@@ -354,9 +387,14 @@ void FlowCommands::Impl::add_reads() {
   watch = flow->add_subcommand(
       "watch",
       "Print a run's history events as JSON lines, then each new one as it happens, until the "
-      "run closes; keeps watching through a server restart or failover");
+      "run closes (with --follow-runs: the runs that follow it too); keeps watching through a "
+      "server restart or failover");
   watch->add_option("ID", flow_id, "Flow ID")->required();
   watch->add_option("--after", after_seq, "Start after this seq (default: from the first)");
+  watch->add_flag("--follow-runs", follow_runs,
+                  "When the run closes and a later run follows from it (a Flow retry, a time "
+                  "travel), print a line naming it and watch that run too, until a run closes "
+                  "with none after it");
   watch->add_option("--watch-timeout", watch_timeout_text,
                     "Give up after this long (exit 3; default: until the run closes)");
 }
@@ -563,6 +601,14 @@ int FlowCommands::check() {
                                                            : "flow " + cmd->get_name();
   if (int rc = m.check_output(op); rc != 0) return rc;
   if (cmd == m.start) return m.check_start(op);
+  // A stop is for the run its caller saw: with the latest run by default, a
+  // stop meant for a run that has since closed would end the next one.
+  if (cmd == m.stop && m.run_id.empty()) {
+    return usage_error(op,
+                       "--run-id is required: name the run to stop exactly (dexcli flow "
+                       "describe " +
+                           m.flow_id + " shows the latest run's runId)");
+  }
   if ((cmd == m.stop || cmd == m.publish || cmd == m.skip || cmd == m.attr_set || cmd == m.rpc) &&
       !m.yes) {
     return usage_error(op, op + " changes the run: add --yes to confirm");
@@ -641,9 +687,9 @@ int FlowCommands::Impl::run_stop(Client& c) {
   }
   json out = {{"flowId", flow_id},
               {"stopped", true},
-              {"mode", enum_value_text(*flow::StopMode_descriptor(), mode)}};
-  if (!run_id.empty()) out["runId"] = run_id;
-  out["requestId"] = id;
+              {"mode", enum_value_text(*flow::StopMode_descriptor(), mode)},
+              {"runId", run_id},
+              {"requestId", id}};
   return print_json(out);
 }
 
@@ -756,20 +802,40 @@ int FlowCommands::Impl::run_history(Client& c) {
   return print_json({{"flowId", flow_id}, {"runId", run}, {"events", list}});
 }
 
+std::optional<Duration> FlowCommands::Impl::watch_left() const {
+  if (!watch_timeout) return std::nullopt;
+  return *watch_timeout - (SystemClock::instance().now() - watch_start);
+}
+
 int FlowCommands::Impl::run_watch(Client& c) {
-  const TimePoint start = SystemClock::instance().now();
+  watch_start = SystemClock::instance().now();
   std::string run = run_id;  // stays on the run it first saw, even if a new one starts
   uint64_t after = after_seq;
   bool from_start = after_seq == 0;
+  // Bounded by the runs that follow one another (--follow-runs; a Flow retry
+  // policy's runs, the time travels asked for), each watched until it closes.
+  while (true) {
+    if (int rc = watch_run(c, run, after, from_start); rc != 0 || !follow_runs) return rc;
+    std::string next, link;
+    if (int rc = next_run(c, run, after, next, link); rc != 0) return rc;
+    if (next.empty()) return 0;  // closed with no run after it
+    std::cout << json_text(
+                     {{"flowId", flow_id}, {"runId", run}, {"nextRunId", next}, {"link", link}})
+              << std::endl;
+    run = next;
+    after = 0;
+    from_start = true;
+  }
+}
+
+int FlowCommands::Impl::watch_run(Client& c, std::string& run, uint64_t& after, bool from_start) {
   // Bounded by the run's close (or --watch-timeout): each round waits up to 30 s.
   while (true) {
-    if (watch_timeout && SystemClock::instance().now() - start >= *watch_timeout) {
+    const std::optional<Duration> left = watch_left();
+    if (left && *left <= Duration::zero()) {
       return timeout_error("flow watch", "run still open after " + watch_timeout_text);
     }
-    Duration slice = seconds(30);
-    if (watch_timeout) {
-      slice = std::min<Duration>(slice, *watch_timeout - (SystemClock::instance().now() - start));
-    }
+    const Duration slice = left ? std::min<Duration>(seconds(30), *left) : seconds(30);
     auto page = c.wait_for_history_event(flow_id, after, from_start, slice, run);
     if (!page.is_ok()) {
       if (!is_waiting_error(page.status())) return request_error("flow watch", page.status());
@@ -778,14 +844,81 @@ int FlowCommands::Impl::run_watch(Client& c) {
     }
     if (run.empty()) run = page->run_id();
     from_start = false;
+    bool closed = false;
+    for (const flow::HistoryEvent& e : page->events()) {  // bounded by the page
+      // Following runs, the events written with the close come too (a time
+      // travel's TIME_TRAVELED).
+      if (closed && !follow_runs) break;
+      after = e.seq();
+      print_event(flow_id, page->run_id(), e);
+      closed = closed || e.kind() == flow::FLOW_CLOSED;
+    }
+    if (closed) return 0;
+  }
+}
+
+int FlowCommands::Impl::next_run(Client& c, const std::string& run, uint64_t& after,
+                                 std::string& next, std::string& link) {
+  Duration pause = kFollowPollMin;
+  // Bounded by the pending Flow retry's start (or --watch-timeout): each round
+  // sleeps at most kFollowPollMax.
+  while (true) {
+    auto d = c.describe_flow(flow_id, run);
+    Duration sleep = pause;
+    if (d.is_ok()) {
+      // A time travel names its run at once; a Flow retry's next_run_id stays
+      // with retry_unix_ms until its run starts (and goes if another start
+      // takes the Flow ID first).
+      if (!d->traveled_to_run_id().empty() || d->retry_unix_ms() == 0) {
+        if (!d->traveled_to_run_id().empty()) {
+          next = d->traveled_to_run_id();
+          link = "timeTravel";
+        } else if (!d->next_run_id().empty()) {
+          next = d->next_run_id();
+          link = "nextRun";
+        }
+        // Read after the description: every event of a link it shows is in.
+        return print_rest(c, run, after);
+      }
+      const Duration until_retry = milliseconds(d->retry_unix_ms() - now_ms());
+      if (until_retry > pause) {
+        sleep = std::min(until_retry, kFollowPollMax);
+      } else {
+        pause = std::min(pause * 2, kFollowPollMax);
+      }
+    } else if (!is_waiting_error(d.status())) {
+      return request_error("flow watch", d.status());
+    }
+    if (const std::optional<Duration> left = watch_left()) {
+      if (*left <= Duration::zero()) {
+        return timeout_error("flow watch", "run " + run +
+                                               " closed, and the run after it had not "
+                                               "started after " +
+                                               watch_timeout_text);
+      }
+      sleep = std::min(sleep, *left);
+    }
+    std::this_thread::sleep_for(sleep);
+  }
+}
+
+int FlowCommands::Impl::print_rest(Client& c, const std::string& run, uint64_t& after) {
+  // Bounded by the run's history: each page moves `after` on or ends the loop.
+  while (true) {
+    auto page = c.history(flow_id, after, false, 1000, run);
+    if (!page.is_ok()) {
+      if (!is_waiting_error(page.status())) return request_error("flow watch", page.status());
+      if (const std::optional<Duration> left = watch_left(); left && *left <= Duration::zero()) {
+        return timeout_error("flow watch", "no process answered within " + watch_timeout_text);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no process serves yet
+      continue;
+    }
     for (const flow::HistoryEvent& e : page->events()) {  // bounded by the page
       after = e.seq();
-      json line = event_json(e);
-      line["flowId"] = flow_id;
-      line["runId"] = page->run_id();
-      std::cout << json_text(line) << std::endl;  // one line per event, flushed for pipes
-      if (e.kind() == flow::FLOW_CLOSED) return 0;
+      print_event(flow_id, run, e);
     }
+    if (!page->more() || page->events().empty()) return 0;
   }
 }
 

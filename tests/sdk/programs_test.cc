@@ -130,7 +130,8 @@ TEST_F(ProgramsTest, BadFlagsAndInputAreRefusedAndNothingIsSent) {
            {{"--timeout", "10", "flow", "describe", "x"}, "--timeout: invalid duration '10'"},
            {{"flow", "wait", "x", "--wait-timeout", "soon"}, "--wait-timeout: invalid duration"},
            {{"flow", "describe"}, "ID is required"},
-           {{"flow", "stop", "x"}, "add --yes to confirm"},
+           {{"flow", "stop", "x", "--yes"}, "--run-id is required"},
+           {{"flow", "stop", "x", "--run-id", "r"}, "add --yes to confirm"},
            {{"flow", "start", "t", "--flow-id", "f", "--bogus"}, "--bogus"},
        }) {
     Ran ran = call(c.args);

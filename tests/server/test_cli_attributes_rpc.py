@@ -178,7 +178,7 @@ def test_refusals_are_json_and_change_nothing(dev, procs):
     assert len(failed) == 1 and failed[0]["rpcName"] == "set-status", failed
 
     # A closed run takes no RPC and no write, and still answers reads.
-    ok_json(cli(dev, "flow", "stop", "a2", "--yes"))
+    ok_json(cli(dev, "flow", "stop", "a2", "--run-id", run_id, "--yes"))
     assert ok_json(cli(dev, "flow", "wait", "a2", "--wait-timeout", "30s"))["status"] == "CANCELED"
     e = error_of(cli(dev, "flow", "rpc", "a2", "describe", "--yes"), 1)
     assert e["grpcCode"] == "FAILED_PRECONDITION", e

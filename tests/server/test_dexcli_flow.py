@@ -86,8 +86,9 @@ def test_usage_errors_are_json_exit_2_and_send_nothing(dev, procs, tmp_path):
         (["flow", "start", "SignUp", "--flow-id", "u2", "--retry-interval", "soon"],
          "--retry-interval"),
         (["flow", "start", "SignUp", "--flow-id", "u2", "--retry-runs", "-1"], "--retry-runs"),
-        (["flow", "stop", "u1"], "add --yes"),
-        (["flow", "stop", "u1", "--yes", "--mode", "fail"], "needs --reason"),
+        (["flow", "stop", "u1", "--yes"], "--run-id is required"),
+        (["flow", "stop", "u1", "--run-id", "r"], "add --yes"),
+        (["flow", "stop", "u1", "--run-id", "r", "--yes", "--mode", "fail"], "needs --reason"),
         (["flow", "publish", "u1", "verify", "--message", '{"code":"c-7"}'], "add --yes"),
         (["flow", "publish", "u1", "verify", "--yes"], "nothing to publish"),
         (["flow", "skip-timer", "u1", "AwaitVerification-1", "--yes"], "--condition-id"),
@@ -187,19 +188,64 @@ def test_a_run_from_start_to_end_with_stdin_publish_skip_timer_and_tables(dev, p
 
 def test_stop_needs_yes_and_expect_completed_exits_4(dev, procs, tmp_path):
     worker(procs, [dev.address])
-    ok_json(cli(dev, "flow", "start", "SignUp", "--flow-id", "f1", "--input-file",
-                signup_input(tmp_path)))
+    run_id = ok_json(cli(dev, "flow", "start", "SignUp", "--flow-id", "f1", "--input-file",
+                         signup_input(tmp_path)))["runId"]
     r = cli(dev, "flow", "wait", "f1", "--wait-timeout", "300ms")
     assert r.returncode == 3, r.stdout + r.stderr
     assert json.loads(r.stdout)["status"] == "RUNNING"
     assert json.loads(r.stderr)["error"]["kind"] == "timeout", r.stderr
-    out = ok_json(cli(dev, "flow", "stop", "f1", "--mode", "fail", "--reason", "fraud", "--yes"))
-    assert out["stopped"] is True and out["mode"] == "FAIL", out
+    out = ok_json(cli(dev, "flow", "stop", "f1", "--run-id", run_id, "--mode", "fail", "--reason",
+                      "fraud", "--yes"))
+    assert out["stopped"] is True and out["mode"] == "FAIL" and out["runId"] == run_id, out
     r = cli(dev, "flow", "wait", "f1", "--expect-completed")
     assert r.returncode == 4, r.stdout + r.stderr
     assert json.loads(r.stdout)["status"] == "FAILED"
     assert json.loads(r.stdout)["closeReason"].find("fraud") >= 0, r.stdout
     assert cli(dev, "flow", "wait", "f1").returncode == 0  # without the flag: it closed
+
+
+def test_stop_needs_the_exact_run_id(dev, procs, tmp_path):
+    """`flow stop` stops only the run it names: without --run-id it is a usage error (exit 2,
+    nothing sent), and a run ID that is not the Flow ID's (or no longer its running run) is
+    refused by the server, the running run untouched."""
+    worker(procs, [dev.address])
+
+    def start():
+        return ok_json(cli(dev, "flow", "start", "SignUp", "--flow-id", "x1", "--input-file",
+                           signup_input(tmp_path)))["runId"]
+
+    def running(run_id):
+        d = ok_json(cli(dev, "flow", "describe", "x1"))
+        assert d["status"] == "RUNNING" and d["runId"] == run_id, d
+        closed = [e for e in ok_json(cli(dev, "flow", "history", "x1"))["events"]
+                  if e["kind"] == "FLOW_CLOSED"]
+        assert not closed, closed
+
+    first = start()
+    e = error_of(cli(dev, "flow", "stop", "x1", "--yes", "--mode", "terminate"), 2)
+    assert e["kind"] == "usage" and e["operation"] == "flow stop", e
+    assert "--run-id is required" in e["message"], e
+    assert "dexcli flow describe x1" in e["message"], e  # where to find the run ID
+    running(first)
+    e = error_of(cli(dev, "flow", "stop", "x1", "--run-id", "", "--yes"), 2)  # empty: none
+    assert "--run-id is required" in e["message"], e
+    running(first)
+
+    e = error_of(cli(dev, "flow", "stop", "x1", "--run-id", "no-such-run", "--yes"), 1)
+    assert e["grpcCode"] == "NOT_FOUND" and "no-such-run" in e["message"], e
+    running(first)
+
+    # A stale run ID: the run it named closed and the Flow ID started again since.
+    out = ok_json(cli(dev, "flow", "stop", "x1", "--run-id", first, "--yes"))
+    assert out["runId"] == first and out["mode"] == "CANCEL", out
+    second = start()
+    assert second != first
+    e = error_of(cli(dev, "flow", "stop", "x1", "--run-id", first, "--yes"), 1)
+    assert e["grpcCode"] == "FAILED_PRECONDITION", e
+    assert first in e["message"] and "already CANCELED" in e["message"], e
+    running(second)
+    ok_json(cli(dev, "flow", "stop", "x1", "--run-id", second, "--yes"))
+    assert ok_json(cli(dev, "flow", "describe", "x1"))["status"] == "CANCELED"
 
 
 def test_wait_and_watch_keep_going_through_a_sigkill_of_the_server(dev, procs, tmp_path):

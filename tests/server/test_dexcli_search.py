@@ -150,7 +150,8 @@ def test_list_is_newest_first_filtered_by_status_type_and_start_time(dev):
                 '{"email": "ann@example.com", "code": "c-7"}'))
     ok_json(cli(dev, "flow", "rpc", "o-1", "approve", "--yes", "--input", '{"seller": "s-1"}'))
     ok_json(cli(dev, "flow", "wait", "o-1", "--expect-completed"))
-    ok_json(cli(dev, "flow", "stop", "o-2", "--yes"))
+    o2_run = ok_json(cli(dev, "flow", "describe", "o-2"))["runId"]
+    ok_json(cli(dev, "flow", "stop", "o-2", "--run-id", o2_run, "--yes"))
 
     everything = ok_json(cli(dev, "flow", "list", "--output", "json"))
     assert everything["query"] == "ORDER BY StartTime DESC", everything

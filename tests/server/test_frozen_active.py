@@ -93,6 +93,7 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
     # A long poll on the active process: the flow ends only when stopped.
     r = start_flow(servers, IDLE_FLOW_TYPE, "idle-1")
     assert r.returncode == 0, r.stderr
+    idle_run = json.loads(r.stdout)["runId"]
     waiter = procs(binary("dexcli"), "--server", servers, "--timeout", "10s", "flow", "wait",
                    "idle-1", "--wait-timeout", "120s")
 
@@ -107,7 +108,8 @@ def test_workers_and_flow_wait_follow_a_takeover_from_a_frozen_active_process(pr
         took_over_s = time.time() - t_stop
         # Cancel the waited-for flow on the new active process: the wait must end with it.
         for _ in range(100):
-            r = cli(servers, "flow", "stop", "idle-1", "--yes", timeout="5s")
+            r = cli(servers, "flow", "stop", "idle-1", "--run-id", idle_run, "--yes",
+                    timeout="5s")
             if r.returncode == 0:
                 break
             time.sleep(0.2)

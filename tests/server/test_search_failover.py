@@ -53,7 +53,7 @@ def start(servers, model, i):
                "--datetime", f"placed-at={values['placed']}", "--json",
                f"tags={json.dumps(values['tags'])}")
     assert r.returncode == 0, r.stderr
-    model.set(flow_id, status="RUNNING", **values)
+    model.set(flow_id, status="RUNNING", run_id=json.loads(r.stdout)["runId"], **values)
 
 
 def change(servers, model, i):
@@ -67,7 +67,8 @@ def change(servers, model, i):
 
 def cancel(servers, model, i):
     flow_id = f"so-{i:03}"
-    r = dexcli(servers, "flow", "stop", flow_id, "--yes")
+    run_id = model.runs[flow_id]["run_id"]
+    r = dexcli(servers, "flow", "stop", flow_id, "--run-id", run_id, "--yes")
     assert r.returncode == 0, r.stderr
     model.set(flow_id, status="CANCELED")
 

@@ -1,0 +1,111 @@
+"""`dexcli flow watch --follow-runs` against a real `dex-server-zd dev` and the
+`dex-flow-examples worker`: when the watched run closes and a later run of the Flow ID follows
+from it, the watch prints a link line `{flowId, runId, nextRunId, link}` and goes on with that
+run's history, until a run closes with none after it.
+
+- a time travel: a SignUp run (waiting on its Channel) traveled to its beginning by `dexcli flow
+  time-travel`; the watch shows the old run to its FLOW_CLOSED (TERMINATED) and TIME_TRAVELED,
+  the link (`timeTravel`), then the new run from FLOW_STARTED to its close, and exits 0. A
+  watch of the same run without the flag stops at the old run's close;
+- a Flow retry: RetryOnce fails its first run on purpose; the retry starts after a 1.5 s backoff,
+  which the watch waits for (the link, `nextRun`, comes only once the new run started).
+"""
+import json
+
+from conftest import binary
+from test_dexcli_flow import cli, dev, ok_json  # noqa: F401  (dev: the fixture)
+from test_flow_examples import worker
+
+
+def watch_lines(proc):
+    """The JSON lines a `flow watch` printed on stdout (events and link lines), in order."""
+    out = [json.loads(line) for line in proc.lines if line.startswith("{")]
+    assert not [o for o in out if "error" in o], proc.output()
+    return out
+
+
+def split_runs(lines):
+    """[(run ID, its events)] in the order watched, and the link lines between them."""
+    runs, links = [], []
+    for line in lines:
+        if "link" in line:
+            links.append(line)
+            continue
+        if not runs or runs[-1][0] != line["runId"]:
+            runs.append((line["runId"], []))
+        runs[-1][1].append(line)
+    return runs, links
+
+
+def check_whole_history(events):
+    """Each event once, in order, from the run's first (seq 0, FLOW_STARTED)."""
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(len(seqs))), seqs
+    assert events[0]["kind"] == "FLOW_STARTED", events
+
+
+def test_watch_follows_a_time_travel_to_the_new_run(dev, procs, tmp_path):  # noqa: F811
+    worker(procs, [dev.address])
+    old = ok_json(cli(dev, "flow", "start", "SignUp", "--flow-id", "tt-1", "--input",
+                      json.dumps({"email": "ann@example.com", "code": "c-7"})))["runId"]
+    base = [binary("dexcli"), "--server", dev.address, "flow", "watch", "tt-1", "--run-id", old,
+            "--watch-timeout", "60s"]
+    follower = procs(*base, "--follow-runs")
+    plain = procs(*base)
+    for w in (follower, plain):
+        w.wait_for_line('"WAIT_FOR_COMPLETED"', 30)  # AwaitVerification-1 waits on `verify`
+
+    traveled = ok_json(cli(dev, "flow", "time-travel", "tt-1", "--run-id", old, "--to",
+                           "beginning", "--reason", "resend", "--yes"))
+    new = traveled["runId"]
+    assert new and new != old, traveled
+    assert plain.wait_exit(30) == 0, plain.output()
+    follower.wait_for_line(f'"runId":"{new}"', 30)  # on the new run, which still waits
+    assert follower.p.poll() is None, follower.output()
+    ok_json(cli(dev, "flow", "publish", "tt-1", "verify", "--run-id", new, "--message",
+                '{"code": "c-7"}', "--yes"))
+    assert follower.wait_exit(30) == 0, follower.output()
+
+    runs, links = split_runs(watch_lines(follower))
+    assert [r for r, _ in runs] == [old, new], runs
+    assert links == [{"flowId": "tt-1", "runId": old, "nextRunId": new, "link": "timeTravel"}]
+    lines = watch_lines(follower)
+    assert lines.index(links[0]) == len(runs[0][1]), lines  # between the two runs' events
+    first, second = runs[0][1], runs[1][1]
+    check_whole_history(first)
+    check_whole_history(second)
+    closed = [e for e in first if e["kind"] == "FLOW_CLOSED"]
+    assert len(closed) == 1 and closed[0]["status"] == "TERMINATED", first
+    assert first[-1]["kind"] == "TIME_TRAVELED" and first[-1]["nextRunId"] == new, first
+    assert second[-1]["kind"] == "FLOW_CLOSED" and second[-1]["status"] == "COMPLETED", second
+    assert all(e["flowId"] == "tt-1" for e in first + second)
+
+    # Without --follow-runs: the old run only, to its close.
+    events = watch_lines(plain)
+    assert {e["runId"] for e in events} == {old}, events
+    assert events[-1]["kind"] == "FLOW_CLOSED" and events[-1]["status"] == "TERMINATED", events
+    check_whole_history(events)
+
+
+def test_watch_waits_for_a_pending_flow_retry_and_follows_it(dev, procs):  # noqa: F811
+    worker(procs, [dev.address])
+    first = ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "rt-1", "--input",
+                        '{"fail_runs": 1}', "--retry-runs", "2", "--retry-interval",
+                        "1500ms"))["runId"]
+    watcher = procs(binary("dexcli"), "--server", dev.address, "flow", "watch", "rt-1",
+                    "--run-id", first, "--follow-runs", "--watch-timeout", "60s")
+    assert watcher.wait_exit(30) == 0, watcher.output()
+
+    runs, links = split_runs(watch_lines(watcher))
+    assert len(runs) == 2 and runs[0][0] == first, runs
+    second = runs[1][0]
+    assert links == [{"flowId": "rt-1", "runId": first, "nextRunId": second, "link": "nextRun"}]
+    for _, events in runs:
+        check_whole_history(events)
+    failed = runs[0][1][-1]
+    assert failed["kind"] == "FLOW_CLOSED" and failed["status"] == "FAILED", failed
+    assert failed["nextRunId"] == second, failed  # the pending retry, named at the close
+    done = runs[1][1][-1]
+    assert done["kind"] == "FLOW_CLOSED" and done["status"] == "COMPLETED", done
+    described = ok_json(cli(dev, "flow", "describe", "rt-1"))
+    assert described["runId"] == second and described["previousRunId"] == first, described
