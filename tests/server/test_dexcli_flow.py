@@ -151,6 +151,14 @@ def test_a_run_from_start_to_end_with_stdin_publish_skip_timer_and_tables(dev, p
         time.sleep(0.1)
     assert state["workers"] and "hints" not in state, state
     assert waiting[0]["stepExecutionId"] == "AwaitVerification-1", state
+    # The ended executions (the e-mail sent); no message is queued, the run has no Attributes.
+    assert [(e["stepExecutionId"], e["phase"], e["method"]) for e in state["ended"]] == [
+        ("SendEmail-1", "DONE", "EXECUTE")], state
+    assert state["endedCount"] == 1 and "queues" not in state and "attributes" not in state, state
+    table = cli(dev, "flow", "state", "s1", "--output", "table").stdout
+    for text in ("Ended Step executions (1 in all, newest first):", "SendEmail-1",
+                 "Queued Channel messages:\n(none)", "Attributes:\n(none)"):
+        assert text in table, table
     table = cli(dev, "flow", "state", "s1", "--output", "table", "--phase", "WAITING").stdout
     assert "AwaitVerification-1" in table and "channel verify FOR_ONE (0 queued)" in table, table
 
