@@ -551,6 +551,37 @@ export interface FlowState {
   workers: string[];
   /** The timeout handler while it runs (stepExecutionId "timeout", method ON_TIMEOUT); absent otherwise. */
   timeoutHandler?: StepExecutionState;
+  /** The Channel queues that hold messages (a Channel, or one ChannelMap instance), in (channel, instance key) order: the first 1,000. */
+  queues: ChannelQueueState[];
+  /** Queues holding messages past the first 1,000. */
+  queuesOmitted: number;
+  /** Every Attribute and AttributeMap instance of the run, in (key, instance key) order. */
+  attributes: StateAttribute[];
+  /** Ended Step executions (phase DONE, FAILED or CANCELED): the 100 created last, newest first. Queued ones are in `active` (taskState QUEUED). */
+  ended: StepExecutionState[];
+  /** Every ended execution of the run, those in `ended` included. */
+  endedCount: number;
+}
+
+/** A queued Channel message as the state shows it; omittedBytes > 0: its value (this long) was left out (the state's values are at most 8 MiB together), and value is undefined. */
+export interface QueuedMessage {
+  seq: number;
+  value: unknown;
+  omittedBytes: number;
+}
+
+/** One Channel queue that holds messages: how many, and the oldest (up to 5), oldest first. */
+export interface ChannelQueueState {
+  channel: string;
+  /** A ChannelMap's instance; "" for a Channel. */
+  instanceKey: string;
+  count: number;
+  messages: QueuedMessage[];
+}
+
+/** An Attribute of the state; omittedBytes > 0: its value (this long) was left out (type and value undefined). */
+export interface StateAttribute extends AttributeEntry {
+  omittedBytes: number;
 }
 
 function toStepState(a: WireStepExecutionView): StepExecutionState {
@@ -589,7 +620,30 @@ function toStepState(a: WireStepExecutionView): StepExecutionState {
 }
 
 export function toFlowState(r: WireGetFlowStateResponse): FlowState {
-  const state: FlowState = { flow: toFlowDescription(r.flow), active: r.active.map(toStepState), workers: [...r.workers] };
+  const state: FlowState = {
+    flow: toFlowDescription(r.flow),
+    active: r.active.map(toStepState),
+    workers: [...r.workers],
+    queues: (r.queues ?? []).map((q) => ({
+      channel: q.channel,
+      instanceKey: q.instanceKey ?? "",
+      count: q.count,
+      messages: (q.messages ?? []).map((m) => ({
+        seq: m.seq,
+        value: (m.omittedBytes ?? 0) > 0 ? undefined : decodeValue(m.message),
+        omittedBytes: m.omittedBytes ?? 0,
+      })),
+    })),
+    queuesOmitted: r.queuesOmitted ?? 0,
+    attributes: (r.attributes ?? []).flatMap((a) => {
+      if (a.attribute === null) return [];
+      const omittedBytes = a.omittedBytes ?? 0;
+      if (omittedBytes > 0) return [{ key: a.attribute.key, instanceKey: a.attribute.instanceKey, type: undefined, value: undefined, omittedBytes }];
+      return [{ ...toAttributeEntry(a.attribute), omittedBytes }];
+    }),
+    ended: (r.ended ?? []).map(toStepState),
+    endedCount: r.endedCount ?? 0,
+  };
   if (r.timeoutHandler !== undefined && r.timeoutHandler !== null) state.timeoutHandler = toStepState(r.timeoutHandler);
   return state;
 }

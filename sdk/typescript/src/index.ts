@@ -126,6 +126,7 @@ export {
 } from "./search";
 export type {
   AttributeEntry,
+  ChannelQueueState,
   ConditionResultView,
   ConditionSpec,
   DecisionView,
@@ -136,7 +137,9 @@ export type {
   HistoryPage,
   MovementView,
   PublishView,
+  QueuedMessage,
   RunStatus,
+  StateAttribute,
   StepExecutionState,
   StepOutput,
   StepPhase,

@@ -357,6 +357,22 @@ export interface WireGetFlowStateResponse {
   workers: string[];
   /** The timeout handler while it runs. */
   timeoutHandler?: WireStepExecutionView | null;
+  /** The Channel queues holding messages (the first 1,000), each with its oldest messages (up to 5). */
+  queues?: WireChannelQueueView[];
+  queuesOmitted?: number;
+  /** Every Attribute and AttributeMap instance; omittedBytes > 0: the value was left out (size budget). */
+  attributes?: { attribute: WireAttribute | null; omittedBytes: number }[];
+  /** Ended executions (DONE, FAILED, CANCELED): the 100 created last, newest first; endedCount: all of them. */
+  ended?: WireStepExecutionView[];
+  endedCount?: number;
+}
+
+export interface WireChannelQueueView {
+  channel: string;
+  instanceKey: string;
+  count: number;
+  /** omittedBytes > 0: the message was left out (size budget). */
+  messages: { seq: number; message: WirePayload | null; omittedBytes: number }[];
 }
 
 export interface WireHistoryEvent {

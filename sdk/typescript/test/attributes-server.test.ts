@@ -121,6 +121,17 @@ describe("Attributes, lock keys and RPCs on a dex server", () => {
     assert.equal(a.get(due)?.getTime(), 1_700_000_000_000);
     assert.deepEqual(a.get(cart), { items: ["a"] });
     assert.deepEqual([...a.instances(seats)], [["A1", 2]]);
+    // The state shows them too, in key order, decoded by their type.
+    const state = await client.getFlowState("attrs-1");
+    assert.deepEqual(
+      state.attributes.map((e) => [e.key, e.instanceKey, e.value instanceof Date ? e.value.getTime() : e.value, e.omittedBytes]),
+      [
+        ["cart", "", { items: ["a"] }, 0],
+        ["due", "", 1_700_000_000_000, 0],
+        ["seats", "A1", 2, 0],
+        ["stage", "", "open", 0],
+      ],
+    );
     const waiting = client.waitForAttribute("attrs-1", stage, "closing", { timeoutMs: 10_000 });
     await client.setAttributes("attrs-1", [stage.write("closing"), cart.removal(), seats.write("B2", 5)]);
     assert.deepEqual(await waiting, { matched: true, current: "closing", status: "RUNNING" });
@@ -180,6 +191,10 @@ describe("Attributes, lock keys and RPCs on a dex server", () => {
     assert.ok(output.text === text, "the output came back changed");
     const a = await client.getAttributes("big-1");
     assert.ok(a.get(note) === text.toUpperCase(), "the Attribute came back changed");
+    // The state reads it back from its blob too (within the state's 8 MiB of values).
+    const shown = (await client.getFlowState("big-1")).attributes.find((e) => e.key === note.key);
+    assert.equal(shown?.omittedBytes, 0);
+    assert.ok(shown?.value === text.toUpperCase(), "the state's Attribute came back changed");
   });
 
   test("two attempts holding the same lock key never run at once", async () => {

@@ -237,6 +237,20 @@ describe("dex Flows: Client calls and Worker tasks", () => {
         ["skip", 0],
       ],
     );
+    // The queued messages per queue (a ChannelMap instance, a Channel) with their sequence numbers; the start Step ended.
+    assert.deepEqual(
+      state.queues.map((q) => [q.channel, q.instanceKey, q.count, q.messages.map((m) => [m.seq, m.value, m.omittedBytes])]),
+      [
+        ["inbox", "ann", 1, [[0, { n: 1 }, 0]]],
+        ["signals", "", 1, [[0, "go", 0]]],
+      ],
+    );
+    assert.equal(state.queuesOmitted, 0);
+    assert.deepEqual(
+      state.ended.map((e) => [e.stepExecutionId, e.phase, e.method]),
+      [["Start-1", "DONE", "EXECUTE"]],
+    );
+    assert.equal(state.endedCount, 1);
     await client.publishToChannel(id, inbox, [{ n: 2 }, { n: 3 }], { instanceKey: "ann" });
     const done = await client.waitForFlow(id, { timeoutMs: 10_000 });
     assert.equal(done.status, "COMPLETED");
