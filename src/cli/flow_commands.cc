@@ -891,10 +891,10 @@ int FlowCommands::Impl::next_run(Client& c, const std::string& run, uint64_t& af
     }
     if (const std::optional<Duration> left = watch_left()) {
       if (*left <= Duration::zero()) {
-        return timeout_error("flow watch", "run " + run +
-                                               " closed, and the run after it had not "
-                                               "started after " +
-                                               watch_timeout_text);
+        return timeout_error("flow watch", "run " + run + " closed, and " +
+                                               (d.is_ok() ? "its Flow retry had not started"
+                                                          : "no process answered") +
+                                               " after " + watch_timeout_text);
       }
       sleep = std::min(sleep, *left);
     }

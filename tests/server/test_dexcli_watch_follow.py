@@ -8,7 +8,8 @@ run's history, until a run closes with none after it.
   the link (`timeTravel`), then the new run from FLOW_STARTED to its close, and exits 0. A
   watch of the same run without the flag stops at the old run's close;
 - a Flow retry: RetryOnce fails its first run on purpose; the retry starts after a 1.5 s backoff,
-  which the watch waits for (the link, `nextRun`, comes only once the new run started).
+  which the watch waits for (the link, `nextRun`, comes only once the new run started); a retry
+  an hour off ends the watch at --watch-timeout (exit 3).
 """
 import json
 
@@ -109,3 +110,13 @@ def test_watch_waits_for_a_pending_flow_retry_and_follows_it(dev, procs):  # noq
     assert done["kind"] == "FLOW_CLOSED" and done["status"] == "COMPLETED", done
     described = ok_json(cli(dev, "flow", "describe", "rt-1"))
     assert described["runId"] == second and described["previousRunId"] == first, described
+
+    # A retry far off: --watch-timeout, one budget for the whole watch, ends the wait (exit 3).
+    far = ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "rt-2", "--input",
+                      '{"fail_runs": 1}', "--retry-runs", "2", "--retry-interval", "1h"))["runId"]
+    r = cli(dev, "flow", "watch", "rt-2", "--follow-runs", "--watch-timeout", "1500ms")
+    assert r.returncode == 3, r.stdout + r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events[-1]["kind"] == "FLOW_CLOSED" and events[-1]["runId"] == far, events
+    e = json.loads(r.stderr)["error"]
+    assert e["kind"] == "timeout" and "its Flow retry had not started" in e["message"], e
