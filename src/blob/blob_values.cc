@@ -1,12 +1,11 @@
 #include "blob/blob_values.h"
 
 #include <fmt/format.h>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <functional>
 
 #include "common/digest.h"
+#include "common/json_value.h"
 
 namespace dex {
 namespace {
@@ -162,11 +161,8 @@ Status offload_values(BlobStore& blobs, std::string_view flow_id, pb::Message& m
     if (text->size() <= s.threshold_bytes) return Status::ok();
     // The flow rules check a JSON value only when it is inline.
     if (a.has_json_value()) {
-      pb::Struct object;
-      auto parsed = pb::util::JsonStringToMessage(*text, &object);
-      if (!parsed.ok()) {
-        return Status::invalid_argument(
-            path + ": the value is not a JSON object: " + std::string(parsed.message()));
+      if (Status st = check_json_value(*text); !st.is_ok()) {
+        return Status::invalid_argument(path + ": the value is " + st.message());
       }
     }
     auto ref = blobs.put(flow_id, *text);

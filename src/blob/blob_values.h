@@ -19,8 +19,9 @@ namespace dex {
 // value longer than the threshold moves into a blob of `flow_id` (written
 // first) and the message keeps its reference. Refused with InvalidArgument
 // naming the field and the limit: a value longer than value_bytes_max, a JSON
-// Attribute value that is not a JSON object (checked here for the values the
-// flow rules then see only as references), and a reference the sender set
+// Attribute value that is not one JSON value (common/json_value.h; checked
+// here for the values the flow rules then see only as references), and a
+// reference the sender set
 // (only the server writes them). Other errors are the object store's. On
 // error the message may be changed in part: discard it.
 Status offload_values(BlobStore& blobs, std::string_view flow_id,

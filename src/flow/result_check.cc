@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "common/json_value.h"
 #include "flow/declaration.h"
 #include "flow/limits.h"
 
@@ -190,14 +191,12 @@ Status validate_attribute(const FlowDeclaration& decl, const Attribute& a,
     return Status::ok();
   }
   if (v.has_json_value()) {
-    // A JSON Attribute holds an object; one indexed KEYWORD_ARRAY holds an
-    // array of strings instead, the keywords its index takes (docs/search.md).
+    // A JSON Attribute holds any JSON value (null included: a value, not a
+    // delete); one indexed KEYWORD_ARRAY holds an array of strings, the
+    // keywords its index takes (docs/search.md).
+    if (auto s = check_json_value(v.json_value()); !s.is_ok())
+      return Status::invalid_argument(where + ": the value of " + what + " is " + s.message());
     if (d->index().type() == INDEX_KEYWORD_ARRAY) return validate_keyword_array(v, where, what);
-    google::protobuf::Struct object;
-    auto parsed = google::protobuf::util::JsonStringToMessage(v.json_value(), &object);
-    if (!parsed.ok())
-      return Status::invalid_argument(where + ": the value of " + what +
-                                      " is not a JSON object: " + std::string(parsed.message()));
   }
   return Status::ok();
 }

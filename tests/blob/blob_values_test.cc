@@ -166,17 +166,26 @@ TEST(BlobValues, AReferenceFromASenderIsRefused) {
   EXPECT_EQ(offload_values(blobs, "mine", set).code(), Code::kInvalidArgument);
 }
 
-TEST(BlobValues, ALongJsonAttributeValueMustBeAJsonObject) {
+TEST(BlobValues, ALongJsonAttributeValueMustBeOneJsonValue) {
   MemoryObjectStore memory;
   BlobStore blobs(memory, SystemClock::instance(), NodeId("n1"), settings());
   flow::SetAttributesRequest set;
   auto* w = set.add_writes();
   w->set_key("doc");
-  w->mutable_value()->set_json_value("[" + text(100, '1') + "]");
+  w->mutable_value()->set_json_value("[" + text(100, '1') + ",]");
   Status s = offload_values(blobs, "f", set);
   ASSERT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("not a JSON object"));
+  EXPECT_THAT(s.message(), HasSubstr("is not valid JSON"));
   EXPECT_EQ(memory.counts().puts, 0u);
+  // Any JSON value may be long: an array, a string.
+  for (const std::string& value : {"[" + text(100, '1') + "]", "\"" + text(100, 'x') + "\""}) {
+    w->mutable_value()->set_json_value(value);
+    ASSERT_TRUE(offload_values(blobs, "f", set).is_ok()) << value;
+    EXPECT_TRUE(w->value().has_blob());
+    EXPECT_TRUE(w->value().has_json_value()) << "the oneof keeps naming the type";
+    w->mutable_value()->clear_blob();
+  }
+  EXPECT_EQ(memory.counts().puts, 2u);
 }
 
 TEST(BlobValues, InlineRefusesAnAnswerOverTheBudgetBeforeReadingAnything) {
