@@ -336,6 +336,11 @@ class FlowServiceImpl final : public FlowService::Service {
                          flow::SkipTimerResponse*) override {
     return call([&](Engine& e) { return e.skip_timer(*request); });
   }
+  grpc::Status TriggerContinueAsNew(grpc::ServerContext*,
+                                    const flow::TriggerContinueAsNewRequest* request,
+                                    flow::TriggerContinueAsNewResponse* response) override {
+    return call([&](Engine& e) { return assign(e.continue_as_new(*request), response); });
+  }
   grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest* request,
                           flow::TimeTravelResponse* response) override {
     return call([&](Engine& e) { return assign(e.time_travel(*request), response); });

@@ -150,6 +150,11 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return values_out(blobs_.get(), flow_->time_travel(r));
   }
+  StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
+      const flow::TriggerContinueAsNewRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->continue_as_new(r);
+  }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
     return values_out(blobs_.get(), flow_->describe(r));

@@ -210,6 +210,8 @@ class Engine {
   virtual Status publish(const flow::PublishToChannelRequest&) = 0;
   virtual Status skip_timer(const flow::SkipTimerRequest&) = 0;
   virtual StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest&) = 0;
+  virtual StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
+      const flow::TriggerContinueAsNewRequest&) = 0;
   virtual StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) = 0;
   virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) = 0;
   virtual StatusOr<flow::GetHistoryEventsResponse> history(

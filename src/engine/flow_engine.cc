@@ -311,6 +311,24 @@ StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel(const flow::TimeTrave
   return out;
 }
 
+StatusOr<flow::TriggerContinueAsNewResponse> FlowEngine::continue_as_new(
+    const flow::TriggerContinueAsNewRequest& request) {
+  flow::FlowRecord record;
+  auto* c = record.mutable_continue_as_new();
+  c->set_flow_id(request.flow().flow_id());
+  c->set_run_id(request.flow().run_id());
+  c->set_reason(request.reason());
+  c->set_request_id(request.request_id());
+  c->set_at_unix_ms(now_ms());
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
+  flow::TriggerContinueAsNewResponse out;
+  out.set_new_run_id(result->run_id);
+  out.set_already_done(result->kind == flow::ApplyKind::kUnchanged);
+  return out;
+}
+
 StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel_preview(const flow::FlowRecord& record) {
   std::shared_lock<std::shared_mutex> store_lock(store_.mu);
   if (!store_.sm) return Status::transient("the flow engine is stopped");

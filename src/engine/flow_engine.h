@@ -102,6 +102,8 @@ class FlowEngine {
   // docs/time-travel.md; a dry run applies the record to a scratch copy of
   // the store and answers the new run from it.
   StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& request);
+  StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
+      const flow::TriggerContinueAsNewRequest& request);
   StatusOr<flow::FlowDescription> describe(const flow::FlowRef& ref);
   StatusOr<flow::GetFlowStateResponse> state(const flow::FlowRef& ref);
   StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);

@@ -305,4 +305,13 @@ int64_t retry_backoff_ms(const RetryPolicy& retry, uint32_t next) {
   return static_cast<int64_t>(backoff);
 }
 
+FlowConfig effective_config(const FlowConfig& declared, const FlowConfig& start) {
+  FlowConfig out = declared;
+  if (start.continue_as_new_after_events() > 0)
+    out.set_continue_as_new_after_events(start.continue_as_new_after_events());
+  if (start.continue_as_new_after_bytes() > 0)
+    out.set_continue_as_new_after_bytes(start.continue_as_new_after_bytes());
+  return out;
+}
+
 }  // namespace dex::flow

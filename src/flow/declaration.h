@@ -51,6 +51,9 @@ const RpcDeclaration* find_rpc(const FlowDeclaration& declaration, std::string_v
 Status validate_lock_keys(const google::protobuf::RepeatedPtrField<std::string>& keys,
                           const std::string& where);
 
+// A run's FlowConfig: the declaration's, each field the start sets overriding it.
+FlowConfig effective_config(const FlowConfig& declared, const FlowConfig& start);
+
 // A name (Flow ID, type, Step type, Channel, instance key): non-empty, at most
 // kNameBytesMax bytes, no control characters.
 Status validate_name(std::string_view what, std::string_view name);

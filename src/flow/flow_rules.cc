@@ -6,6 +6,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "common/invariant.h"
+#include "flow/continue_as_new.h"
 #include "flow/declaration.h"
 #include "flow/record_time.h"
 #include "flow/result_check.h"
@@ -213,6 +214,7 @@ void RecordApplier::start_run(const StartFlow& r, const DeclarationVersion& decl
   run.set_attribute_store(r.options().attribute_store().empty()
                               ? decl.declaration().attribute_store()
                               : r.options().attribute_store());
+  *run.mutable_config() = effective_config(decl.declaration().config(), r.options().config());
   // Kept as Attributes and in the start event, not in the run rewritten by
   // every apply; but a Flow retry starts with them again.
   if (!r.options().has_retry_policy()) run.mutable_options()->clear_initial_attributes();
@@ -1044,6 +1046,7 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
   txn.take_touched_runs();  // only this record's runs are indexed below
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
+  const size_t history_before = effects.history.size();
   ApplyResult result;
   switch (record.kind_case()) {
     case FlowRecord::kDeclareFlows:
@@ -1082,11 +1085,22 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
     case FlowRecord::kTimeTravel:
       result = apply_time_travel(txn, effects, record.time_travel());
       break;
+    case FlowRecord::kContinueAsNew:
+      result = apply_continue_as_new(txn, effects, record.continue_as_new());
+      break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
       break;
   }
   apply.notify_parents(closed_before);
+  // Before the assignments: an attempt they hand out would keep the run busy.
+  const std::vector<RunKey> written(effects.history.begin() + history_before,
+                                    effects.history.end());
+  for (const auto& [from, to] : continue_pending(txn, effects, written, record_time(record))) {
+    if (record.has_continue_as_new() && result.kind == ApplyKind::kApplied &&
+        from.run_id == record.continue_as_new().run_id())
+      result.run_id = to;  // the client learns the new run
+  }
   for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
   txn.journal(record_time(record));
   if (indexing == SearchIndexing::kUpdate) update_search_index(txn);
@@ -1097,8 +1111,12 @@ void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
   txn.take_touched_runs();
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
+  const size_t history_before = effects.history.size();
   apply.recover(at_ms);
   apply.notify_parents(closed_before);
+  const std::vector<RunKey> written(effects.history.begin() + history_before,
+                                    effects.history.end());
+  continue_pending(txn, effects, written, at_ms);
   txn.journal(at_ms);
   update_search_index(txn);
 }

@@ -46,6 +46,8 @@ void with_kind_time(Rec& r, F&& f) {
       return call(&R::attribute_store_synced, &R::mutable_attribute_store_synced);
     case R::kTimeTravel:
       return call(&R::time_travel, &R::mutable_time_travel);
+    case R::kContinueAsNew:
+      return call(&R::continue_as_new, &R::mutable_continue_as_new);
     case R::KIND_NOT_SET:
       return;
   }

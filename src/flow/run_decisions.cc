@@ -91,6 +91,10 @@ void RunEditor::apply_decision(const std::string& step_type, const std::string& 
     default:
       DEX_INVARIANT(false, "a decision without a kind (validated before)");
   }
+  if (decision.continue_as_new())
+    request_continue_as_new(decider == kTimeoutHandlerId
+                                ? "the timeout handler decided to continue as new"
+                                : "Step execution '" + decider + "' decided to continue as new");
 }
 
 void RunEditor::complete_execute(StepExecution& step, const MethodResult& result) {

@@ -26,6 +26,8 @@ const char* flow_status_name(FlowStatus status) {
       return "TERMINATED";
     case FLOW_TIMED_OUT:
       return "TIMED_OUT";
+    case FLOW_CONTINUED_AS_NEW:
+      return "CONTINUED_AS_NEW";
     default:
       return "UNSPECIFIED";
   }
@@ -182,8 +184,11 @@ void RunEditor::add_event(HistoryEvent event) {
   event.set_seq(run_.next_event());
   event.set_at_ms(at_ms_);
   run_.set_next_event(run_.next_event() + 1);
+  run_.set_history_bytes(run_.history_bytes() + event.ByteSizeLong());
   txn_.put_event(run_.flow_id(), run_.run_id(), event);
   events_added_ = true;
+  if (const std::string passed = history_threshold_passed(); !passed.empty())
+    request_continue_as_new(passed);  // adds one event; pending then, so no recursion
 }
 
 StepExecution& RunEditor::create_step(const std::string& step_type, const Payload& input,

@@ -117,6 +117,15 @@ class RunEditor {
   void revive_step(StepExecution step, int64_t point_ms);
   // The timeout handler was under way at the point: its attempt 1 is queued.
   void revive_handler();
+  // Continue-as-new (continue_as_new.cc): an active execution of the run this
+  // one continues, carried as it stood (no attempt of it ran): a queued or
+  // locked method is queued again with its attempt number, a backoff keeps
+  // its retry time, a wait its Timers' due times; a SubFlow child it waits
+  // for reports to this run. Call in the run's active order, then flush().
+  void carry_step(StepExecution step, const std::string& from_run_id);
+  // Asks that the run continue as new once no attempt of it runs (no-op when
+  // one is pending, or the run is closed or completes gracefully).
+  void request_continue_as_new(const std::string& reason);
 
   void append_publishes(const google::protobuf::RepeatedPtrField<Publish>& publishes);
   // Matches every waiting execution, the first to wait first.
@@ -172,6 +181,8 @@ class RunEditor {
                                          int64_t retry_after_ms = 0) const;
   // The next attempt waits for its retry timer (TASK_BACKOFF).
   void back_off(MethodState& state, const std::string& holder, int64_t retry_at);
+  // The FlowConfig thresholds the history passed, as a reason; "" if none.
+  std::string history_threshold_passed() const;
   TaskRef handler_ref() const;
   void queue_handler(uint32_t attempt);
   void finish_step(StepExecution& step, Phase phase);

@@ -498,6 +498,8 @@ Status check_state(KvStore& kv, JournalCheck journals) {
       if (auto st = check_sub_flow_conditions(txn, s); !st.is_ok()) return st;
     }
     if (found_active != listed) return bad(run.flow_id() + ": the active list is wrong");
+    // Executions that ended in the runs this one continues are counted, not stored.
+    for (const auto& b : run.counters_before()) per_type[b.step_type()] += b.count();
     for (const auto& c : run.counters()) {
       if (per_type[c.step_type()] != c.count())
         return bad(run.flow_id() + ": " + c.step_type() + " has " +

@@ -84,6 +84,11 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
       execution = step_execution_id(point.step_type(),
                                     point.kind() == TIME_TRAVEL_FIRST_OF_STEP_TYPE ? 1 : n);
       count = created_at(deltas, execution);
+      if (count == 0)  // it ran in a run this one continues (continue-as-new)
+        return rejected(RefusalCode::kFailedPrecondition,
+                        "Step execution " + quoted(execution) + " ran before " + name +
+                            " continued run " + quoted(run.continued_from_run_id()) +
+                            " as new: time travel to a point of this run");
       break;
     }
     default:  // STEP_EXECUTION
@@ -132,11 +137,7 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
   return {};
 }
 
-namespace {
-
-// What the image holds that the Flow type's latest declaration cannot host,
-// or that time travel cannot bring back yet; empty: fine.
-std::string unhostable(const RunImage& image, const FlowDeclaration& decl) {
+std::string unhostable(const RunImage& image, const FlowDeclaration& decl, bool sub_flows) {
   for (const auto& id : image.run.active()) {  // bounded by kActiveStepsMax
     const StepExecution& s = image.steps.at(id);
     if (find_step(decl, s.step_type()) == nullptr)
@@ -148,7 +149,7 @@ std::string unhostable(const RunImage& image, const FlowDeclaration& decl) {
       return "Step execution " + quoted(id) + " runs WaitFor at the point, and Step type " +
              quoted(s.step_type()) + " has no WaitFor in the latest declaration";
     for (const auto& c : s.conditions()) {
-      if (!c.child_flow_id().empty() && !c.fired())
+      if (!sub_flows && !c.child_flow_id().empty() && !c.fired())
         return "Step execution " + quoted(id) + " waits for SubFlow " + quoted(c.child_flow_id()) +
                " at the point; time travel to a point while a SubFlow runs is not supported yet "
                "(choose a point before it started or after it closed)";
@@ -183,6 +184,8 @@ std::string unhostable(const RunImage& image, const FlowDeclaration& decl) {
   return "";
 }
 
+namespace {
+
 // The new run's record: the image's, as a fresh run of the Flow ID that came
 // from `from` (its timers' times moved by `shift`, the point's time to now).
 Run new_run(const RunImage& image, const TimeTravel& r, const DeclarationVersion& decl,
@@ -212,6 +215,8 @@ Run new_run(const RunImage& image, const TimeTravel& r, const DeclarationVersion
   run.clear_expire_at_ms();
   run.clear_traveled_to_run_id();
   run.set_traveled_from_run_id(r.run_id());
+  run.clear_continued_from_run_id();
+  run.set_history_bytes(0);
   run.mutable_options()->set_request_id(r.request_id());
   // The flow timeout and a start delay keep the time they had left at the
   // point: their deadlines count from start_ms, now the new run's start.
@@ -327,7 +332,7 @@ ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& 
   auto decl = txn.declaration(old->flow_type(), 0);
   DEX_INVARIANT(decl.has_value(), "a run's Flow type is declared");
   const RunImage image = fold_journal(deltas, point.deltas);
-  if (auto why = unhostable(image, decl->declaration()); !why.empty())
+  if (auto why = unhostable(image, decl->declaration(), false); !why.empty())
     return rejected(RefusalCode::kFailedPrecondition, "cannot time travel to that point: " + why);
 
   // The old run: closed if it still runs, and linked to the new one.

@@ -29,6 +29,8 @@ std::string_view flow_status_label(flow::FlowStatus status) {
       return "terminated";
     case flow::FLOW_TIMED_OUT:
       return "timed_out";
+    case flow::FLOW_CONTINUED_AS_NEW:
+      return "continued_as_new";
     case flow::FLOW_RUNNING:
       return "running";
     default:

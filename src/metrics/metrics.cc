@@ -49,8 +49,9 @@ static_assert(static_cast<size_t>(Code::kOk) == 0 && static_cast<size_t>(Code::k
               kCodes.size() == 9 && kCodes[8] == Code::kStopped);
 constexpr std::array kAttemptOutcomes = {flow::ATTEMPT_COMPLETED, flow::ATTEMPT_FAILED,
                                          flow::ATTEMPT_TIMED_OUT, flow::ATTEMPT_NOT_COMPLETED};
-constexpr std::array kFlowEnds = {flow::FLOW_COMPLETED, flow::FLOW_FAILED, flow::FLOW_CANCELED,
-                                  flow::FLOW_TERMINATED, flow::FLOW_TIMED_OUT};
+constexpr std::array kFlowEnds = {flow::FLOW_COMPLETED, flow::FLOW_FAILED,
+                                  flow::FLOW_CANCELED,  flow::FLOW_TERMINATED,
+                                  flow::FLOW_TIMED_OUT, flow::FLOW_CONTINUED_AS_NEW};
 
 size_t standby_index(StandbyState state) {
   assert(state != StandbyState::kNotStandby);

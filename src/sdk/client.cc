@@ -570,6 +570,21 @@ StatusOr<flow::TimeTravelResponse> Client::time_travel(const std::string& flow_i
       });
 }
 
+StatusOr<flow::TriggerContinueAsNewResponse> Client::continue_as_new(
+    const std::string& flow_id, const std::string& run_id, const std::string& reason,
+    const std::string& request_id) {
+  flow::TriggerContinueAsNewRequest request;
+  request.mutable_flow()->set_flow_id(flow_id);
+  request.mutable_flow()->set_run_id(run_id);
+  request.set_reason(reason);
+  request.set_request_id(request_id_or_fresh(request_id));
+  return unary<flow::TriggerContinueAsNewResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::TriggerContinueAsNewResponse* r) {
+        return e.flows->TriggerContinueAsNew(c, request, r);
+      });
+}
+
 Status Client::publish(const std::string& flow_id, const std::string& channel,
                        const std::vector<nlohmann::json>& messages, const std::string& instance_key,
                        const std::string& run_id, const std::string& request_id) {

@@ -157,6 +157,14 @@ class Client {
   StatusOr<flow::TimeTravelResponse> time_travel(
       const std::string& flow_id, const std::string& run_id, const flow::TimeTravelPoint& point,
       const std::string& reason = "", bool dry_run = false, const std::string& request_id = "");
+  // Continue-as-new (docs/flow-rules.md): the run `run_id` (the Flow ID's
+  // latest, named exactly) goes on as a new run holding its state, at once if
+  // no attempt of it runs (new_run_id), else when none does. A repeat with
+  // the same request ID (default: a fresh one per call) changes nothing.
+  StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(const std::string& flow_id,
+                                                               const std::string& run_id,
+                                                               const std::string& reason = "",
+                                                               const std::string& request_id = "");
   StatusOr<flow::FlowDescription> describe_flow(const std::string& flow_id,
                                                 const std::string& run_id = "");
   StatusOr<flow::GetFlowStateResponse> flow_state(const std::string& flow_id,

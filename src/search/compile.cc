@@ -72,12 +72,13 @@ std::string literal_kind(const Literal& l) {
 StatusOr<Typed> status_value(const Literal& l) {
   std::string upper = l.text;
   for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (int s = flow::FLOW_RUNNING; s <= flow::FLOW_TIMED_OUT; ++s)  // bounded: six statuses
+  for (int s = flow::FLOW_RUNNING; s <= flow::FLOW_CONTINUED_AS_NEW; ++s)  // bounded: seven
     if (flow::search_status_name(static_cast<flow::FlowStatus>(s)) == upper)
       return Typed{upper, {}, 0, 0};
   return at(l.pos,
             quoted(l.text) +
-                " is not a status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)");
+                " is not a status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT, "
+                "CONTINUED_AS_NEW)");
 }
 
 // `l` as a value of `field`; `prefix`: a STARTS_WITH operand.

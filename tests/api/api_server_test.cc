@@ -44,6 +44,10 @@ class FakeEngine final : public Engine {
   StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& r) override {
     return Status::precondition_failed("run '" + r.flow().run_id() + "' is not the latest run");
   }
+  StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
+      const flow::TriggerContinueAsNewRequest& r) override {
+    return Status::precondition_failed("run '" + r.flow().run_id() + "' is COMPLETED");
+  }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) override {
     return Status::stopped("engine stopped");
   }

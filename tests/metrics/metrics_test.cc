@@ -54,7 +54,8 @@ TEST(Metrics, EverySeriesExistsAtZeroBeforeTheFirstEvent) {
         value(m, std::string("dexzd_object_store_request_seconds_count{operation=\"") + op + "\"}"),
         0);
   }
-  for (const char* o : {"completed", "failed", "canceled", "terminated", "timed_out"}) {
+  for (const char* o :
+       {"completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"}) {
     EXPECT_EQ(value(m, std::string("dexzd_flows_total{outcome=\"") + o + "\"}"), 0);
   }
   for (const char* o : {"completed", "failed", "timed_out", "not_completed"}) {

@@ -145,6 +145,10 @@ class ProcessEngine final : public Engine {
   StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& r) override {
     return inner_.time_travel(r);
   }
+  StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
+      const flow::TriggerContinueAsNewRequest& r) override {
+    return inner_.continue_as_new(r);
+  }
   StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
     return inner_.flow_state(r);
   }
