@@ -138,17 +138,15 @@ Status fill_value(Kind kind, const std::string& text, flow::AttributeValue& v) {
       return Status::ok();
     }
     case Kind::kJson: {
+      // Any one JSON value: an object, an array, a string ("\"text\""), a
+      // number, true, false or null (a value; --delete removes). The server
+      // checks the rest: an Attribute indexed KEYWORD_ARRAY takes an array of
+      // strings only.
       json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_discarded()) return Status::invalid_argument("not valid JSON");
-      // An array of strings is the value of a JSON Attribute indexed
-      // KEYWORD_ARRAY; the server refuses it in any other.
-      const bool keywords =
-          parsed.is_array() &&
-          std::all_of(parsed.begin(), parsed.end(), [](const json& x) { return x.is_string(); });
-      if (!parsed.is_object() && !keywords) {
+      if (parsed.is_discarded()) {
         return Status::invalid_argument(
-            "a json Attribute holds a JSON object ({...}), or an array of strings "
-            "([\"a\", ...]) when it is indexed KEYWORD_ARRAY");
+            "not valid JSON (an object, an array, a string in double quotes, a number, true, "
+            "false or null)");
       }
       v.set_json_value(parsed.dump());
       return Status::ok();

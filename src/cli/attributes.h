@@ -5,9 +5,10 @@
 // "type", "value"}; type is string, int64, double, bool, datetime, json or
 // bytes, and the value is rendered naturally: a string, a number (a double
 // that is not finite as "NaN", "Infinity", "-Infinity"), true/false, a
-// datetime as RFC 3339 UTC with milliseconds plus "unixMs", a JSON object as
-// the parsed value, bytes as base64. A write that deletes has "deleted": true
-// and no type or value.
+// datetime as RFC 3339 UTC with milliseconds plus "unixMs", a JSON value (an
+// object, an array, a string, a number, true, false or null) as the parsed
+// value, bytes as base64. A write that deletes has "deleted": true and no type
+// or value (a JSON null is a value: "type": "json", "value": null).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,7 +36,8 @@ std::string attribute_writes_text(const google::protobuf::RepeatedPtrField<flow:
 
 // The flags of `flow attributes set`. Each entry is KEY=VALUE, KEY[INSTANCE]=VALUE
 // for an AttributeMap instance (the instance runs to the first "]="); deletes
-// are KEY or KEY[INSTANCE]. A positional KEY=VALUE is a string.
+// are KEY or KEY[INSTANCE]. A positional KEY=VALUE is a string. A --json
+// VALUE is any one JSON value (a string in double quotes), sent compact.
 struct AttributeWriteFlags {
   std::vector<std::string> strings, int64s, doubles, bools, datetimes, jsons, bytes_base64, deletes;
   std::vector<std::string> positional;  // KEY=VALUE: strings

@@ -85,6 +85,23 @@ std::optional<std::vector<std::string>> AttributeCodec<std::vector<std::string>>
   return out;
 }
 
+void AttributeCodec<nlohmann::json>::encode(const nlohmann::json& v, flow::AttributeValue* out) {
+  try {
+    out->set_json_value(v.dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw AttributeError(std::string("a JSON Attribute value cannot be written as JSON text: ") +
+                         e.what());
+  }
+}
+
+std::optional<nlohmann::json> AttributeCodec<nlohmann::json>::decode(
+    const flow::AttributeValue& in) {
+  if (in.value_case() != flow::AttributeValue::kJsonValue) return std::nullopt;
+  nlohmann::json value = nlohmann::json::parse(in.json_value(), nullptr, false);
+  if (value.is_discarded()) return std::nullopt;
+  return value;
+}
+
 }  // namespace sdk_internal
 
 JsonObject::JsonObject(nlohmann::json value) : value_(std::move(value)) {
@@ -113,7 +130,7 @@ std::string_view attribute_type_name(flow::AttributeType type) {
     case flow::ATTRIBUTE_DATETIME:
       return "datetime";
     case flow::ATTRIBUTE_JSON:
-      return "JSON object";
+      return "JSON";
     case flow::ATTRIBUTE_BYTES:
       return "bytes";
     default:
@@ -248,7 +265,8 @@ void check_json_index(const AttributeDef& def, bool holds_array) {
   if (!holds_array && keyword_array) {
     throw AttributeError("JSON object Attribute '" + def.key() +
                          "' cannot have a KEYWORD_ARRAY index: such an Attribute holds a JSON "
-                         "array of strings; declare it dex::Attribute<std::vector<std::string>>");
+                         "array of strings; declare it dex::Attribute<std::vector<std::string>> "
+                         "(or dex::Attribute<nlohmann::json>)");
   }
 }
 

@@ -12,8 +12,11 @@
 //   stock.remove(ctx, "sku-2");
 //
 // Value types: std::string, int64_t, double, bool, dex::DateTime (Unix ms),
-// dex::JsonObject (a JSON object) and dex::Bytes; std::vector<std::string> (a
-// JSON array of strings) for an Attribute indexed KEYWORD_ARRAY. A misuse (a
+// nlohmann::json (any JSON value: an object, an array, a string, a number,
+// true, false or null), dex::JsonObject (a JSON object, checked) and
+// dex::Bytes (any bytes); std::vector<std::string> (a JSON array of strings)
+// for an Attribute indexed KEYWORD_ARRAY. JSON null is a value
+// (`doc.set(ctx, nullptr)`, read back as a json null); remove() deletes. A misuse (a
 // key the Flow does not declare, a key the method does not read, a definition
 // whose type differs from the declaration) throws dex::AttributeError naming
 // the key; in a Step or RPC it fails the attempt non-retryably.
@@ -80,8 +83,10 @@ struct DateTime {
   auto operator<=>(const DateTime&) const = default;
 };
 
-// A JSON object (stored as its text). Constructing one from a JSON value that
-// is not an object throws std::invalid_argument.
+// A JSON object (stored as its text), for an Attribute that holds only
+// objects: constructing one from a JSON value that is not an object throws
+// std::invalid_argument, and a stored value that is not an object does not
+// read as one. Any JSON value: dex::Attribute<nlohmann::json>.
 class JsonObject {
  public:
   JsonObject() : value_(nlohmann::json::object()) {}
@@ -117,7 +122,7 @@ template <typename T>
 struct AttributeCodec {
   static_assert(sizeof(T) == 0,
                 "dex Attributes hold std::string, int64_t, double, bool, dex::DateTime, "
-                "dex::JsonObject or dex::Bytes");
+                "nlohmann::json, dex::JsonObject or dex::Bytes");
 };
 
 #define DEX_ATTRIBUTE_CODEC(T, TYPE, NAME, CASE, GET, SET)                    \
@@ -148,9 +153,21 @@ DEX_ATTRIBUTE_CODEC(Bytes, ATTRIBUTE_BYTES, "bytes", kBytesValue, Bytes{in.bytes
                     out->set_bytes_value(v.data))
 #undef DEX_ATTRIBUTE_CODEC
 
+// Any JSON value, stored as its text. A value that cannot be written as JSON
+// text (a string that is not UTF-8) throws AttributeError; a NaN or infinite
+// number is written as null (JSON has neither). A stored text that does not
+// parse does not decode.
+template <>
+struct AttributeCodec<nlohmann::json> {
+  static constexpr flow::AttributeType kType = flow::ATTRIBUTE_JSON;
+  static constexpr const char* kName = "JSON";
+  static void encode(const nlohmann::json& v, flow::AttributeValue* out);
+  static std::optional<nlohmann::json> decode(const flow::AttributeValue& in);
+};
+
 // The keywords of an Attribute indexed KEYWORD_ARRAY: a JSON Attribute that
-// holds an array of strings rather than an object (the server refuses an
-// array in any other JSON Attribute).
+// holds an array of strings (the server refuses any other value in such an
+// Attribute).
 template <>
 struct AttributeCodec<std::vector<std::string>> {
   static constexpr flow::AttributeType kType = flow::ATTRIBUTE_JSON;
@@ -309,8 +326,9 @@ const flow::AttributeValue* find_attribute(const flow::GetAttributesResponse& re
 
 // The checks a typed definition adds to AttributeDef's, for the value types
 // that hold JSON: a dex::JsonObject cannot hold the array a KEYWORD_ARRAY
-// index needs, and a std::vector<std::string> needs that index. Throws
-// AttributeError naming the Attribute.
+// index needs, and a std::vector<std::string> needs that index (an
+// nlohmann::json may hold anything: no check). Throws AttributeError naming
+// the Attribute.
 void check_json_index(const AttributeDef& def, bool holds_array);
 
 // An indexed Attribute's field in a search row (the index key's), if the row has it.
@@ -332,6 +350,10 @@ std::optional<std::vector<std::string>> search_value(const flow::SearchField& f,
 template <typename T>
 class Attribute : public AttributeDef {
   static constexpr bool kHoldsArray = std::is_same_v<T, std::vector<std::string>>;
+  // Whether the value type fixes the shape of the JSON (not nlohmann::json).
+  static constexpr bool kShapedJson =
+      sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON &&
+      !std::is_same_v<T, nlohmann::json>;
 
  public:
   explicit Attribute(std::string key)
@@ -342,8 +364,7 @@ class Attribute : public AttributeDef {
   Attribute(std::string key, Index index)
       : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false,
                      std::move(index)) {
-    if constexpr (sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON)
-      sdk_internal::check_json_index(*this, kHoldsArray);
+    if constexpr (kShapedJson) sdk_internal::check_json_index(*this, kHoldsArray);
   }
   // Synced to the run's Attribute Store (see Sync), unindexed or indexed.
   Attribute(std::string key, Sync sync)
@@ -353,8 +374,7 @@ class Attribute : public AttributeDef {
   Attribute(std::string key, Index index, Sync sync)
       : AttributeDef(std::move(key), sdk_internal::AttributeCodec<T>::kType, false,
                      std::move(index), sync) {
-    if constexpr (sdk_internal::AttributeCodec<T>::kType == flow::ATTRIBUTE_JSON)
-      sdk_internal::check_json_index(*this, kHoldsArray);
+    if constexpr (kShapedJson) sdk_internal::check_json_index(*this, kHoldsArray);
   }
 
   // In a Step or RPC handler: the value as the task carried it, with this

@@ -65,6 +65,27 @@ TEST(AttributeWrites, EachFlagMakesItsType) {
   for (const auto& a : w) EXPECT_EQ(a.instance_key(), "") << a.key();
 }
 
+TEST(AttributeWrites, JsonTakesAnyJsonValueAndBytesAnyBytes) {
+  AttributeWriteFlags f;
+  f.jsons = {
+      "a=[1, \"two\", null]", "s=\"text\"", "n=-2.5e3", "t=true", "f=false", "z=null", "o={}",
+      "k=[\"eu\",\"gift\"]"};
+  f.bytes_base64 = {"b=AAD/wyg=", "e="};
+  const auto w = parse_ok(f);
+  ASSERT_EQ(w.size(), 10u);
+  const std::vector<std::string> sent = {
+      R"([1,"two",null])", R"("text")", "-2500.0", "true", "false", "null", "{}",
+      R"(["eu","gift"])"};
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_TRUE(w[i].value().has_json_value()) << w[i].key();
+    EXPECT_EQ(w[i].value().json_value(), sent[i]) << w[i].key();
+  }
+  EXPECT_EQ(w[8].value().bytes_value(), std::string("\x00\x00\xff\xc3\x28", 5));
+  ASSERT_TRUE(w[9].has_value()) << "empty bytes are a value, not a delete";
+  EXPECT_TRUE(w[9].value().has_bytes_value());
+  EXPECT_EQ(w[9].value().bytes_value(), "");
+}
+
 TEST(AttributeWrites, MapInstancesInBracketsOrFromInstanceFlag) {
   AttributeWriteFlags f;
   f.int64s = {"counts[eu-west]=3", "counts[a]b]=4", "total=7"};
@@ -94,8 +115,12 @@ TEST(AttributeWrites, ErrorsNameTheFlagAndItsArgument) {
       {with({{&F::datetimes, "d=2026-02-30T00:00:00Z"}}), "--datetime d=2026-02-30T00:00:00Z: "},
       {with({{&F::datetimes, "d=tomorrow"}}),
        "--datetime d=tomorrow: 'tomorrow' is not a datetime"},
-      {with({{&F::jsons, "j=[1,2]"}}), "--json j=[1,2]: a json Attribute holds a JSON object"},
       {with({{&F::jsons, "j={nope"}}), "--json j={nope: not valid JSON"},
+      {with({{&F::jsons, "j=text"}}),
+       "--json j=text: not valid JSON (an object, an array, a "
+       "string in double quotes"},
+      {with({{&F::jsons, "j="}}), "--json j=: not valid JSON"},
+      {with({{&F::jsons, "j=[1,]"}}), "--json j=[1,]: not valid JSON"},
       {with({{&F::bytes_base64, "b=!!"}}), "--bytes-base64 b=!!: not base64"},
       {with({{&F::strings, "novalue"}}), "--string novalue: expected KEY=VALUE"},
       {with({{&F::strings, "=v"}}), "--string =v: the key is empty"},
@@ -195,6 +220,30 @@ TEST(AttributeJson, NonFiniteDoublesDeletesAndBadJsonStillPrint) {
   const flow::Attribute deleted = attr("m", "a");
   EXPECT_EQ(attribute_json(deleted),
             json::parse(R"({"key":"m","instanceKey":"a","deleted":true})"));
+}
+
+TEST(AttributeJson, JsonScalarsArraysAndNullRenderAsThemselvesAndNullIsNotADelete) {
+  google::protobuf::RepeatedPtrField<flow::Attribute> list;
+  for (const std::string text : {R"("text")", "[1,null]", "-2.5", "false", "null"}) {
+    *list.Add() = attr("doc");
+    list.Mutable(list.size() - 1)->mutable_value()->set_json_value(text);
+  }
+  const json j = attributes_json(list);
+  EXPECT_EQ(j, json::parse(R"([
+    {"key": "doc", "type": "json", "value": "text"},
+    {"key": "doc", "type": "json", "value": [1, null]},
+    {"key": "doc", "type": "json", "value": -2.5},
+    {"key": "doc", "type": "json", "value": false},
+    {"key": "doc", "type": "json", "value": null}])"))
+      << j.dump();
+  // In a table and a history line a JSON string keeps its quotes (a string
+  // Attribute's value has none) and null shows as null, not "(deleted)".
+  const std::vector<flow::Attribute> rows(list.begin(), list.end());
+  const std::string t = attributes_table(rows, 0);
+  EXPECT_NE(t.find("doc  -         json  \"text\"\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("doc  -         json  null\n"), std::string::npos) << t;
+  EXPECT_EQ(attribute_writes_text(list),
+            R"(doc="text", doc=[1,null], doc=-2.5, doc=false, doc=null)");
 }
 
 TEST(AttributeTable, OneRowPerAttributeWithReadableValues) {
