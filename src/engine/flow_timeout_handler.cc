@@ -41,7 +41,8 @@ bool handler_queued(const flow::Run& run, const flow::TaskRef& ref) {
 flow::Durability handler_durability(flow::KvFlowTxn& txn, const flow::Run& run) {
   auto decl = txn.declaration(run.flow_type(), run.declaration_version());
   if (!decl) return flow::SYNC;
-  return flow::timeout_handler_options(decl->declaration()).durability();
+  return flow::timeout_handler_options(decl->declaration(), flow::default_durability(run.config()))
+      .durability();
 }
 
 std::optional<flow::StepExecutionView> timeout_handler_view(const flow::Run& run) {

@@ -217,6 +217,8 @@ Status validate_declaration(const FlowDeclaration& decl) {
     if (auto s = validate_name(type + " attributeStore", decl.attribute_store()); !s.is_ok())
       return s;
   }
+  if (auto s = validate_config(decl.config(), decl.attribute_store(), type + " config"); !s.is_ok())
+    return s;
   std::set<std::string> rpcs;
   for (int i = 0; i < decl.rpcs_size(); ++i) {  // bounded by kRpcTypesMax
     const auto& r = decl.rpcs(i);
@@ -271,29 +273,50 @@ RetryPolicy retry_with_defaults(RetryPolicy retry) {
   return retry;
 }
 
-MethodOptions method_with_defaults(MethodOptions options) {
+MethodOptions method_with_defaults(MethodOptions options, Durability durability_default) {
   if (options.attempt_timeout_ms() == 0) options.set_attempt_timeout_ms(kAttemptTimeoutDefaultMs);
   *options.mutable_retry() = retry_with_defaults(options.retry());
   if (options.failure_policy() == FAILURE_POLICY_UNSPECIFIED) options.set_failure_policy(FAIL_FLOW);
   // SYNC unless asked otherwise: a start that is durable before the Worker
   // gets it never runs twice with one number (docs/flow-rules.md, "Defaults").
-  if (options.durability() == DURABILITY_UNSPECIFIED) options.set_durability(SYNC);
+  // A run's FlowConfig may choose another default (docs/flow-rules.md, "FlowConfig").
+  if (options.durability() == DURABILITY_UNSPECIFIED)
+    options.set_durability(durability_default == DURABILITY_UNSPECIFIED ? SYNC
+                                                                        : durability_default);
   return options;
 }
 
-MethodOptions timeout_handler_options(const FlowDeclaration& declaration) {
-  MethodOptions options = method_with_defaults(declaration.on_timeout().options());
+MethodOptions timeout_handler_options(const FlowDeclaration& declaration,
+                                      Durability durability_default) {
+  MethodOptions options =
+      method_with_defaults(declaration.on_timeout().options(), durability_default);
   options.clear_failure_policy();
   return options;
 }
 
+namespace {
+
+// Stored with every default but the durability: a method that sets none takes
+// its run's FlowConfig's default when an execution of it is created.
+MethodOptions stored_with_defaults(const MethodOptions& declared) {
+  MethodOptions options = method_with_defaults(declared);
+  options.set_durability(declared.durability());
+  return options;
+}
+
+}  // namespace
+
 FlowDeclaration with_defaults(FlowDeclaration declaration) {
   for (auto& step : *declaration.mutable_steps()) {
-    *step.mutable_options()->mutable_wait_for() = method_with_defaults(step.options().wait_for());
-    *step.mutable_options()->mutable_execute() = method_with_defaults(step.options().execute());
+    *step.mutable_options()->mutable_wait_for() = stored_with_defaults(step.options().wait_for());
+    *step.mutable_options()->mutable_execute() = stored_with_defaults(step.options().execute());
   }
-  if (declaration.has_timeout_handler())
-    *declaration.mutable_on_timeout()->mutable_options() = timeout_handler_options(declaration);
+  if (declaration.has_timeout_handler()) {
+    const Durability declared = declaration.on_timeout().options().durability();
+    MethodOptions options = timeout_handler_options(declaration);
+    options.set_durability(declared);
+    *declaration.mutable_on_timeout()->mutable_options() = std::move(options);
+  }
   return declaration;
 }
 
@@ -311,7 +334,53 @@ FlowConfig effective_config(const FlowConfig& declared, const FlowConfig& start)
     out.set_continue_as_new_after_events(start.continue_as_new_after_events());
   if (start.continue_as_new_after_bytes() > 0)
     out.set_continue_as_new_after_bytes(start.continue_as_new_after_bytes());
+  if (start.default_durability() != DURABILITY_UNSPECIFIED)
+    out.set_default_durability(start.default_durability());
+  if (!start.attribute_store().empty()) out.set_attribute_store(start.attribute_store());
+  if (start.has_index_active_step_types())
+    out.set_index_active_step_types(start.index_active_step_types());
   return out;
+}
+
+FlowConfig declared_config(const FlowDeclaration& declaration) {
+  FlowConfig out = declaration.config();
+  if (out.attribute_store().empty()) out.set_attribute_store(declaration.attribute_store());
+  return out;
+}
+
+FlowConfig start_config(const StartOptions& options) {
+  FlowConfig out = options.config();
+  if (out.attribute_store().empty()) out.set_attribute_store(options.attribute_store());
+  return out;
+}
+
+Status validate_config(const FlowConfig& config, std::string_view store, const std::string& where) {
+  if (!Durability_IsValid(config.default_durability()))
+    return Status::invalid_argument(where + ".defaultDurability is not SYNC or ASYNC");
+  if (!config.attribute_store().empty()) {
+    if (auto s = validate_name(where + ".attributeStore", config.attribute_store()); !s.is_ok())
+      return s;
+    if (!store.empty() && store != config.attribute_store())
+      return Status::invalid_argument(
+          where + ".attributeStore " + quoted(config.attribute_store()) +
+          " disagrees with attributeStore " + quoted(store) +
+          ": both name the Attribute Store, so set one of them (or both the same)");
+  }
+  return Status::ok();
+}
+
+Durability default_durability(const FlowConfig& config) {
+  return config.default_durability() == DURABILITY_UNSPECIFIED ? SYNC : config.default_durability();
+}
+
+bool indexes_active_step_types(const FlowConfig& config) {
+  return !config.has_index_active_step_types() || config.index_active_step_types();
+}
+
+FlowConfig config_with_defaults(FlowConfig config) {
+  config.set_default_durability(default_durability(config));
+  config.set_index_active_step_types(indexes_active_step_types(config));
+  return config;
 }
 
 }  // namespace dex::flow

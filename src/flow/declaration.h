@@ -22,12 +22,14 @@ inline constexpr uint32_t kRetryMaximumAttemptsDefault = 3;
 Status validate_declaration(const FlowDeclaration& declaration);
 // The same declaration with every default filled in (validated first).
 FlowDeclaration with_defaults(FlowDeclaration declaration);
-// A method's options with every default filled in.
-MethodOptions method_with_defaults(MethodOptions options);
+// A method's options with every default filled in; a durability the options
+// leave unset is `durability_default` (a run's FlowConfig's, else SYNC).
+MethodOptions method_with_defaults(MethodOptions options, Durability durability_default = SYNC);
 // The timeout handler's options with the defaults filled in (a method's, but
 // no failure policy: a handler that fails for good ends the run TIMED_OUT).
 // Whatever version stored the declaration.
-MethodOptions timeout_handler_options(const FlowDeclaration& declaration);
+MethodOptions timeout_handler_options(const FlowDeclaration& declaration,
+                                      Durability durability_default = SYNC);
 // A retry policy (a method's, or a start's Flow retry policy); `where` prefixes
 // the field names in the message.
 Status validate_retry(const RetryPolicy& retry, const std::string& where);
@@ -53,6 +55,25 @@ Status validate_lock_keys(const google::protobuf::RepeatedPtrField<std::string>&
 
 // A run's FlowConfig: the declaration's, each field the start sets overriding it.
 FlowConfig effective_config(const FlowConfig& declared, const FlowConfig& start);
+// FlowConfig (docs/flow-rules.md, "FlowConfig"). The declaration's config
+// with its Attribute Store from either field (FlowDeclaration.attribute_store
+// or config.attribute_store), and the start's likewise.
+FlowConfig declared_config(const FlowDeclaration& declaration);
+FlowConfig start_config(const StartOptions& options);
+// Checks a config as a declaration, a start or an update gives it; `where`
+// prefixes the field names. `store` is the same level's old attribute_store
+// field: when both are set they must agree.
+Status validate_config(const FlowConfig& config, std::string_view store, const std::string& where);
+// A config's durability for methods that set none (unset: SYNC), and whether
+// its runs' active Step types are indexed (unset: yes).
+Durability default_durability(const FlowConfig& config);
+bool indexes_active_step_types(const FlowConfig& config);
+// The config with those defaults written out, as GetFlowState shows it.
+FlowConfig config_with_defaults(FlowConfig config);
+// FlowConfig's field names, as UpdateFlowConfig's clear_fields names them.
+inline constexpr std::string_view kFlowConfigFields[] = {
+    "continue_as_new_after_events", "continue_as_new_after_bytes", "default_durability",
+    "attribute_store", "index_active_step_types"};
 
 // A name (Flow ID, type, Step type, Channel, instance key): non-empty, at most
 // kNameBytesMax bytes, no control characters.

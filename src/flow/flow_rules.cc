@@ -8,6 +8,7 @@
 #include "common/invariant.h"
 #include "flow/continue_as_new.h"
 #include "flow/declaration.h"
+#include "flow/flow_config.h"
 #include "flow/record_time.h"
 #include "flow/result_check.h"
 #include "flow/run_editor.h"
@@ -211,10 +212,11 @@ void RecordApplier::start_run(const StartFlow& r, const DeclarationVersion& decl
   run.set_status(FLOW_RUNNING);
   *run.mutable_input() = r.input();
   *run.mutable_options() = r.options();
-  run.set_attribute_store(r.options().attribute_store().empty()
-                              ? decl.declaration().attribute_store()
-                              : r.options().attribute_store());
-  *run.mutable_config() = effective_config(decl.declaration().config(), r.options().config());
+  // The start's config (StartOptions.config, attribute_store) wins over the
+  // declaration's, field by field; the run's store is the config's.
+  *run.mutable_config() =
+      effective_config(declared_config(decl.declaration()), start_config(r.options()));
+  run.set_attribute_store(run.config().attribute_store());
   // Kept as Attributes and in the start event, not in the run rewritten by
   // every apply; but a Flow retry starts with them again.
   if (!r.options().has_retry_policy()) run.mutable_options()->clear_initial_attributes();
@@ -1088,6 +1090,9 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
     case FlowRecord::kContinueAsNew:
       result = apply_continue_as_new(txn, effects, record.continue_as_new());
       break;
+    case FlowRecord::kUpdateFlowConfig:
+      result = apply_update_flow_config(txn, effects, record.update_flow_config());
+      break;
     case FlowRecord::KIND_NOT_SET:
       result = {ApplyKind::kUnchanged, RefusalCode::kNone, "assignments only", ""};
       break;
@@ -1100,6 +1105,9 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
     if (record.has_continue_as_new() && result.kind == ApplyKind::kApplied &&
         from.run_id == record.continue_as_new().run_id())
       result.run_id = to;  // the client learns the new run
+    if (record.has_update_flow_config() && result.kind == ApplyKind::kApplied &&
+        from.run_id == record.update_flow_config().run_id())
+      result.run_id = to;  // a lowered threshold continued the run at once
   }
   for (const auto& a : record.assignments()) apply.assign(a, record.at_unix_ms());
   txn.journal(record_time(record));

@@ -48,6 +48,8 @@ void with_kind_time(Rec& r, F&& f) {
       return call(&R::time_travel, &R::mutable_time_travel);
     case R::kContinueAsNew:
       return call(&R::continue_as_new, &R::mutable_continue_as_new);
+    case R::kUpdateFlowConfig:
+      return call(&R::update_flow_config, &R::mutable_update_flow_config);
     case R::KIND_NOT_SET:
       return;
   }

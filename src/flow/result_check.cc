@@ -346,6 +346,7 @@ Status validate_start_options(const StartOptions& o) {
   if (!o.attribute_store().empty()) {
     if (auto s = validate_name("attributeStore", o.attribute_store()); !s.is_ok()) return s;
   }
+  if (auto s = validate_config(o.config(), o.attribute_store(), "config"); !s.is_ok()) return s;
   if (o.request_id().size() > kNameBytesMax)
     return Status::invalid_argument("requestId is longer than " + std::to_string(kNameBytesMax) +
                                     " bytes");

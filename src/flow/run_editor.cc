@@ -222,8 +222,10 @@ StepExecution& RunEditor::create_step(const std::string& step_type, const Payloa
   *step.mutable_input() = input;
   step.set_parent_execution_id(parent);
   StepOptions options = override_options != nullptr ? *override_options : decl->options();
-  *options.mutable_wait_for() = method_with_defaults(options.wait_for());
-  *options.mutable_execute() = method_with_defaults(options.execute());
+  // A durability the Step leaves unset is the run's FlowConfig's default.
+  const Durability durability = default_durability(run_.config());
+  *options.mutable_wait_for() = method_with_defaults(options.wait_for(), durability);
+  *options.mutable_execute() = method_with_defaults(options.execute(), durability);
   *step.mutable_options() = std::move(options);
   step.set_recovery_error(recovery_error);
   step.set_created_ms(at_ms_);

@@ -356,6 +356,8 @@ SearchDoc system_doc(const Run& run) {
   doc.set_start_ms(run.start_ms());
   doc.set_close_ms(run.status() == FLOW_RUNNING ? 0 : run.close_ms());
   if (run.parents_size() > 0) doc.set_parent_flow_id(run.parents(0).flow_id());
+  // FlowConfig.index_active_step_types false: the run has no ActiveStepTypes.
+  if (!indexes_active_step_types(run.config())) return doc;
   std::set<std::string_view> steps;
   for (const auto& id : run.active()) {  // bounded by kActiveStepsMax
     const size_t dash = id.rfind('-');

@@ -28,7 +28,8 @@ void RunEditor::queue_handler(uint32_t attempt) {
   state->clear_retry_at_ms();
   state->clear_queue_seq();
   // No lock keys (validate_declaration): straight to the task queue.
-  enqueue(*state, handler_ref(), timeout_handler_options(declaration_).durability());
+  enqueue(*state, handler_ref(),
+          timeout_handler_options(declaration_, default_durability(run_.config())).durability());
 }
 
 void RunEditor::start_timeout_handler(const std::string& why) {

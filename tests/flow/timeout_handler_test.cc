@@ -130,12 +130,14 @@ TEST_F(TimeoutHandler, ADeclarationsHandlerOptionsAreValidated) {
   FlowDeclaration timeout = handled();
   timeout.mutable_on_timeout()->mutable_options()->set_attempt_timeout_ms(-1);
   refused(timeout, "onTimeout.options.attemptTimeoutMs");
-  // Stored with a method's defaults, but no failure policy.
+  // Stored with a method's defaults, but no failure policy, and no durability
+  // unless declared (the run's FlowConfig default applies).
   KvFlowTxn txn(h.kv);
   const MethodOptions o = txn.declaration("T", 0)->declaration().on_timeout().options();
   EXPECT_EQ(o.attempt_timeout_ms(), kAttemptTimeoutDefaultMs);
   EXPECT_EQ(o.retry().maximum_attempts(), kRetryMaximumAttemptsDefault);
-  EXPECT_EQ(o.durability(), SYNC);
+  EXPECT_EQ(o.durability(), DURABILITY_UNSPECIFIED);
+  EXPECT_EQ(timeout_handler_options(txn.declaration("T", 0)->declaration()).durability(), SYNC);
   EXPECT_EQ(o.failure_policy(), FAILURE_POLICY_UNSPECIFIED);
 }
 
