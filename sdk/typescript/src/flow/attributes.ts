@@ -7,13 +7,15 @@
 // int64 values are JavaScript numbers: writes must be safe integers
 // (|n| <= 2^53 - 1), and a stored value beyond that range fails its read
 // instead of coming back rounded. datetime values are Dates (Unix ms on the
-// wire), json values JSON objects, bytes values Uint8Arrays.
+// wire), json values any JSON value (an object, an array, a string, a number,
+// a boolean or null; null is a value, `remove`/`removal` delete), bytes values
+// Uint8Arrays (any bytes).
 //
 // An Attribute may be indexed for SearchFlows (docs/search.md, "Index types"):
 // `Attribute.string("plan", { index: "keyword" })`. Which index types fit
 // which Attribute types is the server's rule (src/flow/search_index.cc,
 // fits()), checked here when the Attribute is declared; a json Attribute
-// indexed "keywordArray" holds a JSON array of strings instead of an object.
+// indexed "keywordArray" holds only a JSON array of strings.
 //
 // An Attribute may sync to the run's Attribute Store (`{ sync: true }`): the
 // server projects its writes into a column of the same name of a PostgreSQL
@@ -23,11 +25,12 @@
 // the declaration throws).
 import type { WireAttribute, WireAttributeIndex, WireAttributeType, WireAttributeValue, WireIndexType } from "../proto";
 import { checkName, FLOW_LIMITS, invalid, valueLimitText } from "./checks";
+import type { JsonValue } from "./codec";
 import { TaskError } from "./task-error";
 
 export type AttributeTypeName = "string" | "int64" | "double" | "bool" | "datetime" | "json" | "bytes";
 
-/** A JSON object, the value of a json Attribute. */
+/** A JSON object, the value a json Attribute holds unless declared otherwise (`Attribute.json<T>`). */
 export type JsonObject = { [key: string]: unknown };
 
 /** The JavaScript value of each Attribute type. */
@@ -37,12 +40,12 @@ export interface AttributeValueTypes {
   double: number;
   bool: boolean;
   datetime: Date;
-  json: JsonObject;
+  json: JsonValue;
   bytes: Uint8Array;
 }
 
-/** Any Attribute value (a json Attribute's may be typed by an interface: any object). */
-export type AttributeValue = AttributeValueTypes[AttributeTypeName] | object;
+/** Any Attribute value (a json Attribute's may be typed by an interface: any object, or null). */
+export type AttributeValue = AttributeValueTypes[AttributeTypeName] | object | null;
 
 /**
  * How SearchFlows indexes an Attribute (the proto's IndexType): "keyword" (a
@@ -227,9 +230,13 @@ function describe(v: unknown): string {
 
 /**
  * `value` as the wire's AttributeValue for `type` (`index`: the Attribute's
- * index, if any: a json Attribute indexed "keywordArray" takes an array of
- * strings instead of an object); throws a DexError (INVALID_ARGUMENT) naming
- * `what` when it is not a value of that type.
+ * index, if any: a json Attribute indexed "keywordArray" takes only an array
+ * of strings); throws a DexError (INVALID_ARGUMENT) naming `what` when it is
+ * not a value of that type. A json value is any value JSON.stringify writes:
+ * an object, an array, a string, a finite number, a boolean or null (inside
+ * it, as JSON.stringify does: NaN becomes null, undefined members are left
+ * out); not undefined (that deletes), a function, a symbol, a bigint, a
+ * Uint8Array (a bytes Attribute) or a Date.
  */
 export function attributeValueToWire(type: AttributeTypeName, value: unknown, what: string, index?: IndexTypeName): WireAttributeValue {
   const wrong = (expected: string): never => {
@@ -264,8 +271,16 @@ export function attributeValueToWire(type: AttributeTypeName, value: unknown, wh
             `${what} is a json Attribute indexed keywordArray; it takes an array of strings, and element ${at} is ${describe((value as unknown[])[at])}`,
           );
         }
-      } else if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array || value instanceof Date) {
-        wrong("a JSON object");
+      } else if (
+        value === undefined ||
+        typeof value === "function" ||
+        typeof value === "symbol" ||
+        typeof value === "bigint" ||
+        (typeof value === "number" && !Number.isFinite(value)) ||
+        value instanceof Uint8Array ||
+        value instanceof Date
+      ) {
+        wrong("a JSON value (an object, an array, a string, a finite number, a boolean or null)");
       }
       let text: string | undefined;
       try {
@@ -273,7 +288,7 @@ export function attributeValueToWire(type: AttributeTypeName, value: unknown, wh
       } catch (error) {
         throw invalid(`${what} is not JSON-serializable: ${error instanceof Error ? error.message : String(error)}`);
       }
-      if (text === undefined) wrong("a JSON object");
+      if (text === undefined) wrong("a JSON value (an object, an array, a string, a finite number, a boolean or null)");
       if (Buffer.byteLength(text as string, "utf8") > FLOW_LIMITS.valueBytes) throw invalid(`${what} is larger than ${valueLimitText()} as JSON`);
       return { jsonValue: text as string };
     }
@@ -318,7 +333,7 @@ export function attributeValueFromWire(v: WireAttributeValue | null | undefined,
       return new Date(Number(v.datetimeUnixMs ?? 0));
     case "json":
       try {
-        return JSON.parse(v.jsonValue ?? "null") as JsonObject;
+        return JSON.parse(v.jsonValue ?? "null") as JsonValue;
       } catch (error) {
         throw invalid(`${what} holds JSON that does not parse: ${error instanceof Error ? error.message : String(error)}`);
       }
@@ -401,11 +416,13 @@ export class Attribute<T extends AttributeValue = AttributeValue> {
     return new Attribute<Date>(key, "datetime", options);
   }
   /**
-   * A JSON object; indexed "keywordArray", an array of strings instead (the
-   * keywords a query's `=` and IN match one by one).
+   * A JSON value: an object by default (JsonObject); give its type for
+   * others, `Attribute.json<JsonValue>("doc")` for any (an array, a string,
+   * a number, a boolean, null). Indexed "keywordArray", an array of strings
+   * (the keywords a query's `=` and IN match one by one).
    */
   static json(key: string, options: IndexOptions<"keywordArray"> & SyncOptions): Attribute<string[]>;
-  static json<T extends object = JsonObject>(key: string, options?: SyncOptions & { index?: undefined; indexKey?: undefined }): Attribute<T>;
+  static json<T extends JsonValue | object = JsonObject>(key: string, options?: SyncOptions & { index?: undefined; indexKey?: undefined }): Attribute<T>;
   static json(key: string, options?: AttributeOptions<"keywordArray">): Attribute<any> {
     return new Attribute(key, "json", options);
   }
@@ -487,7 +504,8 @@ export class AttributeMap<T extends AttributeValue = AttributeValue> {
   static datetime(key: string, options?: AttributeMapOptions): AttributeMap<Date> {
     return new AttributeMap<Date>(key, "datetime", options);
   }
-  static json<T extends object = JsonObject>(key: string, options?: AttributeMapOptions): AttributeMap<T> {
+  /** JSON values: objects by default (JsonObject); `AttributeMap.json<JsonValue>("docs")` for any. */
+  static json<T extends JsonValue | object = JsonObject>(key: string, options?: AttributeMapOptions): AttributeMap<T> {
     return new AttributeMap<T>(key, "json", options);
   }
   static bytes(key: string, options?: AttributeMapOptions): AttributeMap<Uint8Array> {
