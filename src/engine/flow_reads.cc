@@ -7,6 +7,7 @@
 
 #include "blob/blob_values.h"
 #include "engine/flow_timeout_handler.h"
+#include "flow/declaration.h"
 #include "flow/flow_rules.h"
 #include "flow/run_editor.h"
 
@@ -57,6 +58,7 @@ flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
   d.set_expire_unix_ms(run.expire_at_ms());
   d.set_traveled_from_run_id(run.traveled_from_run_id());
   d.set_traveled_to_run_id(run.traveled_to_run_id());
+  d.set_continued_from_run_id(run.continued_from_run_id());
   if (flow_retry_pending(txn, run)) {
     d.set_next_run_id(run.next_run_id());
     d.set_retry_unix_ms(run.retry_at_ms());
@@ -64,6 +66,16 @@ flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run) {
     d.set_next_run_id(run.next_run_id());  // the retry started
   }
   return d;
+}
+
+flow::Run follow_continued(flow::KvFlowTxn& txn, flow::Run run) {
+  for (size_t hops = 0; hops < kContinueHopsMax; ++hops) {  // bounded by kContinueHopsMax
+    if (run.status() != flow::FLOW_CONTINUED_AS_NEW || run.next_run_id().empty()) break;
+    auto next = txn.run(run.flow_id(), run.next_run_id());
+    if (!next) break;  // deleted by retention: the chain is known up to here
+    run = std::move(*next);
+  }
+  return run;
 }
 
 std::vector<flow::StepExecutionView> active_steps(flow::KvFlowTxn& txn, const flow::Run& run) {
@@ -223,8 +235,15 @@ void add_ended(flow::KvFlowTxn& txn, const flow::Run& run, flow::GetFlowStateRes
 
 }  // namespace
 
+flow::FlowConfig config_view(const flow::Run& run) {
+  flow::FlowConfig config = flow::config_with_defaults(run.config());
+  config.set_attribute_store(run.attribute_store());  // a run from before FlowConfig named it
+  return config;
+}
+
 void add_state_contents(flow::KvFlowTxn& txn, const flow::Run& run, uint64_t value_bytes_max,
                         flow::GetFlowStateResponse& state) {
+  *state.mutable_config() = config_view(run);
   ValueBudget budget(value_bytes_max);
   add_queues(txn, run, budget, state);
   add_attributes(txn, run, budget, state);

@@ -90,11 +90,14 @@ StatusOr<flow::WaitForFlowResponse> FlowWaits::wait_for_flow(const flow::FlowRef
   Response last;
   // No run named: the Flow ID's latest run, which a pending Flow retry
   // replaces, so the wait goes on until a run closes with none to follow.
+  // A run named that continued as new: the run its chain goes on as (the
+  // wait is for the end of the chain).
   const bool follow_retries = ref.run_id().empty();
   auto got = wait_on_run<Response>(
       ref, deadline, cancelled,
       [&](RocksKv&, flow::KvFlowTxn& txn,
-          const flow::Run& run) -> StatusOr<std::optional<Response>> {
+          const flow::Run& named) -> StatusOr<std::optional<Response>> {
+        const flow::Run run = follow_continued(txn, named);
         *last.mutable_flow() = describe_run(txn, run);
         const flow::FlowDescription& d = last.flow();
         if (d.status() == flow::FLOW_RUNNING || (follow_retries && d.retry_unix_ms() != 0))
@@ -131,8 +134,22 @@ StatusOr<flow::WaitForStepCompletionResponse> FlowWaits::wait_for_step(
   auto got = wait_on_run<Response>(
       request.flow(), deadline, cancelled,
       [&](RocksKv&, flow::KvFlowTxn& txn,
-          const flow::Run& run) -> StatusOr<std::optional<Response>> {
+          const flow::Run& named) -> StatusOr<std::optional<Response>> {
+        // An execution a continue-as-new carried (same ID; CANCELED in the
+        // run it left), or one not started before the run continued, is
+        // waited for in the run the chain goes on as.
+        flow::Run run = named;
         auto s = txn.step(run.flow_id(), run.run_id(), request.step_execution_id());
+        for (size_t hops = 0; hops < kContinueHopsMax; ++hops) {  // bounded by kContinueHopsMax
+          if (run.status() != flow::FLOW_CONTINUED_AS_NEW || run.next_run_id().empty()) break;
+          if (s && s->phase() != flow::PHASE_CANCELED) break;
+          auto next = txn.run(run.flow_id(), run.next_run_id());
+          if (!next) break;
+          auto carried = txn.step(next->flow_id(), next->run_id(), request.step_execution_id());
+          if (s && !carried) break;  // canceled before the run continued
+          run = std::move(*next);
+          s = std::move(carried);
+        }
         // An execution the run has not started yet is waited for while the
         // run goes on.
         if (!s && run.status() == flow::FLOW_RUNNING) return std::optional<Response>();
