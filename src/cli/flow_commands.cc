@@ -304,7 +304,8 @@ void FlowCommands::Impl::add_mutations() {
   initial("--datetime", write_flags.datetimes,
           "KEY=2027-01-15T10:00:00Z (RFC 3339, ms precision) or KEY=<Unix ms>");
   initial("--json", write_flags.jsons,
-          "KEY={...}: a JSON object, or KEY=[\"a\",...] for one indexed KEYWORD_ARRAY");
+          "KEY=JSON: any JSON value ({...}, [...], \"text\", 1.5, true, null); an array of "
+          "strings for one indexed KEYWORD_ARRAY");
   initial("--bytes-base64", write_flags.bytes_base64, "KEY=BASE64: bytes, given in base64");
 
   stop = flow->add_subcommand(
@@ -435,8 +436,9 @@ void FlowCommands::Impl::add_attributes_and_rpcs() {
                            "KEY=2026-12-02T10:00:00Z (RFC 3339, ms precision) or KEY=<Unix ms>; "
                            "repeatable"));
   one_each(attr_set->add_option("--json", write_flags.jsons,
-                                "KEY={...}: a JSON object, or KEY=[\"a\",...] for one indexed "
-                                "KEYWORD_ARRAY; repeatable"));
+                                "KEY=JSON: any JSON value ({...}, [...], \"text\", 1.5, true, "
+                                "null); an array of strings for one indexed KEYWORD_ARRAY; "
+                                "repeatable"));
   one_each(attr_set->add_option("--bytes-base64", write_flags.bytes_base64,
                                 "KEY=BASE64: bytes, given in base64; repeatable"));
   one_each(attr_set->add_option("--delete", write_flags.deletes,
