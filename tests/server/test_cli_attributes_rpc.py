@@ -138,6 +138,8 @@ def test_refusals_are_json_and_change_nothing(dev, procs):
     for args, named in [
         (["attributes", "set", "a2", "--yes", "--string", "nope=1"], "nope"),
         (["attributes", "set", "a2", "--yes", "--int", "status=5"], "status"),
+        # Any JSON value passes dexcli; the server refuses one for a string Attribute.
+        (["attributes", "set", "a2", "--yes", "--json", "status=[1]"], "status"),
         (["attributes", "set", "a2", "--yes", "--int", "counts[eu]=1", "--string", "extra=x"],
          "extra"),
         (["rpc", "a2", "no-such-rpc", "--yes"], "no-such-rpc"),
@@ -155,7 +157,7 @@ def test_refusals_are_json_and_change_nothing(dev, procs):
         (["rpc", "a2", "describe"], "add --yes"),
         (["attributes", "set", "a2", "--yes", "--int", "counts[eu]=three"], "--int counts[eu]=three"),
         (["attributes", "set", "a2", "--yes", "--datetime", "status=soon"], "--datetime status=soon"),
-        (["attributes", "set", "a2", "--yes", "--json", "status=[1]"], "--json status=[1]"),
+        (["attributes", "set", "a2", "--yes", "--json", "status=[1,]"], "--json status=[1,]"),
         (["attributes", "set", "a2", "--yes"], "nothing to write"),
         (["rpc", "a2", "describe", "--yes", "--input", "{nope"], "not valid JSON"),
         (["rpc", "a2", "describe", "--yes", "--rpc-timeout", "2m"], "at most 60s"),
