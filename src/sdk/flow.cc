@@ -190,6 +190,10 @@ StepDecision& StepDecision::cancel_siblings() {
   proto_.set_cancel_siblings(true);
   return *this;
 }
+StepDecision& StepDecision::continue_as_new() {
+  proto_.set_continue_as_new(true);
+  return *this;
+}
 
 // ---------------------------------------------------------------- context
 
@@ -312,6 +316,7 @@ flow::FlowDeclaration Flow::declaration() const {
   const std::vector<AttributeDef> schema = attributes();
   for (const auto& a : schema) *d.add_attributes() = a.declaration();
   d.set_attribute_store(attribute_store());
+  if (const flow::FlowConfig c = config(); c.ByteSizeLong() > 0) *d.mutable_config() = c;
   for (const auto& r : rpcs()) {
     auto* rpc = d.add_rpcs();
     rpc->set_name(r.name());

@@ -158,6 +158,13 @@ class StepDecision {
   // Cancels other active Steps with the decision.
   StepDecision& cancel_steps(std::vector<std::string> step_types);
   StepDecision& cancel_siblings();
+  // With go_to or dead_end: the run then continues as a new run of its Flow
+  // ID (docs/flow-rules.md, "Continue-as-new") once no attempt of it runs;
+  // the new run holds its Attributes, Channel messages, active Steps (same
+  // execution IDs) and Timers, so a long loop keeps a bounded history.
+  // Ignored when the decision closes the run.
+  //   return dex::StepDecision::go_to("Poll", next).continue_as_new();
+  StepDecision& continue_as_new();
   const flow::StepDecision& proto() const { return proto_; }
 
  private:
@@ -382,6 +389,15 @@ class Flow {
   // (StartOptions::attribute_store). "": none.
   //   std::string attribute_store() const override { return "orders"; }
   virtual std::string attribute_store() const { return {}; }
+  // The Flow's FlowConfig for its runs (a start's StartOptions::config
+  // overrides it field by field), e.g. continue-as-new once a run's history
+  // holds this many events:
+  //   flow::FlowConfig config() const override {
+  //     flow::FlowConfig c;
+  //     c.set_continue_as_new_after_events(500);
+  //     return c;
+  //   }
+  virtual flow::FlowConfig config() const { return {}; }
 
   // The timeout handler, for runs started with timeout policy HANDLER
   // (StartOptions::timeout(d, flow::TIMEOUT_HANDLER)): when the run's timeout

@@ -57,6 +57,10 @@ struct StartOptions {
   // synced Attributes (dex::kSync) go to, instead of its Flow's
   // Flow::attribute_store(). A SubFlow's child takes one too.
   StartOptions& attribute_store(std::string name);
+  // This run's FlowConfig: each field set here overrides the Flow's
+  // (Flow::config()), e.g. its continue-as-new thresholds. A SubFlow's child
+  // takes one too.
+  StartOptions& config(const flow::FlowConfig& config);
 
   // Initial Attribute values, written with the start in the same record.
   template <typename T>

@@ -44,6 +44,10 @@ StartOptions& StartOptions::id_reuse(flow::IdReusePolicy policy) {
   return *this;
 }
 
+StartOptions& StartOptions::config(const flow::FlowConfig& config) {
+  *proto.mutable_config() = config;
+  return *this;
+}
 StartOptions& StartOptions::attribute_store(std::string name) {
   proto.set_attribute_store(std::move(name));
   return *this;
