@@ -341,6 +341,10 @@ class FlowServiceImpl final : public FlowService::Service {
                                     flow::TriggerContinueAsNewResponse* response) override {
     return call([&](Engine& e) { return assign(e.continue_as_new(*request), response); });
   }
+  grpc::Status UpdateFlowConfig(grpc::ServerContext*, const flow::UpdateFlowConfigRequest* request,
+                                flow::UpdateFlowConfigResponse* response) override {
+    return call([&](Engine& e) { return assign(e.update_flow_config(*request), response); });
+  }
   grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest* request,
                           flow::TimeTravelResponse* response) override {
     return call([&](Engine& e) { return assign(e.time_travel(*request), response); });

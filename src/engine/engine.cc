@@ -128,6 +128,10 @@ class EngineImpl final : public Engine {
     if (auto s = check_store(r.options().attribute_store(), "the start's attributeStore");
         !s.is_ok())
       return s;
+    if (auto s = check_store(r.options().config().attribute_store(),
+                             "the start's config.attributeStore");
+        !s.is_ok())
+      return s;
     auto in = values_in(blobs_.get(), r.flow_id(), r);
     if (!in.is_ok()) return in.status();
     return flow_->start_flow(*in);
@@ -154,6 +158,11 @@ class EngineImpl final : public Engine {
       const flow::TriggerContinueAsNewRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
     return flow_->continue_as_new(r);
+  }
+  StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const flow::UpdateFlowConfigRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->update_flow_config(r);
   }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;
@@ -521,6 +530,10 @@ StatusOr<Engine::WorkerHandle> EngineImpl::connect_worker(const WorkerHello& hel
   if (hello.flows().empty()) return Status::invalid_argument("the hello declares no Flow type");
   for (const auto& d : hello.flows()) {  // bounded by the hello's declarations
     if (auto s = check_store(d.attribute_store(), fmt::format("Flow type \"{}\"", d.flow_type()));
+        !s.is_ok())
+      return s;
+    if (auto s = check_store(d.config().attribute_store(),
+                             fmt::format("Flow type \"{}\" config", d.flow_type()));
         !s.is_ok())
       return s;
   }

@@ -212,6 +212,9 @@ class Engine {
   virtual StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest&) = 0;
   virtual StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
       const flow::TriggerContinueAsNewRequest&) = 0;
+  // docs/flow-rules.md, "FlowConfig": a running run's FlowConfig, field by field.
+  virtual StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const flow::UpdateFlowConfigRequest&) = 0;
   virtual StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) = 0;
   virtual StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef&) = 0;
   virtual StatusOr<flow::GetHistoryEventsResponse> history(

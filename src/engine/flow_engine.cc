@@ -329,6 +329,34 @@ StatusOr<flow::TriggerContinueAsNewResponse> FlowEngine::continue_as_new(
   return out;
 }
 
+StatusOr<flow::UpdateFlowConfigResponse> FlowEngine::update_flow_config(
+    const flow::UpdateFlowConfigRequest& request) {
+  flow::FlowRecord record;
+  auto* u = record.mutable_update_flow_config();
+  u->set_flow_id(request.flow().flow_id());
+  u->set_run_id(request.flow().run_id());
+  *u->mutable_config() = request.config();
+  *u->mutable_clear_fields() = request.clear_fields();
+  u->set_request_id(request.request_id());
+  u->set_at_unix_ms(now_ms());
+  auto result = propose_and_wait(std::move(record), true);
+  if (!result.is_ok()) return result.status();
+  if (result->kind == flow::ApplyKind::kRejected) return refusal(*result);
+  flow::UpdateFlowConfigResponse out;
+  out.set_already_done(result->kind == flow::ApplyKind::kUnchanged);
+  if (result->kind == flow::ApplyKind::kApplied && result->run_id != request.flow().run_id())
+    out.set_continued_run_id(result->run_id);
+  // The config as the run holds it now (a later update may have come first).
+  auto config = with_view([&](RocksKv& kv) -> StatusOr<flow::FlowConfig> {
+    flow::KvFlowTxn txn(kv);
+    auto run = txn.run(request.flow().flow_id(), request.flow().run_id());
+    if (!run) return Status::not_found("the run is gone (retention)");
+    return config_view(*run);
+  });
+  if (config.is_ok()) *out.mutable_config() = std::move(*config);
+  return out;
+}
+
 StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel_preview(const flow::FlowRecord& record) {
   std::shared_lock<std::shared_mutex> store_lock(store_.mu);
   if (!store_.sm) return Status::transient("the flow engine is stopped");

@@ -104,6 +104,9 @@ class FlowEngine {
   StatusOr<flow::TimeTravelResponse> time_travel(const flow::TimeTravelRequest& request);
   StatusOr<flow::TriggerContinueAsNewResponse> continue_as_new(
       const flow::TriggerContinueAsNewRequest& request);
+  // docs/flow-rules.md, "FlowConfig": answers the run's effective config after.
+  StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const flow::UpdateFlowConfigRequest& request);
   StatusOr<flow::FlowDescription> describe(const flow::FlowRef& ref);
   StatusOr<flow::GetFlowStateResponse> state(const flow::FlowRef& ref);
   StatusOr<flow::GetHistoryEventsResponse> history(const flow::GetHistoryEventsRequest& request);

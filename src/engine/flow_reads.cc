@@ -7,6 +7,7 @@
 
 #include "blob/blob_values.h"
 #include "engine/flow_timeout_handler.h"
+#include "flow/declaration.h"
 #include "flow/flow_rules.h"
 #include "flow/run_editor.h"
 
@@ -234,8 +235,15 @@ void add_ended(flow::KvFlowTxn& txn, const flow::Run& run, flow::GetFlowStateRes
 
 }  // namespace
 
+flow::FlowConfig config_view(const flow::Run& run) {
+  flow::FlowConfig config = flow::config_with_defaults(run.config());
+  config.set_attribute_store(run.attribute_store());  // a run from before FlowConfig named it
+  return config;
+}
+
 void add_state_contents(flow::KvFlowTxn& txn, const flow::Run& run, uint64_t value_bytes_max,
                         flow::GetFlowStateResponse& state) {
+  *state.mutable_config() = config_view(run);
   ValueBudget budget(value_bytes_max);
   add_queues(txn, run, budget, state);
   add_attributes(txn, run, budget, state);

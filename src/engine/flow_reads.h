@@ -19,6 +19,9 @@ StatusOr<flow::Run> resolve_run(flow::KvFlowTxn& txn, const flow::FlowRef& ref);
 // yet: it has one scheduled and is still its Flow ID's latest run.
 bool flow_retry_pending(flow::KvFlowTxn& txn, const flow::Run& run);
 flow::FlowDescription describe_run(flow::KvFlowTxn& txn, const flow::Run& run);
+// The run's effective FlowConfig as GetFlowState shows it: every default
+// written out, the run's Attribute Store.
+flow::FlowConfig config_view(const flow::Run& run);
 // Continue-as-new chains (docs/flow-rules.md, "Continue-as-new"): the run
 // `run` goes on as, following next_run_id from each run that closed
 // CONTINUED_AS_NEW (at most kContinueHopsMax hops); `run` itself when it

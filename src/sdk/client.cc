@@ -585,6 +585,22 @@ StatusOr<flow::TriggerContinueAsNewResponse> Client::continue_as_new(
       });
 }
 
+StatusOr<flow::UpdateFlowConfigResponse> Client::update_flow_config(
+    const std::string& flow_id, const std::string& run_id, const flow::FlowConfig& config,
+    const std::vector<std::string>& clear_fields, const std::string& request_id) {
+  flow::UpdateFlowConfigRequest request;
+  request.mutable_flow()->set_flow_id(flow_id);
+  request.mutable_flow()->set_run_id(run_id);
+  *request.mutable_config() = config;
+  for (const auto& f : clear_fields) request.add_clear_fields(f);
+  request.set_request_id(request_id_or_fresh(request_id));
+  return unary<flow::UpdateFlowConfigResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::UpdateFlowConfigResponse* r) {
+        return e.flows->UpdateFlowConfig(c, request, r);
+      });
+}
+
 Status Client::publish(const std::string& flow_id, const std::string& channel,
                        const std::vector<nlohmann::json>& messages, const std::string& instance_key,
                        const std::string& run_id, const std::string& request_id) {

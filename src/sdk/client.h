@@ -165,6 +165,14 @@ class Client {
                                                                const std::string& run_id,
                                                                const std::string& reason = "",
                                                                const std::string& request_id = "");
+  // FlowConfig (docs/flow-rules.md): the running run `run_id` (named
+  // exactly) takes each field `config` sets; each of `clear_fields` (FlowConfig
+  // field names) goes back to its declaration's value. Answers the run's
+  // effective config after. A repeat with the same request ID (default: a
+  // fresh one per call) changes nothing.
+  StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const std::string& flow_id, const std::string& run_id, const flow::FlowConfig& config,
+      const std::vector<std::string>& clear_fields = {}, const std::string& request_id = "");
   StatusOr<flow::FlowDescription> describe_flow(const std::string& flow_id,
                                                 const std::string& run_id = "");
   StatusOr<flow::GetFlowStateResponse> flow_state(const std::string& flow_id,

@@ -48,6 +48,11 @@ class FakeEngine final : public Engine {
       const flow::TriggerContinueAsNewRequest& r) override {
     return Status::precondition_failed("run '" + r.flow().run_id() + "' is COMPLETED");
   }
+  StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const flow::UpdateFlowConfigRequest& r) override {
+    return Status::precondition_failed("run '" + r.flow().run_id() +
+                                       "' is COMPLETED: only a running run's FlowConfig changes");
+  }
   StatusOr<flow::FlowDescription> describe_flow(const flow::FlowRef&) override {
     return Status::stopped("engine stopped");
   }

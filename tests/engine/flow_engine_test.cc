@@ -462,5 +462,97 @@ TEST_F(FlowEngineTest, AWorkerBackWithinTheGraceKeepsItsAttemptAndItsResultCount
   EXPECT_EQ(next->step_type(), "Next");
 }
 
+// FlowConfig through the engine (docs/flow-rules.md, "FlowConfig"):
+// GetFlowState shows the effective config, UpdateFlowConfig changes it (with
+// the refusals' gRPC codes), and a lowered threshold continues the run once
+// its running attempt ends.
+TEST_F(FlowEngineTest, UpdateFlowConfigChangesTheRunsConfigAndGetFlowStateShowsIt) {
+  flow::FlowDeclaration d = order_declaration();
+  d.mutable_config()->set_continue_as_new_after_events(1'000);
+  d.mutable_config()->set_index_active_step_types(false);
+  Engine& e = open_with_worker(d);
+  const std::string run_id = start(e, "f1");
+  auto task = worker_->next();
+  ASSERT_TRUE(task);
+  auto state = e.flow_state(flow_ref("f1"));
+  ASSERT_TRUE(state.is_ok()) << state.status().to_string();
+  EXPECT_EQ(state->config().continue_as_new_after_events(), 1'000u);
+  EXPECT_EQ(state->config().default_durability(), flow::SYNC) << "the default, written out";
+  EXPECT_FALSE(state->config().index_active_step_types());
+  EXPECT_TRUE(state->config().has_index_active_step_types());
+  flow::SearchFlowsRequest search;
+  search.set_query("ActiveStepTypes = 'Start'");
+  ASSERT_EQ(e.search_flows(search)->rows_size(), 0) << "not indexed";
+
+  flow::UpdateFlowConfigRequest u;
+  u.mutable_flow()->set_flow_id("f1");
+  u.mutable_flow()->set_run_id(run_id);
+  u.mutable_config()->set_default_durability(flow::ASYNC);
+  u.mutable_config()->set_index_active_step_types(true);
+  u.set_request_id("u-1");
+  auto out = e.update_flow_config(u);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_FALSE(out->already_done());
+  EXPECT_TRUE(out->continued_run_id().empty());
+  EXPECT_EQ(out->config().default_durability(), flow::ASYNC);
+  EXPECT_TRUE(out->config().index_active_step_types());
+  EXPECT_EQ(out->config().continue_as_new_after_events(), 1'000u);
+  EXPECT_EQ(e.search_flows(search)->rows_size(), 1) << "indexed from the update on";
+  auto again = e.update_flow_config(u);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_TRUE(again->already_done());
+  auto history = e.history(whole_history("f1"));
+  ASSERT_TRUE(history.is_ok());
+  ASSERT_GE(history->events_size(), 1);
+  const auto& event = history->events(history->events_size() - 1);
+  EXPECT_EQ(event.kind(), flow::FLOW_CONFIG_UPDATED);
+  EXPECT_EQ(event.new_config().default_durability(), flow::ASYNC);
+
+  // Refusals keep their codes.
+  flow::UpdateFlowConfigRequest store = u;
+  store.clear_config();
+  store.set_request_id("");
+  store.mutable_config()->set_attribute_store("crm");
+  auto refused = e.update_flow_config(store);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Code::kPreconditionFailed);
+  EXPECT_NE(refused.status().message().find("cannot change"), std::string::npos)
+      << refused.status().message();
+  flow::UpdateFlowConfigRequest unknown = u;
+  unknown.mutable_flow()->set_run_id("nope");
+  EXPECT_EQ(e.update_flow_config(unknown).status().code(), Code::kNotFound);
+  flow::UpdateFlowConfigRequest no_run = u;
+  no_run.mutable_flow()->clear_run_id();
+  EXPECT_EQ(e.update_flow_config(no_run).status().code(), Code::kInvalidArgument);
+
+  // Lowered below the history's length while Start-1 runs: the run continues
+  // as new when the attempt ends, with the new config and its next Step.
+  flow::UpdateFlowConfigRequest lower;
+  *lower.mutable_flow() = u.flow();
+  lower.mutable_config()->set_continue_as_new_after_events(2);
+  auto lowered = e.update_flow_config(lower);
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().to_string();
+  EXPECT_TRUE(lowered->continued_run_id().empty()) << "Start-1 runs";
+  ASSERT_TRUE(decide(e, handle_, *task, go_to("Next")).accepted());
+  auto old = e.describe_flow(u.flow());
+  ASSERT_TRUE(old.is_ok());
+  EXPECT_EQ(old->status(), flow::FLOW_CONTINUED_AS_NEW);
+  // ASYNC: the old run's Next-1, queued and carried in the same record, may
+  // have been sent before the record applied; its result would be stale.
+  auto next = worker_->next();
+  ASSERT_TRUE(next);
+  if (next->run_id() == run_id) next = worker_->next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->step_type(), "Next");
+  EXPECT_NE(next->run_id(), run_id);
+  flow::FlowRef new_run;
+  new_run.set_flow_id("f1");
+  new_run.set_run_id(next->run_id());
+  auto continued = e.flow_state(new_run);
+  ASSERT_TRUE(continued.is_ok()) << continued.status().to_string();
+  EXPECT_EQ(continued->config().continue_as_new_after_events(), 2u);
+  EXPECT_EQ(continued->config().default_durability(), flow::ASYNC);
+}
+
 }  // namespace
 }  // namespace dex

@@ -149,6 +149,10 @@ class ProcessEngine final : public Engine {
       const flow::TriggerContinueAsNewRequest& r) override {
     return inner_.continue_as_new(r);
   }
+  StatusOr<flow::UpdateFlowConfigResponse> update_flow_config(
+      const flow::UpdateFlowConfigRequest& r) override {
+    return inner_.update_flow_config(r);
+  }
   StatusOr<flow::GetFlowStateResponse> flow_state(const flow::FlowRef& r) override {
     return inner_.flow_state(r);
   }
