@@ -175,7 +175,8 @@ std::string continue_run(FlowTxn& txn, Effects& effects, const Run& old, int64_t
 
   // Its SubFlow parents' waits name the new run as their child's.
   for (const auto& p : old.parents()) {  // bounded by the run's parents
-    auto waiting = txn.step(p.flow_id(), p.run_id(), p.step_execution_id());
+    const std::string parent_run = continued_to(txn, p.flow_id(), p.run_id());
+    auto waiting = txn.step(p.flow_id(), parent_run, p.step_execution_id());
     const int i = static_cast<int>(p.condition_index());
     if (!waiting || waiting->phase() != PHASE_WAITING || i >= waiting->conditions_size() ||
         waiting->conditions(i).child_flow_id() != old.flow_id() || waiting->conditions(i).fired())
@@ -253,6 +254,11 @@ ApplyResult apply_continue_as_new(FlowTxn& txn, Effects& effects, const Continue
     return rejected(RefusalCode::kFailedPrecondition,
                     "run " + quoted(r.run_id()) + " of Flow " + quoted(r.flow_id()) + " is " +
                         flow_status_name(run->status()) + ": only a running run continues as new");
+  if (run->graceful_complete())
+    return rejected(RefusalCode::kFailedPrecondition,
+                    "run " + quoted(r.run_id()) + " of Flow " + quoted(r.flow_id()) +
+                        " completes once its active Steps end (a Step decided GracefulComplete): "
+                        "it does not continue as new");
   if (!run->continue_as_new_pending().empty())
     return {ApplyKind::kUnchanged, RefusalCode::kNone,
             "a continue-as-new is pending already: " + run->continue_as_new_pending(), ""};
@@ -340,23 +346,21 @@ void RunEditor::carry_step(StepExecution step, const std::string& from_run_id) {
       put_timer(key, c.timer_at_ms());
     }
     if (c.child_flow_id().empty()) continue;
-    // The child reports to this run now: every run of its chain from the
-    // one the wait names lists this run where it listed the old one.
-    std::string child_run = c.child_run_id();
-    for (size_t hops = 0; !child_run.empty() && hops < kRetryChainMax; ++hops) {
-      auto child = txn_.run(c.child_flow_id(), child_run);
-      if (!child) break;
-      bool changed = false;
-      for (auto& p : *child->mutable_parents()) {  // bounded by the child's parents
-        if (p.flow_id() == run_.flow_id() && p.run_id() == from_run_id &&
-            p.step_execution_id() == id && p.condition_index() == static_cast<uint32_t>(i)) {
-          p.set_run_id(run_.run_id());
-          changed = true;
-        }
-      }
-      if (changed) txn_.put_run(*child);
-      child_run = child->next_run_id();
+    // The child's running run reports to this run now (a closed one with a
+    // Flow retry pending names the old run, which continued_to maps here).
+    auto child = txn_.run(c.child_flow_id(), c.child_run_id());
+    // Bounded by kRetryChainMax: from the run the wait names along its Flow retries.
+    for (size_t hops = 0; child && child->status() != FLOW_RUNNING &&
+                          !child->next_run_id().empty() && hops < kRetryChainMax;
+         ++hops)
+      child = txn_.run(c.child_flow_id(), child->next_run_id());
+    if (!child || child->status() != FLOW_RUNNING) continue;
+    for (auto& p : *child->mutable_parents()) {  // bounded by the child's parents
+      if (p.flow_id() == run_.flow_id() && p.run_id() == from_run_id &&
+          p.step_execution_id() == id && p.condition_index() == static_cast<uint32_t>(i))
+        p.set_run_id(run_.run_id());
     }
+    txn_.put_run(*child);
   }
 }
 

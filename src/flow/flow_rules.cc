@@ -860,7 +860,7 @@ bool RecordApplier::tell_parents(const Run& run, int64_t at_ms) {
   bool changed = false;
   for (const auto& p : run.parents()) {  // bounded by the parents that attached
     std::string why;
-    auto scope = open(p.flow_id(), p.run_id(), at_ms, &why);
+    auto scope = open(p.flow_id(), continued_to(txn_, p.flow_id(), p.run_id()), at_ms, &why);
     if (!scope || !scope->sub_flow_closed(p, run)) continue;
     scope->flush();
     changed = true;
@@ -910,6 +910,8 @@ ApplyResult RecordApplier::flow_retry(const TimerFired& r) {
   if (txn_.run(start.flow_id(), start.run_id())) return stale("the retry's run exists");
   Origin origin;
   origin.parents = run->parents();
+  // A parent that continued as new since this run closed: its continuation.
+  for (auto& p : origin.parents) p.set_run_id(continued_to(txn_, p.flow_id(), p.run_id()));
   origin.flow_attempt = std::max<uint32_t>(run->flow_attempt(), 1) + 1;
   origin.first_run_id = run->first_run_id().empty() ? run->run_id() : run->first_run_id();
   origin.first_start_ms = run->first_start_ms();

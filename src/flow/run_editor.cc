@@ -63,6 +63,16 @@ SubFlowResult sub_flow_result(const Run& run) {
   return r;
 }
 
+std::string continued_to(FlowTxn& txn, const std::string& flow_id, const std::string& run_id) {
+  std::string at = run_id;
+  for (size_t hops = 0; hops < kRetryChainMax; ++hops) {  // bounded: see the header
+    auto run = txn.run(flow_id, at);
+    if (!run || run->status() != FLOW_CONTINUED_AS_NEW || run->next_run_id().empty()) return at;
+    at = run->next_run_id();
+  }
+  return at;
+}
+
 bool retry_pending(const Run& run) {
   return run.status() != FLOW_RUNNING && run.retry_at_ms() != 0;
 }

@@ -120,8 +120,8 @@ class RunEditor {
   // Continue-as-new (continue_as_new.cc): an active execution of the run this
   // one continues, carried as it stood (no attempt of it ran): a queued or
   // locked method is queued again with its attempt number, a backoff keeps
-  // its retry time, a wait its Timers' due times; a SubFlow child it waits
-  // for reports to this run. Call in the run's active order, then flush().
+  // its retry time, a wait its Timers' due times; a running SubFlow child it
+  // waits for reports to this run. Call in the run's active order, then flush().
   void carry_step(StepExecution step, const std::string& from_run_id);
   // Asks that the run continue as new once no attempt of it runs (no-op when
   // one is pending, or the run is closed or completes gracefully).
@@ -235,6 +235,10 @@ std::string sub_flow_request_id(std::string_view parent_run_id, std::string_view
 std::string retry_run_id(std::string_view first_run_id, uint32_t attempt);
 // A run as a SubFlow result (outputs and reason once closed).
 SubFlowResult sub_flow_result(const Run& run);
+// The run `run_id` of `flow_id` is, or continues as (continue-as-new), now:
+// follows next_run_id while a run closed CONTINUED_AS_NEW (bounded by
+// kRetryChainMax). A SubFlow child tells the parent run it names this way.
+std::string continued_to(FlowTxn& txn, const std::string& flow_id, const std::string& run_id);
 // Whether a closed run waits for its Flow retry (its SubFlow parents wait too).
 bool retry_pending(const Run& run);
 // The longest retry chain walked in one apply (following next or previous runs).

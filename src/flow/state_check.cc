@@ -154,7 +154,8 @@ Status check_sub_flow_conditions(FlowTxn& txn, const StepExecution& s) {
     if (child->status() != FLOW_RUNNING) return bad(id + " waits for a closed child");
     const bool listed =
         std::any_of(child->parents().begin(), child->parents().end(), [&](const SubFlowParent& p) {
-          return p.flow_id() == s.flow_id() && p.run_id() == s.run_id() &&
+          return p.flow_id() == s.flow_id() &&
+                 continued_to(txn, p.flow_id(), p.run_id()) == s.run_id() &&
                  p.step_execution_id() == s.step_execution_id() &&
                  p.condition_index() == static_cast<uint32_t>(i);
         });

@@ -216,6 +216,7 @@ Run new_run(const RunImage& image, const TimeTravel& r, const DeclarationVersion
   run.clear_traveled_to_run_id();
   run.set_traveled_from_run_id(r.run_id());
   run.clear_continued_from_run_id();
+  run.clear_continue_as_new_pending();  // the travel starts a history of its own
   run.set_history_bytes(0);
   run.mutable_options()->set_request_id(r.request_id());
   // The flow timeout and a start delay keep the time they had left at the

@@ -30,7 +30,11 @@
 //    points of every kind; repeats of a request ID answer the run they made):
 //    an applied one starts the new run with exactly the old run's state at the
 //    point, its journal (as before the travel) folded there (travel_mismatch),
-//    and links the runs; a closed run takes only that link.
+//    and links the runs; a closed run takes only that link;
+//  - continue-as-new (Step decisions, client requests, FlowConfig history
+//    thresholds): the new run holds exactly the old run's Attributes, queued
+//    messages and active executions, linked both ways; a closed run never
+//    changes after.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
@@ -488,7 +492,10 @@ struct Sim {
       }
     }
     end_rpcs(fx);
-    for (const auto& c : fx.closed) stats[fmt::format("closed {}", FlowStatus_Name(c.status))]++;
+    for (const auto& c : fx.closed) {
+      stats[fmt::format("closed {}", FlowStatus_Name(c.status))]++;
+      if (c.status == FLOW_CONTINUED_AS_NEW) continued(c.flow_id, c.run_id);
+    }
     for (const auto& id : fx.runs_deleted) forget_run(before, id);
     check();
     return r;
@@ -547,12 +554,65 @@ struct Sim {
     for (Run* r : {&now, &was}) {
       r->clear_traveled_to_run_id();
       r->clear_next_event();
+      r->clear_history_bytes();
     }
     if (auto d = differences(was, now); !d.empty())
       fail(what + ": the closed run changed beyond its link: " + d);
     Run kept = txn.run(t.flow_id(), t.run_id()).value_or(Run());
     kept.clear_expire_at_ms();
     closed_runs[keys::run(t.flow_id(), t.run_id())] = kept.SerializeAsString();
+  }
+
+  // A run that continued as new (Effects::closed): the new run holds exactly
+  // its Attributes, Channel messages and active executions (as they stood
+  // before its close canceled them), linked both ways; the models take the
+  // new run's copies.
+  void continued(const std::string& flow_id, const std::string& run_id) {
+    stats["continued as new"]++;
+    KvFlowTxn txn(kv);
+    auto old = txn.run(flow_id, run_id);
+    if (!old) return fail(flow_id + "/" + run_id + " continued as new but does not exist");
+    const std::string what = "continue-as-new of " + flow_id + "/" + run_id;
+    auto run = txn.run(flow_id, old->next_run_id());
+    if (!run) return fail(what + ": no new run " + old->next_run_id());
+    if (run->continued_from_run_id() != run_id) fail(what + ": the new run is not linked back");
+    if (txn.flow_id(flow_id)->run_id() != run->run_id() && run->status() == FLOW_RUNNING)
+      fail(what + ": the running new run is not the Flow ID's latest");
+    const std::string new_key = flow_id + "/" + run->run_id();
+    attributes[new_key] = attributes[flow_id + "/" + run_id];
+    std::map<std::pair<std::string, std::string>, std::string> was, now;
+    for (const auto& a : txn.attributes(flow_id, run_id, ""))
+      was[{a.key(), a.instance_key()}] = a.value().SerializeAsString();
+    for (const auto& a : txn.attributes(flow_id, run->run_id(), ""))
+      now[{a.key(), a.instance_key()}] = a.value().SerializeAsString();
+    // The new run may have moved on in the same record only if it continued at its start.
+    if (was != now) fail(what + ": the Attributes differ");
+    for (const auto& [key, q] : txn.queues(flow_id, run->run_id())) {
+      for (uint64_t seq = q.first_seq(); seq < q.next_seq(); ++seq) {  // bounded by the queue
+        auto m = txn.message(key, seq);
+        auto m_old = txn.message(QueueKey{flow_id, run_id, key.channel, key.instance_key}, seq);
+        if (!m || !m_old || m->data() != m_old->data())
+          fail(what + ": a queued message differs from the old run's");
+        if (m) published.insert(m->data());
+      }
+    }
+    if (run->continued_runs() != old->continued_runs() + 1) fail(what + ": the chain count is off");
+    for (const auto& id : run->active()) {  // bounded by kActiveStepsMax
+      auto s = txn.step(flow_id, run->run_id(), id);
+      auto s_old = txn.step(flow_id, run_id, id);
+      if (!s || !s_old) {
+        fail(what + ": carried execution " + id + " is missing");
+        continue;
+      }
+      for (const auto& c : s->conditions())
+        for (const auto& m : c.messages()) published.insert(m.data());
+      if (s_old->phase() != PHASE_CANCELED || s->step_type() != s_old->step_type() ||
+          s->input().data() != s_old->input().data() ||
+          s->locals().SerializeAsString() != s_old->locals().SerializeAsString() ||
+          s->created_ms() != s_old->created_ms())
+        fail(what + ": carried execution " + id + " is not the old run's");
+    }
+    stats["continued executions"] += run->active_size();
   }
 
   // A run retention deleted: it was closed for good (or earlier in its retry
@@ -798,6 +858,9 @@ struct Sim {
     o->set_request_id(fmt::format("q{}", random.uniform(3)));
     o->set_ignore_already_started(random.chance(0.5));
     if (random.chance(0.25)) o->set_attribute_store("s2");  // else the declaration's (if any)
+    // Some runs continue as new on their own once their history is long.
+    if (random.chance(0.1))
+      o->mutable_config()->set_continue_as_new_after_events(10 + random.uniform(40));
     if (random.chance(0.3))
       for (int i = 0; i < 1 + static_cast<int>(random.uniform(3)); ++i)
         *o->add_initial_attributes() = random_write();
@@ -973,6 +1036,7 @@ struct Sim {
     }
     if (random.chance(0.1)) d.add_cancel_step_types("Wait");
     if (random.chance(0.1)) d.set_cancel_siblings(true);
+    if (random.chance(0.04)) d.set_continue_as_new(true);
     if (random.chance(0.02)) d.mutable_go_to()->add_movements()->set_step_type("Undeclared");
     return d;
   }
@@ -1033,6 +1097,45 @@ struct Sim {
   // an older or a missing one (refused), to a random point of every kind;
   // some repeat an earlier travel's request ID (a retry after a lost answer),
   // which answers the run it made while that is the Flow ID's latest.
+  // A client's TriggerContinueAsNew: mostly the Flow ID's latest run, some
+  // an older or a missing one (refused); some repeat a request ID.
+  void continue_as_new() {
+    auto all = runs();
+    if (all.empty()) return;
+    const Run& some = pick(all);
+    FlowRecord r;
+    auto* c = r.mutable_continue_as_new();
+    c->set_flow_id(some.flow_id());
+    std::optional<FlowIdEntry> entry;
+    {
+      KvFlowTxn txn(kv);
+      entry = txn.flow_id(some.flow_id());
+    }
+    const auto which = random.uniform(100);
+    if (which < 80 && entry)
+      c->set_run_id(entry->run_id());
+    else if (which < 95)
+      c->set_run_id(some.run_id());
+    else
+      c->set_run_id(random.chance(0.5) ? "" : "gone");
+    if (random.chance(0.5)) c->set_request_id(fmt::format("can{}", random.uniform(4)));
+    c->set_at_unix_ms(now);
+    std::optional<Run> before;
+    {
+      KvFlowTxn txn(kv);
+      if (!c->run_id().empty()) before = txn.run(c->flow_id(), c->run_id());
+    }
+    const ApplyResult result = apply(r);
+    stats[fmt::format("continue-as-new requests {}", apply_kind_name(result.kind))]++;
+    if (result.kind == ApplyKind::kApplied && (!before || before->status() != FLOW_RUNNING))
+      fail("a continue-as-new of a run that is not running applied");
+    KvFlowTxn txn(kv);
+    auto after = before ? txn.run(c->flow_id(), c->run_id()) : std::nullopt;
+    if (result.kind == ApplyKind::kApplied && after && after->status() == FLOW_RUNNING &&
+        after->continue_as_new_pending().empty())
+      fail("an applied continue-as-new left the run running with none pending");
+  }
+
   void time_travel() {
     auto all = runs();
     if (all.empty()) return;
@@ -1324,6 +1427,9 @@ struct Sim {
     const size_t was_running = txn.running().size();
     recover_attempts(txn, now, fx);
     end_rpcs(fx);
+    // Recovery leaves runs quiet: one with a continue-as-new pending continues.
+    for (const auto& c : fx.closed)
+      if (c.status == FLOW_CONTINUED_AS_NEW) continued(c.flow_id, c.run_id);
     if (!txn.open_rpcs().empty()) fail("an RPC is open after recovery");
     log.push_back({std::nullopt, now});
     if (!txn.running().empty()) fail("an attempt still runs after recovery");
@@ -1337,6 +1443,10 @@ struct Sim {
     // A few % time travel: each folds a journal, which costs.
     if (random.chance(0.02)) {
       time_travel();
+      return;
+    }
+    if (random.chance(0.01)) {
+      continue_as_new();
       return;
     }
     const auto action = random.uniform(100);
