@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/attributes.h"
+#include "cli/continue_as_new_command.h"
 #include "cli/flow_calls.h"
 #include "cli/flow_errors.h"
 #include "cli/flow_table.h"
@@ -203,8 +204,9 @@ struct FlowCommands::Impl {
   // --input or --input-file of `cmd` into `input`.
   int check_input(const std::string& op, CLI::App& cmd);
   void add_attributes_and_rpcs();
-  std::unique_ptr<SearchCommands> search;          // flow search, flow list
-  std::unique_ptr<TimeTravelCommand> time_travel;  // flow time-travel
+  std::unique_ptr<SearchCommands> search;                 // flow search, flow list
+  std::unique_ptr<TimeTravelCommand> time_travel;         // flow time-travel
+  std::unique_ptr<ContinueAsNewCommand> continue_as_new;  // flow continue-as-new
 
   int run_start(Client& c);
   int run_stop(Client& c);
@@ -244,7 +246,8 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
       "flow",
       "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
       "Timer, watch, get and set Attributes, invoke an RPC, inspect a run, search and list "
-      "runs, time travel. JSON on stdout (--output table for people), errors as JSON on stderr; "
+      "runs, time travel, continue as new. JSON on stdout (--output table for people), errors as "
+      "JSON on stderr; "
       "exit "
       "2 for bad flags or input (nothing sent), 1 when the request failed");
   flow->require_subcommand(1);
@@ -253,6 +256,7 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
   add_attributes_and_rpcs();
   search = std::make_unique<SearchCommands>(*flow);
   time_travel = std::make_unique<TimeTravelCommand>(*flow);
+  continue_as_new = std::make_unique<ContinueAsNewCommand>(*flow);
   for (CLI::App* cmd :
        {publish, wait, describe, state, history, skip, watch, attr_get, attr_set, rpc, inspect}) {
     cmd->add_option("--run-id", run_id, "A run of the Flow ID (default: its latest run)");
@@ -394,7 +398,8 @@ void FlowCommands::Impl::add_reads() {
   watch->add_option("--after", after_seq, "Start after this seq (default: from the first)");
   watch->add_flag("--follow-runs", follow_runs,
                   "When the run closes and a later run follows from it (a Flow retry, a time "
-                  "travel), print a line naming it and watch that run too, until a run closes "
+                  "travel, a continue-as-new), print a line naming it and watch that run too, "
+                  "until a run closes "
                   "with none after it");
   watch->add_option("--watch-timeout", watch_timeout_text,
                     "Give up after this long (exit 3; default: until the run closes)");
@@ -597,6 +602,7 @@ int FlowCommands::check() {
   Impl& m = *impl_;
   if (m.search->chosen()) return m.search->check();
   if (m.time_travel->chosen()) return m.time_travel->check();
+  if (m.continue_as_new->chosen()) return m.continue_as_new->check();
   CLI::App* cmd = m.chosen_command();
   if (cmd == nullptr) return kExitUsage;
   const std::string op = cmd->get_parent() == m.attributes ? "flow attributes " + cmd->get_name()
@@ -656,6 +662,7 @@ int FlowCommands::run(const ClientOptions& options) {
   FlowCalls calls(client.addresses(), options.timeout);
   if (m.search->chosen()) return m.search->run(client);
   if (m.time_travel->chosen()) return m.time_travel->run(client);
+  if (m.continue_as_new->chosen()) return m.continue_as_new->run(client);
   CLI::App* cmd = m.chosen_command();
   if (cmd == m.attr_get) return m.run_attr_get(client);
   if (cmd == m.attr_set) return m.run_attr_set(client);
@@ -878,6 +885,9 @@ int FlowCommands::Impl::next_run(Client& c, const std::string& run, uint64_t& af
         } else if (!d->next_run_id().empty()) {
           next = d->next_run_id();
           link = "nextRun";
+          // A continue-as-new: the next run names this one as the run it continues.
+          auto n = c.describe_flow(flow_id, next);
+          if (n.is_ok() && n->continued_from_run_id() == run) link = "continueAsNew";
         }
         // Read after the description: every event of a link it shows is in.
         return print_rest(c, run, after);

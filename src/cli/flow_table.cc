@@ -299,9 +299,13 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
     if (!e.error().empty())
       detail += (detail.empty() ? "" : "; ") + std::string("error: ") + e.error();
     if (!e.next_run_id().empty())
+      detail += (e.kind() == flow::TIME_TRAVELED             ? "; time traveled to run "
+                 : e.status() == flow::FLOW_CONTINUED_AS_NEW ? "; continued as run "
+                                                             : "; retried as run ") +
+                e.next_run_id();
+    if (!e.continued_from_run_id().empty())
       detail +=
-          (e.kind() == flow::TIME_TRAVELED ? "; time traveled to run " : "; retried as run ") +
-          e.next_run_id();
+          (detail.empty() ? "" : "; ") + std::string("continues run ") + e.continued_from_run_id();
     if (!e.traveled_from_run_id().empty())
       detail += (detail.empty() ? "" : "; ") + std::string("time traveled from run ") +
                 e.traveled_from_run_id();

@@ -11,8 +11,8 @@ namespace dex::cli {
 
 namespace {
 
-constexpr std::string_view kStatuses[] = {"RUNNING",  "COMPLETED",  "FAILED",
-                                          "CANCELED", "TERMINATED", "TIMED_OUT"};
+constexpr std::string_view kStatuses[] = {"RUNNING",    "COMPLETED", "FAILED",          "CANCELED",
+                                          "TERMINATED", "TIMED_OUT", "CONTINUED_AS_NEW"};
 
 // "X = 'a'" for one value, "X IN ('a', 'b')" for several.
 std::string one_of(std::string_view field, const std::vector<std::string>& values) {

@@ -113,7 +113,7 @@ SearchCommands::SearchCommands(CLI::App& flow) : impl_(std::make_unique<Impl>())
   m.list = flow.add_subcommand("list", kListHelp);
   list_flag(m.list, "--status", m.status_texts,
             "Only runs in these statuses: running, completed, failed, canceled, terminated, "
-            "timed-out (comma list or repeated)");
+            "timed-out, continued-as-new (comma list or repeated)");
   list_flag(m.list, "--type", m.flow_types,
             "Only runs of these Flow types (comma list or repeated)");
   m.list->add_option("--since", m.since_text,

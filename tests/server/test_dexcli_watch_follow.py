@@ -9,9 +9,13 @@ run's history, until a run closes with none after it.
   watch of the same run without the flag stops at the old run's close;
 - a Flow retry: RetryOnce fails its first run on purpose; the retry starts after a 1.5 s backoff,
   which the watch waits for (the link, `nextRun`, comes only once the new run started); a retry
-  an hour off ends the watch at --watch-timeout (exit 3).
+  an hour off ends the watch at --watch-timeout (exit 3);
+- a continue-as-new: `dexcli flow continue-as-new` of a waiting SignUp run; the link is
+  `continueAsNew`, `flow wait --run-id <first run>` answers the run the chain ended with, and
+  `flow list --status continued-as-new` lists the first run.
 """
 import json
+import time
 
 from conftest import binary
 from test_dexcli_flow import cli, dev, ok_json  # noqa: F401  (dev: the fixture)
@@ -86,6 +90,53 @@ def test_watch_follows_a_time_travel_to_the_new_run(dev, procs, tmp_path):  # no
     assert {e["runId"] for e in events} == {old}, events
     assert events[-1]["kind"] == "FLOW_CLOSED" and events[-1]["status"] == "TERMINATED", events
     check_whole_history(events)
+
+    # A continue-as-new (same server): a SignUp run waiting on `verify` goes on at once as
+    # "<run>.c1", which holds the waiting execution; the watch links the runs
+    # (`continueAsNew`), a wait on the first run answers the last, list shows the statuses.
+    first = ok_json(cli(dev, "flow", "start", "SignUp", "--flow-id", "can-1", "--input",
+                        json.dumps({"email": "bo@example.com", "code": "c-9"})))["runId"]
+    follower = procs(binary("dexcli"), "--server", dev.address, "flow", "watch", "can-1",
+                     "--run-id", first, "--follow-runs", "--watch-timeout", "60s")
+    follower.wait_for_line('"WAIT_FOR_COMPLETED"', 30)
+    refused = cli(dev, "flow", "continue-as-new", "can-1", "--yes")
+    assert refused.returncode == 2 and "--run-id is required" in refused.stderr, refused.stderr
+    continued = ok_json(cli(dev, "flow", "continue-as-new", "can-1", "--run-id", first,
+                            "--reason", "long history", "--request-id", "can-req", "--yes"))
+    assert continued["pending"] is False and continued["newRunId"] == first + ".c1", continued
+    second = continued["newRunId"]
+    again = ok_json(cli(dev, "flow", "continue-as-new", "can-1", "--run-id", first,
+                        "--request-id", "can-req", "--yes"))
+    assert again["alreadyDone"] is True, again
+    old_run = ok_json(cli(dev, "flow", "describe", "can-1", "--run-id", first))
+    assert old_run["status"] == "CONTINUED_AS_NEW" and old_run["nextRunId"] == second, old_run
+    new_run = ok_json(cli(dev, "flow", "describe", "can-1"))
+    assert new_run["runId"] == second and new_run["continuedFromRunId"] == first, new_run
+    state = ok_json(cli(dev, "flow", "state", "can-1"))
+    assert [a["stepExecutionId"] for a in state["active"]] == ["AwaitVerification-1"], state
+    follower.wait_for_line(f'"runId":"{second}"', 30)
+    ok_json(cli(dev, "flow", "publish", "can-1", "verify", "--run-id", second, "--message",
+                '{"code": "c-9"}', "--yes"))
+    assert follower.wait_exit(30) == 0, follower.output()
+    runs, links = split_runs(watch_lines(follower))
+    assert [r for r, _ in runs] == [first, second], runs
+    assert links == [{"flowId": "can-1", "runId": first, "nextRunId": second,
+                      "link": "continueAsNew"}], links
+    closed = [e for e in runs[0][1] if e["kind"] == "FLOW_CLOSED"]
+    assert len(closed) == 1 and closed[0]["status"] == "CONTINUED_AS_NEW", runs[0][1]
+    assert runs[1][1][0]["kind"] == "FLOW_STARTED", runs[1][1]
+    assert runs[1][1][0]["continuedFromRunId"] == first, runs[1][1]
+    assert runs[1][1][-1]["status"] == "COMPLETED", runs[1][1]
+    waited = ok_json(cli(dev, "flow", "wait", "can-1", "--run-id", first, "--expect-completed"))
+    assert waited["runId"] == second and waited["status"] == "COMPLETED", waited
+    for _ in range(100):  # the search index follows the log
+        rows = ok_json(cli(dev, "flow", "list", "--status", "continued-as-new", "--output",
+                           "json"))["rows"]
+        if any(r.get("runId") == first for r in rows):
+            break
+        time.sleep(0.1)
+    assert [(r["flowId"], r["status"]) for r in rows if r["runId"] == first] == \
+        [("can-1", "CONTINUED_AS_NEW")], rows
 
 
 def test_watch_waits_for_a_pending_flow_retry_and_follows_it(dev, procs):  # noqa: F811
