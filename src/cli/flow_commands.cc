@@ -15,6 +15,7 @@
 #include "cli/attributes.h"
 #include "cli/continue_as_new_command.h"
 #include "cli/flow_calls.h"
+#include "cli/flow_config_command.h"
 #include "cli/flow_errors.h"
 #include "cli/flow_table.h"
 #include "cli/proto_json.h"
@@ -207,6 +208,8 @@ struct FlowCommands::Impl {
   std::unique_ptr<SearchCommands> search;                 // flow search, flow list
   std::unique_ptr<TimeTravelCommand> time_travel;         // flow time-travel
   std::unique_ptr<ContinueAsNewCommand> continue_as_new;  // flow continue-as-new
+  // flow config
+  std::unique_ptr<FlowConfigCommand> config_command;
 
   int run_start(Client& c);
   int run_stop(Client& c);
@@ -256,6 +259,7 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
   add_attributes_and_rpcs();
   search = std::make_unique<SearchCommands>(*flow);
   time_travel = std::make_unique<TimeTravelCommand>(*flow);
+  config_command = std::make_unique<FlowConfigCommand>(*flow);
   continue_as_new = std::make_unique<ContinueAsNewCommand>(*flow);
   for (CLI::App* cmd :
        {publish, wait, describe, state, history, skip, watch, attr_get, attr_set, rpc, inspect}) {
@@ -602,6 +606,7 @@ int FlowCommands::check() {
   Impl& m = *impl_;
   if (m.search->chosen()) return m.search->check();
   if (m.time_travel->chosen()) return m.time_travel->check();
+  if (m.config_command->chosen()) return m.config_command->check();
   if (m.continue_as_new->chosen()) return m.continue_as_new->check();
   CLI::App* cmd = m.chosen_command();
   if (cmd == nullptr) return kExitUsage;
@@ -662,6 +667,7 @@ int FlowCommands::run(const ClientOptions& options) {
   FlowCalls calls(client.addresses(), options.timeout);
   if (m.search->chosen()) return m.search->run(client);
   if (m.time_travel->chosen()) return m.time_travel->run(client);
+  if (m.config_command->chosen()) return m.config_command->run(client);
   if (m.continue_as_new->chosen()) return m.continue_as_new->run(client);
   CLI::App* cmd = m.chosen_command();
   if (cmd == m.attr_get) return m.run_attr_get(client);

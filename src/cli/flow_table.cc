@@ -148,7 +148,41 @@ std::string queues_text(const flow::GetFlowStateResponse& s) {
   return out;
 }
 
+// A FlowConfig's fields as (name, value) texts, unset ones as their defaults.
+std::vector<std::pair<std::string, std::string>> config_fields(const flow::FlowConfig& c) {
+  const auto limit = [](uint64_t n, const std::string& unit) {
+    return n == 0 ? std::string("never") : fmt::format("{} {}", n, unit);
+  };
+  return {{"durability", c.default_durability() == flow::DURABILITY_UNSPECIFIED
+                             ? std::string("SYNC")
+                             : name_of(c.default_durability())},
+          {"continue-as-new after", limit(c.continue_as_new_after_events(), "events")},
+          {"continue-as-new after", limit(c.continue_as_new_after_bytes(), "bytes")},
+          {"Attribute Store", c.attribute_store().empty() ? "none" : c.attribute_store()},
+          {"ActiveStepTypes", !c.has_index_active_step_types() || c.index_active_step_types()
+                                  ? "indexed"
+                                  : "not indexed"}};
+}
+
 }  // namespace
+
+std::string config_text(const flow::FlowConfig& config) {
+  std::string out;
+  for (const auto& [name, value] : config_fields(config))  // bounded: five fields
+    out += (out.empty() ? "" : ", ") + name + " " + value;
+  return out;
+}
+
+std::string config_change_text(const flow::FlowConfig& before, const flow::FlowConfig& after) {
+  const auto from = config_fields(before);
+  const auto to = config_fields(after);
+  std::string out;
+  for (size_t i = 0; i < from.size() && i < to.size(); ++i) {  // bounded: five fields
+    if (from[i].second == to[i].second) continue;
+    out += (out.empty() ? "" : ", ") + from[i].first + " " + from[i].second + " -> " + to[i].second;
+  }
+  return out.empty() ? "no change" : out;
+}
 
 std::string describe_table(const flow::FlowDescription& f, int64_t now) {
   std::vector<Row> rows = {
@@ -259,6 +293,7 @@ std::string state_table(const flow::GetFlowStateResponse& s, const StateFilter& 
   for (const std::string& w : s.workers()) workers += (workers.empty() ? "" : ", ") + w;
   out += "\nWorkers hosting " + s.flow().flow_type() + ": " + (workers.empty() ? "none" : workers) +
          "\n";
+  if (s.has_config()) out += "FlowConfig: " + config_text(s.config()) + "\n";
   for (const std::string& h : hints) out += "hint: " + h + "\n";
   return out;
 }
@@ -291,6 +326,8 @@ std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t
     if (e.has_decision()) parts.push_back(json_text(proto_to_json(e.decision())));
     if (e.has_publish()) parts.push_back(json_text(proto_to_json(e.publish())));
     if (e.has_wait()) parts.push_back(json_text(proto_to_json(e.wait())));
+    if (e.kind() == flow::FLOW_CONFIG_UPDATED)
+      parts.push_back("config " + config_change_text(e.old_config(), e.new_config()));
     std::string detail;
     for (const std::string& p : parts) detail += (detail.empty() ? "" : "; ") + p;
     if (e.status() != flow::FLOW_STATUS_UNSPECIFIED)

@@ -25,9 +25,15 @@ struct StateFilter {
 };
 // The run, then its active Step executions newest first, the ended ones the
 // state lists (newest first; the filter applies to both), the queued Channel
-// messages, the Attributes, then the Workers hosting the type and the hints.
+// messages, the Attributes, then the Workers hosting the type, the run's
+// FlowConfig and the hints.
 std::string state_table(const flow::GetFlowStateResponse& state, const StateFilter& filter,
                         const std::vector<std::string>& hints, int64_t now_unix_ms);
+
+// A run's FlowConfig in one line (unset fields as their defaults), and what
+// an update changed ("durability SYNC -> ASYNC, ...").
+std::string config_text(const flow::FlowConfig& config);
+std::string config_change_text(const flow::FlowConfig& before, const flow::FlowConfig& after);
 
 // The events newest first.
 std::string history_table(const std::vector<flow::HistoryEvent>& events, int64_t now_unix_ms);

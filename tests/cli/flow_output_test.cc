@@ -234,5 +234,37 @@ TEST(FlowTable, TheDescriptionSaysWhenRetentionDeletesTheRun) {
       << described;
 }
 
+TEST(FlowTable, StateShowsTheFlowConfigAndHistoryWhatAnUpdateChanged) {
+  flow::GetFlowStateResponse s;
+  s.mutable_flow()->set_flow_id("f");
+  auto* c = s.mutable_config();
+  c->set_default_durability(flow::ASYNC);
+  c->set_continue_as_new_after_events(500);
+  c->set_index_active_step_types(false);
+  const std::string table = state_table(s, {}, {}, 0);
+  EXPECT_NE(table.find("FlowConfig: durability ASYNC, continue-as-new after 500 events, "
+                       "continue-as-new after never, Attribute Store none, ActiveStepTypes "
+                       "not indexed\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(proto_to_json(s)["config"],
+            json::parse(R"({"continueAsNewAfterEvents":500,"defaultDurability":"ASYNC",)"
+                        R"("indexActiveStepTypes":false})"));
+
+  std::vector<flow::HistoryEvent> events(1);
+  events[0].set_kind(flow::FLOW_CONFIG_UPDATED);
+  events[0].mutable_old_config()->set_attribute_store("crm");
+  *events[0].mutable_new_config() = events[0].old_config();
+  events[0].mutable_new_config()->set_default_durability(flow::ASYNC);
+  events[0].mutable_new_config()->set_continue_as_new_after_bytes(4096);
+  const std::string history = history_table(events, 0);
+  EXPECT_NE(history.find("FLOW_CONFIG_UPDATED"), std::string::npos) << history;
+  EXPECT_NE(history.find("config durability SYNC -> ASYNC, continue-as-new after never -> 4096 "
+                         "bytes"),
+            std::string::npos)
+      << history;
+  EXPECT_EQ(config_change_text(events[0].old_config(), events[0].old_config()), "no change");
+}
+
 }  // namespace
 }  // namespace dex::cli

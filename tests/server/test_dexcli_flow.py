@@ -202,6 +202,37 @@ def test_stop_needs_yes_and_expect_completed_exits_4(dev, procs, tmp_path):
     assert r.returncode == 3, r.stdout + r.stderr
     assert json.loads(r.stdout)["status"] == "RUNNING"
     assert json.loads(r.stderr)["error"]["kind"] == "timeout", r.stderr
+
+    # FlowConfig (docs/cli.md, "flow config"): flow state shows the run's effective config,
+    # flow config changes it on the exact run with --yes, recorded in the history.
+    assert ok_json(cli(dev, "flow", "state", "f1"))["config"] == {
+        "defaultDurability": "SYNC", "indexActiveStepTypes": True}
+    e = error_of(cli(dev, "flow", "config", "f1", "--durability", "async", "--yes"), 2)
+    assert e["operation"] == "flow config" and "--run-id is required" in e["message"], e
+    e = error_of(cli(dev, "flow", "config", "f1", "--run-id", run_id, "--durability", "async"), 2)
+    assert "add --yes" in e["message"], e
+    change = ["flow", "config", "f1", "--run-id", run_id, "--durability", "async",
+              "--index-active-step-types", "false", "--continue-as-new-after-events", "5000",
+              "--request-id", "cfg-1", "--yes"]
+    out = ok_json(cli(dev, *change))
+    assert out["config"] == {"continueAsNewAfterEvents": 5000, "defaultDurability": "ASYNC",
+                             "indexActiveStepTypes": False}, out
+    assert out["alreadyDone"] is False and out["requestId"] == "cfg-1", out
+    assert ok_json(cli(dev, *change))["alreadyDone"] is True  # a repeat changes nothing
+    table = cli(dev, "flow", "state", "f1", "--output", "table").stdout
+    assert ("FlowConfig: durability ASYNC, continue-as-new after 5000 events, continue-as-new "
+            "after never, Attribute Store none, ActiveStepTypes not indexed") in table, table
+    updates = [e for e in ok_json(cli(dev, "flow", "history", "f1"))["events"]
+               if e["kind"] == "FLOW_CONFIG_UPDATED"]
+    assert len(updates) == 1 and updates[0]["newConfig"]["defaultDurability"] == "ASYNC", updates
+    e = error_of(cli(dev, "flow", "config", "f1", "--run-id", run_id, "--attribute-store", "crm",
+                     "--yes"), 1)
+    assert e["grpcCode"] == "FAILED_PRECONDITION" and "cannot change" in e["message"], e
+    out = ok_json(cli(dev, "flow", "config", "f1", "--run-id", run_id, "--clear", "durability",
+                      "--clear", "index-active-step-types", "--yes"))
+    assert out["config"] == {"continueAsNewAfterEvents": 5000, "defaultDurability": "SYNC",
+                             "indexActiveStepTypes": True}, out
+
     out = ok_json(cli(dev, "flow", "stop", "f1", "--run-id", run_id, "--mode", "fail", "--reason",
                       "fraud", "--yes"))
     assert out["stopped"] is True and out["mode"] == "FAIL" and out["runId"] == run_id, out
