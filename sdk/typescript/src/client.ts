@@ -20,6 +20,8 @@ import {
   type WireTimeTravelPoint,
   type WireTimeTravelRequest,
   type WireTimeTravelResponse,
+  type WireTriggerContinueAsNewRequest,
+  type WireTriggerContinueAsNewResponse,
 } from "./proto";
 import { searchRequest, toSearchPage, type FlowSearchPage, type FlowSearchRow, type SearchFlowsOptions } from "./search";
 import {
@@ -223,6 +225,30 @@ export interface TimeTravelOptions extends CallOptions {
   requestId?: string;
   /** Answers what the new run would start with (`start`, `attributes`) and changes nothing. */
   dryRun?: boolean;
+}
+
+/** Client.continueAsNew's options. */
+export interface ContinueAsNewOptions extends CallOptions {
+  /** Why: in the run's history (CONTINUE_AS_NEW_REQUESTED, the new run's FLOW_STARTED) and its close reason. */
+  reason?: string;
+  /**
+   * Names this request (a dex name). Default: a random one per call, kept
+   * across its repeats on other processes; a repeat with the same request ID
+   * changes nothing (alreadyDone).
+   */
+  requestId?: string;
+}
+
+export interface ContinueAsNewResult {
+  /** The new run ("<first run>.c<n>"), when the run continued at once; "" while pending. */
+  newRunId: string;
+  /**
+   * Whether the run continues later: an attempt of it runs now, and it
+   * continues once none does (waitForFlow with its runId follows it).
+   */
+  pending: boolean;
+  /** A repeat of a request that landed, or a continue-as-new was pending already: nothing changed. */
+  alreadyDone: boolean;
 }
 
 export interface TimeTravelResult {
@@ -575,6 +601,41 @@ export class Client {
     return result;
   }
 
+  /**
+   * Continue-as-new: the run `runId` (the Flow ID's latest, named exactly)
+   * goes on as a new run of `flowId` ("<first run>.c<n>") that holds its
+   * Attributes, Channel messages, active Step executions (same IDs), Timers
+   * and timeout deadline, with a fresh history. At once when no attempt of the
+   * run runs (newRunId), else once none does (pending). The old run closes
+   * CONTINUED_AS_NEW with nextRunId naming the new one; waitForFlow on the old
+   * run ID answers the run the chain ends with. A run that is not running is
+   * refused with FAILED_PRECONDITION.
+   */
+  async continueAsNew(flowId: string, runId: string, options: ContinueAsNewOptions = {}): Promise<ContinueAsNewResult> {
+    checkName(flowId, "continueAsNew: the Flow ID");
+    if (typeof runId !== "string" || runId === "") {
+      throw new DexError(
+        "INVALID_ARGUMENT",
+        "continueAsNew: the run ID must be a non-empty string: the Flow ID's latest run, named exactly (describeFlow(flowId).runId)",
+      );
+    }
+    checkName(runId, "continueAsNew: the run ID");
+    if (options.reason !== undefined && typeof options.reason !== "string") {
+      throw new DexError("INVALID_ARGUMENT", `continueAsNew: reason must be a string, not ${String(options.reason)}`);
+    }
+    const requestId = requestIdOf(options.requestId, "continueAsNew");
+    const request: WireTriggerContinueAsNewRequest = { flow: { flowId, runId }, reason: options.reason ?? "", requestId };
+    const response = await this.flowWrite<WireTriggerContinueAsNewResponse>(
+      "TriggerContinueAsNew",
+      request,
+      options,
+      `the continue-as-new of ${flowId} run ${runId}`,
+      requestId,
+    );
+    const newRunId = response.newRunId ?? "";
+    return { newRunId, pending: newRunId === "", alreadyDone: response.alreadyDone ?? false };
+  }
+
   /** The run's Attributes (the latest run unless runId is given, also after it closed). */
   async getAttributes(flowId: string, options: GetAttributesOptions = {}): Promise<FlowAttributes> {
     const keys = (options.keys ?? []).map((k, i) => attributeKeyOf(k, `getAttributes: keys[${i}]`));
@@ -817,7 +878,9 @@ export class Client {
    * Resolves with the run's description once it closed (any status: check
    * `status`). Without `runId` it follows Flow retries: a run that closed
    * with a retry to follow (`nextRunId`) is waited past, so the answer is the
-   * last run's. Keeps waiting through restarts and failovers; rejects with a
+   * last run's. Both ways it follows continue-as-new: a run (named or
+   * latest) that continued as new is waited past to the run its chain ends
+   * with, whose description answers (never status CONTINUED_AS_NEW). Keeps waiting through restarts and failovers; rejects with a
    * FlowWaitTimeoutError when `timeoutMs` passes first.
    */
   async waitForFlow(flowId: string, options: FlowWaitOptions = {}): Promise<FlowDescription> {

@@ -23,7 +23,19 @@ import type {
   WireWait,
 } from "./proto";
 
-export type RunStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELED" | "TERMINATED" | "TIMED_OUT" | "UNSPECIFIED";
+/**
+ * A run's status. CONTINUED_AS_NEW: the run went on as a new run of its Flow
+ * ID (FlowDescription.nextRunId), which holds its state; not an end of the Flow.
+ */
+export type RunStatus =
+  | "RUNNING"
+  | "COMPLETED"
+  | "FAILED"
+  | "CANCELED"
+  | "TERMINATED"
+  | "TIMED_OUT"
+  | "CONTINUED_AS_NEW"
+  | "UNSPECIFIED";
 export type StepPhase = "WAIT_FOR" | "WAITING" | "EXECUTE" | "DONE" | "FAILED" | "CANCELED" | "UNSPECIFIED";
 export type HistoryEventKind =
   | "FLOW_STARTED"
@@ -46,6 +58,7 @@ export type HistoryEventKind =
   | "TIMEOUT_HANDLER_FAILED"
   | "TIMEOUT_HANDLER_COMPLETED"
   | "TIME_TRAVELED"
+  | "CONTINUE_AS_NEW_REQUESTED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -163,6 +176,11 @@ export interface FlowDescription {
   traveledFromRunId: string;
   /** Time travel: the latest run started from this one ("": none). */
   traveledToRunId: string;
+  /**
+   * Continue-as-new: the run this one continues ("": none). The run after a
+   * run that closed CONTINUED_AS_NEW is its nextRunId.
+   */
+  continuedFromRunId: string;
 }
 
 export function toFlowDescription(d: WireFlowDescription | null): FlowDescription {
@@ -197,6 +215,7 @@ export function toFlowDescription(d: WireFlowDescription | null): FlowDescriptio
     expiresAt: d?.expireUnixMs ?? 0,
     traveledFromRunId: d?.traveledFromRunId ?? "",
     traveledToRunId: d?.traveledToRunId ?? "",
+    continuedFromRunId: d?.continuedFromRunId ?? "",
   };
 }
 
@@ -318,6 +337,8 @@ export interface MovementView {
 export type DecisionView = {
   cancelStepTypes: string[];
   cancelSiblings: boolean;
+  /** Set (true) when the decision asked the run to continue as new. */
+  continueAsNew?: true;
 } & (
   | { kind: "goTo"; movements: MovementView[] }
   | { kind: "gracefulComplete" | "forceComplete"; output: unknown }
@@ -340,7 +361,11 @@ function toMovement(m: WireStepMovement): MovementView {
 
 function toDecisionView(d: WireStepDecision | null): DecisionView | undefined {
   if (d === null) return undefined;
-  const base = { cancelStepTypes: [...d.cancelStepTypes], cancelSiblings: d.cancelSiblings };
+  const base: { cancelStepTypes: string[]; cancelSiblings: boolean; continueAsNew?: true } = {
+    cancelStepTypes: [...d.cancelStepTypes],
+    cancelSiblings: d.cancelSiblings,
+  };
+  if (d.continueAsNew === true) base.continueAsNew = true;
   switch (d.kind) {
     case "goTo":
       return { ...base, kind: "goTo", movements: (d.goTo?.movements ?? []).map(toMovement) };
@@ -466,6 +491,8 @@ export interface HistoryEvent {
   /** FLOW_STARTED of a time-traveled run: the run it was started from, and the point (`reason`: why). */
   traveledFromRunId: string;
   timeTravelPoint?: TimeTravelPointView;
+  /** FLOW_STARTED of a run continued as new: the run it continues (`reason`: why). */
+  continuedFromRunId: string;
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -489,6 +516,7 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
     nextRunId: e.nextRunId ?? "",
     retryAt: e.retryAtMs ?? 0,
     traveledFromRunId: e.traveledFromRunId ?? "",
+    continuedFromRunId: e.continuedFromRunId ?? "",
   };
   const point = toTimeTravelPoint(e.timeTravelPoint);
   if (point !== undefined) out.timeTravelPoint = point;

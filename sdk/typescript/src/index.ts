@@ -23,6 +23,8 @@ export {
   type StopFlowOptions,
   type TimeTravelOptions,
   type TimeTravelResult,
+  type ContinueAsNewOptions,
+  type ContinueAsNewResult,
   type WriteOptions,
 } from "./client";
 export {
@@ -86,6 +88,7 @@ export {
   type Codec,
   type ConditionResult,
   type ExecuteOptions,
+  type FlowConfig,
   type FlowDefinition,
   type JsonObject,
   type JsonValue,

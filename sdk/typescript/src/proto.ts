@@ -77,6 +77,18 @@ export interface WireFlowDeclaration {
   onTimeout?: { options: WireMethodOptions; attributeReads: string[] };
   /** The Attribute Store its runs sync to unless a start names another ("": none). */
   attributeStore?: string;
+  /** The Flow's FlowConfig for its runs (a start's overrides it field by field). */
+  config?: WireFlowConfig | null;
+}
+
+/** FlowConfig (flow.proto; docs/flow-rules.md, "FlowConfig"): unset fields are not set. */
+export interface WireFlowConfig {
+  continueAsNewAfterEvents?: number;
+  continueAsNewAfterBytes?: number;
+  /** Durability by name ("SYNC", "ASYNC"). */
+  defaultDurability?: string;
+  attributeStore?: string;
+  indexActiveStepTypes?: boolean;
 }
 
 /** AttributeType by name. */
@@ -168,6 +180,8 @@ export interface WireStartOptions {
   retryPolicy?: WireRetryPolicy | null;
   /** The Attribute Store the run's synced Attributes go to ("": the declaration's). */
   attributeStore?: string;
+  /** Overrides the declaration's FlowConfig field by field. */
+  config?: WireFlowConfig | null;
 }
 
 export interface WireSubFlowCondition {
@@ -235,6 +249,8 @@ export interface WireStepDecision {
   } | null;
   cancelStepTypes: string[];
   cancelSiblings: boolean;
+  /** With goTo or deadEnd: the run then continues as a new run of its Flow ID. */
+  continueAsNew?: boolean;
   kind?: string;
 }
 
@@ -312,6 +328,8 @@ export interface WireFlowDescription {
   /** Time travel: the run this one was started from, and the latest run started from this one. */
   traveledFromRunId?: string;
   traveledToRunId?: string;
+  /** Continue-as-new: the run this one continues. */
+  continuedFromRunId?: string;
 }
 
 export interface WireSubFlowParent {
@@ -405,6 +423,8 @@ export interface WireHistoryEvent {
   /** FLOW_STARTED of a time-traveled run: the run it came from and the point. */
   traveledFromRunId?: string;
   timeTravelPoint?: WireTimeTravelPoint | null;
+  /** FLOW_STARTED of a run continued as new: the run it continues. */
+  continuedFromRunId?: string;
 }
 
 /** TimeTravelKind by name. */
@@ -431,6 +451,19 @@ export interface WireTimeTravelRequest {
   reason: string;
   requestId: string;
   dryRun: boolean;
+}
+
+/** FlowService.TriggerContinueAsNew (flow_api.proto). */
+export interface WireTriggerContinueAsNewRequest {
+  flow: { flowId: string; runId: string };
+  reason: string;
+  requestId: string;
+}
+
+export interface WireTriggerContinueAsNewResponse {
+  /** The new run, when the run continued at once ("": pending). */
+  newRunId: string;
+  alreadyDone: boolean;
 }
 
 export interface WireTimeTravelResponse {

@@ -40,12 +40,15 @@ export class StepDecision {
   /** Step types whose active executions are canceled with this decision. */
   readonly cancelStepTypes: readonly string[];
   readonly cancelsSiblings: boolean;
+  /** Whether the run continues as new after this decision (continueAsNew()). */
+  readonly continuesAsNew: boolean;
 
   /** @internal */
-  constructor(body: DecisionBody, cancelStepTypes: readonly string[] = [], cancelsSiblings = false) {
+  constructor(body: DecisionBody, cancelStepTypes: readonly string[] = [], cancelsSiblings = false, continuesAsNew = false) {
     this.body = body;
     this.cancelStepTypes = cancelStepTypes;
     this.cancelsSiblings = cancelsSiblings;
+    this.continuesAsNew = continuesAsNew;
   }
   get kind(): DecisionBody["kind"] {
     return this.body.kind;
@@ -53,11 +56,24 @@ export class StepDecision {
   /** The same decision, also canceling the active executions of these Step types. */
   cancelSteps(...steps: StepRef[]): StepDecision {
     const types = steps.map((s, i) => stepTypeOf(s, `cancelSteps argument ${i + 1}`));
-    return new StepDecision(this.body, [...this.cancelStepTypes, ...types], this.cancelsSiblings);
+    return new StepDecision(this.body, [...this.cancelStepTypes, ...types], this.cancelsSiblings, this.continuesAsNew);
   }
   /** The same decision, also canceling the executions started by the same parent execution as this one. */
   cancelSiblings(): StepDecision {
-    return new StepDecision(this.body, this.cancelStepTypes, true);
+    return new StepDecision(this.body, this.cancelStepTypes, true, this.continuesAsNew);
+  }
+  /**
+   * The same decision (goTo, goToMulti or deadEnd), after which the run
+   * continues as a new run of its Flow ID ("<first run>.c<n>") as soon as no
+   * attempt of it runs. The new run holds the Attributes, Channel messages,
+   * active Step executions (same IDs) and Timers, with a fresh history: a
+   * long loop stays bounded. Refused on a decision that closes the run.
+   */
+  continueAsNew(): StepDecision {
+    if (this.body.kind !== "goTo" && this.body.kind !== "deadEnd") {
+      throw invalid(`continueAsNew() goes with goTo, goToMulti or deadEnd, not ${this.body.kind}: that decision closes the run`);
+    }
+    return new StepDecision(this.body, this.cancelStepTypes, this.cancelsSiblings, true);
   }
 }
 
@@ -151,6 +167,7 @@ export function decisionToWire(decision: StepDecision): WireStepDecision {
     cancelStepTypes: [...decision.cancelStepTypes],
     cancelSiblings: decision.cancelsSiblings,
   };
+  if (decision.continuesAsNew) wire.continueAsNew = true;
   const b = decision.body;
   switch (b.kind) {
     case "goTo":

@@ -72,7 +72,7 @@ export {
   StepDecision,
   type StepMovement,
 } from "./decisions";
-export { type RunStartOptions, type TimeoutPolicy } from "./start-options";
+export { type FlowConfig, type RunStartOptions, type TimeoutPolicy } from "./start-options";
 export {
   SubFlow,
   subFlowId,

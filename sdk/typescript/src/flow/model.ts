@@ -20,6 +20,7 @@ import type { StepContext } from "./context";
 import type { StepDecision } from "./decisions";
 import { mergeStepOptions, stepOptionsToWire, type MethodOptions, type StepOptions } from "./options";
 import { Rpc, type RpcDefinition } from "./rpc";
+import { flowConfigToWire, type FlowConfig } from "./start-options";
 import { TaskError } from "./task-error";
 import type { TimeoutHandler } from "./timeout-handler";
 import type { Wait } from "./waits";
@@ -54,6 +55,12 @@ export interface FlowDefinition {
    * (RunStartOptions.attributeStore). Default: none.
    */
   attributeStore?: string;
+  /**
+   * The Flow's FlowConfig for its runs, e.g. `{ continueAsNewAfterEvents: 500 }`:
+   * a run continues as new once its history holds that many events. A
+   * start's RunStartOptions.config overrides it field by field.
+   */
+  config?: FlowConfig;
   /** Handlers Clients invoke on a running run (Client.invokeRpc). */
   rpcs?: (Rpc<any, any> | RpcDefinition<any, any>)[];
   /** Options every Step starts from; a Step's own options override them field by field. */
@@ -272,6 +279,8 @@ export class Flow {
     if (this.timeoutHandler !== undefined) this.wireDeclaration.hasTimeoutHandler = true;
     if (onTimeout !== undefined) this.wireDeclaration.onTimeout = onTimeout;
     if (this.attributeStore !== undefined) this.wireDeclaration.attributeStore = this.attributeStore;
+    // Set only when given, so that a Flow without one declares what it did before.
+    if (definition.config !== undefined) this.wireDeclaration.config = flowConfigToWire(definition.config, `${what}: config`);
   }
 
   /** Whether the Flow declares a timeout handler. */

@@ -2,7 +2,7 @@
 // conditions: the flow timeout and its policy, a start delay, initial
 // Attributes, the Flow retry policy (docs/flow-rules.md, "Flow retry") and
 // the Attribute Store, encoded as the wire's StartOptions.
-import type { WireAttribute, WireStartOptions } from "../proto";
+import type { WireAttribute, WireFlowConfig, WireStartOptions } from "../proto";
 import { attributeWriteToWire, type AttributeWrite } from "./attributes";
 import { checkDuration, checkName, invalid } from "./checks";
 import { retryToWire, type RetryOptions } from "./options";
@@ -43,6 +43,69 @@ export interface RunStartOptions {
    * (FlowDefinition.attributeStore).
    */
   attributeStore?: string;
+  /** Overrides the Flow's FlowConfig (FlowDefinition.config) field by field, e.g. its continue-as-new thresholds. */
+  config?: FlowConfig;
+}
+
+/**
+ * A Flow's configuration for its runs (docs/flow-rules.md, "FlowConfig"):
+ * the Flow's (FlowDefinition.config), each field a start sets
+ * (RunStartOptions.config) overriding it. A field left out is not set.
+ */
+export interface FlowConfig {
+  /** Continue as new once the run's history holds this many events (a whole number above 0). */
+  continueAsNewAfterEvents?: number;
+  /** Continue as new once the run's history events hold this many bytes (a whole number above 0). */
+  continueAsNewAfterBytes?: number;
+  /** The durability of Step methods whose options set none (default "sync"). */
+  defaultDurability?: "sync" | "async";
+  /** The Attribute Store the runs sync to (the same as attributeStore; both given, they must agree). */
+  attributeStore?: string;
+  /** Whether search's ActiveStepTypes holds the run's active Step types (default true). */
+  indexActiveStepTypes?: boolean;
+}
+
+const FLOW_CONFIG_FIELDS = [
+  "continueAsNewAfterEvents",
+  "continueAsNewAfterBytes",
+  "defaultDurability",
+  "attributeStore",
+  "indexActiveStepTypes",
+] as const;
+
+function aboveZero(value: unknown, what: string): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
+    throw invalid(`${what} must be a whole number above 0, not ${String(value)}`);
+  }
+  return value;
+}
+
+/** The config as the wire's FlowConfig; throws a DexError (INVALID_ARGUMENT) naming a bad field. */
+export function flowConfigToWire(config: FlowConfig, what: string): WireFlowConfig {
+  if (typeof config !== "object" || config === null) throw invalid(`${what} must be an object`);
+  for (const key of Object.keys(config)) {
+    if (!(FLOW_CONFIG_FIELDS as readonly string[]).includes(key)) {
+      throw invalid(`${what}: '${key}' is not a FlowConfig field (${FLOW_CONFIG_FIELDS.join(", ")})`);
+    }
+  }
+  const wire: WireFlowConfig = {};
+  if (config.continueAsNewAfterEvents !== undefined) {
+    wire.continueAsNewAfterEvents = aboveZero(config.continueAsNewAfterEvents, `${what}: continueAsNewAfterEvents`);
+  }
+  if (config.continueAsNewAfterBytes !== undefined) {
+    wire.continueAsNewAfterBytes = aboveZero(config.continueAsNewAfterBytes, `${what}: continueAsNewAfterBytes`);
+  }
+  if (config.defaultDurability !== undefined) {
+    wire.defaultDurability = enumToWire(config.defaultDurability, { sync: "SYNC", async: "ASYNC" }, `${what}: defaultDurability`);
+  }
+  if (config.attributeStore !== undefined) wire.attributeStore = checkName(config.attributeStore, `${what}: attributeStore`);
+  if (config.indexActiveStepTypes !== undefined) {
+    if (typeof config.indexActiveStepTypes !== "boolean") {
+      throw invalid(`${what}: indexActiveStepTypes must be a boolean, not ${String(config.indexActiveStepTypes)}`);
+    }
+    wire.indexActiveStepTypes = config.indexActiveStepTypes;
+  }
+  return wire;
 }
 
 const TIMEOUT_POLICIES: Record<TimeoutPolicy, string> = {
@@ -105,5 +168,6 @@ export function runStartOptionsToWire(
     wire.retryPolicy = retryToWire(o.retryPolicy, `${what}: retryPolicy`);
   }
   if (o.attributeStore !== undefined) wire.attributeStore = checkName(o.attributeStore, `${what}: attributeStore`);
+  if (o.config !== undefined) wire.config = flowConfigToWire(o.config, `${what}: config`);
   return wire;
 }
