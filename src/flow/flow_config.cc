@@ -16,6 +16,7 @@ namespace dex::flow {
 namespace {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string store_name(std::string_view s) { return s.empty() ? "none" : quoted(s); }
 
 ApplyResult rejected(RefusalCode code, std::string why) {
   return {ApplyKind::kRejected, code, std::move(why), ""};
@@ -136,13 +137,14 @@ ApplyResult apply_update_flow_config(FlowTxn& txn, Effects& effects, const Updat
     if (sets(r.config(), f)) copy_field(r.config(), f, after);
   }
   if (after.attribute_store() != before.attribute_store())
-    return rejected(
-        RefusalCode::kFailedPrecondition,
-        "the Attribute Store of a running run cannot change (from " +
-            quoted(before.attribute_store()) + " to " + quoted(after.attribute_store()) +
-            "): the run's synced Attributes are in its row of the first store, a second one "
-            "would get only the writes made after the change, and the first would keep a row "
-            "that no longer follows the run; start a new run to sync to another store");
+    return rejected(RefusalCode::kFailedPrecondition,
+                    "the Attribute Store of a running run cannot change (from " +
+                        store_name(before.attribute_store()) + " to " +
+                        store_name(after.attribute_store()) +
+                        "): a store's row of the run holds every synced write since its start, "
+                        "so a store taken on now would miss the writes made before the change "
+                        "and one left would keep a row that no longer follows the run; start a "
+                        "new run to sync to another store");
   if (google::protobuf::util::MessageDifferencer::Equals(before, after))
     return {ApplyKind::kUnchanged, RefusalCode::kNone, "the FlowConfig is unchanged",
             run->run_id()};

@@ -229,7 +229,7 @@ TEST_F(FlowConfigRules, RefusalsNameWhatIsWrongAndChangeNothing) {
   FlowConfig store;
   store.set_attribute_store("crm");
   expect(update(store), RefusalCode::kFailedPrecondition,
-         "the Attribute Store of a running run cannot change (from '' to 'crm')");
+         "the Attribute Store of a running run cannot change (from none to 'crm')");
   EXPECT_EQ(h.history("f").size(), events);
   EXPECT_EQ(h.run("f")->config().default_durability(), DURABILITY_UNSPECIFIED);
 
