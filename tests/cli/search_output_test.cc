@@ -138,7 +138,10 @@ TEST(ListQuery, StatusesReadInAnyCaseAndABadOneListsTheChoices) {
   }
   EXPECT_EQ(status_literal("done").status().message(),
             "'done' is not a run status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, "
-            "TIMED_OUT)");
+            "TIMED_OUT, CONTINUED_AS_NEW)");
+  auto continued = status_literal("continued-as-new");
+  ASSERT_TRUE(continued.is_ok());
+  EXPECT_EQ(*continued, "CONTINUED_AS_NEW");
 }
 
 TEST(ListQuery, ATimeBoundIsADurationBeforeNowAnRfc3339TimeOrUnixMs) {
