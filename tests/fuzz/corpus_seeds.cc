@@ -687,6 +687,36 @@ void flow_rules_seeds(std::vector<Seed>& out) {
   flow::FlowRecord no_kind = travel("r3", "r4", flow::TIME_TRAVEL_KIND_UNSPECIFIED, 2'600);
   add("time_travel_beginning_and_refusals",
       frame(begin) + frame(r2_done) + frame(from_running) + frame(no_b) + frame(no_kind));
+  // Continue-as-new. A client asks while A-1 runs (pending); A-1 goes to B
+  // twice and r continues as r.c1 (B-1's WaitFor handed out there after);
+  // B-1 waits and a publish is queued; r.c1's B-2 decides to continue again
+  // once its WaitFor has run; repeats and a run no longer the latest.
+  auto ask = [](const std::string& run, const std::string& request, int64_t at) {
+    flow::FlowRecord r;
+    auto* c = r.mutable_continue_as_new();
+    c->set_flow_id("f");
+    c->set_run_id(run);
+    c->set_reason("rotate");
+    c->set_request_id(request);
+    c->set_at_unix_ms(at);
+    return r;
+  };
+  flow::FlowRecord go_on = go;
+  go_on.mutable_method_result()->mutable_decision()->set_continue_as_new(true);
+  flow::FlowRecord hand_b = go_on;
+  hand_b.clear_method_result();
+  hand_b.mutable_assignments(0)->mutable_task()->set_run_id("r.c1");
+  flow::FlowRecord wait_c1 = wait;
+  wait_c1.mutable_method_result()->mutable_task()->set_run_id("r.c1");
+  add("continue_as_new", frame(ask("r", "x", 1'500)) + frame(ask("r", "x", 1'600)) + frame(go_on) +
+                             frame(hand_b) + frame(wait_c1) + frame(publish) +
+                             frame(ask("r", "x", 2'700)) + frame(ask("r.c1", "y", 2'800)) +
+                             frame(ask("r", "", 2'900)));
+  flow::FlowRecord loop = flow_result("A-1", flow::EXECUTE, "t");
+  loop.mutable_method_result()->mutable_decision()->mutable_go_to()->add_movements()->set_step_type(
+      "A");
+  loop.mutable_method_result()->mutable_decision()->set_continue_as_new(true);
+  add("continue_as_new_by_decision", frame(loop));
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

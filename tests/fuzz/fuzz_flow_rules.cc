@@ -142,6 +142,31 @@ void check_travel(KvStore& kv, const TimeTravel& t, const std::optional<Run>& ol
              i, image.messages.size(), queued);
 }
 
+// A run that continued as new: the new run is linked both ways, is the Flow
+// ID's latest, and holds the old one's Attributes and active executions.
+void check_continued(KvStore& kv, const std::string& flow_id, const std::string& run_id, size_t i) {
+  KvFlowTxn txn(kv);
+  auto old = txn.run(flow_id, run_id);
+  FUZZ_CHECK(old.has_value() && !old->next_run_id().empty(), "record {}: {} continued to no run", i,
+             run_id);
+  auto run = txn.run(flow_id, old->next_run_id());
+  FUZZ_CHECK(run.has_value() && run->continued_from_run_id() == run_id,
+             "record {}: {} is not linked back to {}", i, old->next_run_id(), run_id);
+  FUZZ_CHECK(txn.flow_id(flow_id)->run_id() == run->run_id() || run->status() != FLOW_RUNNING,
+             "record {}: the Flow ID does not name the running new run", i);
+  const auto a = txn.attributes(flow_id, run_id, "");
+  const auto b = txn.attributes(flow_id, run->run_id(), "");
+  FUZZ_CHECK(a.size() == b.size(), "record {}: {} Attributes became {}", i, a.size(), b.size());
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k)  // bounded by kAttributesMax
+    FUZZ_CHECK(a[k].SerializeAsString() == b[k].SerializeAsString(),
+               "record {}: Attribute {} differs in the new run", i, a[k].key());
+  for (const auto& id : run->active()) {  // bounded by kActiveStepsMax
+    auto s = txn.step(flow_id, run_id, id);
+    FUZZ_CHECK(s.has_value() && s->phase() == PHASE_CANCELED,
+               "record {}: carried execution {} did not end in the old run", i, id);
+  }
+}
+
 }  // namespace
 
 int flow_rules(const uint8_t* data, size_t size) {
@@ -172,6 +197,8 @@ int flow_rules(const uint8_t* data, size_t size) {
     ApplyResult result = apply_record(txn, records[i], fx);
     if (records[i].has_time_travel() && result.kind == ApplyKind::kApplied)
       check_travel(kv, records[i].time_travel(), old, journal, i);
+    for (const auto& c : fx.closed)  // bounded by the runs the record closed
+      if (c.status == FLOW_CONTINUED_AS_NEW) check_continued(kv, c.flow_id, c.run_id, i);
     auto s = check_state(kv);
     FUZZ_CHECK(s.is_ok(), "record {}: {}", i, s.message());
     if (result.kind != ApplyKind::kApplied && records[i].assignments_size() == 0)
