@@ -207,7 +207,11 @@ std::string describe_table(const flow::FlowDescription& f, int64_t now) {
     rows.push_back(
         {"Flow attempt", fmt::format("{} (after run {})", f.flow_attempt(), f.previous_run_id())});
   }
-  if (!f.next_run_id().empty()) {
+  if (!f.continued_from_run_id().empty())
+    rows.push_back({"Continues run", f.continued_from_run_id()});
+  if (!f.next_run_id().empty() && f.status() == flow::FLOW_CONTINUED_AS_NEW) {
+    rows.push_back({"Continued as", f.next_run_id()});
+  } else if (!f.next_run_id().empty()) {
     rows.push_back({"Retried as",
                     f.next_run_id() + (f.retry_unix_ms() != 0
                                            ? " (starts " + time_text(f.retry_unix_ms(), now) + ")"

@@ -221,6 +221,31 @@ TEST(SubFlows, ChildrenComeFromTheHistoryWithTheirEndAndParentsFromTheDescriptio
   }
 }
 
+TEST(FlowTable, TheDescriptionAndHistoryNameTheRunsOfAContinueAsNewChain) {
+  flow::FlowDescription d;
+  d.set_flow_id("f");
+  d.set_run_id("r.c1");
+  d.set_status(flow::FLOW_CONTINUED_AS_NEW);
+  d.set_continued_from_run_id("r");
+  d.set_next_run_id("r.c2");
+  const std::string described = describe_table(d, 0);
+  for (const char* text : {"CONTINUED_AS_NEW", "Continues run:", "Continued as:", "r.c2"})
+    EXPECT_NE(described.find(text), std::string::npos) << text << "\n" << described;
+  EXPECT_EQ(described.find("Retried as"), std::string::npos) << described;
+
+  std::vector<flow::HistoryEvent> events(2);
+  events[0].set_seq(0);
+  events[0].set_kind(flow::FLOW_STARTED);
+  events[0].set_continued_from_run_id("r");
+  events[1].set_seq(1);
+  events[1].set_kind(flow::FLOW_CLOSED);
+  events[1].set_status(flow::FLOW_CONTINUED_AS_NEW);
+  events[1].set_next_run_id("r.c2");
+  const std::string history = history_table(events, 0);
+  EXPECT_NE(history.find("continues run r"), std::string::npos) << history;
+  EXPECT_NE(history.find("continued as run r.c2"), std::string::npos) << history;
+}
+
 TEST(FlowTable, TheDescriptionSaysWhenRetentionDeletesTheRun) {
   flow::FlowDescription d;
   d.set_flow_id("f");
