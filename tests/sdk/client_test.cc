@@ -237,6 +237,24 @@ TEST_F(ClientTest, TypedCallsCarryTheirFields) {
   EXPECT_FALSE(travels[1].dry_run());
   EXPECT_EQ(travels[1].request_id(), "tt-1");
 
+  flow::FlowConfig config;
+  config.set_default_durability(flow::ASYNC);
+  config.set_index_active_step_types(false);
+  auto updated = client.update_flow_config("f-6", "run-6", config, {"attribute_store"});
+  ASSERT_TRUE(updated.is_ok()) << updated.status().to_string();
+  EXPECT_EQ(updated->config().default_durability(), flow::ASYNC);
+  ASSERT_TRUE(client.update_flow_config("f-6", "run-6", config, {}, "cfg-1").is_ok());
+  auto updates = flows_.config_updates();
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].flow().flow_id(), "f-6");
+  EXPECT_EQ(updates[0].flow().run_id(), "run-6");
+  EXPECT_TRUE(updates[0].config().has_index_active_step_types());
+  EXPECT_FALSE(updates[0].config().index_active_step_types());
+  ASSERT_EQ(updates[0].clear_fields_size(), 1);
+  EXPECT_EQ(updates[0].clear_fields(0), "attribute_store");
+  EXPECT_EQ(updates[0].request_id().size(), 32u);  // a fresh one per call
+  EXPECT_EQ(updates[1].request_id(), "cfg-1");
+
   ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", 1u).is_ok());
   ASSERT_TRUE(client.skip_timer("f-4", "Ship-2", std::string("reminder"), "run-4").is_ok());
   auto skips = flows_.skips();

@@ -305,6 +305,16 @@ grpc::Status FakeFlowService::TimeTravel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status FakeFlowService::UpdateFlowConfig(grpc::ServerContext*,
+                                               const flow::UpdateFlowConfigRequest* request,
+                                               flow::UpdateFlowConfigResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  config_updates_.push_back(*request);
+  *response->mutable_config() = request->config();
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeFlowService::DescribeFlow(grpc::ServerContext* context,
                                            const flow::FlowRef* request,
                                            flow::FlowDescription* response) {
@@ -562,6 +572,11 @@ std::vector<flow::SkipTimerRequest> FakeFlowService::skips() const {
   std::lock_guard<std::mutex> lock(mu_);
   return skips_;
 }
+std::vector<flow::UpdateFlowConfigRequest> FakeFlowService::config_updates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_updates_;
+}
+
 std::vector<flow::TimeTravelRequest> FakeFlowService::travels() const {
   std::lock_guard<std::mutex> lock(mu_);
   return travels_;

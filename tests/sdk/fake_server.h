@@ -87,6 +87,7 @@ class FakeWorkerTaskService final : public WorkerTaskService::Service {
 //     answers after 3 s (or when the call is cancelled); anything else NOT_FOUND;
 //   WaitForFlow "f-done": closed; others: waits timeout_ms (at most 3 s), closed = false;
 //   StopFlow, PublishToChannel, SkipTimer: record the request;
+//   UpdateFlowConfig: records the request; answers its config.
 //   TimeTravel: records the request; answers run "traveled-<n>" (n from 1),
 //     a dry run also a start whose description names the request's run;
 //   GetFlowState, GetHistoryEvents: "f-done"'s, recording the request;
@@ -119,6 +120,8 @@ class FakeFlowService final : public FlowService::Service {
                          flow::SkipTimerResponse*) override;
   grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest*,
                           flow::TimeTravelResponse*) override;
+  grpc::Status UpdateFlowConfig(grpc::ServerContext*, const flow::UpdateFlowConfigRequest*,
+                                flow::UpdateFlowConfigResponse*) override;
   grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef*,
                             flow::FlowDescription*) override;
   grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef*,
@@ -145,6 +148,7 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::PublishToChannelRequest> publishes() const;
   std::vector<flow::SkipTimerRequest> skips() const;
   std::vector<flow::TimeTravelRequest> travels() const;
+  std::vector<flow::UpdateFlowConfigRequest> config_updates() const;
   std::vector<flow::GetHistoryEventsRequest> history_requests() const;
   std::vector<flow::FlowRef> state_requests() const;
   std::vector<flow::GetAttributesRequest> attribute_gets() const;
@@ -163,6 +167,7 @@ class FakeFlowService final : public FlowService::Service {
   std::vector<flow::PublishToChannelRequest> publishes_;
   std::vector<flow::SkipTimerRequest> skips_;
   std::vector<flow::TimeTravelRequest> travels_;
+  std::vector<flow::UpdateFlowConfigRequest> config_updates_;
   std::vector<flow::GetHistoryEventsRequest> history_requests_;
   std::vector<flow::FlowRef> state_requests_;
   std::vector<flow::GetAttributesRequest> attribute_gets_;

@@ -22,6 +22,8 @@ import {
   type WireTimeTravelResponse,
   type WireTriggerContinueAsNewRequest,
   type WireTriggerContinueAsNewResponse,
+  type WireUpdateFlowConfigRequest,
+  type WireUpdateFlowConfigResponse,
 } from "./proto";
 import { searchRequest, toSearchPage, type FlowSearchPage, type FlowSearchRow, type SearchFlowsOptions } from "./search";
 import {
@@ -43,7 +45,13 @@ import {
 } from "./flow/index";
 import { attributeKeyOf, attributeValueFromWire, attributeValueToWire } from "./flow/attributes";
 import { stepTypeOf, type StepRef } from "./flow/checks";
-import { attributeWritesToWire, runStartOptionsToWire, type RunStartOptions } from "./flow/start-options";
+import {
+  attributeWritesToWire,
+  flowConfigToWire,
+  runStartOptionsToWire,
+  type FlowConfig,
+  type RunStartOptions,
+} from "./flow/start-options";
 import type { WireAttribute, WireAttributeValue, WirePayload } from "./proto";
 import {
   FlowAttributes,
@@ -51,8 +59,10 @@ import {
   toRunStatus,
   type RunStatus,
   toFlowDescription,
+  toEffectiveFlowConfig,
   toFlowState,
   toHistoryPage,
+  type EffectiveFlowConfig,
   type FlowDescription,
   type FlowState,
   type HistoryEvent,
@@ -250,6 +260,38 @@ export interface ContinueAsNewResult {
   /** A repeat of a request that landed, or a continue-as-new was pending already: nothing changed. */
   alreadyDone: boolean;
 }
+
+/** Client.updateFlowConfig's options. */
+export interface UpdateFlowConfigOptions extends CallOptions {
+  /** Fields that go back to the value of the run's Flow (its declaration), e.g. ["defaultDurability"]. */
+  clear?: FlowConfigField[];
+  /**
+   * Names this update (a dex name). Default: a random one per call, kept
+   * across its repeats on other processes; a repeat with the same request ID
+   * changes nothing (alreadyDone).
+   */
+  requestId?: string;
+}
+
+/** A FlowConfig field, as updateFlowConfig's `clear` names it. */
+export type FlowConfigField = keyof FlowConfig;
+
+export interface UpdateFlowConfigResult {
+  /** The run's effective config now, as getFlowState shows it. */
+  config: EffectiveFlowConfig;
+  /** A repeat of an update that landed, or an update that changed nothing. */
+  alreadyDone: boolean;
+  /** The run continued as new at once (a lowered threshold its history had passed); "" otherwise. */
+  continuedRunId: string;
+}
+
+const FLOW_CONFIG_WIRE_NAMES: Record<FlowConfigField, string> = {
+  continueAsNewAfterEvents: "continue_as_new_after_events",
+  continueAsNewAfterBytes: "continue_as_new_after_bytes",
+  defaultDurability: "default_durability",
+  attributeStore: "attribute_store",
+  indexActiveStepTypes: "index_active_step_types",
+};
 
 export interface TimeTravelResult {
   /** The new run; a dry run: an ID for the preview only, which no run gets. */
@@ -634,6 +676,61 @@ export class Client {
     );
     const newRunId = response.newRunId ?? "";
     return { newRunId, pending: newRunId === "", alreadyDone: response.alreadyDone ?? false };
+  }
+
+  /**
+   * Changes the running run `runId` (named exactly)'s FlowConfig field by
+   * field (docs/flow-rules.md, "FlowConfig"): each field `config` gives wins,
+   * each field in `options.clear` goes back to its Flow's value, the others
+   * stay. Recorded in the run's history (FLOW_CONFIG_UPDATED). Answers the
+   * run's effective config now. A lowered continue-as-new threshold the
+   * history passed continues the run (continuedRunId when at once). A closed
+   * run, or a change of the run's Attribute Store, is refused with
+   * FAILED_PRECONDITION; bad input with INVALID_ARGUMENT before anything is sent.
+   */
+  async updateFlowConfig(
+    flowId: string,
+    runId: string,
+    config: FlowConfig,
+    options: UpdateFlowConfigOptions = {},
+  ): Promise<UpdateFlowConfigResult> {
+    checkName(flowId, "updateFlowConfig: the Flow ID");
+    if (typeof runId !== "string" || runId === "") {
+      throw new DexError(
+        "INVALID_ARGUMENT",
+        "updateFlowConfig: the run ID must be a non-empty string: the run to change, named exactly (describeFlow(flowId).runId)",
+      );
+    }
+    checkName(runId, "updateFlowConfig: the run ID");
+    const wireConfig = flowConfigToWire(config, "updateFlowConfig: config");
+    const clear = options.clear ?? [];
+    if (!Array.isArray(clear)) throw new DexError("INVALID_ARGUMENT", "updateFlowConfig: clear must be an array of FlowConfig field names");
+    const clearFields = clear.map((f, i) => {
+      if (typeof f !== "string" || !Object.hasOwn(FLOW_CONFIG_WIRE_NAMES, f)) {
+        throw new DexError(
+          "INVALID_ARGUMENT",
+          `updateFlowConfig: clear[${i}] '${String(f)}' is not a FlowConfig field (${Object.keys(FLOW_CONFIG_WIRE_NAMES).join(", ")})`,
+        );
+      }
+      return FLOW_CONFIG_WIRE_NAMES[f];
+    });
+    if (Object.keys(wireConfig).length === 0 && clearFields.length === 0) {
+      throw new DexError("INVALID_ARGUMENT", "updateFlowConfig: the config sets no field and clear names none: nothing to change");
+    }
+    const requestId = requestIdOf(options.requestId, "updateFlowConfig");
+    const request: WireUpdateFlowConfigRequest = { flow: { flowId, runId }, config: wireConfig, clearFields, requestId };
+    const response = await this.flowWrite<WireUpdateFlowConfigResponse>(
+      "UpdateFlowConfig",
+      request,
+      options,
+      `the FlowConfig update of ${flowId} run ${runId}`,
+      requestId,
+    );
+    return {
+      config: toEffectiveFlowConfig(response.config),
+      alreadyDone: response.alreadyDone ?? false,
+      continuedRunId: response.continuedRunId ?? "",
+    };
   }
 
   /** The run's Attributes (the latest run unless runId is given, also after it closed). */

@@ -10,6 +10,7 @@ import type {
   WireAttribute,
   WireCondition,
   WireConditionResult,
+  WireFlowConfig,
   WireFlowDescription,
   WireGetFlowStateResponse,
   WireGetHistoryEventsResponse,
@@ -59,6 +60,7 @@ export type HistoryEventKind =
   | "TIMEOUT_HANDLER_COMPLETED"
   | "TIME_TRAVELED"
   | "CONTINUE_AS_NEW_REQUESTED"
+  | "FLOW_CONFIG_UPDATED"
   | "UNSPECIFIED";
 
 /** A value from the wire: JSON decoded; empty is null; bytes that are not JSON stay a Buffer. */
@@ -493,6 +495,9 @@ export interface HistoryEvent {
   timeTravelPoint?: TimeTravelPointView;
   /** FLOW_STARTED of a run continued as new: the run it continues (`reason`: why). */
   continuedFromRunId: string;
+  /** FLOW_CONFIG_UPDATED: the run's effective FlowConfig before and after the update. */
+  oldConfig?: EffectiveFlowConfig;
+  newConfig?: EffectiveFlowConfig;
 }
 
 function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
@@ -529,6 +534,10 @@ function toHistoryEvent(e: WireHistoryEvent): HistoryEvent {
   const publish = toPublishView(e.publish);
   if (publish !== undefined) out.publish = publish;
   if (e.kind === "FLOW_CLOSED" || e.kind === "SUB_FLOW_CLOSED") out.status = strip(e.status, "FLOW_") as RunStatus;
+  if (e.kind === "FLOW_CONFIG_UPDATED") {
+    out.oldConfig = toEffectiveFlowConfig(e.oldConfig);
+    out.newConfig = toEffectiveFlowConfig(e.newConfig);
+  }
   return out;
 }
 
@@ -589,6 +598,36 @@ export interface FlowState {
   ended: StepExecutionState[];
   /** Every ended execution of the run, those in `ended` included. */
   endedCount: number;
+  /** The run's effective FlowConfig (docs/flow-rules.md, "FlowConfig"), every field filled in. */
+  config: EffectiveFlowConfig;
+}
+
+/**
+ * A run's effective FlowConfig (getFlowState, Client.updateFlowConfig): the
+ * Flow's, a start's override and any updates, with the defaults written out.
+ */
+export interface EffectiveFlowConfig {
+  /** Continue as new once the history holds this many events (0: never for that reason). */
+  continueAsNewAfterEvents: number;
+  /** Continue as new once the history's events hold this many bytes (0: never for that reason). */
+  continueAsNewAfterBytes: number;
+  /** The durability of Step methods (and the timeout handler) whose options set none. */
+  defaultDurability: "sync" | "async";
+  /** The Attribute Store the run syncs to ("": none). */
+  attributeStore: string;
+  /** Whether search's ActiveStepTypes holds the run's active Step types. */
+  indexActiveStepTypes: boolean;
+}
+
+/** A FlowConfig from the wire, unset fields as their defaults. */
+export function toEffectiveFlowConfig(c: WireFlowConfig | null | undefined): EffectiveFlowConfig {
+  return {
+    continueAsNewAfterEvents: c?.continueAsNewAfterEvents ?? 0,
+    continueAsNewAfterBytes: c?.continueAsNewAfterBytes ?? 0,
+    defaultDurability: c?.defaultDurability === "ASYNC" ? "async" : "sync",
+    attributeStore: c?.attributeStore ?? "",
+    indexActiveStepTypes: c?.indexActiveStepTypes ?? true,
+  };
 }
 
 /** A queued Channel message as the state shows it; omittedBytes > 0: its value (this long) was left out (the state's values are at most 8 MiB together), and value is undefined. */
@@ -671,6 +710,7 @@ export function toFlowState(r: WireGetFlowStateResponse): FlowState {
     }),
     ended: (r.ended ?? []).map(toStepState),
     endedCount: r.endedCount ?? 0,
+    config: toEffectiveFlowConfig(r.config),
   };
   if (r.timeoutHandler !== undefined && r.timeoutHandler !== null) state.timeoutHandler = toStepState(r.timeoutHandler);
   return state;

@@ -25,6 +25,9 @@ export {
   type TimeTravelResult,
   type ContinueAsNewOptions,
   type ContinueAsNewResult,
+  type FlowConfigField,
+  type UpdateFlowConfigOptions,
+  type UpdateFlowConfigResult,
   type WriteOptions,
 } from "./client";
 export {
@@ -133,6 +136,7 @@ export type {
   ConditionResultView,
   ConditionSpec,
   DecisionView,
+  EffectiveFlowConfig,
   FlowDescription,
   FlowState,
   HistoryEvent,

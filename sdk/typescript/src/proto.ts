@@ -383,6 +383,8 @@ export interface WireGetFlowStateResponse {
   /** Ended executions (DONE, FAILED, CANCELED): the 100 created last, newest first; endedCount: all of them. */
   ended?: WireStepExecutionView[];
   endedCount?: number;
+  /** The run's effective FlowConfig, every field filled in. */
+  config?: WireFlowConfig | null;
 }
 
 export interface WireChannelQueueView {
@@ -425,6 +427,9 @@ export interface WireHistoryEvent {
   timeTravelPoint?: WireTimeTravelPoint | null;
   /** FLOW_STARTED of a run continued as new: the run it continues. */
   continuedFromRunId?: string;
+  /** FLOW_CONFIG_UPDATED: the run's effective FlowConfig before and after. */
+  oldConfig?: WireFlowConfig | null;
+  newConfig?: WireFlowConfig | null;
 }
 
 /** TimeTravelKind by name. */
@@ -451,6 +456,23 @@ export interface WireTimeTravelRequest {
   reason: string;
   requestId: string;
   dryRun: boolean;
+}
+
+/** FlowService.UpdateFlowConfig (flow_api.proto). */
+export interface WireUpdateFlowConfigRequest {
+  flow: { flowId: string; runId: string };
+  config: WireFlowConfig;
+  /** FlowConfig field names as the proto spells them (continue_as_new_after_events, ...). */
+  clearFields: string[];
+  requestId: string;
+}
+
+export interface WireUpdateFlowConfigResponse {
+  /** The run's effective config now, every field filled in. */
+  config: WireFlowConfig | null;
+  alreadyDone: boolean;
+  /** The run continued as new at once ("": it did not). */
+  continuedRunId: string;
 }
 
 /** FlowService.TriggerContinueAsNew (flow_api.proto). */
