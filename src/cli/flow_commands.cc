@@ -249,7 +249,8 @@ void FlowCommands::Impl::add_commands(CLI::App& app) {
       "flow",
       "dex Flows: start, stop, publish to a Channel, wait, describe, state, history, skip a "
       "Timer, watch, get and set Attributes, invoke an RPC, inspect a run, search and list "
-      "runs, time travel, continue as new. JSON on stdout (--output table for people), errors as "
+      "runs, time travel, continue as new, change a run's FlowConfig. JSON on stdout (--output "
+      "table for people), errors as "
       "JSON on stderr; "
       "exit "
       "2 for bad flags or input (nothing sent), 1 when the request failed");
