@@ -160,8 +160,7 @@ std::string continue_run(FlowTxn& txn, Effects& effects, const Run& old, int64_t
   // Step type it dropped is active): then the run's own version goes on.
   auto decl = txn.declaration(old.flow_type(), 0);
   DEX_INVARIANT(decl.has_value(), "a run's Flow type is declared");
-  if (decl->version() != old_decl->version() &&
-      !unhostable(image, decl->declaration(), true).empty())
+  if (decl->version() != old_decl->version() && !unhostable(image, decl->declaration()).empty())
     decl = old_decl;
   const std::string root = old.first_run_id().empty() ? old.run_id() : old.first_run_id();
   std::string new_run_id = continued_run_id(root, old.continued_runs() + 1);

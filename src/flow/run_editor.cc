@@ -73,6 +73,18 @@ std::string continued_to(FlowTxn& txn, const std::string& flow_id, const std::st
   return at;
 }
 
+std::optional<Run> current_child(FlowTxn& txn, const ConditionState& c) {
+  auto child = txn.run(c.child_flow_id(), c.child_run_id());
+  for (size_t hops = 0; child && child->status() != FLOW_RUNNING && !child->next_run_id().empty() &&
+                        hops < kRetryChainMax;
+       ++hops) {
+    auto next = txn.run(c.child_flow_id(), child->next_run_id());
+    if (!next) break;  // a retry not started yet
+    child = std::move(next);
+  }
+  return child;
+}
+
 bool retry_pending(const Run& run) {
   return run.status() != FLOW_RUNNING && run.retry_at_ms() != 0;
 }

@@ -112,9 +112,13 @@ class RunEditor {
   // Time travel (run_revive.cc): an execution of the image the run starts
   // from, as it was at the point (`point_ms`), brought back to life in this
   // run. An active one runs its method again from attempt 1 (after its lock
-  // keys); a waiting one keeps its wait, each Timer with the time it had left.
+  // keys); a waiting one keeps its wait, each Timer with the time it had left,
+  // each SubFlow child still running reporting to this run instead of
+  // `from_run_id`, one closed since met with its result now.
   // Call in the run's active order, then match_waits().
-  void revive_step(StepExecution step, int64_t point_ms);
+  void revive_step(StepExecution step, int64_t point_ms, const std::string& from_run_id);
+  // revive_step's SubFlow condition `index`: its child reports here, or met.
+  void revive_sub_flow(StepExecution& s, uint32_t index, const std::string& from_run_id);
   // The timeout handler was under way at the point: its attempt 1 is queued.
   void revive_handler();
   // Continue-as-new (continue_as_new.cc): an active execution of the run this
@@ -239,6 +243,10 @@ SubFlowResult sub_flow_result(const Run& run);
 // follows next_run_id while a run closed CONTINUED_AS_NEW (bounded by
 // kRetryChainMax). A SubFlow child tells the parent run it names this way.
 std::string continued_to(FlowTxn& txn, const std::string& flow_id, const std::string& run_id);
+// A SubFlow condition's child as it is now: the run its wait names, followed
+// along its Flow retries and continuations (bounded by kRetryChainMax);
+// nullopt if that run is gone (retention).
+std::optional<Run> current_child(FlowTxn& txn, const ConditionState& c);
 // Whether a closed run waits for its Flow retry (its SubFlow parents wait too).
 bool retry_pending(const Run& run);
 // The longest retry chain walked in one apply (following next or previous runs).

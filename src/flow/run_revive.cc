@@ -6,7 +6,7 @@
 
 namespace dex::flow {
 
-void RunEditor::revive_step(StepExecution step, int64_t point_ms) {
+void RunEditor::revive_step(StepExecution step, int64_t point_ms, const std::string& from_run_id) {
   DEX_INVARIANT(step.flow_id() == run_.flow_id() && step.run_id() == run_.run_id(),
                 "a revived execution belongs to the new run");
   const std::string id = step.step_execution_id();
@@ -29,6 +29,10 @@ void RunEditor::revive_step(StepExecution step, int64_t point_ms) {
   }
   for (int i = 0; i < s.conditions_size(); ++i) {  // bounded by kConditionsMax
     ConditionState& c = *s.mutable_conditions(i);
+    if (!c.fired() && !c.child_flow_id().empty()) {
+      revive_sub_flow(s, static_cast<uint32_t>(i), from_run_id);
+      continue;
+    }
     if (c.fired() || c.timer_at_ms() == 0) continue;
     const int64_t left = std::max<int64_t>(0, ms_between(point_ms, c.timer_at_ms()));
     c.set_timer_at_ms(later_ms(at_ms_, left));
@@ -41,6 +45,34 @@ void RunEditor::revive_step(StepExecution step, int64_t point_ms) {
     key.set_condition_index(static_cast<uint32_t>(i));
     put_timer(key, c.timer_at_ms());
   }
+}
+
+void RunEditor::revive_sub_flow(StepExecution& s, uint32_t index, const std::string& from_run_id) {
+  ConditionState& c = *s.mutable_conditions(static_cast<int>(index));
+  auto child = current_child(txn_, c);
+  DEX_INVARIANT(child.has_value() && !retry_pending(*child), "a revived wait's child was checked");
+  c.set_child_run_id(child->run_id());
+  if (child->status() == FLOW_RUNNING) {
+    for (auto& p : *child->mutable_parents()) {  // bounded by the child's parents
+      if (p.flow_id() == run_.flow_id() && p.run_id() == from_run_id &&
+          p.step_execution_id() == s.step_execution_id() && p.condition_index() == index)
+        p.set_run_id(run_.run_id());
+    }
+    txn_.put_run(*child);
+    return;
+  }
+  // It closed after the point: the wait sees its end now (match_waits).
+  c.set_fired(true);
+  *c.mutable_sub_flow() = sub_flow_result(*child);
+  HistoryEvent event;
+  event.set_kind(SUB_FLOW_CLOSED);
+  event.set_step_execution_id(s.step_execution_id());
+  event.set_condition_index(index);
+  event.set_child_flow_id(child->flow_id());
+  event.set_child_run_id(child->run_id());
+  event.set_status(child->status());
+  event.set_reason(child->close_reason());
+  add_event(std::move(event));
 }
 
 void RunEditor::revive_handler() {

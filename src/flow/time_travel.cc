@@ -137,7 +137,7 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
   return {};
 }
 
-std::string unhostable(const RunImage& image, const FlowDeclaration& decl, bool sub_flows) {
+std::string unhostable(const RunImage& image, const FlowDeclaration& decl) {
   for (const auto& id : image.run.active()) {  // bounded by kActiveStepsMax
     const StepExecution& s = image.steps.at(id);
     if (find_step(decl, s.step_type()) == nullptr)
@@ -148,12 +148,6 @@ std::string unhostable(const RunImage& image, const FlowDeclaration& decl, bool 
     if (s.phase() == PHASE_WAIT_FOR && !find_step(decl, s.step_type())->has_wait_for())
       return "Step execution " + quoted(id) + " runs WaitFor at the point, and Step type " +
              quoted(s.step_type()) + " has no WaitFor in the latest declaration";
-    for (const auto& c : s.conditions()) {
-      if (!sub_flows && !c.child_flow_id().empty() && !c.fired())
-        return "Step execution " + quoted(id) + " waits for SubFlow " + quoted(c.child_flow_id()) +
-               " at the point; time travel to a point while a SubFlow runs is not supported yet "
-               "(choose a point before it started or after it closed)";
-    }
   }
   for (const auto& [ci, q] : image.queues) {
     if (find_channel(decl, ci.first) == nullptr)
@@ -185,6 +179,26 @@ std::string unhostable(const RunImage& image, const FlowDeclaration& decl, bool 
 }
 
 namespace {
+
+// A SubFlow child an active wait of the image waits for that the new run
+// cannot wait for: gone (retention), or waiting for its Flow retry.
+std::string unrevivable_child(FlowTxn& txn, const RunImage& image) {
+  for (const auto& id : image.run.active()) {  // bounded by kActiveStepsMax
+    const StepExecution& s = image.steps.at(id);
+    if (s.phase() != PHASE_WAITING) continue;
+    for (const auto& c : s.conditions()) {  // bounded by kConditionsMax
+      if (c.fired() || c.child_flow_id().empty()) continue;
+      auto child = current_child(txn, c);
+      if (!child)
+        return "Step execution " + quoted(id) + " waits for SubFlow " + quoted(c.child_flow_id()) +
+               ", whose run " + quoted(c.child_run_id()) + " no longer exists";
+      if (retry_pending(*child))
+        return "Step execution " + quoted(id) + " waits for SubFlow " + quoted(c.child_flow_id()) +
+               ", which waits for its Flow retry: time travel once the retry started";
+    }
+  }
+  return "";
+}
 
 // The new run's record: the image's, as a fresh run of the Flow ID that came
 // from `from` (its timers' times moved by `shift`, the point's time to now).
@@ -333,7 +347,9 @@ ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& 
   auto decl = txn.declaration(old->flow_type(), 0);
   DEX_INVARIANT(decl.has_value(), "a run's Flow type is declared");
   const RunImage image = fold_journal(deltas, point.deltas);
-  if (auto why = unhostable(image, decl->declaration(), false); !why.empty())
+  if (auto why = unhostable(image, decl->declaration()); !why.empty())
+    return rejected(RefusalCode::kFailedPrecondition, "cannot time travel to that point: " + why);
+  if (auto why = unrevivable_child(txn, image); !why.empty())
     return rejected(RefusalCode::kFailedPrecondition, "cannot time travel to that point: " + why);
 
   // The old run: closed if it still runs, and linked to the new one.
@@ -379,7 +395,7 @@ ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& 
   for (const auto& id : image.run.active()) {  // bounded by kActiveStepsMax
     StepExecution s = image.steps.at(id);
     s.set_run_id(r.new_run_id());
-    scope.revive_step(std::move(s), point.at_ms);
+    scope.revive_step(std::move(s), point.at_ms, r.run_id());
     revived.insert(id);
   }
   for (const auto& [id, step] : image.steps) {  // bounded by the run's executions
@@ -387,7 +403,7 @@ ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& 
     DEX_INVARIANT(!is_active(step.phase()), "every active execution is listed");
     StepExecution s = step;
     s.set_run_id(r.new_run_id());
-    scope.revive_step(std::move(s), point.at_ms);
+    scope.revive_step(std::move(s), point.at_ms, r.run_id());
   }
   if (image.run.timeout_handler().state() != TASK_STATE_UNSPECIFIED) scope.revive_handler();
   if (now.start_pending()) {

@@ -31,9 +31,8 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
                           const TimeTravelPoint& point, TravelPoint* out);
 
 // What `image` holds that `decl` (the Flow type's latest declaration) cannot
-// host, as a sentence; empty: fine. Without `sub_flows`, an execution waiting
-// for a running SubFlow counts as unhostable (time travel cannot bring it back).
-std::string unhostable(const RunImage& image, const FlowDeclaration& decl, bool sub_flows);
+// host, as a sentence; empty: fine.
+std::string unhostable(const RunImage& image, const FlowDeclaration& decl);
 
 // Applies a TimeTravel record (checked whole before anything is written).
 ApplyResult apply_time_travel(FlowTxn& txn, Effects& effects, const TimeTravel& r);

@@ -313,3 +313,76 @@ TEST_F(TimeTravel, ARunWithoutAJournalIsRefused) {
 
 }  // namespace
 }  // namespace dex::flow::testing
+
+namespace dex::flow::testing {
+namespace {
+
+// P (flow_test_util.h) waits for a SubFlow of C (one Step, Work); the point is
+// while the child runs.
+class TimeTravelSubFlow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(h.declare(parent_declaration()).kind, ApplyKind::kApplied);
+    FlowDeclaration c;
+    c.set_flow_type("C");
+    c.set_start_step_type("Work");
+    *c.add_steps() = step_decl("Work");
+    ASSERT_EQ(h.declare(c).kind, ApplyKind::kApplied);
+    ASSERT_EQ(h.start("p", "r1", "P").kind, ApplyKind::kApplied);
+    ASSERT_EQ(h.execute("p", "Start-1", go_to({go("Wait")})).kind, ApplyKind::kApplied);
+    Condition child;
+    child.mutable_sub_flow()->set_flow_type("C");
+    child.mutable_sub_flow()->mutable_input()->set_data("x");
+    h.now += 1'000;
+    ASSERT_EQ(h.wait_for("p", "Wait-1", wait_of(ALL_OF, {child})).kind, ApplyKind::kApplied);
+    point_ms = h.now;
+    child_id = h.step("p", "Wait-1").conditions(0).child_flow_id();
+    KvFlowTxn txn(h.kv);
+    child_run = txn.flow_id(child_id)->run_id();
+    h.now += 1'000;
+  }
+
+  ApplyResult travel_to_the_wait() {
+    FlowRecord r;
+    auto* t = r.mutable_time_travel();
+    t->set_flow_id("p");
+    t->set_run_id("r1");
+    t->set_new_run_id("r2");
+    t->mutable_point()->set_kind(TIME_TRAVEL_EVENT_TIME);
+    t->mutable_point()->set_event_time_ms(point_ms);
+    t->set_at_unix_ms(h.now);
+    return h.apply(r);
+  }
+
+  Harness h;
+  int64_t point_ms = 0;
+  std::string child_id, child_run;
+};
+
+TEST_F(TimeTravelSubFlow, AChildStillRunningReportsToTheNewRun) {
+  ASSERT_EQ(travel_to_the_wait().kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.run("p", "r1")->status(), FLOW_TERMINATED);
+  EXPECT_EQ(h.step("p", "Wait-1", "r2").phase(), PHASE_WAITING);
+  EXPECT_EQ(h.run(child_id, child_run)->parents(0).run_id(), "r2");
+  ASSERT_EQ(h.execute(child_id, "Work-1", graceful("made"), child_run).kind, ApplyKind::kApplied);
+  const StepExecution w = h.step("p", "Wait-1", "r2");
+  EXPECT_EQ(w.phase(), PHASE_EXECUTE);
+  EXPECT_EQ(w.conditions(0).sub_flow().status(), FLOW_COMPLETED);
+}
+
+TEST_F(TimeTravelSubFlow, AChildThatClosedAfterThePointMeetsTheWaitAtOnce) {
+  ASSERT_EQ(h.execute(child_id, "Work-1", graceful("made"), child_run).kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.step("p", "Wait-1").phase(), PHASE_EXECUTE) << "the old run's wait was met";
+  ASSERT_EQ(travel_to_the_wait().kind, ApplyKind::kApplied);
+  // The point is before the child closed; the child ran once, and the new
+  // run's wait sees its end now.
+  const StepExecution w = h.step("p", "Wait-1", "r2");
+  EXPECT_EQ(w.phase(), PHASE_EXECUTE);
+  EXPECT_EQ(w.conditions(0).sub_flow().status(), FLOW_COMPLETED);
+  bool closed_event = false;
+  for (const auto& e : h.history("p", "r2")) closed_event |= e.kind() == SUB_FLOW_CLOSED;
+  EXPECT_TRUE(closed_event);
+}
+
+}  // namespace
+}  // namespace dex::flow::testing
