@@ -277,9 +277,10 @@ TEST_F(DexcliSearch, StartRefusesABadInitialAttributeNamingItAndSendsNothing) {
       dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-9", "--int", "items=three"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.error()["message"], "--int items=three: 'three' is not a whole number (int64)");
-  const Result array =
-      dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-9", "--json", "tags=[1]"});
-  EXPECT_EQ(array.code, 2);
+  // Any JSON value is an Attribute value; text that is not JSON is refused here.
+  const Result bad_json =
+      dexcli({"flow", "start", "OrderProcessing", "--flow-id", "o-9", "--json", "tags=[1,"});
+  EXPECT_EQ(bad_json.code, 2);
   std::lock_guard<std::mutex> lock(fake_.mu);
   EXPECT_EQ(fake_.starts.size(), 0u);
 }
