@@ -170,6 +170,7 @@ struct FlowCommands::Impl {
   std::optional<uint32_t> retry_runs;
   std::optional<std::string> attribute_store;
   bool ignore_already_started = false, yes = false, expect_completed = false;
+  bool skip_flow_timeout = false, skip_start_delay = false;
   bool follow_runs = false;  // flow watch
   std::string mode_text = "cancel", reason;
   std::string channel, instance_key;
@@ -347,12 +348,26 @@ void FlowCommands::Impl::add_mutations() {
   skip = flow->add_subcommand("skip-timer",
                               "Fire a waiting Step execution's Timer now (skipped); needs --yes");
   skip->add_option("ID", flow_id, "Flow ID")->required();
-  skip->add_option("STEP_EXECUTION_ID", step_execution_id, "e.g. Ship-1 (see flow state)")
-      ->required();
+  CLI::Option* step_id = skip->add_option("STEP_EXECUTION_ID", step_execution_id,
+                                          "e.g. Ship-1 (see flow state); none with "
+                                          "--flow-timeout or --start-delay");
   CLI::Option* by_id = skip->add_option("--condition-id", condition_id, "The Timer's condition ID");
-  skip->add_option("--condition-index", condition_index,
-                   "The Timer's position in the wait (from 0; flow state lists them)")
-      ->excludes(by_id);
+  CLI::Option* by_index =
+      skip->add_option("--condition-index", condition_index,
+                       "The Timer's position in the wait (from 0; flow state lists them)")
+          ->excludes(by_id);
+  CLI::Option* timeout =
+      skip->add_flag("--flow-timeout", skip_flow_timeout,
+                     "Fire the run's flow timeout now (its timeout policy applies)")
+          ->excludes(step_id)
+          ->excludes(by_id)
+          ->excludes(by_index);
+  skip->add_flag("--start-delay", skip_start_delay,
+                 "Fire the run's start delay now (the start Step is created)")
+      ->excludes(step_id)
+      ->excludes(by_id)
+      ->excludes(by_index)
+      ->excludes(timeout);
   skip->add_option(
       "--request-id", request_id,
       "Makes a repeat safe: the run takes a request ID once, and a repeat answers as the "
@@ -643,11 +658,16 @@ int FlowCommands::check() {
     }
   }
   if (cmd == m.publish) return m.check_publish(op);
-  if (cmd == m.skip && cmd->get_option("--condition-id")->count() == 0 &&
-      cmd->get_option("--condition-index")->count() == 0) {
-    return usage_error(op,
-                       "name the Timer with --condition-id or --condition-index (flow state "
-                       "lists a waiting execution's conditions in order)");
+  if (cmd == m.skip && !m.skip_flow_timeout && !m.skip_start_delay) {
+    if (m.step_execution_id.empty())
+      return usage_error(op,
+                         "name the Step execution whose Timer fires (STEP_EXECUTION_ID), or give "
+                         "--flow-timeout or --start-delay");
+    if (cmd->get_option("--condition-id")->count() == 0 &&
+        cmd->get_option("--condition-index")->count() == 0)
+      return usage_error(op,
+                         "name the Timer with --condition-id or --condition-index (flow state "
+                         "lists a waiting execution's conditions in order)");
   }
   if (cmd == m.wait) {
     auto d = parse_duration(m.wait_timeout_text);
@@ -725,6 +745,16 @@ int FlowCommands::Impl::run_publish(Client& c) {
 
 int FlowCommands::Impl::run_skip(Client& c) {
   const std::string id = request_id.empty() ? random_hex_id() : request_id;
+  if (skip_flow_timeout || skip_start_delay) {
+    const flow::RunTimer timer =
+        skip_flow_timeout ? flow::RUN_TIMER_FLOW_TIMEOUT : flow::RUN_TIMER_START_DELAY;
+    if (Status s = c.skip_run_timer(flow_id, timer, run_id, id); !s.is_ok())
+      return request_error("flow skip-timer", s);
+    return print_json({{"flowId", flow_id},
+                       {"timer", skip_flow_timeout ? "flowTimeout" : "startDelay"},
+                       {"skipped", true},
+                       {"requestId", id}});
+  }
   Status s = skip->get_option("--condition-id")->count() > 0
                  ? c.skip_timer(flow_id, step_execution_id, condition_id, run_id, id)
                  : c.skip_timer(flow_id, step_execution_id, condition_index, run_id, id);

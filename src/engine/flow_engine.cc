@@ -279,6 +279,8 @@ Status FlowEngine::skip_timer(const flow::SkipTimerRequest& request) {
   s->set_step_execution_id(request.step_execution_id());
   if (request.timer_case() == flow::SkipTimerRequest::kConditionIndex)
     s->set_condition_index(request.condition_index());
+  else if (request.timer_case() == flow::SkipTimerRequest::kRunTimer)
+    s->set_run_timer(request.run_timer());
   else if (request.timer_case() == flow::SkipTimerRequest::kConditionId)
     s->set_condition_id(request.condition_id());
   s->set_request_id(request.request_id());

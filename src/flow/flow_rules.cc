@@ -111,6 +111,8 @@ class RecordApplier {
   ApplyResult publish(const PublishToChannel& r);
   ApplyResult stop(const StopFlow& r);
   ApplyResult skip_timer(const SkipTimer& r);
+  // A SkipTimer of the run's flow timeout or start delay (run_timer).
+  ApplyResult skip_run_timer(const SkipTimer& r, RunEditor& scope);
   ApplyResult set_attributes(const SetAttributes& r);
   ApplyResult invoke_rpc(const InvokeRpc& r);
   ApplyResult attribute_store_synced(const AttributeStoreSynced& r);
@@ -642,6 +644,7 @@ ApplyResult RecordApplier::skip_timer(const SkipTimer& r) {
   if (scope->run().status() != FLOW_RUNNING)
     return rejected(RefusalCode::kFailedPrecondition,
                     "the run is " + std::string(status_name(scope->run().status())));
+  if (r.timer_case() == SkipTimer::kRunTimer) return skip_run_timer(r, *scope);
   StepExecution* step = scope->step(r.step_execution_id());
   if (step == nullptr)
     return rejected(RefusalCode::kNotFound, "no Step execution " + quoted(r.step_execution_id()));
@@ -677,6 +680,50 @@ ApplyResult RecordApplier::skip_timer(const SkipTimer& r) {
   scope->match_waits();
   scope->flush();
   return applied();
+}
+
+ApplyResult RecordApplier::skip_run_timer(const SkipTimer& r, RunEditor& scope) {
+  const Run& run = scope.run();
+  TimerFired fired;
+  TimerKey* key = fired.mutable_key();
+  key->set_flow_id(run.flow_id());
+  key->set_run_id(run.run_id());
+  std::string what;
+  switch (r.run_timer()) {
+    case RUN_TIMER_FLOW_TIMEOUT:
+      if (run.options().timeout_ms() <= 0 || run.timeout_handled())
+        return rejected(RefusalCode::kFailedPrecondition, run.timeout_handled()
+                                                              ? "the flow timeout fired already"
+                                                              : "the run has no flow timeout");
+      key->set_kind(FLOW_TIMEOUT);
+      fired.set_fire_at_ms(later_ms(run.start_ms(), run.options().timeout_ms()));
+      what = "the flow timeout";
+      break;
+    case RUN_TIMER_START_DELAY:
+      if (!run.start_pending())
+        return rejected(RefusalCode::kFailedPrecondition, "the run's start delay is over");
+      key->set_kind(START_DELAY);
+      fired.set_fire_at_ms(later_ms(run.start_ms(), run.options().start_delay_ms()));
+      what = "the start delay";
+      break;
+    default:
+      return rejected(RefusalCode::kInvalidArgument,
+                      "run_timer is not RUN_TIMER_FLOW_TIMEOUT or RUN_TIMER_START_DELAY");
+  }
+  if (!r.step_execution_id().empty())
+    return rejected(RefusalCode::kInvalidArgument,
+                    "a skip of " + what + " names no Step execution");
+  remember_write(scope.run(), kSkipRequest, r.request_id());
+  HistoryEvent event;
+  event.set_kind(TIMER_SKIPPED);
+  event.set_reason(what);
+  scope.add_event(std::move(event));
+  scope.flush();
+  // As if its timer had fired now (the timer's own apply: policy, handler).
+  fired.set_at_unix_ms(r.at_unix_ms());
+  const ApplyResult result = timer_fired(fired);
+  DEX_INVARIANT(result.kind == ApplyKind::kApplied, "a pending run timer fires");
+  return result;
 }
 
 ApplyResult RecordApplier::set_attributes(const SetAttributes& r) {
@@ -910,8 +957,12 @@ ApplyResult RecordApplier::flow_retry(const TimerFired& r) {
   if (txn_.run(start.flow_id(), start.run_id())) return stale("the retry's run exists");
   Origin origin;
   origin.parents = run->parents();
-  // A parent that continued as new since this run closed: its continuation.
-  for (auto& p : origin.parents) p.set_run_id(continued_to(txn_, p.flow_id(), p.run_id()));
+  // A parent that continued as new since this run closed, its waiting
+  // execution carried: its continuation.
+  for (auto& p : origin.parents) {  // bounded by the parents that attached
+    const std::string to = continued_to(txn_, p.flow_id(), p.run_id());
+    if (to != p.run_id() && txn_.step(p.flow_id(), to, p.step_execution_id())) p.set_run_id(to);
+  }
   origin.flow_attempt = std::max<uint32_t>(run->flow_attempt(), 1) + 1;
   origin.first_run_id = run->first_run_id().empty() ? run->run_id() : run->first_run_id();
   origin.first_start_ms = run->first_start_ms();

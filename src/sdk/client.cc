@@ -652,6 +652,20 @@ Status Client::skip_timer(const std::string& flow_id, const std::string& step_ex
       .status();
 }
 
+Status Client::skip_run_timer(const std::string& flow_id, flow::RunTimer timer,
+                              const std::string& run_id, const std::string& request_id) {
+  flow::SkipTimerRequest request;
+  *request.mutable_flow() = flow_ref(flow_id, run_id);
+  request.set_run_timer(timer);
+  request.set_request_id(request_id_or_fresh(request_id));
+  return unary<flow::SkipTimerResponse>(
+             *stubs_, options_, options_.timeout,
+             [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::SkipTimerResponse* r) {
+               return e.flows->SkipTimer(c, request, r);
+             })
+      .status();
+}
+
 StatusOr<flow::FlowDescription> Client::describe_flow(const std::string& flow_id,
                                                       const std::string& run_id) {
   const flow::FlowRef request = flow_ref(flow_id, run_id);

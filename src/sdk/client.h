@@ -148,6 +148,10 @@ class Client {
   Status skip_timer(const std::string& flow_id, const std::string& step_execution_id,
                     const std::string& condition_id, const std::string& run_id = "",
                     const std::string& request_id = "");
+  // Fires the run's own Timer now: its flow timeout (the timeout policy
+  // applies) or its start delay (the start Step is created).
+  Status skip_run_timer(const std::string& flow_id, flow::RunTimer timer,
+                        const std::string& run_id = "", const std::string& request_id = "");
   // Time travel (docs/time-travel.md): a new run of `flow_id` from `point` of
   // its latest run `run_id` (named exactly), with the state as it was there
   // and the Flow type's latest declaration; the old run, if it runs, ends

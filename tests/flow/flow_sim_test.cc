@@ -468,6 +468,9 @@ struct Sim {
     KvFlowTxn txn(kv, /*slot=*/log.size() + 1);  // each record its own log slot
     record_kind_ = record.kind_case();
     ApplyResult r = apply_record(txn, record, fx);
+    if (std::getenv("FLOW_SIM_TRACE"))
+      fmt::print(stderr, "#{} {} -> {} {}\n", log.size(), record.ShortDebugString(),
+                 apply_kind_name(r.kind), r.message);
     log.push_back({record, 0});
     stats[std::string(apply_kind_name(r.kind))]++;
     if (r.kind != ApplyKind::kApplied && record.assignments_size() == 0 && kv.data() != before)
@@ -1390,6 +1393,28 @@ struct Sim {
   }
 
   void skip_timer() {
+    // Some skip a run's own Timer: its flow timeout or start delay (pending or not).
+    if (random.chance(0.25)) {
+      auto all = runs();
+      if (all.empty()) return;
+      const Run& run = pick(all);
+      FlowRecord r;
+      auto* skip = r.mutable_skip_timer();
+      skip->set_flow_id(run.flow_id());
+      skip->set_run_id(run.run_id());
+      skip->set_run_timer(random.chance(0.5) ? RUN_TIMER_FLOW_TIMEOUT : RUN_TIMER_START_DELAY);
+      skip->set_at_unix_ms(now);
+      const bool pending = run.status() == FLOW_RUNNING &&
+                           (skip->run_timer() == RUN_TIMER_START_DELAY
+                                ? run.start_pending()
+                                : run.options().timeout_ms() > 0 && !run.timeout_handled());
+      const ApplyResult result = apply(r);
+      if ((result.kind == ApplyKind::kApplied) != pending)
+        fail(fmt::format("a skip of {} of {}/{} was {}", RunTimer_Name(skip->run_timer()),
+                         run.flow_id(), run.run_id(), apply_kind_name(result.kind)));
+      if (result.kind == ApplyKind::kApplied) stats["run timers skipped"]++;
+      return;
+    }
     std::vector<StepExecution> waiting;
     for (auto& [k, v] : kv.scan(keys::kStepPrefix)) {
       StepExecution s;
@@ -1600,7 +1625,8 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
                              "time travels from a running run",
                              "time travel refused",
                              "time travel repeats",
-                             "time travels while a SubFlow runs"})
+                             "time travels while a SubFlow runs",
+                             "run timers skipped"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }

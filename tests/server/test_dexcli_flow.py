@@ -92,6 +92,9 @@ def test_usage_errors_are_json_exit_2_and_send_nothing(dev, procs, tmp_path):
         (["flow", "publish", "u1", "verify", "--message", '{"code":"c-7"}'], "add --yes"),
         (["flow", "publish", "u1", "verify", "--yes"], "nothing to publish"),
         (["flow", "skip-timer", "u1", "AwaitVerification-1", "--yes"], "--condition-id"),
+        (["flow", "skip-timer", "u1", "--yes"], "--flow-timeout or --start-delay"),
+        (["flow", "skip-timer", "u1", "AwaitVerification-1", "--flow-timeout", "--yes"],
+         "excludes"),
         (["flow", "wait", "u1", "--wait-timeout", "later"], "--wait-timeout"),
         (["flow", "describe", "u1", "--output", "yaml"], "--output must be json or table"),
         (["flow"], "needs one of these commands"),
@@ -327,3 +330,17 @@ def test_start_with_a_flow_retry_policy_and_the_handler_timeout_policy(dev, proc
     e = error_of(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r3", "--flow-timeout",
                      "1m", "--timeout-policy", "handler"), 1)
     assert e["grpcCode"] == "INVALID_ARGUMENT" and "timeout handler" in e["message"], e
+    # A run's own Timers skip too: the start delay (the start Step runs now), then the
+    # flow timeout (its policy, fail, ends the run TIMED_OUT now).
+    ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r4", "--input",
+                '{"fail_runs": 0}', "--start-delay", "1h", "--flow-timeout", "2h"))
+    out = ok_json(cli(dev, "flow", "skip-timer", "r4", "--start-delay", "--yes"))
+    assert out["timer"] == "startDelay" and out["skipped"], out
+    assert ok_json(cli(dev, "flow", "wait", "r4", "--wait-timeout", "30s"))["status"] == "COMPLETED"
+    ok_json(cli(dev, "flow", "start", "RetryOnce", "--flow-id", "r5", "--input",
+                '{"fail_runs": 0}', "--start-delay", "1h", "--flow-timeout", "2h"))
+    ok_json(cli(dev, "flow", "skip-timer", "r5", "--flow-timeout", "--yes"))
+    timed_out = ok_json(cli(dev, "flow", "describe", "r5"))
+    assert timed_out["status"] == "TIMED_OUT", timed_out
+    e = error_of(cli(dev, "flow", "skip-timer", "r5", "--flow-timeout", "--yes"), 1)
+    assert e["grpcCode"] == "FAILED_PRECONDITION", e

@@ -588,6 +588,22 @@ export class Client {
   }
 
   /**
+   * Fires the run's own Timer now: "flowTimeout" (the run's timeout policy
+   * applies, as if its deadline had come) or "startDelay" (the start Step is
+   * created). FAILED_PRECONDITION when the run has no such Timer pending. The
+   * request ID works as skipTimer's.
+   */
+  async skipRunTimer(flowId: string, timer: "flowTimeout" | "startDelay", options: SkipTimerOptions = {}): Promise<void> {
+    if (timer !== "flowTimeout" && timer !== "startDelay") {
+      throw new DexError("INVALID_ARGUMENT", `skipRunTimer: the timer must be "flowTimeout" or "startDelay", not ${JSON.stringify(timer)}`);
+    }
+    const requestId = requestIdOf(options.requestId, "skipRunTimer");
+    const runTimer = timer === "flowTimeout" ? "RUN_TIMER_FLOW_TIMEOUT" : "RUN_TIMER_START_DELAY";
+    const request: Record<string, unknown> = { flow: { flowId, runId: options.runId ?? "" }, runTimer, requestId };
+    await this.flowWrite("SkipTimer", request, options, `the skip of the ${timer} of ${flowId}`, requestId);
+  }
+
+  /**
    * Time travel: starts a new run of `flowId` from `point` in the history of
    * its latest run `runId` (named exactly; an earlier run is refused with
    * FAILED_PRECONDITION), with the state as it was there (Attributes, Channel

@@ -278,6 +278,18 @@ describe("dex Flows: Client calls and Worker tasks", () => {
     await assert.rejects(client.publishToChannel(id, "nope", [1]), (e: unknown) => e instanceof DexError);
   });
 
+  test("skipRunTimer fires a run's start delay, then its flow timeout, now", async () => {
+    const id = "skip-run-1";
+    await client.startFlow(lab, id, { mode: "wait", key: "ann" }, { startDelayMs: 3_600_000, flowTimeoutMs: 7_200_000 });
+    assert.equal((await client.getFlowState(id)).active.length, 0);
+    await client.skipRunTimer(id, "startDelay");
+    await eventually("Start-1 created", async () => (await client.getFlowState(id)).active.length > 0 || (await client.describeFlow(id)).status !== "RUNNING");
+    await client.skipRunTimer(id, "flowTimeout");
+    assert.equal((await client.describeFlow(id)).status, "TIMED_OUT");
+    await assert.rejects(client.skipRunTimer(id, "flowTimeout"), (e: unknown) => e instanceof DexError && e.code === "FAILED_PRECONDITION");
+    await assert.rejects(client.skipRunTimer(id, "soon" as "flowTimeout"), (e: unknown) => e instanceof DexError && e.code === "INVALID_ARGUMENT");
+  });
+
   test("SkipTimer fires a waiting Timer now; waitForHistoryEvent sees it", async () => {
     const id = "skip-1";
     await client.startFlow(lab, id, { mode: "wait", key: "bob" });
