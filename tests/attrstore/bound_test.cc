@@ -191,7 +191,13 @@ TEST_P(BoundTest, AKilledConnectionIsReplacedByTheNextCall) {
         "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'root' AND ID <> "
         "CONNECTION_ID()");
     ASSERT_TRUE(ids.is_ok());
-    for (const auto& row : *ids) raw().exec("KILL CONNECTION " + row[0].value_or("0"));
+    // A connection listed may close before its KILL (another test's, ending):
+    // "Unknown thread id" is that, and fine; any other error is not.
+    for (const auto& row : *ids) {  // bounded by the server's connections
+      const Status s = raw().run("KILL CONNECTION " + row[0].value_or("0"));
+      EXPECT_TRUE(s.is_ok() || s.message().find("Unknown thread id") != std::string::npos)
+          << s.message();
+    }
   }
   std::this_thread::sleep_for(milliseconds(200));
   auto read = table_->read_watermark();
