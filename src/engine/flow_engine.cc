@@ -376,8 +376,18 @@ StatusOr<flow::TimeTravelResponse> FlowEngine::time_travel_preview(const flow::F
   *out.mutable_start()->mutable_flow() = describe_run(txn, *run);
   for (auto& v : active_steps(txn, *run)) *out.mutable_start()->add_active() = std::move(v);
   if (auto h = timeout_handler_view(*run)) *out.mutable_start()->mutable_timeout_handler() = *h;
+  // The queues, Attributes and config as GetFlowState would show them; the
+  // values within half the budget, since `attributes` repeats the Attributes.
+  add_state_contents(txn, *run, state_values_max() / 2, *out.mutable_start());
   for (auto& a : txn.attributes(run->flow_id(), run->run_id(), "")) *out.add_attributes() = a;
   return out;
+}
+
+uint64_t FlowEngine::state_values_max() const {
+  // Half the message budget at most: the rest of the state fits beside the values.
+  return options_.blobs == nullptr
+             ? kStateValueBytesMax
+             : std::min(kStateValueBytesMax, options_.blobs->settings().message_bytes_max / 2);
 }
 
 // ----------------------------------------------------------- reads
@@ -400,12 +410,7 @@ StatusOr<flow::GetFlowStateResponse> FlowEngine::state(const flow::FlowRef& ref)
     *r.mutable_flow() = describe_run(txn, *run);
     for (auto& v : active_steps(txn, *run)) *r.add_active() = std::move(v);
     if (auto h = timeout_handler_view(*run)) *r.mutable_timeout_handler() = std::move(*h);
-    // Half the message budget at most: the rest of the state fits beside the values.
-    const uint64_t values_max =
-        options_.blobs == nullptr
-            ? kStateValueBytesMax
-            : std::min(kStateValueBytesMax, options_.blobs->settings().message_bytes_max / 2);
-    add_state_contents(txn, *run, values_max, r);
+    add_state_contents(txn, *run, state_values_max(), r);
     return r;
   });
   if (!out.is_ok()) return out;

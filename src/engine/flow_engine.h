@@ -140,6 +140,9 @@ class FlowEngine {
   flow::ApplyResult speculate(flow::FlowRecord& record, std::vector<std::string>& reserved);
   // A dry run of a TimeTravel record: applied to a scratch copy, never logged.
   StatusOr<flow::TimeTravelResponse> time_travel_preview(const flow::FlowRecord& record);
+  // The value budget of a GetFlowState (and a dry run's start): kStateValueBytesMax,
+  // or half the blob store's message limit when that is less.
+  uint64_t state_values_max() const;
   // After the record applied: starts sending what it started, releases what
   // it did not.
   void settle(const std::vector<std::string>& reserved, bool applied);

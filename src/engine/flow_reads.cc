@@ -301,6 +301,21 @@ bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
          s->method().attempt() == ref.attempt();
 }
 
+void add_channel_sizes(flow::KvFlowTxn& txn, const flow::Run& run, flow::FlowTask& task) {
+  for (const auto& [key, q] :
+       txn.queues(run.flow_id(), run.run_id())) {  // bounded by the run's queues
+    if (q.next_seq() <= q.first_seq()) continue;
+    if (static_cast<size_t>(task.channel_sizes_size()) >= kTaskChannelSizesMax) {
+      task.set_channel_sizes_truncated(true);
+      return;
+    }
+    auto* c = task.add_channel_sizes();
+    c->set_channel(key.channel);
+    c->set_instance_key(key.instance_key);
+    c->set_size(q.next_seq() - q.first_seq());
+  }
+}
+
 namespace {
 
 std::optional<flow::FlowTask> build_rpc_task(flow::KvFlowTxn& txn, const flow::Run& run,
@@ -324,6 +339,7 @@ std::optional<flow::FlowTask> build_rpc_task(flow::KvFlowTxn& txn, const flow::R
   // when the attempt's own timeout, counted from the hand-over, has not passed.
   t.set_attempt_timeout_ms(std::max<int64_t>(1, rpc->deadline_ms() - rpc->created_ms()));
   for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);
+  add_channel_sizes(txn, run, t);
   return t;
 }
 
@@ -371,6 +387,7 @@ std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskR
     }
   }
   for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);
+  add_channel_sizes(txn, *run, t);
   return t;
 }
 

@@ -53,6 +53,12 @@ flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& 
 // (queued, or running as task_id).
 std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
                                          const std::string& task_id);
+// Adds the run's non-empty Channel queues and their sizes to `task`
+// (FlowTask.channel_sizes), in key order, at most kTaskChannelSizesMax
+// (channel_sizes_truncated past that). A snapshot of the view the task is
+// built from: messages may arrive, or other Steps' waits take them, since.
+inline constexpr size_t kTaskChannelSizesMax = 10'000;
+void add_channel_sizes(flow::KvFlowTxn& txn, const flow::Run& run, flow::FlowTask& task);
 // The durability of the method `ref` names (SYNC when unknown).
 flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 // Whether the task of the attempt `ref` goes out while the record that starts

@@ -1,5 +1,6 @@
 #include "engine/flow_timeout_handler.h"
 
+#include "engine/flow_reads.h"
 #include "flow/declaration.h"
 #include "flow/flow_rules.h"
 
@@ -29,6 +30,7 @@ std::optional<flow::FlowTask> build_handler_task(flow::KvFlowTxn& txn, const flo
   t.set_attempt_timeout_ms(options.attempt_timeout_ms());
   t.set_heartbeat_timeout_ms(options.heartbeat_timeout_ms());
   for (auto& a : flow::task_attributes(txn, ref)) *t.add_attributes() = std::move(a);
+  add_channel_sizes(txn, run, t);
   return t;
 }
 

@@ -176,25 +176,27 @@ StatusOr<flow::WaitForAttributeResponse> FlowWaits::wait_for_attribute(
     return Status::invalid_argument(
         "WaitForAttribute compares a scalar: give a string, int64, double, bool or datetime value");
   Response last;
-  auto got = wait_on_run<Response>(request.flow(), deadline, cancelled,
-                                   [&](RocksKv&, flow::KvFlowTxn& txn,
-                                       const flow::Run& run) -> StatusOr<std::optional<Response>> {
-                                     last.Clear();
-                                     last.set_status(run.status());
-                                     auto v = txn.attribute(run.flow_id(), run.run_id(),
-                                                            request.key(), request.instance_key());
-                                     if (v) *last.mutable_current() = *v;
-                                     // `v` may be a blob reference (docs/engine.md, "Large
-                                     // values").
-                                     if (v && same_attribute_value(*v, request.value())) {
-                                       last.set_matched(true);
-                                       return std::optional<Response>(last);
-                                     }
-                                     // A closed run never changes again.
-                                     if (run.status() != flow::FLOW_RUNNING)
-                                       return std::optional<Response>(last);
-                                     return std::optional<Response>();
-                                   });
+  // A run that continued as new: its Attributes went on in the run its chain
+  // goes on as, where the wait goes on too.
+  auto got = wait_on_run<Response>(
+      request.flow(), deadline, cancelled,
+      [&](RocksKv&, flow::KvFlowTxn& txn,
+          const flow::Run& named) -> StatusOr<std::optional<Response>> {
+        const flow::Run run = follow_continued(txn, named);
+        last.Clear();
+        last.set_status(run.status());
+        auto v = txn.attribute(run.flow_id(), run.run_id(), request.key(), request.instance_key());
+        if (v) *last.mutable_current() = *v;
+        // `v` may be a blob reference (docs/engine.md, "Large
+        // values").
+        if (v && same_attribute_value(*v, request.value())) {
+          last.set_matched(true);
+          return std::optional<Response>(last);
+        }
+        // A closed run never changes again.
+        if (run.status() != flow::FLOW_RUNNING) return std::optional<Response>(last);
+        return std::optional<Response>();
+      });
   if (!got.is_ok()) return got.status();
   return got->value_or(last);
 }

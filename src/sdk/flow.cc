@@ -289,6 +289,36 @@ void Context::publish(const Channel& channel, json message) {
   publishes_.push_back(std::move(p));
 }
 
+std::map<std::string, uint64_t> Context::queue_sizes(const std::string& name) const {
+  if (task_.channel_sizes_truncated())
+    throw FlowFailure("Channel '" + name +
+                          "': the run has more than 10,000 queues holding messages; the task "
+                          "carries only the first 10,000, so sizes are not known",
+                      /*non_retryable=*/true);
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& c : task_.channel_sizes())  // bounded by the task's 10,000 queues
+    if (c.channel() == name) sizes[c.instance_key()] += c.size();
+  for (const auto& p : publishes_)  // bounded by this method's publishes
+    if (p.channel() == name) sizes[p.instance_key()] += static_cast<uint64_t>(p.messages_size());
+  return sizes;
+}
+
+uint64_t Context::channel_size(const Channel& channel) const {
+  auto sizes = queue_sizes(channel.name());
+  auto it = sizes.find(channel.instance_key());
+  return it == sizes.end() ? 0 : it->second;
+}
+
+size_t Context::channel_map_size(const ChannelMap& map) const {
+  return queue_sizes(map.name()).size();
+}
+
+std::vector<std::string> Context::channel_instance_keys(const ChannelMap& map) const {
+  std::vector<std::string> keys;
+  for (const auto& [key, size] : queue_sizes(map.name())) keys.push_back(key);
+  return keys;
+}
+
 // ---------------------------------------------------------------- Flow
 
 flow::FlowDeclaration Flow::declaration() const {

@@ -238,6 +238,15 @@ class Context {
 
   // Appended when the method's result is accepted, with it, in order.
   void publish(const Channel& channel, json message);
+  // Channel sizes: the messages waiting in a Channel (or a ChannelMap
+  // instance) as the task was handed out, plus those this method published.
+  // A snapshot: messages may arrive, or other Steps' waits take them, since.
+  // Throws FlowFailure (non-retryable) when the run had more than 10,000
+  // non-empty queues and the answer is not among those the task carries.
+  uint64_t channel_size(const Channel& channel) const;
+  // A ChannelMap's instances holding messages: how many, and their keys in order.
+  size_t channel_map_size(const ChannelMap& map) const;
+  std::vector<std::string> channel_instance_keys(const ChannelMap& map) const;
   // Attributes: through Attribute<T>::get/set/remove and AttributeMap<T>'s
   // (sdk/attribute.h); their writes go with the result in the same way.
 
@@ -259,6 +268,9 @@ class Context {
                                             std::optional<flow::AttributeValue>);
   // Throws AttributeError unless `def` matches the schema (and, for a read, is read).
   void check_attribute(const AttributeDef& def, bool read) const;
+  // The sizes of channel `name`'s queues by instance key ("" for a Channel),
+  // own publishes included; throws FlowFailure when the task's list was cut.
+  std::map<std::string, uint64_t> queue_sizes(const std::string& name) const;
 
   static const std::string kNone;
   const flow::FlowTask& task_;

@@ -1,7 +1,7 @@
 // Continue-as-new through the whole engine (docs/flow-rules.md,
-// "Continue-as-new"; docs/api.md, WaitForFlow and WaitForStepCompletion): the
-// waits that name a run which continued follow its chain to the run it goes
-// on as.
+// "Continue-as-new"; docs/api.md, WaitForFlow, WaitForStepCompletion and
+// WaitForAttribute): the waits that name a run which continued follow its
+// chain to the run it goes on as.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -133,6 +133,47 @@ TEST_F(FlowContinueAsNewTest, WaitsOnTheFirstRunFollowTheChainToItsEnd) {
   EXPECT_EQ(ended.phase(), flow::PHASE_DONE);
   // A run of the chain that did not continue is answered itself: the last.
   EXPECT_EQ(wait_run(e, "c1", third_run).flow().run_id(), third_run);
+}
+
+TEST_F(FlowContinueAsNewTest, AnAttributeWaitOnTheFirstRunIsMetInTheRunItWentOnAs) {
+  flow::FlowDeclaration decl = order_declaration();
+  auto* status = decl.add_attributes();
+  status->set_key("status");
+  status->set_type(flow::ATTRIBUTE_STRING);
+  Engine& e = open_with_worker(decl);
+  const std::string first_run = start(e, "c2");
+  auto first = worker_->next();
+  ASSERT_TRUE(first);
+  flow::StepDecision d = go_to("Next");
+  d.set_continue_as_new(true);
+  ASSERT_TRUE(decide(e, handle_, *first, d).accepted());
+  auto next = worker_->next();
+  ASSERT_TRUE(next);
+  ASSERT_EQ(next->run_id(), first_run + ".c1");
+
+  // Waiting on the first run (closed CONTINUED_AS_NEW) does not answer
+  // "closed, no match": it waits on in the second run.
+  flow::WaitForAttributeRequest wait;
+  *wait.mutable_flow() = run_ref("c2", first_run);
+  wait.set_key("status");
+  wait.mutable_value()->set_string_value("ready");
+  wait.set_timeout_ms(20'000);
+  auto waiter = std::async(std::launch::async,
+                           [&] { return e.wait_for_attribute(wait, [] { return false; }); });
+  EXPECT_EQ(waiter.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  flow::SetAttributesRequest set;
+  set.mutable_flow()->set_flow_id("c2");
+  auto* w = set.add_writes();
+  w->set_key("status");
+  w->mutable_value()->set_string_value("ready");
+  auto s = e.set_attributes(set);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto matched = waiter.get();
+  ASSERT_TRUE(matched.is_ok()) << matched.status().to_string();
+  EXPECT_TRUE(matched->matched());
+  EXPECT_EQ(matched->status(), flow::FLOW_RUNNING) << "the second run's status";
+  EXPECT_EQ(matched->current().string_value(), "ready");
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ TEST_F(FlowTimeTravelTest, ADryRunShowsTheStartThenTheNewRunRunsAndARepeatAnswer
   EXPECT_EQ(preview->start().active(0).step_execution_id(), "Next-1");
   EXPECT_EQ(preview->start().active(0).phase(), flow::PHASE_EXECUTE);
   EXPECT_EQ(preview->start().flow().traveled_from_run_id(), old_run);
+  // The rest of GetFlowState's view: the effective config, every default filled in.
+  ASSERT_TRUE(preview->start().has_config());
+  EXPECT_NE(preview->start().config().default_durability(), flow::DURABILITY_UNSPECIFIED);
   auto still = e.describe_flow(flow_ref("o1"));
   ASSERT_TRUE(still.is_ok());
   EXPECT_EQ(still->run_id(), old_run);

@@ -285,6 +285,10 @@ export interface WireFlowTask {
   attributes: WireAttribute[];
   /** The run's Flow retry attempt (1: its first run); 0 from a server that does not say. */
   flowAttempt?: number;
+  /** Every non-empty Channel queue of the run and its size, as the task was handed out. */
+  channelSizes?: { channel: string; instanceKey: string; size: number }[];
+  /** The run had more than 10,000 non-empty queues: channelSizes stops there. */
+  channelSizesTruncated?: boolean;
 }
 
 export interface WireFlowTaskResult {

@@ -5,9 +5,10 @@
 // TimeoutContext.
 import type { WireConditionResult, WireFlowTask, WirePublish } from "../proto";
 import { AttributeStore, type AttributeScope } from "./attributes";
-import { Channel } from "./channels";
+import { Channel, ChannelMap } from "./channels";
 import { invalid } from "./checks";
 import { fromPayload, toPayload, type Codec } from "./codec";
+import { TaskError } from "./task-error";
 import { lenientJson, subFlowResultIn, toSubFlowResult, type SubFlowResult } from "./subflows";
 
 /** What execute learns about one condition of its Step's wait. */
@@ -87,6 +88,8 @@ export class TaskContext implements AttributeScope {
 
   private readonly publishList: WirePublish[] = [];
   private readonly beat: () => boolean;
+  private readonly sizes: NonNullable<WireFlowTask["channelSizes"]>;
+  private readonly sizesTruncated: boolean;
 
   /** @internal */
   constructor(task: WireFlowTask, signal: AbortSignal, heartbeat: () => boolean, attributes: AttributeStore) {
@@ -99,6 +102,43 @@ export class TaskContext implements AttributeScope {
     this.signal = signal;
     this.beat = heartbeat;
     this.attributeStore = attributes;
+    this.sizes = task.channelSizes ?? [];
+    this.sizesTruncated = task.channelSizesTruncated ?? false;
+  }
+
+  /**
+   * How many messages wait in `channel` (a Channel, or ChannelMap.instance(key))
+   * as the task was handed out, plus those this task published. A snapshot:
+   * messages may arrive, or other Steps' waits take them, since.
+   */
+  channelSize(channel: Channel<unknown>): number {
+    if (!(channel instanceof Channel)) throw invalid("channelSize needs a Channel (ChannelMap.instance(key) for a map)");
+    return this.queueSizes(channel.name).get(channel.instanceKey) ?? 0;
+  }
+
+  /** How many instances of `map` hold messages (as channelSize counts them). */
+  channelMapSize(map: ChannelMap<unknown>): number {
+    if (!(map instanceof ChannelMap)) throw invalid("channelMapSize needs a ChannelMap");
+    return this.queueSizes(map.name).size;
+  }
+
+  /** The instance keys of `map` holding messages, sorted (as channelSize counts them). */
+  channelInstanceKeys(map: ChannelMap<unknown>): string[] {
+    if (!(map instanceof ChannelMap)) throw invalid("channelInstanceKeys needs a ChannelMap");
+    return [...this.queueSizes(map.name).keys()].sort();
+  }
+
+  private queueSizes(name: string): Map<string, number> {
+    if (this.sizesTruncated)
+      throw new TaskError(
+        `Channel '${name}': the run has more than 10,000 queues holding messages; the task carries only the first 10,000, so sizes are not known`,
+        { nonRetryable: true },
+      );
+    const sizes = new Map<string, number>();
+    for (const c of this.sizes) if (c.channel === name) sizes.set(c.instanceKey, (sizes.get(c.instanceKey) ?? 0) + Number(c.size));
+    for (const p of this.publishList)
+      if (p.channel === name) sizes.set(p.instanceKey, (sizes.get(p.instanceKey) ?? 0) + p.messages.length);
+    return sizes;
   }
 
   /** True once `signal` aborted. */
