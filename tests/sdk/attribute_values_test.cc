@@ -10,8 +10,7 @@
 #include <future>
 #include <thread>
 
-#include "api_process.h"
-#include "node_engine.h"
+#include "live_stack.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
 #include "sdk/worker.h"
@@ -142,38 +141,10 @@ class Values final : public Flow {
 
 constexpr Duration kWait = seconds(20);
 
-class AttributeValuesEndToEnd : public ::testing::Test {
+class AttributeValuesEndToEnd : public LiveStackTest {
  protected:
-  void SetUp() override {
-    ApiServerOptions options;
-    options.listen = "127.0.0.1:0";
-    auto api = ApiProcess::start(options);
-    ASSERT_TRUE(api.is_ok()) << api.status().to_string();
-    api_ = std::move(api).value();
-    api_->set_active(&node_.engine(), {"n1", Epoch(1), "p1"});
-    const std::string address = "127.0.0.1:" + std::to_string(api_->port());
-    WorkerOptions wo;
-    wo.server_address = address;
-    wo.worker_id = "w-values";
-    wo.shutdown_timeout = seconds(3);
-    worker_ = std::make_unique<Worker>(wo);
-    worker_->host(std::make_shared<Values>());
-    run_ = std::async(std::launch::async, [this] { return worker_->run(); });
-    ClientOptions co;
-    co.server_address = address;
-    co.timeout = seconds(10);
-    client_ = std::make_unique<Client>(co);
-    for (int i = 0; i < 400 && worker_->stats().streams_accepted == 0; ++i)
-      std::this_thread::sleep_for(milliseconds(10));
-    ASSERT_EQ(worker_->stats().streams_accepted, 1u);
-  }
-  void TearDown() override {
-    if (worker_) {
-      worker_->shutdown();
-      EXPECT_EQ(run_.wait_for(kWait), std::future_status::ready);
-    }
-    if (api_) api_->shutdown(seconds(0));
-  }
+  std::vector<std::shared_ptr<Flow>> flows() const override { return {std::make_shared<Values>()}; }
+  void configure(WorkerOptions& wo) const override { wo.worker_id = "w-values"; }
   // Waits until the run's Check Step waits on "done".
   void wait_for_check(const std::string& flow_id) {
     for (int i = 0; i < 1000; ++i) {
@@ -188,12 +159,6 @@ class AttributeValuesEndToEnd : public ::testing::Test {
     }
     FAIL() << "Check never waited";
   }
-
-  NodeEngine node_;
-  std::unique_ptr<ApiProcess> api_;
-  std::unique_ptr<Worker> worker_;
-  std::future<Status> run_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(AttributeValuesEndToEnd, AStepAnRpcAndAClientWriteAndReadEveryJsonKindAndBytes) {

@@ -25,6 +25,8 @@ class LiveStackTest : public ::testing::Test {
 
   // The Flows the Worker hosts.
   virtual std::vector<std::shared_ptr<Flow>> flows() const = 0;
+  // The Worker's options past the server's address (its ID, its capacity).
+  virtual void configure(WorkerOptions&) const {}
 
   void SetUp() override {
     ApiServerOptions options;
@@ -33,16 +35,17 @@ class LiveStackTest : public ::testing::Test {
     ASSERT_TRUE(api.is_ok()) << api.status().to_string();
     api_ = std::move(api).value();
     api_->set_active(&node_.engine(), {"n1", Epoch(1), "p1"});
-    const std::string address = "127.0.0.1:" + std::to_string(api_->port());
+    address_ = "127.0.0.1:" + std::to_string(api_->port());
     WorkerOptions wo;
-    wo.server_address = address;
+    wo.server_address = address_;
     wo.worker_id = "w-live";
     wo.shutdown_timeout = seconds(3);
+    configure(wo);
     worker_ = std::make_unique<Worker>(wo);
     for (auto& f : flows()) worker_->host(std::move(f));
     run_ = std::async(std::launch::async, [this] { return worker_->run(); });
     ClientOptions co;
-    co.server_address = address;
+    co.server_address = address_;
     co.timeout = seconds(10);
     client_ = std::make_unique<Client>(co);
     // Bounded: 4 s of 10 ms polls.
@@ -61,6 +64,7 @@ class LiveStackTest : public ::testing::Test {
 
   NodeEngine node_;
   std::unique_ptr<ApiProcess> api_;
+  std::string address_;  // the ApiServer's, "127.0.0.1:<port>"
   std::unique_ptr<Worker> worker_;
   std::future<Status> run_;
   std::unique_ptr<Client> client_;

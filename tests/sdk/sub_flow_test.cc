@@ -9,8 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "api_process.h"
-#include "node_engine.h"
+#include "live_stack.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
 #include "sdk/worker.h"
@@ -332,49 +331,15 @@ std::shared_ptr<Flow> sum3() {
   return std::make_shared<OneStep>(step, "Sum3");
 }
 
-class SubFlowEndToEnd : public ::testing::Test {
+class SubFlowEndToEnd : public LiveStackTest {
  protected:
-  void SetUp() override {
-    ApiServerOptions options;
-    options.listen = "127.0.0.1:0";
-    auto api = ApiProcess::start(options);
-    ASSERT_TRUE(api.is_ok()) << api.status().to_string();
-    api_ = std::move(api).value();
-    api_->set_active(&node_.engine(), {"n1", Epoch(1), "p1"});
-    address_ = "127.0.0.1:" + std::to_string(api_->port());
-    WorkerOptions wo;
-    wo.server_address = address_;
+  std::vector<std::shared_ptr<Flow>> flows() const override {
+    return {sum3(), std::make_shared<Triple>(), std::make_shared<Triple>("FlakyOnce")};
+  }
+  void configure(WorkerOptions& wo) const override {
     wo.worker_id = "w-subflow";
     wo.max_concurrent_tasks = 4;
-    wo.shutdown_timeout = seconds(3);
-    worker_ = std::make_unique<Worker>(wo);
-    worker_->host(sum3());
-    worker_->host(std::make_shared<Triple>());
-    worker_->host(std::make_shared<Triple>("FlakyOnce"));
-    run_ = std::async(std::launch::async, [this] { return worker_->run(); });
-    ClientOptions co;
-    co.server_address = address_;
-    co.timeout = seconds(10);
-    client_ = std::make_unique<Client>(co);
-    // The Worker's hello declared the Flow types before any start.
-    for (int i = 0; i < 400 && worker_->stats().streams_accepted == 0; ++i)
-      std::this_thread::sleep_for(milliseconds(10));
-    ASSERT_EQ(worker_->stats().streams_accepted, 1u);
   }
-  void TearDown() override {
-    if (worker_) {
-      worker_->shutdown();
-      EXPECT_EQ(run_.wait_for(kWait), std::future_status::ready);
-    }
-    if (api_) api_->shutdown(seconds(0));
-  }
-
-  NodeEngine node_;
-  std::unique_ptr<ApiProcess> api_;
-  std::string address_;
-  std::unique_ptr<Worker> worker_;
-  std::future<Status> run_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(SubFlowEndToEnd, AParentSumsItsChildrenOneOfThemRetriedAndOneSeeded) {

@@ -9,8 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "api_process.h"
-#include "node_engine.h"
+#include "live_stack.h"
 #include "sdk/client.h"
 #include "sdk/flow.h"
 #include "sdk/worker.h"
@@ -171,49 +170,17 @@ TEST(TimeoutHandler, TheHandlersReadsAreItsOwn) {
 
 constexpr Duration kWait = seconds(20);
 
-class TimeoutHandlerEndToEnd : public ::testing::Test {
+class TimeoutHandlerEndToEnd : public LiveStackTest {
  protected:
-  void SetUp() override {
-    ApiServerOptions options;
-    options.listen = "127.0.0.1:0";
-    auto api = ApiProcess::start(options);
-    ASSERT_TRUE(api.is_ok()) << api.status().to_string();
-    api_ = std::move(api).value();
-    api_->set_active(&node_.engine(), {"n1", Epoch(1), "p1"});
-    const std::string address = "127.0.0.1:" + std::to_string(api_->port());
-    WorkerOptions wo;
-    wo.server_address = address;
-    wo.worker_id = "w-timeout";
-    wo.shutdown_timeout = seconds(3);
-    worker_ = std::make_unique<Worker>(wo);
-    worker_->host(std::make_shared<Guarded>());
-    run_ = std::async(std::launch::async, [this] { return worker_->run(); });
-    ClientOptions co;
-    co.server_address = address;
-    co.timeout = seconds(10);
-    client_ = std::make_unique<Client>(co);
-    for (int i = 0; i < 400 && worker_->stats().streams_accepted == 0; ++i)
-      std::this_thread::sleep_for(milliseconds(10));
-    ASSERT_EQ(worker_->stats().streams_accepted, 1u);
+  std::vector<std::shared_ptr<Flow>> flows() const override {
+    return {std::make_shared<Guarded>()};
   }
-  void TearDown() override {
-    if (worker_) {
-      worker_->shutdown();
-      EXPECT_EQ(run_.wait_for(kWait), std::future_status::ready);
-    }
-    if (api_) api_->shutdown(seconds(0));
-  }
+  void configure(WorkerOptions& wo) const override { wo.worker_id = "w-timeout"; }
   StartOptions guarded() {
     StartOptions o;
     o.timeout(milliseconds(300), flow::TIMEOUT_HANDLER).initial(kNote, std::string("started"));
     return o;
   }
-
-  NodeEngine node_;
-  std::unique_ptr<ApiProcess> api_;
-  std::unique_ptr<Worker> worker_;
-  std::future<Status> run_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(TimeoutHandlerEndToEnd, TheHandlerCompletesARunWhoseTimeoutPassedWhileItsStepWaited) {
