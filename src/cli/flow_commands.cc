@@ -185,6 +185,7 @@ struct FlowCommands::Impl {
   std::vector<std::string> attribute_keys;  // attributes get --key
   AttributeWriteFlags write_flags;          // attributes set
   std::string rpc_name, rpc_timeout_text;
+  std::vector<std::string> rpc_lock_keys;  // rpc --lock-key
 
   // Parsed in check().
   flow::StartOptions start_options;
@@ -491,6 +492,10 @@ void FlowCommands::Impl::add_attributes_and_rpcs() {
   rpc->add_option("--request-id", request_id,
                   "Makes a repeat safe: an RPC whose result was committed answers the same "
                   "output again without running (default: a fresh ID, printed)");
+  one_each(rpc->add_option(
+      "--lock-key", rpc_lock_keys,
+      "K: a lock key of this call, held besides the RPC's declared ones (at most 16 in all) "
+      "until it ends, so calls with the same key run one at a time; repeatable"));
   rpc->add_flag("--yes", yes, "Required: confirms that the RPC is to run (it may change the run)");
 
   inspect = flow->add_subcommand(
@@ -1021,6 +1026,7 @@ int FlowCommands::Impl::run_rpc(FlowCalls& calls) {
   request.set_name(rpc_name);
   request.mutable_input()->set_data(input);
   request.set_timeout_ms(rpc_timeout_ms);
+  for (const auto& k : rpc_lock_keys) request.add_lock_keys(k);
   request.set_request_id(request_id.empty() ? random_hex_id() : request_id);
   auto r = calls.invoke_rpc(request);
   if (!r.is_ok()) return request_error("flow rpc", r.status());

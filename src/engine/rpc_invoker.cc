@@ -5,7 +5,9 @@
 #include "engine/flow_engine.h"
 #include "engine/flow_reads.h"
 #include "engine/rocks_kv.h"
+#include "flow/declaration.h"
 #include "flow/kv_txn.h"
+#include "flow/limits.h"
 
 namespace dex {
 namespace {
@@ -46,13 +48,30 @@ StatusOr<flow::InvokeRpcResponse> RpcInvoker::invoke(const flow::InvokeRpcReques
                                                 request.timeout_ms(), kRpcTimeoutMaxMs,
                                                 kRpcTimeoutDefaultMs));
   if (request.name().empty()) return Status::invalid_argument("an RPC name is required");
+  // The call's own lock keys, before anything is logged; the rules check them
+  // again with the declaration's (at most kLockKeysMax in all).
+  if (static_cast<size_t>(request.lock_keys_size()) > flow::kLockKeysMax)
+    return Status::invalid_argument(fmt::format("lockKeys has {} keys; at most {}",
+                                                request.lock_keys_size(), flow::kLockKeysMax));
+  for (int i = 0; i < request.lock_keys_size(); ++i) {  // bounded by kLockKeysMax
+    if (Status s = flow::validate_name(fmt::format("lockKeys[{}]", i), request.lock_keys(i));
+        !s.is_ok())
+      return s;
+  }
   const int64_t timeout_ms =
       request.timeout_ms() == 0 ? kRpcTimeoutDefaultMs : request.timeout_ms();
   // The run is resolved here so that the record names it: a new run started
   // meanwhile never receives this RPC.
+  bool declared_keys = false;  // the RPC's declaration names lock keys
   auto run = with_view(store_, [&](RocksKv& kv) -> StatusOr<flow::Run> {
     flow::KvFlowTxn txn(kv);
-    return resolve_run(txn, request.flow());
+    auto found = resolve_run(txn, request.flow());
+    if (!found.is_ok()) return found;
+    if (auto d = txn.declaration(found->flow_type(), found->declaration_version())) {
+      const flow::RpcDeclaration* rpc = flow::find_rpc(d->declaration(), request.name());
+      declared_keys = rpc != nullptr && rpc->lock_keys_size() > 0;
+    }
+    return found;
   });
   if (!run.is_ok()) return run.status();
   flow::FlowRecord record;
@@ -67,8 +86,14 @@ StatusOr<flow::InvokeRpcResponse> RpcInvoker::invoke(const flow::InvokeRpcReques
   r->set_request_id(request.request_id());
   r->set_timeout_ms(timeout_ms);
   r->set_at_unix_ms(now_unix_ms_());
+  *r->mutable_lock_keys() = request.lock_keys();
   const std::string rpc_id = r->rpc_id();
-  auto result = flows_.propose_and_wait(std::move(record), true);
+  // An RPC with lock keys is not handed out while its record is written: the
+  // speculation sees the applied state only, not an earlier record still being
+  // written that takes one of its keys, so the task could go out beside that
+  // holder's. It goes out once its record applied and it holds its keys.
+  const bool speculative = request.lock_keys().empty() && !declared_keys;
+  auto result = flows_.propose_and_wait(std::move(record), speculative);
   if (!result.is_ok()) return result.status();
   if (result->kind == flow::ApplyKind::kRejected || result->kind == flow::ApplyKind::kStale)
     return refusal(*result);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -9,6 +10,7 @@
 #include "flow/continue_as_new.h"
 #include "flow/declaration.h"
 #include "flow/flow_config.h"
+#include "flow/limits.h"
 #include "flow/record_time.h"
 #include "flow/result_check.h"
 #include "flow/run_editor.h"
@@ -33,6 +35,27 @@ ApplyResult invalid(const Status& s) {
 }
 
 const char* status_name(FlowStatus status) { return flow_status_name(status); }
+
+// An InvokeRpc's own lock keys (docs/flow-rules.md, "RPCs"): each a name, held
+// besides the declaration's, at most kLockKeysMax keys in all once the two
+// lists are merged without repeats. The error names the bad key.
+Status validate_call_lock_keys(const InvokeRpc& r, const RpcDeclaration& declaration) {
+  if (static_cast<size_t>(r.lock_keys_size()) > kLockKeysMax)
+    return Status::invalid_argument("lockKeys has " + std::to_string(r.lock_keys_size()) +
+                                    " keys; at most " + std::to_string(kLockKeysMax) +
+                                    " (lockKeys[" + std::to_string(kLockKeysMax) + "] on)");
+  std::set<std::string_view> all(declaration.lock_keys().begin(), declaration.lock_keys().end());
+  for (int i = 0; i < r.lock_keys_size(); ++i) {  // bounded by kLockKeysMax
+    const std::string& key = r.lock_keys(i);
+    if (auto s = validate_name("lockKeys[" + std::to_string(i) + "]", key); !s.is_ok()) return s;
+    if (all.insert(key).second && all.size() > kLockKeysMax)
+      return Status::invalid_argument("lockKeys[" + std::to_string(i) + "] " + quoted(key) +
+                                      " is one key too many: RPC " + quoted(r.name()) +
+                                      " holds at most " + std::to_string(kLockKeysMax) +
+                                      " lock keys, its declaration's and the call's together");
+  }
+  return Status::ok();
+}
 
 // Client writes a client repeats after a lost answer (docs/api.md, "Repeated
 // calls"): each kind remembers its request IDs in Run.write_requests under
@@ -795,6 +818,7 @@ ApplyResult RecordApplier::invoke_rpc(const InvokeRpc& r) {
   if (r.request_id().size() > kNameBytesMax)
     return rejected(RefusalCode::kInvalidArgument,
                     "requestId is longer than " + std::to_string(kNameBytesMax) + " bytes");
+  if (auto s = validate_call_lock_keys(r, *decl); !s.is_ok()) return invalid(s);
   scope->invoke_rpc(r, *decl);
   scope->flush();
   return {ApplyKind::kApplied, RefusalCode::kNone, "", run_id};

@@ -1,5 +1,6 @@
 // RunEditor: Attribute writes and RPCs (docs/flow-rules.md, "Attributes" and
-// "RPCs"): an RPC's one attempt behind its lock keys, its deadline, its end.
+// "RPCs"): an RPC's one attempt behind its lock keys (its declaration's and
+// the call's own), its deadline, its end.
 #include "flow/run_editor.h"
 
 #include <algorithm>
@@ -73,7 +74,14 @@ void RunEditor::invoke_rpc(const InvokeRpc& r, const RpcDeclaration& declaration
   TimerKey key = timer_key(RPC_DEADLINE);
   key.set_step_execution_id(r.rpc_id());
   put_timer(key, stored.deadline_ms());
-  if (!take_locks(r.rpc_id(), RPC, 1, declaration.lock_keys())) {
+  // The declaration's keys, then the call's own that are not among them
+  // (checked by the rules: names, at most kLockKeysMax in all).
+  google::protobuf::RepeatedPtrField<std::string> keys = declaration.lock_keys();
+  for (const auto& k : r.lock_keys()) {  // bounded by kLockKeysMax
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) *keys.Add() = k;
+  }
+  DEX_INVARIANT(static_cast<size_t>(keys.size()) <= kLockKeysMax, "the rules checked the keys");
+  if (!take_locks(r.rpc_id(), RPC, 1, keys)) {
     stored.mutable_method()->set_state(TASK_LOCKED);
     return;
   }

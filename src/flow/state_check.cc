@@ -7,6 +7,7 @@
 #include "flow/search_index.h"
 #include "flow/search_keys.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -184,7 +185,18 @@ Status check_parents(FlowTxn& txn, const Run& run) {
 struct LockUser {
   TaskState state = TASK_STATE_UNSPECIFIED;
   std::vector<std::string> keys;  // declared
+  // An RPC: its InvokeRpc's own keys are held too (not stored with the RPC),
+  // so it holds or wants its declared keys and maybe more, at most kLockKeysMax.
+  bool call_keys = false;
 };
+
+// Whether `keys` are what `user` holds or wants.
+bool keys_fit(const LockUser& user, const std::set<std::string>& keys) {
+  const std::set<std::string> declared(user.keys.begin(), user.keys.end());
+  if (!user.call_keys) return keys == declared;
+  return keys.size() <= kLockKeysMax &&
+         std::includes(keys.begin(), keys.end(), declared.begin(), declared.end());
+}
 using Holder = std::pair<std::string, int>;  // (execution or RPC ID, Method)
 
 // The run's lock table against its attempts: every QUEUED or RUNNING attempt
@@ -207,8 +219,7 @@ Status check_locks(const Run& run, const std::map<Holder, LockUser>& users) {
     auto it = users.find(h);
     if (it == users.end() || it->second.state != TASK_LOCKED)
       return bad(run.flow_id() + ": lock waiter " + w.holder() + " is not a locked attempt");
-    if (std::set<std::string>(w.keys().begin(), w.keys().end()) !=
-        std::set<std::string>(it->second.keys.begin(), it->second.keys.end()))
+    if (!keys_fit(it->second, std::set<std::string>(w.keys().begin(), w.keys().end())))
       return bad(run.flow_id() + ": lock waiter " + w.holder() + " waits for other keys");
     bool blocked = false;
     for (const auto& k : w.keys()) blocked = blocked || holder_of.contains(k) || wanted.contains(k);
@@ -218,12 +229,11 @@ Status check_locks(const Run& run, const std::map<Holder, LockUser>& users) {
   }
   for (const auto& [h, u] : users) {
     const bool holds = u.state == TASK_QUEUED || u.state == TASK_RUNNING;
-    std::set<std::string> want(u.keys.begin(), u.keys.end());
     if (u.state == TASK_LOCKED && !waiting.contains(h))
       return bad(run.flow_id() + ": " + h.first + " is locked but not in the lock queue");
     auto it = held.find(h);
     const std::set<std::string> has = it == held.end() ? std::set<std::string>() : it->second;
-    if (holds && has != want)
+    if (holds && !keys_fit(u, has))
       return bad(run.flow_id() + ": " + h.first + " runs without holding its lock keys");
     if (!holds && !has.empty())
       return bad(run.flow_id() + ": " + h.first + " holds lock keys but is not queued or running");
@@ -558,7 +568,7 @@ Status check_state(KvStore& kv, JournalCheck journals) {
       for (const auto& r : decl->declaration().rpcs())
         if (r.name() == x.name()) d = &r;
       if (d == nullptr) return bad(id + " is not declared");
-      users[{x.rpc_id(), RPC}] = {m.state(), {d->lock_keys().begin(), d->lock_keys().end()}};
+      users[{x.rpc_id(), RPC}] = {m.state(), {d->lock_keys().begin(), d->lock_keys().end()}, true};
       TaskRef ref;
       ref.set_flow_id(run.flow_id());
       ref.set_run_id(run.run_id());

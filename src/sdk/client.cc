@@ -865,6 +865,7 @@ StatusOr<nlohmann::json> Client::invoke_rpc(const std::string& flow_id, const st
   request.set_name(name);
   *request.mutable_input() = json_payload(input);
   request.set_timeout_ms(to_ms(options.timeout));
+  for (const auto& k : options.lock_keys) request.add_lock_keys(k);
   // The same on every repeat of this call: a committed RPC is not run twice.
   request.set_request_id(request_id_or_fresh(options.request_id));
   // The server answers within the RPC's timeout (10 s by default): the call's

@@ -75,6 +75,10 @@ struct InvokeRpcOptions {
   // committed answers that output again, without running the handler.
   std::string request_id;
   std::string run_id;  // empty: the current run
+  // This call's own lock keys, held besides the RPC declaration's (at most 16
+  // in all) from queueing until the RPC ends: e.g. the account it touches, so
+  // calls on one account run one at a time while calls on others do not wait.
+  std::vector<std::string> lock_keys;
 };
 
 // Options that are not valid (a bad or repeated address, see addresses.h)
@@ -239,7 +243,7 @@ class Client {
 
   // Runs the Flow's RPC `name` on a Worker and answers its output once its
   // result (output, Attribute writes, publishes, new Steps) is committed.
-  // Errors: INVALID_ARGUMENT (an RPC the Flow does not declare),
+  // Errors: INVALID_ARGUMENT (an RPC the Flow does not declare, a bad lock key),
   // FAILED_PRECONDITION (the run is closed, or the handler failed: its
   // message), DEADLINE_EXCEEDED (no result within the timeout), UNAVAILABLE
   // (no active process, or it changed before the result was committed:

@@ -167,6 +167,12 @@ export interface InvokeRpcOptions<I = unknown, O = unknown> {
   requestId?: string;
   /** Default: the latest run. */
   runId?: string;
+  /**
+   * This call's own lock keys, held besides the RPC's declared ones (at most
+   * 16 in all) from queueing until the RPC ends: e.g. the account it touches,
+   * so calls on one account run one at a time while calls on others do not wait.
+   */
+  lockKeys?: string[];
   /** Instead of the Rpc's codecs (JSON for a name). */
   codecs?: { input?: Codec<I>; output?: Codec<O> };
   signal?: AbortSignal;
@@ -846,6 +852,7 @@ export class Client {
       throw new DexError("INVALID_ARGUMENT", `invokeRpc: timeoutMs must be more than 0 and at most ${RPC_MAX_TIMEOUT_MS}, not ${String(timeoutMs)}`);
     }
     const requestId = requestIdOf(options.requestId, "invokeRpc");
+    const lockKeys = rpcLockKeysOf(options.lockKeys);
     let payload: WirePayload;
     try {
       payload = toPayload(input, `invokeRpc: the input of RPC '${name}'`, inputCodec);
@@ -866,6 +873,7 @@ export class Client {
           input: payload,
           timeoutMs: Math.max(1, Math.round(end - Date.now())),
           requestId,
+          lockKeys,
         }),
         timeoutMs: timeoutMs + this.timeoutMs,
         signal: options.signal,
@@ -1517,6 +1525,19 @@ function timeoutHandlerOf(flow: unknown): boolean | undefined {
  * A write's request ID: the one given (a dex name), or a random one (16
  * bytes, hex) when none or "" is given. Made once per call, before its tries.
  */
+/**
+ * invokeRpc's lockKeys: names, at most 16 (the server merges them with the
+ * RPC's declared keys, each once, and refuses more than 16 in all).
+ */
+function rpcLockKeysOf(keys: unknown): string[] {
+  if (keys === undefined) return [];
+  if (!Array.isArray(keys)) throw new DexError("INVALID_ARGUMENT", "invokeRpc: lockKeys must be an array of key names");
+  if (keys.length > FLOW_LIMITS.lockKeysPerMethod) {
+    throw new DexError("INVALID_ARGUMENT", `invokeRpc: lockKeys has ${keys.length} keys; at most ${FLOW_LIMITS.lockKeysPerMethod}`);
+  }
+  return keys.map((k: unknown, i) => checkName(k, `invokeRpc: lockKeys[${i}]`));
+}
+
 function requestIdOf(given: string | undefined, what: string): string {
   if (given === undefined || given === "") return randomBytes(16).toString("hex");
   return checkName(given, `${what}: requestId`);
