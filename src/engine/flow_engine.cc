@@ -159,7 +159,7 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
     *out->mutable_task() = q.task;
     out->set_task_id(a->task_id);
     out->set_worker_id(a->worker_id);
-    if (sent_before_applied(txn, q.task, q.durability))
+    if (sent_before_applied(txn, q.task, q.durability) && !holds_lock_keys(txn, q.task))
       if (auto task = build_task(txn, q.task, a->task_id)) prebuilt_[a->task_id] = *std::move(task);
     reserved.push_back(a->task_id);
   }

@@ -7,6 +7,7 @@
 
 #include "blob/blob_values.h"
 #include "engine/flow_timeout_handler.h"
+#include "engine/task_channel_sizes.h"
 #include "flow/declaration.h"
 #include "flow/flow_rules.h"
 #include "flow/run_editor.h"
@@ -287,6 +288,14 @@ bool sent_before_applied(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
   return durability == flow::ASYNC && flow::task_attribute_reads(txn, ref).empty();
 }
 
+bool holds_lock_keys(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
+  auto run = txn.run(ref.flow_id(), ref.run_id());
+  if (!run) return false;
+  for (const auto& l : run->locks())  // bounded by the run's lock keys
+    if (l.holder() == ref.step_execution_id() && l.method() == ref.method()) return true;
+  return false;
+}
+
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
   auto run = txn.run(ref.flow_id(), ref.run_id());
   if (!run || run->status() != flow::FLOW_RUNNING) return false;
@@ -299,21 +308,6 @@ bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   return s && s->method().state() == flow::TASK_QUEUED && s->method().method() == ref.method() &&
          s->method().attempt() == ref.attempt();
-}
-
-void add_channel_sizes(flow::KvFlowTxn& txn, const flow::Run& run, flow::FlowTask& task) {
-  for (const auto& [key, q] :
-       txn.queues(run.flow_id(), run.run_id())) {  // bounded by the run's queues
-    if (q.next_seq() <= q.first_seq()) continue;
-    if (static_cast<size_t>(task.channel_sizes_size()) >= kTaskChannelSizesMax) {
-      task.set_channel_sizes_truncated(true);
-      return;
-    }
-    auto* c = task.add_channel_sizes();
-    c->set_channel(key.channel);
-    c->set_instance_key(key.instance_key);
-    c->set_size(q.next_seq() - q.first_seq());
-  }
 }
 
 namespace {

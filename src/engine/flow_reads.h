@@ -53,12 +53,6 @@ flow::GetHistoryEventsResponse history_page(flow::KvStore& kv, const flow::Run& 
 // (queued, or running as task_id).
 std::optional<flow::FlowTask> build_task(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
                                          const std::string& task_id);
-// Adds the run's non-empty Channel queues and their sizes to `task`
-// (FlowTask.channel_sizes), in key order, at most kTaskChannelSizesMax
-// (channel_sizes_truncated past that). A snapshot of the view the task is
-// built from: messages may arrive, or other Steps' waits take them, since.
-inline constexpr size_t kTaskChannelSizesMax = 10'000;
-void add_channel_sizes(flow::KvFlowTxn& txn, const flow::Run& run, flow::FlowTask& task);
 // The durability of the method `ref` names (SYNC when unknown).
 flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 // Whether the task of the attempt `ref` goes out while the record that starts
@@ -69,6 +63,10 @@ flow::Durability method_durability(flow::KvFlowTxn& txn, const flow::TaskRef& re
 // keep it from that stale read.
 bool sent_before_applied(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
                          flow::Durability durability);
+// Whether the attempt `ref` names holds lock keys in its run. Such an attempt
+// is not handed out while the record that queues it is written: that view
+// may miss a record still in flight that took one of its keys first.
+bool holds_lock_keys(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 // Whether the attempt `ref` is still queued in the store.
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 

@@ -1,6 +1,6 @@
 #include "engine/flow_timeout_handler.h"
 
-#include "engine/flow_reads.h"
+#include "engine/task_channel_sizes.h"
 #include "flow/declaration.h"
 #include "flow/flow_rules.h"
 
