@@ -1058,9 +1058,8 @@ int FlowCommands::Impl::run_inspect(Client& c) {
   const std::vector<SubFlowChild> children = sub_flow_children(events);
   const int64_t now = now_ms();
   if (output == "table") {
-    std::cout << describe_table(*described, now) << "\nAttributes:\n"
-              << attributes_table({attrs->attributes().begin(), attrs->attributes().end()}, now)
-              << "\nSubFlows:\n"
+    // The state's table lists the Attributes (once).
+    std::cout << describe_table(*described, now) << "\nSubFlows:\n"
               << sub_flows_table(*described, children) << "\n"
               << state_table(*st, {}, hints, now) << "\nHistory (newest first):\n"
               << history_table(events, now);

@@ -336,8 +336,13 @@ TEST_F(DexcliFake, InspectPrintsOneRunInOneDocument) {
   EXPECT_EQ(fake_.runs[0], "");
   for (size_t i = 1; i < fake_.runs.size(); ++i) EXPECT_EQ(fake_.runs[i], "r-9") << fake_.calls[i];
 
+  // The table lists the Attributes once, from the state (a server fills them in).
+  *fake_.state.add_attributes()->mutable_attribute() = fake_.attributes.attributes(0);
   const Result table = dexcli({"flow", "inspect", "f1", "--output", "table"});
   ASSERT_EQ(table.code, 0) << table.err;
+  const size_t first = table.out.find("Attributes:");
+  EXPECT_EQ(table.out.find("Attributes:", first + 1), std::string::npos) << "listed twice\n"
+                                                                         << table.out;
   for (const char* text :
        {"AttrRpcDemo", "Attributes:", "status  -         string  started", "SubFlows:\n(none)",
         "Start-1", "History (newest first):", "rpc set-status"}) {
