@@ -234,7 +234,8 @@ TEST_F(DexcliFake, RpcPrintsItsOutputAsJsonOrBase64) {
   fake_.rpc_answers.push_back({grpc::Status::OK, answer});
 
   Result r = dexcli({"flow", "rpc", "f1", "describe", "--yes", "--input", R"({"x": [1]})",
-                     "--rpc-timeout", "20s", "--request-id", "q-1", "--run-id", "r-2"});
+                     "--rpc-timeout", "20s", "--request-id", "q-1", "--run-id", "r-2", "--lock-key",
+                     "acct-7", "--lock-key", "region-eu"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out_json(), json::parse(R"({"flowId": "f1", "runId": "r-2", "rpc": "describe",
       "requestId": "q-1", "output": {"status": "started"}})"));
@@ -244,6 +245,9 @@ TEST_F(DexcliFake, RpcPrintsItsOutputAsJsonOrBase64) {
   EXPECT_EQ(fake_.rpcs[0].timeout_ms(), 20'000);
   EXPECT_EQ(fake_.rpcs[0].request_id(), "q-1");
   EXPECT_EQ(fake_.rpcs[0].flow().run_id(), "r-2");
+  ASSERT_EQ(fake_.rpcs[0].lock_keys_size(), 2) << "each --lock-key, in order";
+  EXPECT_EQ(fake_.rpcs[0].lock_keys(0), "acct-7");
+  EXPECT_EQ(fake_.rpcs[0].lock_keys(1), "region-eu");
 
   r = dexcli({"flow", "rpc", "f1", "dump", "--yes"});
   ASSERT_EQ(r.code, 0) << r.err;
