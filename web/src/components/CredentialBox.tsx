@@ -1,0 +1,52 @@
+// The header's credential box: an admin token kept in sessionStorage (this tab only) and sent with
+// every call as `Authorization: Bearer <token>`.
+import { useEffect, useState } from "react";
+import { Button, Group, PasswordInput, Text } from "@mantine/core";
+import { getToken, onTokenChange, setToken } from "../api/credential";
+
+export function CredentialBox() {
+  const [saved, setSaved] = useState(getToken());
+  const [draft, setDraft] = useState("");
+  useEffect(() => onTokenChange(() => setSaved(getToken())), []);
+
+  if (saved !== "") {
+    return (
+      <Group gap="xs" wrap="nowrap">
+        <Text size="sm" c="dimmed" role="status">
+          admin token set (this tab)
+        </Text>
+        <Button size="xs" variant="default" onClick={() => setToken("")}>
+          Forget token
+        </Button>
+      </Group>
+    );
+  }
+  return (
+    <form
+      aria-label="Admin credential"
+      onSubmit={(e) => {
+        e.preventDefault();
+        setToken(draft.trim());
+        setDraft("");
+      }}
+    >
+      <Group gap="xs" wrap="nowrap">
+        <PasswordInput
+          size="xs"
+          label="Admin token"
+          placeholder="Bearer token (optional)"
+          aria-describedby="credential-help"
+          value={draft}
+          onChange={(e) => setDraft(e.currentTarget.value)}
+          styles={{ root: { display: "flex", alignItems: "center", gap: 6 }, label: { whiteSpace: "nowrap" } }}
+        />
+        <span id="credential-help" hidden>
+          Kept in this tab only and sent as the Authorization header of every call.
+        </span>
+        <Button size="xs" type="submit" disabled={draft.trim() === ""}>
+          Use
+        </Button>
+      </Group>
+    </form>
+  );
+}

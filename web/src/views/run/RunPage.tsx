@@ -1,0 +1,55 @@
+// Run (`/flows/:flowId/runs/:runId`): the run's summary, its current state and its history; while
+// the run runs, new history events are appended as they happen (and the summary and state are
+// read again with them).
+import { useCallback } from "react";
+import { useParams } from "react-router";
+import { Button, Group, Loader, Stack, Text, Title } from "@mantine/core";
+import { describeFlow, getFlowState } from "../../api/calls";
+import { useApi } from "../../useApi";
+import { ErrorAlert } from "../../components/ErrorAlert";
+import { RunSummary } from "./RunSummary";
+import { FlowStateView } from "./FlowStateView";
+import { HistoryList } from "./HistoryList";
+import { useHistory } from "./useHistory";
+
+export function RunPage() {
+  const params = useParams();
+  const flowId = params.flowId ?? "";
+  const runId = params.runId ?? "";
+  const describe = useApi((signal) => describeFlow({ flowId, runId }, signal), [flowId, runId]);
+  const state = useApi((signal) => getFlowState({ flowId, runId }, signal), [flowId, runId]);
+  const running = describe.data?.status === "FLOW_RUNNING";
+  const { reload: reloadDescribe } = describe;
+  const { reload: reloadState } = state;
+  const reloadAll = useCallback(() => {
+    reloadDescribe();
+    reloadState();
+  }, [reloadDescribe, reloadState]);
+  const history = useHistory(flowId, runId, running, reloadAll);
+
+  return (
+    <Stack gap="md">
+      <Group justify="space-between">
+        <div>
+          <Title order={1} size="h2">
+            Run of {flowId}
+          </Title>
+          <Text size="sm" c="dimmed" ff="monospace">
+            {runId}
+          </Text>
+        </div>
+        <Button variant="default" size="xs" onClick={reloadAll} loading={describe.loading || state.loading}>
+          Refresh
+        </Button>
+      </Group>
+      {describe.error !== undefined && <ErrorAlert error={describe.error} title="DescribeFlow failed" onRetry={reloadAll} />}
+      {describe.data === undefined && describe.error === undefined && <Loader aria-label="Loading the run" />}
+      {describe.data && <RunSummary flow={describe.data} />}
+      {state.error !== undefined && describe.error === undefined && (
+        <ErrorAlert error={state.error} title="GetFlowState failed" onRetry={reloadAll} />
+      )}
+      {state.data && <FlowStateView state={state.data} running={running} />}
+      <HistoryList history={history} />
+    </Stack>
+  );
+}

@@ -1,0 +1,120 @@
+// A run's history for the Run view: the first page at once, later pages on request, and while the
+// run runs a WaitForHistoryEvent long poll that appends each new event as it is written.
+import { useCallback, useEffect, useRef, useState } from "react";
+import { getHistoryEvents, waitForHistoryEvent } from "../../api/calls";
+import { isAbort } from "../../api/client";
+import type { HistoryEvent } from "../../api/types";
+
+const pageSize = 100;
+const pollTimeoutMs = "30000";
+const retryDelayMs = 2000;
+
+export type LiveState = "off" | "live" | "retrying";
+
+export interface History {
+  events: HistoryEvent[];
+  more: boolean;
+  loading: boolean;
+  error: unknown;
+  live: LiveState;
+  loadMore: () => void;
+}
+
+function append(events: HistoryEvent[], add: HistoryEvent[]): HistoryEvent[] {
+  const last = events.length ? Number(events[events.length - 1].seq) : 0;
+  const fresh = add.filter((e) => Number(e.seq) > last);
+  return fresh.length ? [...events, ...fresh] : events;
+}
+
+/**
+ * `follow`: poll for new events (the run is RUNNING). `onNew` is told when the poll appended
+ * events, so the view can read the run's summary and state again.
+ */
+export function useHistory(flowId: string, runId: string, follow: boolean, onNew: () => void): History {
+  const [events, setEvents] = useState<HistoryEvent[]>([]);
+  const [more, setMore] = useState(false);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<unknown>();
+  const [live, setLive] = useState<LiveState>("off");
+  const eventsRef = useRef(events);
+  eventsRef.current = events;
+  const onNewRef = useRef(onNew);
+  onNewRef.current = onNew;
+  const [closedSeen, setClosedSeen] = useState(false);
+
+  useEffect(() => {
+    const ctl = new AbortController();
+    setEvents([]);
+    setMore(false);
+    setLoading(true);
+    setError(undefined);
+    setClosedSeen(false);
+    getHistoryEvents({ flow: { flowId, runId }, afterSeq: "0", fromStart: true, pageSize }, ctl.signal)
+      .then((r) => {
+        setEvents(r.events);
+        setMore(r.more);
+        setLoading(false);
+      })
+      .catch((e) => {
+        if (isAbort(e)) return;
+        setError(e);
+        setLoading(false);
+      });
+    return () => ctl.abort();
+  }, [flowId, runId]);
+
+  const loadMore = useCallback(() => {
+    const cur = eventsRef.current;
+    const after = cur.length ? cur[cur.length - 1].seq : "0";
+    setLoading(true);
+    getHistoryEvents({ flow: { flowId, runId }, afterSeq: after, fromStart: after === "0", pageSize })
+      .then((r) => {
+        setEvents((es) => append(es, r.events));
+        setMore(r.more);
+        setError(undefined);
+      })
+      .catch((e) => setError(e))
+      .finally(() => setLoading(false));
+  }, [flowId, runId]);
+
+  const canFollow = follow && !loading && !more && error === undefined && !closedSeen;
+  useEffect(() => {
+    if (!canFollow) {
+      setLive("off");
+      return;
+    }
+    const ctl = new AbortController();
+    const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+    (async () => {
+      setLive("live");
+      while (!ctl.signal.aborted) {
+        const cur = eventsRef.current;
+        const after = cur.length ? cur[cur.length - 1].seq : "0";
+        try {
+          const r = await waitForHistoryEvent(
+            { flow: { flowId, runId }, afterSeq: after, fromStart: after === "0", timeoutMs: pollTimeoutMs },
+            ctl.signal,
+          );
+          setLive("live");
+          if (r.events.length) {
+            const next = append(eventsRef.current, r.events);
+            eventsRef.current = next;
+            setEvents(next);
+            onNewRef.current();
+            if (r.events.some((e) => e.kind === "FLOW_CLOSED")) {
+              setClosedSeen(true);
+              return;
+            }
+          }
+        } catch (e) {
+          if (isAbort(e) || ctl.signal.aborted) return;
+          setLive("retrying");
+          await sleep(retryDelayMs);
+        }
+      }
+    })();
+    return () => ctl.abort();
+  }, [canFollow, flowId, runId]);
+
+  return { events, more, loading, error, live, loadMore };
+}

@@ -1,0 +1,64 @@
+// The rows of one SearchFlows page: Flow ID, run ID, type, status, start, close, duration, and the
+// index values the query named.
+import { Anchor, Table, Text } from "@mantine/core";
+import { Link } from "react-router";
+import type { FlowSearchRow } from "../../api/types";
+import { StatusBadge } from "../../components/StatusBadge";
+import { formatTime, runDuration, runPath, searchFieldText } from "../../format";
+
+export function ResultsTable({ rows, loading }: { rows: FlowSearchRow[]; loading: boolean }) {
+  return (
+    <Table.ScrollContainer minWidth={900}>
+      <Table striped highlightOnHover aria-busy={loading} data-testid="results">
+        <Table.Caption>{loading ? "Searching..." : `${rows.length} run(s) on this page`}</Table.Caption>
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th scope="col">Flow ID</Table.Th>
+            <Table.Th scope="col">Run ID</Table.Th>
+            <Table.Th scope="col">Type</Table.Th>
+            <Table.Th scope="col">Status</Table.Th>
+            <Table.Th scope="col">Start (UTC)</Table.Th>
+            <Table.Th scope="col">Close (UTC)</Table.Th>
+            <Table.Th scope="col">Duration</Table.Th>
+            <Table.Th scope="col">Fields</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {rows.map((r) => (
+            <Table.Tr key={`${r.flowId}/${r.runId}`} data-testid="result-row">
+              <Table.Td>
+                <Anchor component={Link} to={runPath(r.flowId, r.runId)}>
+                  {r.flowId}
+                </Anchor>
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs" ff="monospace">
+                  {r.runId}
+                </Text>
+              </Table.Td>
+              <Table.Td>{r.flowType}</Table.Td>
+              <Table.Td>
+                <StatusBadge status={r.status} />
+              </Table.Td>
+              <Table.Td>{formatTime(r.startUnixMs)}</Table.Td>
+              <Table.Td>{formatTime(r.closeUnixMs)}</Table.Td>
+              <Table.Td>{runDuration(r.startUnixMs, r.closeUnixMs)}</Table.Td>
+              <Table.Td>
+                <Text size="xs">
+                  {r.fields.map((f) => `${f.key}=${searchFieldText(f)}`).join("; ")}
+                </Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+          {!loading && rows.length === 0 && (
+            <Table.Tr>
+              <Table.Td colSpan={8}>
+                <Text c="dimmed">No run matches.</Text>
+              </Table.Td>
+            </Table.Tr>
+          )}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}
