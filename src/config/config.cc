@@ -58,6 +58,8 @@ NodeSettings NodeSettings::defaults(Subcommand command) {
     s.listen = "127.0.0.1:8801";
     s.lease_duration = seconds(30);
   }
+  // dev serves dex-web beside its API; local and serve only when web.listen says so.
+  if (command == Subcommand::kDev) s.web_listen = "127.0.0.1:8802";
   return s;
 }
 
@@ -68,6 +70,21 @@ ObjectStoreSettings data_dir_object_store(const std::filesystem::path& data_dir,
   objects.path = data_dir / "objects";
   objects.durability = durability;
   return objects;
+}
+
+Status check_web_listen(const NodeSettings& settings) {
+  const std::string& web = settings.web_listen;
+  // Port 0 picks a free port for each, so two of them never collide.
+  if (web.empty() || web.ends_with(":0")) return Status::ok();
+  if (web == settings.listen) {
+    return Status::invalid_argument(
+        fmt::format("web.listen must differ from api.listen (both {})", web));
+  }
+  if (web == settings.metrics_listen) {
+    return Status::invalid_argument(
+        fmt::format("web.listen must differ from metrics.listen (both {})", web));
+  }
+  return Status::ok();
 }
 
 Status validate_listen_address(std::string_view listen) {
@@ -190,6 +207,8 @@ constexpr KeyRule kKeys[] = {
     {"standby.behindLagThreshold", kServeKey},
     {"metrics.listen", kServeKey},
     {"metrics.typeLabelsMax", kServeKey},
+    {"web.listen", kEveryKey},
+    {"web.assets", kEveryKey},
     {"lifecycle.attemptDrainTimeout", kEveryKey},
     {"snapshots.interval", kEveryKey},
     {"snapshots.everyRecords", kEveryKey},
@@ -474,6 +493,16 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   DEX_READ(in.whole("metrics.typeLabelsMax", 0, kMetricsTypeLabelsMaxLimit,
                     next.metrics_type_labels_max));
   DEX_READ(in.duration("lifecycle.attemptDrainTimeout", kPositive, next.attempt_drain_timeout));
+  // web.*: dex-web (docs/dex-web.md); an empty web.listen turns it off.
+  DEX_READ(in.string("web.listen", next.web_listen));
+  if (!next.web_listen.empty()) {
+    if (auto s = validate_listen_address(next.web_listen); !s.is_ok()) {
+      return in.bad("web.listen: " + s.message());
+    }
+  }
+  std::string web_assets = next.web_assets.string();
+  DEX_READ(in.string("web.assets", web_assets));
+  next.web_assets = web_assets;
 
   // snapshots.*, values.*, flows.* (docs/configuration.md).
   SnapshotSettings& snapshots = next.snapshots;
@@ -536,6 +565,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   if (!next.metrics_listen.empty() && next.metrics_listen == next.listen) {
     return in.bad("metrics.listen must differ from api.listen");
   }
+  if (Status s = check_web_listen(next); !s.is_ok()) return in.bad(s.message());
   if (serve && os.type == ObjectStoreType::kS3) {
     if (os.bucket.empty()) return in.bad("objectStore.bucket is required with objectStore.type s3");
     if (in.set("objectStore.path") || in.set("objectStore.durability")) {
@@ -790,6 +820,8 @@ std::string describe_serve_config(const NodeSettings& c) {
       zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
       format_duration(c.flows.retention), format_duration(c.flows.worker_reconnect_grace));
   out += describe_attribute_store_settings(c.attribute_store);
+  out += fmt::format("web:\n  listen: {}\n  assets: {}\n", yaml_quote(c.web_listen),
+                     yaml_quote(c.web_assets.string()));
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

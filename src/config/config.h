@@ -127,6 +127,11 @@ struct NodeSettings {
   Duration lagging_takeover_delay = milliseconds(1500);   // standby.laggingTakeoverDelay
   Duration behind_lag_threshold = seconds(10);            // standby.behindLagThreshold
   std::string metrics_listen;  // metrics.listen: host:port of /metrics; empty: no endpoint
+  // web.listen: host:port of dex-web (docs/dex-web.md); empty: not served
+  // (dev: 127.0.0.1:8802, --web-listen, --no-web). web.assets: the app's built
+  // files; empty: <directory of the binary>/../share/dex-web (--web-assets).
+  std::string web_listen;
+  std::filesystem::path web_assets;
   uint64_t metrics_type_labels_max = kMetricsTypeLabelsMaxDefault;  // metrics.typeLabelsMax
   // lifecycle.attemptDrainTimeout: how long a step down or SIGTERM/SIGINT let
   // running attempts finish.
@@ -184,6 +189,11 @@ ObjectStoreSettings data_dir_object_store(const std::filesystem::path& data_dir,
 
 // "host:port" with a port in 0..65535 (0: any free port).
 Status validate_listen_address(std::string_view listen);
+
+// web.listen against the process's other listen addresses (api.listen,
+// metrics.listen): InvalidArgument naming both when it equals one. Empty
+// (dex-web off) and port 0 always pass.
+Status check_web_listen(const NodeSettings& settings);
 
 // True when the host of a valid listen address is loopback only: localhost,
 // 127.0.0.0/8 or ::1. 0.0.0.0, :: and every other host are reachable beyond.

@@ -18,12 +18,14 @@
 
 #include "api/api_server.h"
 #include "common/random.h"
+#include "common/version.h"
 #include "lease/dev_lock.h"
 #include "metrics/metered_store.h"
 #include "metrics/metrics.h"
 #include "node/node.h"
 #include "objstore/store_settings.h"
 #include "server/attribute_tables.h"
+#include "web/web_server.h"
 
 namespace dex {
 namespace {
@@ -69,10 +71,42 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// dex-web (docs/dex-web.md) when web.listen names an address: it calls this
+// process's API as a client does (a wildcard API host dialled as loopback).
+// Null when off; a bind failure (the port in use) fails startup.
+StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings,
+                                                    const ApiServer& api) {
+  if (settings.web_listen.empty()) return std::unique_ptr<web::WebServer>();
+  web::WebServerOptions options;
+  options.listen = settings.web_listen;
+  const std::string& api_listen = settings.listen;
+  options.api_address =
+      fmt::format("{}:{}", api_listen.substr(0, api_listen.rfind(':')), api.port());
+  options.assets_dir =
+      settings.web_assets.empty() ? web::default_assets_dir() : settings.web_assets;
+  options.version = git_revision().empty()
+                        ? std::string(project_version())
+                        : fmt::format("{} (git {})", project_version(), git_revision());
+  options.admin_auth = settings.admin_enabled && !settings.admin_token_sha256.empty();
+  auto server = web::WebServer::start(options);
+  if (!server.is_ok()) {
+    return Status::invalid_argument(fmt::format(
+        "{} (web.listen, --web-listen; --no-web turns dex-web off)", server.status().message()));
+  }
+  spdlog::info("dex-web on {}", server.value()->url());
+  if (!server.value()->assets_built()) {
+    spdlog::warn(
+        "dex-web's assets are not built (no index.html in {}): its pages say so and the JSON "
+        "API works; run scripts/build-web, or set --web-assets / web.assets",
+        options.assets_dir.string());
+  }
+  return server;
+}
+
 // One process of a node: its role (Node, src/node) and the API that reads it.
 // The signal watcher turns SIGINT/SIGTERM into Node::signal (the first drains,
-// a second skips the drain).
-int serve_node(Node& node, ApiServer& api) {
+// a second skips the drain). dex-web, if served, stops before the API.
+int serve_node(Node& node, ApiServer& api, web::WebServer* web) {
   node.set_listen_description(api.listen_address());
   std::atomic<int> signals{0};
   SignalWatcher watcher([&](int sig) {
@@ -82,6 +116,7 @@ int serve_node(Node& node, ApiServer& api) {
     node.signal();
   });
   const int code = node.run();
+  if (web != nullptr) web->stop();
   // Calls still open (a step down's answer, a Worker stream ending) get a moment.
   api.shutdown(seconds(1));
   return code;
@@ -165,10 +200,15 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   // that arrive early get UNAVAILABLE until this process is active.
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
+  auto web = start_web(settings, *api.value());
+  if (!web.is_ok()) {
+    api.value()->shutdown(seconds(0));
+    return fail(fmt::format("cannot start: {}", web.status().message()));
+  }
   if (settings.durability == Durability::kRelaxed) {
     std::ofstream(marker) << "dex-server-zd with durability relaxed is running or crashed\n";
   }
-  int code = serve_node(node, *api.value());
+  int code = serve_node(node, *api.value(), web.value().get());
   if (code == 0) fs::remove(marker, ec);
   return code;
 }
@@ -205,7 +245,12 @@ int run_serve_server(const NodeSettings& settings) {
   Node node(settings, runtime, store, SystemClock::instance());
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  return serve_node(node, *api.value());
+  auto web = start_web(settings, *api.value());
+  if (!web.is_ok()) {
+    api.value()->shutdown(seconds(0));
+    return fail(fmt::format("cannot start: {}", web.status().message()));
+  }
+  return serve_node(node, *api.value(), web.value().get());
 }
 
 }  // namespace dex

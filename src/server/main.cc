@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   std::string durability;
   std::string listen;
   std::string config_file;
+  std::string web_listen;
+  std::string web_assets;
+  bool no_web = false;
   CLI::App* dev_cmd = app.add_subcommand(
       "dev",
       "Run one node with zero configuration: a filesystem object store and the local store under "
@@ -28,10 +31,19 @@ int main(int argc, char** argv) {
       "<data-dir>/dev.lock, so a second dev process on the same directory refuses to start; after "
       "a crash a restart takes the lease over at once with a raised epoch. SIGINT/SIGTERM drain "
       "(no new tasks; running attempts may finish for up to lifecycle.attemptDrainTimeout, 30s), "
-      "then release the lease and exit 0; a second signal skips the drain; a lost lease exits 1.");
+      "then release the lease and exit 0; a second signal skips the drain; a lost lease exits 1. "
+      "Also serves dex-web, the browser UI and its JSON gateway, on 127.0.0.1:8802.");
   dev_cmd->add_option("--data-dir", data_dir, "Data directory (created if missing)")
       ->capture_default_str();
   dev_cmd->add_option("--listen", listen, "API address host:port (default 127.0.0.1:8801)");
+  dev_cmd->add_option("--web-listen", web_listen,
+                      "dex-web's address host:port (default 127.0.0.1:8802): the browser UI and "
+                      "its JSON gateway to the API (docs/dex-web.md)");
+  dev_cmd->add_flag("--no-web", no_web, "Do not serve dex-web");
+  dev_cmd->add_option("--web-assets", web_assets,
+                      "dex-web's built files (default: <directory of this binary>/../share/"
+                      "dex-web, where scripts/build-web puts them; without them a page says how "
+                      "to build them and the JSON gateway still works)");
   dev_cmd
       ->add_option("--durability", durability,
                    "strict: fsync every write before the reply (default; survives power loss); "
@@ -49,7 +61,8 @@ int main(int argc, char** argv) {
       "(default 5s), admin.enabled (default "
       "true; false: AdminService answers UNIMPLEMENTED), "
       "auth.adminTokenFiles / auth.adminTokenSha256 (admin calls then need the credential; "
-      "without one, a listen address beyond loopback is warned about)");
+      "without one, a listen address beyond loopback is warned about), web.listen (default "
+      "127.0.0.1:8802; empty: off), web.assets");
 
   std::string local_config;
   CLI::App* local_cmd = app.add_subcommand(
@@ -57,7 +70,8 @@ int main(int argc, char** argv) {
       "Run one node on a configured data directory: the same lease, lock, takeover and durability "
       "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
       "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*, "
-      "values.*, admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256). AdminService answers "
+      "values.*, admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256, web.listen and "
+      "web.assets: dex-web, the browser UI, off unless web.listen is set). AdminService answers "
       "without a credential unless auth.* gives one; on an api.listen beyond loopback "
       "(not 127.0.0.0/8, ::1, localhost) that is warned about at startup.");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();
@@ -71,7 +85,9 @@ int main(int argc, char** argv) {
       "second process with the same nodeId and object storage waits as a cold standby and takes "
       "over when the lease is released (at once) or expires (duration + 1s). SIGINT/SIGTERM drain "
       "running attempts (up to lifecycle.attemptDrainTimeout), then release the lease and exit 0; "
-      "a second signal skips the drain. Settings: docs/configuration.md.");
+      "a second signal skips the drain. web.listen serves dex-web, the browser UI (off by "
+      "default). "
+      "Settings: docs/configuration.md.");
   serve_cmd->add_option("--config", serve_config, "YAML config file")->required();
   serve_cmd->add_flag(
       "--check", serve_check,
@@ -100,6 +116,19 @@ int main(int argc, char** argv) {
         return 2;
       }
       dev.listen = listen;
+    }
+    if (!web_listen.empty()) {
+      if (dex::Status s = dex::validate_listen_address(web_listen); !s.is_ok()) {
+        spdlog::error("--web-listen: {}", s.message());
+        return 2;
+      }
+      dev.web_listen = web_listen;
+    }
+    if (no_web) dev.web_listen.clear();
+    if (!web_assets.empty()) dev.web_assets = web_assets;
+    if (dex::Status s = dex::check_web_listen(dev); !s.is_ok()) {
+      spdlog::error("{} (--web-listen, --no-web)", s.message());
+      return 2;
     }
     dev.data_dir = data_dir;
     return dex::run_dev_server(dev, dex::Subcommand::kDev);

@@ -1,0 +1,85 @@
+#include "web/http_status.h"
+
+#include <nlohmann/json.hpp>
+
+namespace dex::web {
+
+int http_status_for(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return 200;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return 400;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return 401;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return 403;
+    case grpc::StatusCode::NOT_FOUND:
+      return 404;
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::ABORTED:
+      return 409;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return 429;
+    case grpc::StatusCode::UNAVAILABLE:
+      return 503;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+std::string_view grpc_code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+std::string error_body(std::string_view code_name, std::string_view message) {
+  nlohmann::json body = {{"code", code_name}, {"message", message}};
+  // Invalid UTF-8 in a server's text is replaced rather than thrown on.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string error_body(grpc::StatusCode code, std::string_view message) {
+  return error_body(grpc_code_name(code), message);
+}
+
+}  // namespace dex::web

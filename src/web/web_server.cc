@@ -1,0 +1,226 @@
+#include "web/web_server.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "web/http_status.h"
+#include "web/json_gateway.h"
+#include "web/static_files.h"
+
+namespace dex::web {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Threads that answer requests: a long poll holds one for up to 70 s, so a
+// page with a few open ones still gets its other calls through.
+constexpr size_t kRequestThreads = 16;
+// An idle keep-alive connection is closed after this long (it also bounds
+// how long stop() waits for one).
+constexpr time_t kKeepAliveSeconds = 2;
+
+constexpr std::string_view kJson = "application/json";
+
+struct HostPort {
+  std::string host;  // without IPv6 brackets
+  int port = 0;
+};
+
+StatusOr<HostPort> split_listen(std::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return Status::invalid_argument(
+        fmt::format("invalid listen address '{}': use host:port, e.g. 127.0.0.1:8802", listen));
+  }
+  HostPort out;
+  std::string_view host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  out.host = std::string(host);
+  std::string_view port = listen.substr(colon + 1);
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || out.port < 0 ||
+      out.port > 65535) {
+    return Status::invalid_argument(fmt::format(
+        "invalid listen address '{}': the port must be a number from 0 to 65535", listen));
+  }
+  return out;
+}
+
+void set_json_error(httplib::Response& res, int http_status, std::string_view code,
+                    std::string_view message) {
+  res.status = http_status;
+  res.set_content(error_body(code, message), std::string(kJson));
+  res.set_header("Cache-Control", "no-store");
+}
+
+}  // namespace
+
+fs::path default_assets_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) return {};
+  return (exe.parent_path() / ".." / "share" / "dex-web").lexically_normal();
+}
+
+std::string dial_address(std::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos) return std::string(listen);
+  std::string_view host = listen.substr(0, colon);
+  std::string_view port = listen.substr(colon + 1);
+  if (host.empty() || host == "0.0.0.0") return fmt::format("127.0.0.1:{}", port);
+  if (host == "[::]" || host == "::") return fmt::format("[::1]:{}", port);
+  return std::string(listen);
+}
+
+class WebServer::Impl {
+ public:
+  explicit Impl(const WebServerOptions& options)
+      : options_(options),
+        files_(options.assets_dir),
+        gateway_(dial_address(options.api_address)) {}
+
+  ~Impl() { stop(); }
+
+  Status start() {
+    auto hp = split_listen(options_.listen);
+    if (!hp.is_ok()) return hp.status();
+    host_ = hp->host;
+    routes();
+    // SO_REUSEADDR only: the library's default also sets SO_REUSEPORT, with
+    // which a second process could bind the same port without an error.
+    server_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+    server_.new_task_queue = [] { return new httplib::ThreadPool(kRequestThreads); };
+    server_.set_payload_max_length(options_.request_bytes_max);
+    server_.set_keep_alive_timeout(kKeepAliveSeconds);
+    errno = 0;
+    if (hp->port == 0) {
+      port_ = server_.bind_to_any_port(host_);
+    } else {
+      port_ = server_.bind_to_port(host_, hp->port) ? hp->port : -1;
+    }
+    if (port_ < 0) {
+      const int error = errno;
+      return Status::invalid_argument(
+          fmt::format("cannot listen on {} for dex-web: {}", options_.listen,
+                      error == EADDRINUSE ? std::string("the address is already in use")
+                      : error != 0        ? std::string(std::strerror(error))
+                                          : std::string("the address cannot be bound")));
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return Status::ok();
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    server_.stop();
+    gateway_.cancel_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int port() const { return port_; }
+  std::string url() const {
+    const bool v6 = host_.find(':') != std::string::npos;
+    return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port_);
+  }
+  const StaticFiles& files() const { return files_; }
+
+ private:
+  void routes() {
+    server_.Get("/api/v1/web", [this](const httplib::Request&, httplib::Response& res) {
+      nlohmann::json info = {{"version", options_.version},
+                             {"apiAddress", options_.api_address},
+                             {"adminAuth", options_.admin_auth}};
+      res.set_content(info.dump(), std::string(kJson));
+      res.set_header("Cache-Control", "no-store");
+    });
+    server_.Post(
+        R"(/api/v1/([^/]+)/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+          GatewayReply reply = gateway_.call(req.matches[1].str(), req.matches[2].str(), req.body,
+                                             req.get_header_value("Authorization"));
+          res.status = reply.http_status;
+          res.set_content(std::move(reply.body), std::string(kJson));
+          res.set_header("Cache-Control", "no-store");
+        });
+    server_.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.path.starts_with("/api/")) {
+        set_json_error(res, 404, "NOT_FOUND",
+                       fmt::format("no API path {}: calls are POST /api/v1/<service>/<method> "
+                                   "(docs/dex-web.md)",
+                                   req.path));
+        return;
+      }
+      StaticReply reply = files_.get(req.path);
+      res.status = reply.http_status;
+      res.set_header("Cache-Control", reply.cache_control);
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_content(std::move(reply.body), reply.content_type);
+    });
+    // Answers the library makes itself (no route, a body over the limit)
+    // get a body; the handlers' own errors keep theirs.
+    server_.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 413) {
+            set_json_error(res, 413, "RESOURCE_EXHAUSTED",
+                           fmt::format("the request body is larger than dex-web's limit of {}",
+                                       options_.request_bytes_max % (1u << 20) == 0
+                                           ? fmt::format("{} MiB", options_.request_bytes_max >> 20)
+                                           : fmt::format("{} bytes", options_.request_bytes_max)));
+          } else if (res.status == 404 || res.status == 405) {
+            set_json_error(res, res.status, "NOT_FOUND",
+                           fmt::format("no route for {} {}: calls are POST "
+                                       "/api/v1/<service>/<method>, the app answers GET",
+                                       req.method, req.path));
+          } else {
+            set_json_error(res, res.status, "INVALID_ARGUMENT",
+                           "the request could not be read (a POST needs a Content-Length, 0 for "
+                           "an empty request, or a chunked body)");
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+  }
+
+  const WebServerOptions options_;
+  const StaticFiles files_;
+  JsonGateway gateway_;
+  httplib::Server server_;
+  std::string host_;
+  int port_ = -1;
+  std::thread thread_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;  // guarded by stop_mu_
+};
+
+StatusOr<std::unique_ptr<WebServer>> WebServer::start(const WebServerOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  if (Status s = impl->start(); !s.is_ok()) return s;
+  return std::unique_ptr<WebServer>(new WebServer(std::move(impl)));
+}
+
+WebServer::WebServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WebServer::~WebServer() = default;
+
+int WebServer::port() const { return impl_->port(); }
+std::string WebServer::url() const { return impl_->url(); }
+bool WebServer::assets_built() const { return impl_->files().built(); }
+const fs::path& WebServer::assets_dir() const { return impl_->files().dir(); }
+void WebServer::stop() { impl_->stop(); }
+
+}  // namespace dex::web
