@@ -123,8 +123,9 @@ export function statusColor(s: FlowStatus | string): string {
   }
 }
 
-/** A prefix-less enum name: "PHASE_WAITING" -> "WAITING", "TASK_QUEUED" -> "QUEUED". */
+/** A prefix-less enum name: "PHASE_WAITING" -> "WAITING", "TASK_QUEUED" -> "QUEUED"; "" when unset. */
 export function enumName(value: string, prefix: string): string {
+  if (value === undefined || value === null || value.endsWith("UNSPECIFIED")) return "";
   return value.startsWith(prefix) ? value.slice(prefix.length) : value;
 }
 

@@ -39,7 +39,7 @@ export function StepsTable({ steps, label, testId }: { steps: StepExecutionView[
               <Table.Td>{enumName(s.method, "METHOD_")}</Table.Td>
               <Table.Td>{s.attempt || ""}</Table.Td>
               <Table.Td>
-                {enumName(s.taskState, "TASK_").replace("STATE_UNSPECIFIED", "")}
+                {enumName(s.taskState, "TASK_")}
                 {s.workerId && (
                   <Text size="xs" c="dimmed">
                     on {s.workerId}

@@ -21,9 +21,16 @@ export interface History {
 }
 
 function append(events: HistoryEvent[], add: HistoryEvent[]): HistoryEvent[] {
-  const last = events.length ? Number(events[events.length - 1].seq) : 0;
+  const last = events.length ? Number(events[events.length - 1].seq) : -1;
   const fresh = add.filter((e) => Number(e.seq) > last);
   return fresh.length ? [...events, ...fresh] : events;
+}
+
+/** Where the next read starts: after the last event held, or (none yet) from the first, seq 0. */
+function after(events: HistoryEvent[]): { afterSeq: string; fromStart: boolean } {
+  return events.length
+    ? { afterSeq: events[events.length - 1].seq, fromStart: false }
+    : { afterSeq: "0", fromStart: true };
 }
 
 /**
@@ -65,9 +72,8 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
 
   const loadMore = useCallback(() => {
     const cur = eventsRef.current;
-    const after = cur.length ? cur[cur.length - 1].seq : "0";
     setLoading(true);
-    getHistoryEvents({ flow: { flowId, runId }, afterSeq: after, fromStart: after === "0", pageSize })
+    getHistoryEvents({ flow: { flowId, runId }, ...after(cur), pageSize })
       .then((r) => {
         setEvents((es) => append(es, r.events));
         setMore(r.more);
@@ -88,11 +94,9 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
     (async () => {
       setLive("live");
       while (!ctl.signal.aborted) {
-        const cur = eventsRef.current;
-        const after = cur.length ? cur[cur.length - 1].seq : "0";
         try {
           const r = await waitForHistoryEvent(
-            { flow: { flowId, runId }, afterSeq: after, fromStart: after === "0", timeoutMs: pollTimeoutMs },
+            { flow: { flowId, runId }, ...after(eventsRef.current), timeoutMs: pollTimeoutMs },
             ctl.signal,
           );
           setLive("live");

@@ -1,0 +1,186 @@
+// dex-web in a real browser against a real dex-server-zd dev and the example Flows' Worker
+// (harness.mjs): Search finds a run by Flow ID and by an indexed Attribute, the Run view shows the
+// summary, the state and the history, a running run's page shows a new event within 1 s without a
+// reload, a bad query shows the server's message, and the Node view shows AdminService.Describe.
+// Each view is saved to screenshots/ (laptop size, 1366x900); load times are printed.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { eventually, launchBrowser, payload, screenshot, startDex } from "./harness.mjs";
+
+let dex;
+let browser;
+let context;
+const suffix = `${Date.now().toString(36)}`;
+const orderId = `web-order-${suffix}`;
+const customer = `acme-${suffix}`;
+
+before(async () => {
+  dex = await startDex();
+  ({ browser, context } = await launchBrowser());
+  // An order that waits for the seller's approval (its reminder Timer is a day away).
+  await dex.call("StartFlow", {
+    flowId: orderId,
+    flowType: "OrderProcessing",
+    input: payload({ order: orderId, amount: 42 }),
+    options: {
+      initialAttributes: [
+        { key: "customer", value: { stringValue: customer } },
+        { key: "total", value: { doubleValue: 99.5 } },
+      ],
+    },
+  });
+  // Wait until the Worker has charged it (OrderStatus is written by its Steps).
+  await eventually(async () => {
+    const s = await dex.call("GetFlowState", { flowId: orderId });
+    return s.active.some((e) => e.stepType === "Ship" && e.phase === "PHASE_WAITING");
+  }, 30_000, "the order's Ship Step to wait");
+});
+
+after(async () => {
+  await browser?.close();
+  await dex?.stop();
+});
+
+/** Opens a URL of the app and answers the ms until `ready` (a locator) is visible. */
+async function load(page, url, ready) {
+  const t0 = Date.now();
+  await page.goto(`${dex.webUrl}${url}`);
+  await ready.first().waitFor({ state: "visible", timeout: 15_000 });
+  return Date.now() - t0;
+}
+
+test("search finds a started run by its Flow ID (the query in the URL)", async (t) => {
+  const page = await context.newPage();
+  const q = encodeURIComponent(`FlowId = '${orderId}'`);
+  const row = page.getByTestId("result-row").filter({ hasText: orderId });
+  const ms = await load(page, `/search?q=${q}`, row);
+  t.diagnostic(`search page by Flow ID: ${ms} ms to the row`);
+  assert.equal(await page.getByTestId("result-row").count(), 1);
+  assert.match(await row.innerText(), /OrderProcessing/);
+  assert.match(await row.innerText(), /RUNNING/);
+  await page.close();
+});
+
+test("search finds the run by an indexed Attribute typed into the query box", async (t) => {
+  const page = await context.newPage();
+  await load(page, "/", page.getByLabel("Query"));
+  const query = page.getByLabel("Query");
+  await query.fill(`customer = '${customer}' AND total > 50`);
+  const t0 = Date.now();
+  await query.press("Enter"); // the keyboard alone searches
+  // The list of every run shows until the query's answer replaces it: wait for exactly one row.
+  await page.waitForURL(/[?]q=/);
+  await eventually(
+    async () =>
+      (await page.getByTestId("results").getAttribute("aria-busy")) === "false" &&
+      (await page.getByTestId("result-row").count()) === 1,
+    15_000,
+    "the query's one row",
+  );
+  const row = page.getByTestId("result-row").filter({ hasText: orderId });
+  t.diagnostic(`search by Attribute: ${Date.now() - t0} ms from Enter to the row`);
+  assert.match(await row.innerText(), new RegExp(`customer=${customer}`));
+  assert.match(decodeURIComponent(page.url()).replace(/\+/g, " "), new RegExp(`q=customer = '${customer}'`));
+  await screenshot(page, "search");
+  await page.close();
+});
+
+test("the run page shows the summary, the state and the history", async (t) => {
+  const page = await context.newPage();
+  const q = encodeURIComponent(`FlowId = '${orderId}'`);
+  await load(page, `/search?q=${q}`, page.getByTestId("result-row"));
+  const t0 = Date.now();
+  await page.getByRole("link", { name: orderId }).click();
+  await page.getByTestId("history-event").first().waitFor({ timeout: 15_000 });
+  await page.getByTestId("active-steps").waitFor({ timeout: 15_000 });
+  t.diagnostic(`run page: ${Date.now() - t0} ms from the click to summary, state and history`);
+  const desc = await dex.call("DescribeFlow", { flowId: orderId });
+  assert.equal(await page.getByTestId("summary-flow-id").innerText(), orderId);
+  assert.equal(await page.getByTestId("summary-run-id").innerText(), desc.runId);
+  assert.equal(await page.getByTestId("summary-status").innerText(), "RUNNING");
+  // The state: Ship waits (AnyOf the approval Channel, the reminder Timer); the Attributes.
+  const ship = page.getByTestId("active-steps").getByTestId("step-row").filter({ hasText: "Ship-1" });
+  assert.match(await ship.innerText(), /WAITING/);
+  assert.match(await ship.innerText(), /Channel seller-approval/);
+  const attributes = await page.getByTestId("attributes").innerText();
+  assert.match(attributes, new RegExp(customer));
+  assert.match(attributes, /order-status\s+\S*\s*string\s+awaiting-approval/);
+  // The history, oldest first; an event's JSON opens from its button.
+  const kinds = await page.getByTestId("history-event").evaluateAll((rows) => rows.map((r) => r.dataset.kind));
+  assert.equal(kinds[0], "FLOW_STARTED");
+  assert.ok(kinds.includes("EXECUTE_COMPLETED"), kinds.join(","));
+  // (seq counts from 0: FLOW_STARTED is event 0)
+  const json = page.getByRole("button", { name: "Show the JSON of event 0" });
+  await json.focus();
+  await page.keyboard.press("Enter");
+  assert.equal(await page.getByRole("button", { name: "Hide the JSON of event 0" }).getAttribute("aria-expanded"), "true");
+  assert.match(await page.getByLabel("Event 0 as JSON").innerText(), /"kind": "FLOW_STARTED"/);
+  await page.getByTestId("live-badge").waitFor();
+  await screenshot(page, "run");
+  await page.close();
+});
+
+test("a running run's page shows a new event within 1 s, without a reload", async (t) => {
+  const flowId = `web-signup-${suffix}`;
+  const started = await dex.call("StartFlow", {
+    flowId,
+    flowType: "SignUp",
+    input: payload({ email: "ann@example.com", code: "c-7" }),
+  });
+  const page = await context.newPage();
+  const ms = await load(page, `/flows/${flowId}/runs/${started.runId}`, page.getByTestId("history-event"));
+  t.diagnostic(`run page by URL: ${ms} ms to the first event`);
+  // Following: the live badge, and AwaitVerification waiting on Channel "verify".
+  await page.getByTestId("live-badge").filter({ hasText: "live" }).waitFor({ timeout: 15_000 });
+  await page
+    .getByTestId("active-steps")
+    .getByTestId("step-row")
+    .filter({ hasText: "AwaitVerification-1" })
+    .filter({ hasText: "WAITING" })
+    .waitFor({ timeout: 15_000 });
+  const before = await page.getByTestId("history-event").count();
+  const t0 = Date.now();
+  await dex.call("PublishToChannel", { flowId, channel: "verify", messages: [payload({ code: "c-7" })] });
+  await page.locator('[data-kind="CHANNEL_PUBLISHED"]').waitFor({ timeout: 5_000 });
+  const shown = Date.now() - t0;
+  t.diagnostic(`live: the published message's event shown ${shown} ms after the publish was answered`);
+  assert.ok(shown < 1000, `the event took ${shown} ms to show`);
+  assert.ok((await page.getByTestId("history-event").count()) > before);
+  // The publish completes the sign-up: the run closes and the page says so, still without a reload.
+  await page.locator('[data-kind="FLOW_CLOSED"]').waitFor({ timeout: 15_000 });
+  await eventually(async () => (await page.getByTestId("summary-status").innerText()) === "COMPLETED", 10_000, "COMPLETED in the summary");
+  await screenshot(page, "run-live-completed");
+  await page.close();
+});
+
+test("a bad query shows the server's own message", async (t) => {
+  const bad = "Nope = 1";
+  let expected;
+  try {
+    await dex.call("SearchFlows", { query: bad });
+    assert.fail("the server took a bad query");
+  } catch (e) {
+    assert.equal(e.status, 400);
+    expected = JSON.parse(e.body).message;
+  }
+  const page = await context.newPage();
+  const ms = await load(page, `/search?q=${encodeURIComponent(bad)}`, page.getByTestId("error-message"));
+  t.diagnostic(`bad query: ${ms} ms to the error`);
+  assert.equal(await page.getByTestId("error-message").innerText(), expected);
+  assert.match(expected, /unknown field 'Nope'/);
+  assert.equal(await page.getByTestId("error-alert").getAttribute("role"), "alert");
+  await screenshot(page, "search-error");
+  await page.close();
+});
+
+test("the node page shows AdminService.Describe and that this process serves", async (t) => {
+  const described = await dex.call("Describe", {}, "dex.AdminService");
+  const page = await context.newPage();
+  const ms = await load(page, "/node", page.getByTestId("node-id"));
+  t.diagnostic(`node page: ${ms} ms to Describe`);
+  assert.equal(await page.getByTestId("node-id").innerText(), described.nodeId);
+  assert.equal(await page.getByTestId("node-epoch").innerText(), described.nodeEpoch);
+  await page.getByTestId("role-badge").filter({ hasText: "active: serving" }).waitFor({ timeout: 10_000 });
+  await screenshot(page, "node");
+  await page.close();
+});
