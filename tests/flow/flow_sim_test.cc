@@ -34,18 +34,34 @@
 //  - continue-as-new (Step decisions, client requests, FlowConfig history
 //    thresholds): the new run holds exactly the old run's Attributes, queued
 //    messages and active executions, linked both ways; a closed run never
-//    changes after.
+//    changes after;
+//  - FlowConfig (UpdateFlowConfig records setting and clearing fields, small
+//    history thresholds, repeated request IDs, invalid ones, closed and
+//    missing runs): every verdict is the model's; every run's effective
+//    config is what its start and its accepted updates say (a continued run
+//    keeps it, a time travel takes the one at its point); each run has one
+//    FLOW_CONFIG_UPDATED per accepted update, with both configs; a running
+//    run whose history reached a threshold has a continue-as-new pending,
+//    and one with a continue-as-new pending has something in flight (else it
+//    continued) after any record that added events to it (check_config: the
+//    known gap of a record that adds none); its search doc has its active
+//    Step types unless its config turned them off.
 // A failing seed is printed; FLOW_SIM_SEED=<n> replays it alone.
 // FLOW_SIM_SEEDS=<n> runs seeds 1..n instead of all 1,200.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include "common/random.h"
@@ -134,6 +150,72 @@ std::string differences(const google::protobuf::Message& want,
   google::protobuf::util::MessageDifferencer d;
   d.ReportDifferencesToString(&out);
   return d.Compare(want, got) ? "" : out;
+}
+
+// The FlowConfig model (docs/flow-rules.md, "FlowConfig"), written apart from
+// src/flow/declaration.cc. The field names as clear_fields names them.
+const std::vector<std::string> kConfigFields = {"continue_as_new_after_events",
+                                                "continue_as_new_after_bytes", "default_durability",
+                                                "attribute_store", "index_active_step_types"};
+
+// Whether `c` sets field `f` (zero: not set).
+bool config_sets(const FlowConfig& c, const std::string& f) {
+  if (f == "continue_as_new_after_events") return c.continue_as_new_after_events() > 0;
+  if (f == "continue_as_new_after_bytes") return c.continue_as_new_after_bytes() > 0;
+  if (f == "default_durability") return c.default_durability() != DURABILITY_UNSPECIFIED;
+  if (f == "attribute_store") return !c.attribute_store().empty();
+  return c.has_index_active_step_types();
+}
+
+// Field `f` of `from` into `to`, unset included.
+void config_copy(const FlowConfig& from, const std::string& f, FlowConfig& to) {
+  if (f == "continue_as_new_after_events") {
+    to.set_continue_as_new_after_events(from.continue_as_new_after_events());
+  } else if (f == "continue_as_new_after_bytes") {
+    to.set_continue_as_new_after_bytes(from.continue_as_new_after_bytes());
+  } else if (f == "default_durability") {
+    to.set_default_durability(from.default_durability());
+  } else if (f == "attribute_store") {
+    to.set_attribute_store(from.attribute_store());
+  } else if (from.has_index_active_step_types()) {
+    to.set_index_active_step_types(from.index_active_step_types());
+  } else {
+    to.clear_index_active_step_types();
+  }
+}
+
+// What a cleared field goes back to: the declaration's config, its
+// Attribute Store from either field.
+FlowConfig declared_model(const FlowDeclaration& d) {
+  FlowConfig c = d.config();
+  if (c.attribute_store().empty()) c.set_attribute_store(d.attribute_store());
+  return c;
+}
+
+// A run's config at its start: the declaration's, each field the start sets winning.
+FlowConfig start_model(const FlowDeclaration& d, const StartOptions& o) {
+  FlowConfig c = declared_model(d);
+  FlowConfig start = o.config();
+  if (start.attribute_store().empty()) start.set_attribute_store(o.attribute_store());
+  for (const auto& f : kConfigFields)
+    if (config_sets(start, f)) config_copy(start, f, c);
+  return c;
+}
+
+bool same_config(const FlowConfig& a, const FlowConfig& b) {
+  return a.SerializeAsString() == b.SerializeAsString();
+}
+
+// Which history threshold of `c` a history of `events` events and `bytes`
+// bytes reached ("" if none).
+std::string threshold_reached(const FlowConfig& c, uint64_t events, uint64_t bytes) {
+  if (c.continue_as_new_after_events() > 0 && events >= c.continue_as_new_after_events())
+    return fmt::format("{} events reach continue_as_new_after_events {}", events,
+                       c.continue_as_new_after_events());
+  if (c.continue_as_new_after_bytes() > 0 && bytes >= c.continue_as_new_after_bytes())
+    return fmt::format("{} bytes reach continue_as_new_after_bytes {}", bytes,
+                       c.continue_as_new_after_bytes());
+  return "";
 }
 
 // Time travel's promise (docs/flow-rules.md, "Time travel"): replaying the old
@@ -446,6 +528,35 @@ struct Sim {
   // Runs (as check() names them) whose timeout handler a travel revived: its
   // TIMEOUT_HANDLER_STARTED is in the run traveled from.
   std::set<std::string> revived_handlers;
+  // The model of every run's FlowConfig, by "<flow>/<run>".
+  struct ConfigModel {
+    // From the run's start, then after each accepted update: the config, and
+    // how many of the run's journal deltas there were once it held (a time
+    // travel to a point takes the config of the point).
+    std::vector<std::pair<size_t, FlowConfig>> history;
+    int updates = 0;                 // accepted ones: FLOW_CONFIG_UPDATED events
+    std::set<std::string> requests;  // their request IDs (a continued run remembers them)
+    bool threshold_updated = false;  // an update of it (or a run it continued) moved a threshold
+    const FlowConfig& now() const { return history.back().second; }
+    const FlowConfig& at(size_t deltas) const {
+      size_t i = 0;
+      while (i + 1 < history.size() && history[i + 1].first <= deltas) ++i;  // bounded
+      return history[i].second;
+    }
+  };
+  std::map<std::string, ConfigModel> configs;
+  std::map<std::string, uint64_t> next_events;  // each run's next_event at the last check
+  std::set<std::string> quiet_pending;          // runs counted in the known gap (check_config)
+  // The update applying, as the model has it (taken in apply(), before a
+  // continue-as-new in the same record copies the run's config).
+  struct ConfigUpdate {
+    std::string run;
+    FlowConfig after;
+    bool threshold = false;
+  };
+  std::optional<ConfigUpdate> config_update;
+  std::vector<UpdateFlowConfig> config_requests;  // applied with a request ID: repeated later
+  uint64_t config_n = 0;
 
   void fail(const std::string& why) {
     if (failure.empty()) failure = fmt::format("at step record {}: {}", log.size(), why);
@@ -476,6 +587,8 @@ struct Sim {
     if (r.kind != ApplyKind::kApplied && record.assignments_size() == 0 && kv.data() != before)
       fail(fmt::format("a {} record changed the state: {}", apply_kind_name(r.kind), r.message));
     if (r.kind == ApplyKind::kApplied) {
+      if (record.has_update_flow_config() && config_update)
+        config_applied(record.update_flow_config());
       if (record.has_publish())
         for (const auto& m : record.publish().publish().messages()) published.insert(m.data());
       if (record.has_method_result()) {
@@ -547,6 +660,15 @@ struct Sim {
       fail(fmt::format("{}: the point's moment {} is not between its record and the next", what,
                        point.at_ms));
     if (old.status() == FLOW_RUNNING) stats["time travels from a running run"]++;
+    {  // The new run's config is the old run's at the point.
+      const ConfigModel& from = config_model(old);
+      ConfigModel next;
+      next.history.push_back({0, from.at(point.deltas)});
+      next.threshold_updated = from.threshold_updated;
+      if (from.history.size() > 1 && from.history[1].first <= point.deltas)
+        stats["time travels to a point after a config update"]++;
+      configs[t.flow_id() + "/" + t.new_run_id()] = std::move(next);
+    }
     for (const auto& id : image.run.active()) {  // bounded by kActiveStepsMax
       for (const auto& c : image.steps.at(id).conditions())
         if (!c.fired() && !c.child_flow_id().empty()) {
@@ -603,6 +725,18 @@ struct Sim {
       fail(what + ": the running new run is not the Flow ID's latest");
     const std::string new_key = flow_id + "/" + run->run_id();
     attributes[new_key] = attributes[flow_id + "/" + run_id];
+    {  // The new run keeps the config and the request IDs it remembers.
+      const ConfigModel& from = config_model(*old);
+      ConfigModel next;
+      next.history.push_back({0, from.now()});
+      next.requests = from.requests;
+      next.threshold_updated = from.threshold_updated;
+      if (old->close_reason().find("(FlowConfig continue_as_new_after_") != std::string::npos) {
+        stats["continued as new by a history threshold"]++;
+        if (from.threshold_updated) stats["continued as new by an updated threshold"]++;
+      }
+      configs[new_key] = std::move(next);
+    }
     std::map<std::pair<std::string, std::string>, std::string> was, now;
     for (const auto& a : txn.attributes(flow_id, run_id, ""))
       was[{a.key(), a.instance_key()}] = a.value().SerializeAsString();
@@ -672,6 +806,9 @@ struct Sim {
         for (const auto& m : c.messages()) drop(m.data());
     }
     attributes.erase(id);
+    configs.erase(id);
+    next_events.erase(id);
+    quiet_pending.erase(id);
     revived_handlers.erase(run_name(flow_id, run_id));
     closed_runs.erase(keys::run(flow_id, run_id));
     lock_history.erase(keys::events_prefix(flow_id, run_id));
@@ -736,6 +873,83 @@ struct Sim {
     }
   }
 
+  // A run's FlowConfig model; a run first seen (started by a client or the
+  // rules) has its start's: the declaration's, overridden by its options.
+  ConfigModel& config_model(const Run& run) {
+    const std::string key = run.flow_id() + "/" + run.run_id();
+    if (auto it = configs.find(key); it != configs.end()) return it->second;
+    ConfigModel& m = configs[key];
+    KvFlowTxn txn(kv);
+    auto decl = txn.declaration(run.flow_type(), run.declaration_version());
+    if (!decl) fail(key + ": its declaration version is not stored");
+    m.history.push_back({0, decl ? start_model(decl->declaration(), run.options()) : run.config()});
+    return m;
+  }
+
+  // An UpdateFlowConfig applied as the model said (config_update): the run's
+  // config is the model's new one from this record's journal delta on.
+  void config_applied(const UpdateFlowConfig& u) {
+    auto it = configs.find(config_update->run);
+    if (it == configs.end()) return fail(config_update->run + ": an update of a run not modelled");
+    KvFlowTxn txn(kv);
+    it->second.history.push_back(
+        {txn.run_journal(u.flow_id(), u.run_id()).size(), config_update->after});
+    it->second.updates++;
+    if (!u.request_id().empty()) it->second.requests.insert(u.request_id());
+    it->second.threshold_updated = it->second.threshold_updated || config_update->threshold;
+  }
+
+  // The run's effective config is the model's, with one FLOW_CONFIG_UPDATED
+  // per accepted update; a running run whose history reached a threshold has
+  // a continue-as-new pending, and one pending has something in flight.
+  void check_config(const Run& run, int updated_events, bool attempt_running, bool events_added) {
+    const std::string key = run.flow_id() + "/" + run.run_id();
+    const ConfigModel& m = config_model(run);
+    if (!same_config(m.now(), run.config()))
+      fail(key + ": the effective FlowConfig is not what its start and accepted updates say: " +
+           differences(m.now(), run.config()));
+    if (run.attribute_store() != m.now().attribute_store())
+      fail(fmt::format("{}: Attribute Store '{}', its config says '{}'", key, run.attribute_store(),
+                       m.now().attribute_store()));
+    if (updated_events != m.updates)
+      fail(fmt::format("{}: {} FLOW_CONFIG_UPDATED events, {} accepted updates", key,
+                       updated_events, m.updates));
+    if (run.status() != FLOW_RUNNING) return;
+    // Search: ActiveStepTypes are the active executions' types unless the
+    // config turned them off (an update rebuilds the doc in its own apply).
+    std::set<std::string> types;
+    const FlowConfig& c = m.now();
+    if (!c.has_index_active_step_types() || c.index_active_step_types())
+      for (const auto& id : run.active()) types.insert(id.substr(0, id.rfind('-')));
+    KvFlowTxn txn(kv);
+    const auto doc = txn.search_doc(run.flow_id(), run.run_id());
+    if (!doc || !std::equal(types.begin(), types.end(), doc->active_step_types().begin(),
+                            doc->active_step_types().end()))
+      fail(fmt::format("{}: its search doc's ActiveStepTypes are not [{}]", key,
+                       fmt::join(types, ", ")));
+    if (run.continue_as_new_pending().empty()) {
+      const std::string reached = threshold_reached(m.now(), run.next_event(), run.history_bytes());
+      if (!run.graceful_complete() && !reached.empty())
+        fail(key + ": " + reached + ", but no continue-as-new is pending");
+    } else if (!attempt_running && run.rpcs_open_size() == 0 &&
+               run.timeout_handler().state() == TASK_STATE_UNSPECIFIED) {
+      // KNOWN GAP (docs/flow-rules.md, "Continue-as-new", says a busy run
+      // continues once its attempts' results or recovery end them):
+      // continue_pending takes only the runs the record added history events
+      // to, and an attempt that fails into a retry (a FAILED or TIMED_OUT
+      // result, recovery's NOT_COMPLETED) adds none, so the run stays pending
+      // while quiet until its next event. Counted, and a failure only after
+      // a record that added events to the run.
+      if (!events_added) {
+        if (quiet_pending.insert(key).second)
+          stats["runs left pending while quiet by an eventless record"]++;
+        return;
+      }
+      fail(key + ": nothing of it is in flight, yet its pending continue-as-new (" +
+           run.continue_as_new_pending() + ") did not happen");
+    }
+  }
+
   // Every check of the header, on the live state.
   void check() {
     // The journal's fold on every fourth check: it costs as much as the rest.
@@ -743,9 +957,11 @@ struct Sim {
     if (auto s = check_state(kv, journals); !s.is_ok()) fail(s.message());
     std::multiset<std::string> seen;
     std::map<std::string, int> decisions;
+    std::set<std::string> busy;  // runs with an attempt running
     for (auto& [k, v] : kv.scan(keys::kStepPrefix)) {
       StepExecution s;
       s.ParseFromString(v);
+      if (s.method().state() == TASK_RUNNING) busy.insert(s.flow_id() + "/" + s.run_id());
       for (int i = 0; i < s.conditions_size(); ++i) {
         uint64_t last = 0;
         for (const auto& m : s.conditions(i).messages()) {
@@ -763,11 +979,12 @@ struct Sim {
     }
     if (seen != published)
       fail(fmt::format("{} messages published, {} queued or taken", published.size(), seen.size()));
-    std::map<std::string, int> handlers_started, handlers_ended;
+    std::map<std::string, int> handlers_started, handlers_ended, config_events;
     for (auto& [k, v] : kv.scan(keys::kEventPrefix)) {
       HistoryEvent e;
       e.ParseFromString(v);
       const std::string run = k.substr(0, k.rfind(keys::kSep));
+      if (e.kind() == FLOW_CONFIG_UPDATED) config_events[run]++;
       if (e.kind() == EXECUTE_COMPLETED && ++decisions[run + e.step_execution_id()] > 1)
         fail(e.step_execution_id() + " has two applied decisions");
       // A run times out once: one handler, which decides or fails once (a
@@ -811,6 +1028,10 @@ struct Sim {
         fail(key + ": the stored Attributes are not what the applied writes left");
       if (run.lock_waiters_size() > 0) stats["lock waits"]++;
       check_locks(keys::events_prefix(run.flow_id(), run.run_id()));
+      const auto [last, first_seen] = next_events.try_emplace(key, run.next_event());
+      check_config(run, config_events[run_name(run.flow_id(), run.run_id())], busy.contains(key),
+                   first_seen || last->second != run.next_event());
+      last->second = run.next_event();
       if (run.status() == FLOW_RUNNING) continue;
       // An abandoned Flow retry starts the closed run's retention later: that
       // is the one change a closed run takes.
@@ -1286,6 +1507,218 @@ struct Sim {
     }  // else no kind: refused
   }
 
+  // A random FlowConfig change: each field set (small history thresholds,
+  // sometimes 2^64-1: a client's -1 as the uint64 field holds it), cleared or
+  // left; `store`: the run's Attribute Store, mostly set to itself.
+  void random_config_change(UpdateFlowConfig& u, const std::string& store) {
+    FlowConfig* c = u.mutable_config();
+    for (const auto& f : kConfigFields) {
+      const auto roll = random.uniform(f == "attribute_store" ? 16 : 6);
+      if (roll == 2) u.add_clear_fields(f);
+      if (roll >= 2) continue;
+      if (f == "continue_as_new_after_events") {
+        c->set_continue_as_new_after_events(random.chance(0.05) ? UINT64_MAX
+                                                                : 6 + random.uniform(30));
+      } else if (f == "continue_as_new_after_bytes") {
+        c->set_continue_as_new_after_bytes(random.chance(0.05) ? UINT64_MAX
+                                                               : 1'000 + random.uniform(6'000));
+      } else if (f == "default_durability") {
+        c->set_default_durability(random.chance(0.5) ? SYNC : ASYNC);
+      } else if (f == "attribute_store") {
+        c->set_attribute_store(!store.empty() && random.chance(0.6) ? store
+                               : random.chance(0.5)                 ? "s1"
+                                                                    : "s2");
+      } else {
+        c->set_index_active_step_types(random.chance(0.5));
+      }
+    }
+    if (c->ByteSizeLong() == 0 && u.clear_fields_size() == 0)
+      c->set_continue_as_new_after_events(6 + random.uniform(30));
+  }
+
+  // The verdict on an UpdateFlowConfig, from the models: checked whole, then
+  // the run, a remembered request ID, its status, the Attribute Store, no change.
+  struct ConfigVerdict {
+    ApplyKind kind = ApplyKind::kApplied;
+    RefusalCode code = RefusalCode::kNone;
+    FlowConfig before, after;
+    bool remembered = false;
+  };
+  ConfigVerdict expected_config(const UpdateFlowConfig& u, const std::optional<Run>& run) {
+    const FlowConfig& c = u.config();
+    bool bad = u.run_id().empty() ||
+               (c.default_durability() != DURABILITY_UNSPECIFIED &&
+                c.default_durability() != SYNC && c.default_durability() != ASYNC) ||
+               static_cast<size_t>(u.clear_fields_size()) > kConfigFields.size();
+    std::set<std::string> cleared;
+    for (const auto& f : u.clear_fields())
+      bad = bad ||
+            std::find(kConfigFields.begin(), kConfigFields.end(), f) == kConfigFields.end() ||
+            !cleared.insert(f).second || config_sets(c, f);
+    bool any = !cleared.empty();
+    for (const auto& f : kConfigFields) any = any || config_sets(c, f);
+    if (bad || !any) return {ApplyKind::kRejected, RefusalCode::kInvalidArgument, {}, {}, false};
+    if (!run) return {ApplyKind::kRejected, RefusalCode::kNotFound, {}, {}, false};
+    const ConfigModel& m = config_model(*run);
+    if (!u.request_id().empty() && m.requests.contains(u.request_id()))
+      return {ApplyKind::kUnchanged, RefusalCode::kNone, {}, {}, true};
+    if (run->status() != FLOW_RUNNING)
+      return {ApplyKind::kRejected, RefusalCode::kFailedPrecondition, {}, {}, false};
+    ConfigVerdict v;
+    v.before = m.now();
+    v.after = v.before;
+    KvFlowTxn txn(kv);
+    auto decl = txn.declaration(run->flow_type(), run->declaration_version());
+    const FlowConfig declared = decl ? declared_model(decl->declaration()) : FlowConfig();
+    for (const auto& f : cleared) config_copy(declared, f, v.after);
+    for (const auto& f : kConfigFields)
+      if (config_sets(c, f)) config_copy(c, f, v.after);
+    if (v.after.attribute_store() != v.before.attribute_store()) {
+      v.kind = ApplyKind::kRejected;
+      v.code = RefusalCode::kFailedPrecondition;
+    } else if (same_config(v.before, v.after)) {
+      v.kind = ApplyKind::kUnchanged;
+    }
+    return v;
+  }
+
+  // A client's UpdateFlowConfig: mostly of a running run, setting and
+  // clearing random fields; some repeat an applied one's request ID (to its
+  // run or the Flow ID's latest, with the same or other fields: nothing
+  // changes), some are invalid or name a closed or missing run. The verdict
+  // must be the model's; an applied one records one FLOW_CONFIG_UPDATED with
+  // both configs and asks for a continue-as-new exactly when the new config's
+  // threshold is reached, continuing at once when nothing of the run is in
+  // flight.
+  void update_config() {
+    auto all = runs();
+    if (all.empty()) return;
+    FlowRecord record;
+    UpdateFlowConfig* u = record.mutable_update_flow_config();
+    if (!config_requests.empty() && random.chance(0.15)) {
+      *u = pick(config_requests);
+      if (random.chance(0.3)) {  // the Flow ID's latest run: a continued one remembers it
+        KvFlowTxn txn(kv);
+        if (auto entry = txn.flow_id(u->flow_id())) u->set_run_id(entry->run_id());
+      }
+      if (random.chance(0.5)) {  // other fields, the same request ID
+        u->clear_config();
+        u->clear_clear_fields();
+        random_config_change(*u, "");
+      }
+    } else {
+      std::vector<const Run*> live;
+      for (const auto& r : all)
+        if (r.status() == FLOW_RUNNING) live.push_back(&r);
+      const Run& run = !live.empty() && random.chance(0.9) ? *pick(live) : pick(all);
+      u->set_flow_id(run.flow_id());
+      u->set_run_id(run.run_id());
+      if (random.chance(0.6)) u->set_request_id(fmt::format("cfg{}", ++config_n));
+      random_config_change(*u, run.attribute_store());
+      const auto bad = random.uniform(100);
+      const std::string& field = pick(kConfigFields);
+      if (bad < 3) {
+        u->add_clear_fields(random.chance(0.5) ? "continue_as_new_after_event" : "retention_ms");
+      } else if (bad < 5) {  // a field cleared twice
+        u->add_clear_fields(field);
+        u->add_clear_fields(field);
+      } else if (bad < 7) {  // set and cleared
+        random_config_change(*u, run.attribute_store());
+        for (const auto& f : kConfigFields)
+          if (config_sets(u->config(), f) &&
+              std::find(u->clear_fields().begin(), u->clear_fields().end(), f) ==
+                  u->clear_fields().end()) {
+            u->add_clear_fields(f);
+            break;
+          }
+      } else if (bad < 9) {
+        u->mutable_config()->set_default_durability(static_cast<Durability>(3 + random.uniform(5)));
+      } else if (bad < 10) {  // nothing to change
+        u->clear_config();
+        u->clear_clear_fields();
+      } else if (bad < 11) {
+        u->set_run_id("");
+      } else if (bad < 12) {
+        u->set_run_id("gone");
+      }
+    }
+    u->set_at_unix_ms(now);
+    const std::string key = u->flow_id() + "/" + u->run_id();
+    std::optional<Run> before;
+    {
+      KvFlowTxn txn(kv);
+      if (!u->run_id().empty()) before = txn.run(u->flow_id(), u->run_id());
+    }
+    const ConfigVerdict want = expected_config(*u, before);
+    bool quiet = before && before->rpcs_open_size() == 0 &&
+                 before->timeout_handler().state() == TASK_STATE_UNSPECIFIED;
+    if (before && quiet) {
+      KvFlowTxn txn(kv);
+      for (const auto& id : before->active())  // bounded by kActiveStepsMax
+        if (auto s = txn.step(u->flow_id(), u->run_id(), id);
+            s && s->method().state() == TASK_RUNNING)
+          quiet = false;
+    }
+    config_update.reset();
+    if (want.kind == ApplyKind::kApplied) {
+      config_update = ConfigUpdate{key, want.after, false};
+      config_update->threshold =
+          want.after.continue_as_new_after_events() != want.before.continue_as_new_after_events() ||
+          want.after.continue_as_new_after_bytes() != want.before.continue_as_new_after_bytes();
+    }
+    for (const auto& f :
+         {u->config().continue_as_new_after_events(), u->config().continue_as_new_after_bytes()})
+      if (f == UINT64_MAX) stats["config updates with a threshold of 2^64-1"]++;
+    const ApplyResult result = apply(record);
+    config_update.reset();
+    const std::string what =
+        fmt::format("an UpdateFlowConfig of {} ({})", key, u->ShortDebugString());
+    if (result.kind != want.kind || result.code != want.code)
+      return fail(fmt::format("{} was {} ({}), the model says {} {}", what,
+                              apply_kind_name(result.kind), result.message,
+                              apply_kind_name(want.kind), static_cast<int>(want.code)));
+    if (result.kind == ApplyKind::kRejected) stats["config updates refused"]++;
+    if (result.kind == ApplyKind::kUnchanged)
+      stats[want.remembered ? "config update repeats" : "config updates unchanged"]++;
+    if (result.kind != ApplyKind::kApplied) return;
+    stats["config updates applied"]++;
+    if (!u->request_id().empty()) config_requests.push_back(*u);
+    // Its events: one FLOW_CONFIG_UPDATED with both configs, then a
+    // continue-as-new asked for exactly when the new config's threshold is reached.
+    std::vector<HistoryEvent> added;
+    for (auto& [k, v] : kv.scan(keys::events_prefix(u->flow_id(), u->run_id()))) {
+      HistoryEvent e;
+      e.ParseFromString(v);
+      if (e.seq() >= before->next_event()) added.push_back(std::move(e));
+    }
+    int updated = 0;
+    for (const auto& e : added) updated += e.kind() == FLOW_CONFIG_UPDATED;
+    if (updated != 1 || added.front().kind() != FLOW_CONFIG_UPDATED)
+      return fail(
+          fmt::format("{} applied with {} FLOW_CONFIG_UPDATED events, first", what, updated));
+    const HistoryEvent& event = added.front();
+    if (!same_config(event.old_config(), want.before) ||
+        !same_config(event.new_config(), want.after))
+      fail(what + ": FLOW_CONFIG_UPDATED's configs are not the run's before and after: " +
+           differences(want.before, event.old_config()) +
+           differences(want.after, event.new_config()));
+    const bool asks = before->continue_as_new_pending().empty() && !before->graceful_complete() &&
+                      !threshold_reached(want.after, event.seq() + 1,
+                                         before->history_bytes() + event.ByteSizeLong())
+                           .empty();
+    const bool asked = added.size() > 1 && added[1].kind() == CONTINUE_AS_NEW_REQUESTED;
+    if (asks != asked)
+      fail(fmt::format("{} {} a continue-as-new", what, asked ? "asked for" : "did not ask for"));
+    if (!asked) return;
+    stats["config updates asking continue-as-new"]++;
+    const bool continued_now = result.run_id != u->run_id();
+    if (continued_now) stats["config updates continuing at once"]++;
+    if (continued_now != quiet)
+      fail(fmt::format("{} asked for a continue-as-new, and the run {} at once while {}", what,
+                       continued_now ? "continued" : "did not continue",
+                       quiet ? "nothing of it was in flight" : "an attempt ran"));
+  }
+
   void assign() {
     auto q = queued();
     if (q.empty()) return;
@@ -1494,6 +1927,10 @@ struct Sim {
       continue_as_new();
       return;
     }
+    if (random.chance(0.03)) {
+      update_config();
+      return;
+    }
     const auto action = random.uniform(100);
     if (action < 8)
       start();
@@ -1626,7 +2063,14 @@ TEST(FlowSim, RulesHoldUnderSeededSchedules) {
                              "time travel refused",
                              "time travel repeats",
                              "time travels while a SubFlow runs",
-                             "run timers skipped"})
+                             "run timers skipped",
+                             "config updates applied",
+                             "config updates refused",
+                             "config updates unchanged",
+                             "config update repeats",
+                             "config updates asking continue-as-new",
+                             "config updates continuing at once",
+                             "continued as new by an updated threshold"})
       EXPECT_GT(totals[kind], 0) << kind;
   }
 }

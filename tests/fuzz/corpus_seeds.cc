@@ -1,6 +1,7 @@
 #include "corpus_seeds.h"
 
 #include <cassert>
+#include <cstdint>
 
 #include "common/framing.h"
 #include "dex/flow_records.pb.h"
@@ -717,6 +718,58 @@ void flow_rules_seeds(std::vector<Seed>& out) {
       "A");
   loop.mutable_method_result()->mutable_decision()->set_continue_as_new(true);
   add("continue_as_new_by_decision", frame(loop));
+  // UpdateFlowConfig. While A-1 runs, a client lowers r's event threshold
+  // below its history (pending) and sets ASYNC; the repeat changes nothing;
+  // A-1 goes to B and r continues as r.c1 with that config, pending again at
+  // once (its threshold stays below its history); an update that clears the
+  // threshold back to the declaration's and turns ActiveStepTypes off
+  // applies, and r.c1 continues as r.c2 (a continue-as-new pending stays); one
+  // sets a byte threshold r.c2 passed already: it continues at once.
+  auto config = [](const std::string& run, const std::string& request, int64_t at) {
+    flow::FlowRecord r;
+    auto* u = r.mutable_update_flow_config();
+    u->set_flow_id("f");
+    u->set_run_id(run);
+    u->set_request_id(request);
+    u->set_at_unix_ms(at);
+    return r;
+  };
+  flow::FlowRecord lower = config("r", "u1", 1'500);
+  lower.mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_events(2);
+  lower.mutable_update_flow_config()->mutable_config()->set_default_durability(flow::ASYNC);
+  flow::FlowRecord clear = config("r.c1", "u2", 2'100);
+  clear.mutable_update_flow_config()->add_clear_fields("continue_as_new_after_events");
+  clear.mutable_update_flow_config()->mutable_config()->set_index_active_step_types(false);
+  flow::FlowRecord bytes = config("r.c2", "", 2'200);
+  bytes.mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_bytes(10);
+  add("flow_config_update_continues",
+      frame(lower) + frame(lower) + frame(go) + frame(clear) + frame(bytes) + frame(clear));
+  // Refused and unchanged updates: an unknown field name, a field set and
+  // cleared, one cleared twice, a durability that is neither SYNC nor ASYNC,
+  // nothing to change, no run ID, a missing run, another Attribute Store;
+  // the same store (set, or cleared back to the declaration's) is no change;
+  // a threshold of 2^64-1 (a client's -1) applies; a closed run's is refused.
+  std::vector<flow::FlowRecord> odd(12, config("r", "", 1'500));
+  odd[0].mutable_update_flow_config()->add_clear_fields("retention");
+  odd[1].mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_events(5);
+  odd[1].mutable_update_flow_config()->add_clear_fields("continue_as_new_after_events");
+  odd[2].mutable_update_flow_config()->add_clear_fields("default_durability");
+  odd[2].mutable_update_flow_config()->add_clear_fields("default_durability");
+  odd[3].mutable_update_flow_config()->mutable_config()->set_default_durability(
+      static_cast<flow::Durability>(9));
+  odd[5].mutable_update_flow_config()->set_run_id("");
+  odd[5].mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_events(5);
+  odd[6].mutable_update_flow_config()->set_run_id("gone");
+  odd[6].mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_events(5);
+  odd[7].mutable_update_flow_config()->mutable_config()->set_attribute_store("other");
+  odd[8].mutable_update_flow_config()->mutable_config()->set_attribute_store("st");
+  odd[9].mutable_update_flow_config()->add_clear_fields("attribute_store");
+  odd[10].mutable_update_flow_config()->mutable_config()->set_continue_as_new_after_events(
+      UINT64_MAX);
+  odd[11] = odd[10];
+  std::string refusals;
+  for (size_t n = 0; n + 1 < odd.size(); ++n) refusals += frame(odd[n]);
+  add("flow_config_update_refusals", refusals + frame(stop) + frame(odd[11]));
   add("edge_empty", "");
   add("edge_truncated_frame", std::string("\xff\x00\x01", 3));
 }

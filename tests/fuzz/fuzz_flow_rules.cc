@@ -12,17 +12,28 @@
 // reaches the handler's rules when its timeout fires. T syncs s to the
 // Attribute Store "st", so writes leave SyncEntries and AttributeStoreSynced
 // records trim them. TimeTravel records start new runs of f (or of a child)
-// from points of their latest run's journal.
+// from points of their latest run's journal. UpdateFlowConfig records (valid
+// or not: unknown, repeated or set-and-cleared field names, bad durabilities,
+// Attribute Store changes, closed and missing runs) change a run's config,
+// and a lowered history threshold continues it as new.
 // After every record:
 //  - the rules did not crash or trip an invariant (DEX_INVARIANT aborts);
 //  - check_state holds;
 //  - a refused record without assignments changed nothing;
 //  - an applied TimeTravel linked both runs, the Flow ID names the new run,
 //    and the new run holds the point's Attributes and Step executions (the
-//    old run's journal folded to the point) and no more queued messages.
+//    old run's journal folded to the point) and no more queued messages;
+//  - an applied UpdateFlowConfig wrote one FLOW_CONFIG_UPDATED, first, whose
+//    old config was the run's and whose new config is the run's now: each
+//    field the update set as it set it, each it cleared as the declaration
+//    has it, the others as they were; its repeat (same request ID) is
+//    unchanged and changes nothing;
+//  - no running run's history reached its config's threshold without a
+//    continue-as-new pending (unless it completes gracefully).
 // At the end, replaying the same records into an empty state gives the same
 // state, and recovery leaves no running attempt, no open RPC and a
 // consistent state.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -167,6 +178,90 @@ void check_continued(KvStore& kv, const std::string& flow_id, const std::string&
   }
 }
 
+// The FlowConfig field names clear_fields takes (docs/flow-rules.md, "FlowConfig").
+constexpr const char* kConfigFields[] = {"continue_as_new_after_events",
+                                         "continue_as_new_after_bytes", "default_durability",
+                                         "attribute_store", "index_active_step_types"};
+
+// Field `f` of a config as bytes (unset and zero alike), and whether `c` sets it.
+std::string config_field(const FlowConfig& c, std::string_view f) {
+  if (f == "continue_as_new_after_events") return std::to_string(c.continue_as_new_after_events());
+  if (f == "continue_as_new_after_bytes") return std::to_string(c.continue_as_new_after_bytes());
+  if (f == "default_durability") return std::to_string(c.default_durability());
+  if (f == "attribute_store") return c.attribute_store();
+  return c.has_index_active_step_types() ? std::to_string(c.index_active_step_types()) : "unset";
+}
+bool config_sets(const FlowConfig& c, std::string_view f) {
+  if (f == "index_active_step_types") return c.has_index_active_step_types();
+  if (f == "attribute_store") return !c.attribute_store().empty();
+  return config_field(c, f) != "0";
+}
+
+// An applied UpdateFlowConfig `u` of the run `before` was.
+void check_config_update(KvStore& kv, const UpdateFlowConfig& u, const std::optional<Run>& before,
+                         size_t i) {
+  FUZZ_CHECK(before.has_value() && before->status() == FLOW_RUNNING,
+             "record {}: a FlowConfig update of a run that was not running applied", i);
+  KvFlowTxn txn(kv);
+  auto run = txn.run(u.flow_id(), u.run_id());
+  FUZZ_CHECK(run.has_value(), "record {}: the updated run is gone", i);
+  std::vector<HistoryEvent> added;
+  for (auto& [k, v] : kv.scan(keys::events_prefix(u.flow_id(), u.run_id()))) {
+    HistoryEvent e;
+    e.ParseFromString(v);
+    if (e.seq() >= before->next_event()) added.push_back(std::move(e));
+  }
+  const auto updated = std::count_if(added.begin(), added.end(), [](const HistoryEvent& e) {
+    return e.kind() == FLOW_CONFIG_UPDATED;
+  });
+  FUZZ_CHECK(updated == 1 && added.front().kind() == FLOW_CONFIG_UPDATED,
+             "record {}: an applied FlowConfig update wrote {} FLOW_CONFIG_UPDATED events", i,
+             updated);
+  const HistoryEvent& e = added.front();
+  FlowConfig was = before->config();
+  was.set_attribute_store(before->attribute_store());
+  FUZZ_CHECK(e.old_config().SerializeAsString() == was.SerializeAsString(),
+             "record {}: FLOW_CONFIG_UPDATED's old config is not the run's", i);
+  FUZZ_CHECK(e.new_config().SerializeAsString() == run->config().SerializeAsString() &&
+                 run->attribute_store() == run->config().attribute_store(),
+             "record {}: FLOW_CONFIG_UPDATED's new config is not the run's", i);
+  auto decl = txn.declaration(run->flow_type(), run->declaration_version());
+  FUZZ_CHECK(decl.has_value(), "record {}: the run's declaration is not stored", i);
+  FlowConfig declared = decl->declaration().config();
+  if (declared.attribute_store().empty())
+    declared.set_attribute_store(decl->declaration().attribute_store());
+  for (const char* f : kConfigFields) {
+    const bool cleared =
+        std::find(u.clear_fields().begin(), u.clear_fields().end(), f) != u.clear_fields().end();
+    const FlowConfig& from = config_sets(u.config(), f) ? u.config() : cleared ? declared : was;
+    FUZZ_CHECK(config_field(run->config(), f) == config_field(from, f),
+               "record {}: the run's {} is {}, not {}", i, f, config_field(run->config(), f),
+               config_field(from, f));
+  }
+}
+
+// Every running run whose history reached a threshold of its config has a
+// continue-as-new pending (a run completing gracefully does not continue).
+void check_thresholds(KvStore& kv, size_t i) {
+  for (auto& [k, v] : kv.scan(keys::kRunPrefix)) {  // bounded by the runs of the input
+    Run run;
+    run.ParseFromString(v);
+    if (run.status() != FLOW_RUNNING || !run.continue_as_new_pending().empty() ||
+        run.graceful_complete())
+      continue;
+    const FlowConfig& c = run.config();
+    FUZZ_CHECK(c.continue_as_new_after_events() == 0 ||
+                   run.next_event() < c.continue_as_new_after_events(),
+               "record {}: run {} has {} events, its threshold is {}, and nothing is pending", i,
+               run.run_id(), run.next_event(), c.continue_as_new_after_events());
+    FUZZ_CHECK(
+        c.continue_as_new_after_bytes() == 0 ||
+            run.history_bytes() < c.continue_as_new_after_bytes(),
+        "record {}: run {} has {} history bytes, its threshold is {}, and nothing is pending", i,
+        run.run_id(), run.history_bytes(), c.continue_as_new_after_bytes());
+  }
+}
+
 }  // namespace
 
 int flow_rules(const uint8_t* data, size_t size) {
@@ -186,6 +281,11 @@ int flow_rules(const uint8_t* data, size_t size) {
     // A TimeTravel appends to the old run's journal: read it before.
     std::optional<Run> old;
     std::vector<RunDelta> journal;
+    if (records[i].has_update_flow_config()) {
+      const UpdateFlowConfig& u = records[i].update_flow_config();
+      KvFlowTxn read(kv);
+      old = read.run(u.flow_id(), u.run_id());
+    }
     if (records[i].has_time_travel()) {
       const TimeTravel& t = records[i].time_travel();
       KvFlowTxn read(kv);
@@ -197,10 +297,25 @@ int flow_rules(const uint8_t* data, size_t size) {
     ApplyResult result = apply_record(txn, records[i], fx);
     if (records[i].has_time_travel() && result.kind == ApplyKind::kApplied)
       check_travel(kv, records[i].time_travel(), old, journal, i);
+    if (records[i].has_update_flow_config() && result.kind == ApplyKind::kApplied) {
+      check_config_update(kv, records[i].update_flow_config(), old, i);
+      if (!records[i].update_flow_config().request_id().empty()) {  // a client's retry
+        FlowRecord again = records[i];
+        again.clear_assignments();
+        const auto applied = kv.data();
+        Effects fx_again;
+        KvFlowTxn retry(kv);
+        const ApplyResult repeat = apply_record(retry, again, fx_again);
+        FUZZ_CHECK(repeat.kind == ApplyKind::kUnchanged && kv.data() == applied,
+                   "record {}: a repeated FlowConfig update was {} or changed the state", i,
+                   apply_kind_name(repeat.kind));
+      }
+    }
     for (const auto& c : fx.closed)  // bounded by the runs the record closed
       if (c.status == FLOW_CONTINUED_AS_NEW) check_continued(kv, c.flow_id, c.run_id, i);
     auto s = check_state(kv);
     FUZZ_CHECK(s.is_ok(), "record {}: {}", i, s.message());
+    check_thresholds(kv, i);
     if (result.kind != ApplyKind::kApplied && records[i].assignments_size() == 0)
       FUZZ_CHECK(kv.data() == before, "record {} was {} ({}) but changed the state", i,
                  apply_kind_name(result.kind), result.message);
