@@ -33,12 +33,13 @@ export function CredentialBox() {
       <Group gap="xs" wrap="nowrap">
         <PasswordInput
           size="xs"
+          w={260}
           label="Admin token"
           placeholder="Bearer token (optional)"
           aria-describedby="credential-help"
           value={draft}
           onChange={(e) => setDraft(e.currentTarget.value)}
-          styles={{ root: { display: "flex", alignItems: "center", gap: 6 }, label: { whiteSpace: "nowrap" } }}
+          styles={{ root: { display: "flex", alignItems: "center", gap: 6 }, label: { whiteSpace: "nowrap" }, wrapper: { flex: 1 } }}
         />
         <span id="credential-help" hidden>
           Kept in this tab only and sent as the Authorization header of every call.

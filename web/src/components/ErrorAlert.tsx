@@ -11,7 +11,7 @@ export function ErrorAlert({ error, title, onRetry }: { error: unknown; title?: 
   return (
     <Alert color="red" title={title ?? "The call failed"} role="alert" data-testid="error-alert">
       <Group gap="xs" align="flex-start" wrap="nowrap">
-        <Code>{code}</Code>
+        <Code style={{ flexShrink: 0 }}>{code}</Code>
         <Text size="sm" style={{ whiteSpace: "pre-wrap" }} data-testid="error-message">
           {message}
         </Text>

@@ -16,6 +16,11 @@ export function RunPage() {
   const params = useParams();
   const flowId = params.flowId ?? "";
   const runId = params.runId ?? "";
+  // A new run (a link to a related run) starts from nothing: no state of the last run carries over.
+  return <RunView key={`${flowId}\u0000${runId}`} flowId={flowId} runId={runId} />;
+}
+
+function RunView({ flowId, runId }: { flowId: string; runId: string }) {
   const describe = useApi((signal) => describeFlow({ flowId, runId }, signal), [flowId, runId]);
   const state = useApi((signal) => getFlowState({ flowId, runId }, signal), [flowId, runId]);
   const running = describe.data?.status === "FLOW_RUNNING";

@@ -26,6 +26,8 @@ function append(events: HistoryEvent[], add: HistoryEvent[]): HistoryEvent[] {
   return fresh.length ? [...events, ...fresh] : events;
 }
 
+const hasClose = (events: HistoryEvent[]) => events.some((e) => e.kind === "FLOW_CLOSED");
+
 /** Where the next read starts: after the last event held, or (none yet) from the first, seq 0. */
 function after(events: HistoryEvent[]): { afterSeq: string; fromStart: boolean } {
   return events.length
@@ -47,7 +49,13 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
   eventsRef.current = events;
   const onNewRef = useRef(onNew);
   onNewRef.current = onNew;
+  // Once the run was seen RUNNING, follow it until its FLOW_CLOSED event is read: a summary that
+  // already says the run closed must not stop the poll before the last events arrive.
+  const [following, setFollowing] = useState(false);
   const [closedSeen, setClosedSeen] = useState(false);
+  useEffect(() => {
+    if (follow) setFollowing(true);
+  }, [follow]);
 
   useEffect(() => {
     const ctl = new AbortController();
@@ -59,6 +67,7 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
     getHistoryEvents({ flow: { flowId, runId }, afterSeq: "0", fromStart: true, pageSize }, ctl.signal)
       .then((r) => {
         setEvents(r.events);
+        if (hasClose(r.events)) setClosedSeen(true);
         setMore(r.more);
         setLoading(false);
       })
@@ -76,6 +85,7 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
     getHistoryEvents({ flow: { flowId, runId }, ...after(cur), pageSize })
       .then((r) => {
         setEvents((es) => append(es, r.events));
+        if (hasClose(r.events)) setClosedSeen(true);
         setMore(r.more);
         setError(undefined);
       })
@@ -83,7 +93,7 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
       .finally(() => setLoading(false));
   }, [flowId, runId]);
 
-  const canFollow = follow && !loading && !more && error === undefined && !closedSeen;
+  const canFollow = following && !loading && !more && error === undefined && !closedSeen;
   useEffect(() => {
     if (!canFollow) {
       setLive("off");
@@ -105,7 +115,7 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
             eventsRef.current = next;
             setEvents(next);
             onNewRef.current();
-            if (r.events.some((e) => e.kind === "FLOW_CLOSED")) {
+            if (hasClose(r.events)) {
               setClosedSeen(true);
               return;
             }

@@ -6,10 +6,16 @@ import type { FlowSearchRow } from "../../api/types";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatTime, runDuration, runPath, searchFieldText } from "../../format";
 
-export function ResultsTable({ rows, loading }: { rows: FlowSearchRow[]; loading: boolean }) {
+interface Props {
+  rows: FlowSearchRow[];
+  query?: string; // the query these rows answer (data-query: what a test waits for)
+  loading: boolean;
+}
+
+export function ResultsTable({ rows, query, loading }: Props) {
   return (
     <Table.ScrollContainer minWidth={900}>
-      <Table striped highlightOnHover aria-busy={loading} data-testid="results">
+      <Table striped highlightOnHover aria-busy={loading} data-testid="results" data-query={query}>
         <Table.Caption>{loading ? "Searching..." : `${rows.length} run(s) on this page`}</Table.Caption>
         <Table.Thead>
           <Table.Tr>

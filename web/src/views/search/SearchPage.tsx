@@ -22,7 +22,7 @@ export function SearchPage() {
   const pageToken = tokens[tokens.length - 1];
 
   const result = useApi(
-    (signal) => searchFlows({ query, pageSize, pageToken }, signal),
+    (signal) => searchFlows({ query, pageSize, pageToken }, signal).then((r) => ({ ...r, query })),
     [query, pageToken],
   );
   const runSearch = (q: string) => setParams(q === "" ? {} : { q });
@@ -37,7 +37,7 @@ export function SearchPage() {
       {result.error !== undefined && <ErrorAlert error={result.error} title="The search failed" />}
       {result.error === undefined && (
         <>
-          <ResultsTable rows={result.data?.rows ?? []} loading={result.loading} />
+          <ResultsTable rows={result.data?.rows ?? []} query={result.data?.query} loading={result.loading} />
           <Pager
             page={tokens.length}
             hasNext={(result.data?.nextPageToken ?? "") !== ""}
