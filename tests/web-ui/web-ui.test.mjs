@@ -179,3 +179,22 @@ test("the node page shows AdminService.Describe and that this process serves", a
   await screenshot(page, "node");
   await page.close();
 });
+
+test("the credential box keeps a token for the tab and sends it as a Bearer credential", async () => {
+  const page = await context.newPage();
+  await load(page, "/node", page.getByTestId("node-id"));
+  await page.getByLabel("Admin token").fill("s3cret-token");
+  await page.getByLabel("Admin token").press("Enter");
+  await page.getByText("admin token set (this tab)").waitFor();
+  const sent = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/api/v1/dex.")) sent.push(r.headers()["authorization"]);
+  });
+  await page.reload(); // sessionStorage outlives a reload of the tab
+  await page.getByTestId("node-id").waitFor();
+  assert.ok(sent.length >= 2, `calls seen: ${sent.length}`);
+  assert.ok(sent.every((h) => h === "Bearer s3cret-token"), JSON.stringify(sent));
+  await page.getByRole("button", { name: "Forget token" }).click();
+  await page.getByLabel("Admin token").waitFor();
+  await page.close();
+});

@@ -7,8 +7,10 @@ import { JsonBlock } from "../../components/JsonBlock";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatTime, payloadText, runDuration } from "../../format";
 import { RelatedRuns } from "./RelatedRuns";
+import { useNow } from "../../useNow";
 
 export function RunSummary({ flow }: { flow: FlowDescription }) {
+  const now = useNow(1000, !Number(flow.closeUnixMs));
   return (
     <Card withBorder component="section" aria-labelledby="summary-title" data-testid="run-summary">
       <Stack gap="sm">
@@ -25,7 +27,7 @@ export function RunSummary({ flow }: { flow: FlowDescription }) {
           <Field label="Start (UTC)">{formatTime(flow.startUnixMs)}</Field>
           <Field label="Close (UTC)">{formatTime(flow.closeUnixMs)}</Field>
           <Field label={Number(flow.closeUnixMs) ? "Duration" : "Running for"}>
-            {runDuration(flow.startUnixMs, flow.closeUnixMs)}
+            {runDuration(flow.startUnixMs, flow.closeUnixMs, now)}
           </Field>
           <Field label="Close reason">{flow.closeReason}</Field>
           <Field label="Flow attempt">{String(flow.flowAttempt)}</Field>

@@ -1,6 +1,7 @@
 // A run's history for the Run view: the first page at once, later pages on request, and while the
 // run runs a WaitForHistoryEvent long poll that appends each new event as it is written.
 import { useCallback, useEffect, useRef, useState } from "react";
+import { useDocumentVisibility } from "@mantine/hooks";
 import { getHistoryEvents, waitForHistoryEvent } from "../../api/calls";
 import { isAbort } from "../../api/client";
 import type { HistoryEvent } from "../../api/types";
@@ -93,7 +94,10 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
       .finally(() => setLoading(false));
   }, [flowId, runId]);
 
-  const canFollow = following && !loading && !more && error === undefined && !closedSeen;
+  // A hidden tab stops polling and catches up when shown again: a browser opens at most 6
+  // connections to one host, and every open live page would otherwise hold one.
+  const visible = useDocumentVisibility() === "visible";
+  const canFollow = following && visible && !loading && !more && error === undefined && !closedSeen;
   useEffect(() => {
     if (!canFollow) {
       setLive("off");
