@@ -7,7 +7,7 @@
 // DEX_WEB_UI_ATTACH=<web URL>,<API address>: use a server (and Worker) you run yourself instead,
 // while iterating on the app; scripts/test-web never sets it.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -139,6 +139,49 @@ export async function startDex() {
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Two `dex-server-zd serve` processes of one node on a shared filesystem object store, each with
+ * its own web listener: the first holds the lease (active), the second waits (a cold standby).
+ */
+export async function startServeNode() {
+  const dir = mkdtempSync(path.join(tmpdir(), "dex-web-ui-serve-"));
+  const procs = [];
+  const start = async (name) => {
+    const apiAddress = `127.0.0.1:${await freePort()}`;
+    const webPort = await freePort();
+    const config = path.join(dir, `${name}.yaml`);
+    writeFileSync(
+      config,
+      `nodeId: node-web\napi:\n  listen: ${apiAddress}\n` +
+        `objectStore:\n  type: filesystem\n  path: ${path.join(dir, "objects")}\n  durability: processCrashSafe\n` +
+        `localStore:\n  path: ${path.join(dir, `${name}-local`)}\nlease:\n  duration: 3s\n` +
+        `web:\n  listen: 127.0.0.1:${webPort}\n`,
+    );
+    const p = startProcess(`serve ${name}`, path.join(binDir, "dex-server-zd"), ["serve", "--config", config]);
+    procs.push(p);
+    return { ...p, apiAddress, webUrl: `http://127.0.0.1:${webPort}`, call: gateway(`http://127.0.0.1:${webPort}`) };
+  };
+  const stop = async () => {
+    for (const p of procs.reverse()) await stopProcess(p);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const active = await start("a");
+    await eventually(() => active.call("SearchFlows", { pageSize: 1 }).then(() => true), 60_000, "the active process to serve");
+    const standby = await start("b");
+    // The standby's web listener answers, and its FlowService says UNAVAILABLE.
+    await eventually(
+      () => standby.call("SearchFlows", { pageSize: 1 }).then(() => false, (e) => e.status === 503),
+      60_000,
+      "the standby's gateway to answer 503",
+    );
+    return { active, standby, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
 }
 
 /** Headless Chromium at a laptop's size. A missing browser fails: it is never skipped. */

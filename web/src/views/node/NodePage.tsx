@@ -39,7 +39,15 @@ export function NodePage() {
         <Title order={2} size="h3" id="describe-title" mb="sm">
           AdminService.Describe
         </Title>
-        {describe.error !== undefined && <ErrorAlert error={describe.error} title="Describe failed" onRetry={describe.reload} />}
+        {/* On a standby the banner above already says so: Describe's own answer is plain text here. */}
+        {isUnavailable(describe.error) && (
+          <Text size="sm" data-testid="describe-unavailable">
+            UNAVAILABLE: {describe.error.message}
+          </Text>
+        )}
+        {describe.error !== undefined && !isUnavailable(describe.error) && (
+          <ErrorAlert error={describe.error} title="Describe failed" onRetry={describe.reload} />
+        )}
         {describe.data && (
           <Stack gap="sm">
             <SimpleGrid cols={{ base: 1, sm: 3 }} component="dl" m={0}>
