@@ -122,6 +122,11 @@ class WebServer::Impl {
                                           : std::string("the address cannot be bound")));
     }
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // The library's stop() does nothing until the listener runs: wait for it,
+    // so that a stop() right after start() is not lost (bounded: 10 s).
+    for (int i = 0; i < 10'000 && !server_.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     return Status::ok();
   }
 
