@@ -59,7 +59,10 @@ NodeSettings NodeSettings::defaults(Subcommand command) {
     s.lease_duration = seconds(30);
   }
   // dev serves dex-web beside its API; local and serve only when web.listen says so.
-  if (command == Subcommand::kDev) s.web_listen = "127.0.0.1:8802";
+  if (command == Subcommand::kDev) {
+    s.web_listen = "127.0.0.1:8802";
+    s.web_listen_is_default = true;
+  }
   return s;
 }
 
@@ -495,6 +498,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   DEX_READ(in.duration("lifecycle.attemptDrainTimeout", kPositive, next.attempt_drain_timeout));
   // web.*: dex-web (docs/dex-web.md); an empty web.listen turns it off.
   DEX_READ(in.string("web.listen", next.web_listen));
+  if (in.node("web.listen")) next.web_listen_is_default = false;
   if (!next.web_listen.empty()) {
     if (auto s = validate_listen_address(next.web_listen); !s.is_ok()) {
       return in.bad("web.listen: " + s.message());

@@ -132,6 +132,10 @@ struct NodeSettings {
   // files; empty: <directory of the binary>/../share/dex-web (--web-assets).
   std::string web_listen;
   std::filesystem::path web_assets;
+  // True while web_listen is dev's default, not asked for by a flag or a
+  // file: if that port is in use (another dev process), dev runs without
+  // dex-web and warns instead of refusing to start (docs/dex-web.md).
+  bool web_listen_is_default = false;
   uint64_t metrics_type_labels_max = kMetricsTypeLabelsMaxDefault;  // metrics.typeLabelsMax
   // lifecycle.attemptDrainTimeout: how long a step down or SIGTERM/SIGINT let
   // running attempts finish.

@@ -89,6 +89,14 @@ StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings
                         : fmt::format("{} (git {})", project_version(), git_revision());
   options.admin_auth = settings.admin_enabled && !settings.admin_token_sha256.empty();
   auto server = web::WebServer::start(options);
+  if (!server.is_ok() && settings.web_listen_is_default) {
+    // dev's default address, not asked for: another dev process may have it.
+    spdlog::warn(
+        "dex-web is not served: {} (--web-listen HOST:PORT serves it elsewhere; --no-web turns "
+        "it off)",
+        server.status().message());
+    return std::unique_ptr<web::WebServer>();
+  }
   if (!server.is_ok()) {
     return Status::invalid_argument(fmt::format(
         "{} (web.listen, --web-listen; --no-web turns dex-web off)", server.status().message()));

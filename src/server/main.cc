@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       dev.web_listen = web_listen;
+      dev.web_listen_is_default = false;
     }
     if (no_web) dev.web_listen.clear();
     if (!web_assets.empty()) dev.web_assets = web_assets;

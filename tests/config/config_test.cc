@@ -869,3 +869,67 @@ TEST(NodeSettings, AModeGivenAsAnUnknownWordIsRefusedNamingTheKey) {
 
 }  // namespace
 }  // namespace dex
+
+// web.* (docs/dex-web.md, docs/configuration.md): dev serves dex-web on
+// 127.0.0.1:8802 by default; local and serve only when web.listen is set.
+namespace dex {
+namespace {
+
+TEST(WebSettings, DevServesByDefaultLocalAndServeOnlyWhenAsked) {
+  const NodeSettings dev = NodeSettings::defaults(Subcommand::kDev);
+  EXPECT_EQ(dev.web_listen, "127.0.0.1:8802");
+  EXPECT_TRUE(dev.web_listen_is_default);
+  EXPECT_TRUE(NodeSettings::defaults(Subcommand::kLocal).web_listen.empty());
+  auto serve = load_serve_config_yaml(kServeS3, "serve.yaml");
+  ASSERT_TRUE(serve.is_ok()) << serve.status().to_string();
+  EXPECT_TRUE(serve->web_listen.empty());
+  EXPECT_TRUE(serve->web_assets.empty());
+
+  auto on = load_serve_config_yaml(
+      std::string(kServeS3) + "web:\n  listen: 0.0.0.0:8802\n  assets: /opt/dex/web\n",
+      "serve.yaml");
+  ASSERT_TRUE(on.is_ok()) << on.status().to_string();
+  EXPECT_EQ(on->web_listen, "0.0.0.0:8802");
+  EXPECT_EQ(on->web_assets, "/opt/dex/web");
+  EXPECT_FALSE(on->web_listen_is_default);
+  // serve --check prints them, and they read back the same.
+  auto again = load_serve_config_yaml(describe_serve_config(*on), "described.yaml");
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->web_listen, "0.0.0.0:8802");
+  EXPECT_EQ(again->web_assets, "/opt/dex/web");
+
+  auto local = load_local_config_yaml(
+      "nodeId: n1\nlocal:\n  dataDir: /tmp/d\nweb:\n  listen: 127.0.0.1:9802\n", "local.yaml");
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  EXPECT_EQ(local->web_listen, "127.0.0.1:9802");
+
+  // A dev override file may move it (no longer the default) or turn it off.
+  NodeSettings moved = NodeSettings::defaults(Subcommand::kDev);
+  ASSERT_TRUE(apply_dev_override_yaml("web:\n  listen: 127.0.0.1:9902\n", "d", moved).is_ok());
+  EXPECT_EQ(moved.web_listen, "127.0.0.1:9902");
+  EXPECT_FALSE(moved.web_listen_is_default);
+  NodeSettings off = NodeSettings::defaults(Subcommand::kDev);
+  ASSERT_TRUE(apply_dev_override_yaml("web:\n  listen: \"\"\n", "d", off).is_ok());
+  EXPECT_TRUE(off.web_listen.empty());
+}
+
+TEST(WebSettings, ABadOrCollidingAddressIsRefusedNamingTheKey) {
+  auto bad =
+      load_serve_config_yaml(std::string(kServeS3) + "web:\n  listen: nowhere\n", "serve.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("web.listen"), std::string::npos) << bad.status().message();
+  auto same = load_serve_config_yaml(
+      std::string(kServeS3) + "api:\n  listen: 0.0.0.0:8801\nweb:\n  listen: 0.0.0.0:8801\n",
+      "serve.yaml");
+  ASSERT_FALSE(same.is_ok());
+  EXPECT_NE(same.status().message().find("web.listen must differ from api.listen"),
+            std::string::npos)
+      << same.status().message();
+  auto unknown =
+      load_serve_config_yaml(std::string(kServeS3) + "web:\n  port: 8802\n", "serve.yaml");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("web.port"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dex
