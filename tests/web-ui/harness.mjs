@@ -44,12 +44,23 @@ function startProcess(name, bin, args) {
   };
   child.stdout.on("data", keep);
   child.stderr.on("data", keep);
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise((resolve) => {
+    child.on("exit", (code, signal) => resolve({ code, signal }));
+    // Not started at all (e.g. the binary is being relinked): say so in its output.
+    child.on("error", (e) => {
+      output.push(`${name} did not start: ${e.message}\n`);
+      resolve({ code: null, signal: null, error: e });
+    });
+  });
   return { name, child, output, exited };
 }
 
+function hasExited(p) {
+  return p.child.exitCode !== null || p.child.signalCode !== null || p.child.pid === undefined;
+}
+
 async function stopProcess(p) {
-  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  if (hasExited(p)) return;
   p.child.kill("SIGTERM");
   // dex-server-zd drains on the first signal; a second one skips the drain.
   const first = await Promise.race([p.exited, sleep(3000).then(() => null)]);
@@ -107,7 +118,7 @@ export async function startDex() {
   const call = gateway(webUrl);
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (server.child.exitCode !== null)
+    if (hasExited(server))
       throw new Error(`dex-server-zd exited (${server.child.exitCode}):\n${server.output.join("")}`);
     try {
       await call("SearchFlows", { pageSize: 1 });
@@ -169,11 +180,19 @@ export async function startServeNode() {
   };
   try {
     const active = await start("a");
-    await eventually(() => active.call("SearchFlows", { pageSize: 1 }).then(() => true), 60_000, "the active process to serve");
+    const alive = (p) => {
+      if (hasExited(p))
+        throw Object.assign(new Error(`${p.name} exited (${p.child.exitCode}):\n${p.output.join("")}`), { fatal: true });
+    };
+    await eventually(
+      () => (alive(active), active.call("SearchFlows", { pageSize: 1 }).then(() => true)),
+      60_000,
+      "the active process to serve",
+    );
     const standby = await start("b");
     // The standby's web listener answers, and its FlowService says UNAVAILABLE.
     await eventually(
-      () => standby.call("SearchFlows", { pageSize: 1 }).then(() => false, (e) => e.status === 503),
+      () => (alive(standby), standby.call("SearchFlows", { pageSize: 1 }).then(() => false, (e) => e.status === 503)),
       60_000,
       "the standby's gateway to answer 503",
     );
@@ -208,6 +227,7 @@ export async function eventually(fn, timeoutMs = 20_000, what = "the condition")
       const v = await fn();
       if (v) return v;
     } catch (e) {
+      if (e.fatal) throw e; // no use waiting
       last = e;
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);

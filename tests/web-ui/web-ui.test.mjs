@@ -148,6 +148,31 @@ test("a running run's page shows a new event within 1 s, without a reload", asyn
   await page.close();
 });
 
+test("paging follows the page tokens forward and back", async (t) => {
+  // 60 runs whose Flow IDs sort in a known order: 50 on the first page (the app's page size), 10 on the second.
+  const ids = Array.from({ length: 60 }, (_, i) => `page-${suffix}-${String(i).padStart(3, "0")}`);
+  for (const flowId of ids)
+    await dex.call("StartFlow", { flowId, flowType: "SignUp", input: payload({ email: "p@example.com", code: "x" }) });
+  const text = `FlowId STARTS_WITH 'page-${suffix}-' ORDER BY FlowId ASC`;
+  const page = await context.newPage();
+  const rows = page.getByTestId("result-row");
+  const ms = await load(page, `/search?q=${encodeURIComponent(text)}`, page.locator(`[data-query="${text}"]`));
+  t.diagnostic(`paging: ${ms} ms to the first page of 50`);
+  const firstCells = () => rows.evaluateAll((rs) => rs.map((r) => r.querySelector("td").innerText));
+  assert.deepEqual(await firstCells(), ids.slice(0, 50));
+  assert.ok(await page.getByRole("button", { name: "Previous page" }).isDisabled());
+  await page.getByRole("button", { name: "Next page" }).click();
+  await page.getByText("Page 2").waitFor();
+  await eventually(async () => (await rows.count()) === 10, 10_000, "the second page's 10 rows");
+  assert.deepEqual(await firstCells(), ids.slice(50));
+  assert.ok(await page.getByRole("button", { name: "Next page" }).isDisabled());
+  await page.getByRole("button", { name: "Previous page" }).click();
+  await page.getByText("Page 1").waitFor();
+  await eventually(async () => (await rows.count()) === 50, 10_000, "the first page again");
+  assert.deepEqual(await firstCells(), ids.slice(0, 50));
+  await page.close();
+});
+
 test("a bad query shows the server's own message", async (t) => {
   const bad = "Nope = 1";
   let expected;

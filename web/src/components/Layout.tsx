@@ -38,9 +38,8 @@ export function Layout() {
         </Group>
       </AppShell.Header>
       <AppShell.Main>
-        <main>
-          <Outlet />
-        </main>
+        {/* AppShell.Main is the page's one <main> landmark. */}
+        <Outlet />
       </AppShell.Main>
     </AppShell>
   );
