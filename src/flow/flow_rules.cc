@@ -1125,7 +1125,6 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
   txn.take_touched_runs();  // only this record's runs are indexed below
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
-  const size_t history_before = effects.history.size();
   ApplyResult result;
   switch (record.kind_case()) {
     case FlowRecord::kDeclareFlows:
@@ -1176,9 +1175,11 @@ ApplyResult apply_record(FlowTxn& txn, const FlowRecord& record, Effects& effect
   }
   apply.notify_parents(closed_before);
   // Before the assignments: an attempt they hand out would keep the run busy.
-  const std::vector<RunKey> written(effects.history.begin() + history_before,
-                                    effects.history.end());
-  for (const auto& [from, to] : continue_pending(txn, effects, written, record_time(record))) {
+  // Every run the record wrote, not only those it wrote events to: an attempt
+  // that fails into a retry (or a retry timer firing) writes no event, yet may
+  // leave a pending continue-as-new's run quiet.
+  for (const auto& [from, to] :
+       continue_pending(txn, effects, txn.touched_runs(), record_time(record))) {
     if (record.has_continue_as_new() && result.kind == ApplyKind::kApplied &&
         from.run_id == record.continue_as_new().run_id())
       result.run_id = to;  // the client learns the new run
@@ -1196,12 +1197,10 @@ void recover_attempts(FlowTxn& txn, int64_t at_ms, Effects& effects) {
   txn.take_touched_runs();
   RecordApplier apply(txn, effects);
   const size_t closed_before = effects.closed.size();
-  const size_t history_before = effects.history.size();
   apply.recover(at_ms);
   apply.notify_parents(closed_before);
-  const std::vector<RunKey> written(effects.history.begin() + history_before,
-                                    effects.history.end());
-  continue_pending(txn, effects, written, at_ms);
+  // Recovery ends attempts into retries without an event: every run it wrote.
+  continue_pending(txn, effects, txn.touched_runs(), at_ms);
   txn.journal(at_ms);
   update_search_index(txn);
 }

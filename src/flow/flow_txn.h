@@ -147,6 +147,8 @@ class FlowTxn {
   // The runs whose record or Attributes were written or deleted since the
   // last call, each once, in the order first touched; forgets them.
   virtual std::vector<TouchedRun> take_touched_runs() = 0;
+  // The same runs, without forgetting them.
+  virtual std::vector<RunKey> touched_runs() const = 0;
 };
 
 }  // namespace dex::flow

@@ -413,6 +413,13 @@ std::vector<RunDelta> KvFlowTxn::run_journal(std::string_view flow_id, std::stri
     out.push_back(*parse<RunDelta>(value));
   return out;
 }
+std::vector<RunKey> KvFlowTxn::touched_runs() const {
+  std::vector<RunKey> out;
+  out.reserve(touched_.size());
+  for (const auto& t : touched_) out.push_back(t.key);  // bounded by the runs one record touched
+  return out;
+}
+
 std::vector<TouchedRun> KvFlowTxn::take_touched_runs() {
   touched_at_.clear();
   return std::exchange(touched_, {});

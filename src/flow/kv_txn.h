@@ -116,6 +116,7 @@ class KvFlowTxn final : public FlowTxn {
   void journal(int64_t at_ms) override;
   std::vector<RunDelta> run_journal(std::string_view flow_id, std::string_view run_id) override;
   std::vector<TouchedRun> take_touched_runs() override;
+  std::vector<RunKey> touched_runs() const override;
 
  private:
   void touch(std::string_view flow_id, std::string_view run_id, bool attributes = false);

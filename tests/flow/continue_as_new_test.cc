@@ -174,6 +174,38 @@ TEST_F(ContinueAsNew, AClientTriggerWaitsForTheRunningAttemptAndARepeatChangesNo
   EXPECT_EQ(again.run_id, "r1.c1");
 }
 
+TEST_F(ContinueAsNew, ARunWaitingForAnAttemptContinuesWhenTheAttemptFailsIntoARetry) {
+  // A failure that is retried writes no history event, yet leaves nothing of
+  // the run running: the pending continue-as-new happens in that record (the
+  // simulation found the run left pending until some later event).
+  start_loop();
+  const std::string task = h.assign("f", "Loop-1");
+  ASSERT_EQ(trigger("r1", "req-1").kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.run("f", "r1")->status(), FLOW_RUNNING);
+  FlowRecord r = h.result_record("f", "Loop-1", task);
+  r.mutable_method_result()->set_outcome(ATTEMPT_FAILED);
+  r.mutable_method_result()->set_error("flaky");
+  ASSERT_EQ(h.apply(r).kind, ApplyKind::kApplied);
+  EXPECT_EQ(h.run("f", "r1")->status(), FLOW_CONTINUED_AS_NEW);
+  const MethodState carried = h.step("f", "Loop-1", "r1.c1").method();
+  EXPECT_EQ(carried.state(), TASK_BACKOFF);
+  EXPECT_EQ(carried.attempt(), 2u);
+  EXPECT_EQ(carried.last_failure().error(), "flaky");
+}
+
+TEST_F(ContinueAsNew, ARunWaitingForAnAttemptContinuesWhenRecoveryEndsTheAttempt) {
+  start_loop();
+  h.assign("f", "Loop-1");
+  ASSERT_EQ(trigger("r1", "req-1").kind, ApplyKind::kApplied);
+  {
+    KvFlowTxn txn(h.kv);
+    Effects fx;
+    recover_attempts(txn, h.now, fx);
+  }
+  EXPECT_EQ(h.run("f", "r1")->status(), FLOW_CONTINUED_AS_NEW);
+  EXPECT_EQ(h.step("f", "Loop-1", "r1.c1").method().state(), TASK_BACKOFF);
+}
+
 TEST_F(ContinueAsNew, AnAttemptInBackoffKeepsItsNumberAndRetryTime) {
   start_loop();
   ASSERT_EQ(h.fail("f", "Loop-1", "flaky").kind, ApplyKind::kApplied);

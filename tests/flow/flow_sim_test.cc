@@ -545,8 +545,6 @@ struct Sim {
     }
   };
   std::map<std::string, ConfigModel> configs;
-  std::map<std::string, uint64_t> next_events;  // each run's next_event at the last check
-  std::set<std::string> quiet_pending;          // runs counted in the known gap (check_config)
   // The update applying, as the model has it (taken in apply(), before a
   // continue-as-new in the same record copies the run's config).
   struct ConfigUpdate {
@@ -807,8 +805,6 @@ struct Sim {
     }
     attributes.erase(id);
     configs.erase(id);
-    next_events.erase(id);
-    quiet_pending.erase(id);
     revived_handlers.erase(run_name(flow_id, run_id));
     closed_runs.erase(keys::run(flow_id, run_id));
     lock_history.erase(keys::events_prefix(flow_id, run_id));
@@ -902,7 +898,7 @@ struct Sim {
   // The run's effective config is the model's, with one FLOW_CONFIG_UPDATED
   // per accepted update; a running run whose history reached a threshold has
   // a continue-as-new pending, and one pending has something in flight.
-  void check_config(const Run& run, int updated_events, bool attempt_running, bool events_added) {
+  void check_config(const Run& run, int updated_events, bool attempt_running) {
     const std::string key = run.flow_id() + "/" + run.run_id();
     const ConfigModel& m = config_model(run);
     if (!same_config(m.now(), run.config()))
@@ -933,18 +929,9 @@ struct Sim {
         fail(key + ": " + reached + ", but no continue-as-new is pending");
     } else if (!attempt_running && run.rpcs_open_size() == 0 &&
                run.timeout_handler().state() == TASK_STATE_UNSPECIFIED) {
-      // KNOWN GAP (docs/flow-rules.md, "Continue-as-new", says a busy run
-      // continues once its attempts' results or recovery end them):
-      // continue_pending takes only the runs the record added history events
-      // to, and an attempt that fails into a retry (a FAILED or TIMED_OUT
-      // result, recovery's NOT_COMPLETED) adds none, so the run stays pending
-      // while quiet until its next event. Counted, and a failure only after
-      // a record that added events to the run.
-      if (!events_added) {
-        if (quiet_pending.insert(key).second)
-          stats["runs left pending while quiet by an eventless record"]++;
-        return;
-      }
+      // docs/flow-rules.md, "Continue-as-new": a busy run continues once its
+      // attempts end, even into a retry that writes no event (a FAILED or
+      // TIMED_OUT result, recovery's NOT_COMPLETED).
       fail(key + ": nothing of it is in flight, yet its pending continue-as-new (" +
            run.continue_as_new_pending() + ") did not happen");
     }
@@ -1028,10 +1015,7 @@ struct Sim {
         fail(key + ": the stored Attributes are not what the applied writes left");
       if (run.lock_waiters_size() > 0) stats["lock waits"]++;
       check_locks(keys::events_prefix(run.flow_id(), run.run_id()));
-      const auto [last, first_seen] = next_events.try_emplace(key, run.next_event());
-      check_config(run, config_events[run_name(run.flow_id(), run.run_id())], busy.contains(key),
-                   first_seen || last->second != run.next_event());
-      last->second = run.next_event();
+      check_config(run, config_events[run_name(run.flow_id(), run.run_id())], busy.contains(key));
       if (run.status() == FLOW_RUNNING) continue;
       // An abandoned Flow retry starts the closed run's retention later: that
       // is the one change a closed run takes.
