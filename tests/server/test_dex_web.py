@@ -1,6 +1,7 @@
 """dex-web served by the real `dex-server-zd dev` (docs/dex-web.md, "How it is served"): the app
 and the JSON gateway on --web-listen, --no-web leaves the port closed, and an address in use
-fails startup naming it."""
+fails startup naming it; two `serve` processes with web.listen: the hot standby's gateway answers
+503, the active one's 200."""
 import json
 import signal
 import socket
@@ -104,3 +105,34 @@ def test_a_web_address_in_use_fails_startup_naming_it(procs, tmp_path):
     assert f"cannot listen on 127.0.0.1:{port} for dex-web" in out, out
     assert "in use" in out and "--no-web" in out, out
     assert READY not in out
+
+
+def test_a_hot_standbys_gateway_answers_503_and_the_active_ones_200(procs, tmp_path):
+    from test_graceful_shutdown import Serve
+
+    servers = []
+    for name in ("a", "b"):
+        s = Serve(procs, tmp_path, name, "5s")
+        s.web_port = free_port()
+        s.config.write_text(s.config.read_text() + f"web:\n  listen: 127.0.0.1:{s.web_port}\n")
+        servers.append(s)
+    a, b = servers
+    a.start()
+    a.proc.wait_for_line(f"dex-web on http://127.0.0.1:{a.web_port}", 10)
+    assert a.wait_ready(60) == 1
+    b.start()
+    b.proc.wait_for_line(f"dex-web on http://127.0.0.1:{b.web_port}", 10)
+    b.proc.wait_for_line("acquiring the lease", 30)
+
+    search = "/api/v1/dex.FlowService/SearchFlows"
+    status, _, body = http("POST", f"http://127.0.0.1:{a.web_port}{search}", "{}")
+    assert status == 200, body
+    status, _, body = http("POST", f"http://127.0.0.1:{b.web_port}{search}", "{}")
+    assert status == 503, body
+    refusal = json.loads(body)
+    assert refusal["code"] == "UNAVAILABLE" and "standby" in refusal["message"], refusal
+    status, _, body = http("POST", f"http://127.0.0.1:{a.web_port}/api/v1/dex.AdminService/Describe",
+                           "{}")
+    assert status == 200 and json.loads(body)["nodeId"] == "node-m", body
+    status, _, body = http("GET", f"http://127.0.0.1:{b.web_port}/api/v1/web")
+    assert status == 200 and json.loads(body)["apiAddress"] == b.address, body
