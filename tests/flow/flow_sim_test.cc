@@ -1786,6 +1786,14 @@ struct Sim {
     i->set_timeout_ms(random.chance(0.02) ? 0 : 1 + static_cast<int64_t>(random.uniform(3'000)));
     i->mutable_input()->set_data("rpc-in");
     i->set_at_unix_ms(now);
+    // The call's own lock keys, some shared with Steps ("k1", "k2"), now
+    // and then one the rules refuse (empty).
+    const bool bad_key = random.chance(0.02);
+    if (random.chance(0.4)) {
+      for (uint64_t n = 1 + random.uniform(2); n > 0; --n)  // bounded by 2
+        i->add_lock_keys(fmt::format("k{}", 1 + random.uniform(3)));
+    }
+    if (bad_key) i->add_lock_keys("");
     if (random.chance(0.5)) {  // a Worker is polling: the attempt rides along
       r.set_at_unix_ms(now);
       TaskRef ref;
@@ -1796,7 +1804,11 @@ struct Sim {
       ref.set_attempt(1);
       *r.add_assignments() = assignment(ref);
     }
-    apply(r);
+    const ApplyResult result = apply(r);
+    if (bad_key && result.kind == ApplyKind::kApplied)
+      fail("an InvokeRpc with an empty call lock key was applied");
+    if (i->lock_keys_size() > 0 && result.kind == ApplyKind::kApplied)
+      stats["rpcs with call lock keys"]++;
   }
 
   void stop() {
