@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { createRequire } from "node:module";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repoRoot = path.resolve(here, "../..");
@@ -233,4 +234,21 @@ export async function eventually(fn, timeoutMs = 20_000, what = "the condition")
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
     await sleep(100);
   }
+}
+
+const axePath = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+/**
+ * axe-core's WCAG 2 A and AA checks on the page as it is: the violations of impact serious or
+ * critical, as "rule: target" lines (empty: none).
+ */
+export async function accessibilityViolations(page) {
+  await page.addScriptTag({ path: axePath });
+  const result = await page.evaluate(async () =>
+    // eslint-disable-next-line no-undef
+    axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa"] } }),
+  );
+  return result.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}): ${n.target.join(" ")}: ${v.help}`));
 }

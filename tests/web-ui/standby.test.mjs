@@ -3,7 +3,7 @@
 // what AdminService.Describe answers, on the Search and the Node views.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { launchBrowser, screenshot, startServeNode } from "./harness.mjs";
+import { accessibilityViolations, launchBrowser, screenshot, startServeNode } from "./harness.mjs";
 
 let node;
 let browser;
@@ -48,6 +48,7 @@ test("a standby's Node view says it does not serve; the active one's says it doe
   assert.equal(await page.getByTestId("standby-banner").count(), 1);
   assert.match(await page.getByTestId("describe-unavailable").innerText(), /cold standby of node node-web/);
   await screenshot(page, "node-standby");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of node-standby");
   await page.goto(`${node.active.webUrl}/node`);
   await page.getByTestId("role-badge").filter({ hasText: "active: serving" }).waitFor({ timeout: 15_000 });
   const described = await node.active.call("Describe", {}, "dex.AdminService");

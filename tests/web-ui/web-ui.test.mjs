@@ -5,7 +5,7 @@
 // Each view is saved to screenshots/ (laptop size, 1366x900); load times are printed.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { eventually, launchBrowser, payload, screenshot, startDex } from "./harness.mjs";
+import { accessibilityViolations, eventually, launchBrowser, payload, screenshot, startDex } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -77,6 +77,7 @@ test("search finds the run by an indexed Attribute typed into the query box", as
   assert.match(await row.innerText(), new RegExp(`customer=${customer}`));
   assert.match(decodeURIComponent(page.url()).replace(/\+/g, " "), new RegExp(`q=customer = '${customer}'`));
   await screenshot(page, "search");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of search");
   await page.close();
 });
 
@@ -112,6 +113,7 @@ test("the run page shows the summary, the state and the history", async (t) => {
   assert.match(await page.getByLabel("Event 0 as JSON").innerText(), /"kind": "FLOW_STARTED"/);
   await page.getByTestId("live-badge").waitFor();
   await screenshot(page, "run");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of run");
   await page.close();
 });
 
@@ -145,6 +147,7 @@ test("a running run's page shows a new event within 1 s, without a reload", asyn
   await page.locator('[data-kind="FLOW_CLOSED"]').waitFor({ timeout: 15_000 });
   await eventually(async () => (await page.getByTestId("summary-status").innerText()) === "COMPLETED", 10_000, "COMPLETED in the summary");
   await screenshot(page, "run-live-completed");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of run-live-completed");
   await page.close();
 });
 
@@ -190,6 +193,7 @@ test("a bad query shows the server's own message", async (t) => {
   assert.match(expected, /unknown field 'Nope'/);
   assert.equal(await page.getByTestId("error-alert").getAttribute("role"), "alert");
   await screenshot(page, "search-error");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of search-error");
   await page.close();
 });
 
@@ -202,6 +206,7 @@ test("the node page shows AdminService.Describe and that this process serves", a
   assert.equal(await page.getByTestId("node-epoch").innerText(), described.nodeEpoch);
   await page.getByTestId("role-badge").filter({ hasText: "active: serving" }).waitFor({ timeout: 10_000 });
   await screenshot(page, "node");
+  assert.deepEqual(await accessibilityViolations(page), [], "accessibility of node");
   await page.close();
 });
 

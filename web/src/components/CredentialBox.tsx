@@ -35,7 +35,7 @@ export function CredentialBox() {
           size="xs"
           w={260}
           label="Admin token"
-          placeholder="Bearer token (optional)"
+          placeholder="optional"
           aria-describedby="credential-help"
           value={draft}
           onChange={(e) => setDraft(e.currentTarget.value)}

@@ -4,7 +4,8 @@ import { Code } from "@mantine/core";
 export function JsonBlock({ value, label }: { value: unknown; label?: string }) {
   const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
   return (
-    <Code block aria-label={label} style={{ maxHeight: 320, overflow: "auto", whiteSpace: "pre-wrap" }}>
+    // tabIndex: a block that scrolls can be scrolled from the keyboard.
+    <Code block tabIndex={0} aria-label={label} style={{ maxHeight: 320, overflow: "auto", whiteSpace: "pre-wrap" }}>
       {text}
     </Code>
   );

@@ -8,7 +8,13 @@ import { useApi } from "../useApi";
 export function StandbyBanner({ error }: { error: ApiError }) {
   const describe = useApi((signal) => adminDescribe(signal), []);
   return (
-    <Alert color="yellow" title="This process is not serving (standby)" role="alert" data-testid="standby-banner">
+    <Alert
+      color="yellow"
+      title="This process is not serving (standby)"
+      role="alert"
+      data-testid="standby-banner"
+      styles={{ title: { color: "var(--mantine-color-text)" } }}
+    >
       <Text size="sm">
         The FlowService answered <Code>UNAVAILABLE</Code>: {error.message}
       </Text>

@@ -4,7 +4,7 @@ import { statusColor, statusName } from "../format";
 
 export function StatusBadge({ status }: { status: FlowStatus | string }) {
   return (
-    <Badge color={statusColor(status)} variant="light" data-testid="status-badge">
+    <Badge color={statusColor(status)} variant="dot" data-testid="status-badge" style={{ overflow: "visible" }} styles={{ label: { overflow: "visible" } }}>
       {statusName(status)}
     </Badge>
   );

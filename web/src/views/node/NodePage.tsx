@@ -24,12 +24,12 @@ export function NodePage() {
           Node
         </Title>
         {serving && (
-          <Badge color="green" data-testid="role-badge">
+          <Badge color="green" variant="dot" size="lg" data-testid="role-badge">
             active: serving
           </Badge>
         )}
         {standby && (
-          <Badge color="yellow" data-testid="role-badge">
+          <Badge color="yellow" variant="dot" size="lg" data-testid="role-badge">
             not serving (standby)
           </Badge>
         )}

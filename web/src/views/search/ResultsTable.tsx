@@ -6,6 +6,8 @@ import type { FlowSearchRow } from "../../api/types";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatTime, runDuration, runPath, searchFieldText } from "../../format";
 
+const nowrap = { whiteSpace: "nowrap" } as const;
+
 interface Props {
   rows: FlowSearchRow[];
   query?: string; // the query these rows answer (data-query: what a test waits for)
@@ -23,8 +25,8 @@ export function ResultsTable({ rows, query, loading }: Props) {
             <Table.Th scope="col">Run ID</Table.Th>
             <Table.Th scope="col">Type</Table.Th>
             <Table.Th scope="col">Status</Table.Th>
-            <Table.Th scope="col">Start (UTC)</Table.Th>
-            <Table.Th scope="col">Close (UTC)</Table.Th>
+            <Table.Th scope="col" style={nowrap}>Start (UTC)</Table.Th>
+            <Table.Th scope="col" style={nowrap}>Close (UTC)</Table.Th>
             <Table.Th scope="col">Duration</Table.Th>
             <Table.Th scope="col">Fields</Table.Th>
           </Table.Tr>
@@ -43,12 +45,12 @@ export function ResultsTable({ rows, query, loading }: Props) {
                 </Text>
               </Table.Td>
               <Table.Td>{r.flowType}</Table.Td>
-              <Table.Td>
+              <Table.Td style={nowrap}>
                 <StatusBadge status={r.status} />
               </Table.Td>
-              <Table.Td>{formatTime(r.startUnixMs)}</Table.Td>
-              <Table.Td>{formatTime(r.closeUnixMs)}</Table.Td>
-              <Table.Td>{runDuration(r.startUnixMs, r.closeUnixMs)}</Table.Td>
+              <Table.Td style={nowrap}>{formatTime(r.startUnixMs)}</Table.Td>
+              <Table.Td style={nowrap}>{formatTime(r.closeUnixMs)}</Table.Td>
+              <Table.Td style={nowrap}>{runDuration(r.startUnixMs, r.closeUnixMs)}</Table.Td>
               <Table.Td>
                 <Text size="xs">
                   {r.fields.map((f) => `${f.key}=${searchFieldText(f)}`).join("; ")}
