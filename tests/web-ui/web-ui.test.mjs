@@ -197,6 +197,16 @@ test("a bad query shows the server's own message", async (t) => {
   await page.close();
 });
 
+test("an unknown run's page says NOT_FOUND in the server's words, once", async () => {
+  const page = await context.newPage();
+  await load(page, "/flows/no-such-flow/runs/no-such-run", page.getByTestId("error-message"));
+  assert.equal(await page.getByTestId("error-alert").count(), 1);
+  assert.match(await page.getByTestId("error-alert").innerText(), /NOT_FOUND/);
+  assert.match(await page.getByTestId("error-message").innerText(), /no-such-flow/);
+  assert.equal(await page.getByTestId("history").count(), 0);
+  await page.close();
+});
+
 test("the node page shows AdminService.Describe and that this process serves", async (t) => {
   const described = await dex.call("Describe", {}, "dex.AdminService");
   const page = await context.newPage();

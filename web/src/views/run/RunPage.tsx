@@ -54,7 +54,8 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
         <ErrorAlert error={state.error} title="GetFlowState failed" onRetry={reloadAll} />
       )}
       {state.data && <FlowStateView state={state.data} running={running} />}
-      <HistoryList history={history} />
+      {/* A run DescribeFlow cannot find has no history either: its error above says why. */}
+      {describe.error === undefined && <HistoryList history={history} />}
     </Stack>
   );
 }
