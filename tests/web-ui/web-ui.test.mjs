@@ -176,6 +176,45 @@ test("paging follows the page tokens forward and back", async (t) => {
   await page.close();
 });
 
+test("a long history loads 100 events a page, then follows the run live until it stops", async (t) => {
+  // An order whose reminder Timer fires every 100 ms: Ship waits again and again, 3 events a round.
+  const flowId = `web-loop-${suffix}`;
+  const started = await dex.call("StartFlow", {
+    flowId,
+    flowType: "OrderProcessing",
+    input: payload({ order: flowId, amount: 1, reminder_ms: 100 }),
+  });
+  const flow = { flowId, runId: started.runId };
+  await eventually(
+    async () => (await dex.call("GetHistoryEvents", { flow, afterSeq: "150", pageSize: 1 })).events.length > 0,
+    60_000,
+    "more than 150 events",
+  );
+  const page = await context.newPage();
+  const events = page.getByTestId("history-event");
+  const ms = await load(page, `/flows/${flowId}/runs/${started.runId}`, events);
+  t.diagnostic(`long history: ${ms} ms to the first page of events`);
+  assert.equal(await events.count(), 100);
+  const more = page.getByRole("button", { name: "Load more events" });
+  for (let pages = 1; await more.isVisible(); pages++) {
+    assert.ok(pages < 30, "the pages never caught up with the run");
+    const before = await events.count();
+    await more.click();
+    await eventually(async () => (await events.count()) > before || !(await more.isVisible()), 10_000, "the next page");
+  }
+  // Every page read: the page follows the run, and its events keep coming without a reload.
+  await page.getByTestId("live-badge").filter({ hasText: "live" }).waitFor({ timeout: 10_000 });
+  const read = await events.count();
+  await eventually(async () => (await events.count()) > read + 3, 10_000, "new events while following");
+  await dex.call("StopFlow", { flowId, mode: "STOP_TERMINATE", reason: "the browser test is done" });
+  await page.locator('[data-kind="FLOW_CLOSED"]').waitFor({ timeout: 10_000 });
+  await eventually(async () => (await page.getByTestId("summary-status").innerText()) === "TERMINATED", 10_000, "TERMINATED");
+  // The events are in order, each once.
+  const seqs = await events.evaluateAll((rows) => rows.map((r) => Number(r.querySelector("td").innerText)));
+  assert.deepEqual(seqs, seqs.map((_, i) => i));
+  await page.close();
+});
+
 test("a bad query shows the server's own message", async (t) => {
   const bad = "Nope = 1";
   let expected;

@@ -24,6 +24,7 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
   const describe = useApi((signal) => describeFlow({ flowId, runId }, signal), [flowId, runId]);
   const state = useApi((signal) => getFlowState({ flowId, runId }, signal), [flowId, runId]);
   const running = describe.data?.status === "FLOW_RUNNING";
+  const found = describe.data !== undefined; // once found, a later failed re-read keeps what was shown
   const { reload: reloadDescribe } = describe;
   const { reload: reloadState } = state;
   const reloadAll = useCallback(() => {
@@ -50,12 +51,13 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
       {describe.error !== undefined && <ErrorAlert error={describe.error} title="DescribeFlow failed" onRetry={reloadAll} />}
       {describe.data === undefined && describe.error === undefined && <Loader aria-label="Loading the run" />}
       {describe.data && <RunSummary flow={describe.data} />}
-      {state.error !== undefined && describe.error === undefined && (
+      {/* State and history show once DescribeFlow found the run (all three are read at once): a
+          run it cannot find has neither, and its one error above says why. */}
+      {found && state.error !== undefined && (
         <ErrorAlert error={state.error} title="GetFlowState failed" onRetry={reloadAll} />
       )}
-      {state.data && <FlowStateView state={state.data} running={running} />}
-      {/* A run DescribeFlow cannot find has no history either: its error above says why. */}
-      {describe.error === undefined && <HistoryList history={history} />}
+      {found && state.data && <FlowStateView state={state.data} running={running} />}
+      {found && <HistoryList history={history} />}
     </Stack>
   );
 }
