@@ -6,9 +6,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Channel, ChannelMap, Client, Flow, Wait, Worker, gracefulComplete, runFlowTask, type Step } from "../src/index";
+import { Channel, ChannelMap, Client, Flow, Wait, gracefulComplete, runFlowTask, type Step } from "../src/index";
 import type { TaskContext } from "../src/flow/context";
-import { DevServer, MemoryLogger } from "./helpers";
+import { startLiveStack, type LiveStack } from "./live-stack";
 import { text, wireTask } from "./task-fixture";
 
 const inbox = new Channel<number | string>("inbox");
@@ -74,22 +74,16 @@ describe("Channel sizes in a task", () => {
 });
 
 describe("Channel sizes on a dex server", () => {
-  let server: DevServer;
-  let worker: Worker;
+  let stack: LiveStack;
   let client: Client;
 
   before(async () => {
-    server = await DevServer.start();
-    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(SIZES);
-    void worker.run();
-    await worker.ready();
-    client = new Client({ addresses: [server.address], timeoutMs: 10_000 });
+    stack = await startLiveStack(SIZES);
+    client = stack.client;
   });
 
   after(async () => {
-    client.close();
-    await worker.shutdown();
-    await server.stop();
+    await stack?.stop();
   });
 
   test("an RPC and a Step read the sizes of what a client published, and count their own publishes", async () => {

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Attribute, Channel, Client, DexError, Flow, Wait, Worker, deadEnd, forceFail, goTo, gracefulComplete, type Step } from "../src/index";
-import { DevServer, MemoryLogger } from "./helpers";
+import { Attribute, Channel, Client, DexError, Flow, Wait, deadEnd, forceFail, goTo, gracefulComplete, type Step } from "../src/index";
+import { startLiveStack, type LiveStack } from "./live-stack";
 
 const loops = Attribute.int64("loops");
 
@@ -42,22 +42,16 @@ const hold: Step = {
 const HOLD = new Flow({ type: "ts-can-hold", startStep: hold, steps: [hold], channels: [go] });
 
 describe("continue-as-new on a dex server", () => {
-  let server: DevServer;
-  let worker: Worker;
+  let stack: LiveStack;
   let client: Client;
 
   before(async () => {
-    server = await DevServer.start();
-    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(LOOPER).host(HOLD);
-    void worker.run();
-    await worker.ready();
-    client = new Client({ addresses: [server.address], timeoutMs: 10_000 });
+    stack = await startLiveStack(LOOPER, HOLD);
+    client = stack.client;
   });
 
   after(async () => {
-    client.close();
-    await worker.shutdown();
-    await server.stop();
+    await stack?.stop();
   });
 
   test("a loop continuing every 3 loops ends in its fourth run, and the first run's wait answers it", async () => {

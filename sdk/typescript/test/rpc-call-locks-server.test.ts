@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Client, DexError, Flow, Rpc, Timer, Wait, Worker, deadEnd, type Step } from "../src/index";
-import { DevServer, MemoryLogger } from "./helpers";
+import { Client, DexError, Flow, Rpc, Timer, Wait, deadEnd, type Step } from "../src/index";
+import { startLiveStack, type LiveStack } from "./live-stack";
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -53,23 +53,17 @@ const audit = new Rpc<{ holdMs?: number; meet?: number }, null>({
 const ACCOUNTS = new Flow({ type: "ts-call-locks", startStep: idle, steps: [idle], rpcs: [touch, audit] });
 
 describe("an RPC call's own lock keys on a dex server", () => {
-  let server: DevServer;
+  let stack: LiveStack;
   let client: Client;
-  let worker: Worker;
 
   before(async () => {
-    server = await DevServer.start();
-    client = new Client({ addresses: [server.address], timeoutMs: 10_000 });
-    worker = new Worker({ addresses: [server.address], logger: new MemoryLogger() }).host(ACCOUNTS);
-    void worker.run();
-    await worker.ready();
+    stack = await startLiveStack(ACCOUNTS);
+    client = stack.client;
     await client.startFlow(ACCOUNTS, "calls-1", null);
   });
 
   after(async () => {
-    client?.close();
-    await worker?.shutdown();
-    await server?.stop();
+    await stack?.stop();
   });
 
   test("two calls with the same key do not overlap", async () => {
