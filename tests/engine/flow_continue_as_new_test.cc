@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <future>
+#include <optional>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
@@ -30,6 +31,22 @@ class FlowContinueAsNewTest : public OneWorkerTest {
     while (f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
       clock_.advance(milliseconds(2));
     return f.get();
+  }
+  // Starts `flow_id` and decides its start Step GoTo "Next", continuing as
+  // new: Next-1 is queued, no attempt runs, so the run continues at once and
+  // carries Next-1. Answers the first run; `next` gets Next-1's task.
+  std::string start_and_continue(Engine& e, const std::string& flow_id,
+                                 std::optional<flow::FlowTask>& next) {
+    const std::string first_run = start(e, flow_id);
+    auto first = worker_->next();
+    EXPECT_TRUE(first);
+    if (!first) return first_run;
+    flow::StepDecision d = go_to("Next");
+    d.set_continue_as_new(true);
+    EXPECT_TRUE(decide(e, handle_, *first, d).accepted());
+    next = worker_->next();
+    EXPECT_TRUE(next);
+    return first_run;
   }
   // One bounded WaitForFlow on `run_id` (1 ms).
   flow::WaitForFlowResponse wait_run(Engine& e, const std::string& flow_id,
@@ -58,15 +75,8 @@ class FlowContinueAsNewTest : public OneWorkerTest {
 
 TEST_F(FlowContinueAsNewTest, WaitsOnTheFirstRunFollowTheChainToItsEnd) {
   Engine& e = open_with_worker();
-  const std::string first_run = start(e, "c1");
-  auto first = worker_->next();
-  ASSERT_TRUE(first);
-  // Start -> Next, continuing as new: Next-1 is queued, no attempt runs, so
-  // the run continues at once and carries Next-1.
-  flow::StepDecision d = go_to("Next");
-  d.set_continue_as_new(true);
-  ASSERT_TRUE(decide(e, handle_, *first, d).accepted());
-  auto next = worker_->next();
+  std::optional<flow::FlowTask> next;
+  const std::string first_run = start_and_continue(e, "c1", next);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->step_execution_id(), "Next-1");
   const std::string second_run = next->run_id();
@@ -141,13 +151,8 @@ TEST_F(FlowContinueAsNewTest, AnAttributeWaitOnTheFirstRunIsMetInTheRunItWentOnA
   status->set_key("status");
   status->set_type(flow::ATTRIBUTE_STRING);
   Engine& e = open_with_worker(decl);
-  const std::string first_run = start(e, "c2");
-  auto first = worker_->next();
-  ASSERT_TRUE(first);
-  flow::StepDecision d = go_to("Next");
-  d.set_continue_as_new(true);
-  ASSERT_TRUE(decide(e, handle_, *first, d).accepted());
-  auto next = worker_->next();
+  std::optional<flow::FlowTask> next;
+  const std::string first_run = start_and_continue(e, "c2", next);
   ASSERT_TRUE(next);
   ASSERT_EQ(next->run_id(), first_run + ".c1");
 
