@@ -78,7 +78,7 @@ struct InvokeRpcOptions {
   // This call's own lock keys, held besides the RPC declaration's (at most 16
   // in all) from queueing until the RPC ends: e.g. the account it touches, so
   // calls on one account run one at a time while calls on others do not wait.
-  std::vector<std::string> lock_keys;
+  std::vector<std::string> lock_keys = {};
 };
 
 // Options that are not valid (a bad or repeated address, see addresses.h)
