@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/message.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
