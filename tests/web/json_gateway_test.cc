@@ -185,6 +185,32 @@ TEST_F(WebGatewayTest, AFlowStartsIsFoundDescribedAndCompletesInJson) {
   EXPECT_EQ(waited["closed"], true) << waited.dump();
 }
 
+TEST_F(WebGatewayTest, ALongPollWaitsForItsOwnTimeoutAndStopDoesNotWaitForIt) {
+  auto [code, started] =
+      post("dex.FlowService/StartFlow", R"({"flowId":"g-2","flowType":"Greeter"})");
+  ASSERT_EQ(code, 200) << started.dump();
+  // Its own timeout (1 s) answers, well inside the gateway's deadline (1 s + 10 s).
+  auto t0 = std::chrono::steady_clock::now();
+  auto [wcode, waited] =
+      post("dex.FlowService/WaitForFlow", R"({"flow":{"flowId":"g-2"},"timeoutMs":"1000"})");
+  ASSERT_EQ(wcode, 200) << waited.dump();
+  EXPECT_EQ(waited["closed"], false);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(8));
+
+  // A 60 s poll in flight: stop() cancels it (503) instead of waiting it out.
+  auto poll = std::async(std::launch::async, [this] {
+    return post("dex.FlowService/WaitForFlow", R"({"flow":{"flowId":"g-2"},"timeoutMs":"60000"})");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  t0 = std::chrono::steady_clock::now();
+  web_->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(10));
+  ASSERT_EQ(poll.wait_for(seconds(10)), std::future_status::ready);
+  auto [pcode, body] = poll.get();
+  EXPECT_EQ(pcode, 503) << body.dump();
+  EXPECT_EQ(body["code"], "UNAVAILABLE");
+}
+
 TEST_F(WebGatewayTest, AnEmptyBodyIsTheEmptyRequest) {
   auto [code, page] = post("dex.FlowService/SearchFlows", "");
   ASSERT_EQ(code, 200) << page.dump();
