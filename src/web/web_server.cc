@@ -15,6 +15,7 @@
 
 #include "web/http_status.h"
 #include "web/json_gateway.h"
+#include "web/request_guard.h"
 #include "web/static_files.h"
 
 namespace dex::web {
@@ -147,8 +148,21 @@ class WebServer::Impl {
   const StaticFiles& files() const { return files_; }
 
  private:
+  // Refuses (and answers) an API request another origin's page could have
+  // sent through the browser (web/request_guard.h).
+  bool refused(const httplib::Request& req, httplib::Response& res, bool post) const {
+    auto r =
+        refuse_api_request(loopback_host(host_), post, req.get_header_value("Host"),
+                           req.get_header_value("Origin"), req.get_header_value("Content-Type"));
+    if (!r) return false;
+    set_json_error(res, r->http_status, r->code, r->message);
+    res.set_header("Cache-Control", "no-store");
+    return true;
+  }
+
   void routes() {
-    server_.Get("/api/v1/web", [this](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/api/v1/web", [this](const httplib::Request& req, httplib::Response& res) {
+      if (refused(req, res, /*post=*/false)) return;
       nlohmann::json info = {{"version", options_.version},
                              {"apiAddress", options_.api_address},
                              {"adminAuth", options_.admin_auth}};
@@ -157,6 +171,7 @@ class WebServer::Impl {
     });
     server_.Post(
         R"(/api/v1/([^/]+)/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+          if (refused(req, res, /*post=*/true)) return;
           GatewayReply reply = gateway_.call(req.matches[1].str(), req.matches[2].str(), req.body,
                                              req.get_header_value("Authorization"));
           res.status = reply.http_status;

@@ -14,6 +14,7 @@
 
 #include "live_stack.h"
 #include "web/http_status.h"
+#include "web/request_guard.h"
 #include "web/static_files.h"
 #include "web/web_server.h"
 
@@ -422,6 +423,68 @@ TEST_F(WebGatewayTest, APortInUseFailsStartNamingTheAddress) {
       << second.status().message();
   EXPECT_NE(second.status().message().find("in use"), std::string::npos)
       << second.status().message();
+}
+
+TEST_F(WebGatewayTest, WhatAnotherSitesPageCouldSendIsRefusedAndStartsNothing) {
+  const std::string start = R"({"flowId":"csrf-1","flowType":"Greeter"})";
+  // A "simple" cross-origin POST (text/plain: no preflight asked).
+  auto plain = http_->Post("/api/v1/dex.FlowService/StartFlow", start, "text/plain");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 415) << plain->body;
+  EXPECT_NE(plain->body.find("application/json"), std::string::npos) << plain->body;
+  // JSON from another origin's page.
+  auto cross = http_->Post("/api/v1/dex.FlowService/StartFlow", {{"Origin", "http://evil.example"}},
+                           start, "application/json");
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 403) << cross->body;
+  // A DNS-rebinding page: its own name resolving to this loopback listener.
+  auto rebound = http_->Post("/api/v1/dex.FlowService/StartFlow", {{"Host", "evil.example:8802"}},
+                             start, "application/json");
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403) << rebound->body;
+  auto info = http_->Get("/api/v1/web", {{"Host", "evil.example:8802"}});
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->status, 403);
+  // None of them started the Flow; the app's own call (same origin) does.
+  auto [code, described] = post("dex.FlowService/DescribeFlow", R"({"flowId":"csrf-1"})");
+  EXPECT_EQ(code, 404) << described.dump();
+  const std::string self = "http://127.0.0.1:" + std::to_string(web_->port());
+  auto [ok, started] = post("dex.FlowService/StartFlow", start, {{"Origin", self}});
+  EXPECT_EQ(ok, 200) << started.dump();
+}
+
+TEST(WebRequestGuard, LoopbackNamesOriginsAndBodyTypes) {
+  using web::refuse_api_request;
+  EXPECT_TRUE(web::loopback_host("127.0.0.1"));
+  EXPECT_TRUE(web::loopback_host("127.8.9.10"));
+  EXPECT_TRUE(web::loopback_host("::1"));
+  EXPECT_TRUE(web::loopback_host("LocalHost"));
+  EXPECT_FALSE(web::loopback_host("0.0.0.0"));
+  EXPECT_FALSE(web::loopback_host("10.0.0.1"));
+  const char* json_type = "application/json; charset=utf-8";
+  for (const char* host : {"127.0.0.1:8802", "localhost:8802", "[::1]:8802", "localhost", ""})
+    EXPECT_FALSE(refuse_api_request(true, true, host, "", json_type)) << host;
+  auto r = refuse_api_request(true, true, "dex.attacker.example:8802", "", json_type);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->http_status, 403);
+  EXPECT_NE(r->message.find("dex.attacker.example"), std::string::npos) << r->message;
+  // A listener beyond loopback is reached by other names (a proxy, a DNS name).
+  EXPECT_FALSE(refuse_api_request(false, true, "dex.internal:8802", "", json_type));
+  // Origins: the page's own (http or https), else refused.
+  EXPECT_FALSE(
+      refuse_api_request(true, true, "127.0.0.1:8802", "http://127.0.0.1:8802", json_type));
+  EXPECT_FALSE(refuse_api_request(false, true, "dex.internal", "https://dex.internal", json_type));
+  EXPECT_TRUE(refuse_api_request(true, true, "127.0.0.1:8802", "http://127.0.0.1:9999", json_type));
+  EXPECT_TRUE(refuse_api_request(false, true, "dex.internal", "https://evil.example", json_type));
+  // Body types: JSON only, for calls; GET /api/v1/web needs none.
+  for (const char* type : {"", "text/plain", "application/x-www-form-urlencoded",
+                           "multipart/form-data; boundary=x", "application/jsonx"}) {
+    auto t = refuse_api_request(true, true, "127.0.0.1:8802", "", type);
+    ASSERT_TRUE(t) << type;
+    EXPECT_EQ(t->http_status, 415) << type;
+  }
+  EXPECT_FALSE(refuse_api_request(true, true, "127.0.0.1:8802", "", "Application/JSON"));
+  EXPECT_FALSE(refuse_api_request(true, false, "127.0.0.1:8802", "", ""));
 }
 
 TEST(WebDialAddress, AWildcardHostIsDialledAsLoopback) {
