@@ -11,6 +11,7 @@ import { RunSummary } from "./RunSummary";
 import { FlowStateView } from "./FlowStateView";
 import { HistoryList } from "./HistoryList";
 import { useHistory } from "./useHistory";
+import { RunGraphs } from "./graph/RunGraphs";
 
 export function RunPage() {
   const params = useParams();
@@ -56,6 +57,7 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
       {found && state.error !== undefined && (
         <ErrorAlert error={state.error} title="GetFlowState failed" onRetry={reloadAll} />
       )}
+      <RunGraphs flowId={flowId} runId={runId} state={state.data} show={found} />
       {found && state.data && <FlowStateView state={state.data} running={running} />}
       {found && <HistoryList history={history} />}
     </Stack>

@@ -60,7 +60,7 @@ export function StepsTable({ steps, label, testId }: { steps: StepExecutionView[
               </Table.Td>
               <Table.Td>
                 {s.lastFailure && (
-                  <Text size="xs" c="red">
+                  <Text size="xs" c="red.9">
                     attempt {s.lastFailure.attempt}, {enumName(s.lastFailure.outcome, "ATTEMPT_")}: {s.lastFailure.error}
                   </Text>
                 )}

@@ -1,0 +1,78 @@
+// The Run page's Step graph and timeline (issue 29): both drawn from the run's whole history (at
+// most 5,000 events) and its state, sharing one selected execution, whose details show below the
+// graph. `state`: the Run page's GetFlowState answer, read again as new events arrive. The history
+// is read from the start (with the layout engine's Worker), but shown once `show` says the run
+// exists (DescribeFlow found it): a run it cannot find has one error, the Run page's.
+import { useEffect, useState } from "react";
+import type { GetFlowStateResponse } from "../../../api/types";
+import { Alert, Card, Loader, Stack, Text, Title } from "@mantine/core";
+import { ErrorAlert } from "../../../components/ErrorAlert";
+import { useNow } from "../../../useNow";
+import { maxEvents, useRunModel } from "./useRunModel";
+import { StepGraph } from "./StepGraph";
+import { preloadElk } from "./useElkLayout";
+import { ExecutionDetails } from "./ExecutionDetails";
+import { Timeline } from "../timeline/Timeline";
+import "./graph.css";
+
+export function RunGraphs({
+  flowId,
+  runId,
+  state,
+  show,
+}: {
+  flowId: string;
+  runId: string;
+  state: GetFlowStateResponse | undefined;
+  show: boolean;
+}) {
+  const { model, error } = useRunModel(flowId, runId, state);
+  useEffect(preloadElk, []);
+  const [sel, setSel] = useState<{ id: string; group?: string[] }>();
+  const running = model !== undefined && model.runEnd === undefined;
+  const now = useNow(1000, running);
+  const select = (id: string | undefined, group?: string[]) => setSel(id ? { id, group } : undefined);
+  if (!show) return null;
+
+  return (
+    <>
+      <Card withBorder component="section" aria-labelledby="graph-title" data-testid="graph-section">
+        <Stack gap="sm">
+          <Title order={2} size="h3" id="graph-title">
+            Step graph
+          </Title>
+          {error !== undefined && <ErrorAlert error={error} title="Reading the history for the graph failed" />}
+          {!model && error === undefined && <Loader aria-label="Loading the Step graph" />}
+          {model?.truncated && (
+            <Alert color="yellow" data-testid="graph-truncated">
+              The history has more than {maxEvents.toLocaleString("en")} events: the graph and the timeline show its first{" "}
+              {model.eventCount.toLocaleString("en")}.
+            </Alert>
+          )}
+          {model && model.executions.length === 0 && <Text size="sm">No Step execution yet.</Text>}
+          {model && model.executions.length > 0 && (
+            <>
+              <Text size="sm" c="dimmed">
+                {model.executions.length} Step executions from {model.eventCount} history events. Select a node (click, or
+                Tab and Enter) for its details.
+              </Text>
+              <StepGraph model={model} stateRead={state !== undefined} selected={sel?.id} onSelect={select} />
+              {sel && <ExecutionDetails model={model} id={sel.id} group={sel.group} onSelect={select} />}
+            </>
+          )}
+        </Stack>
+      </Card>
+      <Card withBorder component="section" aria-labelledby="timeline-title" data-testid="timeline-section">
+        <Stack gap="sm">
+          <Title order={2} size="h3" id="timeline-title">
+            Timeline
+          </Title>
+          {!model && error === undefined && <Loader aria-label="Loading the timeline" />}
+          {model && model.executions.length > 0 && (
+            <Timeline model={model} selected={sel?.id} onSelect={(id) => select(id)} now={now} />
+          )}
+        </Stack>
+      </Card>
+    </>
+  );
+}
