@@ -183,6 +183,26 @@ test("a loop renders as a chain, grouped on request; the timeline shows a retrie
   await page.close();
 });
 
+test("a running run's graph and timeline follow it without a reload", async () => {
+  // An order whose Ship waits for the seller's approval (its reminder Timer is a day away).
+  const flowId = `web-live-${suffix}`;
+  await start(flowId, "OrderProcessing", { order: flowId, amount: 1 });
+  await eventually(async () => (await dex.call("GetFlowState", { flowId })).active.some((e) => e.phase === "PHASE_WAITING"), 30_000, "Ship to wait");
+  const d = await dex.call("DescribeFlow", { flowId });
+  const page = await context.newPage();
+  await openRun(page, d);
+  const ship = page.locator('[data-testid="graph-node"][data-id="Ship-1"]');
+  assert.equal(await ship.getAttribute("data-phase"), "waiting");
+  // The wait is under way: its bar says so (a Timer is one of its conditions).
+  const wait = page.locator('[data-testid="timeline-row"][data-id="Ship-1"] [data-testid="timeline-bar"][data-kind="wait"]');
+  assert.equal(await wait.getAttribute("data-outcome"), "timer");
+  await dex.call("InvokeRpc", { flow: { flowId }, name: "approve", input: payload({ seller: "s-1" }) });
+  await eventually(async () => (await ship.getAttribute("data-phase")) === "done", 15_000, "Ship-1 done on the page");
+  // Met by the approval, not the Timer (the history's WAIT_COMPLETED, read within a second of the state).
+  await eventually(async () => (await wait.getAttribute("data-outcome")) === "waiting", 5000, "the wait met by the approval");
+  await page.close();
+});
+
 test("the page of a run of 500 Step executions loads in under 1 s", async (t) => {
   const flowId = `web-500-${suffix}`;
   const t0 = Date.now();
@@ -205,6 +225,10 @@ test("the page of a run of 500 Step executions loads in under 1 s", async (t) =>
       await page.getByTestId("execution-details").waitFor();
       await sectionShot(page, "graph-section", "graph");
       await screenshot(page, "run-500");
+      // A later execution of the group, selected: the timeline scrolls its row into view.
+      await page.getByTestId("group-members").getByRole("button", { name: "Ship-300", exact: true }).click();
+      await page.locator('[data-testid="timeline-row"][data-id="Ship-300"]').waitFor({ timeout: 5000 });
+      assert.equal(await page.getByTestId("execution-details").getAttribute("data-id"), "Ship-300");
     }
     await page.close();
   }

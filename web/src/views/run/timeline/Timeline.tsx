@@ -3,7 +3,7 @@
 // attempts apart from its last), the wait between them (a Timer's wait hatched), the bar under
 // way drawn to now. Hovering or focusing a bar (Tab) says its times and error; Enter selects its
 // execution. A table shows the same as text.
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import { Group, SegmentedControl, Text } from "@mantine/core";
 import type { RunModel } from "../graph/runModel";
 import { modelEnd } from "../graph/runModel";
@@ -57,6 +57,19 @@ export function Timeline({
   const last = Math.min(rows.length, Math.ceil((scrollTop + viewHeight) / rowHeight) + overscan);
   const shown = rows.slice(first, last);
   const height = shown.length * rowHeight;
+  const scroller = useRef<HTMLDivElement>(null);
+
+  // An execution selected in the graph scrolls its row into view.
+  useEffect(() => {
+    const el = scroller.current;
+    if (!el || selected === undefined) return;
+    const i = rows.findIndex((r) => r.x.id === selected);
+    if (i < 0) return;
+    const top = i * rowHeight;
+    if (top < el.scrollTop || top + rowHeight > el.scrollTop + el.clientHeight)
+      el.scrollTop = Math.max(0, top - el.clientHeight / 2);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [selected]);
 
   const show = (b: Bar, el: Element) => {
     const r = el.getBoundingClientRect();
@@ -110,97 +123,98 @@ export function Timeline({
             data-ready="true"
             data-rows={rows.length}
             data-first={first}
+            ref={scroller}
             style={{ maxHeight: viewHeight, overflowY: "auto" }}
             role="group"
             aria-label={`Timeline: ${rows.length} Step executions`}
             onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)}
           >
             <div style={{ height: rows.length * rowHeight, position: "relative" }}>
-            <div style={{ position: "absolute", top: first * rowHeight, left: 0, right: 0, display: "flex" }}>
-            <div style={{ width: labelWidth, flex: "none" }}>
-              {shown.map(({ x }) => (
-                <div
-                  key={x.id}
-                  style={{
-                    height: rowHeight,
-                    fontSize: 12,
-                    lineHeight: `${rowHeight}px`,
-                    fontFamily: "monospace",
-                    whiteSpace: "nowrap",
-                    overflow: "hidden",
-                    textOverflow: "ellipsis",
-                    fontWeight: x.id === selected ? 700 : 400,
-                    background: x.id === selected ? "var(--mantine-color-yellow-1)" : undefined,
-                  }}
-                  title={x.id}
-                >
-                  {x.id}
+              <div style={{ position: "absolute", top: first * rowHeight, left: 0, right: 0, display: "flex" }}>
+                <div style={{ width: labelWidth, flex: "none" }}>
+                  {shown.map(({ x }) => (
+                    <div
+                      key={x.id}
+                      style={{
+                        height: rowHeight,
+                        fontSize: 12,
+                        lineHeight: `${rowHeight}px`,
+                        fontFamily: "monospace",
+                        whiteSpace: "nowrap",
+                        overflow: "hidden",
+                        textOverflow: "ellipsis",
+                        fontWeight: x.id === selected ? 700 : 400,
+                        background: x.id === selected ? "var(--mantine-color-yellow-1)" : undefined,
+                      }}
+                      title={x.id}
+                    >
+                      {x.id}
+                    </div>
+                  ))}
                 </div>
-              ))}
-            </div>
-            <svg
-              viewBox={`-4 0 ${chartWidth + 8} ${height}`}
-              preserveAspectRatio="none"
-              style={{ flex: 1, height, display: "block" }}
-            >
-              <defs>
-                <pattern id="timeline-timer" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
-                  <rect width="6" height="6" fill="#fff3bf" />
-                  <line x1="0" y1="0" x2="0" y2="6" stroke="#e67700" strokeWidth="3" />
-                </pattern>
-              </defs>
-              {ticks(span).map((t) => (
-                <line key={t} x1={sx(start + t)} x2={sx(start + t)} y1={0} y2={height} stroke="#e9ecef" vectorEffect="non-scaling-stroke" />
-              ))}
-              {shown.map(({ x, bars }, i) => (
-                <g key={x.id} data-testid="timeline-row" data-id={x.id} transform={`translate(0,${i * rowHeight})`}>
-                  {x.id === selected && <rect x={-4} width={chartWidth + 8} height={rowHeight} fill="#fff9db" />}
-                  {bars.map((b) => {
-                    const x0 = sx(b.start);
-                    const w = Math.max(sx(b.end) - x0, 1.5);
-                    const isWait = b.kind === "wait";
-                    const fill =
-                      b.outcome === "timer" ? "url(#timeline-timer)" : b.outcome === "waiting" ? "#fff3bf" : outcomeFill[b.outcome];
-                    return (
-                      <rect
-                        key={b.key}
-                        className="dex-timeline-bar"
-                        data-testid="timeline-bar"
-                        data-kind={b.kind}
-                        data-method={b.method}
-                        data-outcome={b.outcome}
-                        data-attempts={b.attempts}
-                        data-retried={b.retried ? "true" : "false"}
-                        x={x0}
-                        y={isWait ? 7 : 3}
-                        width={w}
-                        height={isWait ? 6 : 14}
-                        rx={1}
-                        fill={fill}
-                        stroke={b.kind === "backoff" ? "#c92a2a" : isWait ? "#a06d00" : "none"}
-                        strokeDasharray={b.kind === "backoff" ? "3 2" : undefined}
-                        vectorEffect="non-scaling-stroke"
-                        tabIndex={0}
-                        role="img"
-                        aria-label={`${x.id}: ${barText(b, start)}`}
-                        onMouseEnter={(e) => show(b, e.currentTarget)}
-                        onFocus={(e) => show(b, e.currentTarget)}
-                        onBlur={() => setTip(undefined)}
-                        onClick={() => onSelect(x.id)}
-                        onKeyDown={(e) => {
-                          if (e.key === "Enter" || e.key === " ") {
-                            e.preventDefault();
-                            onSelect(x.id);
-                          }
-                        }}
-                        style={{ cursor: "pointer" }}
-                      />
-                    );
-                  })}
-                </g>
-              ))}
-            </svg>
-            </div>
+                <svg
+                  viewBox={`-4 0 ${chartWidth + 8} ${height}`}
+                  preserveAspectRatio="none"
+                  style={{ flex: 1, height, display: "block" }}
+                >
+                  <defs>
+                    <pattern id="timeline-timer" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+                      <rect width="6" height="6" fill="#fff3bf" />
+                      <line x1="0" y1="0" x2="0" y2="6" stroke="#e67700" strokeWidth="3" />
+                    </pattern>
+                  </defs>
+                  {ticks(span).map((t) => (
+                    <line key={t} x1={sx(start + t)} x2={sx(start + t)} y1={0} y2={height} stroke="#e9ecef" vectorEffect="non-scaling-stroke" />
+                  ))}
+                  {shown.map(({ x, bars }, i) => (
+                    <g key={x.id} data-testid="timeline-row" data-id={x.id} transform={`translate(0,${i * rowHeight})`}>
+                      {x.id === selected && <rect x={-4} width={chartWidth + 8} height={rowHeight} fill="#fff9db" />}
+                      {bars.map((b) => {
+                        const x0 = sx(b.start);
+                        const w = Math.max(sx(b.end) - x0, 1.5);
+                        const isWait = b.kind === "wait";
+                        const fill =
+                          b.outcome === "timer" ? "url(#timeline-timer)" : b.outcome === "waiting" ? "#fff3bf" : outcomeFill[b.outcome];
+                        return (
+                          <rect
+                            key={b.key}
+                            className="dex-timeline-bar"
+                            data-testid="timeline-bar"
+                            data-kind={b.kind}
+                            data-method={b.method}
+                            data-outcome={b.outcome}
+                            data-attempts={b.attempts}
+                            data-retried={b.retried ? "true" : "false"}
+                            x={x0}
+                            y={isWait ? 7 : 3}
+                            width={w}
+                            height={isWait ? 6 : 14}
+                            rx={1}
+                            fill={fill}
+                            stroke={b.kind === "backoff" ? "#c92a2a" : isWait ? "#a06d00" : "none"}
+                            strokeDasharray={b.kind === "backoff" ? "3 2" : undefined}
+                            vectorEffect="non-scaling-stroke"
+                            tabIndex={0}
+                            role="img"
+                            aria-label={`${x.id}: ${barText(b, start)}`}
+                            onMouseEnter={(e) => show(b, e.currentTarget)}
+                            onFocus={(e) => show(b, e.currentTarget)}
+                            onBlur={() => setTip(undefined)}
+                            onClick={() => onSelect(x.id)}
+                            onKeyDown={(e) => {
+                              if (e.key === "Enter" || e.key === " ") {
+                                e.preventDefault();
+                                onSelect(x.id);
+                              }
+                            }}
+                            style={{ cursor: "pointer" }}
+                          />
+                        );
+                      })}
+                    </g>
+                  ))}
+                </svg>
+              </div>
             </div>
           </div>
           {tip && (
