@@ -222,3 +222,35 @@ export interface DescribeResponse {
   holderProcessId: string;
   attributeStores: AttributeStoreStatus[];
 }
+
+// ------------------------------------------------------------ the actions' answers
+
+export interface InvokeRpcResponse {
+  runId: string;
+  output?: Payload;
+}
+
+export interface TimeTravelResponse {
+  runId: string;
+  alreadyDone: boolean;
+  start?: GetFlowStateResponse;
+  attributes: Attribute[];
+}
+
+export type StopMode = "STOP_CANCEL" | "STOP_TERMINATE" | "STOP_FAIL";
+
+export type RunTimer = "RUN_TIMER_FLOW_TIMEOUT" | "RUN_TIMER_START_DELAY";
+
+export type TimeTravelKind =
+  | "TIME_TRAVEL_BEGINNING"
+  | "TIME_TRAVEL_EVENT_TIME"
+  | "TIME_TRAVEL_FIRST_OF_STEP_TYPE"
+  | "TIME_TRAVEL_LATEST_OF_STEP_TYPE"
+  | "TIME_TRAVEL_STEP_EXECUTION";
+
+export interface TimeTravelPoint {
+  kind: TimeTravelKind;
+  eventTimeMs?: Int64;
+  stepType?: string;
+  stepExecutionId?: string;
+}

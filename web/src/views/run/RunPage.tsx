@@ -12,6 +12,7 @@ import { FlowStateView } from "./FlowStateView";
 import { HistoryList } from "./HistoryList";
 import { useHistory } from "./useHistory";
 import { RunGraphs } from "./graph/RunGraphs";
+import { RunActions } from "./actions/RunActions";
 
 export function RunPage() {
   const params = useParams();
@@ -45,9 +46,12 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
             {runId}
           </Text>
         </div>
+        <Group gap="xs">
+          {describe.data && <RunActions flow={describe.data} state={state.data} onDone={reloadAll} />}
         <Button variant="default" size="xs" onClick={reloadAll} loading={describe.loading || state.loading}>
           Refresh
         </Button>
+        </Group>
       </Group>
       {describe.error !== undefined && <ErrorAlert error={describe.error} title="DescribeFlow failed" onRetry={reloadAll} />}
       {describe.data === undefined && describe.error === undefined && <Loader aria-label="Loading the run" />}
