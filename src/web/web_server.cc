@@ -30,8 +30,6 @@ constexpr size_t kRequestThreads = 16;
 // how long stop() waits for one).
 constexpr time_t kKeepAliveSeconds = 2;
 
-constexpr std::string_view kJson = "application/json";
-
 struct HostPort {
   std::string host;  // without IPv6 brackets
   int port = 0;
@@ -59,10 +57,30 @@ StatusOr<HostPort> split_listen(std::string_view listen) {
   return out;
 }
 
+// cpp-httplib compresses an answer set with set_content whenever the browser
+// accepts it and its type is one it deems compressible (an exact
+// "application/json", any "text/..."), brotli first, at each request: 3.9 s
+// for the 1.6 MB layout worker here, against 5 ms uncompressed on loopback.
+// The API's answers are "application/json; charset=utf-8", which it leaves
+// alone; files are sized content providers, which it sends as they are.
+constexpr std::string_view kJson = "application/json; charset=utf-8";
+
+void set_file_body(httplib::Response& res, std::string body, const std::string& content_type) {
+  auto shared = std::make_shared<const std::string>(std::move(body));
+  res.set_content_provider(shared->size(), content_type,
+                           [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+                             return sink.write(shared->data() + offset, length);
+                           });
+}
+
+void set_body(httplib::Response& res, std::string body, std::string_view content_type) {
+  res.set_content(std::move(body), std::string(content_type));
+}
+
 void set_json_error(httplib::Response& res, int http_status, std::string_view code,
                     std::string_view message) {
   res.status = http_status;
-  res.set_content(error_body(code, message), std::string(kJson));
+  set_body(res, error_body(code, message), std::string(kJson));
   res.set_header("Cache-Control", "no-store");
 }
 
@@ -166,7 +184,7 @@ class WebServer::Impl {
       nlohmann::json info = {{"version", options_.version},
                              {"apiAddress", options_.api_address},
                              {"adminAuth", options_.admin_auth}};
-      res.set_content(info.dump(), std::string(kJson));
+      set_body(res, info.dump(), std::string(kJson));
       res.set_header("Cache-Control", "no-store");
     });
     server_.Post(
@@ -175,7 +193,7 @@ class WebServer::Impl {
           GatewayReply reply = gateway_.call(req.matches[1].str(), req.matches[2].str(), req.body,
                                              req.get_header_value("Authorization"));
           res.status = reply.http_status;
-          res.set_content(std::move(reply.body), std::string(kJson));
+          set_body(res, std::move(reply.body), std::string(kJson));
           res.set_header("Cache-Control", "no-store");
         });
     server_.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -190,13 +208,14 @@ class WebServer::Impl {
       res.status = reply.http_status;
       res.set_header("Cache-Control", reply.cache_control);
       res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_content(std::move(reply.body), reply.content_type);
+      set_file_body(res, std::move(reply.body), reply.content_type);
     });
     // Answers the library makes itself (no route, a body over the limit)
     // get a body; the handlers' own errors keep theirs.
     server_.set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          // A handler's own answer has its type; the library's have none.
+          if (res.has_header("Content-Type")) return httplib::Server::HandlerResponse::Unhandled;
           if (res.status == 413) {
             set_json_error(res, 413, "RESOURCE_EXHAUSTED",
                            fmt::format("the request body is larger than dex-web's limit of {}",
