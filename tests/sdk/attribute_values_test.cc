@@ -139,8 +139,6 @@ class Values final : public Flow {
   }
 };
 
-constexpr Duration kWait = seconds(20);
-
 class AttributeValuesEndToEnd : public LiveStackTest {
  protected:
   std::vector<std::shared_ptr<Flow>> flows() const override { return {std::make_shared<Values>()}; }

@@ -76,8 +76,6 @@ TEST(ContinueAsNew, TheDecisionAsksForItAndTheDeclarationAndStartCarryTheConfig)
 
 // ---------------------------------------------------------------- end to end
 
-constexpr Duration kWait = seconds(30);
-
 class ContinueAsNewEndToEnd : public LiveStackTest {
  protected:
   std::vector<std::shared_ptr<Flow>> flows() const override {

@@ -281,8 +281,6 @@ TEST(StartOptionsSetters, FillTheProtoAndRetryWithNoFieldsMeansTheDefaults) {
 
 // ---------------------------------------------------------------- end to end
 
-constexpr Duration kWait = seconds(20);
-
 // Triple (the child): Times3 completes with {"v": 3 * n + seed}, Attribute
 // `seed` an initial value; with {"flaky": true} its first run fails.
 class Times3 final : public Step {

@@ -168,8 +168,6 @@ TEST(TimeoutHandler, TheHandlersReadsAreItsOwn) {
 
 // ---------------------------------------------------------------- end to end
 
-constexpr Duration kWait = seconds(20);
-
 class TimeoutHandlerEndToEnd : public LiveStackTest {
  protected:
   std::vector<std::shared_ptr<Flow>> flows() const override {
