@@ -94,8 +94,17 @@ export function gateway(webUrl) {
 
 export const payload = (value) => ({ data: Buffer.from(JSON.stringify(value)).toString("base64") });
 
-/** Starts dex-server-zd dev and the examples' Worker; answers once SearchFlows answers through the gateway. */
-export async function startDex() {
+function writeConfig(dataDir, text) {
+  const file = path.join(dataDir, "dev-override.yaml");
+  writeFileSync(file, text);
+  return file;
+}
+
+/**
+ * Starts dex-server-zd dev and the examples' Worker; answers once SearchFlows answers through the
+ * gateway. `config`: the text of a YAML override file for dev's --config (e.g. auth settings).
+ */
+export async function startDex({ config } = {}) {
   if (process.env.DEX_WEB_UI_ATTACH) {
     const [webUrl, apiAddress] = process.env.DEX_WEB_UI_ATTACH.split(",");
     return { apiAddress, webUrl, call: gateway(webUrl), async stop() {} };
@@ -115,6 +124,7 @@ export async function startDex() {
     `127.0.0.1:${webPort}`,
     "--durability",
     "processCrashSafe",
+    ...(config === undefined ? [] : ["--config", writeConfig(dataDir, config)]),
   ]);
   const call = gateway(webUrl);
   const deadline = Date.now() + 60_000;
