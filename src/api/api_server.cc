@@ -397,6 +397,14 @@ class FlowServiceImpl final : public FlowService::Service {
                            flow::SearchFlowsResponse* response) override {
     return call([&](Engine& e) { return assign(e.search_flows(*request), response); });
   }
+  grpc::Status ListSearchKeys(grpc::ServerContext*, const flow::ListSearchKeysRequest* request,
+                              flow::ListSearchKeysResponse* response) override {
+    return call([&](Engine& e) { return assign(e.list_search_keys(*request), response); });
+  }
+  grpc::Status ListSearchValues(grpc::ServerContext*, const flow::ListSearchValuesRequest* request,
+                                flow::ListSearchValuesResponse* response) override {
+    return call([&](Engine& e) { return assign(e.list_search_values(*request), response); });
+  }
   grpc::Status SetAttributes(grpc::ServerContext*, const flow::SetAttributesRequest* request,
                              flow::SetAttributesResponse* response) override {
     return call([&](Engine& e) { return assign(e.set_attributes(*request), response); });

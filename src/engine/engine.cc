@@ -205,6 +205,16 @@ class EngineImpl final : public Engine {
     if (auto s = check_open(); !s.is_ok()) return s;
     return flow_->search_flows(r);
   }
+  StatusOr<flow::ListSearchKeysResponse> list_search_keys(
+      const flow::ListSearchKeysRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->list_search_keys(r);
+  }
+  StatusOr<flow::ListSearchValuesResponse> list_search_values(
+      const flow::ListSearchValuesRequest& r) override {
+    if (auto s = check_open(); !s.is_ok()) return s;
+    return flow_->list_search_values(r);
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
     if (auto s = check_open(); !s.is_ok()) return s;

@@ -233,6 +233,12 @@ class Engine {
   // SearchFlows (docs/search.md): one page of the runs a query selects, from
   // one applied slot (named in the answer). InvalidArgument for a bad query.
   virtual StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest&) = 0;
+  // Query completion (docs/search.md, "Completing a query"): the fields a
+  // query can name, and distinct values of a KEYWORD field by prefix.
+  virtual StatusOr<flow::ListSearchKeysResponse> list_search_keys(
+      const flow::ListSearchKeysRequest&) = 0;
+  virtual StatusOr<flow::ListSearchValuesResponse> list_search_values(
+      const flow::ListSearchValuesRequest&) = 0;
   virtual StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest&) = 0;
   virtual StatusOr<flow::WaitForAttributeResponse> wait_for_attribute(

@@ -114,6 +114,11 @@ class FlowEngine {
   StatusOr<flow::GetAttributesResponse> get_attributes(const flow::GetAttributesRequest& request);
   // flow_search.cc: a search over one consistent view of the store.
   StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest& request);
+  // Query completion, over the same kind of view.
+  StatusOr<flow::ListSearchKeysResponse> list_search_keys(
+      const flow::ListSearchKeysRequest& request);
+  StatusOr<flow::ListSearchValuesResponse> list_search_values(
+      const flow::ListSearchValuesRequest& request);
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest& request);
 
   // Appends `record` (with assignments of the attempts it queues when

@@ -6,6 +6,7 @@
 #include "engine/flow_reads.h"
 #include "engine/rocks_kv.h"
 #include "engine/state_machine.h"
+#include "search/completion.h"
 #include "search/index_reader.h"
 #include "search/search.h"
 
@@ -38,6 +39,34 @@ StatusOr<flow::SearchFlowsResponse> FlowEngine::search_flows(
     if (!slot.is_ok()) return slot.status();
     page->set_applied_slot(*slot);
     return page;
+  });
+}
+
+StatusOr<flow::ListSearchKeysResponse> FlowEngine::list_search_keys(
+    const flow::ListSearchKeysRequest& request) {
+  return with_view([&](RocksKv& kv) -> StatusOr<flow::ListSearchKeysResponse> {
+    SnapshotReader reader(kv);
+    auto keys = search::list_search_keys(reader, request);
+    if (!keys.is_ok()) return keys.status();
+    if (!kv.status().is_ok()) return kv.status();
+    auto slot = StateMachine::applied_slot(kv);
+    if (!slot.is_ok()) return slot.status();
+    keys->set_applied_slot(*slot);
+    return keys;
+  });
+}
+
+StatusOr<flow::ListSearchValuesResponse> FlowEngine::list_search_values(
+    const flow::ListSearchValuesRequest& request) {
+  return with_view([&](RocksKv& kv) -> StatusOr<flow::ListSearchValuesResponse> {
+    SnapshotReader reader(kv);
+    auto values = search::list_search_values(reader, request);
+    if (!values.is_ok()) return values.status();
+    if (!kv.status().is_ok()) return kv.status();
+    auto slot = StateMachine::applied_slot(kv);
+    if (!slot.is_ok()) return slot.status();
+    values->set_applied_slot(*slot);
+    return values;
   });
 }
 

@@ -85,6 +85,14 @@ class FakeEngine final : public Engine {
   StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest&) override {
     return flow::SearchFlowsResponse();
   }
+  StatusOr<flow::ListSearchKeysResponse> list_search_keys(
+      const flow::ListSearchKeysRequest&) override {
+    return flow::ListSearchKeysResponse();
+  }
+  StatusOr<flow::ListSearchValuesResponse> list_search_values(
+      const flow::ListSearchValuesRequest&) override {
+    return flow::ListSearchValuesResponse();
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest&) override {
     return flow::SetAttributesResponse();
   }

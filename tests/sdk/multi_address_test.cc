@@ -180,6 +180,14 @@ class ProcessEngine final : public Engine {
   StatusOr<flow::SearchFlowsResponse> search_flows(const flow::SearchFlowsRequest& r) override {
     return inner_.search_flows(r);
   }
+  StatusOr<flow::ListSearchKeysResponse> list_search_keys(
+      const flow::ListSearchKeysRequest& r) override {
+    return inner_.list_search_keys(r);
+  }
+  StatusOr<flow::ListSearchValuesResponse> list_search_values(
+      const flow::ListSearchValuesRequest& r) override {
+    return inner_.list_search_values(r);
+  }
   StatusOr<flow::SetAttributesResponse> set_attributes(
       const flow::SetAttributesRequest& r) override {
     ++sets;
