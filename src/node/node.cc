@@ -49,6 +49,30 @@ StandbyState standby_state_of(FollowerState state) {
   return StandbyState::kNotStandby;
 }
 
+// NodeStatus::role: what the process is, in a word, from the machine's phase.
+std::string role_name(NodePhase phase, bool stopping, bool hot) {
+  switch (phase) {
+    case NodePhase::kIdle:
+      return "starting";
+    case NodePhase::kAcquiring:
+    case NodePhase::kTakeoverBackoff:
+    case NodePhase::kClosingStore:
+    case NodePhase::kHoldOff:
+      if (stopping) return "stopping";
+      return hot ? "hot-standby" : "cold-standby";
+    case NodePhase::kOpening:
+      return "taking-over";
+    case NodePhase::kActive:
+      return "active";
+    case NodePhase::kDraining:
+    case NodePhase::kReleasing:
+      return stopping ? "stopping" : "stepping-down";
+    case NodePhase::kStopped:
+      return "stopping";
+  }
+  return "starting";
+}
+
 NodeMachineConfig machine_config(const NodeSettings& settings, const NodeTestHooks& hooks) {
   NodeMachineConfig c;
   c.hot = settings.standby_mode == StandbyMode::kHot;
@@ -85,6 +109,9 @@ Node::Node(NodeSettings settings, NodeRuntime runtime, ObjectStore& store, Clock
       machine_(machine_config(settings_, hooks_), process_id_) {
   board_.set_standby(fmt::format("this process of node {} is starting up", settings_.node_id),
                      false);
+  status_.process_id = process_id_;
+  status_.node_id = settings_.node_id;
+  status_.hot = hot_;
 }
 
 Node::~Node() {
@@ -213,6 +240,7 @@ void Node::execute(const NodeCommand& command) {
       break;
   }
   board_.set_describe_refused(machine_describe_refused());
+  publish_status();
 }
 
 bool Node::machine_describe_refused() const {
@@ -590,7 +618,73 @@ std::string Node::standby_reason() const {
                      settings_.node_id, holder->holder_process_id.value, holder->epoch.value);
 }
 
+NodeStatus Node::status() const {
+  NodeStatus st;
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    st = status_;
+  }
+  // Whether it serves, and why not, as the API sees it now.
+  const RoleState role = board_.state();
+  st.serving = role.active;
+  st.not_serving_reason = role.active ? std::string() : role.unavailable_reason;
+  return st;
+}
+
+void Node::publish_status() {
+  NodePhase phase;
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase = machine_.phase();
+    stopping = machine_.stopping();
+  }
+  NodeStatus st;
+  st.process_id = process_id_;
+  st.node_id = settings_.node_id;
+  st.hot = hot_;
+  st.phase = std::string(node_phase_name(phase));
+  st.role = role_name(phase, stopping, hot_);
+  if (follower_) {
+    const Follower::Status_ f = follower_->status();
+    st.standby_state = std::string(follower_state_name(f.state));
+    st.standby_lag = f.lag;
+    if (f.applied) st.applied_slot = f.applied->value;
+  }
+  const bool holding = phase == NodePhase::kActive || phase == NodePhase::kDraining;
+  if (holding && serving_ && serving_->keeper) {
+    last_lease_ = LeaseSeen{serving_->keeper->epoch(), process_id_, false};
+    // The writer's next slot follows the last batch made durable (the
+    // EpochStart at least, once open).
+    if (serving_->log) {
+      const Slot next = serving_->log->next_slot();
+      if (next.value > 0) st.log_head = next.value - 1;
+    }
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(acquire_mu_);
+      if (acquiring_) {
+        if (auto holder = acquiring_->observed_holder()) {
+          last_lease_ = LeaseSeen{holder->epoch, holder->holder_process_id.value, holder->released};
+        }
+      }
+    }
+    if (released_keeper_ && last_lease_ && last_lease_->holder_process_id == process_id_ &&
+        last_lease_->epoch == released_keeper_->epoch()) {
+      last_lease_->released = true;  // this process stepped down from it
+    }
+  }
+  if (last_lease_) {
+    st.epoch = last_lease_->epoch.value;
+    st.holder_process_id = last_lease_->holder_process_id;
+    st.lease_released = last_lease_->released;
+  }
+  std::lock_guard<std::mutex> lock(status_mu_);
+  status_ = std::move(st);
+}
+
 void Node::tick() {
+  publish_status();
   if (follower_) {
     Follower::Status_ st = follower_->status();
     board_.set_hot_standby(st.state == FollowerState::kFollowing);

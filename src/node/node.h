@@ -64,6 +64,30 @@ struct NodeTestHooks {
   std::function<void()> before_store_close;
 };
 
+// What a process says about itself, on any role (dex-web's GET
+// /api/v1/process): a snapshot that the role loop refreshes every 100 ms and
+// after each command, read without reaching into the loop's objects.
+struct NodeStatus {
+  std::string process_id;  // this process
+  std::string node_id;
+  // active, draining, taking-over, hot-standby, cold-standby, stepping-down,
+  // starting, stopping
+  std::string role = "starting";
+  std::string phase = "idle";  // node_phase_name
+  bool serving = false;        // public calls reach the engine (RoleState::active)
+  bool hot = false;            // standby.mode: hot
+  // The follower's state name and lag, while one runs (a hot standby).
+  std::optional<std::string> standby_state;
+  std::optional<Duration> standby_lag;
+  // The epoch held (active) or last seen in the lease, and its holder.
+  std::optional<uint64_t> epoch;
+  std::optional<std::string> holder_process_id;
+  bool lease_released = false;
+  std::optional<uint64_t> log_head;      // active: the last durable slot
+  std::optional<uint64_t> applied_slot;  // hot standby: the last slot applied
+  std::string not_serving_reason;        // RoleState::unavailable_reason while not serving
+};
+
 class Node final : public NodeRoleView {
  public:
   // `settings` of any subcommand (dev, local, serve): the node builds the
@@ -83,6 +107,9 @@ class Node final : public NodeRoleView {
   int run();
   // SIGTERM / SIGINT: drain, release, exit 0; a second call skips the drain.
   void signal();
+  // This process's role, standby state, epoch, holder and log position;
+  // any thread.
+  NodeStatus status() const;
 
   // NodeRoleView.
   RoleState state() const override { return board_.state(); }
@@ -118,6 +145,8 @@ class Node final : public NodeRoleView {
   void start_following();
   void stop_following();
   std::string standby_reason() const;
+  // Refreshes the snapshot status() answers; the loop thread.
+  void publish_status();
   TimePoint now() const { return clock_.now(); }
 
   // Constant after construction.
@@ -152,6 +181,12 @@ class Node final : public NodeRoleView {
   std::thread acquirer_;
   std::thread closer_;
   std::future<void> closer_finished_;  // ready once the closer thread is done
+  // The lease as last known to the loop: held, seen held by another process,
+  // or released by this one (read by publish_status()).
+  std::optional<LeaseSeen> last_lease_;
+
+  mutable std::mutex status_mu_;
+  NodeStatus status_;  // guarded by status_mu_
 };
 
 }  // namespace dex

@@ -153,6 +153,8 @@ class NodeMachine {
   // Describe refuses while a step down or its hold-off is in progress.
   bool describe_refused() const { return describe_refused_; }
   std::optional<int> exit_code() const { return exit_code_; }
+  // A signal arrived: the process stops instead of (re)acquiring.
+  bool stopping() const { return stopping_; }
 
  private:
   enum class DrainReason { kShutdown, kStepDown };

@@ -71,11 +71,38 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// GET /api/v1/process (docs/dex-web.md): the node's own account of itself,
+// as dex-web shows it. The node outlives the web server.
+web::ProcessStatusSource process_status_of(const Node& node) {
+  return [&node] {
+    const NodeStatus n = node.status();
+    web::ProcessStatus p;
+    p.process_id = n.process_id;
+    p.node_id = n.node_id;
+    p.role = n.role;
+    p.phase = n.phase;
+    p.serving = n.serving;
+    p.standby_mode = n.hot ? "hot" : "cold";
+    p.standby_state = n.standby_state;
+    if (n.standby_lag) {
+      p.lag_seconds = std::chrono::duration<double>(*n.standby_lag).count();
+    }
+    p.epoch = n.epoch;
+    p.holder_process_id = n.holder_process_id;
+    p.lease_released = n.lease_released;
+    p.log_head = n.log_head;
+    p.applied_slot = n.applied_slot;
+    p.not_serving_reason = n.not_serving_reason;
+    return p;
+  };
+}
+
 // dex-web (docs/dex-web.md) when web.listen names an address: it calls this
-// process's API as a client does (a wildcard API host dialled as loopback).
+// process's API as a client does (a wildcard API host dialled as loopback),
+// and reads the node's status for GET /api/v1/process.
 // Null when off; a bind failure (the port in use) fails startup.
 StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings,
-                                                    const ApiServer& api) {
+                                                    const ApiServer& api, const Node& node) {
   if (settings.web_listen.empty()) return std::unique_ptr<web::WebServer>();
   web::WebServerOptions options;
   options.listen = settings.web_listen;
@@ -88,6 +115,7 @@ StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings
                         ? std::string(project_version())
                         : fmt::format("{} (git {})", project_version(), git_revision());
   options.admin_auth = settings.admin_enabled && !settings.admin_token_sha256.empty();
+  options.process_status = process_status_of(node);
   auto server = web::WebServer::start(options);
   if (!server.is_ok() && settings.web_listen_is_default) {
     // dev's default address, not asked for: another dev process may have it.
@@ -208,7 +236,7 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   // that arrive early get UNAVAILABLE until this process is active.
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  auto web = start_web(settings, *api.value());
+  auto web = start_web(settings, *api.value(), node);
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));
     return fail(fmt::format("cannot start: {}", web.status().message()));
@@ -253,7 +281,7 @@ int run_serve_server(const NodeSettings& settings) {
   Node node(settings, runtime, store, SystemClock::instance());
   auto api = ApiServer::start(api_options, node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  auto web = start_web(settings, *api.value());
+  auto web = start_web(settings, *api.value(), node);
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));
     return fail(fmt::format("cannot start: {}", web.status().message()));

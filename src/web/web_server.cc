@@ -15,6 +15,7 @@
 
 #include "web/http_status.h"
 #include "web/json_gateway.h"
+#include "web/process_status.h"
 #include "web/request_guard.h"
 #include "web/static_files.h"
 
@@ -185,6 +186,17 @@ class WebServer::Impl {
                              {"apiAddress", options_.api_address},
                              {"adminAuth", options_.admin_auth}};
       set_body(res, info.dump(), std::string(kJson));
+      res.set_header("Cache-Control", "no-store");
+    });
+    // Answers on any process, a standby included: it reads this process's
+    // own state, not the public API (which a standby answers UNAVAILABLE).
+    server_.Get("/api/v1/process", [this](const httplib::Request& req, httplib::Response& res) {
+      if (refused(req, res, /*post=*/false)) return;
+      if (!options_.process_status) {
+        set_json_error(res, 404, "NOT_FOUND", "this dex-web was started without a process status");
+        return;
+      }
+      set_body(res, process_status_json(options_.process_status()), std::string(kJson));
       res.set_header("Cache-Control", "no-store");
     });
     server_.Post(

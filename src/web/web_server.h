@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "web/process_status.h"
 
 namespace dex::web {
 
@@ -30,6 +31,9 @@ struct WebServerOptions {
   std::string version;      // GET /api/v1/web "version"
   bool admin_auth = false;  // GET /api/v1/web "adminAuth": admin calls need a credential
   size_t request_bytes_max = kRequestBytesMax;
+  // GET /api/v1/process: this process's role, standby state, epoch, holder,
+  // log position (web/process_status.h). Unset: that path answers 404.
+  ProcessStatusSource process_status;
 };
 
 // <directory of /proc/self/exe>/../share/dex-web, where the build copies

@@ -1,10 +1,12 @@
 """dex-web served by the real `dex-server-zd dev` (docs/dex-web.md, "How it is served"): the app
 and the JSON gateway on --web-listen, --no-web leaves the port closed, and an address in use
 fails startup naming it; two `serve` processes with web.listen: the hot standby's gateway answers
-503, the active one's 200."""
+503, the active one's 200, and GET /api/v1/process tells each one's role, epoch, holder and log
+position, before and after a takeover."""
 import json
 import signal
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -66,6 +68,18 @@ def test_dev_serves_the_app_and_the_json_gateway_on_web_listen(procs, tmp_path):
     status, _, body = http("GET", base + "/api/v1/web")
     info = json.loads(body)
     assert status == 200 and info["adminAuth"] is False and info["version"], info
+    status, _, body = http("POST", base + "/api/v1/dex.AdminService/Describe", "{}")
+    assert status == 200, body
+    described = json.loads(body)
+    status, headers, body = http("GET", base + "/api/v1/process")
+    assert status == 200 and headers["Cache-Control"] == "no-store", body
+    me = json.loads(body)
+    assert me["role"] == "active" and me["phase"] == "active" and me["serving"] is True, me
+    assert me["standbyMode"] == "cold" and me["standbyState"] is None, me
+    assert me["nodeId"] == described["nodeId"] and me["epoch"] == described["nodeEpoch"], me
+    assert me["holderProcessId"] == described["holderProcessId"] == me["processId"], me
+    assert me["holderIsThisProcess"] is True and me["notServingReason"] is None, me
+    assert int(me["logHead"]) >= 0, me  # the EpochStart's slot at least
 
     # SIGTERM stops dex-web, then the API, and exits 0.
     dev.signal(signal.SIGTERM)
@@ -136,3 +150,57 @@ def test_a_hot_standbys_gateway_answers_503_and_the_active_ones_200(procs, tmp_p
     assert status == 200 and json.loads(body)["nodeId"] == "node-m", body
     status, _, body = http("GET", f"http://127.0.0.1:{b.web_port}/api/v1/web")
     assert status == 200 and json.loads(body)["apiAddress"] == b.address, body
+
+    # GET /api/v1/process answers on both: the standby's own account, which its API does not give.
+    def process(server):
+        status, _, body = http("GET", f"http://127.0.0.1:{server.web_port}/api/v1/process")
+        assert status == 200, body
+        return json.loads(body)
+
+    described = json.loads(http("POST", f"http://127.0.0.1:{a.web_port}"
+                                 "/api/v1/dex.AdminService/Describe", "{}")[2])
+    active = process(a)
+    assert active["role"] == "active" and active["serving"] is True, active
+    assert active["standbyMode"] == "hot" and active["standbyState"] is None, active
+    assert active["epoch"] == described["nodeEpoch"], active
+    assert active["processId"] == active["holderProcessId"] == described["holderProcessId"], active
+    assert int(active["logHead"]) >= 0 and active["appliedSlot"] is None, active
+    deadline = time.monotonic() + 30
+    while True:
+        standby = process(b)
+        if standby["standbyState"] == "following" and standby["epoch"] is not None:
+            break
+        assert time.monotonic() < deadline, f"the standby never followed: {standby}"
+        time.sleep(0.2)
+    assert standby["role"] == "hot-standby" and standby["serving"] is False, standby
+    assert standby["phase"] == "acquiring" and standby["standbyMode"] == "hot", standby
+    assert standby["epoch"] == active["epoch"], standby
+    assert standby["holderProcessId"] == active["processId"] != standby["processId"], standby
+    assert standby["holderIsThisProcess"] is False and standby["leaseReleased"] is False, standby
+    assert 0 <= standby["lagSeconds"] < 5, standby
+    assert standby["appliedSlot"] is not None and standby["logHead"] is None, standby
+    assert int(standby["appliedSlot"]) <= int(process(a)["logHead"]), standby
+    assert "standby" in standby["notServingReason"], standby
+    assert active["processId"] in standby["notServingReason"], standby
+    # Guarded as the API: a DNS-rebinding name is refused.
+    req = urllib.request.Request(f"http://127.0.0.1:{b.web_port}/api/v1/process",
+                                 headers={"Host": f"evil.example:{b.web_port}"})
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        raise AssertionError("a foreign Host was answered")
+    except urllib.error.HTTPError as e:
+        assert e.code == 403, e
+
+    # a stops; b takes the lease over and says so, with a newer epoch and a log head of its own.
+    a.proc.signal(signal.SIGTERM)
+    assert a.proc.wait_exit(60) == 0, a.proc.output()
+    deadline = time.monotonic() + 30
+    while True:
+        took = process(b)
+        if took["role"] == "active" and took["serving"]:
+            break
+        assert time.monotonic() < deadline, f"b never took over: {took}"
+        time.sleep(0.1)
+    assert int(took["epoch"]) > int(active["epoch"]), took
+    assert took["holderIsThisProcess"] is True and took["standbyState"] is None, took
+    assert int(took["logHead"]) > int(standby["appliedSlot"]), took

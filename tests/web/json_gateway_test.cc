@@ -3,17 +3,20 @@
 // ApiServer over a real Engine with a Worker (LiveStackTest, tests/sdk). The
 // gateway's round trip of a Flow in JSON, its refusals (unknown method, bad
 // JSON, a body over the limit), the gRPC codes as HTTP statuses, the
-// Authorization header as the call's credential, a standby's 503; the app's
-// files, the SPA fallback, refused traversal, the page without assets.
+// Authorization header as the call's credential, a standby's 503, the process
+// status a standby still answers; the app's files, the SPA fallback, refused
+// traversal, the page without assets.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <openssl/evp.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
 #include "live_stack.h"
 #include "web/http_status.h"
+#include "web/process_status.h"
 #include "web/request_guard.h"
 #include "web/static_files.h"
 #include "web/web_server.h"
@@ -95,8 +98,10 @@ class AssetsDir {
 };
 
 std::unique_ptr<web::WebServer> start_web(const std::string& api_address, const fs::path& assets,
-                                          bool admin_auth = false) {
+                                          bool admin_auth = false,
+                                          web::ProcessStatusSource process_status = {}) {
   web::WebServerOptions options;
+  options.process_status = std::move(process_status);
   options.listen = "127.0.0.1:0";
   options.api_address = api_address;
   options.assets_dir = assets;
@@ -339,6 +344,117 @@ TEST_F(WebGatewayTest, AStandbysUnavailableAnswers503) {
   EXPECT_EQ(page->status, 200);
   web->stop();
   api.value()->shutdown(seconds(0));
+}
+
+// GET /api/v1/process reads the process's own state (the source the
+// server's wiring hands over), so it answers where the API does not: on a
+// standby whose every public call is UNAVAILABLE.
+TEST_F(WebGatewayTest, TheProcessStatusAnswersOnAStandbyWhoseApiDoesNot) {
+  ApiServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto api = ApiProcess::start(options);
+  ASSERT_TRUE(api.is_ok()) << api.status().to_string();
+  const std::string why = "this process is a cold standby of node n1; the active process is p-a";
+  api.value()->set_inactive(why);
+  std::atomic<int> reads{0};
+  auto web =
+      start_web("127.0.0.1:" + std::to_string(api.value()->port()), assets_.dir(), false, [&] {
+        web::ProcessStatus s;
+        s.process_id = "p-b";
+        s.node_id = "n1";
+        s.role = "cold-standby";
+        s.phase = "acquiring";
+        s.standby_mode = "cold";
+        s.epoch = 7;
+        s.holder_process_id = "p-a";
+        s.not_serving_reason = why;
+        s.applied_slot = uint64_t(1) << 60;  // beyond a double's integers
+        ++reads;
+        return s;
+      });
+  ASSERT_NE(web, nullptr);
+  httplib::Client http("127.0.0.1", web->port());
+  auto call = http.Post("/api/v1/dex.AdminService/Describe", "{}", "application/json");
+  ASSERT_TRUE(call);
+  EXPECT_EQ(call->status, 503) << call->body;
+  auto res = http.Get("/api/v1/process");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8");
+  EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store");
+  json p = json::parse(res->body);
+  EXPECT_EQ(p["processId"], "p-b");
+  EXPECT_EQ(p["nodeId"], "n1");
+  EXPECT_EQ(p["role"], "cold-standby");
+  EXPECT_EQ(p["phase"], "acquiring");
+  EXPECT_EQ(p["serving"], false);
+  EXPECT_EQ(p["standbyMode"], "cold");
+  EXPECT_TRUE(p["standbyState"].is_null());
+  EXPECT_TRUE(p["lagSeconds"].is_null());
+  EXPECT_EQ(p["epoch"], "7");
+  EXPECT_EQ(p["holderProcessId"], "p-a");
+  EXPECT_EQ(p["holderIsThisProcess"], false);
+  EXPECT_EQ(p["leaseReleased"], false);
+  EXPECT_TRUE(p["logHead"].is_null());
+  EXPECT_EQ(p["appliedSlot"], "1152921504606846976");
+  EXPECT_EQ(p["notServingReason"], why);
+  EXPECT_EQ(reads.load(), 1);
+  // Read afresh at every request, never cached.
+  ASSERT_TRUE(http.Get("/api/v1/process"));
+  EXPECT_EQ(reads.load(), 2);
+  // Guarded as the rest of the API: another site's page, a rebinding name.
+  auto cross = http.Get("/api/v1/process", {{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 403) << cross->body;
+  auto rebound = http.Get("/api/v1/process", {{"Host", "evil.example:8802"}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403) << rebound->body;
+  EXPECT_EQ(json::parse(rebound->body)["code"], "PERMISSION_DENIED");
+  EXPECT_EQ(reads.load(), 2);
+  web->stop();
+  api.value()->shutdown(seconds(0));
+}
+
+TEST_F(WebGatewayTest, WithoutAProcessStatusSourceTheProcessPathIsNotFound) {
+  auto res = http_->Get("/api/v1/process");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(json::parse(res->body)["code"], "NOT_FOUND");
+}
+
+TEST(WebProcessStatus, AnActiveProcessHoldsTheLeaseAndNamesItsLogHead) {
+  web::ProcessStatus s;
+  s.process_id = "p-a";
+  s.node_id = "n1";
+  s.role = "active";
+  s.phase = "active";
+  s.serving = true;
+  s.standby_mode = "hot";
+  s.epoch = 3;
+  s.holder_process_id = "p-a";
+  s.log_head = 41;
+  s.not_serving_reason = "ignored while serving";
+  json p = json::parse(web::process_status_json(s));
+  EXPECT_EQ(p["serving"], true);
+  EXPECT_EQ(p["holderIsThisProcess"], true);
+  EXPECT_EQ(p["logHead"], "41");
+  EXPECT_TRUE(p["appliedSlot"].is_null());
+  EXPECT_TRUE(p["notServingReason"].is_null());
+  // A hot standby: its follower's state and lag.
+  web::ProcessStatus h;
+  h.role = "hot-standby";
+  h.standby_mode = "hot";
+  h.standby_state = "following";
+  h.lag_seconds = 0.25;
+  h.applied_slot = 40;
+  json q = json::parse(web::process_status_json(h));
+  EXPECT_EQ(q["standbyState"], "following");
+  EXPECT_DOUBLE_EQ(q["lagSeconds"].get<double>(), 0.25);
+  EXPECT_EQ(q["appliedSlot"], "40");
+  EXPECT_TRUE(q["epoch"].is_null());
+  EXPECT_TRUE(q["holderProcessId"].is_null());
+  EXPECT_EQ(q["holderIsThisProcess"], false);
+  EXPECT_EQ(q["notServingReason"], "");
 }
 
 TEST_F(WebGatewayTest, FilesAreServedWithTheirTypeAndHashedAssetsAreCachedLong) {
