@@ -11,13 +11,21 @@ const nowrap = { whiteSpace: "nowrap" } as const;
 interface Props {
   rows: FlowSearchRow[];
   query?: string; // the query these rows answer (data-query: what a test waits for)
+  pageToken?: string; // and the page token they answer ("" on the first page; data-page-token)
   loading: boolean;
 }
 
-export function ResultsTable({ rows, query, loading }: Props) {
+export function ResultsTable({ rows, query, pageToken, loading }: Props) {
   return (
     <Table.ScrollContainer minWidth={900}>
-      <Table striped highlightOnHover aria-busy={loading} data-testid="results" data-query={query}>
+      <Table
+        striped
+        highlightOnHover
+        aria-busy={loading}
+        data-testid="results"
+        data-query={query}
+        data-page-token={pageToken}
+      >
         <Table.Caption>{loading ? "Searching..." : `${rows.length} run(s) on this page`}</Table.Caption>
         <Table.Thead>
           <Table.Tr>

@@ -1,6 +1,6 @@
 // Search (`/` and `/search?q=...`): a SearchFlows query (docs/search.md), quick filters, the
-// results a page at a time. The URL holds the query, so a search can be shared.
-import { useEffect, useState } from "react";
+// results a page at a time. The URL holds the query and the page (Pager.tsx), so a search can be
+// shared.
 import { useSearchParams } from "react-router";
 import { Stack, Title } from "@mantine/core";
 import { searchFlows } from "../../api/calls";
@@ -9,23 +9,20 @@ import { ErrorAlert } from "../../components/ErrorAlert";
 import { QueryForm } from "./QueryForm";
 import { QuickFilters } from "./QuickFilters";
 import { ResultsTable } from "./ResultsTable";
-import { Pager } from "./Pager";
-
-const pageSize = 50;
+import { Pager, useSearchPaging } from "./Pager";
 
 export function SearchPage() {
-  const [params, setParams] = useSearchParams();
+  const [params] = useSearchParams();
   const query = params.get("q") ?? "";
-  // The page tokens of the pages before this one: [""] is the first page.
-  const [tokens, setTokens] = useState<string[]>([""]);
-  useEffect(() => setTokens([""]), [query]);
-  const pageToken = tokens[tokens.length - 1];
+  const paging = useSearchPaging(); // the page token and size, in the URL (Pager.tsx)
+  const { pageSize, pageToken } = paging;
 
   const result = useApi(
-    (signal) => searchFlows({ query, pageSize, pageToken }, signal).then((r) => ({ ...r, query })),
-    [query, pageToken],
+    (signal) =>
+      searchFlows({ query, pageSize, pageToken }, signal).then((r) => ({ ...r, query, pageToken })),
+    [query, pageSize, pageToken],
   );
-  const runSearch = (q: string) => setParams(q === "" ? {} : { q });
+  const runSearch = paging.search;
 
   return (
     <Stack gap="md">
@@ -37,15 +34,20 @@ export function SearchPage() {
       {result.error !== undefined && <ErrorAlert error={result.error} title="The search failed" />}
       {result.error === undefined && (
         <>
-          <ResultsTable rows={result.data?.rows ?? []} query={result.data?.query} loading={result.loading} />
+          <ResultsTable
+            rows={result.data?.rows ?? []}
+            query={result.data?.query}
+            pageToken={result.data?.pageToken}
+            loading={result.loading}
+          />
           <Pager
-            page={tokens.length}
+            paging={paging}
+            rows={result.data?.rows.length ?? 0}
             hasNext={(result.data?.nextPageToken ?? "") !== ""}
             loading={result.loading}
-            onPrevious={() => setTokens((t) => (t.length > 1 ? t.slice(0, -1) : t))}
             onNext={() => {
               const next = result.data?.nextPageToken;
-              if (next) setTokens((t) => [...t, next]);
+              if (next) paging.next(next);
             }}
             appliedSlot={result.data?.appliedSlot}
           />
