@@ -1,16 +1,27 @@
 // Shown when the FlowService answers UNAVAILABLE: this process is not the active one (a standby, or
-// starting, or stepping down). It says so plainly, with what AdminService.Describe answers.
-import { Alert, Code, Text } from "@mantine/core";
+// starting, taking over, stepping down). It says so plainly, with what the process says about itself
+// (GET /api/v1/process, which a standby answers too): its role and the active process and epoch it
+// last saw.
+import { Alert, Anchor, Code, Text } from "@mantine/core";
+import { Link } from "react-router";
 import type { ApiError } from "../api/client";
-import { adminDescribe } from "../api/calls";
+import { activeHolderText, getProcessStatus, roleLabel } from "../views/node/processCalls";
 import { useApi } from "../useApi";
 
 export function StandbyBanner({ error }: { error: ApiError }) {
-  const describe = useApi((signal) => adminDescribe(signal), []);
+  const proc = useApi((signal) => getProcessStatus(signal), []);
+  const p = proc.data;
+  const standby = p !== undefined && (p.role === "hot-standby" || p.role === "cold-standby");
+  const title =
+    p === undefined
+      ? "This process is not serving (standby)"
+      : p.serving
+        ? "This process did not serve the call"
+        : `This process is not serving (${roleLabel(p.role)})`;
   return (
     <Alert
       color="yellow"
-      title="This process is not serving (standby)"
+      title={title}
       role="alert"
       data-testid="standby-banner"
       styles={{ title: { color: "var(--mantine-color-text)" } }}
@@ -18,16 +29,26 @@ export function StandbyBanner({ error }: { error: ApiError }) {
       <Text size="sm">
         The FlowService answered <Code>UNAVAILABLE</Code>: {error.message}
       </Text>
+      {p !== undefined && (
+        <Text size="sm" mt="xs" data-testid="standby-banner-process">
+          This process ({p.processId}) is {standby ? "a " : ""}
+          {roleLabel(p.role)} of node {p.nodeId}
+          {p.standbyState !== null ? `, ${p.standbyState}` : ""}
+          {p.lagSeconds !== null ? ` (lag ${p.lagSeconds.toFixed(1)} s)` : ""}. The active process:{" "}
+          {activeHolderText(p)}.
+        </Text>
+      )}
+      {proc.error !== undefined && (
+        <Text size="sm" mt="xs">
+          GET /api/v1/process: {proc.error instanceof Error ? proc.error.message : String(proc.error)}
+        </Text>
+      )}
       <Text size="sm" mt="xs">
-        This process is not the node's active process (a standby, or starting, or stepping down). Use the
-        active process's dex-web, or wait for this one to take over.
-      </Text>
-      <Text size="sm" mt="xs">
-        {describe.loading && "Asking AdminService.Describe..."}
-        {describe.data &&
-          `AdminService.Describe: node ${describe.data.nodeId}, epoch ${describe.data.nodeEpoch}, holder ${describe.data.holderProcessId || "(none)"}.`}
-        {describe.error !== undefined &&
-          `AdminService.Describe: ${describe.error instanceof Error ? describe.error.message : String(describe.error)}`}
+        Use the active process's dex-web{standby ? ", or wait for this one to take over" : ""}. The{" "}
+        <Anchor component={Link} to="/node" size="sm">
+          Node view
+        </Anchor>{" "}
+        shows this process.
       </Text>
     </Alert>
   );
