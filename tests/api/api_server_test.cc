@@ -87,11 +87,21 @@ class FakeEngine final : public Engine {
   }
   StatusOr<flow::ListSearchKeysResponse> list_search_keys(
       const flow::ListSearchKeysRequest&) override {
-    return flow::ListSearchKeysResponse();
+    flow::ListSearchKeysResponse response;
+    auto* key = response.add_keys();
+    key->set_name("customer");
+    key->set_type(flow::INDEX_KEYWORD);
+    key->add_flow_types("Order");
+    response.set_applied_slot(7);
+    return response;
   }
   StatusOr<flow::ListSearchValuesResponse> list_search_values(
-      const flow::ListSearchValuesRequest&) override {
-    return flow::ListSearchValuesResponse();
+      const flow::ListSearchValuesRequest& request) override {
+    if (request.key() != "customer")
+      return Status::invalid_argument("key '" + request.key() + "' is DOUBLE");
+    flow::ListSearchValuesResponse response;
+    response.add_values(request.prefix() + "me");
+    return response;
   }
   StatusOr<flow::SetAttributesResponse> set_attributes(const flow::SetAttributesRequest&) override {
     return flow::SetAttributesResponse();
@@ -609,6 +619,39 @@ TEST_F(ApiServerTest, ListenErrorNamesTheAddress) {
   auto second = ApiServer::start(options, role);
   ASSERT_FALSE(second.is_ok());
   EXPECT_NE(second.status().message().find(options.listen), std::string::npos);
+}
+
+// Query completion's calls (docs/search.md, "Completing a query") go to the
+// engine on the active process, refused UNAVAILABLE before it on a standby,
+// with the engine's INVALID_ARGUMENT message as it is.
+TEST_F(ApiServerTest, SearchCompletionCallsServeOnTheActiveProcessOnly) {
+  flow::ListSearchKeysResponse keys;
+  auto c1 = context();
+  EXPECT_EQ(flows_->ListSearchKeys(c1.get(), flow::ListSearchKeysRequest(), &keys).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  flow::ListSearchValuesRequest values_request;
+  values_request.set_key("customer");
+  values_request.set_prefix("ac");
+  flow::ListSearchValuesResponse values;
+  auto c2 = context();
+  EXPECT_EQ(flows_->ListSearchValues(c2.get(), values_request, &values).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  activate();
+  auto c3 = context();
+  ASSERT_TRUE(flows_->ListSearchKeys(c3.get(), flow::ListSearchKeysRequest(), &keys).ok());
+  ASSERT_EQ(keys.keys_size(), 1);
+  EXPECT_EQ(keys.keys(0).name(), "customer");
+  EXPECT_EQ(keys.keys(0).flow_types(0), "Order");
+  EXPECT_EQ(keys.applied_slot(), 7u);
+  auto c4 = context();
+  ASSERT_TRUE(flows_->ListSearchValues(c4.get(), values_request, &values).ok());
+  EXPECT_EQ(values.values(0), "acme");
+  values_request.set_key("total");
+  auto c5 = context();
+  const grpc::Status s = flows_->ListSearchValues(c5.get(), values_request, &values);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "key 'total' is DOUBLE");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@ import type {
   GetFlowStateResponse,
   GetHistoryEventsResponse,
   InvokeRpcResponse,
+  ListSearchKeysResponse,
+  ListSearchValuesResponse,
   Payload,
   RunTimer,
   SearchFlowsResponse,
@@ -20,6 +22,16 @@ export const searchFlows = (
   req: { query: string; pageSize?: number; pageToken?: string; fields?: string[] },
   signal?: AbortSignal,
 ) => call<SearchFlowsResponse>("dex.FlowService", "SearchFlows", req, signal);
+
+/** What a query can name: the system fields, then the index keys in use (docs/search.md). */
+export const listSearchKeys = (signal?: AbortSignal) =>
+  call<ListSearchKeysResponse>("dex.FlowService", "ListSearchKeys", {}, signal);
+
+/** Distinct values of a KEYWORD or KEYWORD_ARRAY field starting with `prefix` (at most `limit`). */
+export const listSearchValues = (
+  req: { key: string; prefix: string; limit?: number },
+  signal?: AbortSignal,
+) => call<ListSearchValuesResponse>("dex.FlowService", "ListSearchValues", req, signal);
 
 export const describeFlow = (flow: FlowRef, signal?: AbortSignal) =>
   call<FlowDescription>("dex.FlowService", "DescribeFlow", flow, signal);

@@ -254,3 +254,35 @@ export interface TimeTravelPoint {
   stepType?: string;
   stepExecutionId?: string;
 }
+
+// ------------------------------------------------------------ query completion (docs/search.md)
+
+export type IndexType =
+  | "INDEX_TYPE_UNSPECIFIED"
+  | "INDEX_KEYWORD"
+  | "INDEX_FULL_TEXT"
+  | "INDEX_KEYWORD_ARRAY"
+  | "INDEX_INT"
+  | "INDEX_DOUBLE"
+  | "INDEX_BOOL"
+  | "INDEX_DATETIME";
+
+export interface SearchKeyInfo {
+  name: string;
+  type: IndexType;
+  system: boolean;
+  sortable: boolean;
+  flowTypes: string[];
+}
+
+export interface ListSearchKeysResponse {
+  keys: SearchKeyInfo[];
+  truncated: boolean;
+  appliedSlot: Int64;
+}
+
+export interface ListSearchValuesResponse {
+  values: string[];
+  truncated: boolean;
+  appliedSlot: Int64;
+}
