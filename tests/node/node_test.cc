@@ -186,5 +186,56 @@ TEST_F(NodeShellTest, AStoreThatClosesTakesTheLeaseBackAfterTheHoldOff) {
   EXPECT_EQ(code.get(), 0);
 }
 
+// Node::status() (dex-web's process view): the active process names itself
+// the holder with its epoch and a log head; a cold standby of the same node
+// does not serve, says why, and names the holder and epoch it read.
+TEST_F(NodeShellTest, StatusSaysWhatEachProcessIsAndWhoHoldsTheLease) {
+  Node a(settings(), runtime("a"), *store_, SystemClock::instance(), hooks());
+  auto code_a = std::async(std::launch::async, [&] { return a.run(); });
+  StopOnExit stop_a{gate_, a};
+  ASSERT_TRUE(wait_active(a));
+  NodeStatus active = a.status();
+  // The snapshot is refreshed by the role loop (every 100 ms at most).
+  for (int i = 0; i < 100 && !(active.serving && active.log_head); ++i) {  // bounded by 100 tries
+    std::this_thread::sleep_for(milliseconds(20));
+    active = a.status();
+  }
+  EXPECT_EQ(active.node_id, "n1");
+  EXPECT_EQ(active.role, "active");
+  EXPECT_TRUE(active.serving);
+  EXPECT_TRUE(active.not_serving_reason.empty()) << active.not_serving_reason;
+  ASSERT_TRUE(active.epoch.has_value());
+  EXPECT_EQ(*active.epoch, 1u);
+  ASSERT_TRUE(active.holder_process_id.has_value());
+  EXPECT_EQ(*active.holder_process_id, active.process_id);
+  EXPECT_TRUE(active.log_head.has_value());
+  EXPECT_FALSE(active.standby_state.has_value());
+
+  Node b(settings(), runtime("b"), *store_, SystemClock::instance(), hooks());  // a cold standby
+  auto code_b = std::async(std::launch::async, [&] { return b.run(); });
+  StopOnExit stop_b{gate_, b};
+  NodeStatus standby = b.status();
+  for (int i = 0; i < 150 && !(standby.role == "cold-standby" && standby.holder_process_id);
+       ++i) {  // bounded by 150 tries
+    std::this_thread::sleep_for(milliseconds(20));
+    standby = b.status();
+  }
+  EXPECT_EQ(standby.role, "cold-standby");
+  EXPECT_FALSE(standby.serving);
+  EXPECT_FALSE(standby.not_serving_reason.empty());
+  EXPECT_NE(standby.process_id, active.process_id);
+  ASSERT_TRUE(standby.holder_process_id.has_value());
+  EXPECT_EQ(*standby.holder_process_id, active.process_id);
+  ASSERT_TRUE(standby.epoch.has_value());
+  EXPECT_EQ(*standby.epoch, 1u);
+  EXPECT_FALSE(standby.log_head.has_value());
+
+  b.signal();
+  ASSERT_EQ(code_b.wait_for(seconds(20)), std::future_status::ready);
+  a.signal();
+  ASSERT_EQ(code_a.wait_for(seconds(20)), std::future_status::ready);
+  EXPECT_EQ(code_a.get(), 0);
+}
+
 }  // namespace
 }  // namespace dex
