@@ -40,7 +40,7 @@ export function FlowStateView({ state, running }: { state: GetFlowStateResponse;
           <QueuesTable queues={state.queues} omitted={state.queuesOmitted} />
         </Section>
         <Section title="Attributes">
-          <AttributesTable attributes={state.attributes} />
+          <AttributesTable attributes={state.attributes} flow={{ flowId: state.flow?.flowId ?? "", runId: state.flow?.runId ?? "" }} />
         </Section>
         <Section title={`Ended Steps (${state.endedCount})`}>
           <StepsTable steps={state.ended} label="Ended Step executions" testId="ended-steps" />

@@ -1,7 +1,11 @@
-// The Channel queues that hold messages, with their oldest messages.
+// The Channel queues that hold messages, with their oldest messages (a long one truncated, with
+// "Show all"; one GetFlowState left out, past its answer's budget, with its size).
 import { Table, Text } from "@mantine/core";
 import type { ChannelQueueView } from "../../api/types";
-import { payloadText } from "../../format";
+import { PayloadText, sizeText } from "../../components/JsonBlock";
+import "./run.css";
+
+const td = Table.classes.td;
 
 export function QueuesTable({ queues, omitted }: { queues: ChannelQueueView[]; omitted: string }) {
   if (queues.length === 0) return <Text size="sm" c="dimmed">No Channel holds a message.</Text>;
@@ -18,17 +22,22 @@ export function QueuesTable({ queues, omitted }: { queues: ChannelQueueView[]; o
         </Table.Thead>
         <Table.Tbody>
           {queues.map((q) => (
-            <Table.Tr key={`${q.channel}/${q.instanceKey}`}>
-              <Table.Td>{q.channel}</Table.Td>
-              <Table.Td>{q.instanceKey}</Table.Td>
-              <Table.Td>{q.count}</Table.Td>
-              <Table.Td>
+            <Table.Tr key={`${q.channel}/${q.instanceKey}`} data-testid="queue-row">
+              <td className={td}>{q.channel}</td>
+              <td className={td}>{q.instanceKey}</td>
+              <td className={td}>{q.count}</td>
+              <td className={td}>
                 {q.messages.map((m) => (
-                  <Text size="xs" ff="monospace" key={m.seq}>
-                    #{m.seq}: {Number(m.omittedBytes) > 0 ? `(${m.omittedBytes} bytes, left out)` : payloadText(m.message)}
-                  </Text>
+                  <div key={m.seq} className="dex-line dex-mono">
+                    #{m.seq}:{" "}
+                    {Number(m.omittedBytes) > 0 ? (
+                      `(${sizeText(Number(m.omittedBytes))}, left out of the state's answer)`
+                    ) : (
+                      <PayloadText payload={m.message} size="xs" label={`message ${m.seq} of Channel ${q.channel}`} />
+                    )}
+                  </div>
                 ))}
-              </Table.Td>
+              </td>
             </Table.Tr>
           ))}
         </Table.Tbody>

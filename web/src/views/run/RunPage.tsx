@@ -1,7 +1,12 @@
-// Run (`/flows/:flowId/runs/:runId`): the run's summary, its current state and its history; while
-// the run runs, new history events are appended as they happen (and the summary and state are
-// read again with them).
-import { useCallback } from "react";
+// Run (`/flows/:flowId/runs/:runId`): the run's summary, its Step graph and timeline, its current
+// state and its history; while the run runs, new history events are appended as they happen (and
+// the summary and state are read again with them).
+//
+// The three reads (DescribeFlow, GetFlowState, the whole history) go out at once, before the app
+// renders when it opens on a run's URL (runCalls.ts); the summary shows first, the graph when its
+// layout arrives, and the state's tables and the history's rows are drawn after the graph (deferred
+// renders React interrupts for it), each only when its own data changed.
+import { memo, useCallback, useDeferredValue, useEffect, useMemo } from "react";
 import { useParams } from "react-router";
 import { Button, Group, Loader, Stack, Text, Title } from "@mantine/core";
 import { describeFlow, getFlowState } from "../../api/calls";
@@ -12,7 +17,14 @@ import { FlowStateView } from "./FlowStateView";
 import { HistoryList } from "./HistoryList";
 import { useHistory } from "./useHistory";
 import { RunGraphs } from "./graph/RunGraphs";
+import { preloadElk } from "./graph/useElkLayout";
 import { RunActions } from "./actions/RunActions";
+import { takeEarly } from "./runCalls";
+import { childRuns } from "./RelatedRuns";
+import type { GetFlowStateResponse } from "../../api/types";
+
+const StateView = memo(FlowStateView);
+const Summary = memo(RunSummary);
 
 export function RunPage() {
   const params = useParams();
@@ -23,8 +35,16 @@ export function RunPage() {
 }
 
 function RunView({ flowId, runId }: { flowId: string; runId: string }) {
-  const describe = useApi((signal) => describeFlow({ flowId, runId }, signal), [flowId, runId]);
-  const state = useApi((signal) => getFlowState({ flowId, runId }, signal), [flowId, runId]);
+  useEffect(preloadElk, []);
+  const describe = useApi(
+    (signal) => takeEarly("describe", flowId, runId) ?? describeFlow({ flowId, runId }, signal),
+    [flowId, runId],
+  );
+  const state = useApi(
+    (signal) => takeEarly("state", flowId, runId) ?? getFlowState({ flowId, runId }, signal),
+    [flowId, runId],
+  );
+  const stateShown = useDeferredValue<GetFlowStateResponse | undefined>(state.data);
   const running = describe.data?.status === "FLOW_RUNNING";
   const found = describe.data !== undefined; // once found, a later failed re-read keeps what was shown
   const { reload: reloadDescribe } = describe;
@@ -34,6 +54,8 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
     reloadState();
   }, [reloadDescribe, reloadState]);
   const history = useHistory(flowId, runId, running, reloadAll);
+  const children = useMemo(() => childRuns(history.events, state.data), [history.events, state.data]);
+  const settled = useDeferredValue(history.loaded || history.error !== undefined);
 
   return (
     <Stack gap="md">
@@ -55,15 +77,24 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
       </Group>
       {describe.error !== undefined && <ErrorAlert error={describe.error} title="DescribeFlow failed" onRetry={reloadAll} />}
       {describe.data === undefined && describe.error === undefined && <Loader aria-label="Loading the run" />}
-      {describe.data && <RunSummary flow={describe.data} />}
+      {describe.data && <Summary flow={describe.data} children={children} />}
       {/* State and history show once DescribeFlow found the run (all three are read at once): a
           run it cannot find has neither, and its one error above says why. */}
       {found && state.error !== undefined && (
         <ErrorAlert error={state.error} title="GetFlowState failed" onRetry={reloadAll} />
       )}
-      <RunGraphs flowId={flowId} runId={runId} state={state.data} show={found} />
-      {found && state.data && <FlowStateView state={state.data} running={running} />}
-      {found && <HistoryList history={history} />}
+      <RunGraphs
+        events={history.events}
+        loaded={history.loaded}
+        more={history.more}
+        historyError={history.error}
+        state={state.data}
+        show={found}
+      />
+      {/* The state's tables and the history's rows wait for the history (the graph's part comes
+          first), and are then drawn in the background while the graph is laid out. */}
+      {found && settled && stateShown && <StateView state={stateShown} running={running} />}
+      {found && settled && <HistoryList history={history} />}
     </Stack>
   );
 }

@@ -1,15 +1,16 @@
-// DescribeFlow as a summary: IDs, type, status, times, close reason, the result, the input, and
-// the related runs.
+// DescribeFlow as a summary: IDs, type, status, times, close reason, the result, the input (a long
+// value truncated, with "Show all"), and the related runs (with the SubFlow children the history
+// and the state name).
 import { Card, SimpleGrid, Stack, Text, Title } from "@mantine/core";
 import type { FlowDescription } from "../../api/types";
 import { Field } from "../../components/Field";
-import { JsonBlock } from "../../components/JsonBlock";
+import { PayloadBlock } from "../../components/JsonBlock";
 import { StatusBadge } from "../../components/StatusBadge";
-import { formatTime, payloadText, runDuration } from "../../format";
-import { RelatedRuns } from "./RelatedRuns";
+import { formatTime, runDuration } from "../../format";
+import { RelatedRuns, type ChildRun } from "./RelatedRuns";
 import { useNow } from "../../useNow";
 
-export function RunSummary({ flow }: { flow: FlowDescription }) {
+export function RunSummary({ flow, children }: { flow: FlowDescription; children?: ChildRun[] }) {
   const now = useNow(1000, !Number(flow.closeUnixMs));
   return (
     <Card withBorder component="section" aria-labelledby="summary-title" data-testid="run-summary">
@@ -35,13 +36,13 @@ export function RunSummary({ flow }: { flow: FlowDescription }) {
           <Field label="Retry at (UTC)">{formatTime(flow.retryUnixMs)}</Field>
           <Field label="Expires (UTC)">{formatTime(flow.expireUnixMs)}</Field>
         </SimpleGrid>
-        <RelatedRuns flow={flow} />
+        <RelatedRuns flow={flow} children={children} />
         <SimpleGrid cols={{ base: 1, md: 2 }} spacing="sm">
           <div>
             <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
               Input
             </Text>
-            <JsonBlock value={payloadText(flow.input) || "(none)"} label="Input" />
+            <PayloadBlock payload={flow.input} empty="(none)" label="Input" />
           </div>
           <div>
             <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
@@ -51,7 +52,7 @@ export function RunSummary({ flow }: { flow: FlowDescription }) {
             {flow.outputs.map((o) => (
               <div key={o.stepExecutionId}>
                 <Text size="sm">{o.stepExecutionId}</Text>
-                <JsonBlock value={payloadText(o.output)} label={`Output of ${o.stepExecutionId}`} />
+                <PayloadBlock payload={o.output} label={`Output of ${o.stepExecutionId}`} />
               </div>
             ))}
           </div>

@@ -1,12 +1,15 @@
-// A run's history for the Run view: the first page at once, later pages on request, and while the
+// A run's history for the Run view, read once and shared by the history list, the Step graph and
+// the timeline: the whole history (at most `maxEvents`, in parallel pages; started before the app
+// rendered when it opened on this run's URL), later events past that cap on request, and while the
 // run runs a WaitForHistoryEvent long poll that appends each new event as it is written.
 import { useCallback, useEffect, useRef, useState } from "react";
 import { useDocumentVisibility } from "@mantine/hooks";
-import { getHistoryEvents, waitForHistoryEvent } from "../../api/calls";
+import { waitForHistoryEvent } from "../../api/calls";
 import { isAbort } from "../../api/client";
 import type { HistoryEvent } from "../../api/types";
+import { maxEvents, readHistory, takeEarly } from "./runCalls";
 
-const pageSize = 100;
+const morePerRead = 1000;
 const pollTimeoutMs = "30000";
 const retryDelayMs = 2000;
 
@@ -14,6 +17,9 @@ export type LiveState = "off" | "live" | "retrying";
 
 export interface History {
   events: HistoryEvent[];
+  /** The first read answered (`events` is the history as far as it was read). */
+  loaded: boolean;
+  /** The server holds events after the last one read (past the cap): `loadMore` reads them. */
   more: boolean;
   loading: boolean;
   error: unknown;
@@ -42,6 +48,7 @@ function after(events: HistoryEvent[]): { afterSeq: string; fromStart: boolean }
  */
 export function useHistory(flowId: string, runId: string, follow: boolean, onNew: () => void): History {
   const [events, setEvents] = useState<HistoryEvent[]>([]);
+  const [loaded, setLoaded] = useState(false);
   const [more, setMore] = useState(false);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<unknown>();
@@ -61,19 +68,25 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
   useEffect(() => {
     const ctl = new AbortController();
     setEvents([]);
+    setLoaded(false);
     setMore(false);
     setLoading(true);
     setError(undefined);
     setClosedSeen(false);
-    getHistoryEvents({ flow: { flowId, runId }, afterSeq: "0", fromStart: true, pageSize }, ctl.signal)
+    const flow = { flowId, runId };
+    (takeEarly("history", flowId, runId) ?? readHistory(flow, [], maxEvents, ctl.signal))
       .then((r) => {
+        if (ctl.signal.aborted) return;
+        performance.mark("dex-run:history");
+        eventsRef.current = r.events;
         setEvents(r.events);
         if (hasClose(r.events)) setClosedSeen(true);
         setMore(r.more);
+        setLoaded(true);
         setLoading(false);
       })
       .catch((e) => {
-        if (isAbort(e)) return;
+        if (isAbort(e) || ctl.signal.aborted) return;
         setError(e);
         setLoading(false);
       });
@@ -83,11 +96,14 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
   const loadMore = useCallback(() => {
     const cur = eventsRef.current;
     setLoading(true);
-    getHistoryEvents({ flow: { flowId, runId }, ...after(cur), pageSize })
+    readHistory({ flowId, runId }, cur, cur.length + morePerRead, undefined, 2)
       .then((r) => {
-        setEvents((es) => append(es, r.events));
+        const next = append(eventsRef.current, r.events.slice(cur.length));
+        eventsRef.current = next;
+        setEvents(next);
         if (hasClose(r.events)) setClosedSeen(true);
         setMore(r.more);
+        setLoaded(true);
         setError(undefined);
       })
       .catch((e) => setError(e))
@@ -97,7 +113,7 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
   // A hidden tab stops polling and catches up when shown again: a browser opens at most 6
   // connections to one host, and every open live page would otherwise hold one.
   const visible = useDocumentVisibility() === "visible";
-  const canFollow = following && visible && !loading && !more && error === undefined && !closedSeen;
+  const canFollow = following && visible && loaded && !loading && !more && error === undefined && !closedSeen;
   useEffect(() => {
     if (!canFollow) {
       setLive("off");
@@ -134,5 +150,5 @@ export function useHistory(flowId: string, runId: string, follow: boolean, onNew
     return () => ctl.abort();
   }, [canFollow, flowId, runId]);
 
-  return { events, more, loading, error, live, loadMore };
+  return { events, loaded, more, loading, error, live, loadMore };
 }

@@ -1,33 +1,36 @@
-// The Run page's Step graph and timeline (issue 29): both drawn from the run's whole history (at
-// most 5,000 events) and its state, sharing one selected execution, whose details show below the
-// graph. `state`: the Run page's GetFlowState answer, read again as new events arrive. The history
-// is read from the start (with the layout engine's Worker), but shown once `show` says the run
-// exists (DescribeFlow found it): a run it cannot find has one error, the Run page's.
-import { useEffect, useState } from "react";
+// The Run page's Step graph and timeline (issue 29): both drawn from the run's history as the page
+// read it (at most 5,000 events, shared with the history list) and its state, sharing one selected
+// execution, whose details show below the graph. `state`: the Run page's GetFlowState answer, read
+// again as new events arrive. Shown once `show` says the run exists (DescribeFlow found it): a run
+// it cannot find has one error, the Run page's.
+import { memo, useState } from "react";
 import type { GetFlowStateResponse } from "../../../api/types";
+import type { History } from "../useHistory";
 import { Alert, Card, Loader, Stack, Text, Title } from "@mantine/core";
-import { ErrorAlert } from "../../../components/ErrorAlert";
 import { useNow } from "../../../useNow";
 import { maxEvents, useRunModel } from "./useRunModel";
 import { StepGraph } from "./StepGraph";
-import { preloadElk } from "./useElkLayout";
 import { ExecutionDetails } from "./ExecutionDetails";
 import { Timeline } from "../timeline/Timeline";
 import "./graph.css";
 
-export function RunGraphs({
-  flowId,
-  runId,
+export const RunGraphs = memo(function RunGraphs({
+  events,
+  loaded,
+  more,
+  historyError,
   state,
   show,
 }: {
-  flowId: string;
-  runId: string;
+  events: History["events"];
+  loaded: boolean;
+  more: boolean;
+  historyError: unknown;
   state: GetFlowStateResponse | undefined;
   show: boolean;
 }) {
-  const { model, error } = useRunModel(flowId, runId, state);
-  useEffect(preloadElk, []);
+  const model = useRunModel(events, loaded, more, state);
+  const error = model === undefined ? historyError : undefined;
   const [sel, setSel] = useState<{ id: string; group?: string[] }>();
   const running = model !== undefined && model.runEnd === undefined;
   const now = useNow(1000, running);
@@ -41,7 +44,11 @@ export function RunGraphs({
           <Title order={2} size="h3" id="graph-title">
             Step graph
           </Title>
-          {error !== undefined && <ErrorAlert error={error} title="Reading the history for the graph failed" />}
+          {error !== undefined && (
+            <Text size="sm" c="red.9">
+              The history could not be read (see History below).
+            </Text>
+          )}
           {!model && error === undefined && <Loader aria-label="Loading the Step graph" />}
           {model?.truncated && (
             <Alert color="yellow" data-testid="graph-truncated">
@@ -75,4 +82,4 @@ export function RunGraphs({
       </Card>
     </>
   );
-}
+});

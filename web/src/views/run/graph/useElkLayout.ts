@@ -1,6 +1,13 @@
 // Lays out a GraphView with elkjs (layered, left to right) in a Web Worker, so a large graph
 // never blocks the page; answers the nodes' boxes and the edges' routes.
-import { useEffect, useState } from "react";
+//
+// The Worker's script is large (1.6 MB) and its layout code cold the first time: the Worker is
+// started as soon as the app knows it shows a run (at startup on a run's URL, else when the Run
+// page mounts) and lays out a small graph at once, so that the run's own layout, asked for when
+// its history arrives, finds the script loaded and its code compiled. A graph whose nodes and
+// edges are those already laid out (the model drawn again with a new state: other phases) keeps
+// its layout.
+import { useEffect, useMemo, useState } from "react";
 import ELK, { type ElkExtendedEdge, type ElkNode } from "elkjs/lib/elk-api.js";
 import elkWorkerUrl from "elkjs/lib/elk-worker.min.js?url";
 import type { GraphView } from "./graphView";
@@ -16,14 +23,6 @@ export interface Layout {
   routes: Map<string, { x: number; y: number }[]>;
 }
 
-let elk: InstanceType<typeof ELK> | undefined;
-const elkOf = () => (elk ??= new ELK({ workerUrl: elkWorkerUrl }));
-
-/** Starts the layout engine's Worker (it loads its 1.6 MB script) before the first layout. */
-export function preloadElk() {
-  elkOf();
-}
-
 const layoutOptions = {
   "elk.algorithm": "layered",
   "elk.direction": "RIGHT",
@@ -34,36 +33,103 @@ const layoutOptions = {
   "elk.padding": "[top=12,left=12,bottom=12,right=12]",
 };
 
+function elkGraph(nodes: string[], edges: { id: string; from: string; to: string }[]): ElkNode {
+  return {
+    id: "root",
+    layoutOptions,
+    children: nodes.map((id) => ({ id, width: nodeWidth, height: nodeHeight })),
+    edges: edges.map((e): ElkExtendedEdge => ({ id: e.id, sources: [e.from], targets: [e.to] })),
+  };
+}
+
+let elk: InstanceType<typeof ELK> | undefined;
+const elkOf = () => (elk ??= new ELK({ workerUrl: elkWorkerUrl }));
+
+/** Starts the layout engine's Worker and warms its layout code with a small graph (once). */
+export function preloadElk() {
+  if (elk) return;
+  const e = elkOf();
+  // A start, a fan-out, a chain and a join: the paths a run's graph takes through the layout code.
+  const ids = ["s", "a", "b", "c", "d", "e", "f"];
+  const edges = [
+    ["s", "a"],
+    ["s", "b"],
+    ["s", "c"],
+    ["a", "d"],
+    ["b", "d"],
+    ["d", "e"],
+    ["e", "f"],
+    ["c", "f"],
+  ].map(([from, to]) => ({ id: `${from}-${to}`, from, to }));
+  e.layout(elkGraph(ids, edges)).catch(() => undefined);
+}
+
+// At startup on a run's URL: before React renders the page.
+if (typeof window !== "undefined" && /^\/flows\/[^/]+\/runs\/[^/]+\/?$/.test(window.location.pathname)) preloadElk();
+
+/** What the layout depends on: the nodes' IDs and the edges (their sizes are fixed). */
+function shapeOf(view: GraphView): string {
+  return `${view.nodes.map((n) => n.id).join("\u0001")}\u0002${view.edges.map((e) => `${e.id}\u0001${e.from}\u0001${e.to}`).join("\u0001")}`;
+}
+
+interface Laid {
+  shape: string;
+  width: number;
+  height: number;
+  boxes: Map<string, { x: number; y: number }>;
+  routes: Map<string, { x: number; y: number }[]>;
+}
+
+// The layouts asked for, by shape (the last few): asked for as soon as a view is computed, in the
+// render that computes it, not after React has drawn the page around it.
+const asked = new Map<string, Promise<Laid>>();
+
+function layoutOf(view: GraphView, shape: string): Promise<Laid> {
+  let p = asked.get(shape);
+  if (p) return p;
+  performance.mark("dex-run:layout-asked");
+  p = elkOf()
+    .layout(elkGraph(view.nodes.map((n) => n.id), view.edges))
+    .then((g) => {
+      performance.mark("dex-run:layout");
+      const boxes = new Map<string, { x: number; y: number }>();
+      for (const c of g.children ?? []) boxes.set(c.id, { x: c.x ?? 0, y: c.y ?? 0 });
+      const routes = new Map<string, { x: number; y: number }[]>();
+      for (const e of g.edges ?? []) {
+        const s = e.sections?.[0];
+        if (s) routes.set(e.id, [s.startPoint, ...(s.bendPoints ?? []), s.endPoint]);
+      }
+      return { shape, width: g.width ?? 0, height: g.height ?? 0, boxes, routes };
+    });
+  p.catch(() => asked.delete(shape)); // a failed layout is asked for again next time
+  asked.set(shape, p);
+  while (asked.size > 4) asked.delete(asked.keys().next().value!);
+  return p;
+}
+
 export function useElkLayout(view: GraphView | undefined): { layout: Layout | undefined; error: unknown } {
-  const [layout, setLayout] = useState<Layout>();
+  const [laid, setLaid] = useState<Laid>();
   const [error, setError] = useState<unknown>();
+  const shape = useMemo(() => (view ? shapeOf(view) : undefined), [view]);
+  const pending = useMemo(() => (view && shape !== undefined ? layoutOf(view, shape) : undefined), [shape]); // eslint-disable-line react-hooks/exhaustive-deps
   useEffect(() => {
-    if (!view) return;
+    if (!pending) return;
     let stale = false;
-    const graph: ElkNode = {
-      id: "root",
-      layoutOptions,
-      children: view.nodes.map((n) => ({ id: n.id, width: nodeWidth, height: nodeHeight })),
-      edges: view.edges.map((e): ElkExtendedEdge => ({ id: e.id, sources: [e.from], targets: [e.to] })),
-    };
-    elkOf()
-      .layout(graph)
-      .then((g) => {
+    pending.then(
+      (l) => {
         if (stale) return;
-        const boxes = new Map<string, { x: number; y: number }>();
-        for (const c of g.children ?? []) boxes.set(c.id, { x: c.x ?? 0, y: c.y ?? 0 });
-        const routes = new Map<string, { x: number; y: number }[]>();
-        for (const e of g.edges ?? []) {
-          const s = e.sections?.[0];
-          if (s) routes.set(e.id, [s.startPoint, ...(s.bendPoints ?? []), s.endPoint]);
-        }
-        setLayout({ view, width: g.width ?? 0, height: g.height ?? 0, boxes, routes });
+        setLaid(l);
         setError(undefined);
-      })
-      .catch((e) => !stale && setError(e));
+      },
+      (e) => !stale && setError(e),
+    );
     return () => {
       stale = true;
     };
-  }, [view]);
-  return { layout: layout?.view === view ? layout : undefined, error };
+  }, [pending]);
+  const layout = useMemo(
+    () => (view && laid && laid.shape === shape ? { view, width: laid.width, height: laid.height, boxes: laid.boxes, routes: laid.routes } : undefined),
+    [view, laid, shape],
+  );
+  return { layout, error };
 }
