@@ -4,6 +4,7 @@
 // (statuses, booleans, instants, and a KEYWORD field's values from ListSearchValues). Arrow keys
 // pick a suggestion, Enter accepts it, Escape closes the list; Enter with none picked searches.
 import { useEffect, useRef, useState } from "react";
+import { flushSync } from "react-dom";
 import { Button, Combobox, Group, Text, TextInput, useCombobox } from "@mantine/core";
 import { listSearchKeys, listSearchValues } from "../../api/calls";
 import type { SearchKeyInfo } from "../../api/types";
@@ -28,6 +29,7 @@ const fieldInfo = (k: SearchKeyInfo): FieldInfo => ({
 // The index keys in use change only with declarations: read again at most this often, on focus.
 const keysMaxAgeMs = 10_000;
 const valuesLimit = 20;
+const optionId = (i: number) => `query-suggestion-${i}`;
 
 export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: string) => void }) {
   const [draft, setDraft] = useState(query);
@@ -47,6 +49,9 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
   useEffect(readKeys, []);
 
   const [completion, setCompletion] = useState<Completion>();
+  // The picked suggestion, for aria-activedescendant: ours, since the list changes under the
+  // combobox as the user types and its own would then name an option that is gone.
+  const [active, setActive] = useState(-1);
   const [values, setValues] = useState<{ key: string; prefix: string; values: string[] }>();
 
   // A KEYWORD field's values by the typed prefix, a moment after the typing stops.
@@ -78,6 +83,7 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
     const c = complete(text, cursor, fields);
     setCompletion(c);
     combobox.resetSelectedOption();
+    setActive(-1);
     if (c.suggestions.length > 0 || c.fetchValues) combobox.openDropdown();
     else combobox.closeDropdown();
   };
@@ -87,12 +93,13 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
     const s = items[index];
     if (!completion || !s || !input) return;
     const next = applySuggestion(draft, completion, s);
-    setDraft(next.text);
-    update(next.text, next.cursor);
-    requestAnimationFrame(() => {
-      input.focus();
-      input.setSelectionRange(next.cursor, next.cursor);
+    // The new text in the input now, so that the cursor is placed before the next key arrives.
+    flushSync(() => {
+      setDraft(next.text);
+      update(next.text, next.cursor);
     });
+    input.focus();
+    input.setSelectionRange(next.cursor, next.cursor);
   };
 
   return (
@@ -106,7 +113,10 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
     >
       <Group align="flex-end" wrap="nowrap">
         <Combobox store={combobox} onOptionSubmit={(v) => accept(Number(v))} withinPortal={false}>
-          <Combobox.Target>
+          <Combobox.Target
+            withExpandedAttribute
+            {...{ "aria-activedescendant": combobox.dropdownOpened && active >= 0 ? optionId(active) : undefined }}
+          >
             <TextInput
               ref={inputRef}
               style={{ flex: 1 }}
@@ -128,6 +138,11 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
                 update(el.value, el.selectionStart ?? el.value.length);
               }}
               onFocus={readKeys}
+              onKeyDown={(e) => {
+                // After the combobox has moved its selection.
+                if (e.key === "ArrowDown" || e.key === "ArrowUp")
+                  setTimeout(() => setActive(combobox.getSelectedOptionIndex()), 0);
+              }}
               onClick={(e) => update(draft, e.currentTarget.selectionStart ?? draft.length)}
               onKeyUp={(e) => {
                 if (["ArrowLeft", "ArrowRight", "Home", "End"].includes(e.key))
@@ -142,13 +157,18 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
           <Combobox.Dropdown hidden={items.length === 0}>
             <Combobox.Options aria-label="Query suggestions" mah={320} style={{ overflowY: "auto" }}>
               {items.map((s, i) => (
-                <Combobox.Option value={String(i)} key={`${s.kind}:${s.label}`} data-testid="query-suggestion">
+                <Combobox.Option
+                  value={String(i)}
+                  key={`${s.kind}:${s.label}`}
+                  id={optionId(i)}
+                  data-testid="query-suggestion"
+                >
                   <Group justify="space-between" wrap="nowrap" gap="md">
                     <Text span size="sm" ff="monospace">
                       {s.label}
                     </Text>
                     {s.detail && (
-                      <Text span size="xs" c="dimmed">
+                      <Text span size="xs" c="inherit">
                         {s.detail}
                       </Text>
                     )}
