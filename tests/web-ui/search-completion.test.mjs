@@ -178,7 +178,7 @@ test("the query box completes an index key, its operators and a KEYWORD value fr
   const query = page.getByRole("combobox", { name: "Query" });
   await query.waitFor({ timeout: 15_000 });
   await query.click();
-  const list = page.getByRole("listbox", { name: "Query suggestions" });
+  const list = page.getByRole("listbox", { name: "Suggestions", exact: true });
   const option = (name) => list.getByRole("option", { name });
   const shown = async () => list.getByRole("option").evaluateAll((os) => os.map((o) => o.textContent));
 
@@ -231,7 +231,7 @@ test("Enter searches while suggestions are shown but none is picked", async () =
   await query.waitFor({ timeout: 15_000 });
   await query.click();
   await page.keyboard.type(`tags = 'gift-${suffix}' `);
-  await page.getByRole("listbox", { name: "Query suggestions" }).getByRole("option", { name: "AND" }).waitFor();
+  await page.getByRole("listbox", { name: "Suggestions", exact: true }).getByRole("option", { name: "AND" }).waitFor();
   await page.keyboard.press("Enter");
   const text = `tags = 'gift-${suffix}'`;
   await page.locator(`[data-testid="results"][data-query="${text}"]`).waitFor({ timeout: 15_000 });

@@ -155,7 +155,7 @@ export function QueryForm({ query, onSearch }: { query: string; onSearch: (q: st
             />
           </Combobox.Target>
           <Combobox.Dropdown hidden={items.length === 0}>
-            <Combobox.Options aria-label="Query suggestions" mah={320} style={{ overflowY: "auto" }}>
+            <Combobox.Options aria-label="Suggestions" mah={320} style={{ overflowY: "auto" }}>
               {items.map((s, i) => (
                 <Combobox.Option
                   value={String(i)}
