@@ -3,13 +3,12 @@
 // shared.
 import { useSearchParams } from "react-router";
 import { Stack, Title } from "@mantine/core";
-import { searchFlows } from "../../api/calls";
 import { useApi } from "../../useApi";
 import { ErrorAlert } from "../../components/ErrorAlert";
 import { QueryForm } from "./QueryForm";
 import { QuickFilters } from "./QuickFilters";
 import { ResultsTable } from "./ResultsTable";
-import { Pager, useSearchPaging } from "./Pager";
+import { Pager, searchPage, useSearchPaging } from "./Pager";
 
 export function SearchPage() {
   const [params] = useSearchParams();
@@ -19,7 +18,7 @@ export function SearchPage() {
 
   const result = useApi(
     (signal) =>
-      searchFlows({ query, pageSize, pageToken }, signal).then((r) => ({ ...r, query, pageToken })),
+      searchPage({ query, pageSize, pageToken }, signal).then((r) => ({ ...r, query, pageToken })),
     [query, pageSize, pageToken],
   );
   const runSearch = paging.search;
