@@ -4,9 +4,12 @@
 //
 // The three reads (DescribeFlow, GetFlowState, the whole history) go out at once, before the app
 // renders when it opens on a run's URL (runCalls.ts); the summary shows first, the graph when its
-// layout arrives, and the state's tables and the history's rows are drawn after the graph (deferred
+// layout arrives, and the state's tables and the history's rows once the graph is drawn (deferred
 // renders React interrupts for it), each only when its own data changed.
-import { memo, useCallback, useDeferredValue, useEffect, useMemo } from "react";
+
+// First: its module starts the layout Worker, the page's longest start, when the app opens on a run.
+import { preloadElk } from "./graph/useElkLayout";
+import { memo, useCallback, useDeferredValue, useEffect, useMemo, useState } from "react";
 import { useParams } from "react-router";
 import { Button, Group, Loader, Stack, Text, Title } from "@mantine/core";
 import { describeFlow, getFlowState } from "../../api/calls";
@@ -17,7 +20,6 @@ import { FlowStateView } from "./FlowStateView";
 import { HistoryList } from "./HistoryList";
 import { useHistory } from "./useHistory";
 import { RunGraphs } from "./graph/RunGraphs";
-import { preloadElk } from "./graph/useElkLayout";
 import { RunActions } from "./actions/RunActions";
 import { takeEarly } from "./runCalls";
 import { childRuns } from "./RelatedRuns";
@@ -25,6 +27,7 @@ import type { GetFlowStateResponse } from "../../api/types";
 
 const StateView = memo(FlowStateView);
 const Summary = memo(RunSummary);
+const graphWaitMs = 1500;
 
 export function RunPage() {
   const params = useParams();
@@ -55,7 +58,17 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
   }, [reloadDescribe, reloadState]);
   const history = useHistory(flowId, runId, running, reloadAll);
   const children = useMemo(() => childRuns(history.events, state.data), [history.events, state.data]);
-  const settled = useDeferredValue(history.loaded || history.error !== undefined);
+  // The state's tables and the history's rows are drawn once the graph is (or could not be), so
+  // that the layout Worker, starting, has the CPU: on a small machine it is what the page waits
+  // for. At most `graphWaitMs` after the history arrived.
+  const [graphDrawn, setGraphDrawn] = useState(false);
+  const onGraphDrawn = useCallback(() => setGraphDrawn(true), []);
+  useEffect(() => {
+    if (!history.loaded) return;
+    const t = setTimeout(onGraphDrawn, graphWaitMs);
+    return () => clearTimeout(t);
+  }, [history.loaded, onGraphDrawn]);
+  const settled = useDeferredValue(graphDrawn || history.error !== undefined);
 
   return (
     <Stack gap="md">
@@ -90,9 +103,9 @@ function RunView({ flowId, runId }: { flowId: string; runId: string }) {
         historyError={history.error}
         state={state.data}
         show={found}
+        onDrawn={onGraphDrawn}
       />
-      {/* The state's tables and the history's rows wait for the history (the graph's part comes
-          first), and are then drawn in the background while the graph is laid out. */}
+      {/* The state's tables and the history's rows come after the graph (above). */}
       {found && settled && stateShown && <StateView state={stateShown} running={running} />}
       {found && settled && <HistoryList history={history} />}
     </Stack>

@@ -3,7 +3,7 @@
 // execution, whose details show below the graph. `state`: the Run page's GetFlowState answer, read
 // again as new events arrive. Shown once `show` says the run exists (DescribeFlow found it): a run
 // it cannot find has one error, the Run page's.
-import { memo, useState } from "react";
+import { memo, useEffect, useState } from "react";
 import type { GetFlowStateResponse } from "../../../api/types";
 import type { History } from "../useHistory";
 import { Alert, Card, Loader, Stack, Text, Title } from "@mantine/core";
@@ -21,6 +21,7 @@ export const RunGraphs = memo(function RunGraphs({
   historyError,
   state,
   show,
+  onDrawn,
 }: {
   events: History["events"];
   loaded: boolean;
@@ -28,6 +29,8 @@ export const RunGraphs = memo(function RunGraphs({
   historyError: unknown;
   state: GetFlowStateResponse | undefined;
   show: boolean;
+  /** Told once the graph is drawn, or there is none to draw (no execution, or no history). */
+  onDrawn?: () => void;
 }) {
   const model = useRunModel(events, loaded, more, state);
   const error = model === undefined ? historyError : undefined;
@@ -35,6 +38,10 @@ export const RunGraphs = memo(function RunGraphs({
   const running = model !== undefined && model.runEnd === undefined;
   const now = useNow(1000, running);
   const select = (id: string | undefined, group?: string[]) => setSel(id ? { id, group } : undefined);
+  const nothing = error !== undefined || (model !== undefined && model.executions.length === 0);
+  useEffect(() => {
+    if (nothing) onDrawn?.();
+  }, [nothing, onDrawn]);
   if (!show) return null;
 
   return (
@@ -63,7 +70,7 @@ export const RunGraphs = memo(function RunGraphs({
                 {model.executions.length} Step executions from {model.eventCount} history events. Select a node (click, or
                 Tab and Enter) for its details.
               </Text>
-              <StepGraph model={model} stateRead={state !== undefined} selected={sel?.id} onSelect={select} />
+              <StepGraph model={model} stateRead={state !== undefined} selected={sel?.id} onSelect={select} onDrawn={onDrawn} />
               {sel && <ExecutionDetails model={model} id={sel.id} group={sel.group} onSelect={select} />}
             </>
           )}

@@ -43,7 +43,31 @@ function elkGraph(nodes: string[], edges: { id: string; from: string; to: string
 }
 
 let elk: InstanceType<typeof ELK> | undefined;
-const elkOf = () => (elk ??= new ELK({ workerUrl: elkWorkerUrl }));
+// The Worker is a small script that keeps the messages it gets and then loads elkjs' Worker script
+// (which answers them): a browser hands a new Worker the messages sent before its script ran only
+// once the page's main thread is free again, and elkjs' script takes long enough to run that the
+// page is by then busy drawing; this one runs at once. Only the layered algorithm is registered
+// (elkjs registers nine by default, each at the Worker's start).
+const loader = (script: string) => `"use strict";
+const early = [];
+self.onmessage = (e) => early.push(e);
+setTimeout(() => {
+  importScripts(${JSON.stringify(script)});
+  const dispatch = self.onmessage; // elkjs' own
+  for (const e of early.splice(0)) dispatch(e);
+});
+`;
+
+function startWorker(): Worker {
+  const script = new URL(elkWorkerUrl, window.location.href).href;
+  try {
+    return new Worker(URL.createObjectURL(new Blob([loader(script)], { type: "text/javascript" })));
+  } catch {
+    return new Worker(script); // a page that may not start a Worker from a blob: elkjs' script itself
+  }
+}
+
+const elkOf = () => (elk ??= new ELK({ workerFactory: startWorker, algorithms: ["layered"] }));
 
 /** Starts the layout engine's Worker and warms its layout code with a small graph (once). */
 export function preloadElk() {
@@ -61,7 +85,11 @@ export function preloadElk() {
     ["e", "f"],
     ["c", "f"],
   ].map(([from, to]) => ({ id: `${from}-${to}`, from, to }));
-  e.layout(elkGraph(ids, edges)).catch(() => undefined);
+  performance.mark("dex-run:elk-start");
+  e.layout(elkGraph(ids, edges)).then(
+    () => performance.mark("dex-run:elk-warm"),
+    () => undefined,
+  );
 }
 
 // At startup on a run's URL: before React renders the page.
