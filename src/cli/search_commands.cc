@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <iostream>
 
@@ -66,11 +68,51 @@ constexpr const char* kListExamples =
     "  dexcli flow list --since 2027-01-15T00:00:00Z --until 2027-01-16T00:00:00Z --all\n"
     "  dexcli flow list --all --output json | jq -r 'select(.status == \"FAILED\") | .flowId'";
 
+constexpr const char* kKeysHelp =
+    "What a query can name: the system fields, then the index keys in use, each with its index "
+    "type, whether it can follow ORDER BY and the Flow types declaring it (ListSearchKeys). With "
+    "--values KEY: the distinct values of a KEYWORD or KEYWORD_ARRAY field that start with "
+    "--prefix, in byte order, at most --limit (ListSearchValues)";
+
+constexpr const char* kKeysExamples =
+    "Examples:\n"
+    "  dexcli flow search-keys\n"
+    "  dexcli flow search-keys --output json | jq -r '.keys[].name'\n"
+    "  dexcli flow search-keys --values customer --prefix ac\n"
+    "  dexcli flow search-keys --values FlowType\n"
+    "JSON: {keys: [{name, type, system, sortable, flowTypes}], appliedSlot}; with --values: "
+    "{values, truncated, appliedSlot}.";
+
+// The table of ListSearchKeys: NAME TYPE ORDER BY FLOW TYPES.
+std::string keys_table(const flow::ListSearchKeysResponse& keys) {
+  std::vector<std::array<std::string, 4>> rows = {{"NAME", "TYPE", "ORDER BY", "FLOW TYPES"}};
+  for (const auto& k : keys.keys()) {  // bounded by the answer (1,009 at most)
+    std::string types;
+    for (const auto& t : k.flow_types()) types += (types.empty() ? "" : ", ") + t;
+    rows.push_back({k.name(), enum_value_text(*flow::IndexType_descriptor(), k.type()),
+                    k.sortable() ? "yes" : "no", k.system() ? "(system field)" : types});
+  }
+  std::array<size_t, 4> width{};
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i)
+      line += r[i] + (i + 1 < r.size() ? std::string(width[i] - r[i].size() + 2, ' ') : "");
+    out += line + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 struct SearchCommands::Impl {
   CLI::App* search = nullptr;
   CLI::App* list = nullptr;
+  CLI::App* keys = nullptr;  // flow search-keys
+  std::string values_key, prefix;
+  int limit = 0;
 
   std::string query;  // search's QUERY; list's, written by check()
   int page_size = 0;  // 0: the server's default (100)
@@ -81,7 +123,10 @@ struct SearchCommands::Impl {
   std::vector<std::string> status_texts, flow_types;
   std::string since_text, until_text;
 
-  std::string op() const { return list->parsed() ? "flow list" : "flow search"; }
+  std::string op() const {
+    return keys->parsed() ? "flow search-keys" : list->parsed() ? "flow list" : "flow search";
+  }
+  int run_keys(Client& client) const;
   void add_common(CLI::App* cmd);
   int print_page(const flow::SearchFlowsResponse& page) const;
   int print_all(Client& client, SearchOptions options) const;
@@ -122,11 +167,23 @@ SearchCommands::SearchCommands(CLI::App& flow) : impl_(std::make_unique<Impl>())
   m.list->add_option("--until", m.until_text, "Only runs started before this (as --since)");
   m.add_common(m.list);
   m.list->footer(kListExamples);
+
+  m.keys = flow.add_subcommand("search-keys", kKeysHelp);
+  m.keys->add_option("--values", m.values_key,
+                     "List this KEYWORD or KEYWORD_ARRAY field's values instead of the keys");
+  m.keys->add_option("--prefix", m.prefix, "With --values: only values that start with this");
+  m.keys->add_option("--limit", m.limit, "With --values: at most this many, 1 to 100 (default 20)")
+      ->check(CLI::Range(1, 100));
+  m.keys->add_option("--output", m.output, "table (default, for people) or json (stable)")
+      ->capture_default_str();
+  m.keys->footer(kKeysExamples);
 }
 
 SearchCommands::~SearchCommands() = default;
 
-bool SearchCommands::chosen() const { return impl_->search->parsed() || impl_->list->parsed(); }
+bool SearchCommands::chosen() const {
+  return impl_->search->parsed() || impl_->list->parsed() || impl_->keys->parsed();
+}
 
 int SearchCommands::check() {
   Impl& m = *impl_;
@@ -135,6 +192,14 @@ int SearchCommands::check() {
     return usage_error(op, "--output must be table or json, not '" + m.output + "'");
   for (const auto& f : m.fields)  // bounded by the flags given
     if (f.empty()) return usage_error(op, "--fields: an index key is empty");
+  if (m.keys->parsed()) {
+    const bool values = m.keys->get_option("--values")->count() > 0;
+    if (values && m.values_key.empty()) return usage_error(op, "--values: the key is empty");
+    for (const char* flag : {"--prefix", "--limit"})
+      if (!values && m.keys->get_option(flag)->count() > 0)
+        return usage_error(op, std::string(flag) + " needs --values KEY");
+    return 0;
+  }
   if (!m.list->parsed()) return 0;
   ListFilter filter;
   for (const auto& s : m.status_texts) {  // bounded by the flags given
@@ -197,8 +262,33 @@ int SearchCommands::Impl::print_all(Client& client, SearchOptions options) const
   return 0;
 }
 
+int SearchCommands::Impl::run_keys(Client& client) const {
+  if (keys->get_option("--values")->count() > 0) {
+    auto values = client.list_search_values(values_key, prefix, limit);
+    if (!values.is_ok()) return request_error(op(), values.status());
+    if (output == "json") {
+      std::cout << json_text(proto_to_json(*values), 2) << "\n";
+      return 0;
+    }
+    for (const auto& v : values->values()) std::cout << v << "\n";
+    if (values->truncated())
+      std::cout << "\n(more values follow: a longer --prefix, or --limit up to 100)\n";
+    return 0;
+  }
+  auto found = client.list_search_keys();
+  if (!found.is_ok()) return request_error(op(), found.status());
+  if (output == "json") {
+    std::cout << json_text(proto_to_json(*found), 2) << "\n";
+    return 0;
+  }
+  std::cout << keys_table(*found);
+  if (found->truncated()) std::cout << "\n(more index keys than one answer lists)\n";
+  return 0;
+}
+
 int SearchCommands::run(Client& client) {
   Impl& m = *impl_;
+  if (m.keys->parsed()) return m.run_keys(client);
   SearchOptions options;
   options.page_size = m.page_size;
   options.page_token = m.page_token;

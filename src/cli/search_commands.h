@@ -3,7 +3,9 @@
 // (--status, --type, --since, --until) as a query (list_query.h), newest
 // first. One page, or every page with --all; a table by default, or JSON
 // (--output json): one object per page, and with --all one row per line
-// (JSON lines) as each page arrives, so that scripts can stream.
+// (JSON lines) as each page arrives, so that scripts can stream. And
+// `flow search-keys`: what a query can name, or a KEYWORD key's values
+// (ListSearchKeys, ListSearchValues).
 #pragma once
 
 #include <memory>
@@ -20,13 +22,14 @@ namespace dex::cli {
 
 class SearchCommands {
  public:
-  // Adds `search` and `list` to the `flow` command.
+  // Adds `search`, `list` and `search-keys` to the `flow` command.
   explicit SearchCommands(CLI::App& flow);
   ~SearchCommands();
   SearchCommands(const SearchCommands&) = delete;
   SearchCommands& operator=(const SearchCommands&) = delete;
 
-  // True when the parsed command line names `flow search` or `flow list`.
+  // True when the parsed command line names `flow search`, `flow list` or
+  // `flow search-keys`.
   bool chosen() const;
   // Checks the flags before anything is sent: 0, or 2 after printing the error.
   int check();

@@ -914,6 +914,29 @@ StatusOr<flow::SearchFlowsResponse> Client::search_flows(const std::string& quer
       });
 }
 
+StatusOr<flow::ListSearchKeysResponse> Client::list_search_keys() {
+  const flow::ListSearchKeysRequest request;
+  return unary<flow::ListSearchKeysResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::ListSearchKeysResponse* r) {
+        return e.flows->ListSearchKeys(c, request, r);
+      });
+}
+
+StatusOr<flow::ListSearchValuesResponse> Client::list_search_values(const std::string& key,
+                                                                    const std::string& prefix,
+                                                                    int32_t limit) {
+  flow::ListSearchValuesRequest request;
+  request.set_key(key);
+  request.set_prefix(prefix);
+  request.set_limit(limit);
+  return unary<flow::ListSearchValuesResponse>(
+      *stubs_, options_, options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::ListSearchValuesResponse* r) {
+        return e.flows->ListSearchValues(c, request, r);
+      });
+}
+
 Status Client::for_each_flow(const std::string& query,
                              const std::function<bool(const flow::FlowSearchRow&)>& visit,
                              SearchOptions options) {

@@ -293,6 +293,16 @@ class Client {
   Status for_each_flow(const std::string& query,
                        const std::function<bool(const flow::FlowSearchRow&)>& visit,
                        SearchOptions options = {});
+  // Query completion (docs/search.md, "Completing a query"): what a query can
+  // name (the system fields, then the index keys in use with their types and
+  // declaring Flow types), and distinct values of a KEYWORD or KEYWORD_ARRAY
+  // field starting with `prefix` (limit 0: 20, at most 100; INVALID_ARGUMENT
+  // for an unknown key or another index type). Reads: repeated on another
+  // address on UNAVAILABLE.
+  StatusOr<flow::ListSearchKeysResponse> list_search_keys();
+  StatusOr<flow::ListSearchValuesResponse> list_search_values(const std::string& key,
+                                                              const std::string& prefix = "",
+                                                              int32_t limit = 0);
 
   const ClientOptions& options() const { return options_; }
   // The addresses calls go to, in the order given.

@@ -35,6 +35,7 @@ class FakeSearch final : public FlowService::Service {
   std::mutex mu;
   std::vector<flow::SearchFlowsRequest> searches;
   std::vector<flow::StartFlowRequest> starts;
+  std::vector<flow::ListSearchValuesRequest> value_requests;
   std::vector<flow::FlowSearchRow> rows;
 
   grpc::Status SearchFlows(grpc::ServerContext*, const flow::SearchFlowsRequest* request,
@@ -51,6 +52,33 @@ class FakeSearch final : public FlowService::Service {
       *response->add_rows() = rows[i];
     if (offset + size < rows.size())
       response->set_next_page_token("at:" + std::to_string(offset + size));
+    response->set_applied_slot(9);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListSearchKeys(grpc::ServerContext*, const flow::ListSearchKeysRequest*,
+                              flow::ListSearchKeysResponse* response) override {
+    auto* status = response->add_keys();
+    status->set_name("Status");
+    status->set_type(flow::INDEX_KEYWORD);
+    status->set_system(true);
+    status->set_sortable(true);
+    auto* tags = response->add_keys();
+    tags->set_name("tags");
+    tags->set_type(flow::INDEX_KEYWORD_ARRAY);
+    tags->add_flow_types("Invoice");
+    tags->add_flow_types("OrderProcessing");
+    response->set_applied_slot(9);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListSearchValues(grpc::ServerContext*, const flow::ListSearchValuesRequest* request,
+                                flow::ListSearchValuesResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    value_requests.push_back(*request);
+    if (request->key() == "total")
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key 'total' is DOUBLE");
+    response->add_values(request->prefix() + "me");
+    response->add_values(request->prefix() + "me-eu");
+    response->set_truncated(true);
     response->set_applied_slot(9);
     return grpc::Status::OK;
   }
@@ -218,6 +246,45 @@ TEST_F(DexcliSearch, UsageErrorsNameTheFlagAndItsValueAndSendNothing) {
     EXPECT_NE(e["message"].get<std::string>().find(message), std::string::npos) << r.err;
   }
   EXPECT_EQ(searches().size(), 0u);
+}
+
+TEST_F(DexcliSearch, SearchKeysListsTheFieldsAndAKeywordKeysValuesAsATableOrJson) {
+  const Result table = dexcli({"flow", "search-keys"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_EQ(table.out,
+            "NAME    TYPE           ORDER BY  FLOW TYPES\n"
+            "Status  KEYWORD        yes       (system field)\n"
+            "tags    KEYWORD_ARRAY  no        Invoice, OrderProcessing\n");
+  const Result keys = dexcli({"flow", "search-keys", "--output", "json"});
+  ASSERT_EQ(keys.code, 0) << keys.err;
+  EXPECT_EQ(keys.out_json()["keys"][1], json::parse(R"({"name": "tags", "type": "KEYWORD_ARRAY",
+      "flowTypes": ["Invoice", "OrderProcessing"]})"));
+
+  const Result values =
+      dexcli({"flow", "search-keys", "--values", "customer", "--prefix", "ac", "--limit", "2"});
+  ASSERT_EQ(values.code, 0) << values.err;
+  EXPECT_EQ(values.out,
+            "acme\nacme-eu\n\n(more values follow: a longer --prefix, or --limit up to 100)\n");
+  {
+    std::lock_guard<std::mutex> lock(fake_.mu);
+    ASSERT_EQ(fake_.value_requests.size(), 1u);
+    EXPECT_EQ(fake_.value_requests[0].key(), "customer");
+    EXPECT_EQ(fake_.value_requests[0].prefix(), "ac");
+    EXPECT_EQ(fake_.value_requests[0].limit(), 2);
+  }
+  const Result json_values =
+      dexcli({"flow", "search-keys", "--values", "customer", "--output", "json"});
+  ASSERT_EQ(json_values.code, 0) << json_values.err;
+  EXPECT_EQ(json_values.out_json(), json::parse(R"({"values": ["me", "me-eu"], "truncated": true,
+      "appliedSlot": 9})"));
+
+  const Result refused = dexcli({"flow", "search-keys", "--values", "total", "--output", "json"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(refused.error()["message"], "key 'total' is DOUBLE");
+  EXPECT_EQ(refused.error()["operation"], "flow search-keys");
+  const Result usage = dexcli({"flow", "search-keys", "--prefix", "ac"});
+  EXPECT_EQ(usage.code, 2);
+  EXPECT_NE(usage.err.find("--prefix needs --values KEY"), std::string::npos) << usage.err;
 }
 
 TEST_F(DexcliSearch, HelpExplainsTheQueryAndGivesExamples) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <map>
 #include <ranges>
 #include <thread>
 
@@ -565,6 +566,48 @@ TEST_F(SearchEndToEnd, RunsAreFoundByTheirIndexedAttributesNewestFirst) {
   auto unknown = client_->search_flows("colour = 'red'");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_TRUE(contains(unknown.status().message(), "colour")) << unknown.status().message();
+}
+
+// Query completion (docs/search.md, "Completing a query") through the client,
+// from the engine's RocksDB snapshot; the standby (a_) answers UNAVAILABLE
+// and the client asks the active process.
+TEST_F(SearchEndToEnd, CompletionListsTheKeysInUseAndAKeywordKeysValuesByPrefix) {
+  ASSERT_NO_FATAL_FAILURE(start_orders(6));
+  auto keys = client_->list_search_keys();
+  ASSERT_TRUE(keys.is_ok()) << keys.status().message();
+  std::map<std::string, flow::SearchKeyInfo> by_name;
+  for (const auto& k : keys->keys()) by_name[k.name()] = k;
+  ASSERT_TRUE(by_name.count("customer") && by_name.count("Status") && by_name.count("tags"));
+  EXPECT_TRUE(by_name["Status"].system());
+  EXPECT_EQ(by_name["customer"].type(), flow::INDEX_KEYWORD);
+  EXPECT_EQ(by_name["customer"].flow_types_size(), 1);
+  EXPECT_EQ(by_name["customer"].flow_types(0), "Order");
+  EXPECT_EQ(by_name.count("note"), 0u);  // not indexed
+  EXPECT_GT(keys->applied_slot(), 0u);
+
+  auto customers = client_->list_search_values("customer");
+  ASSERT_TRUE(customers.is_ok()) << customers.status().message();
+  EXPECT_EQ(std::vector<std::string>(customers->values().begin(), customers->values().end()),
+            (std::vector<std::string>{"ann", "bob"}));
+  EXPECT_FALSE(customers->truncated());
+  auto b = client_->list_search_values("customer", "b");
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(std::vector<std::string>(b->values().begin(), b->values().end()),
+            std::vector<std::string>{"bob"});
+  auto tags = client_->list_search_values("tags", "", 1);
+  ASSERT_TRUE(tags.is_ok());
+  EXPECT_EQ(std::vector<std::string>(tags->values().begin(), tags->values().end()),
+            std::vector<std::string>{"eu"});
+  EXPECT_TRUE(tags->truncated());
+  auto ids = client_->list_search_values("FlowId", "o-", 3);
+  ASSERT_TRUE(ids.is_ok());
+  EXPECT_EQ(std::vector<std::string>(ids->values().begin(), ids->values().end()),
+            (std::vector<std::string>{"o-1", "o-2", "o-3"}));
+
+  auto items = client_->list_search_values("items");
+  ASSERT_FALSE(items.is_ok());
+  EXPECT_TRUE(contains(items.status().message(), "INVALID_ARGUMENT: key 'items' is INT"))
+      << items.status().message();
 }
 
 TEST_F(SearchEndToEnd, PagesGoOnOnTheProcessThatTookOverFromTheOneThatAnsweredTheFirst) {
