@@ -238,7 +238,7 @@ test("a range over two indexed Attributes: 6 pages forward and back, each under 
   assert.ok(Math.max(...ms) < targetMs, `${summary(query, ms)}: over ${targetMs} ms`);
 });
 
-test("a page's URL, shared: a fresh tab shows the same page; First page; rows per page", async (t) => {
+test("a page's URL, shared: a fresh tab shows the same page; First page; rows per page; the last page", async (t) => {
   const query = "customer = 'customer-7'";
   const expected = await gatewayPages(query, 4);
   const url = `/search?q=${encodeURIComponent(query)}&page=4&token=${encodeURIComponent(expected[3].token)}`;
@@ -270,6 +270,18 @@ test("a page's URL, shared: a fresh tab shows the same page; First page; rows pe
   assert.deepEqual(await shownFlowIds(page), big[1].flowIds);
   assert.equal(new URL(page.url()).searchParams.get("size"), "100");
   assert.equal(await page.getByTestId("page-position").innerText(), "Page 2: runs 101-200, more follow");
+  // 200 a page to the end of the customer's orders: the last page says so and has no next page.
+  await page.getByLabel("Rows per page").selectOption("200");
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="result-row"]').length === 200);
+  const orders = Math.floor((runs - 1 - 7) / 100) + 1; // run i is customer-(i % 100)
+  const pages = Math.ceil(orders / 200);
+  for (let n = 2; n <= pages; n++) await timedPageChange(page, "Next page");
+  const lastFirst = (pages - 1) * 200 + 1;
+  assert.equal(
+    await page.getByTestId("page-position").innerText(),
+    `Page ${pages}: runs ${lastFirst.toLocaleString("en")}-${orders.toLocaleString("en")}, the last page`,
+  );
+  assert.equal(await page.getByRole("button", { name: "Next page" }).isDisabled(), true);
   await page.close();
 });
 
