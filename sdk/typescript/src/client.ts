@@ -16,6 +16,8 @@ import {
   type WireFlowDescription,
   type WireGetFlowStateResponse,
   type WireGetHistoryEventsResponse,
+  type WireListSearchKeysResponse,
+  type WireListSearchValuesResponse,
   type WireSearchFlowsResponse,
   type WireTimeTravelPoint,
   type WireTimeTravelRequest,
@@ -25,7 +27,19 @@ import {
   type WireUpdateFlowConfigRequest,
   type WireUpdateFlowConfigResponse,
 } from "./proto";
-import { searchRequest, toSearchPage, type FlowSearchPage, type FlowSearchRow, type SearchFlowsOptions } from "./search";
+import {
+  searchRequest,
+  searchValuesRequest,
+  toSearchKeys,
+  toSearchPage,
+  toSearchValues,
+  type FlowSearchPage,
+  type FlowSearchRow,
+  type SearchFlowsOptions,
+  type SearchKeys,
+  type SearchValues,
+  type SearchValuesOptions,
+} from "./search";
 import {
   Attribute,
   AttributeMap,
@@ -974,6 +988,26 @@ export class Client {
       }
       pageToken = page.nextPageToken;
     }
+  }
+
+  /**
+   * What a query can name (ListSearchKeys): the system fields, then the index
+   * keys in use, each with its index type, whether it may follow ORDER BY and
+   * the Flow types declaring it. For a query editor's completion. A read.
+   */
+  async listSearchKeys(options: CallOptions = {}): Promise<SearchKeys> {
+    return toSearchKeys(await this.flowCall<WireListSearchKeysResponse>("ListSearchKeys", {}, options, "read"));
+  }
+
+  /**
+   * Distinct values of a KEYWORD or KEYWORD_ARRAY field (an index key, or
+   * FlowType, Status, FlowId, ...) that start with `prefix`, in byte order, at
+   * most `limit` (ListSearchValues). Rejects with INVALID_ARGUMENT for an
+   * unknown key or one of another index type, in the server's words. A read.
+   */
+  async listSearchValues(key: string, options: SearchValuesOptions = {}): Promise<SearchValues> {
+    const request = searchValuesRequest(key, options);
+    return toSearchValues(await this.flowCall<WireListSearchValuesResponse>("ListSearchValues", request, options, "read"));
   }
 
   /**

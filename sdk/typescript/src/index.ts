@@ -129,6 +129,12 @@ export {
   type SearchFieldValue,
   type SearchFlowsOptions,
   type SearchLiteral,
+  SEARCH_VALUES_DEFAULT,
+  SEARCH_VALUES_MAX,
+  type SearchKey,
+  type SearchKeys,
+  type SearchValues,
+  type SearchValuesOptions,
 } from "./search";
 export type {
   AttributeEntry,

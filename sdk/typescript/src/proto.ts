@@ -537,6 +537,28 @@ export interface WireSearchFlowsResponse {
   appliedSlot: number;
 }
 
+/** ListSearchKeys' answer (flow_api.proto): the fields a query can name. */
+export interface WireSearchKeyInfo {
+  name: string;
+  type: WireIndexType;
+  system: boolean;
+  sortable: boolean;
+  flowTypes: string[];
+}
+
+export interface WireListSearchKeysResponse {
+  keys: WireSearchKeyInfo[];
+  truncated: boolean;
+  appliedSlot: number;
+}
+
+/** ListSearchValues' answer: distinct values of a KEYWORD field by prefix. */
+export interface WireListSearchValuesResponse {
+  values: string[];
+  truncated: boolean;
+  appliedSlot: number;
+}
+
 export interface WireGetHistoryEventsResponse {
   runId: string;
   events: WireHistoryEvent[];

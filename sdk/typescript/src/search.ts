@@ -12,7 +12,14 @@ import { Attribute, type AttributeValue, type IndexTypeName, indexTypeFromWire }
 import { DexError } from "./errors";
 import { toRunStatus, type RunStatus } from "./flow-types";
 import type { CallOptions } from "./client";
-import type { WireFlowSearchRow, WireSearchField, WireSearchFlowsRequest, WireSearchFlowsResponse } from "./proto";
+import type {
+  WireFlowSearchRow,
+  WireListSearchKeysResponse,
+  WireListSearchValuesResponse,
+  WireSearchField,
+  WireSearchFlowsRequest,
+  WireSearchFlowsResponse,
+} from "./proto";
 
 /**
  * SearchFlows' page size: 0 means the server's default (100); at most 1,000
@@ -242,4 +249,83 @@ export function searchQuery(strings: TemplateStringsArray, ...values: (SearchLit
     out += strings[i + 1] ?? "";
   });
   return out;
+}
+
+// ------------------------------------------------------------ completing a query
+// (the server's docs/search.md, "Completing a query"): Client.listSearchKeys and
+// listSearchValues, what a query editor offers as the user types.
+
+/** ListSearchValues' limit: the default and the most one call may ask for (src/search/completion.h). */
+export const SEARCH_VALUES_DEFAULT = 20;
+export const SEARCH_VALUES_MAX = 100;
+
+/** A field a query can name. */
+export interface SearchKey {
+  /** As a query writes it (case-sensitive). */
+  name: string;
+  /** Its index type; undefined for one this SDK does not know (a newer server). */
+  type: IndexTypeName | undefined;
+  /** A system field (every run has it), not an index key. */
+  system: boolean;
+  /** It may follow ORDER BY. */
+  sortable: boolean;
+  /** An index key's Flow types whose live declarations declare it, sorted; [] for a system field. */
+  flowTypes: string[];
+}
+
+export interface SearchKeys {
+  /** The system fields in their fixed order, then the index keys in use by name. */
+  keys: SearchKey[];
+  /** More index keys than one answer lists (1,000). */
+  truncated: boolean;
+  appliedSlot: number;
+}
+
+export interface SearchValuesOptions extends CallOptions {
+  /** Only values that start with this ("" or unset: from the first); at most 1 KiB. */
+  prefix?: string;
+  /** At most this many values: 1..100; 0 or unset: 20. */
+  limit?: number;
+}
+
+export interface SearchValues {
+  /** Distinct, in byte order. */
+  values: string[];
+  /** More values start with the prefix. */
+  truncated: boolean;
+  appliedSlot: number;
+}
+
+/** @internal */
+export function toSearchKeys(r: WireListSearchKeysResponse): SearchKeys {
+  return {
+    keys: (r.keys ?? []).map((k) => ({
+      name: k.name,
+      type: indexTypeFromWire(k.type),
+      system: k.system === true,
+      sortable: k.sortable === true,
+      flowTypes: [...(k.flowTypes ?? [])],
+    })),
+    truncated: r.truncated === true,
+    appliedSlot: Number(r.appliedSlot ?? 0),
+  };
+}
+
+/** @internal The request, checked before anything is sent. */
+export function searchValuesRequest(key: unknown, options: SearchValuesOptions): { key: string; prefix: string; limit: number } {
+  if (typeof key !== "string" || key === "") {
+    throw new DexError("INVALID_ARGUMENT", "listSearchValues: the key must be a non-empty string (a KEYWORD or KEYWORD_ARRAY field)");
+  }
+  const prefix = options.prefix ?? "";
+  if (typeof prefix !== "string") throw new DexError("INVALID_ARGUMENT", "listSearchValues: prefix must be a string");
+  const limit = options.limit ?? 0;
+  if (!Number.isInteger(limit) || limit < 0 || limit > SEARCH_VALUES_MAX) {
+    throw new DexError("INVALID_ARGUMENT", `listSearchValues: limit must be an integer from 0 (the default, ${SEARCH_VALUES_DEFAULT}) to ${SEARCH_VALUES_MAX}, not ${String(limit)}`);
+  }
+  return { key, prefix, limit };
+}
+
+/** @internal */
+export function toSearchValues(r: WireListSearchValuesResponse): SearchValues {
+  return { values: [...(r.values ?? [])], truncated: r.truncated === true, appliedSlot: Number(r.appliedSlot ?? 0) };
 }

@@ -255,6 +255,33 @@ describe("Finding Flows on a dex server", () => {
     assert.deepEqual(ids((await client.searchFlows(`${ofOrders} AND Status = 'RUNNING'`)).rows), ["o-7", "o-5", "o-4", "o-3", "o-1"]);
   });
 
+  test("completing a query: the keys in use with their types and Flow types, a keyword's values by prefix", async () => {
+    const keys = await client.listSearchKeys();
+    const byName = new Map(keys.keys.map((k) => [k.name, k]));
+    assert.deepEqual(byName.get("Status"), { name: "Status", type: "keyword", system: true, sortable: true, flowTypes: [] });
+    assert.deepEqual(byName.get("Plan"), { name: "Plan", type: "keyword", system: false, sortable: true, flowTypes: [ORDERS_TYPE, REFUNDS_TYPE].sort() });
+    assert.equal(byName.get("Tags")?.type, "keywordArray");
+    assert.equal(byName.get("Tags")?.sortable, false);
+    assert.equal(byName.get("Note")?.type, "fullText");
+    assert.equal(byName.has("secret"), false);
+    assert.equal(keys.truncated, false);
+    assert.ok(keys.appliedSlot > 0);
+
+    assert.deepEqual((await client.listSearchValues("Plan")).values, ["bronze", "gold", "platinum", "silver"]);
+    const g = await client.listSearchValues("Plan", { prefix: "g" });
+    assert.deepEqual([g.values, g.truncated], [["gold"], false]);
+    const two = await client.listSearchValues("Region", { prefix: "eu-", limit: 1 });
+    assert.deepEqual([two.values, two.truncated], [["eu-north"], true]);
+    assert.deepEqual((await client.listSearchValues("FlowType", { prefix: "ts-search-" })).values, [ORDERS_TYPE, REFUNDS_TYPE].sort());
+    await assert.rejects(client.listSearchValues("Amount"), (e: unknown) => {
+      assert.ok(e instanceof DexError && e.code === "INVALID_ARGUMENT", String(e));
+      assert.match(e.message, /key 'Amount' is INT/);
+      return true;
+    });
+    await assert.rejects(client.listSearchValues("Plan", { limit: 101 }), /limit must be an integer from 0/);
+    await assert.rejects(client.listSearchValues(""), /the key must be a non-empty string/);
+  });
+
   test("a query the server refuses: INVALID_ARGUMENT naming the position", async () => {
     const refused = async (query: string, pattern: RegExp, options = {}): Promise<void> => {
       await assert.rejects(client.searchFlows(query, options), (e: unknown) => {
