@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "flow/search_index.h"
 #include "flow/search_keys.h"
