@@ -2,7 +2,8 @@
 // and the example Flows' Worker (harness.mjs): a fan-out's graph has the nodes and edges its
 // history says, a loop renders as a chain (and grouped), a node selects its execution, the
 // timeline shows a retried attempt and Timer waits, and the page of a 500-execution run loads
-// (navigation to graph and timeline drawn) in under 1 s. Screenshots go to screenshots/.
+// (navigation to graph and timeline drawn, the median of five loads) in under 1 s. Screenshots go
+// to screenshots/.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { accessibilityViolations, eventually, launchBrowser, payload, screenshot, screenshotDir, startDex } from "./harness.mjs";
@@ -71,11 +72,28 @@ const runUrl = (d) => `${dex.webUrl}/flows/${encodeURIComponent(d.flowId)}/runs/
 async function openRun(page, d) {
   const t0 = Date.now();
   await page.goto(runUrl(d));
-  // Drawn with the state's phases (GetFlowState answered), laid out, and the timeline's rows.
-  await page.locator('[data-testid="step-graph"][data-ready="true"][data-state="true"]').waitFor({ timeout: 15_000 });
-  await page.getByTestId("timeline-row").first().waitFor({ timeout: 15_000 });
+  // Drawn with the state's phases (GetFlowState answered), laid out, and the timeline's rows:
+  // looked for at every frame (a locator's waitFor looks again only after 100 ms and more, which
+  // would add its own wait to the figure).
+  await page.waitForFunction(
+    () =>
+      document.querySelector('[data-testid="step-graph"][data-ready="true"][data-state="true"]') &&
+      document.querySelector('[data-testid="timeline-row"]'),
+    null,
+    { polling: "raf", timeout: 15_000 },
+  );
   return Date.now() - t0;
 }
+
+/** The page's own marks (web/src/views/run): when each part of the 500-execution page came, from the navigation. */
+const pageMarks = (page) =>
+  page.evaluate(() =>
+    performance
+      .getEntriesByType("mark")
+      .filter((m) => m.name.startsWith("dex-run:"))
+      .map((m) => `${m.name.slice(8)} ${Math.round(m.startTime)}`)
+      .join(", "),
+  );
 
 const nodeIds = (page) => page.getByTestId("graph-node").evaluateAll((ns) => ns.map((n) => n.getAttribute("data-id")));
 const edgePairs = (page) =>
@@ -212,15 +230,18 @@ test("the page of a run of 500 Step executions loads in under 1 s", async (t) =>
   assert.ok(executions.size >= 500, `${executions.size} executions`);
   t.diagnostic(`the run of ${executions.size} executions (${events.length} events) took ${Date.now() - t0} ms`);
   const times = [];
-  for (let i = 0; i < 3; ++i) {
+  const loads = 5;
+  for (let i = 0; i < loads; ++i) {
     const page = await context.newPage();
     const ms = await openRun(page, d);
+    times.push(ms);
+    t.diagnostic(`load ${i + 1}: ${ms} ms (the page's marks, ms from the navigation: ${await pageMarks(page)})`);
     // Drawn: the grouped graph (Charge-1, Ship-1, the loop, the last Ship) and a timeline of a row
     // per execution (those in view drawn).
     assert.equal(Number(await page.getByTestId("timeline").getAttribute("data-rows")), executions.size);
     assert.equal(await page.getByTestId("graph-node").count(), 4);
-    times.push(ms);
-    if (i === 2) {
+    if (i === loads - 1) {
+      await page.getByTestId("history-event").first().waitFor(); // the rest of the page, drawn after the graph
       await page.locator('[data-testid="graph-node"][data-kind="group"]').click();
       await page.getByTestId("execution-details").waitFor();
       await sectionShot(page, "graph-section", "graph");
@@ -232,13 +253,13 @@ test("the page of a run of 500 Step executions loads in under 1 s", async (t) =>
     }
     await page.close();
   }
-  const best = Math.min(...times);
+  const sorted = [...times].sort((a, b) => a - b);
+  const median = sorted[Math.floor(loads / 2)];
   const load = os.loadavg()[0] / os.cpus().length;
-  t.diagnostic(`500-execution run page, navigation to graph and timeline drawn: ${times.join(", ")} ms (best ${best} ms; load average ${load.toFixed(1)} per CPU)`);
-  // Issue 29's target is 1 s on the best of the three loads; it is met only just, or not, on
-  // this 2-vCPU machine (0.97-1.04 s idle, 2026-12-05), so it is reported here, not asserted,
-  // until the history read is made cheaper (docs/dex-web.md, "Figures"). What is asserted is a
-  // regression bound: three times the target, on an idle or a loaded machine.
-  t.diagnostic(best < 1000 ? `target met: ${best} ms < 1000 ms` : `TARGET NOT MET: ${best} ms >= 1000 ms (issue 29)`);
-  assert.ok(best < 3000, `the 500-execution run page took ${best} ms (best of ${times.join(", ")}): over the 3 s regression bound`);
+  t.diagnostic(
+    `500-execution run page, navigation to graph and timeline drawn: ${times.join(", ")} ms (median ${median} ms; load average ${load.toFixed(1)} per CPU)`,
+  );
+  // Issue 29's target: the median of the loads under 1 s (docs/dex-web.md, "The Step graph and the
+  // timeline", has the figures and where the time goes).
+  assert.ok(median < 1000, `the 500-execution run page took ${median} ms (median of ${times.join(", ")}): over the 1 s target`);
 });
