@@ -26,6 +26,24 @@ function methodBars(x: Execution, m: MethodRun, now: number): Bar[] {
   const lf = m.lastFailure;
   const bars: Bar[] = [];
   const retried = m.attempts > 1 || (lf !== undefined && open);
+  // The last failure is the method's last attempt (it ended failing, its retries exhausted): one
+  // bar of all its attempts, not a split with nothing after it.
+  if (lf && !open && lf.attempt >= m.attempts && m.outcome !== "completed") {
+    bars.push({
+      key: `${x.id}:${name}`,
+      kind: "attempt",
+      method: name,
+      start: m.start,
+      end,
+      open: false,
+      outcome: lf.outcome,
+      attempts: lf.attempt > 1 ? `1-${lf.attempt}` : "1",
+      retried: lf.attempt > 1,
+      error: lf.error || m.error,
+      label: lf.attempt > 1 ? `${name}: ${lf.attempt} attempts (the last ${lf.outcome.replace("_", " ")}; no retry left)` : `${name} attempt 1`,
+    });
+    return bars;
+  }
   if (lf && lf.atMs >= m.start && lf.atMs <= end && lf.attempt >= 1) {
     bars.push({
       key: `${x.id}:${name}:failed`,
