@@ -97,7 +97,7 @@ function Truncatable({
 function Block({ text, label }: { text: string; label?: string }) {
   return (
     // tabIndex: a block that scrolls can be scrolled from the keyboard.
-    <Code block tabIndex={0} aria-label={label} style={{ maxHeight: 320, overflow: "auto", whiteSpace: "pre-wrap" }}>
+    <Code block tabIndex={0} aria-label={label} style={{ maxHeight: 320, overflow: "auto", whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
       {text}
     </Code>
   );
@@ -115,18 +115,25 @@ export function PayloadBlock({ payload, label, empty = "" }: { payload: Payload 
   return <Truncatable source={source} label={label} render={(t) => <Block text={t} label={label} />} />;
 }
 
-/** A text inline (monospace, its line breaks kept); a long one truncated. */
+/** A text inline (monospace, its line breaks kept); a long one truncated, and scrolled past 12 lines or so. */
 export function LongText({ text, label, size = "sm" }: { text: string; label?: string; size?: "xs" | "sm" }) {
   const source = useMemo(() => textSource(text), [text]);
   return (
     <Truncatable
       source={source}
       label={label}
-      render={(t) => (
-        <Text size={size} ff="monospace" style={{ whiteSpace: "pre-wrap", wordBreak: "break-word" }}>
-          {t}
-        </Text>
-      )}
+      render={(t) =>
+        t.length > 600 ? (
+          // tabIndex: a block that scrolls can be scrolled from the keyboard.
+          <Text size={size} ff="monospace" tabIndex={0} aria-label={label} style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere", maxHeight: 240, overflow: "auto" }}>
+            {t}
+          </Text>
+        ) : (
+          <Text size={size} ff="monospace" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
+            {t}
+          </Text>
+        )
+      }
     />
   );
 }
@@ -139,7 +146,7 @@ export function PayloadText({ payload, label, size = "sm" }: { payload: Payload 
       source={source}
       label={label}
       render={(t) => (
-        <Text size={size} ff="monospace" style={{ whiteSpace: "pre-wrap", wordBreak: "break-word" }} span>
+        <Text size={size} ff="monospace" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }} span>
           {t}
         </Text>
       )}
