@@ -8,12 +8,13 @@ import type { Attribute, FlowDescription, FlowRef, GetFlowStateResponse, History
 /** The most events the page reads at once (the graph, the timeline and the list share them). */
 export const maxEvents = 5000;
 /**
- * The size of one history page. The server answers at most 1,000 events a page (docs/api.md); a
- * history's sequence numbers have no gaps, so the pages after the first are asked for at once,
- * each after where the one before will end.
+ * The size of one history page: the server's most, 1,000 events (docs/api.md). A history's
+ * sequence numbers have no gaps, so two pages are asked for at once, the second after where the
+ * first will end (two of 1,000 answered sooner than four of 500 on this 2-vCPU machine: 617-722
+ * against 756-842 ms for a history of 1,558 events, medians of 8-10 loads at a load of 6 per CPU).
  */
-export const historyPageSize = 500;
-const parallelPages = 4;
+export const historyPageSize = 1000;
+const parallelPages = 2;
 
 export interface HistoryRead {
   events: HistoryEvent[];
