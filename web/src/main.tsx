@@ -1,17 +1,10 @@
+// dex-web's first script, kept small: on a run's URL its imports start the Run page's three reads
+// (runCalls.ts) and the layout Worker (elkLayout.ts) at once, and then it loads the app (React,
+// Mantine and the views: a chunk of about 650 KB) so that the reads and the Worker's 1.6 MB
+// script are under way while the app's code is fetched and compiled. Their modules are the same
+// instances the app then uses, so the app takes what they started.
 import "@mantine/core/styles.css";
-import { StrictMode } from "react";
-import { createRoot } from "react-dom/client";
-import { MantineProvider } from "@mantine/core";
-import { BrowserRouter } from "react-router";
-import { App } from "./App";
-import { cssVariablesResolver, theme } from "./theme";
+import "./views/run/graph/elkLayout";
+import "./views/run/runCalls";
 
-createRoot(document.getElementById("root")!).render(
-  <StrictMode>
-    <MantineProvider theme={theme} cssVariablesResolver={cssVariablesResolver} defaultColorScheme="light">
-      <BrowserRouter>
-        <App />
-      </BrowserRouter>
-    </MantineProvider>
-  </StrictMode>,
-);
+void import("./appRoot");
