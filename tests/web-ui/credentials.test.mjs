@@ -49,6 +49,8 @@ test("an action asks for the admin token, refuses a wrong one and sends with the
   await page.getByRole("menuitem", { name: "Stop the run…" }).click();
   const dialog = page.getByRole("dialog", { name: "Stop the run" });
   await dialog.waitFor({ timeout: 5_000 });
+  // The menu closes with a transition: axe would see its emptied list (role "menu" without items).
+  await page.getByRole("menu").waitFor({ state: "detached", timeout: 5_000 });
   const tokenBox = dialog.getByLabel("Admin token");
   await tokenBox.waitFor({ timeout: 5_000 });
   await dialog.getByRole("radio", { name: "Cancel" }).check();

@@ -32,10 +32,18 @@ async function start(flowId, flowType, input) {
 }
 
 async function closed(flowId, timeoutMs = 60_000) {
-  return eventually(async () => {
-    const d = await dex.call("DescribeFlow", { flowId });
-    return d.status !== "FLOW_RUNNING" && d;
-  }, timeoutMs, `${flowId} to close`);
+  try {
+    return await eventually(async () => {
+      const d = await dex.call("DescribeFlow", { flowId });
+      return d.status !== "FLOW_RUNNING" && d;
+    }, timeoutMs, `${flowId} to close`);
+  } catch (e) {
+    // Say where the run stands and what the server and the Worker said last, to find out why.
+    const state = await dex.call("GetFlowState", { flowId }).catch((x) => x.message);
+    const tail = (p) => (p ? p.output.join("").split("\n").slice(-30).join("\n") : "");
+    e.message += `\nGetFlowState: ${JSON.stringify(state).slice(0, 4000)}\nserver:\n${tail(dex.server)}\nworker:\n${tail(dex.worker)}`;
+    throw e;
+  }
 }
 
 async function history(flowId) {
