@@ -169,11 +169,11 @@ bool Dispatcher::confirmed(const std::string& task_id) {
   return !it->second.sent;
 }
 
-size_t Dispatcher::settle(const std::vector<std::string>& task_ids, bool applied) {
+size_t Dispatcher::settle(const std::vector<std::string>& task_ids) {
   size_t freed = 0;
   for (const auto& task_id : task_ids) {  // bounded by the record's assignments
     auto it = running_.find(task_id);
-    if (it == running_.end() || (applied && it->second.confirmed)) continue;
+    if (it == running_.end() || it->second.confirmed) continue;
     // Not started (the record was refused, or the attempt was no longer
     // queued when it applied): free the Worker's slot. An ASYNC task sent
     // meanwhile is answered as stale.

@@ -92,9 +92,13 @@ class Dispatcher {
   // The record that started the attempt applied: true if it is still to be
   // sent (a SYNC attempt goes out now).
   bool confirmed(const std::string& task_id);
-  // The record carrying `task_ids` applied (`applied`) or was refused: the
-  // ones it did not start free their slots; how many did.
-  size_t settle(const std::vector<std::string>& task_ids, bool applied);
+  // The record carrying `task_ids` applied or was refused: the ones it did
+  // not start (not confirmed()) free their slots; how many did. Whether it
+  // started one is all that counts, not the record's own verdict: the rules
+  // apply a record's assignments even when the rest of it is stale or
+  // rejected (its speculation was behind a record in flight), and an attempt
+  // they started runs, to be sent and timed out like any other.
+  size_t settle(const std::vector<std::string>& task_ids);
   // Marks the attempt sent at `now` and starts its timeouts. False if it is
   // unknown, already sent or ending (it goes out once). `worker` is then its
   // Worker's handle.

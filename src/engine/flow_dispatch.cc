@@ -180,7 +180,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
   std::string refused = store_values(ref->flow_id(), *m);
   if (auto verdict = speculate(record, reserved); verdict.kind == flow::ApplyKind::kRejected) {
     refused = verdict.message;
-    settle(reserved, false);
+    settle(reserved);  // not proposed: nothing started
     reserved.clear();
     record.clear_assignments();
     m->set_outcome(flow::ATTEMPT_FAILED);
@@ -470,9 +470,8 @@ void FlowEngine::dispatch() {
     }
   }
   if (reserved.empty()) return;
-  proposer_.propose(std::move(record), [this, reserved](StatusOr<flow::ApplyResult> result) {
-    settle(reserved, result.is_ok());
-  });
+  proposer_.propose(std::move(record),
+                    [this, reserved](StatusOr<flow::ApplyResult>) { settle(reserved); });
   send_prebuilt(reserved);
 }
 

@@ -166,10 +166,10 @@ flow::ApplyResult FlowEngine::speculate(flow::FlowRecord& record,
   return verdict;
 }
 
-void FlowEngine::settle(const std::vector<std::string>& reserved, bool applied) {
+void FlowEngine::settle(const std::vector<std::string>& reserved) {
   std::lock_guard<std::mutex> lock(mu_);
   // A slot freed: the scheduler looks at the queues again.
-  if (dispatcher_.settle(reserved, applied) > 0) wake_ = true;
+  if (dispatcher_.settle(reserved) > 0) wake_ = true;
   for (const auto& task_id : reserved)  // bounded by the record's assignments
     if (!dispatcher_.knows(task_id)) prebuilt_.erase(task_id);
 }
@@ -185,7 +185,9 @@ void FlowEngine::propose_speculated(flow::FlowRecord record, std::vector<std::st
                                     std::function<void(StatusOr<flow::ApplyResult>)> done) {
   proposer_.propose(std::move(record),
                     [this, reserved, done = std::move(done)](StatusOr<flow::ApplyResult> result) {
-                      settle(reserved, result.is_ok() && result->kind == flow::ApplyKind::kApplied);
+                      // The attempts its assignments started, whatever its
+                      // verdict (a TimerFired gone stale still starts them).
+                      settle(reserved);
                       done(std::move(result));
                     });
   send_prebuilt(reserved);

@@ -148,9 +148,9 @@ class FlowEngine {
   // The value budget of a GetFlowState (and a dry run's start): kStateValueBytesMax,
   // or half the blob store's message limit when that is less.
   uint64_t state_values_max() const;
-  // After the record applied: starts sending what it started, releases what
-  // it did not.
-  void settle(const std::vector<std::string>& reserved, bool applied);
+  // After the record applied or was refused: releases the attempts it did
+  // not start (what it started is sent from on_applied).
+  void settle(const std::vector<std::string>& reserved);
   // Appends `record` (with assignments when `speculative`); `done` runs once
   // applied or refused. ASYNC attempts it assigned are sent at once.
   void propose(flow::FlowRecord record, bool speculative,

@@ -12,7 +12,8 @@
 //  - Dispatcher::check_invariants: every Worker's slots in use are the
 //    attempts it holds (never negative, never leaked), and no attempt is held
 //    by two live tasks;
-//  - an attempt runs under at most one task ID at a time in the store;
+//  - an attempt runs under at most one task ID at a time in the store, and
+//    the dispatcher holds every attempt the store runs until it ends;
 //  - no assignment, reservation or candidate while the gate is closed, and
 //    none for a Worker that left;
 //  - after due(now), nothing is due at `now` any more (next_wake > now), and
@@ -237,7 +238,7 @@ class DispatcherSim {
       if (d_.confirmed(a.task_id)) to_send_.push_back(a.task_id);
       stats["attempts started"]++;
     }
-    d_.settle(ids, !refused);
+    d_.settle(ids);
   }
 
   void send_one() {
@@ -349,6 +350,9 @@ class DispatcherSim {
   void check_store() {
     for (const auto& [id, s] : started_) {
       if (ended_.contains(id)) fail("an ended attempt is still started");
+      // Until it ends, the dispatcher holds it: it is sent, timed out and
+      // keeps its Worker's slot.
+      if (!d_.knows(id)) fail("attempt " + id + " runs in the store but the dispatcher forgot it");
     }
   }
 

@@ -5,9 +5,11 @@
 
 #include <condition_variable>
 #include <future>
+#include <map>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "log/log_format.h"
 #include "objstore/memory_store.h"
 
 namespace dex {
@@ -42,6 +44,53 @@ class HoldingStore final : public ForwardingStore {
   std::mutex mu_;
   std::condition_variable cv_;
   bool held_ = false;  // guarded by mu_
+};
+
+// Forwards to another store; the log's batches (the puts of slot objects) wait
+// for a permit once closed: each allow() lets one more through, in the order
+// the one writer makes them (one write in flight).
+class GatedLogStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
+                            const RequestOptions& o = {}) override {
+    if (parse_slot_key(kNode, key).is_ok()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !closed_ || permits_ > 0; });
+      if (closed_) --permits_;
+      --waiting_;
+    }
+    return inner_.put(key, body, c, o);
+  }
+  std::string describe() const override { return "gated"; }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  void allow_one() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++permits_;
+    cv_.notify_all();
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = false;
+    cv_.notify_all();
+  }
+  // Waits (bounded) until a batch waits for its permit.
+  bool batch_waiting() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;  // guarded by mu_
+  int permits_ = 0;      // guarded by mu_
+  int waiting_ = 0;      // guarded by mu_
 };
 
 class FlowEngineTest : public OneWorkerTest {};
@@ -320,6 +369,103 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
   store.release();
   ASSERT_TRUE(decided.get().accepted());
   ASSERT_TRUE(decide(e, w, *next, complete("async")).accepted());
+  EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
+}
+
+// A record's assignment starts an attempt even when the record's own part is
+// stale by the time it applies (docs/flow-rules.md, "Speculative assignments":
+// the speculation may be behind records in flight). The attempt must still be
+// sent, and timed out. Seen with OrderProcessing (Ship waits on the approval or
+// a 1 ms reminder Timer), in this log order: Ship-515's wait; the `approve`
+// RPC's result publishing the approval, speculated before that wait applied
+// (so it assigned nothing); the Timer's TimerFired, speculated after the wait
+// applied and before the approval did, so it carried Ship-515's Execute
+// assignment. The approval met the wait, the TimerFired applied stale, and its
+// assignment started the Execute attempt; the engine then forgot the attempt
+// as if the record had started nothing: RUNNING on its Worker, never sent,
+// never timed out, the run stuck. Here a result sent twice plays the Timer's
+// part, deterministically: the second copy is speculated after the wait is
+// stored and before the first copy (whose publish meets the wait) applied.
+TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
+  MemoryObjectStore memory;
+  GatedLogStore store(memory);
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  flow::FlowDeclaration d = order_declaration();
+  execute_options(d, "Wait").set_attempt_timeout_ms(10'000);
+  auto w = connect_flows(e, worker, "w1", d);
+  start(e, "f1");
+  auto first = worker->next();
+  ASSERT_TRUE(first);
+  flow::StepDecision both = go_to("Wait");
+  *both.mutable_go_to()->add_movements() = go_to("Next").go_to().movements(0);
+  ASSERT_TRUE(decide(e, w, *first, both).accepted());
+  std::map<std::string, flow::FlowTask> tasks;
+  for (int i = 0; i < 2; ++i) {
+    auto t = worker->next();
+    ASSERT_TRUE(t);
+    tasks[t->step_execution_id()] = *t;
+  }
+  ASSERT_TRUE(tasks.contains("Wait-1") && tasks.contains("Next-1"));
+  ASSERT_EQ(tasks["Wait-1"].method(), flow::WAIT_FOR);
+
+  store.close();
+  // Wait-1's wait (the approval, or a Timer a day away) is being written...
+  flow::FlowTaskResult wait;
+  wait.set_task_id(tasks["Wait-1"].task_id());
+  wait.mutable_wait()->set_kind(flow::ANY_OF);
+  auto* c = wait.mutable_wait()->add_conditions()->mutable_channel();
+  c->set_channel("approval");
+  c->set_match(flow::FOR_ONE);
+  wait.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
+  auto waited = e.complete_task(w, wait);
+  ASSERT_TRUE(store.batch_waiting());
+  // ... when Next-1 ends publishing the approval: speculated before the wait
+  // is stored, its record assigns nothing.
+  flow::FlowTaskResult approve;
+  approve.set_task_id(tasks["Next-1"].task_id());
+  approve.mutable_decision()->mutable_dead_end();
+  auto* pub = approve.add_publishes();
+  pub->set_channel("approval");
+  pub->add_messages()->set_data("approved");
+  auto approved = e.complete_task(w, approve);
+  store.allow_one();  // the wait applies; the approval's batch waits
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_TRUE(waited.get().accepted());
+  ASSERT_TRUE(store.batch_waiting());
+  // The same result again (as after a reconnect): speculated on the stored
+  // wait, its publish meets it, so its record assigns Wait-1's Execute; it
+  // applies after the first copy, stale, and its assignment starts the attempt
+  // the first copy queued.
+  auto again = e.complete_task(w, approve);
+  store.open();
+  ASSERT_EQ(approved.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_TRUE(approved.get().accepted());
+  ASSERT_EQ(again.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_FALSE(again.get().accepted());
+
+  // Sent, and still this process's attempt: it times out on its Worker
+  // (which never answers) and is retried. (An attempt the engine forgot was
+  // either never sent, or sent with no timeout and its Worker's slot freed.)
+  auto execute = worker->next();
+  ASSERT_TRUE(execute) << "Wait-1's Execute attempt never reached its Worker: "
+                       << active_step(e, "f1", "Wait-1")->ShortDebugString();
+  EXPECT_EQ(execute->step_execution_id(), "Wait-1");
+  EXPECT_EQ(execute->method(), flow::EXECUTE);
+  ASSERT_EQ(execute->conditions_size(), 2);
+  EXPECT_TRUE(execute->conditions(0).fired());
+  clock_.advance(seconds(10));
+  ASSERT_TRUE(eventually([&] {
+    auto s = active_step(e, "f1", "Wait-1");
+    return s && s->has_last_failure() && s->last_failure().outcome() == flow::ATTEMPT_TIMED_OUT;
+  })) << "the attempt did not time out: "
+      << active_step(e, "f1", "Wait-1")->ShortDebugString();
+  clock_.advance(seconds(1));  // the retry's backoff
+  auto retry = worker->next();
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->attempt(), 2u);
+  ASSERT_TRUE(decide(e, w, *retry, complete("shipped")).accepted());
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
