@@ -7,7 +7,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { accessibilityViolations, eventually, launchBrowser, payload, screenshotDir, startDex } from "./harness.mjs";
+import { accessibilityViolations, eventually, payload, screenshotDir, startStack, stopStack } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -16,13 +16,11 @@ const suffix = `${Date.now().toString(36)}`;
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 before(async () => {
-  dex = await startDex();
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack());
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
 });
 
 /** An OrderProcessing run whose Ship Step waits (AnyOf the seller's approval, a reminder Timer a day away). */

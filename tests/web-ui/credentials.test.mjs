@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { accessibilityViolations, eventually, launchBrowser, payload, screenshotDir, startDex } from "./harness.mjs";
+import { accessibilityViolations, eventually, payload, screenshotDir, startStack, stopStack } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -19,13 +19,11 @@ before(async () => {
   secrets = mkdtempSync(path.join(tmpdir(), "dex-web-ui-secrets-"));
   const tokenFile = path.join(secrets, "admin-token");
   writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
-  dex = await startDex({ config: `auth:\n  adminTokenFiles: [${JSON.stringify(tokenFile)}]\n` });
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack({ config: `auth:\n  adminTokenFiles: [${JSON.stringify(tokenFile)}]\n` }));
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
   if (secrets) rmSync(secrets, { recursive: true, force: true });
 });
 

@@ -6,7 +6,7 @@
 // to screenshots/.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { accessibilityViolations, eventually, launchBrowser, payload, screenshot, screenshotDir, startDex } from "./harness.mjs";
+import { accessibilityViolations, eventually, payload, screenshot, screenshotDir, startStack, stopStack } from "./harness.mjs";
 import os from "node:os";
 import path from "node:path";
 
@@ -16,13 +16,11 @@ let context;
 const suffix = Date.now().toString(36);
 
 before(async () => {
-  dex = await startDex();
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack());
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
 });
 
 /** StartFlow, retried until the Worker has declared the Flow types. */

@@ -229,6 +229,19 @@ export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true });
 }
 
+/** A test file's stack: dev and the Worker (startDex's options), and a browser. */
+export async function startStack(options) {
+  const dex = await startDex(options);
+  const { browser, context } = await launchBrowser();
+  return { dex, browser, context };
+}
+
+/** Stops what startStack started (any part may be missing after a failed start). */
+export async function stopStack({ dex, browser } = {}) {
+  await browser?.close();
+  await dex?.stop();
+}
+
 /** Polls until fn() is truthy (or throws after timeoutMs). */
 export async function eventually(fn, timeoutMs = 20_000, what = "the condition") {
   const deadline = Date.now() + timeoutMs;

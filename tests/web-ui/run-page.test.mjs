@@ -8,7 +8,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { accessibilityViolations, binDir, eventually, launchBrowser, payload, screenshot, startDex } from "./harness.mjs";
+import { accessibilityViolations, binDir, eventually, payload, screenshot, startDex, startStack, stopStack } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -17,13 +17,11 @@ const suffix = Date.now().toString(36);
 const KiB = 1024;
 
 before(async () => {
-  dex = await startDex();
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack());
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
 });
 
 /** StartFlow, retried until the Worker has declared the Flow types. */

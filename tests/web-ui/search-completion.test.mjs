@@ -12,15 +12,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import {
-  accessibilityViolations,
-  eventually,
-  launchBrowser,
-  payload,
-  repoRoot,
-  screenshot,
-  startDex,
-} from "./harness.mjs";
+import { accessibilityViolations, eventually, payload, repoRoot, screenshot, startStack, stopStack } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -47,8 +39,7 @@ async function loadCompletion() {
 }
 
 before(async () => {
-  dex = await startDex();
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack());
   // The Worker declares OrderProcessing (its index keys) when it connects.
   await eventually(
     async () => (await dex.call("ListSearchKeys", {})).keys.some((k) => k.name === "customer"),
@@ -76,8 +67,7 @@ before(async () => {
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
 });
 
 test("the completion function: the token at the cursor and what may come there", async () => {

@@ -5,7 +5,7 @@
 // Each view is saved to screenshots/ (laptop size, 1366x900); load times are printed.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { accessibilityViolations, eventually, launchBrowser, payload, screenshot, startDex } from "./harness.mjs";
+import { accessibilityViolations, eventually, payload, screenshot, startStack, stopStack } from "./harness.mjs";
 
 let dex;
 let browser;
@@ -15,8 +15,7 @@ const orderId = `web-order-${suffix}`;
 const customer = `acme-${suffix}`;
 
 before(async () => {
-  dex = await startDex();
-  ({ browser, context } = await launchBrowser());
+  ({ dex, browser, context } = await startStack());
   // An order that waits for the seller's approval (its reminder Timer is a day away).
   await dex.call("StartFlow", {
     flowId: orderId,
@@ -37,8 +36,7 @@ before(async () => {
 });
 
 after(async () => {
-  await browser?.close();
-  await dex?.stop();
+  await stopStack({ dex, browser });
 });
 
 /** Opens a URL of the app and answers the ms until `ready` (a locator) is visible. */
