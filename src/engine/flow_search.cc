@@ -26,47 +26,44 @@ class SnapshotReader final : public search::IndexReader {
   RocksKv& kv_;
 };
 
+// One answer of the index (`read` over the snapshot), stamped with the slot
+// the snapshot shows; a read error of the store fails it rather than answering
+// part of the index.
+template <typename Response, typename Read>
+StatusOr<Response> read_index(RocksKv& kv, Read read) {
+  SnapshotReader reader(kv);
+  StatusOr<Response> answer = read(reader);
+  if (!answer.is_ok()) return answer.status();
+  if (!kv.status().is_ok()) return kv.status();
+  auto slot = StateMachine::applied_slot(kv);
+  if (!slot.is_ok()) return slot.status();
+  answer->set_applied_slot(*slot);
+  return answer;
+}
+
 }  // namespace
 
 StatusOr<flow::SearchFlowsResponse> FlowEngine::search_flows(
     const flow::SearchFlowsRequest& request) {
-  return with_view([&](RocksKv& kv) -> StatusOr<flow::SearchFlowsResponse> {
-    SnapshotReader reader(kv);
-    auto page = search::search_flows(reader, request);
-    if (!page.is_ok()) return page.status();
-    if (!kv.status().is_ok()) return kv.status();
-    auto slot = StateMachine::applied_slot(kv);
-    if (!slot.is_ok()) return slot.status();
-    page->set_applied_slot(*slot);
-    return page;
+  return with_view([&](RocksKv& kv) {
+    return read_index<flow::SearchFlowsResponse>(
+        kv, [&](SnapshotReader& r) { return search::search_flows(r, request); });
   });
 }
 
 StatusOr<flow::ListSearchKeysResponse> FlowEngine::list_search_keys(
     const flow::ListSearchKeysRequest& request) {
-  return with_view([&](RocksKv& kv) -> StatusOr<flow::ListSearchKeysResponse> {
-    SnapshotReader reader(kv);
-    auto keys = search::list_search_keys(reader, request);
-    if (!keys.is_ok()) return keys.status();
-    if (!kv.status().is_ok()) return kv.status();
-    auto slot = StateMachine::applied_slot(kv);
-    if (!slot.is_ok()) return slot.status();
-    keys->set_applied_slot(*slot);
-    return keys;
+  return with_view([&](RocksKv& kv) {
+    return read_index<flow::ListSearchKeysResponse>(
+        kv, [&](SnapshotReader& r) { return search::list_search_keys(r, request); });
   });
 }
 
 StatusOr<flow::ListSearchValuesResponse> FlowEngine::list_search_values(
     const flow::ListSearchValuesRequest& request) {
-  return with_view([&](RocksKv& kv) -> StatusOr<flow::ListSearchValuesResponse> {
-    SnapshotReader reader(kv);
-    auto values = search::list_search_values(reader, request);
-    if (!values.is_ok()) return values.status();
-    if (!kv.status().is_ok()) return kv.status();
-    auto slot = StateMachine::applied_slot(kv);
-    if (!slot.is_ok()) return slot.status();
-    values->set_applied_slot(*slot);
-    return values;
+  return with_view([&](RocksKv& kv) {
+    return read_index<flow::ListSearchValuesResponse>(
+        kv, [&](SnapshotReader& r) { return search::list_search_values(r, request); });
   });
 }
 
