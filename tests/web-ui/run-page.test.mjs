@@ -236,7 +236,14 @@ test("the state shows a retrying attempt's last failure; the timeline its failed
   await screenshot(page, "run-retrying");
   // The run goes on to Compensate; the page follows it, without a reload.
   await eventually(async () => (await page.getByTestId("summary-status").innerText()) === "COMPLETED", 20_000, "the compensated run");
-  const outcomes = await bars.evaluateAll((bs) => bs.map((b) => `${b.dataset.outcome}:${b.dataset.attempts}`));
+  // The summary (DescribeFlow) and the state (GetFlowState) are re-read side by side: the bars,
+  // drawn from the state, may come a moment after the summary's status.
+  const barsNow = () => bars.evaluateAll((bs) => bs.map((b) => `${b.dataset.outcome}:${b.dataset.attempts}`));
+  let outcomes = [];
+  await eventually(async () => {
+    outcomes = await barsNow();
+    return outcomes.length === 1 && outcomes[0] === "failed:1-3";
+  }, 5000, "Credit's bars after the run").catch(() => {});
   t.diagnostic(`Credit's bars after the run: ${outcomes.join(", ")}`);
   // Its three attempts failed, the last one too: one bar of the three.
   assert.deepEqual(outcomes, ["failed:1-3"]);
