@@ -76,6 +76,9 @@ SETUPS = {
 FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three"),
          "indexed": ("peers-indexed", None), "attr": ("peers-attr", None),
          "synced": ("peers-synced", None)}
+# --smoke (scripts/bench-peers --smoke, in scripts/test): one row per system, seconds long.
+SMOKE = {"setups": "dex-ts-strict,restate", "flows": "one", "concurrency": "1,64", "seconds": 2,
+         "warmup": 1, "rtt_seconds": 0.2, "floor_seconds": 0.2, "row_floor_seconds": 0.1}
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
 
@@ -550,7 +553,14 @@ def main():
     ap.add_argument("--perf", metavar="DIR", help="profile each row's server with perf record -g "
                     "and perf trace -s into DIR (the figures then include perf's own cost)")
     ap.add_argument("--replot", metavar="CSV", help="only draw the PNG of an earlier run's CSV")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a seconds-long run (scripts/bench-peers --smoke, part of scripts/test): "
+                    f"defaults {' '.join(f'--{k.replace(chr(95), chr(45))} {v}' for k, v in SMOKE.items())}; "
+                    "fails unless every row completed flows and the CSV holds every row")
     a = ap.parse_args()
+    if a.smoke:  # its own defaults; options given still win
+        ap.set_defaults(**SMOKE)
+        a = ap.parse_args()
     if a.replot:
         replot(a.replot)
         return
@@ -613,6 +623,11 @@ def main():
                         load, rtt = b.dex_row(tag, worker, durability, fl, c)
                     else:
                         load, rtt = b.restate_row(tag, fl, c)
+                    if not load["flows"]:
+                        die(f"{tag}: no flow started and ended in the measured {load['seconds']:g} s "
+                            f"({load['errors']} failed"
+                            + (f": {'; '.join(load['firstErrors'])}" if load["firstErrors"] else "")
+                            + f"; logs in {b.logs})")
                     lat = load["latencyMs"]
                     row = {"setup": s, "system": system, "worker": worker,
                            "worker_name": WORKER_NAMES[worker], "durability": durability,
@@ -725,6 +740,30 @@ def main():
     if bad:
         die(f"{len(bad)} row(s) had failed flows: " + ", ".join(f"{r['setup']}-{r['flow']}-x{r['concurrency']}"
                                                               for r in bad))
+    if a.smoke:
+        smoke_check(csv_path, setups, flows, concs)
+
+
+def smoke_check(csv_path, setups, flows, concs):
+    """What --smoke asserts, read back from the CSV the run wrote: a row for every setup, flow
+    and concurrency asked for, each with flows that completed in its measured period."""
+    with open(csv_path) as f:
+        got = {(r["setup"], r["flow"], r["concurrency"]): r for r in csv.DictReader(f)}
+    seen = []
+    for fl in flows:
+        for c in concs:
+            for s in setups:
+                if FLOWS[fl][1] is None and SETUPS[s][:2] != ("dex", "cpp"):
+                    continue
+                tag = f"{s}-{fl}-x{c}"
+                r = got.get((s, fl, str(c)))
+                if r is None:
+                    die(f"smoke: {csv_path} has no row {tag}")
+                if int(r["flows"]) <= 0:
+                    die(f"smoke: {csv_path}: row {tag} completed no flow")
+                seen.append(f"{tag} {int(r['flows'])} flows ({float(r['per_second']):.0f}/s, "
+                            f"p50 {float(r['p50_ms']):.2f} ms)")
+    print(f"peers_bench smoke: OK: {len(seen)} rows: " + "; ".join(seen), flush=True)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,18 @@ const server = http2.createServer(restate.createEndpointHandler({ services: [ben
 server.listen(port, "127.0.0.1", () => {
   console.log(`restate-service listening on 127.0.0.1:${server.address().port}`);
 });
+// Restate keeps its HTTP/2 sessions to the service open, so server.close() alone would wait for
+// them forever: close them too (streams in flight finish, no new ones start), and exit after 2 s
+// at the latest.
+const sessions = new Set();
+server.on("session", (session) => {
+  sessions.add(session);
+  session.on("close", () => sessions.delete(session));
+});
 for (const signal of ["SIGINT", "SIGTERM"]) {
-  process.on(signal, () => server.close(() => process.exit(0)));
+  process.once(signal, () => {
+    server.close(() => process.exit(0));
+    for (const session of sessions) session.close();
+    setTimeout(() => process.exit(0), 2000).unref();
+  });
 }
