@@ -305,8 +305,15 @@ Status classify_response(const Call& call, long http_status, std::string_view bo
     return Status::permanent(std::move(what));
   }
   if (code == "BucketAlreadyOwnedByYou" && call.op == Operation::kCreateBucket) return Status::ok();
-  if (code == "ConditionalRequestConflict" || code == "SlowDown" || code == "ServiceUnavailable" ||
-      code == "InternalError" || code == "RequestTimeout" || code == "OperationAborted" ||
+  if (code == "ConditionalRequestConflict") {
+    // S3 answers it (409) when a conditional write races another write of the key still in
+    // progress: not a refusal, since which one wins is not known yet. Asking again gets the real
+    // answer (success, or 412 if the other landed), so it is retried like any transient error.
+    what += " (a conflicting write of the key is in progress)";
+    return Status::transient(std::move(what));
+  }
+  if (code == "SlowDown" || code == "ServiceUnavailable" || code == "InternalError" ||
+      code == "RequestTimeout" || code == "OperationAborted" ||
       code == "XMinioServerNotInitialized" || code == "XMinioReadQuorum" ||
       code == "XMinioWriteQuorum") {
     return Status::transient(std::move(what));

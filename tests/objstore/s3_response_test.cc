@@ -193,6 +193,32 @@ TEST(S3Classify, ConflictsThrottlingAndServerErrorsAreTransient) {
   EXPECT_TRUE(classify_response(put, 400, error_body("RequestTimeout")).is_transient());
 }
 
+// AWS answers 409 ConditionalRequestConflict when a conditional write races another write of the
+// same key that is still in progress (issue 30): a conflict in progress, retried, never a
+// permanent failure nor a lost race (412), whatever the write's condition.
+TEST(S3Classify, ConditionalRequestConflictIsAConflictInProgressAndRetried) {
+  for (PutMode mode : {PutMode::kCreate, PutMode::kReplace, PutMode::kOverwrite}) {
+    const Status s = classify_response(
+        put_call(mode), 409,
+        error_body("ConditionalRequestConflict",
+                   "A conflicting conditional operation is currently in progress against this "
+                   "resource. Please try again."));
+    EXPECT_TRUE(s.is_transient()) << s.to_string();
+    EXPECT_FALSE(s.is_precondition_failed());
+    EXPECT_THAT(s.message(), HasSubstr("HTTP 409 ConditionalRequestConflict"));
+    EXPECT_THAT(s.message(), HasSubstr("a conflicting write of the key is in progress"));
+  }
+  EXPECT_TRUE(classify_response(delete_call(), 409, error_body("ConditionalRequestConflict"))
+                  .is_transient());
+  // The code decides, whatever status carries it.
+  EXPECT_TRUE(
+      classify_response(put_call(PutMode::kCreate), 200, error_body("ConditionalRequestConflict"))
+          .is_transient());
+  EXPECT_TRUE(
+      classify_response(put_call(PutMode::kCreate), 400, error_body("ConditionalRequestConflict"))
+          .is_transient());
+}
+
 TEST(S3Classify, AnErrorInTheBodyOfA200IsClassifiedByItsCode) {
   const Status slow = classify_response(put_call(PutMode::kCreate), 200, error_body("SlowDown"));
   EXPECT_TRUE(slow.is_transient()) << slow.to_string();

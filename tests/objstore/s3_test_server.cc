@@ -207,6 +207,11 @@ StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::start(S3ServerKind kind) {
               "--address",   fmt::format("127.0.0.1:{}", port),
               "--certs-dir", (dir->path() / "certs").string(),
               "--quiet"};
+      // MinIO holds a conditional PUT of a key behind a stalled PUT of that key until the
+      // stalled one's connection has been silent for the idle timeout (default 30 s): a frozen
+      // writer would stall the next one past its 10 s log write limit (issue 30;
+      // docs/operations.md).
+      for (const auto& flag : kMinioTimeoutFlags) args.emplace_back(flag);
       env = {fmt::format("MINIO_ROOT_USER={}", kAccessKey),
              fmt::format("MINIO_ROOT_PASSWORD={}", kSecretKey), "MINIO_BROWSER=off",
              "MINIO_UPDATE=off", "MINIO_CALLHOME_ENABLE=off"};

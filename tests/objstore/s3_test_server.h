@@ -29,6 +29,10 @@ class S3TestServer {
   static constexpr std::string_view kBucket = "dex-test";
   static constexpr std::string_view kAccessKey = "dexadmin";
   static constexpr std::string_view kSecretKey = "dex-test-secret-key";
+  // The MinIO server flags that bound how long a silent client connection (a frozen process's
+  // half-sent PUT) keeps its request, and the lock of a conditional PUT, alive.
+  static constexpr std::string_view kMinioTimeoutFlags[] = {"--idle-timeout", "2s",
+                                                            "--read-header-timeout", "2s"};
 
   // The binary to run, or nullopt if it is not installed.
   static std::optional<std::filesystem::path> find_binary(S3ServerKind kind);
@@ -47,6 +51,7 @@ class S3TestServer {
   static void stop_shared();
 
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   S3ServerKind kind() const { return kind_; }
   // Options for a store in kBucket under `prefix`.
   S3Options options(std::string prefix) const;
