@@ -162,11 +162,12 @@ std::vector<std::pair<flow::TaskRef, std::string>> Dispatcher::candidates(size_t
   return out;
 }
 
-bool Dispatcher::confirmed(const std::string& task_id) {
+Dispatcher::Confirmation Dispatcher::confirmed(const std::string& task_id) {
   auto it = running_.find(task_id);
-  if (it == running_.end()) return false;  // another process's, replayed
+  if (it == running_.end()) return Confirmation::kNone;  // another process's, replayed
   it->second.confirmed = true;
-  return !it->second.sent;
+  if (!it->second.sent) return Confirmation::kSend;
+  return it->second.unchecked ? Confirmation::kCheck : Confirmation::kNone;
 }
 
 size_t Dispatcher::settle(const std::vector<std::string>& task_ids) {
@@ -185,13 +186,17 @@ size_t Dispatcher::settle(const std::vector<std::string>& task_ids) {
 }
 
 bool Dispatcher::begin_send(const std::string& task_id, TimePoint now, int64_t attempt_timeout_ms,
-                            int64_t heartbeat_timeout_ms, WorkerHandle* worker) {
+                            int64_t heartbeat_timeout_ms, WorkerHandle* worker, bool early) {
   auto it = running_.find(task_id);
   if (it == running_.end()) return false;  // ended meanwhile (a cancel)
   Running& r = it->second;
   // Checked and set in one step: an ASYNC task may be offered twice and goes out once.
   if (r.sent || r.ending) return false;
+  // Its record applied: confirmed() asked for the task built from the store,
+  // which needs no check.
+  if (early && r.confirmed) return false;
   r.sent = true;
+  r.unchecked = early;
   r.attempt_timeout_ms = attempt_timeout_ms;
   r.heartbeat_timeout_ms = heartbeat_timeout_ms;
   // Timeouts run from the hand-over.
@@ -201,6 +206,28 @@ bool Dispatcher::begin_send(const std::string& task_id, TimePoint now, int64_t a
   const bool usable = w != workers_.end() && !w->second.broken && !w->second.left_at;
   *worker = usable ? r.worker : 0;
   return true;
+}
+
+bool Dispatcher::result_waits(const std::string& task_id) const {
+  auto it = running_.find(task_id);
+  return it != running_.end() && it->second.unchecked;
+}
+
+bool Dispatcher::checked(const std::string& task_id, bool same) {
+  auto it = running_.find(task_id);
+  if (it == running_.end() || it->second.ending || !it->second.unchecked) return false;
+  DEX_INVARIANT(it->second.confirmed, "an early task is checked once its record applied");
+  it->second.unchecked = false;
+  if (!same) {
+    it->second.refused = true;
+    it->second.ending = true;
+  }
+  return true;
+}
+
+bool Dispatcher::refused(const std::string& task_id) const {
+  auto it = running_.find(task_id);
+  return it != running_.end() && it->second.refused;
 }
 
 bool Dispatcher::heartbeat(const std::string& task_id, TimePoint now) {
@@ -329,6 +356,8 @@ void Dispatcher::check_invariants() const {
   std::set<std::string> live;
   for (const auto& [task_id, r] : running_) {  // bounded by the attempts held
     ++held[r.worker];
+    DEX_INVARIANT(!r.unchecked || r.sent, "only a sent task waits for its check");
+    DEX_INVARIANT(!r.refused || (r.ending && !r.unchecked), "a refused task is ending, checked");
     if (!r.ending)
       DEX_INVARIANT(live.insert(ref_key(r.task)).second,
                     "an attempt is held by at most one live task");

@@ -89,9 +89,13 @@ class Dispatcher {
                                    Gate gate);
   void requeue(const std::string& flow_type, const flow::TaskRef& task);
 
-  // The record that started the attempt applied: true if it is still to be
-  // sent (a SYNC attempt goes out now).
-  bool confirmed(const std::string& task_id);
+  // What the record that started the attempt applying means for it.
+  enum class Confirmation {
+    kNone,   // not this process's, or sent and nothing to check
+    kSend,   // not sent yet: it goes out now, built from the store
+    kCheck,  // sent early (begin_send's `early`): check it against the store (checked())
+  };
+  Confirmation confirmed(const std::string& task_id);
   // The record carrying `task_ids` applied or was refused: the ones it did
   // not start (not confirmed()) free their slots; how many did. Whether it
   // started one is all that counts, not the record's own verdict: the rules
@@ -101,9 +105,24 @@ class Dispatcher {
   size_t settle(const std::vector<std::string>& task_ids);
   // Marks the attempt sent at `now` and starts its timeouts. False if it is
   // unknown, already sent or ending (it goes out once). `worker` is then its
-  // Worker's handle.
+  // Worker's handle. `early`: the task was built before its record applied
+  // (an ASYNC attempt, from a view that may be behind records in flight), so
+  // it may disagree with what the record started; false once that record
+  // applied (the task then goes out built from the store, kSend). Until
+  // checked(), the attempt's results wait (result_waits).
   bool begin_send(const std::string& task_id, TimePoint now, int64_t attempt_timeout_ms,
-                  int64_t heartbeat_timeout_ms, WorkerHandle* worker);
+                  int64_t heartbeat_timeout_ms, WorkerHandle* worker, bool early = false);
+  // Its task went out early and is not checked yet: a result of it must not
+  // be proposed (it could count before the check refuses the task).
+  bool result_waits(const std::string& task_id) const;
+  // The early task, compared with the one the store builds now its record
+  // applied: `same`, its results count from now on; otherwise the attempt is
+  // refused and ending (the caller withdraws it: it runs again, with the same
+  // number, built from the store), and its results never count. False if it
+  // is unknown, ending or not waiting for a check.
+  bool checked(const std::string& task_id, bool same);
+  // Refused by checked(): its Worker ran it on inputs the store disagrees with.
+  bool refused(const std::string& task_id) const;
   // A heartbeat: false when the Worker should stop (the attempt is unknown or ending).
   bool heartbeat(const std::string& task_id, TimePoint now);
   // This process will end the attempt (a withdrawal, a failure): false if
@@ -153,6 +172,8 @@ class Dispatcher {
     WorkerHandle worker = 0;
     bool sent = false;
     bool confirmed = false;  // the record that started it applied
+    bool unchecked = false;  // sent early: its results wait for checked()
+    bool refused = false;    // sent early with inputs the store disagrees with
     bool ending = false;     // a timeout, withdrawal or NOT_COMPLETED is proposed
     int64_t attempt_timeout_ms = 0;
     int64_t heartbeat_timeout_ms = 0;

@@ -84,14 +84,41 @@ HeartbeatAck FlowEngine::heartbeat(const TaskHeartbeat& heartbeat) {
 std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskResult& result) {
   auto promise = std::make_shared<std::promise<ResultAck>>();
   auto future = promise->get_future();
+  handle_result(result, std::move(promise));
+  return future;
+}
+
+void FlowEngine::handle_result(const flow::FlowTaskResult& result,
+                               std::shared_ptr<std::promise<ResultAck>> promise) {
   ResultAck ack;
   ack.set_task_id(result.task_id());
   // Which attempt: this process's record of it, or the store's running index
   // (a result re-sent on a new stream, or after this process started).
   std::optional<flow::TaskRef> ref;
+  bool withdrawn = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ref = dispatcher_.task_of(result.task_id());
+    if (dispatcher_.result_waits(result.task_id())) {
+      // Its task went out before its record applied, built from a view that
+      // may be behind: proposed now, the result could count before the check
+      // finds that the Worker ran on inputs the log never gave it.
+      if (!stopped_ && !log_stopped_) {
+        held_[result.task_id()].push_back({result, std::move(promise)});
+        return;
+      }
+      promise->set_exception(std::make_exception_ptr(EngineStoppedError("the engine stopped")));
+      return;
+    }
+    withdrawn = dispatcher_.refused(result.task_id());
+    if (!withdrawn) ref = dispatcher_.task_of(result.task_id());
+  }
+  if (withdrawn) {
+    ack.set_accepted(false);
+    ack.set_reason("stale: task '" + result.task_id() +
+                   "' went out before its start was written, with inputs its start did not "
+                   "apply with; the attempt runs again");
+    promise->set_value(ack);
+    return;
   }
   if (!ref) {
     auto found = with_view([&](RocksKv& kv) -> StatusOr<std::optional<flow::TaskRef>> {
@@ -104,7 +131,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
     if (!found.is_ok()) {
       promise->set_exception(
           std::make_exception_ptr(EngineStoppedError(found.status().to_string())));
-      return future;
+      return;
     }
     ref = *found;
   }
@@ -113,7 +140,7 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
     ack.set_reason("stale: task '" + result.task_id() +
                    "' is not a running attempt (it ended, or a new process took over)");
     promise->set_value(ack);
-    return future;
+    return;
   }
   flow::FlowRecord record;
   auto* m = record.mutable_method_result();
@@ -208,7 +235,6 @@ std::future<ResultAck> FlowEngine::complete(WorkerHandle, const flow::FlowTaskRe
           ack.set_reason(std::string(flow::apply_kind_name(r->kind)) + ": " + r->message);
         promise->set_value(ack);
       });
-  return future;
 }
 
 // ----------------------------------------------------------- scheduler
@@ -231,13 +257,15 @@ void FlowEngine::run_scheduler() {
       if (log_stopped_) continue;
     }
     send_started();
+    check_early();
+    handle_unheld();
     next_timer_ms = fire_timers();
     end_due_attempts();
     dispatch();
   }
 }
 
-void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
+void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task, bool early) {
   // Spec (Lease): a process whose lease is no longer valid hands out nothing.
   // The attempt stays assigned; the next holder's recovery ends it.
   if (!log_.lease_valid()) return;
@@ -249,9 +277,10 @@ void FlowEngine::send(const std::string& task_id, const flow::FlowTask& task) {
     // the hand-over.
     WorkerHandle worker = 0;
     if (!dispatcher_.begin_send(task_id, clock_.now(), task.attempt_timeout_ms(),
-                                task.heartbeat_timeout_ms(), &worker))
+                                task.heartbeat_timeout_ms(), &worker, early))
       return;
     prebuilt_.erase(task_id);
+    if (early) early_[task_id] = task;           // as sent, for check_early
     if (worker != 0) sink = pool_.sink(worker);  // null: the stream ended meanwhile
   }
   // A task leaves with its blob values in place (docs/engine.md, "Large values").
@@ -291,8 +320,95 @@ void FlowEngine::send_prebuilt(const std::vector<std::string>& reserved) {
       if (it == prebuilt_.end()) continue;
       task = it->second;
     }
-    send(task_id, *task);
+    send(task_id, *task, /*early=*/true);
   }
+}
+
+void FlowEngine::check_early() {
+  // Bounded by the early tasks whose records applied since the last round.
+  while (true) {
+    std::string task_id;
+    flow::TaskRef ref;
+    flow::FlowTask sent;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (checks_.empty() || stopped_) return;
+      task_id = checks_.front();
+      checks_.pop_front();
+      auto known = dispatcher_.task_of(task_id);
+      auto it = early_.find(task_id);
+      if (!known || it == early_.end()) continue;  // ended meanwhile: its results are stale
+      ref = *std::move(known);
+      sent = it->second;
+    }
+    auto built = with_view([&](RocksKv& kv) -> StatusOr<std::optional<flow::FlowTask>> {
+      flow::KvFlowTxn txn(kv);
+      return build_task(txn, ref, task_id);
+    });
+    if (!built.is_ok()) {  // the store stopped: its results wait for the stop
+      std::lock_guard<std::mutex> lock(mu_);
+      checks_.push_front(task_id);
+      return;
+    }
+    // Ended meanwhile (nothing to build): its ending answers its results.
+    if (!built->has_value()) continue;
+    const bool same = same_task_inputs(sent, built->value());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      early_.erase(task_id);
+      // Ending (a timeout, its Worker gone): its results wait for the end.
+      if (!dispatcher_.checked(task_id, same)) continue;
+      unhold(task_id);
+      if (same) continue;
+    }
+    // Its record applied otherwise than the view it was built from said (a
+    // record in flight met the same wait first, ...): what the Worker runs
+    // is not what the log started. Withdrawn, it runs again, with the same
+    // number, on what the store holds; its Worker's results are stale.
+    spdlog::info(
+        "flow engine: task {} ({}/{} {} attempt {}) went out with inputs its start did "
+        "not apply with; withdrawn to run again",
+        task_id, ref.flow_id(), ref.step_execution_id(), flow::Method_Name(ref.method()),
+        ref.attempt());
+    withdraw(task_id);
+  }
+}
+
+void FlowEngine::unhold(const std::string& task_id) {
+  auto it = held_.find(task_id);
+  if (it == held_.end()) return;
+  for (auto& h : it->second) unheld_.push_back(std::move(h));  // bounded by the results held
+  held_.erase(it);
+  wake_ = true;
+  sched_cv_.notify_all();
+}
+
+void FlowEngine::handle_unheld() {
+  // Bounded by the results released since the last round.
+  while (true) {
+    HeldResult h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (unheld_.empty() || stopped_) return;
+      h = std::move(unheld_.front());
+      unheld_.pop_front();
+    }
+    handle_result(h.result, std::move(h.promise));
+  }
+}
+
+void FlowEngine::fail_held(const Status& why) {
+  std::vector<HeldResult> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, held] : held_)  // bounded by the results held
+      for (auto& h : held) out.push_back(std::move(h));
+    for (auto& h : unheld_) out.push_back(std::move(h));  // bounded by the results released
+    held_.clear();
+    unheld_.clear();
+  }
+  for (auto& h : out)  // bounded by the results held
+    h.promise->set_exception(std::make_exception_ptr(EngineStoppedError(why.to_string())));
 }
 
 void FlowEngine::send_started() {
@@ -346,6 +462,8 @@ void FlowEngine::withdraw(const std::string& task_id) {
     std::lock_guard<std::mutex> lock(mu_);
     dispatcher_.released(task_id);
     prebuilt_.erase(task_id);
+    early_.erase(task_id);
+    unhold(task_id);  // answered stale now
     wake_ = true;
     sched_cv_.notify_all();
   });

@@ -89,6 +89,7 @@ void FlowEngine::stop() {
     if (scheduler_.joinable()) scheduler_.join();
     fill_.stop();  // before the proposer: a job may end its attempt through it
     proposer_.stop(engine_stopped());
+    fail_held(engine_stopped());
   });
 }
 
@@ -100,6 +101,7 @@ void FlowEngine::log_stopped(const Status& why) {
   }
   waits_.stop(engine_stopped());
   proposer_.stop(why);
+  fail_held(why);
 }
 
 void FlowEngine::begin_drain() {
@@ -122,11 +124,23 @@ void FlowEngine::on_applied(std::vector<FlowRecordResult>& results, const flow::
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& q : fx.queued) dispatcher_.queued(q.flow_type, q.task);
-    for (const auto& started : fx.started)
-      if (dispatcher_.confirmed(started.task_id)) sends_.push_back(started.task_id);
+    for (const auto& started : fx.started) {
+      switch (dispatcher_.confirmed(started.task_id)) {
+        case Dispatcher::Confirmation::kSend:
+          sends_.push_back(started.task_id);
+          break;
+        case Dispatcher::Confirmation::kCheck:
+          checks_.push_back(started.task_id);
+          break;
+        case Dispatcher::Confirmation::kNone:
+          break;
+      }
+    }
     for (const auto& ended : fx.ended) {
       dispatcher_.released(ended.task_id);
       prebuilt_.erase(ended.task_id);
+      early_.erase(ended.task_id);
+      unhold(ended.task_id);  // answered stale now
     }
     wake_ = true;
     sched_cv_.notify_all();
@@ -170,8 +184,13 @@ void FlowEngine::settle(const std::vector<std::string>& reserved) {
   std::lock_guard<std::mutex> lock(mu_);
   // A slot freed: the scheduler looks at the queues again.
   if (dispatcher_.settle(reserved) > 0) wake_ = true;
-  for (const auto& task_id : reserved)  // bounded by the record's assignments
-    if (!dispatcher_.knows(task_id)) prebuilt_.erase(task_id);
+  for (const auto& task_id : reserved) {  // bounded by the record's assignments
+    if (dispatcher_.knows(task_id)) continue;
+    prebuilt_.erase(task_id);
+    // Sent early by a record that did not start it: its results are stale.
+    early_.erase(task_id);
+    unhold(task_id);
+  }
 }
 
 void FlowEngine::propose(flow::FlowRecord record, bool speculative,

@@ -161,8 +161,24 @@ class FlowEngine {
   // Sends the ASYNC tasks among `reserved` (built by speculate) now.
   void send_prebuilt(const std::vector<std::string>& reserved);
   // Hands a task to its Worker's stream (a task with blob values: on fill_,
-  // once they are in place); a withdrawal if the stream is gone.
-  void send(const std::string& task_id, const flow::FlowTask& task);
+  // once they are in place); a withdrawal if the stream is gone. `early`: it
+  // was built before its record applied (Dispatcher::begin_send).
+  void send(const std::string& task_id, const flow::FlowTask& task, bool early = false);
+  // A Worker's result: proposed, or held while its task waits for its check
+  // (Dispatcher::result_waits), or answered stale.
+  void handle_result(const flow::FlowTaskResult& result,
+                     std::shared_ptr<std::promise<ResultAck>> promise);
+  // Checks the tasks sent early whose records applied (checks_) against the
+  // store: the same inputs, their results count; other inputs (the record
+  // applied otherwise than its view said), the attempt is withdrawn and runs
+  // again built from the store, and its results are answered stale.
+  void check_early();
+  // Hands the results held for `task_id` back to handle_result (on the
+  // scheduler, outside mu_). REQUIRES: mu_ held.
+  void unhold(const std::string& task_id);
+  void handle_unheld();
+  // Answers every held result with `why` (the engine or its log stopped).
+  void fail_held(const Status& why);
   // The hand-over itself: `sink` null or broken withdraws the attempt.
   void deliver(const std::string& task_id, const std::shared_ptr<WorkerSink>& sink,
                const flow::FlowTask& task);
@@ -212,6 +228,18 @@ class FlowEngine {
   // ASYNC attempts' tasks as built with their assignment, sent once (by task ID).
   std::unordered_map<std::string, flow::FlowTask> prebuilt_;  // guarded by mu_
   std::deque<std::string> sends_;                             // guarded by mu_; started, to send
+  // Tasks sent early (by task ID) as sent, until checked against the store.
+  std::unordered_map<std::string, flow::FlowTask> early_;  // guarded by mu_
+  std::deque<std::string> checks_;  // guarded by mu_; early tasks whose records applied
+  struct HeldResult {
+    flow::FlowTaskResult result;
+    std::shared_ptr<std::promise<ResultAck>> promise;
+  };
+  // Results of early tasks not checked yet (Dispatcher::result_waits), and
+  // those released to be handled again. Bounded by the results Workers send
+  // for the attempts held.
+  std::unordered_map<std::string, std::vector<HeldResult>> held_;  // guarded by mu_
+  std::deque<HeldResult> unheld_;                                  // guarded by mu_
   std::thread scheduler_;
   // Puts tasks' blob values in place and hands them over: a read that misses
   // the cache is a GET, which must hold up neither the scheduler nor the log

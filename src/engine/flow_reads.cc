@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include "blob/blob_values.h"
 #include "engine/flow_timeout_handler.h"
 #include "engine/task_channel_sizes.h"
@@ -308,6 +310,18 @@ bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref) {
   auto s = txn.step(ref.flow_id(), ref.run_id(), ref.step_execution_id());
   return s && s->method().state() == flow::TASK_QUEUED && s->method().method() == ref.method() &&
          s->method().attempt() == ref.attempt();
+}
+
+bool same_task_inputs(const flow::FlowTask& sent, const flow::FlowTask& stored) {
+  flow::FlowTask a = sent;
+  flow::FlowTask b = stored;
+  for (flow::FlowTask* t : {&a, &b}) {
+    t->clear_task_id();
+    t->clear_first_attempt_unix_ms();
+    t->clear_channel_sizes();
+    t->clear_channel_sizes_truncated();
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
 namespace {

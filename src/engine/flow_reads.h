@@ -69,5 +69,11 @@ bool sent_before_applied(flow::KvFlowTxn& txn, const flow::TaskRef& ref,
 bool holds_lock_keys(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
 // Whether the attempt `ref` is still queued in the store.
 bool still_queued(flow::KvFlowTxn& txn, const flow::TaskRef& ref);
+// Whether a task built before its record applied (`sent`) gave its Worker
+// the inputs the store holds (`stored`, built now). Left out: the task ID,
+// the first attempt's time (set when the attempt starts) and the Channel
+// sizes (a snapshot the Worker may read stale anyway: docs/flow-rules.md,
+// "Channel sizes").
+bool same_task_inputs(const flow::FlowTask& sent, const flow::FlowTask& stored);
 
 }  // namespace dex

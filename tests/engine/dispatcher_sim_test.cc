@@ -6,7 +6,11 @@
 // assignments proposed in records that apply in order (an attempt no longer
 // queued when its record applies does not start), SYNC sends after the apply,
 // results that race timeouts, withdrawals, heartbeats, timers, and the lease
-// lapsing (the gate closes). Time is a number the test moves.
+// lapsing (the gate closes). ASYNC attempts go out early, while their record
+// is written (sometimes only after it applied, when they go out built from the
+// store instead); such a record may apply otherwise than the view its task was
+// built from said (a record in flight met the same wait first), and the task
+// is checked once it applied. Time is a number the test moves.
 //
 // Checked at every step:
 //  - Dispatcher::check_invariants: every Worker's slots in use are the
@@ -19,7 +23,10 @@
 //  - after due(now), nothing is due at `now` any more (next_wake > now), and
 //    an attempt of a Worker gone for the grace has ended NOT_COMPLETED;
 //  - an attempt whose Worker came back within the grace is not ended for it;
-//  - every due timer is offered once until it settles.
+//  - every due timer is offered once until it settles;
+//  - a result of a task sent early waits until the task is checked, and one
+//    whose Worker ran on inputs the store disagrees with never counts: the
+//    attempt is withdrawn and runs again.
 // At the end everything ends and every Worker leaves: nothing stays held.
 // A failing seed is printed; DISPATCHER_SIM_SEED=<n> replays it alone.
 #include <gtest/gtest.h>
@@ -70,8 +77,9 @@ class DispatcherSim {
   std::map<std::string, int> stats;
 
  private:
-  struct Pending {  // a record with assignments, not applied yet
+  struct Pending {  // a record not applied yet: assignments, or endings
     std::vector<Dispatcher::Assignment> assignments;
+    std::vector<std::pair<std::string, bool>> ends;  // task ID, queued again (withdrawn)
   };
   struct Started {  // an attempt the store has running
     std::string task_id;
@@ -84,7 +92,7 @@ class DispatcherSim {
   Dispatcher::Gate gate() const { return {lease_valid_, draining_, false}; }
 
   void act() {
-    switch (random_.uniform(14)) {
+    switch (random_.uniform(17)) {
       case 0:
         join();
         break;
@@ -122,6 +130,15 @@ class DispatcherSim {
         break;
       case 13:
         lease();
+        break;
+      case 14:
+        check_one();
+        break;
+      case 15:
+        retry_held();
+        break;
+      case 16:  // ASYNC tasks make more to send
+        send_one();
         break;
     }
   }
@@ -216,7 +233,21 @@ class DispatcherSim {
       }
     }
     if (out.empty()) return;
-    pending_.push_back({std::move(out)});
+    for (const auto& a : out) {
+      unapplied_.insert(a.task_id);
+      if (random_.chance(0.5)) early_.push_back(a.task_id);  // ASYNC
+    }
+    pending_.push_back({std::move(out), {}});
+  }
+
+  // The store ends (or withdraws) the attempt once a record says so: at once
+  // when the record that started it applied, else after it in the log.
+  void end_in_log(const std::string& id, bool requeue) {
+    d_.mark_ending(id);
+    if (unapplied_.contains(id))
+      pending_.push_back({{}, {{id, requeue}}});
+    else
+      end(id, requeue);
   }
 
   // The oldest record applies (records apply in log order), or is refused.
@@ -224,10 +255,13 @@ class DispatcherSim {
     if (pending_.empty()) return;
     Pending p = std::move(pending_.front());
     pending_.pop_front();
+    for (const auto& [id, requeue] : p.ends) end(id, requeue);
+    if (p.assignments.empty()) return;
     std::vector<std::string> ids;
     const bool refused = random_.chance(0.05);
     for (const auto& a : p.assignments) {
       ids.push_back(a.task_id);
+      unapplied_.erase(a.task_id);
       if (refused) continue;
       const std::string key = key_of(a.task);
       if (!store_queue_.contains(key)) continue;  // no longer queued: not started
@@ -235,27 +269,90 @@ class DispatcherSim {
         if (key_of(s.task) == key) fail("attempt " + key + " started under two task IDs");
       store_queue_.erase(key);
       started_[a.task_id] = {a.task_id, a.task, a.flow_type};
-      if (d_.confirmed(a.task_id)) to_send_.push_back(a.task_id);
+      switch (d_.confirmed(a.task_id)) {
+        case Dispatcher::Confirmation::kSend:
+          to_send_.push_back(a.task_id);
+          break;
+        case Dispatcher::Confirmation::kCheck:
+          if (!begun_.contains(a.task_id)) fail("a check of task " + a.task_id + ", never sent");
+          // The record applied otherwise than the view the task was built from.
+          if (random_.chance(0.3)) wrong_inputs_.insert(a.task_id);
+          to_check_.push_back(a.task_id);
+          break;
+        case Dispatcher::Confirmation::kNone:
+          break;
+      }
       stats["attempts started"]++;
     }
     d_.settle(ids);
+    // Sent early by a record that did not start it: forgotten, its Worker's
+    // results are stale.
+    for (const auto& id : ids)
+      if (!d_.knows(id)) sent_.erase(id);
   }
 
   void send_one() {
-    if (to_send_.empty()) return;
-    const std::string id = to_send_.front();
-    to_send_.pop_front();
+    const bool early = !early_.empty() && (to_send_.empty() || random_.chance(0.5));
+    if (!early && to_send_.empty()) return;
+    std::deque<std::string>& from = early ? early_ : to_send_;
+    const std::string id = from.front();
+    from.pop_front();
     uint64_t worker = 0;
     if (!d_.begin_send(id, now_, 1000 * (1 + static_cast<int64_t>(random_.uniform(30))),
-                       random_.chance(0.3) ? 2000 : 0, &worker))
+                       random_.chance(0.3) ? 2000 : 0, &worker, early)) {
+      // Its record applied first: it goes out built from the store.
+      if (early && d_.unsent(id) && !std::count(to_send_.begin(), to_send_.end(), id))
+        fail("task " + id + " refused early and not to be sent from the store");
       return;
+    }
+    if (early && !unapplied_.contains(id) && started_.contains(id))
+      fail("task " + id + " went out early after its record applied");
+    begun_.insert(id);
     if (worker == 0) {
       // No stream: withdrawn, queued again with the same number.
-      end(id, /*requeue=*/true);
+      end_in_log(id, /*requeue=*/true);
       return;
     }
     sent_.insert(id);
+    if (early) stats["attempts sent early"]++;
     stats["attempts sent"]++;
+  }
+
+  // The engine compares the early task with the store's once its record applied.
+  void check_one() {
+    if (to_check_.empty()) return;
+    const std::string id = to_check_.front();
+    to_check_.pop_front();
+    const bool same = !wrong_inputs_.contains(id);
+    if (!d_.checked(id, same)) return;  // ending: its results wait for the end
+    if (d_.result_waits(id)) fail("task " + id + " checked, and its results still wait");
+    if (same) return;
+    if (!d_.refused(id) || d_.live(id)) fail("task " + id + " on wrong inputs is not refused");
+    end_in_log(id, /*requeue=*/true);  // withdrawn: it runs again
+    stats["early tasks refused"]++;
+  }
+
+  // A Worker's result of a sent task: it waits for the check, is stale, or counts.
+  void result_of(const std::string& id) {
+    if (d_.result_waits(id)) {
+      held_.insert(id);
+      stats["results held"]++;
+      return;
+    }
+    held_.erase(id);
+    if (d_.refused(id) || !started_.contains(id)) {
+      stats["results stale"]++;
+      return;  // the store ended it, or never started it
+    }
+    if (wrong_inputs_.contains(id))
+      fail("the result of task " + id + ", run on inputs the store disagrees with, counted");
+    end(id, false);
+    stats["results"]++;
+  }
+
+  void retry_held() {
+    for (const auto& id : std::set<std::string>(held_))  // bounded by the results held
+      if (!d_.result_waits(id)) result_of(id);
   }
 
   // The store ends the attempt; the dispatcher hears of it when applied.
@@ -281,8 +378,7 @@ class DispatcherSim {
     // A result that races an ending the dispatcher proposed is stale: the
     // store applies whichever comes first; here the result.
     if (random_.chance(0.5) && d_.heartbeat(id, now_)) return;
-    end(id, false);
-    stats["results"]++;
+    result_of(id);
   }
 
   void withdraw_one() {
@@ -324,7 +420,7 @@ class DispatcherSim {
     }
     for (const auto& e : endings) due_before_.insert(e.task_id);
     // Apply the endings (sometimes a result got there first: the ending is stale).
-    for (const auto& e : endings) end(e.task_id, false);
+    for (const auto& e : endings) end_in_log(e.task_id, false);
   }
 
   void timers() {
@@ -359,6 +455,11 @@ class DispatcherSim {
   void wind_down() {
     lease_valid_ = false;
     while (!pending_.empty()) apply_one();
+    while (!to_check_.empty()) check_one();
+    while (!pending_.empty()) apply_one();  // the withdrawals of refused tasks
+    retry_held();
+    if (!held_.empty()) fail(fmt::format("{} results still held", held_.size()));
+    early_.clear();
     for (const auto& [h, id] : std::map<uint64_t, std::string>(handles_)) {
       d_.worker_left(h, now_);
       gone_[h] = {id, now_};
@@ -368,6 +469,7 @@ class DispatcherSim {
     due();
     while (!to_send_.empty()) send_one();
     due();
+    while (!pending_.empty()) apply_one();
     for (const auto& id : std::set<std::string>(sent_)) end(id, false);
     for (const auto& [id, s] : std::map<std::string, Started>(started_)) end(id, false);
     d_.check_invariants();
@@ -395,6 +497,12 @@ class DispatcherSim {
   std::map<std::string, Started> started_;          // running in the store, by task ID
   std::deque<Pending> pending_;
   std::deque<std::string> to_send_;
+  std::deque<std::string> early_;       // ASYNC tasks to send before their record applies
+  std::set<std::string> unapplied_;     // tasks whose assignment's record is not applied yet
+  std::deque<std::string> to_check_;    // sent early, their record applied
+  std::set<std::string> wrong_inputs_;  // sent early with inputs the store disagrees with
+  std::set<std::string> held_;          // tasks with a result waiting for the check
+  std::set<std::string> begun_;         // begin_send said yes
   std::set<std::string> sent_;
   std::set<std::string> ended_;
   std::set<std::string> firing_;
@@ -426,6 +534,9 @@ TEST(DispatcherSim, EverySeededScheduleKeepsSlotsAttemptsAndDeadlinesStraight) {
     EXPECT_GT(totals["timed out"], 100);
     EXPECT_GT(totals["ended NOT_COMPLETED (Worker gone)"], 100);
     EXPECT_GT(totals["withdrawn"], 100);
+    EXPECT_GT(totals["attempts sent early"], 1'000);
+    EXPECT_GT(totals["early tasks refused"], 100);
+    EXPECT_GT(totals["results held"], 100);
   }
 }
 

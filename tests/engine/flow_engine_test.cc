@@ -469,6 +469,147 @@ TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
+// An ASYNC task goes out built from a view that may be behind records still in
+// flight (docs/flow-rules.md, "Speculative assignments"). When the record that
+// starts it applies otherwise than speculated, the task's inputs disagree with
+// the store: its result must never count, and the attempt runs again on what
+// the store holds. Here f1's Wait-1 (ASYNC Execute) waits on the approval or
+// a Timer a day away; Next-1's result publishes "A" while that wait is being
+// written (speculated without the wait: it assigns nothing); then, the wait
+// stored and "A"'s record not yet applied, `race` proposes a record speculated
+// on the stored wait, whose assignment hands Wait-1's Execute out at once with
+// what that view says. "A" applies first and meets the wait: the store takes
+// "A". Checks that no message is lost: an Execute result that counts saw what
+// the store took, and every other message is still queued.
+class SpeculatedAsyncTaskTest : public FlowEngineTest {
+ protected:
+  void run(const std::function<void(Engine&)>& race, const std::string& raced) {
+    MemoryObjectStore memory;
+    GatedLogStore store(memory);
+    auto p = start_process(store, 1, dir_.sub("local"));
+    Engine& e = *p->engine;
+    auto worker = std::make_shared<FlowWorker>();
+    flow::FlowDeclaration d = order_declaration();
+    execute_options(d, "Wait").set_durability(flow::ASYNC);
+    auto w = connect_flows(e, worker, "w1", d);
+    start(e, "f1");
+    auto first = worker->next();
+    ASSERT_TRUE(first);
+    flow::StepDecision both = go_to("Wait");
+    *both.mutable_go_to()->add_movements() = go_to("Next").go_to().movements(0);
+    ASSERT_TRUE(decide(e, w, *first, both).accepted());
+    std::map<std::string, flow::FlowTask> tasks;
+    for (int i = 0; i < 2; ++i) {
+      auto t = worker->next();
+      ASSERT_TRUE(t);
+      tasks[t->step_execution_id()] = *t;
+    }
+    ASSERT_TRUE(tasks.contains("Wait-1") && tasks.contains("Next-1"));
+
+    store.close();
+    flow::FlowTaskResult wait;
+    wait.set_task_id(tasks["Wait-1"].task_id());
+    wait.mutable_wait()->set_kind(flow::ANY_OF);
+    auto* c = wait.mutable_wait()->add_conditions()->mutable_channel();
+    c->set_channel("approval");
+    c->set_match(flow::FOR_ONE);
+    wait.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
+    auto waited = e.complete_task(w, wait);
+    ASSERT_TRUE(store.batch_waiting());
+    flow::FlowTaskResult approve;
+    approve.set_task_id(tasks["Next-1"].task_id());
+    approve.mutable_decision()->mutable_dead_end();
+    auto* pub = approve.add_publishes();
+    pub->set_channel("approval");
+    pub->add_messages()->set_data("A");
+    auto approved = e.complete_task(w, approve);
+    store.allow_one();  // the wait applies; "A"'s batch waits
+    ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ASSERT_TRUE(waited.get().accepted());
+    ASSERT_TRUE(store.batch_waiting());
+    auto raced_done = std::async(std::launch::async, [&] { race(e); });
+    // ASYNC: out while its record waits behind "A"'s, as the view says.
+    auto early = worker->next();
+    ASSERT_TRUE(early) << "the ASYNC Execute was not sent while its record was written";
+    ASSERT_EQ(early->step_execution_id(), "Wait-1");
+    ASSERT_EQ(early->method(), flow::EXECUTE);
+    store.open();
+    ASSERT_EQ(approved.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ASSERT_TRUE(approved.get().accepted());
+    ASSERT_EQ(raced_done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+
+    auto seen = [](const flow::FlowTask& t) {
+      std::string out;
+      for (const auto& r : t.conditions())
+        for (const auto& m : r.messages()) out += m.data();
+      return out;
+    };
+    // The store took "A": the execution's first condition fired with it.
+    flow::StepDecision dead_end;
+    dead_end.mutable_dead_end();
+    std::optional<flow::FlowTask> counted;
+    ResultAck ack = decide(e, w, *early, dead_end);
+    if (ack.accepted()) {
+      counted = early;
+    } else {
+      // Refused: the attempt runs again, on what the store holds.
+      auto again = worker->next();
+      ASSERT_TRUE(again) << "the refused Execute was not run again: "
+                         << active_step(e, "f1", "Wait-1")->ShortDebugString();
+      EXPECT_EQ(again->step_execution_id(), "Wait-1");
+      EXPECT_EQ(again->method(), flow::EXECUTE);
+      EXPECT_EQ(again->attempt(), early->attempt()) << "a re-run consumes no retry";
+      ASSERT_TRUE(decide(e, w, *again, dead_end).accepted());
+      counted = again;
+    }
+    EXPECT_EQ(seen(*counted), "A")
+        << "Wait-1's Execute ran on the speculated inputs (" << early->ShortDebugString()
+        << ") and its result counted: the store took \"A\", which "
+           "no Execute that counted saw";
+    ASSERT_TRUE(counted->conditions_size() == 2 && counted->conditions(0).fired() &&
+                !counted->conditions(1).fired());
+    // Every other message is still queued, once.
+    auto state = e.flow_state(flow_ref("f1"));
+    ASSERT_TRUE(state.is_ok());
+    std::string queued;
+    for (const auto& q : state->queues())
+      for (const auto& m : q.messages()) queued += m.message().data();
+    EXPECT_EQ(queued, raced);
+    EXPECT_EQ(state->flow().status(), flow::FLOW_RUNNING);
+    end(p);
+  }
+};
+
+// The raced record applies as speculated (a publish always does), but on a
+// state that moved: its own message "B" stays queued behind "A", which the
+// wait took.
+TEST_F(SpeculatedAsyncTaskTest, AnAppliedRecordWhoseViewWasBehindDoesNotHandOutItsView) {
+  run(
+      [](Engine& e) {
+        flow::PublishToChannelRequest r;
+        r.set_flow_id("f1");
+        r.set_channel("approval");
+        r.add_messages()->set_data("B");
+        EXPECT_TRUE(e.publish(r).is_ok());
+      },
+      "B");
+}
+
+// The raced record is stale by the time it applies (the Timer it skips is no
+// longer waited on), yet its assignment starts the Execute attempt "A" queued:
+// the Worker must not be told the Timer fired.
+TEST_F(SpeculatedAsyncTaskTest, AStaleRecordsAssignmentDoesNotHandOutItsView) {
+  run(
+      [](Engine& e) {
+        flow::SkipTimerRequest r;
+        r.mutable_flow()->set_flow_id("f1");
+        r.set_step_execution_id("Wait-1");
+        r.set_condition_index(1);
+        (void)e.skip_timer(r);  // refused: the wait was met first
+      },
+      "");
+}
+
 // Retry timers already due when a new process starts fire in its first
 // scheduler round, before any call: every one of their records must be
 // applied by that process (none may become durable before the engine listens
