@@ -51,6 +51,10 @@ NODE = "chaos"
 LEASE_S = 3.0
 STEP_DOWN_HOLD_OFF_S = 3.0
 MINIO = os.environ.get("DEX_MINIO_BIN") or os.path.expanduser("~/.cache/dex/bin/minio")
+# MinIO holds a conditional PUT of a key behind a stalled PUT of that key (a frozen process's
+# half-sent request) until that connection has been silent for the idle timeout, 30 s by default:
+# past the new active process's 10 s log write limit (issue 30). docs/operations.md, "MinIO".
+MINIO_TIMEOUT_FLAGS = ["--idle-timeout", "2s", "--read-header-timeout", "2s"]
 LEASE_KEY = rf"/nodes/{NODE}/lease$"
 LOG_PUT_KEY = rf"/nodes/{NODE}/log/\d+$"
 LOG_KEY = rf"/nodes/{NODE}/log"
@@ -385,7 +389,8 @@ class Run:
         env = dict(os.environ, MINIO_ROOT_USER=ACCESS, MINIO_ROOT_PASSWORD=SECRET,
                    MINIO_BROWSER="off", MINIO_UPDATE="off")
         self.minio = Proc([MINIO, "server", data, "--address", f"127.0.0.1:{port}",
-                           "--console-address", f"127.0.0.1:{free_port()}"],
+                           "--console-address", f"127.0.0.1:{free_port()}",
+                           *MINIO_TIMEOUT_FLAGS],
                           os.path.join(self.out, "logs", "minio.log"), env=env)
         self.minio_endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
