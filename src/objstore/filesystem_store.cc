@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/random.h"
+#include "objstore/slot_segments.h"
 
 namespace dex {
 
@@ -204,11 +205,17 @@ Status conflict(std::string_view key, std::string_view detail) {
 
 }  // namespace
 
-FilesystemObjectStore::FilesystemObjectStore(fs::path root, Durability durability)
-    : root_(std::move(root)), durability_(durability) {}
+FilesystemObjectStore::FilesystemObjectStore(fs::path root, Durability durability,
+                                             const FilesystemStoreOptions& options)
+    : root_(std::move(root)),
+      durability_(durability),
+      segments_(
+          std::make_unique<SlotSegments>(root_, durability, options.segment_bytes_max, fsyncs_)) {}
+
+FilesystemObjectStore::~FilesystemObjectStore() = default;
 
 StatusOr<std::unique_ptr<FilesystemObjectStore>> FilesystemObjectStore::open(
-    const fs::path& root, Durability durability) {
+    const fs::path& root, Durability durability, const FilesystemStoreOptions& options) {
   std::error_code ec;
   fs::path absolute = fs::absolute(root, ec);
   if (ec)
@@ -223,7 +230,7 @@ StatusOr<std::unique_ptr<FilesystemObjectStore>> FilesystemObjectStore::open(
         fmt::format("object store root {} is not a directory", absolute.string()));
   }
   auto store = std::unique_ptr<FilesystemObjectStore>(
-      new FilesystemObjectStore(absolute.lexically_normal(), durability));
+      new FilesystemObjectStore(absolute.lexically_normal(), durability, options));
   bool created = false;
   for (std::string_view name : {kTempDirName, kLockDirName}) {
     fs::path dir = store->root_ / name;
@@ -319,6 +326,17 @@ Status FilesystemObjectStore::make_parents(const fs::path& path) {
 
 StatusOr<ObjectData> FilesystemObjectStore::get(std::string_view key, const RequestOptions&) {
   if (auto s = check_key(key); !s.is_ok()) return s;
+  if (auto slot = parse_slot_object_key(key)) {
+    auto body = segments_->get(*slot);
+    if (!body.is_ok()) return body.status();
+    if (body.value()) {
+      ObjectData data;
+      data.etag = etag_of(*body.value());
+      data.body = std::move(*body.value());
+      return data;
+    }
+    // Not in a segment: maybe a slot file of the earlier layout.
+  }
   auto body = read_object(root_ / key, key);
   if (!body.is_ok()) return body.status();
   ObjectData data;
@@ -331,6 +349,7 @@ StatusOr<std::string> FilesystemObjectStore::put(std::string_view key, std::stri
                                                  const PutCondition& condition,
                                                  const RequestOptions&) {
   if (auto s = check_key(key); !s.is_ok()) return s;
+  if (auto slot = parse_slot_object_key(key)) return create_slot(key, *slot, body, condition);
   // The temp file is written before any lock is taken, so the lock is held only
   // for the compare and the rename.
   auto temp_path = write_temp(body);
@@ -412,8 +431,30 @@ StatusOr<std::string> FilesystemObjectStore::replace(std::string_view key, const
                                        key, kParentRaceRetriesMax));
 }
 
+StatusOr<std::string> FilesystemObjectStore::create_slot(std::string_view key,
+                                                         const SlotObjectKey& slot,
+                                                         std::string_view body,
+                                                         const PutCondition& condition) {
+  if (condition.mode != PutMode::kCreate) {
+    return Status::permanent(fmt::format(
+        "'{}' is a log slot: the filesystem backend can only create (If-None-Match) and remove "
+        "it",
+        key));
+  }
+  // A slot file of the earlier layout holds the key as well.
+  struct stat st {};
+  if (::lstat((root_ / key).c_str(), &st) == 0) {
+    return Status::precondition_failed(fmt::format("'{}' exists", key));
+  }
+  if (auto s = segments_->create(slot, body); !s.is_ok()) return s;
+  return etag_of(body);
+}
+
 Status FilesystemObjectStore::remove(std::string_view key, const RequestOptions&) {
   if (auto s = check_key(key); !s.is_ok()) return s;
+  if (auto slot = parse_slot_object_key(key)) {
+    if (auto s = segments_->remove(*slot); !s.is_ok()) return s;
+  }
   const fs::path path = root_ / key;
   auto lock = StripeLock::acquire(root_ / kLockDirName, key);
   if (!lock.is_ok()) return lock.status();
@@ -525,6 +566,28 @@ struct ListWalk {
   }
 };
 
+// The files' keys and the segments' slot keys in one ascending listing of at most max_keys.
+ListResult merge_listings(ListResult files, std::vector<SlotSegments::Listed> slots,
+                          size_t max_keys) {
+  ListResult out;
+  size_t f = 0, s = 0;
+  while (out.keys.size() < max_keys && (f < files.keys.size() || s < slots.size())) {
+    const bool take_file =
+        s == slots.size() || (f < files.keys.size() && files.keys[f] < slots[s].key);
+    if (take_file) {
+      out.keys.push_back(std::move(files.keys[f]));
+      out.objects.push_back(files.objects[f]);
+      ++f;
+    } else {
+      out.keys.push_back(std::move(slots[s].key));
+      out.objects.push_back(slots[s].object);
+      ++s;
+    }
+  }
+  out.truncated = f < files.keys.size() || s < slots.size() || files.truncated;
+  return out;
+}
+
 }  // namespace
 
 StatusOr<ListResult> FilesystemObjectStore::list(std::string_view prefix,
@@ -543,7 +606,10 @@ StatusOr<ListResult> FilesystemObjectStore::list(std::string_view prefix,
     dir /= dir_part;
   }
   if (auto s = walk.walk(dir, dir_key, 0); !s.is_ok()) return s;
-  return std::move(walk.result);
+  auto slots = segments_->list(prefix, start_after, max_keys);
+  if (!slots.is_ok()) return slots.status();
+  if (slots.value().empty()) return std::move(walk.result);
+  return merge_listings(std::move(walk.result), std::move(slots).value(), max_keys);
 }
 
 }  // namespace dex

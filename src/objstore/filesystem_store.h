@@ -30,6 +30,11 @@
 // ignored: local calls are not cut off. flock must work (not on some NFS mounts).
 // Temp files left by a crashed process are deleted by open() once they are older
 // than kTempFileAgeMax.
+//
+// The log's slot objects (keys "<dir>/log/<20 digits>") are not files of their own: they are
+// appended to segment files under root/.dex-segments/ (slot_segments.h), one append and one
+// fdatasync each. They can only be created (kCreate) and removed; a slot file of the earlier
+// layout (root/<key>) is still read, listed and removed, and a create over it fails.
 #pragma once
 
 #include <atomic>
@@ -41,6 +46,14 @@
 
 namespace dex {
 
+class SlotSegments;
+struct SlotObjectKey;
+
+struct FilesystemStoreOptions {
+  // A log segment is sealed and the next one begun once it holds this many bytes.
+  uint64_t segment_bytes_max = 16u << 20;
+};
+
 class FilesystemObjectStore final : public ObjectStore {
  public:
   static constexpr size_t kLockStripes = 64;
@@ -49,8 +62,10 @@ class FilesystemObjectStore final : public ObjectStore {
   static constexpr Duration kTempFileAgeMax = std::chrono::minutes(10);
 
   // Creates `root` if missing. Fails with Permanent if it cannot be created or used.
-  static StatusOr<std::unique_ptr<FilesystemObjectStore>> open(const std::filesystem::path& root,
-                                                               Durability durability);
+  static StatusOr<std::unique_ptr<FilesystemObjectStore>> open(
+      const std::filesystem::path& root, Durability durability,
+      const FilesystemStoreOptions& options = {});
+  ~FilesystemObjectStore() override;
 
   StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override;
   StatusOr<std::string> put(std::string_view key, std::string_view body,
@@ -69,7 +84,8 @@ class FilesystemObjectStore final : public ObjectStore {
   uint64_t fsyncs() const { return fsyncs_.load(); }
 
  private:
-  FilesystemObjectStore(std::filesystem::path root, Durability durability);
+  FilesystemObjectStore(std::filesystem::path root, Durability durability,
+                        const FilesystemStoreOptions& options);
 
   Status fsync_fd(int fd, const std::filesystem::path& path);
   Status fsync_dir(const std::filesystem::path& dir);
@@ -81,12 +97,15 @@ class FilesystemObjectStore final : public ObjectStore {
                                std::string_view etag);
   StatusOr<std::string> replace(std::string_view key, const std::filesystem::path& temp,
                                 std::string_view new_etag, const PutCondition& condition);
+  StatusOr<std::string> create_slot(std::string_view key, const SlotObjectKey& slot,
+                                    std::string_view body, const PutCondition& condition);
   // Removes the now empty directories between `path`'s parent and root_.
   void remove_empty_parents(const std::filesystem::path& path);
 
   const std::filesystem::path root_;  // constant after construction
   const Durability durability_;       // constant after construction
   std::atomic<uint64_t> fsyncs_{0};
+  std::unique_ptr<SlotSegments> segments_;  // the log's slot objects
 };
 
 }  // namespace dex

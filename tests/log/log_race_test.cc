@@ -6,8 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "log/log_writer.h"
 #include "log_test_util.h"
 #include "objstore/faulty_store.h"
+#include "objstore/filesystem_store.h"
 #include "objstore/memory_store.h"
 
 namespace dex {
@@ -56,18 +60,67 @@ std::thread appender(LogWriter& writer, const std::string& name, int n, uint64_t
   });
 }
 
-void run_seed(uint64_t seed, SeedReport& report) {
+// A fresh directory, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = std::filesystem::temp_directory_path().string() + "/dex-lograce-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Where the two writers write: one in-memory store they share, or the filesystem backend's
+// log segments in one directory, each writer through its own instance (as two processes
+// would: an index and descriptors of its own), segments small enough to roll often.
+struct RaceStores {
+  MemoryObjectStore memory;
+  std::unique_ptr<TempDir> dir;
+  std::unique_ptr<FilesystemObjectStore> fs_a, fs_b, fs_reader;
+  ObjectStore& inner_a() { return fs_a ? static_cast<ObjectStore&>(*fs_a) : memory; }
+  ObjectStore& inner_b() { return fs_b ? static_cast<ObjectStore&>(*fs_b) : memory; }
+  ObjectStore& reader() { return fs_reader ? static_cast<ObjectStore&>(*fs_reader) : memory; }
+};
+
+void open_segments(RaceStores& stores, Random& random) {
+  stores.dir = std::make_unique<TempDir>();
+  FilesystemStoreOptions options;
+  options.segment_bytes_max = 200 + random.uniform(3000);
+  for (auto* store : {&stores.fs_a, &stores.fs_b, &stores.fs_reader}) {
+    auto opened =
+        FilesystemObjectStore::open(stores.dir->path(), Durability::kProcessCrashSafe, options);
+    ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+    *store = std::move(opened).value();
+  }
+}
+
+void run_seed(uint64_t seed, SeedReport& report, bool segments) {
   SCOPED_TRACE(fmt::format("seed {} (rerun: --gtest_filter=LogRace.* with DEX_LOG_RACE_SEED={})",
                            seed, seed));
   Random random(seed);
-  MemoryObjectStore memory;
+  RaceStores stores;
+  if (segments) open_segments(stores, random);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   FaultPlan plan;
   plan.delay_probability = 0.3;
   plan.delay_max = std::chrono::microseconds(1500);
   plan.transient_probability = 0.08;
   plan.lost_answer_probability = 0.08;
   plan.permanent_probability = random.chance(0.2) ? 0.005 : 0.0;
-  FaultyObjectStore store(memory, SystemClock::instance(), seed, plan);
+  FaultyObjectStore store(stores.inner_a(), SystemClock::instance(), seed, plan);
+  FaultyObjectStore store_b(stores.inner_b(), SystemClock::instance(), seed ^ 0x5eed, plan);
+  MemoryObjectStore& memory = stores.memory;
+  (void)memory;
 
   const int n_a = 10 + static_cast<int>(random.uniform(40));
   const int n_b = 5 + static_cast<int>(random.uniform(30));
@@ -99,7 +152,8 @@ void run_seed(uint64_t seed, SeedReport& report) {
   LogWriterOptions ob = writer_options("n1", 2, "pB");
   ob.jitter_seed = seed * 2 + 2;
   LogWriter b(
-      store, SystemClock::instance(), ob, [] { return true; }, [&](const Status&) { ++b_fatal; });
+      segments ? store_b : store, SystemClock::instance(), ob, [] { return true; },
+      [&](const Status&) { ++b_fatal; });
   Status b_open = b.open();
   std::thread b_thread;
   if (b_open.is_ok()) b_thread = appender(b, "B", n_b, seed ^ 0xB, b_records, b_count);
@@ -117,7 +171,7 @@ void run_seed(uint64_t seed, SeedReport& report) {
   EXPECT_LE(b_fatal.load(), 1);
 
   // Read the log back from the inner store, as replay would.
-  LogReader reader(memory, kNode, Slot(0));
+  LogReader reader(stores.reader(), kNode, Slot(0));
   std::map<std::string, uint64_t> slot_of;
   std::vector<std::string> order;
   std::optional<uint64_t> b_start;
@@ -140,7 +194,7 @@ void run_seed(uint64_t seed, SeedReport& report) {
     EXPECT_EQ(*b_start, b.epoch_start_slot().value);
   }
   // Nothing of epoch 1 after B's EpochStart, in the raw log (not only as delivered).
-  for (const auto& batch : testing::raw_batches(memory, "n1")) {
+  for (const auto& batch : testing::raw_batches(stores.reader(), "n1")) {
     if (b_start && batch.slot() > *b_start) {
       EXPECT_EQ(batch.epoch(), 2u) << "slot " << batch.slot();
     }
@@ -173,20 +227,20 @@ void run_seed(uint64_t seed, SeedReport& report) {
   for (auto& r : a_records) {
     if (!r.result->is_ok() && r.result->status().is_fenced()) ++report.fenced_a;
   }
-  report.lost_answers += store.injected().lost_answers;
-  report.late_landings += store.injected().late_landings;
+  report.lost_answers += store.injected().lost_answers + store_b.injected().lost_answers;
+  report.late_landings += store.injected().late_landings + store_b.injected().late_landings;
   report.adopted += a.stats().adopted + b.stats().adopted;
   report.moves += b.stats().open_slot_moves;
 }
 
-TEST(LogRace, TwoWritersOfSuccessiveEpochsNeverLoseAnAcknowledgedBatch) {
-  uint64_t first = 1, last = kSeeds;
+void run_seeds(uint64_t seeds, bool segments, std::string_view name) {
+  uint64_t first = 1, last = seeds;
   const char* only = std::getenv("DEX_LOG_RACE_SEED");
   if (only != nullptr && *only != '\0') first = last = std::stoull(only);
   SeedReport report;
   auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
-    run_seed(seed, report);
+    run_seed(seed, report, segments);
     if (::testing::Test::HasFailure()) {
       std::cerr << "LogRace failed at seed " << seed << "\n";
       break;
@@ -196,11 +250,20 @@ TEST(LogRace, TwoWritersOfSuccessiveEpochsNeverLoseAnAcknowledgedBatch) {
                                                                   start)
                 .count();
   std::cout << fmt::format(
-      "log race: seeds {}..{} in {} ms; acked A {} B {}; A fenced {}; lost answers {}, late "
-      "landings {}, "
-      "adopted {}; open slot moves {}\n",
-      first, last, ms, report.acked_a, report.acked_b, report.fenced_a, report.lost_answers,
+      "log race ({}): seeds {}..{} in {} ms; acked A {} B {}; A fenced {}; lost answers {}, late "
+      "landings {}, adopted {}; open slot moves {}\n",
+      name, first, last, ms, report.acked_a, report.acked_b, report.fenced_a, report.lost_answers,
       report.late_landings, report.adopted, report.moves);
+}
+
+TEST(LogRace, TwoWritersOfSuccessiveEpochsNeverLoseAnAcknowledgedBatch) {
+  run_seeds(kSeeds, /*segments=*/false, "one shared store");
+}
+
+// The same race on the filesystem backend's log segments (slot_segments.h): two instances
+// over one directory, each writer appending through its own.
+TEST(LogRace, TwoWritersOnFilesystemLogSegmentsNeverLoseAnAcknowledgedBatch) {
+  run_seeds(kSeeds, /*segments=*/true, "filesystem log segments, two instances");
 }
 
 }  // namespace

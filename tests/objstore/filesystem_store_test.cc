@@ -64,8 +64,9 @@ class HelperProcesses {
       ::waitpid(pid, nullptr, 0);
     }
   }
+  // `out`: a file for the process's stdout (empty: this process's stdout).
   void spawn(const fs::path& root, std::string_view durability, std::string_view mode,
-             std::string_view key, std::string id, int count) {
+             std::string_view key, std::string id, int count, const fs::path& out = {}) {
     std::vector<std::string> args = {
         DEX_OBJSTORE_RACE_HELPER, root.string(), std::string(durability), std::string(mode),
         std::string(key),         std::move(id), std::to_string(count),   go_file_.string()};
@@ -73,7 +74,14 @@ class HelperProcesses {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    int err = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!out.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    }
+    int err = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
     ASSERT_EQ(err, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(err);
     pids_.push_back(pid);
   }
@@ -121,6 +129,48 @@ TEST(FilesystemStoreProcesses, ExactlyOneOfManyRacingProcessesCreatesAKey) {
     auto got = store->get(key);
     ASSERT_TRUE(got.is_ok()) << got.status().to_string();
     EXPECT_THAT(got->body, HasSubstr("winner "));
+  }
+}
+
+// The log's slots (kept in segment files, slot_segments.h) raced by real processes, each
+// creating every slot in order while segments of 2 KiB roll under them: every slot has
+// exactly one winner, the one whose body it holds, and every process reads them all back.
+TEST(FilesystemStoreProcesses, RacingProcessesEachWinALogSlotExactlyOnce) {
+  TempDir dir;
+  const fs::path root = dir.path() / "objects";
+  constexpr int kSlots = 300;
+  for (std::string_view durability : {"strict", "processCrashSafe"}) {
+    SCOPED_TRACE(durability);
+    HelperProcesses procs(dir.path() / fmt::format("go-{}", durability));
+    const std::string node = fmt::format("nodes/{}", durability);
+    for (int p = 0; p < kProcesses; ++p) {
+      procs.spawn(root, durability, "slots", node, std::to_string(p), kSlots,
+                  dir.path() / fmt::format("won-{}-{}", durability, p));
+    }
+    procs.go();
+    EXPECT_THAT(procs.wait_all(), ::testing::Each(0)) << "exit 2: a slot held a loser's body";
+    std::vector<int> winner(kSlots, -1);
+    for (int p = 0; p < kProcesses; ++p) {
+      std::ifstream in(dir.path() / fmt::format("won-{}-{}", durability, p));
+      for (int slot; in >> slot;) {
+        ASSERT_TRUE(slot >= 0 && slot < kSlots);
+        EXPECT_EQ(winner[slot], -1)
+            << "slot " << slot << " won by " << winner[slot] << " and " << p;
+        winner[slot] = p;
+      }
+    }
+    auto store = open_store(root, Durability::kStrict);
+    ASSERT_NE(store, nullptr);
+    for (int slot = 0; slot < kSlots; ++slot) {
+      ASSERT_NE(winner[slot], -1) << "nobody won slot " << slot;
+      auto got = store->get(fmt::format("{}/log/{:020}", node, slot));
+      ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+      EXPECT_THAT(got->body,
+                  ::testing::StartsWith(fmt::format("slot {} winner {} ", slot, winner[slot])));
+    }
+    auto listed = list_all(*store, node + "/log/");
+    ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+    EXPECT_EQ(listed.value().size(), static_cast<size_t>(kSlots));
   }
 }
 

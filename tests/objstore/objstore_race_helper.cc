@@ -12,6 +12,9 @@
 //              success a replace with the now stale ETag must fail. Exit 0.
 //   write      <count> overwrites of the key with race_body(i) for varying i. Exit 0.
 //   read       <count> gets; each must be NotFound or exactly some race_body(i). Exit 0.
+//   slots      creates the log slots <key>/log/<0..count-1> in order (segments of 2 KiB, so
+//              they roll under the race), printing to stdout each slot it won; then reads
+//              every slot back, which must be a "slot <i> winner <id>" body. Exit 0.
 // Any other outcome prints a line to stderr and exits 1 (2 for a broken rule).
 #include <unistd.h>
 
@@ -52,7 +55,9 @@ int main(int argc, char** argv) {
   const std::string go_file = argv[7];
   if (!durability) return fail(kExitError, "bad durability");
 
-  auto opened = FilesystemObjectStore::open(root, *durability);
+  FilesystemStoreOptions options;
+  if (mode == "slots") options.segment_bytes_max = 2048;
+  auto opened = FilesystemObjectStore::open(root, *durability, options);
   if (!opened.is_ok()) return fail(kExitError, opened.status().to_string());
   ObjectStore& store = *opened.value();
 
@@ -109,6 +114,29 @@ int main(int argc, char** argv) {
                     fmt::format("torn or foreign object of {} bytes", got->body.size()));
       }
       if (got->etag != etag_of(got->body)) return fail(kExitBroken, "ETag does not match body");
+    }
+    return 0;
+  }
+  if (mode == "slots") {
+    const auto slot_key = [&](int i) { return fmt::format("{}/log/{:020}", key, i); };
+    for (int i = 0; i < count; ++i) {
+      // A body of a few hundred bytes: a dozen slots fill a segment.
+      auto r =
+          store.put(slot_key(i), fmt::format("slot {} winner {} {}", i, id, std::string(150, 'x')),
+                    PutCondition::create());
+      if (r.is_ok()) {
+        std::printf("%d\n", i);
+      } else if (!r.status().is_precondition_failed()) {
+        return fail(kExitError, r.status().to_string());
+      }
+    }
+    std::fflush(stdout);
+    for (int i = 0; i < count; ++i) {
+      auto got = store.get(slot_key(i));
+      if (!got.is_ok()) return fail(kExitBroken, slot_key(i) + ": " + got.status().to_string());
+      if (!got->body.starts_with(fmt::format("slot {} winner ", i))) {
+        return fail(kExitBroken, slot_key(i) + " holds " + got->body.substr(0, 40));
+      }
     }
     return 0;
   }
