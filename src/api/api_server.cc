@@ -320,9 +320,28 @@ class FlowServiceImpl final : public FlowService::Service {
  public:
   explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
 
-  grpc::Status StartFlow(grpc::ServerContext*, const flow::StartFlowRequest* request,
+  // With wait_timeout_ms, the start then waits for the run it answers (the
+  // one started, or the one already_started names), as WaitForFlow with that
+  // run ID: one round trip instead of two. The start is durable before the
+  // wait begins, so an error of the wait (the engine stopped) leaves a retry
+  // with the same request ID and ignore_already_started safe.
+  grpc::Status StartFlow(grpc::ServerContext* context, const flow::StartFlowRequest* request,
                          flow::StartFlowResponse* response) override {
-    return call([&](Engine& e) { return assign(e.start_flow(*request), response); });
+    if (request->wait_timeout_ms() < 0)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "waitTimeoutMs must not be negative");
+    return call([&](Engine& e) -> Status {
+      if (auto s = assign(e.start_flow(*request), response); !s.is_ok()) return s;
+      if (request->wait_timeout_ms() == 0) return Status::ok();
+      flow::WaitForFlowRequest wait;
+      wait.mutable_flow()->set_flow_id(request->flow_id());
+      wait.mutable_flow()->set_run_id(response->run_id());
+      wait.set_timeout_ms(request->wait_timeout_ms());
+      auto waited = e.wait_for_flow(wait, [context] { return context->IsCancelled(); });
+      if (!waited.is_ok()) return waited.status();
+      response->set_closed(waited->closed());
+      *response->mutable_flow() = std::move(*waited->mutable_flow());
+      return Status::ok();
+    });
   }
   grpc::Status StopFlow(grpc::ServerContext*, const flow::StopFlowRequest* request,
                         flow::StopFlowResponse*) override {

@@ -69,6 +69,7 @@ class FakeEngine final : public Engine {
     flow::WaitForFlowResponse response;
     response.set_closed(false);
     response.mutable_flow()->set_flow_id(request.flow().flow_id());
+    response.mutable_flow()->set_run_id(request.flow().run_id());
     return response;
   }
   StatusOr<flow::GetHistoryEventsResponse> wait_for_history_event(
@@ -474,6 +475,43 @@ TEST_F(ApiServerTest, WaitForFlowHonoursItsTimeoutAndLongPollsRefuseANegativeOne
   auto c4 = context();
   EXPECT_EQ(flows_->WaitForStepCompletion(c4.get(), step, &completed).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// StartFlow with wait_timeout_ms starts, then waits on the run it started
+// (the fake's wait sleeps to its timeout: not closed) in the same call.
+TEST_F(ApiServerTest, StartFlowWaitsForTheRunItStartedAndRefusesANegativeWait) {
+  activate();
+  flow::StartFlowRequest request;
+  request.set_flow_id("f");
+  request.set_wait_timeout_ms(200);
+  flow::StartFlowResponse response;
+  auto c = context();
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(flows_->StartFlow(c.get(), request, &response).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  EXPECT_EQ(response.run_id(), "run-of-f");
+  EXPECT_FALSE(response.closed());
+  EXPECT_EQ(response.flow().flow_id(), "f");
+  EXPECT_EQ(response.flow().run_id(), "run-of-f") << "the wait was not on the run started";
+  // 0: no wait, as before.
+  request.set_wait_timeout_ms(0);
+  flow::StartFlowResponse plain;
+  auto c2 = context();
+  ASSERT_TRUE(flows_->StartFlow(c2.get(), request, &plain).ok());
+  EXPECT_EQ(plain.run_id(), "run-of-f");
+  EXPECT_FALSE(plain.has_flow());
+  // A refused start does not wait; a negative wait is refused before the start.
+  request.set_flow_id("taken");
+  request.set_wait_timeout_ms(60'000);
+  auto c3 = context();
+  EXPECT_EQ(flows_->StartFlow(c3.get(), request, &plain).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  request.set_flow_id("f");
+  request.set_wait_timeout_ms(-5);
+  auto c4 = context();
+  grpc::Status s = flows_->StartFlow(c4.get(), request, &plain);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("waitTimeoutMs"), std::string::npos) << s.error_message();
 }
 
 TEST_F(ApiServerTest, DescribeNamesTheNodeWithEpochAsDecimalString) {
