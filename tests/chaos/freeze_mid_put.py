@@ -89,7 +89,9 @@ class MidPutRelay:
     def close(self):
         self.closed = True
         self.released.set()
-        for s in [self.listener] + self.sockets:
+        with self.lock:
+            sockets = [self.listener] + self.sockets
+        for s in sockets:
             try:
                 s.close()
             except OSError:
@@ -109,13 +111,33 @@ class MidPutRelay:
                 continue
             for s in (client, upstream):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.sockets += [client, upstream]
-            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
-            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
+            pair = [client, upstream, 2]  # the two sockets, and how many directions still run
+            with self.lock:
+                self.sockets += [client, upstream]
+            threading.Thread(target=self._down, args=(pair,), daemon=True).start()
+            threading.Thread(target=self._up, args=(pair,), daemon=True).start()
 
-    @staticmethod
-    def _down(upstream, client):
+    def _done(self, pair):
+        """One direction of a connection ended: both sockets are shut down, and closed (and
+        forgotten) once the other direction has ended too."""
+        client, upstream = pair[0], pair[1]
+        for s in (client, upstream):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        with self.lock:
+            pair[2] -= 1
+            if pair[2] > 0:
+                return
+            for s in (client, upstream):
+                s.close()
+                if s in self.sockets:
+                    self.sockets.remove(s)
+
+    def _down(self, pair):
         """MinIO's answers, byte for byte."""
+        client, upstream = pair[0], pair[1]
         try:
             while True:
                 data = upstream.recv(65536)
@@ -124,15 +146,12 @@ class MidPutRelay:
                 client.sendall(data)
         except OSError:
             pass
-        for s in (client, upstream):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self._done(pair)
 
-    def _up(self, client, upstream):
+    def _up(self, pair):
         """The process's requests: each request's head is read whole (it comes in one write) to
         see whether to stall it; everything else is forwarded as it arrives."""
+        client, upstream = pair[0], pair[1]
         buffered = b""
         try:
             while True:
@@ -175,11 +194,7 @@ class MidPutRelay:
         except OSError:
             pass
         finally:
-            for s in (client, upstream):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            self._done(pair)
 
     @staticmethod
     def _forward_body(client, upstream, buffered, remaining):
