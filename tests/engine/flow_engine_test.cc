@@ -372,6 +372,39 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
+// The Worker of an ASYNC task may answer before the record that started it is
+// durable: its result waits until that record applied and the task was
+// checked against the store (docs/flow-rules.md, "One batch per Step
+// transition"), then counts, the attempt not run again.
+TEST_F(FlowEngineTest, AnAsyncTasksEarlyResultWaitsForItsStartThenCounts) {
+  MemoryObjectStore memory;
+  HoldingStore store(memory);
+  auto p = start_process(store, 1, dir_.sub("local"));
+  Engine& e = *p->engine;
+  auto worker = std::make_shared<FlowWorker>();
+  flow::FlowDeclaration d = order_declaration();
+  execute_options(d, "Next").set_durability(flow::ASYNC);
+  auto w = connect_flows(e, worker, "w1", d);
+  start(e, "f1");
+  auto first = worker->next();
+  ASSERT_TRUE(first);
+  store.hold();
+  auto decided =
+      std::async(std::launch::async, [&] { return decide(e, w, *first, go_to("Next")); });
+  auto next = worker->next();
+  ASSERT_TRUE(next);
+  auto done = std::async(std::launch::async,
+                         [&] { return decide(e, w, *next, complete("before its start")); });
+  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "the result waits for its start";
+  store.release();
+  ASSERT_TRUE(decided.get().accepted());
+  EXPECT_TRUE(done.get().accepted());
+  EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
+  EXPECT_FALSE(worker->next(std::chrono::milliseconds(100))) << "run again";
+  end(p);
+}
+
 // A record's assignment starts an attempt even when the record's own part is
 // stale by the time it applies (docs/flow-rules.md, "Speculative assignments":
 // the speculation may be behind records in flight). The attempt must still be
