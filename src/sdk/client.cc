@@ -505,12 +505,11 @@ bool keep_waiting(const Status& status, TimePoint end) {
   return true;
 }
 
-}  // namespace
-
-StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
-                                                const std::string& flow_id,
-                                                const nlohmann::json& input,
-                                                flow::StartOptions options) {
+// A start's request, and whether it may be repeated: the caller's options,
+// with a fresh request ID and ignore_already_started unless they carry one.
+flow::StartFlowRequest start_request(const std::string& flow_type, const std::string& flow_id,
+                                     const nlohmann::json& input, flow::StartOptions options,
+                                     Repeat* repeat) {
   flow::StartFlowRequest request;
   request.set_flow_type(flow_type);
   request.set_flow_id(flow_id);
@@ -523,14 +522,65 @@ StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
   // Only ignore_already_started makes the server answer a repeat with the run
   // the first try started; without it a repeat could start a second run (the
   // first closed meanwhile) or, with TERMINATE_IF_RUNNING, end the first.
-  const Repeat repeat = options.ignore_already_started() ? Repeat::kSafe : Repeat::kOnlyIfNotSent;
+  *repeat = options.ignore_already_started() ? Repeat::kSafe : Repeat::kOnlyIfNotSent;
   *request.mutable_options() = std::move(options);
+  return request;
+}
+
+}  // namespace
+
+StatusOr<flow::StartFlowResponse> Client::start(const std::string& flow_type,
+                                                const std::string& flow_id,
+                                                const nlohmann::json& input,
+                                                flow::StartOptions options) {
+  Repeat repeat;
+  const flow::StartFlowRequest request =
+      start_request(flow_type, flow_id, input, std::move(options), &repeat);
   return unary<flow::StartFlowResponse>(
       *stubs_, options_, options_.timeout,
       [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StartFlowResponse* r) {
         return e.flows->StartFlow(c, request, r);
       },
       CallPolicy{"", repeat, std::nullopt, nullptr});
+}
+
+StatusOr<flow::StartFlowResponse> Client::start_and_wait(const std::string& flow_type,
+                                                         const std::string& flow_id,
+                                                         const nlohmann::json& input,
+                                                         Duration timeout,
+                                                         flow::StartOptions options) {
+  if (timeout <= Duration::zero())
+    return Status::invalid_argument("INVALID_ARGUMENT: start_and_wait: the timeout must be > 0");
+  const TimePoint end = SystemClock::instance().now() + timeout;
+  const Duration slice = std::min(timeout, kWaitSliceMax);
+  Repeat repeat;
+  const flow::StartFlowRequest request =
+      start_request(flow_type, flow_id, input, std::move(options), &repeat);
+  // A long poll: its deadline covers the wait, and the process's readiness
+  // is watched meanwhile so that a frozen or demoted one is left for the next
+  // address. A repeat there (same request ID, ignore_already_started) answers
+  // the run the first try started and waits for it, for what is left.
+  auto started = unary<flow::StartFlowResponse>(
+      *stubs_, options_, slice + options_.timeout,
+      [&](Endpoint& e, grpc::ClientContext* c, TimePoint, flow::StartFlowResponse* r) {
+        flow::StartFlowRequest attempt = request;
+        const Duration left =
+            std::clamp<Duration>(end - SystemClock::instance().now(), milliseconds(1), slice);
+        attempt.set_wait_timeout_ms(std::max<int64_t>(1, to_ms(left)));
+        sdk_internal::ReadinessWatch watch(e.channel, "", c);
+        grpc::Status status = e.flows->StartFlow(c, attempt, r);
+        if (std::string why = watch.fired(); !why.empty() && !status.ok())
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "during the wait " + why);
+        return status;
+      },
+      CallPolicy{"", repeat, std::nullopt, nullptr});
+  if (!started.is_ok() || started->closed() || SystemClock::instance().now() >= end) return started;
+  // Longer than the server waits in one call: the rest on the run itself.
+  auto waited = wait_for_flow(flow_id, end - SystemClock::instance().now(), started->run_id());
+  if (!waited.is_ok()) return waited.status();
+  started->set_closed(waited->closed());
+  *started->mutable_flow() = std::move(*waited->mutable_flow());
+  return started;
 }
 
 Status Client::stop(const std::string& flow_id, flow::StopMode mode, const std::string& reason,

@@ -137,6 +137,28 @@ class Client {
                                           const StartOptions& options) {
     return start(flow_type, flow_id, input, options.proto);
   }
+  // Starts a run and waits for it to close, in one call (StartFlow with
+  // wait_timeout_ms) instead of start then wait_for_flow: the answer holds the
+  // run_id, already_started, and as wait_for_flow with that run ID answers,
+  // `closed` (false: `timeout` passed first; wait_for_flow with run_id goes
+  // on) and the run's description `flow` (its status and outputs). It follows
+  // continue-as-new, not Flow retries (the answer's next_run_id names one). A
+  // timeout past the server's limit of one wait (60 s) goes on with
+  // wait_for_flow. Repeated as start is: with a request ID and
+  // ignore_already_started (the default) an UNAVAILABLE, also during the
+  // wait, sends the same start to the next address, which answers the run the
+  // first try started (already_started) and waits for it. `timeout` must be
+  // > 0 (INVALID_ARGUMENT otherwise; nothing is sent).
+  StatusOr<flow::StartFlowResponse> start_and_wait(const std::string& flow_type,
+                                                   const std::string& flow_id,
+                                                   const nlohmann::json& input, Duration timeout,
+                                                   flow::StartOptions options = {});
+  StatusOr<flow::StartFlowResponse> start_and_wait(const std::string& flow_type,
+                                                   const std::string& flow_id,
+                                                   const nlohmann::json& input, Duration timeout,
+                                                   const StartOptions& options) {
+    return start_and_wait(flow_type, flow_id, input, timeout, options.proto);
+  }
   Status stop(const std::string& flow_id, flow::StopMode mode = flow::STOP_CANCEL,
               const std::string& reason = "", const std::string& run_id = "",
               const std::string& request_id = "");

@@ -470,6 +470,31 @@ TEST_F(MultiAddressTest, StartFlowThatReachedAnEngineWhichThenStoppedIsNotDoneTw
   EXPECT_EQ(run->run_id(), started->run_id());
 }
 
+// Start and wait in one call, the start landing and then its process
+// answering UNAVAILABLE: the client sends the same start (same request ID,
+// ignore_already_started) to the next process, which answers the run the
+// first try started and waits for it to close, in that one call.
+TEST_F(MultiAddressTest, AStartAndWaitWhoseEngineStoppedIsRepeatedOnceAndWaitsForTheSameRun) {
+  standby_->set_active(&on_standby_, {"n1", Epoch(1), "p1"});
+  on_active_.stop_after_start = true;
+  std::atomic<int> handled{0};
+  Worker& worker = start_worker({address_of(*active_)}, &handled);
+  ASSERT_TRUE(eventually([&] { return worker.stats().streams_accepted == 1; }));
+  Client client(client_options({address_of(*active_), address_of(*standby_)}));
+  auto done = client.start_and_wait("Echo", "f-once-wait", json{{"w", 1}}, kWait);
+  ASSERT_TRUE(done.is_ok()) << done.status().message();
+  EXPECT_TRUE(done->already_started()) << "the repeat did not carry the first request ID";
+  EXPECT_EQ(on_active_.starts.load(), 1);
+  EXPECT_EQ(on_standby_.starts.load(), 1);
+  ASSERT_TRUE(done->closed());
+  EXPECT_EQ(done->flow().run_id(), done->run_id());
+  EXPECT_EQ(done->flow().status(), flow::FLOW_COMPLETED);
+  EXPECT_EQ(done->flow().runs(), 1u) << "the flow was started twice";
+  ASSERT_EQ(done->flow().outputs_size(), 1);
+  EXPECT_EQ(from_payload(done->flow().outputs(0).output()), (json{{"w", 1}}));
+  EXPECT_EQ(handled.load(), 1);
+}
+
 // The lost update the request ID prevents: a SetAttributes lands, its answer
 // is lost, a Step writes the same Attribute, and the client repeats the call
 // on the next address. The repeat must change nothing: the Step's value stays
