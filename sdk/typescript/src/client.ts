@@ -211,6 +211,21 @@ export interface FlowStartResult {
   alreadyStarted: boolean;
 }
 
+/** Client.startFlowAndWait: a start's options, and how long to wait for the run's end. */
+export interface FlowStartAndWaitOptions extends FlowStartOptions {
+  /**
+   * How long to wait for the run to close, through restarts and failovers
+   * (as waitForFlow's timeoutMs). Default: no limit.
+   */
+  waitTimeoutMs?: number;
+}
+
+/** Client.startFlowAndWait: the start, and the run's description once it closed. */
+export interface FlowStartAndWaitResult extends FlowStartResult {
+  /** The run that closed (any status: check `status`; after continue-as-new, the chain's last run). */
+  flow: FlowDescription;
+}
+
 /** Names a run: the latest of the Flow ID unless runId is given. */
 export interface RunOptions extends CallOptions {
   runId?: string;
@@ -499,6 +514,65 @@ export class Client {
     return this.startRun(flowTypeOf(flow), timeoutHandlerOf(flow), flowId, input, options);
   }
 
+  /**
+   * Starts a new run like startFlow and waits for it to close, in one call
+   * (StartFlow with waitTimeoutMs) instead of startFlow then waitForFlow: one
+   * round trip less. Resolves with the start (runId, alreadyStarted) and the
+   * run's description once it closed, as waitForFlow with that runId does: it
+   * follows continue-as-new (the description is the chain's last run), not
+   * Flow retries (`nextRunId` names one). Past the server's limit of one
+   * wait (50 s a call here) it goes on with waitForFlow. Repeated like
+   * startFlow: with a request ID and ignoreAlreadyStarted (the default) an
+   * UNAVAILABLE, also during the wait, sends the same start to the next
+   * address, which answers the run the first try started (alreadyStarted)
+   * and waits for it. Rejects with a FlowWaitTimeoutError (its `flow` names
+   * the run) when `waitTimeoutMs` passes first.
+   */
+  async startFlowAndWait(
+    flow: Flow | string,
+    flowId: string,
+    input?: unknown,
+    options: FlowStartAndWaitOptions = {},
+  ): Promise<FlowStartAndWaitResult> {
+    const waitMs = options.waitTimeoutMs;
+    if (waitMs !== undefined && !(waitMs >= 0)) {
+      throw new DexError("INVALID_ARGUMENT", "startFlowAndWait: waitTimeoutMs must not be negative");
+    }
+    const { request, repeat } = this.startRequest(flowTypeOf(flow), timeoutHandlerOf(flow), flowId, input, options);
+    const end = waitMs === undefined ? Infinity : Date.now() + waitMs;
+    const pieceMs = (): number => Math.max(1, Math.round(Math.min(end - Date.now(), FLOW_WAIT_PIECE_MS)));
+    const first = pieceMs();
+    // A long poll: each try asks for what is left of the wait, and the
+    // process's readiness is watched meanwhile (a frozen or demoted one is
+    // left for the next address, where the same start is safe to repeat).
+    const response = await this.callSpec<{ runId: string; alreadyStarted: boolean; closed: boolean; flow: WireFlowDescription | null }>({
+      service: "flows",
+      method: "StartFlow",
+      repeat,
+      request: () => ({ ...request, waitTimeoutMs: pieceMs() }),
+      timeoutMs: first + (options.timeoutMs ?? this.timeoutMs),
+      signal: options.signal,
+      keepTryingOnceReached: true,
+      watchReadiness: true,
+    });
+    const started: FlowStartResult = { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
+    if (response.closed) return { ...started, flow: toFlowDescription(response.flow) };
+    if (Date.now() >= end) {
+      const last = toFlowDescription(response.flow);
+      throw new FlowWaitTimeoutError(
+        `the run of ${flowId} did not close within ${formatDuration(waitMs ?? 0)} (it is ${last.status})`,
+        last,
+      );
+    }
+    // Longer than one call waits: the rest on the run itself.
+    const closed = await this.waitForFlow(flowId, {
+      runId: response.runId,
+      ...(end === Infinity ? {} : { timeoutMs: Math.max(0, end - Date.now()) }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    return { ...started, flow: closed };
+  }
+
   private async startRun(
     flowType: string,
     hasTimeoutHandler: boolean | undefined,
@@ -506,6 +580,19 @@ export class Client {
     input: unknown,
     options: FlowStartOptions,
   ): Promise<FlowStartResult> {
+    const { request, repeat } = this.startRequest(flowType, hasTimeoutHandler, flowId, input, options);
+    const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options, repeat);
+    return { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
+  }
+
+  /** A start's request (its request ID made once, for every try) and whether it may be repeated. */
+  private startRequest(
+    flowType: string,
+    hasTimeoutHandler: boolean | undefined,
+    flowId: string,
+    input: unknown,
+    options: FlowStartOptions,
+  ): { request: Record<string, unknown>; repeat: Repeat } {
     checkName(flowType, "startFlow: the Flow type");
     checkName(flowId, "startFlow: the Flow ID");
     const start: Record<string, unknown> = { ...runStartOptionsToWire(options, "startFlow", hasTimeoutHandler) };
@@ -535,8 +622,7 @@ export class Client {
     // start a second run (the first one closed meanwhile) or terminate the
     // first (terminateIfRunning), so such a start is sent once.
     const repeat: Repeat = start["ignoreAlreadyStarted"] === true ? "requestId" : "once";
-    const response = await this.flowCall<{ runId: string; alreadyStarted: boolean }>("StartFlow", request, options, repeat);
-    return { flowId, runId: response.runId, alreadyStarted: response.alreadyStarted };
+    return { request, repeat };
   }
 
   /**

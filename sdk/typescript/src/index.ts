@@ -6,6 +6,8 @@ export {
   type AttributeWaitResult,
   type CallOptions,
   type ClientOptions,
+  type FlowStartAndWaitOptions,
+  type FlowStartAndWaitResult,
   type FlowStartOptions,
   type FlowStartResult,
   type FlowWaitOptions,

@@ -192,6 +192,31 @@ describe("the Client's repeats after UNAVAILABLE", () => {
     assert.equal(tries()[0].options.ignoreAlreadyStarted, false);
   });
 
+  test("startFlowAndWait repeats its start after UNAVAILABLE with the same request ID and waits in the repeat", async () => {
+    const closed = { flowId: "f-1", runId: "r-1", status: "FLOW_COMPLETED", outputs: [] };
+    const tries = unavailableFirst("StartFlow", { runId: "r-1", alreadyStarted: true, closed: true, flow: closed });
+    const done = await client.startFlowAndWait("Shop", "f-1", { cart: 1 }, { waitTimeoutMs: 5_000 });
+    assert.deepEqual([done.runId, done.alreadyStarted, done.flow.status], ["r-1", true, "COMPLETED"]);
+    const sent = tries();
+    assert.equal(sent.length, 2, `${sent.length} tries`);
+    assert.match(sent[0].options.requestId, HEX_ID);
+    assert.equal(sent[1].options.requestId, sent[0].options.requestId);
+    for (const r of sent) {
+      assert.equal(r.options.ignoreAlreadyStarted, true);
+      assert.ok(Number(r.waitTimeoutMs) > 0 && Number(r.waitTimeoutMs) <= 5_000, String(r.waitTimeoutMs));
+    }
+
+    // Given a requestId without ignoreAlreadyStarted: sent once, as startFlow.
+    const once = unavailableFirst("StartFlow", { runId: "r-1", alreadyStarted: false, closed: true, flow: closed });
+    await assert.rejects(client.startFlowAndWait("Shop", "f-1", 1, { requestId: "once-3" }), (e: unknown) => e instanceof DexError && e.code === "UNAVAILABLE");
+    assert.equal(once().length, 1);
+
+    // A negative wait is refused before anything is sent.
+    const before = fake.calls.length;
+    await assert.rejects(client.startFlowAndWait("Shop", "f-1", 1, { waitTimeoutMs: -1 }), (e: unknown) => e instanceof DexError && e.code === "INVALID_ARGUMENT" && /waitTimeoutMs/.test(e.message));
+    assert.equal(fake.calls.length, before);
+  });
+
   test("reads and long polls are asked again after UNAVAILABLE", async () => {
     const describeTries = unavailableFirst("DescribeFlow", { flowId: "f-1", runId: "r-1", status: "FLOW_RUNNING" }, 2);
     assert.equal((await client.describeFlow("f-1")).status, "RUNNING");
