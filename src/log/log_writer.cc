@@ -363,13 +363,16 @@ void LogWriter::run() {
       // Group commit: everything appended while the previous write was in flight,
       // up to the batch limits (at least one record).
       size_t bytes = 0;
-      while (!queue_.empty() && batch.size() < options_.batch_records_max) {
-        size_t record_bytes = queue_.front().record.ByteSizeLong();
-        if (!batch.empty() && bytes + record_bytes > options_.batch_bytes_max) break;
-        bytes += record_bytes;
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      take_queued(batch, bytes);
+      linger(lock, batch, bytes);
+      if (stopped_) {  // stopped while it lingered: these records were out of the queue
+        const Status why =
+            Status::stopped(fmt::format("log writer stopped: {}", stopped_->to_string()));
+        lock.unlock();
+        for (auto& pending : batch) pending.promise.set_value(why);
+        return;
       }
+      last_batch_records_ = batch.size();
       slot = next_slot_;
       space_cv_.notify_all();
     }
@@ -409,6 +412,7 @@ void LogWriter::run() {
       assert(next_slot_ == slot);
       next_slot_ = slot.next();
     }
+    last_write_latency_ = latency;
     if (options_.on_batch_written) options_.on_batch_written(latency, batch.size());
 #ifndef DEX_CHAOS_BREAK_ACK_BEFORE_DURABLE
     // Durable and acknowledged: the layer above applies it before any caller
@@ -417,6 +421,40 @@ void LogWriter::run() {
 #endif
     for (auto& pending : batch) pending.promise.set_value(slot);
   }
+}
+
+void LogWriter::take_queued(std::vector<Pending>& batch, size_t& bytes) {
+  // Bounded by batch_records_max.
+  while (!queue_.empty() && batch.size() < options_.batch_records_max) {
+    size_t record_bytes = queue_.front().record.ByteSizeLong();
+    if (!batch.empty() && bytes + record_bytes > options_.batch_bytes_max) break;
+    bytes += record_bytes;
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+void LogWriter::linger(std::unique_lock<std::mutex>& lock, std::vector<Pending>& batch,
+                       size_t& bytes) {
+  // Only under load (the last batch carried several records) and only for as many as it did:
+  // one caller at a time never waits.
+  const size_t want = std::min(last_batch_records_, options_.batch_records_max);
+  if (options_.batch_linger_max <= Duration::zero() || last_batch_records_ < 2 ||
+      batch.size() >= want || closing_) {
+    return;
+  }
+  const auto wait = std::min(options_.batch_linger_max, last_write_latency_ / 2);
+  if (wait <= Duration::zero()) return;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  // Bounded by `until`; woken by append(), close() and stop().
+  while (batch.size() < want && !closing_ && !stopped_) {
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
+      take_queued(batch, bytes);
+      break;
+    }
+    take_queued(batch, bytes);
+  }
+  space_cv_.notify_all();
 }
 
 void LogWriter::stop(const Status& status, std::vector<Pending>& in_flight, bool fatal) {

@@ -49,10 +49,16 @@ struct LogWriterOptions {
   Epoch epoch;  // the lease epoch this writer holds; > 0
   // Fixed by the spec; a field only so that the limit is visible where it is used.
   Duration write_limit = kLogWriteLimit;
-  size_t batch_records_max = 1000;              // records per batch object
-  size_t batch_bytes_max = 4u << 20;            // serialized record bytes per batch (a larger
-                                                // single record is refused by append)
-  size_t queue_records_max = 100'000;           // append() blocks while this many wait
+  size_t batch_records_max = 1000;     // records per batch object
+  size_t batch_bytes_max = 4u << 20;   // serialized record bytes per batch (a larger
+                                       // single record is refused by append)
+  size_t queue_records_max = 100'000;  // append() blocks while this many wait
+  // Group commit under load: when the last batch carried more than one record, the next one
+  // waits up to a quarter of the last write's latency, at most this long, for as many records
+  // as the last carried. Object storage bills per request and answers in milliseconds, so a
+  // short wait fills its batches; a local flush is fast, so its wait stays tiny. Zero: never
+  // wait. Measured on the steady clock, not the injected one: it decides no rule.
+  Duration batch_linger_max = Duration::zero();
   Duration backoff_initial = milliseconds(50);  // after a transient error; doubles
   Duration backoff_max = seconds(1);
   uint64_t jitter_seed = 0;  // backoff jitter; 0 draws a seed from the OS
@@ -156,6 +162,10 @@ class LogWriter {
   Status write_batch(Slot slot, std::vector<Pending>& batch_records, proto::LogBatch& written,
                      Duration& latency);
   void run();
+  // Moves queued records into `batch` up to the batch limits. Under mu_.
+  void take_queued(std::vector<Pending>& batch, size_t& bytes);
+  // Group commit under load (LogWriterOptions::batch_linger_max). Under mu_, via `lock`.
+  void linger(std::unique_lock<std::mutex>& lock, std::vector<Pending>& batch, size_t& bytes);
   // Stops the writer for good: fails `in_flight` with `status`, every queued append
   // with Stopped, calls on_fatal once (when `fatal`).
   void stop(const Status& status, std::vector<Pending>& in_flight, bool fatal);
@@ -179,6 +189,8 @@ class LogWriter {
   Slot next_slot_;                    // guarded by mu_; written by open() and run()
   Stats stats_;                       // guarded by mu_
   Random random_;                     // guarded by mu_ (jitter)
+  size_t last_batch_records_ = 0;     // written by run() only
+  Duration last_write_latency_{0};    // written by run() only
   std::thread thread_;                // owned by the owning thread
 };
 

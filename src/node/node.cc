@@ -325,6 +325,9 @@ Status Node::open_log(Serving& s, std::optional<Slot> followed_to) {
     metrics_.log_append(latency, records);
   };
   o.epoch_start_unix_ms = unix_ms_now();
+  // At most 5 ms: under load a batch waits up to a quarter of the last write's latency
+  // (milliseconds on object storage, a fraction of one on a local disk) to fill up.
+  o.batch_linger_max = milliseconds(5);
   if (followed_to) o.end_hint = *followed_to;  // list the log's tail only
   LeaseKeeper* held = s.keeper.get();
   s.log = std::make_unique<LogWriter>(

@@ -170,6 +170,46 @@ TEST(LogWriter, GroupCommitWritesFewerBatchesThanAppendsOneAtATime) {
             << " batches\n";
 }
 
+// Under load the next batch waits a moment (a quarter of the last write's latency, at most
+// batch_linger_max) for as many records as the last one carried; one caller at a time never
+// waits.
+TEST(LogWriter, UnderLoadABatchLingersForAsManyRecordsAsTheLastCarried) {
+  MemoryObjectStore memory;
+  InterceptStore store(memory);
+  store.before_put = [](std::string_view, const RequestOptions&) -> std::optional<Status> {
+    std::this_thread::sleep_for(milliseconds(40));  // object storage's answer time
+    return std::nullopt;
+  };
+  LogWriterOptions options = writer_options("n1", 1, "p1");
+  options.batch_linger_max = milliseconds(8);
+  LogWriter writer(
+      store, SystemClock::instance(), options, [] { return true; }, [](const Status&) {});
+  ASSERT_TRUE(writer.open().is_ok());
+  // Alone: one record, written at once.
+  auto started = std::chrono::steady_clock::now();
+  auto alone = writer.append(opaque_record("alone"));
+  ASSERT_TRUE(wait(alone).is_ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(40 + 30));
+  // Load: the first record's write is in flight while three more queue: one batch of three.
+  auto first = writer.append(opaque_record("first"));
+  std::this_thread::sleep_for(milliseconds(5));
+  std::vector<std::future<StatusOr<Slot>>> three;
+  for (int i = 0; i < 3; ++i) three.push_back(writer.append(opaque_record(fmt::format("q{}", i))));
+  ASSERT_TRUE(wait(first).is_ok());
+  std::set<uint64_t> slots;
+  for (auto& f : three) slots.insert(wait(f).value().value);
+  EXPECT_EQ(slots.size(), 1u);
+  // Now a record, and two more 3 ms later: without the wait they would take two batches.
+  auto a = writer.append(opaque_record("a"));
+  std::this_thread::sleep_for(milliseconds(3));
+  auto b = writer.append(opaque_record("b"));
+  auto c = writer.append(opaque_record("c"));
+  const uint64_t slot_a = wait(a).value().value;
+  EXPECT_EQ(wait(b).value().value, slot_a);
+  EXPECT_EQ(wait(c).value().value, slot_a);
+  ASSERT_TRUE(writer.close().is_ok());
+}
+
 TEST(LogWriter, OlderWriterIsFencedByTheNewEpochStart) {
   MemoryObjectStore store;
   FatalLog fatal_a, fatal_b;
