@@ -95,7 +95,7 @@ void require_programs(const std::filesystem::path& bin,
 // The value at fraction `p` (0.5, 0.99) of `v`; 0 if empty.
 double percentile(std::vector<double> v, double p);
 
-// The fsync floor: p50 (ms) over one second of a 512 B write and fsync of a
+// The fsync floor: p50 (ms) over one second of a 512 B append and fdatasync of a
 // file in `dir` (the server's file system), what one strict log batch cannot beat.
 double fsync_floor_ms(const std::filesystem::path& dir);
 

@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   stop_flows(client, idle);
   const double batches_run = batches_per_run(client, data, "BenchOne", "seq-one", runs);
 
-  fmt::print("fsync floor (512 B write + fsync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
+  fmt::print("fsync floor (512 B append + fdatasync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
              dev.fsync_ms, address);
   fmt::print(
       "log batches per RPC {:.2f} (expect 2: InvokeRpc, then its result); per one-Step "
