@@ -6,13 +6,16 @@
 //
 //   node driver.mjs load --system dex --address 127.0.0.1:8801 --flow-type peers-one \
 //        --concurrency 64 --warmup 3 --seconds 20 --pids server=123,worker=456
+//   node driver.mjs load --system dex ... --one-call 1   (StartFlow waits for the run's end)
 //   node driver.mjs load --system restate --url http://127.0.0.1:8080/bench/one ...
 //   node driver.mjs probe --system dex|restate ... --timeout 30   (one flow, retried until it completes)
 //   node driver.mjs rtt --grpc 127.0.0.1:8801 --seconds 1       (gRPC health Check)
 //   node driver.mjs rtt --http http://127.0.0.1:8080/restate/health --seconds 1
 //
 // dex: dex.FlowService StartFlow with a fresh flow ID, then WaitForFlow until the run
-// closed (one gRPC channel, i.e. one HTTP/2 connection, for all loops). Restate: one HTTP/1.1 POST to the handler on the
+// closed; with --one-call 1, StartFlow with wait_timeout_ms waits for the end itself (one
+// round trip instead of two; WaitForFlow only if the wait ended first). One gRPC channel,
+// i.e. one HTTP/2 connection, for all loops. Restate: one HTTP/1.1 POST to the handler on the
 // ingress (the request/response invocation: it answers when the handler has returned),
 // keep-alive connections, one per loop. Prints one JSON object on its last line.
 import fs from "node:fs";
@@ -79,7 +82,8 @@ function unary(client, method, request, deadlineMs) {
 }
 
 // One flow on dex: StartFlow (dex.FlowService) with a fresh flow ID, then WaitForFlow until
-// the run closed. Resolves, or throws why not.
+// the run closed; --one-call 1: StartFlow waits for the run's end in the same call
+// (wait_timeout_ms). Resolves, or throws why not.
 function dexRunner(args) {
   const protoRoot = path.join(REPO, "proto");
   // dex.FlowService is in api.proto (its messages in flow_api.proto, which it imports).
@@ -87,18 +91,20 @@ function dexRunner(args) {
   const client = new pkg.dex.FlowService(args.address, grpc.credentials.createInsecure());
   const flowType = args["flow-type"];
   const prefix = `${args["id-prefix"] ?? "peers"}-${process.pid}-`;
+  const oneCall = args["one-call"] === "1";
   let seq = 0;
   return async (input) => {
     const flowId = prefix + seq++;
-    await unary(client, "startFlow",
-                { flowId, flowType, input: { data: Buffer.from(JSON.stringify(input)) } }, 30000);
-    for (;;) {
-      const res = await unary(client, "waitForFlow", { flow: { flowId }, timeoutMs: 30000 }, 40000);
-      if (!res.closed) continue;
-      if (res.flow.status !== "FLOW_COMPLETED") {
-        throw new Error(`flow ${flowId} closed ${res.flow.status}: ${res.flow.closeReason}`);
-      }
-      return;
+    const start = { flowId, flowType, input: { data: Buffer.from(JSON.stringify(input)) } };
+    let res = oneCall ? await unary(client, "startFlow", { ...start, waitTimeoutMs: 30000 }, 40000)
+                      : await unary(client, "startFlow", start, 30000);
+    const runId = res.runId;
+    while (!res.closed) {
+      res = await unary(client, "waitForFlow", { flow: { flowId, runId: oneCall ? runId : "" },
+                                                 timeoutMs: 30000 }, 40000);
+    }
+    if (res.flow.status !== "FLOW_COMPLETED") {
+      throw new Error(`flow ${flowId} closed ${res.flow.status}: ${res.flow.closeReason}`);
     }
   };
 }

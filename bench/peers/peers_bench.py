@@ -28,6 +28,10 @@ dex's log writes per batch: one object per batch), in the scratch directory (the
 system); a loopback gRPC round trip (grpc-js health Check on the dex server of each dex row)
 and an HTTP/1.1 round trip (Restate's ingress /restate/health, each Restate row).
 
+Flow "one-call" (dex only): peers-one, each flow started and waited for in one call (StartFlow
+with wait_timeout_ms) instead of StartFlow then WaitForFlow (issue 30); its dex/R ratios are
+against Restate's "one" row.
+
 Flow "synced" (dex with the C++ Worker only): peers-attr's write to an Attribute declared
 dex::kSync, the Flow's Attribute Store "peers": the bench starts a throwaway PostgreSQL
 (tests/support/sql_servers.py) with a table peers(id varchar(128) primary key, peer text), and
@@ -73,14 +77,28 @@ SETUPS = {
 # "attr" the same write not indexed (issue 26: what the search index costs a Step's write); the
 # C++ Worker hosts them, dex only. "synced" is the same write to a synced Attribute (issue 27:
 # what Attribute Store sync costs the hot path), against the bench's PostgreSQL.
-FLOWS = {"one": ("peers-one", "one"), "three": ("peers-three", "three"),
+FLOWS = {"one": ("peers-one", "one"), "one-call": ("peers-one", None),
+         "three": ("peers-three", "three"),
          "indexed": ("peers-indexed", None), "attr": ("peers-attr", None),
          "synced": ("peers-synced", None)}
+# Flows that are another flow measured with one call (issue 30, "Round trips"): StartFlow with
+# wait_timeout_ms answers when the run ended, instead of StartFlow then WaitForFlow. Any dex
+# setup runs them; Restate has no row of its own (its invocation is one call already), so the
+# dex/R ratios use its row of the flow named here.
+ONE_CALL = {"one-call": "one"}
 # --smoke (scripts/bench-peers --smoke, in scripts/test): one row per system, seconds long.
-SMOKE = {"setups": "dex-ts-strict,restate", "flows": "one", "concurrency": "1,64", "seconds": 2,
+SMOKE = {"setups": "dex-ts-strict,restate", "flows": "one,one-call", "concurrency": "1,64", "seconds": 2,
          "warmup": 1, "rtt_seconds": 0.2, "floor_seconds": 0.2, "row_floor_seconds": 0.1}
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
+
+
+def runs_row(flow, system, worker):
+    """Whether a setup has a row of `flow`: a one-call flow on dex only; peers-indexed, -attr
+    and -synced on the C++ Worker only (it hosts them)."""
+    if flow in ONE_CALL:
+        return system == "dex"
+    return FLOWS[flow][1] is not None or (system, worker) == ("dex", "cpp")
 
 
 def run(args, **kw):
@@ -279,7 +297,8 @@ class Bench:
                                              "--concurrency", a.worker_concurrency,
                                              *(["--synced"] if synced else [])])
             w.wait_for("dex-cpp-worker ready", 60)
-        target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0]]
+        target = ["--system", "dex", "--address", address, "--flow-type", FLOWS[flow][0],
+                  *(["--one-call", "1"] if flow in ONE_CALL else [])]
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
         perfs = self.profile_start(tag, server.p.pid)
@@ -532,9 +551,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=20, help="measured period per row (default 20)")
     ap.add_argument("--warmup", type=float, default=3, help="discarded warm-up per row (default 3)")
     ap.add_argument("--concurrency", default="1,64", help="closed-loop clients per row (default 1,64)")
-    ap.add_argument("--flows", default="one,three",
-                    help="flows: one,three,indexed,attr,synced (indexed, attr, synced: dex with the "
-                    "C++ Worker only; synced starts a PostgreSQL)")
+    ap.add_argument("--flows", default="one,one-call,three",
+                    help="flows: one,one-call,three,indexed,attr,synced (one-call: one, each flow "
+                    "started and waited for in one StartFlow call, dex only; indexed, attr, synced: "
+                    "dex with the C++ Worker only; synced starts a PostgreSQL); default "
+                    "one,one-call,three")
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
     ap.add_argument("--worker-concurrency", type=int, default=128,
                     help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
@@ -572,7 +593,7 @@ def main():
             die(f"unknown setup {s!r} (known: {', '.join(SETUPS)})")
     for f in flows:
         if f not in FLOWS:
-            die(f"unknown flow {f!r} (known: one, three, indexed, attr, synced)")
+            die(f"unknown flow {f!r} (known: {', '.join(FLOWS)})")
 
     b = Bench(a)
     binaries = ([b.bin("dex-server-zd")] if any(SETUPS[s][0] == "dex" for s in setups) else []) \
@@ -610,8 +631,8 @@ def main():
             for c in concs:
                 for s in setups:
                     system, worker, durability = SETUPS[s]
-                    if FLOWS[fl][1] is None and (system != "dex" or worker != "cpp"):
-                        continue  # only the C++ Worker hosts peers-indexed, -attr and -synced
+                    if not runs_row(fl, system, worker):
+                        continue
                     tag = f"{s}-{fl}-x{c}"
                     load1 = os.getloadavg()[0]
                     # This row's own floor: the disk's flush time moves tenfold within minutes.
@@ -689,7 +710,7 @@ def main():
         r["grpc_rtt_p50_ms"], r["http_rtt_p50_ms"] = grpc_p50, http_p50
         r["p50_per_fsync"] = r["p50_ms"] / r["fsync_p50_ms"]
         r["p50_per_rtt"] = r["p50_ms"] / grpc_p50 if grpc_p50 else None
-        peer = restate.get((r["flow"], r["concurrency"]))
+        peer = restate.get((ONE_CALL.get(r["flow"], r["flow"]), r["concurrency"]))
         if r["system"] == "dex" and peer and peer["per_second"]:
             r["ratio_per_second"] = r["per_second"] / peer["per_second"]
             r["ratio_p50"] = r["p50_ms"] / peer["p50_ms"]
@@ -753,7 +774,7 @@ def smoke_check(csv_path, setups, flows, concs):
     for fl in flows:
         for c in concs:
             for s in setups:
-                if FLOWS[fl][1] is None and SETUPS[s][:2] != ("dex", "cpp"):
+                if not runs_row(fl, *SETUPS[s][:2]):
                     continue
                 tag = f"{s}-{fl}-x{c}"
                 r = got.get((s, fl, str(c)))
