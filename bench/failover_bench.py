@@ -146,7 +146,9 @@ class MinIO:
                    MINIO_BROWSER="off", MINIO_UPDATE="off")
         self.proc = Proc("minio", [binary, "server", os.path.join(data_dir, "d"),
                                    "--address", f"127.0.0.1:{self.port}",
-                                   "--console-address", f"127.0.0.1:{free_port()}"],
+                                   "--console-address", f"127.0.0.1:{free_port()}",
+                                   # as the tests and docs/operations.md ("MinIO") set it
+                                   "--idle-timeout", "2s", "--read-header-timeout", "2s"],
                          env=env, log_dir=log_dir)
         import boto3
         s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS,

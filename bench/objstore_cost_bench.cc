@@ -203,7 +203,9 @@ Minio start_minio(const std::string& binary, const fs::path& dir) {
   m.child = spawn(
       "minio",
       {binary, "server", (dir / "data").string(), "--address", fmt::format("127.0.0.1:{}", m.port),
-       "--console-address", fmt::format("127.0.0.1:{}", free_port()), "--quiet"},
+       "--console-address", fmt::format("127.0.0.1:{}", free_port()), "--quiet",
+       // As every MinIO of the tests and the deploy docs (docs/operations.md, "MinIO").
+       "--idle-timeout", "2s", "--read-header-timeout", "2s"},
       {fmt::format("MINIO_ROOT_USER={}", kAccessKey),
        fmt::format("MINIO_ROOT_PASSWORD={}", kSecretKey), "MINIO_BROWSER=off", "MINIO_UPDATE=off"},
       dir / "minio.log");
