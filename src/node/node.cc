@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -423,20 +424,48 @@ void Node::open_serving() {
     std::lock_guard<std::mutex> lock(mu_);
     take_locked(machine_.open_failed(now(), Status::permanent(message)));
   };
+  const TimePoint engine_opening = now();
+  bool caught_up = false;
+  if (!handed) {
+    // Cold (or a follower with no healthy store): bring the store up to the
+    // log's end with parallel slot reads, as a follower would, before the log
+    // opens (which then lists only the tail, from the slot reached) and the
+    // engine replays the rest through the EpochStart (issue 30). On an error
+    // the engine opens the store itself and reports what is wrong.
+    auto caught = catch_up_local_store(store_, NodeId(settings_.node_id), runtime_.local_store_path,
+                                       Slot(std::numeric_limits<uint64_t>::max()),
+                                       RequestOptions{seconds(10)});
+    if (caught.is_ok()) {
+      spdlog::info("local store {}: {}; {} log slots ({} records) applied in {} ms",
+                   runtime_.local_store_path.string(), caught->how, caught->slots_applied,
+                   caught->records_applied, to_ms(now() - engine_opening));
+      followed_to = caught->applied;
+      handed = std::make_shared<HandedLocalStore>(HandedLocalStore{std::move(caught->sm)});
+      caught_up = true;
+    } else {
+      spdlog::warn(
+          "catching the local store up before the engine opens failed ({}); the engine "
+          "opens it itself",
+          caught.status().to_string());
+    }
+  }
   if (Status st = open_log(s, followed_to); !st.is_ok()) {
     return fail(fmt::format("cannot open the log: {}", st.to_string()));
   }
   LeaseKeeper* held = s.keeper.get();
   EngineOptions eo = engine_options(s, std::move(handed));
-  const TimePoint engine_opening = now();
   auto opened = Engine::open(eo, store_, *s.log, clock_);
   if (!opened.is_ok()) {
     (void)s.log->close();  // nothing was acknowledged; the writer stops either way
     return fail(fmt::format("cannot open the engine: {}", opened.status().to_string()));
   }
   s.engine = std::move(opened).value();
-  spdlog::info("local store {}: {}", runtime_.local_store_path.string(),
-               s.engine->local_store_report());
+  // After a catch-up the engine's account is of the store handed to it; the
+  // line above told how the store was made usable.
+  if (!caught_up) {
+    spdlog::info("local store {}: {}", runtime_.local_store_path.string(),
+                 s.engine->local_store_report());
+  }
   // The machine is active before the board says so, so a step down that
   // sees the role active is never refused as "opening"; commands it queues
   // run on this thread after the board is set.

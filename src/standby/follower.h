@@ -106,4 +106,21 @@ class Follower {
   std::thread thread_;
 };
 
+// A cold takeover's catch-up (issue 30): opens (or restores) the local store
+// at `path` for a holder whose EpochStart is at `epoch_slot`, then applies the
+// log up to that slot with slot reads in parallel, without a sync per batch
+// (StateMachine::apply never syncs: the log is the durable copy). The engine,
+// handed the store, replays only the EpochStart and what this did not reach;
+// it serves only once its applied slot is the EpochStart.
+struct CaughtUpStore {
+  std::unique_ptr<StateMachine> sm;
+  std::string how;              // open_local_store's account, for the startup log
+  std::optional<Slot> applied;  // the last slot in the store
+  uint64_t slots_applied = 0;
+  uint64_t records_applied = 0;
+};
+StatusOr<CaughtUpStore> catch_up_local_store(ObjectStore& store, const NodeId& node_id,
+                                             const std::filesystem::path& path, Slot epoch_slot,
+                                             const RequestOptions& request = {});
+
 }  // namespace dex
