@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "../engine/engine_test_util.h"
@@ -212,6 +214,107 @@ TEST_F(FollowerTest, AStoreMovedAwayWhileFollowingIsNotHandedOver) {
   std::ofstream(dir_.sub("standby")) << "not a local store";
   // The engine must open the path as it finds it (and fail), not use the old files.
   EXPECT_EQ(f.stop_and_hand_over(), nullptr);
+}
+
+// Counts the requests a follower makes, by kind.
+class CountingStore final : public ObjectStore {
+ public:
+  explicit CountingStore(ObjectStore& inner) : inner_(inner) {}
+  StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
+    ++gets;
+    return inner_.get(key, o);
+  }
+  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
+                            const RequestOptions& o = {}) override {
+    return inner_.put(key, body, c, o);
+  }
+  Status remove(std::string_view key, const RequestOptions& o = {}) override {
+    return inner_.remove(key, o);
+  }
+  StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
+                            size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
+    ++lists;
+    return inner_.list(prefix, start_after, max_keys, o);
+  }
+  std::string describe() const override { return "counting"; }
+  std::atomic<int> gets{0}, lists{0};
+
+ private:
+  ObjectStore& inner_;
+};
+
+// Issue 30: a hot standby at rest reads the next slot with one GET every
+// other poll, and never LISTs (the lease's own reads come on top).
+TEST_F(FollowerTest, AtRestItReadsTheNextSlotWithOneGetEveryOtherPollAndNoList) {
+  LogFiller log(memory_, clock_);
+  log.flows(0, 3);
+  CountingStore counting(memory_);
+  Follower f(counting, clock_, options());
+  f.start();
+  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(until(clock_, [&] { return f.status().state == FollowerState::kFollowing; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  counting.gets = 0;
+  counting.lists = 0;
+  for (int i = 0; i < 40; ++i) {  // 10 s of polls
+    clock_.advance(milliseconds(250));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(counting.lists, 0);
+  EXPECT_GE(counting.gets, 5);
+  EXPECT_LE(counting.gets, 21);
+  EXPECT_TRUE(f.hot());
+  // New batches are still found, and read ahead in parallel runs.
+  log.flows(3, 200);
+  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(200); }));
+  EXPECT_EQ(counting.lists, 0);
+}
+
+// Without a LIST, a log collected under the follower (a hole) is found by the
+// GC point, which GC writes before it deletes anything.
+TEST_F(FollowerTest, ALogCollectedUnderItIsFoundByTheGcPoint) {
+  LogFiller log(memory_, clock_);
+  log.flows(0, 3);
+  Follower f(memory_, clock_, options());
+  f.start();
+  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  proto::LogStart start;
+  start.set_node_id(kNode.value);
+  start.set_first_slot(10);
+  ASSERT_TRUE(memory_.put(log_start_key(kNode), encode_log_start(start), PutCondition::overwrite())
+                  .is_ok());
+  ASSERT_TRUE(until(clock_, [&] { return f.status().restarts >= 1; }));
+  EXPECT_NE(f.status().last_error.find("hole in the log"), std::string::npos)
+      << f.status().last_error;
+  EXPECT_FALSE(f.hot());
+}
+
+// Issue 30: a cold takeover brings its store up to the log's end (or to a
+// given slot) before the engine opens it; the result is a full replay's.
+TEST_F(FollowerTest, CatchUpAppliesTheLogUpToTheGivenSlotAsAFullReplayWould) {
+  LogFiller log(memory_, clock_);
+  log.append(declare(order_declaration()));
+  log.flows(0, 600);  // slots 0 (EpochStart) .. 601
+  auto part = catch_up_local_store(memory_, kNode, dir_.sub("cold"), Slot(300));
+  ASSERT_TRUE(part.is_ok()) << part.status().to_string();
+  EXPECT_EQ(part->applied, Slot(299));
+  EXPECT_EQ(part->slots_applied, 300u);
+  part->sm.reset();
+  auto all = catch_up_local_store(memory_, kNode, dir_.sub("cold"),
+                                  Slot(std::numeric_limits<uint64_t>::max()));
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  EXPECT_EQ(all->applied, Slot(601));
+  EXPECT_EQ(all->slots_applied, 302u);
+  auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
+  ASSERT_TRUE(rebuilt.is_ok());
+  LogReader reader(memory_, kNode, kFirstSlot);
+  ASSERT_TRUE(reader
+                  .read_to_end([&](const LogEntry& e) {
+                    auto out = rebuilt.value()->apply(e.slot, e.batch);
+                    return out.is_ok() ? Status::ok() : out.status();
+                  })
+                  .is_ok());
+  EXPECT_EQ(rebuilt.value()->dump().value(), all->sm->dump().value());
 }
 
 }  // namespace
