@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <limits>
 #include <thread>
 #include <utility>
@@ -289,19 +290,38 @@ StatusOr<CaughtUpStore> catch_up_local_store(ObjectStore& store, const NodeId& n
   SlotPrefetcher ahead(store, node_id, kPrefetchParallel);
   LogReader reader(ahead, node_id, start);
   int transient = 0;
+  auto window_at = [&](Slot from) {
+    return static_cast<size_t>(
+        std::min<uint64_t>(epoch_slot.value - from.value, kPrefetchWindowMax));
+  };
+  // The next run is read while this one is applied, so that on a store with
+  // a round trip of milliseconds (S3) reading does not add to applying.
+  std::future<StatusOr<size_t>> ahead_run;
+  Slot ahead_from;
   // Bounded: each round applies at least one slot below epoch_slot, ends, or
   // counts a transient error (at most kCatchUpTransientMax).
   while (reader.next_slot() < epoch_slot) {
-    const size_t window = static_cast<size_t>(
-        std::min<uint64_t>(epoch_slot.value - reader.next_slot().value, kPrefetchWindowMax));
-    auto run = ahead.fill(reader.next_slot(), window, request);
+    const Slot from = reader.next_slot();
+    StatusOr<size_t> run = size_t{0};
+    if (ahead_run.valid() && ahead_from == from) {
+      run = ahead_run.get();
+    } else {
+      if (ahead_run.valid()) (void)ahead_run.get();
+      run = ahead.fill(from, window_at(from), request);
+    }
     if (!run.is_ok() && run.status().is_transient() && ++transient <= kCatchUpTransientMax) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
     if (!run.is_ok()) return run.status();
     if (*run == 0) break;  // the engine's own replay reports what is missing
-    const Slot until(reader.next_slot().value + *run);
+    const Slot until(from.value + *run);
+    if (*run == window_at(from) && until < epoch_slot) {
+      ahead_from = until;
+      ahead_run = std::async(std::launch::async, [&ahead, until, w = window_at(until), &request] {
+        return ahead.fill(until, w, request);
+      });
+    }
     while (reader.next_slot() < until) {
       auto next = reader.next(request);
       if (!next.is_ok()) return next.status();
@@ -313,6 +333,8 @@ StatusOr<CaughtUpStore> catch_up_local_store(ObjectStore& store, const NodeId& n
       out.records_applied += next->value().batch.records_size();
     }
   }
+  // An early return above leaves a read in flight: its future waits for it
+  // (std::async), before `ahead` goes.
   return out;
 }
 

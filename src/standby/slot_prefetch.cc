@@ -11,13 +11,19 @@
 
 namespace dex {
 
+namespace {
+// Bodies kept at most before a fill drops them: two runs read ahead, with room.
+constexpr size_t kKeptMax = 4096;
+}  // namespace
+
 SlotPrefetcher::SlotPrefetcher(ObjectStore& store, NodeId node_id, size_t parallel)
     : store_(store), node_id_(std::move(node_id)), parallel_(std::max<size_t>(parallel, 1)) {}
 
 StatusOr<size_t> SlotPrefetcher::fill(Slot from, size_t count, const RequestOptions& options) {
   {
+    // What a reader left (it stopped early): never more than a few runs.
     std::lock_guard<std::mutex> lock(mu_);
-    kept_.clear();
+    if (kept_.size() > kKeptMax) kept_.clear();
   }
   if (count == 0) return size_t{0};
   std::vector<std::string> keys(count);

@@ -32,7 +32,8 @@ class SlotPrefetcher final : public ObjectStore {
   // bodies of the contiguous run that exists from `from`; returns its length
   // (0: `from` is not written yet). An error reading `from` is returned; one
   // after it only ends the run there (the reader reads that slot itself).
-  // Drops what an earlier fill kept and the reader did not take.
+  // Kept bodies stay until the reader takes them, so one run can be read while
+  // the previous one is applied; fill() may run on another thread than get().
   StatusOr<size_t> fill(Slot from, size_t count, const RequestOptions& options = {});
 
   StatusOr<ObjectData> get(std::string_view key, const RequestOptions& options = {}) override;
