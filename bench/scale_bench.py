@@ -137,7 +137,10 @@ class Bench:
         self.minio = None
         if args.store == "minio":
             from failover_bench import ACCESS, SECRET, MinIO
-            binary = args.minio or os.environ.get("DEX_MINIO_BIN") or shutil.which("minio")
+            cached = os.path.join(os.environ.get("DEX_CACHE_DIR", os.path.expanduser("~/.cache/dex")),
+                                  "bin", "minio")  # where scripts/install-minio puts it
+            binary = (args.minio or os.environ.get("DEX_MINIO_BIN") or shutil.which("minio")
+                      or (cached if os.path.exists(cached) else None))
             if not binary:
                 die("no MinIO binary (--minio, $DEX_MINIO_BIN; scripts/install-minio)")
             self.minio = MinIO(binary, self.work, self.logs)
