@@ -513,49 +513,58 @@ StatusOr<std::optional<std::string>> SlotSegments::get(const SlotObjectKey& key)
   return std::optional<std::string>(std::move(body));
 }
 
+StatusOr<SlotSegments::Outcome> SlotSegments::append_round(const SlotObjectKey& key, uint8_t type,
+                                                           std::string_view body) {
+  uint64_t segment_number = 0, offset = 0;
+  std::shared_ptr<const int> fd;
+  fs::path path;
+  {
+    std::lock_guard lock(mu_);
+    auto dir = dir_of(key.dir);
+    if (!dir.is_ok()) return dir.status();
+    Dir& d = *dir.value();
+    Outcome none = Outcome::kNone;
+    if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
+    // What the index says already decides: a PUT of a live slot, a TOMB of an absent one.
+    const bool live = d.live.contains(key.slot);
+    if (type == kPut && live) return Outcome::kExists;
+    if (type == kTomb && !live) return Outcome::kWon;
+    auto target = append_target(d);
+    if (!target.is_ok()) return target.status();
+    segment_number = target.value()->number;
+    path = target.value()->path;
+    if (auto s = append(d, *target.value(), type, key.slot, body, &offset, &fd); !s.is_ok()) {
+      return s;
+    }
+  }
+  // Flushed outside the lock, so that reads go on meanwhile.
+  if (durability_ == Durability::kStrict) {
+    if (auto s = sync(*fd, path); !s.is_ok()) return s;
+  }
+  std::lock_guard lock(mu_);
+  auto dir = dir_of(key.dir);
+  if (!dir.is_ok()) return dir.status();
+  Outcome outcome = Outcome::kNone;
+  if (auto s = refresh(*dir.value(), segment_number, offset, &outcome); !s.is_ok()) return s;
+  if (type == kTomb && outcome == Outcome::kWon) {
+    if (auto s = delete_empty_segments(*dir.value()); !s.is_ok()) return s;
+  }
+  return outcome;
+}
+
 Status SlotSegments::create(const SlotObjectKey& key, std::string_view body) {
   if (body.size() > kBodyBytesMax) {
     return Status::permanent(fmt::format("a log slot object of {} bytes is over the {} allowed",
                                          body.size(), kBodyBytesMax));
   }
+  // Bounded: a round ends void only when another process sealed the segment under it.
   for (int attempt = 0; attempt < kAppendAttemptsMax; ++attempt) {
-    uint64_t segment_number = 0, offset = 0;
-    std::shared_ptr<const int> fd;
-    fs::path path;
-    {
-      std::lock_guard lock(mu_);
-      auto dir = dir_of(key.dir);
-      if (!dir.is_ok()) return dir.status();
-      Dir& d = *dir.value();
-      Outcome none = Outcome::kNone;
-      if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
-      if (d.live.contains(key.slot)) {
-        return Status::precondition_failed(fmt::format("'{}/{:020}' exists", key.dir, key.slot));
-      }
-      auto target = append_target(d);
-      if (!target.is_ok()) return target.status();
-      segment_number = target.value()->number;
-      path = target.value()->path;
-      if (auto s = append(d, *target.value(), kPut, key.slot, body, &offset, &fd); !s.is_ok()) {
-        return s;
-      }
-    }
-    // Flushed outside the lock, so that reads go on meanwhile.
-    if (durability_ == Durability::kStrict) {
-      if (auto s = sync(*fd, path); !s.is_ok()) return s;
-    }
-    Outcome outcome = Outcome::kNone;
-    {
-      std::lock_guard lock(mu_);
-      auto dir = dir_of(key.dir);
-      if (!dir.is_ok()) return dir.status();
-      if (auto s = refresh(*dir.value(), segment_number, offset, &outcome); !s.is_ok()) return s;
-    }
-    if (outcome == Outcome::kWon) return Status::ok();
-    if (outcome == Outcome::kExists) {
+    auto outcome = append_round(key, kPut, body);
+    if (!outcome.is_ok()) return outcome.status();
+    if (outcome.value() == Outcome::kWon) return Status::ok();
+    if (outcome.value() == Outcome::kExists) {
       return Status::precondition_failed(fmt::format("'{}/{:020}' exists", key.dir, key.slot));
     }
-    // Void after another process's SEAL (or its segment already deleted): append again.
   }
   return Status::transient(
       fmt::format("create '{}/{:020}': the log segment was sealed under {} "
@@ -564,35 +573,11 @@ Status SlotSegments::create(const SlotObjectKey& key, std::string_view body) {
 }
 
 Status SlotSegments::remove(const SlotObjectKey& key) {
+  // Bounded as create's.
   for (int attempt = 0; attempt < kAppendAttemptsMax; ++attempt) {
-    uint64_t segment_number = 0, offset = 0;
-    std::shared_ptr<const int> fd;
-    fs::path path;
-    {
-      std::lock_guard lock(mu_);
-      auto dir = dir_of(key.dir);
-      if (!dir.is_ok()) return dir.status();
-      Dir& d = *dir.value();
-      Outcome none = Outcome::kNone;
-      if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
-      if (!d.live.contains(key.slot)) return Status::ok();
-      auto target = append_target(d);
-      if (!target.is_ok()) return target.status();
-      segment_number = target.value()->number;
-      path = target.value()->path;
-      if (auto s = append(d, *target.value(), kTomb, key.slot, {}, &offset, &fd); !s.is_ok()) {
-        return s;
-      }
-    }
-    if (durability_ == Durability::kStrict) {
-      if (auto s = sync(*fd, path); !s.is_ok()) return s;
-    }
-    std::lock_guard lock(mu_);
-    auto dir = dir_of(key.dir);
-    if (!dir.is_ok()) return dir.status();
-    Outcome outcome = Outcome::kNone;
-    if (auto s = refresh(*dir.value(), segment_number, offset, &outcome); !s.is_ok()) return s;
-    if (outcome == Outcome::kWon) return delete_empty_segments(*dir.value());
+    auto outcome = append_round(key, kTomb, {});
+    if (!outcome.is_ok()) return outcome.status();
+    if (outcome.value() == Outcome::kWon) return Status::ok();
   }
   return Status::transient(
       fmt::format("remove '{}/{:020}': the log segment was sealed under {} "

@@ -99,6 +99,9 @@ class SlotSegments {
   Status sync(int fd, const std::filesystem::path& path);
   Status sync_dir(const std::filesystem::path& path);
   Status delete_empty_segments(Dir& dir);
+  // One try of a PUT (create) or a TOMB (remove): decided by the index, or appended, flushed
+  // and verified. kNone: void after a SEAL, try again.
+  StatusOr<Outcome> append_round(const SlotObjectKey& key, uint8_t type, std::string_view body);
 
   const std::filesystem::path root_;  // <store root>/.dex-segments
   const Durability durability_;

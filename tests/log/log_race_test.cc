@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -22,6 +20,7 @@
 #include "objstore/faulty_store.h"
 #include "objstore/filesystem_store.h"
 #include "objstore/memory_store.h"
+#include "test_util.h"  // tests/objstore: TempDir
 
 namespace dex {
 namespace {
@@ -60,32 +59,12 @@ std::thread appender(LogWriter& writer, const std::string& name, int n, uint64_t
   });
 }
 
-// A fresh directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path().string() + "/dex-lograce-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 // Where the two writers write: one in-memory store they share, or the filesystem backend's
 // log segments in one directory, each writer through its own instance (as two processes
 // would: an index and descriptors of its own), segments small enough to roll often.
 struct RaceStores {
   MemoryObjectStore memory;
-  std::unique_ptr<TempDir> dir;
+  std::unique_ptr<objstore_test::TempDir> dir;
   std::unique_ptr<FilesystemObjectStore> fs_a, fs_b, fs_reader;
   ObjectStore& inner_a() { return fs_a ? static_cast<ObjectStore&>(*fs_a) : memory; }
   ObjectStore& inner_b() { return fs_b ? static_cast<ObjectStore&>(*fs_b) : memory; }
@@ -93,7 +72,7 @@ struct RaceStores {
 };
 
 void open_segments(RaceStores& stores, Random& random) {
-  stores.dir = std::make_unique<TempDir>();
+  stores.dir = std::make_unique<objstore_test::TempDir>();
   FilesystemStoreOptions options;
   options.segment_bytes_max = 200 + random.uniform(3000);
   for (auto* store : {&stores.fs_a, &stores.fs_b, &stores.fs_reader}) {
