@@ -93,7 +93,89 @@ class GatedLogStore final : public ForwardingStore {
   int waiting_ = 0;      // guarded by mu_
 };
 
-class FlowEngineTest : public OneWorkerTest {};
+class FlowEngineTest : public OneWorkerTest {
+ protected:
+  ~FlowEngineTest() override { process_.reset(); }  // before the stores it may use
+
+  // Starts the process on `store` (in front of store_) and connects worker_ to
+  // it as Worker "w1" hosting `declaration`; its engine.
+  Engine& open_with_worker_on(ObjectStore& store, const flow::FlowDeclaration& declaration) {
+    process_ = start_process(store, 1, dir_.sub("local"));
+    handle_ = connect_flows(*process_->engine, worker_, "w1", declaration);
+    return *process_->engine;
+  }
+
+  // On held_ with Next's Execute ASYNC: f1 starts, and its Start-1 decides (in
+  // `decided`) to go on to Next while the log is held. Next-1's attempt reaches
+  // worker_ (`next`) before the record that started it is durable.
+  void send_next_while_held(std::future<ResultAck>& decided, std::optional<flow::FlowTask>& next) {
+    flow::FlowDeclaration d = order_declaration();
+    execute_options(d, "Next").set_durability(flow::ASYNC);
+    Engine& e = open_with_worker_on(held_, d);
+    start(e, "f1");
+    auto first = worker_->next();
+    ASSERT_TRUE(first);
+    held_.hold();
+    decided = std::async(std::launch::async,
+                         [&e, w = handle_, t = *first] { return decide(e, w, t, go_to("Next")); });
+    next = worker_->next();
+    ASSERT_TRUE(next) << "the ASYNC attempt was sent while its start was being written";
+  }
+
+  // On gated_ with `d` (an Order) declared: f1's Start-1 goes on to both Wait
+  // and Next, whose first tasks reach worker_; they are put in `tasks` by step
+  // execution ID.
+  void start_wait_and_next(const flow::FlowDeclaration& d,
+                           std::map<std::string, flow::FlowTask>& tasks) {
+    Engine& e = open_with_worker_on(gated_, d);
+    start(e, "f1");
+    auto first = worker_->next();
+    ASSERT_TRUE(first);
+    flow::StepDecision both = go_to("Wait");
+    *both.mutable_go_to()->add_movements() = go_to("Next").go_to().movements(0);
+    ASSERT_TRUE(decide(e, handle_, *first, both).accepted());
+    for (int i = 0; i < 2; ++i) {
+      auto t = worker_->next();
+      ASSERT_TRUE(t);
+      tasks[t->step_execution_id()] = *t;
+    }
+    ASSERT_TRUE(tasks.contains("Wait-1") && tasks.contains("Next-1"));
+  }
+
+  // After start_wait_and_next, the log gated: Wait-1's wait (the approval, or
+  // a Timer a day away) is being written when Next-1 ends publishing `message`
+  // to the approval (`approve`, acked in `approved`): speculated before the
+  // wait is stored, its record assigns nothing. Then the wait applies, and the
+  // approval's batch waits for a permit.
+  void approve_while_the_wait_is_written(std::map<std::string, flow::FlowTask>& tasks,
+                                         const std::string& message, flow::FlowTaskResult& approve,
+                                         std::future<ResultAck>& approved) {
+    Engine& e = *process_->engine;
+    gated_.close();
+    flow::FlowTaskResult wait;
+    wait.set_task_id(tasks["Wait-1"].task_id());
+    wait.mutable_wait()->set_kind(flow::ANY_OF);
+    auto* c = wait.mutable_wait()->add_conditions()->mutable_channel();
+    c->set_channel("approval");
+    c->set_match(flow::FOR_ONE);
+    wait.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
+    auto waited = e.complete_task(handle_, wait);
+    ASSERT_TRUE(gated_.batch_waiting());
+    approve.set_task_id(tasks["Next-1"].task_id());
+    approve.mutable_decision()->mutable_dead_end();
+    auto* pub = approve.add_publishes();
+    pub->set_channel("approval");
+    pub->add_messages()->set_data(message);
+    approved = e.complete_task(handle_, approve);
+    gated_.allow_one();  // the wait applies; the approval's batch waits
+    ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    ASSERT_TRUE(waited.get().accepted());
+    ASSERT_TRUE(gated_.batch_waiting());
+  }
+
+  HoldingStore held_{store_};
+  GatedLogStore gated_{store_};
+};
 
 TEST_F(FlowEngineTest, AStartOfATypeNoWorkerDeclaredIsRefusedNamingIt) {
   MemoryObjectStore store;
@@ -347,28 +429,16 @@ TEST_F(FlowEngineTest, AnInvalidDecisionFailsTheAttemptWithTheReason) {
 TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
   // Log writes are held: an ASYNC attempt reaches its Worker before the record
   // that started it is durable; a SYNC one would not.
-  MemoryObjectStore memory;
-  HoldingStore store(memory);
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  flow::FlowDeclaration d = order_declaration();
-  d.mutable_steps(1)->mutable_options()->mutable_execute()->set_durability(flow::ASYNC);
-  auto w = connect_flows(e, worker, "w1", d);
-  start(e, "f1");
-  auto first = worker->next();
-  ASSERT_TRUE(first);
-  store.hold();
-  auto decided =
-      std::async(std::launch::async, [&] { return decide(e, w, *first, go_to("Next")); });
-  auto next = worker->next();
-  ASSERT_TRUE(next) << "the ASYNC attempt was sent while its start was being written";
+  std::future<ResultAck> decided;
+  std::optional<flow::FlowTask> next;
+  ASSERT_NO_FATAL_FAILURE(send_next_while_held(decided, next));
+  Engine& e = *process_->engine;
   EXPECT_EQ(next->step_execution_id(), "Next-1");
   EXPECT_EQ(decided.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
       << "the record that started it is not durable yet";
-  store.release();
+  held_.release();
   ASSERT_TRUE(decided.get().accepted());
-  ASSERT_TRUE(decide(e, w, *next, complete("async")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *next, complete("async")).accepted());
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
@@ -377,32 +447,20 @@ TEST_F(FlowEngineTest, AnAsyncAttemptIsSentWhileItsStartIsWritten) {
 // checked against the store (docs/flow-rules.md, "One batch per Step
 // transition"), then counts, the attempt not run again.
 TEST_F(FlowEngineTest, AnAsyncTasksEarlyResultWaitsForItsStartThenCounts) {
-  MemoryObjectStore memory;
-  HoldingStore store(memory);
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
-  flow::FlowDeclaration d = order_declaration();
-  execute_options(d, "Next").set_durability(flow::ASYNC);
-  auto w = connect_flows(e, worker, "w1", d);
-  start(e, "f1");
-  auto first = worker->next();
-  ASSERT_TRUE(first);
-  store.hold();
-  auto decided =
-      std::async(std::launch::async, [&] { return decide(e, w, *first, go_to("Next")); });
-  auto next = worker->next();
-  ASSERT_TRUE(next);
+  std::future<ResultAck> decided;
+  std::optional<flow::FlowTask> next;
+  ASSERT_NO_FATAL_FAILURE(send_next_while_held(decided, next));
+  Engine& e = *process_->engine;
   auto done = std::async(std::launch::async,
-                         [&] { return decide(e, w, *next, complete("before its start")); });
+                         [&] { return decide(e, handle_, *next, complete("before its start")); });
   EXPECT_EQ(done.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
       << "the result waits for its start";
-  store.release();
+  held_.release();
   ASSERT_TRUE(decided.get().accepted());
   EXPECT_TRUE(done.get().accepted());
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
-  EXPECT_FALSE(worker->next(std::chrono::milliseconds(100))) << "run again";
-  end(p);
+  EXPECT_FALSE(worker_->next(std::chrono::milliseconds(100))) << "run again";
+  end(process_);
 }
 
 // A record's assignment starts an attempt even when the record's own part is
@@ -420,59 +478,23 @@ TEST_F(FlowEngineTest, AnAsyncTasksEarlyResultWaitsForItsStartThenCounts) {
 // part, deterministically: the second copy is speculated after the wait is
 // stored and before the first copy (whose publish meets the wait) applied.
 TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
-  MemoryObjectStore memory;
-  GatedLogStore store(memory);
-  auto p = start_process(store, 1, dir_.sub("local"));
-  Engine& e = *p->engine;
-  auto worker = std::make_shared<FlowWorker>();
   flow::FlowDeclaration d = order_declaration();
   execute_options(d, "Wait").set_attempt_timeout_ms(10'000);
-  auto w = connect_flows(e, worker, "w1", d);
-  start(e, "f1");
-  auto first = worker->next();
-  ASSERT_TRUE(first);
-  flow::StepDecision both = go_to("Wait");
-  *both.mutable_go_to()->add_movements() = go_to("Next").go_to().movements(0);
-  ASSERT_TRUE(decide(e, w, *first, both).accepted());
   std::map<std::string, flow::FlowTask> tasks;
-  for (int i = 0; i < 2; ++i) {
-    auto t = worker->next();
-    ASSERT_TRUE(t);
-    tasks[t->step_execution_id()] = *t;
-  }
-  ASSERT_TRUE(tasks.contains("Wait-1") && tasks.contains("Next-1"));
+  ASSERT_NO_FATAL_FAILURE(start_wait_and_next(d, tasks));
   ASSERT_EQ(tasks["Wait-1"].method(), flow::WAIT_FOR);
+  Engine& e = *process_->engine;
 
-  store.close();
-  // Wait-1's wait (the approval, or a Timer a day away) is being written...
-  flow::FlowTaskResult wait;
-  wait.set_task_id(tasks["Wait-1"].task_id());
-  wait.mutable_wait()->set_kind(flow::ANY_OF);
-  auto* c = wait.mutable_wait()->add_conditions()->mutable_channel();
-  c->set_channel("approval");
-  c->set_match(flow::FOR_ONE);
-  wait.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
-  auto waited = e.complete_task(w, wait);
-  ASSERT_TRUE(store.batch_waiting());
-  // ... when Next-1 ends publishing the approval: speculated before the wait
-  // is stored, its record assigns nothing.
+  // Wait-1's wait is being written when Next-1 ends publishing the approval.
   flow::FlowTaskResult approve;
-  approve.set_task_id(tasks["Next-1"].task_id());
-  approve.mutable_decision()->mutable_dead_end();
-  auto* pub = approve.add_publishes();
-  pub->set_channel("approval");
-  pub->add_messages()->set_data("approved");
-  auto approved = e.complete_task(w, approve);
-  store.allow_one();  // the wait applies; the approval's batch waits
-  ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  ASSERT_TRUE(waited.get().accepted());
-  ASSERT_TRUE(store.batch_waiting());
+  std::future<ResultAck> approved;
+  ASSERT_NO_FATAL_FAILURE(approve_while_the_wait_is_written(tasks, "approved", approve, approved));
   // The same result again (as after a reconnect): speculated on the stored
   // wait, its publish meets it, so its record assigns Wait-1's Execute; it
   // applies after the first copy, stale, and its assignment starts the attempt
   // the first copy queued.
-  auto again = e.complete_task(w, approve);
-  store.open();
+  auto again = e.complete_task(handle_, approve);
+  gated_.open();
   ASSERT_EQ(approved.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   ASSERT_TRUE(approved.get().accepted());
   ASSERT_EQ(again.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -481,7 +503,7 @@ TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
   // Sent, and still this process's attempt: it times out on its Worker
   // (which never answers) and is retried. (An attempt the engine forgot was
   // either never sent, or sent with no timeout and its Worker's slot freed.)
-  auto execute = worker->next();
+  auto execute = worker_->next();
   ASSERT_TRUE(execute) << "Wait-1's Execute attempt never reached its Worker: "
                        << active_step(e, "f1", "Wait-1")->ShortDebugString();
   EXPECT_EQ(execute->step_execution_id(), "Wait-1");
@@ -495,10 +517,10 @@ TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
   })) << "the attempt did not time out: "
       << active_step(e, "f1", "Wait-1")->ShortDebugString();
   clock_.advance(seconds(1));  // the retry's backoff
-  auto retry = worker->next();
+  auto retry = worker_->next();
   ASSERT_TRUE(retry);
   EXPECT_EQ(retry->attempt(), 2u);
-  ASSERT_TRUE(decide(e, w, *retry, complete("shipped")).accepted());
+  ASSERT_TRUE(decide(e, handle_, *retry, complete("shipped")).accepted());
   EXPECT_EQ(wait_closed(e, "f1").status(), flow::FLOW_COMPLETED);
 }
 
@@ -517,56 +539,22 @@ TEST_F(FlowEngineTest, AnAttemptStartedByTheAssignmentOfAStaleRecordIsSent) {
 class SpeculatedAsyncTaskTest : public FlowEngineTest {
  protected:
   void run(const std::function<void(Engine&)>& race, const std::string& raced) {
-    MemoryObjectStore memory;
-    GatedLogStore store(memory);
-    auto p = start_process(store, 1, dir_.sub("local"));
-    Engine& e = *p->engine;
-    auto worker = std::make_shared<FlowWorker>();
     flow::FlowDeclaration d = order_declaration();
     execute_options(d, "Wait").set_durability(flow::ASYNC);
-    auto w = connect_flows(e, worker, "w1", d);
-    start(e, "f1");
-    auto first = worker->next();
-    ASSERT_TRUE(first);
-    flow::StepDecision both = go_to("Wait");
-    *both.mutable_go_to()->add_movements() = go_to("Next").go_to().movements(0);
-    ASSERT_TRUE(decide(e, w, *first, both).accepted());
     std::map<std::string, flow::FlowTask> tasks;
-    for (int i = 0; i < 2; ++i) {
-      auto t = worker->next();
-      ASSERT_TRUE(t);
-      tasks[t->step_execution_id()] = *t;
-    }
-    ASSERT_TRUE(tasks.contains("Wait-1") && tasks.contains("Next-1"));
-
-    store.close();
-    flow::FlowTaskResult wait;
-    wait.set_task_id(tasks["Wait-1"].task_id());
-    wait.mutable_wait()->set_kind(flow::ANY_OF);
-    auto* c = wait.mutable_wait()->add_conditions()->mutable_channel();
-    c->set_channel("approval");
-    c->set_match(flow::FOR_ONE);
-    wait.mutable_wait()->add_conditions()->mutable_timer()->set_duration_ms(24LL * 3600 * 1000);
-    auto waited = e.complete_task(w, wait);
-    ASSERT_TRUE(store.batch_waiting());
+    ASSERT_NO_FATAL_FAILURE(start_wait_and_next(d, tasks));
+    Engine& e = *process_->engine;
+    // "A" is published while Wait-1's wait is written; its batch waits.
     flow::FlowTaskResult approve;
-    approve.set_task_id(tasks["Next-1"].task_id());
-    approve.mutable_decision()->mutable_dead_end();
-    auto* pub = approve.add_publishes();
-    pub->set_channel("approval");
-    pub->add_messages()->set_data("A");
-    auto approved = e.complete_task(w, approve);
-    store.allow_one();  // the wait applies; "A"'s batch waits
-    ASSERT_EQ(waited.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    ASSERT_TRUE(waited.get().accepted());
-    ASSERT_TRUE(store.batch_waiting());
+    std::future<ResultAck> approved;
+    ASSERT_NO_FATAL_FAILURE(approve_while_the_wait_is_written(tasks, "A", approve, approved));
     auto raced_done = std::async(std::launch::async, [&] { race(e); });
     // ASYNC: out while its record waits behind "A"'s, as the view says.
-    auto early = worker->next();
+    auto early = worker_->next();
     ASSERT_TRUE(early) << "the ASYNC Execute was not sent while its record was written";
     ASSERT_EQ(early->step_execution_id(), "Wait-1");
     ASSERT_EQ(early->method(), flow::EXECUTE);
-    store.open();
+    gated_.open();
     ASSERT_EQ(approved.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     ASSERT_TRUE(approved.get().accepted());
     ASSERT_EQ(raced_done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -581,18 +569,18 @@ class SpeculatedAsyncTaskTest : public FlowEngineTest {
     flow::StepDecision dead_end;
     dead_end.mutable_dead_end();
     std::optional<flow::FlowTask> counted;
-    ResultAck ack = decide(e, w, *early, dead_end);
+    ResultAck ack = decide(e, handle_, *early, dead_end);
     if (ack.accepted()) {
       counted = early;
     } else {
       // Refused: the attempt runs again, on what the store holds.
-      auto again = worker->next();
+      auto again = worker_->next();
       ASSERT_TRUE(again) << "the refused Execute was not run again: "
                          << active_step(e, "f1", "Wait-1")->ShortDebugString();
       EXPECT_EQ(again->step_execution_id(), "Wait-1");
       EXPECT_EQ(again->method(), flow::EXECUTE);
       EXPECT_EQ(again->attempt(), early->attempt()) << "a re-run consumes no retry";
-      ASSERT_TRUE(decide(e, w, *again, dead_end).accepted());
+      ASSERT_TRUE(decide(e, handle_, *again, dead_end).accepted());
       counted = again;
     }
     EXPECT_EQ(seen(*counted), "A")
@@ -609,7 +597,7 @@ class SpeculatedAsyncTaskTest : public FlowEngineTest {
       for (const auto& m : q.messages()) queued += m.message().data();
     EXPECT_EQ(queued, raced);
     EXPECT_EQ(state->flow().status(), flow::FLOW_RUNNING);
-    end(p);
+    end(process_);
   }
 };
 

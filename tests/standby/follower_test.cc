@@ -72,6 +72,26 @@ class FollowerTest : public ::testing::Test {
     o.request = {};
     return o;
   }
+  // Writes three flows into `log` (slots 1 to 3), starts `f` and waits until it
+  // applied them.
+  bool follow_three_flows(LogFiller& log, Follower& f) {
+    log.flows(0, 3);
+    f.start();
+    return until(clock_, [&] { return f.status().applied == Slot(3); });
+  }
+  // Expects `sm` to hold what a full replay of the log builds.
+  void expect_a_full_replay(StateMachine& sm) {
+    auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
+    ASSERT_TRUE(rebuilt.is_ok());
+    LogReader reader(memory_, kNode, kFirstSlot);
+    ASSERT_TRUE(reader
+                    .read_to_end([&](const LogEntry& e) {
+                      auto out = rebuilt.value()->apply(e.slot, e.batch);
+                      return out.is_ok() ? Status::ok() : out.status();
+                    })
+                    .is_ok());
+    EXPECT_EQ(rebuilt.value()->dump().value(), sm.dump().value());
+  }
   MemoryObjectStore memory_;
   ManualClock clock_;
   TempDir dir_;
@@ -97,16 +117,7 @@ TEST_F(FollowerTest, FollowsTheLogIntoItsOwnStoreAndMatchesAFullReplay) {
   // The follower's store is what a full replay builds.
   auto live = StateMachine::open(dir_.sub("standby"));
   ASSERT_TRUE(live.is_ok()) << live.status().to_string();
-  auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
-  ASSERT_TRUE(rebuilt.is_ok());
-  LogReader reader(memory_, kNode, kFirstSlot);
-  ASSERT_TRUE(reader
-                  .read_to_end([&](const LogEntry& e) {
-                    auto out = rebuilt.value()->apply(e.slot, e.batch);
-                    return out.is_ok() ? Status::ok() : out.status();
-                  })
-                  .is_ok());
-  EXPECT_EQ(rebuilt.value()->dump().value(), live.value()->dump().value());
+  expect_a_full_replay(*live.value());
 }
 
 TEST_F(FollowerTest, AnOutageLongerThanTheLagThresholdMakesItBehindUntilItCatchesUp) {
@@ -169,10 +180,8 @@ TEST(FollowerBackoff, RestartsBackOffFromOneToThirtySeconds) {
 
 TEST_F(FollowerTest, StopClosesTheLocalStoreSoTheEngineCanOpenIt) {
   LogFiller log(memory_, clock_);
-  log.flows(0, 3);
   Follower f(memory_, clock_, options());
-  f.start();
-  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(follow_three_flows(log, f));
   auto locked = StateMachine::open(dir_.sub("standby"));
   EXPECT_FALSE(locked.is_ok());  // RocksDB's LOCK: the follower holds it
   f.stop();
@@ -185,10 +194,8 @@ TEST_F(FollowerTest, StopClosesTheLocalStoreSoTheEngineCanOpenIt) {
 // engine instead of closing it and letting the engine open it again.
 TEST_F(FollowerTest, StopAndHandOverKeepsTheLocalStoreOpenAtTheLastAppliedSlot) {
   LogFiller log(memory_, clock_);
-  log.flows(0, 3);
   Follower f(memory_, clock_, options());
-  f.start();
-  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(follow_three_flows(log, f));
   std::unique_ptr<StateMachine> handed = f.stop_and_hand_over();
   ASSERT_NE(handed, nullptr);
   EXPECT_EQ(handed->last_applied().value(), Slot(3));
@@ -206,10 +213,8 @@ TEST_F(FollowerTest, StopAndHandOverKeepsTheLocalStoreOpenAtTheLastAppliedSlot) 
 
 TEST_F(FollowerTest, AStoreMovedAwayWhileFollowingIsNotHandedOver) {
   LogFiller log(memory_, clock_);
-  log.flows(0, 3);
   Follower f(memory_, clock_, options());
-  f.start();
-  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(follow_three_flows(log, f));
   std::filesystem::rename(dir_.sub("standby"), dir_.sub("standby.moved"));
   std::ofstream(dir_.sub("standby")) << "not a local store";
   // The engine must open the path as it finds it (and fail), not use the old files.
@@ -217,19 +222,12 @@ TEST_F(FollowerTest, AStoreMovedAwayWhileFollowingIsNotHandedOver) {
 }
 
 // Counts the requests a follower makes, by kind.
-class CountingStore final : public ObjectStore {
+class CountingStore final : public ForwardingStore {
  public:
-  explicit CountingStore(ObjectStore& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   StatusOr<ObjectData> get(std::string_view key, const RequestOptions& o = {}) override {
     ++gets;
     return inner_.get(key, o);
-  }
-  StatusOr<std::string> put(std::string_view key, std::string_view body, const PutCondition& c,
-                            const RequestOptions& o = {}) override {
-    return inner_.put(key, body, c, o);
-  }
-  Status remove(std::string_view key, const RequestOptions& o = {}) override {
-    return inner_.remove(key, o);
   }
   StatusOr<ListResult> list(std::string_view prefix, std::string_view start_after = {},
                             size_t max_keys = kListKeysMax, const RequestOptions& o = {}) override {
@@ -238,20 +236,15 @@ class CountingStore final : public ObjectStore {
   }
   std::string describe() const override { return "counting"; }
   std::atomic<int> gets{0}, lists{0};
-
- private:
-  ObjectStore& inner_;
 };
 
 // Issue 30: a hot standby at rest reads the next slot with one GET every
 // other poll, and never LISTs (the lease's own reads come on top).
 TEST_F(FollowerTest, AtRestItReadsTheNextSlotWithOneGetEveryOtherPollAndNoList) {
   LogFiller log(memory_, clock_);
-  log.flows(0, 3);
   CountingStore counting(memory_);
   Follower f(counting, clock_, options());
-  f.start();
-  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(follow_three_flows(log, f));
   ASSERT_TRUE(until(clock_, [&] { return f.status().state == FollowerState::kFollowing; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   counting.gets = 0;
@@ -274,10 +267,8 @@ TEST_F(FollowerTest, AtRestItReadsTheNextSlotWithOneGetEveryOtherPollAndNoList) 
 // GC point, which GC writes before it deletes anything.
 TEST_F(FollowerTest, ALogCollectedUnderItIsFoundByTheGcPoint) {
   LogFiller log(memory_, clock_);
-  log.flows(0, 3);
   Follower f(memory_, clock_, options());
-  f.start();
-  ASSERT_TRUE(until(clock_, [&] { return f.status().applied == Slot(3); }));
+  ASSERT_TRUE(follow_three_flows(log, f));
   proto::LogStart start;
   start.set_node_id(kNode.value);
   start.set_first_slot(10);
@@ -305,16 +296,7 @@ TEST_F(FollowerTest, CatchUpAppliesTheLogUpToTheGivenSlotAsAFullReplayWould) {
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
   EXPECT_EQ(all->applied, Slot(601));
   EXPECT_EQ(all->slots_applied, 302u);
-  auto rebuilt = StateMachine::open(dir_.sub("rebuilt"));
-  ASSERT_TRUE(rebuilt.is_ok());
-  LogReader reader(memory_, kNode, kFirstSlot);
-  ASSERT_TRUE(reader
-                  .read_to_end([&](const LogEntry& e) {
-                    auto out = rebuilt.value()->apply(e.slot, e.batch);
-                    return out.is_ok() ? Status::ok() : out.status();
-                  })
-                  .is_ok());
-  EXPECT_EQ(rebuilt.value()->dump().value(), all->sm->dump().value());
+  expect_a_full_replay(*all->sm);
 }
 
 }  // namespace
