@@ -204,6 +204,9 @@ struct SlotSegments::Dir {
   fs::path path;
   std::map<uint64_t, Segment> segments;
   std::map<uint64_t, Loc> live;  // slot -> its object
+  // This instance's appends not yet verified, by (segment, offset): what became of each, set by
+  // whichever thread's refresh read it (kNone: not read, or void after a SEAL).
+  std::map<std::pair<uint64_t, uint64_t>, Outcome> appended;
 };
 
 SlotSegments::SlotSegments(fs::path store_root, Durability durability, uint64_t segment_bytes_max,
@@ -274,16 +277,14 @@ Status SlotSegments::open_segment(Dir& dir, uint64_t number) {
   return Status::ok();
 }
 
-Status SlotSegments::refresh(Dir& dir, uint64_t watch_segment, uint64_t watch_offset,
-                             Outcome* outcome) {
+Status SlotSegments::refresh(Dir& dir) {
   // Only the newest segment is open to appends: while it is, its new bytes are all there is
   // to read (a segment is deleted only once it is sealed and older than the newest, and new
   // ones follow a SEAL), so the directory is listed only when it holds no segment or the
   // newest is sealed.
   if (!dir.segments.empty() && !dir.segments.rbegin()->second.sealed) {
     Segment& newest = dir.segments.rbegin()->second;
-    const uint64_t watch = newest.number == watch_segment ? watch_offset : 0;
-    if (auto s = parse_new(dir, newest, watch, outcome); !s.is_ok()) return s;
+    if (auto s = parse_new(dir, newest); !s.is_ok()) return s;
     if (!newest.sealed) return Status::ok();
   }
   std::vector<uint64_t> numbers;
@@ -316,8 +317,7 @@ Status SlotSegments::refresh(Dir& dir, uint64_t watch_segment, uint64_t watch_of
   for (auto it = dir.segments.begin(); it != dir.segments.end(); ++it) {
     Segment& segment = it->second;
     if (segment.sealed) continue;
-    const uint64_t watch = segment.number == watch_segment ? watch_offset : 0;
-    if (auto s = parse_new(dir, segment, watch, outcome); !s.is_ok()) return s;
+    if (auto s = parse_new(dir, segment); !s.is_ok()) return s;
     // The next segment is created only after this one's SEAL was appended.
     if (!segment.sealed && std::next(it) != dir.segments.end()) {
       return Status::corruption(fmt::format("log segment {} has no SEAL but a later segment exists",
@@ -327,8 +327,7 @@ Status SlotSegments::refresh(Dir& dir, uint64_t watch_segment, uint64_t watch_of
   return Status::ok();
 }
 
-Status SlotSegments::parse_new(Dir& dir, Segment& segment, uint64_t watch_offset,
-                               Outcome* outcome) {
+Status SlotSegments::parse_new(Dir& dir, Segment& segment) {
   struct stat st {};
   if (::fstat(*segment.fd, &st) != 0) return os_error("fstat", segment.path, errno);
   segment.modified_ms = mtime_ms(st);
@@ -380,11 +379,15 @@ Status SlotSegments::parse_new(Dir& dir, Segment& segment, uint64_t watch_offset
       return Status::corruption(fmt::format("log segment {} offset {}: unknown record type {}",
                                             segment.path.string(), offset, p.type));
     }
-    if (watch_offset != 0 && offset == watch_offset) *outcome = o;
+    // One of this instance's own appends: its appender learns what became of it, whichever
+    // thread read it first.
+    if (auto own = dir.appended.find({segment.number, offset}); own != dir.appended.end()) {
+      own->second = o;
+    }
     pos += kRecordHeaderBytes + p.length;
   }
-  // What follows a SEAL is void and never read again; a watched record there keeps
-  // Outcome::kNone, which its writer takes as void.
+  // What follows a SEAL is void and never read again; an own append there keeps
+  // Outcome::kNone, which its appender takes as void.
   segment.scanned = segment.sealed ? size : segment.scanned + pos;
   return Status::ok();
 }
@@ -450,8 +453,7 @@ StatusOr<SlotSegments::Segment*> SlotSegments::append_target(Dir& dir) {
       }
       if (auto s = new_segment(dir, newest.number + 1); !s.is_ok()) return s;
     }
-    Outcome none = Outcome::kNone;
-    if (auto s = refresh(dir, 0, 0, &none); !s.is_ok()) return s;
+    if (auto s = refresh(dir); !s.is_ok()) return s;
   }
   return Status::transient(fmt::format("log segments under {}: rolled by others {} times in a row",
                                        dir.path.string(), kAppendAttemptsMax));
@@ -489,8 +491,7 @@ StatusOr<std::optional<std::string>> SlotSegments::get(const SlotObjectKey& key)
     auto dir = dir_of(key.dir);
     if (!dir.is_ok()) return dir.status();
     Dir& d = *dir.value();
-    Outcome none = Outcome::kNone;
-    if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
+    if (auto s = refresh(d); !s.is_ok()) return s;
     auto it = d.live.find(key.slot);
     if (it == d.live.end()) return std::optional<std::string>();
     loc = it->second;
@@ -523,8 +524,7 @@ StatusOr<SlotSegments::Outcome> SlotSegments::append_round(const SlotObjectKey& 
     auto dir = dir_of(key.dir);
     if (!dir.is_ok()) return dir.status();
     Dir& d = *dir.value();
-    Outcome none = Outcome::kNone;
-    if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
+    if (auto s = refresh(d); !s.is_ok()) return s;
     // What the index says already decides: a PUT of a live slot, a TOMB of an absent one.
     const bool live = d.live.contains(key.slot);
     if (type == kPut && live) return Outcome::kExists;
@@ -536,16 +536,21 @@ StatusOr<SlotSegments::Outcome> SlotSegments::append_round(const SlotObjectKey& 
     if (auto s = append(d, *target.value(), type, key.slot, body, &offset, &fd); !s.is_ok()) {
       return s;
     }
+    d.appended.emplace(std::pair{segment_number, offset}, Outcome::kNone);
   }
   // Flushed outside the lock, so that reads go on meanwhile.
-  if (durability_ == Durability::kStrict) {
-    if (auto s = sync(*fd, path); !s.is_ok()) return s;
-  }
+  const Status flushed = durability_ == Durability::kStrict ? sync(*fd, path) : Status::ok();
   std::lock_guard lock(mu_);
   auto dir = dir_of(key.dir);
   if (!dir.is_ok()) return dir.status();
+  Dir& d = *dir.value();
+  const Status read = flushed.is_ok() ? refresh(d) : flushed;
   Outcome outcome = Outcome::kNone;
-  if (auto s = refresh(*dir.value(), segment_number, offset, &outcome); !s.is_ok()) return s;
+  if (auto own = d.appended.find({segment_number, offset}); own != d.appended.end()) {
+    outcome = own->second;
+    d.appended.erase(own);
+  }
+  if (!read.is_ok()) return read;
   if (type == kTomb && outcome == Outcome::kWon) {
     if (auto s = delete_empty_segments(*dir.value()); !s.is_ok()) return s;
   }
@@ -626,8 +631,7 @@ StatusOr<std::vector<SlotSegments::Listed>> SlotSegments::list(std::string_view 
     auto dir = dir_of(name);
     if (!dir.is_ok()) return dir.status();
     Dir& d = *dir.value();
-    Outcome none = Outcome::kNone;
-    if (auto s = refresh(d, 0, 0, &none); !s.is_ok()) return s;
+    if (auto s = refresh(d); !s.is_ok()) return s;
     auto it = d.live.begin();
     // Slots sort as their 20-digit names: start past start_after's slot when it names one.
     if (start_after.starts_with(dir_key) && start_after.size() >= dir_key.size() + 20) {

@@ -86,10 +86,10 @@ class SlotSegments {
   enum class Outcome { kNone, kWon, kExists };
 
   StatusOr<Dir*> dir_of(const std::string& name);  // under mu_
-  // Reads what the segments gained since the last refresh; `watch` (segment, offset) reports
-  // what became of the record there.
-  Status refresh(Dir& dir, uint64_t watch_segment, uint64_t watch_offset, Outcome* outcome);
-  Status parse_new(Dir& dir, Segment& segment, uint64_t watch_offset, Outcome* outcome);
+  // Reads what the segments gained since the last refresh (Dir::appended learns the fate of
+  // this instance's own appends).
+  Status refresh(Dir& dir);
+  Status parse_new(Dir& dir, Segment& segment);
   // The segment to append to: the newest, rolled first when sealed or full.
   StatusOr<Segment*> append_target(Dir& dir);
   Status new_segment(Dir& dir, uint64_t number);
