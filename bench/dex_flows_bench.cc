@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
   for (const char* type : {"BenchOne", "BenchThree"}) {
     await_first_run(client, type, fmt::format("probe-{}", type), kStartTimeout);
   }
-  fmt::print("fsync floor (512 B append + fdatasync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
-             dev.fsync_ms, address);
+  fmt::print(
+      "fsync floor (512 B append + fdatasync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
+      dev.fsync_ms, address);
   fmt::print("{:<11} {:>15} {:>5} {:>9} {:>9} {:>9} {:>10}\n", "flow", "batches/run", "conc",
              "flows/s", "p50 ms", "p99 ms", "p50/fsync");
   for (const std::string type : {"BenchOne", "BenchThree"}) {

@@ -192,8 +192,9 @@ int main(int argc, char** argv) {
   stop_flows(client, idle);
   const double batches_run = batches_per_run(client, data, "BenchOne", "seq-one", runs);
 
-  fmt::print("fsync floor (512 B append + fdatasync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
-             dev.fsync_ms, address);
+  fmt::print(
+      "fsync floor (512 B append + fdatasync) p50 {:.3f} ms; dex-server-zd dev strict on {}\n",
+      dev.fsync_ms, address);
   fmt::print(
       "log batches per RPC {:.2f} (expect 2: InvokeRpc, then its result); per one-Step "
       "run {:.2f} (expect 2: start, then the Step's result); {} of each in a row\n",
