@@ -368,7 +368,7 @@ def summarize(records, history, flows, out):
         return (f"{name}: max {xs[-1]:.2f} s, p50 {statistics.median(xs):.2f} s, p90 {p90:.2f} s,"
                 f" min {xs[0]:.2f} s (n={len(xs)})")
     lines = [f"freezes mid-PUT: {len(done)} done, {len(skipped)} skipped; lease {LEASE_S:g} s, "
-             f"bound lease + 3 s = {GAP_BOUND_S:g} s",
+             f"bound {GAP_BOUND_S:g} s (lease + 3 s = {LEASE_S + 3:g} s)",
              stats("takeover_s"), stats("first_ack_s"), stats("first_completion_s"),
              f"new active stopped: {sum(1 for r in done if r['new_active_stopped'])}; "
              f"acknowledged starts {len(acked)}, not found {len(lost)}"]
@@ -392,7 +392,16 @@ def main():
     parser.add_argument("--minio-default-timeouts", action="store_true",
                         help="start MinIO without chaos.MINIO_TIMEOUT_FLAGS (its 30 s defaults): "
                              "shows what the flags fix (issue 30); expect failures")
+    parser.add_argument("--gap-bound", type=float, default=None,
+                        help="seconds allowed from a freeze to the first completion (default: "
+                             "lease + 3 s, the reference page's budget). The CTest smoke run "
+                             "allows more, as it shares a loaded machine with other tests: it "
+                             "is there to catch the 30 s stall, and the full run holds the "
+                             "budget itself")
     args = parser.parse_args()
+    global GAP_BOUND_S
+    if args.gap_bound is not None:
+        GAP_BOUND_S = args.gap_bound
     if args.minio_default_timeouts:
         chaos.MINIO_TIMEOUT_FLAGS = []
     # What chaos.Run and its clients read.
