@@ -32,6 +32,15 @@ Flow "one-call" (dex only): peers-one, each flow started and waited for in one c
 with wait_timeout_ms) instead of StartFlow then WaitForFlow (issue 30); its dex/R ratios are
 against Restate's "one" row.
 
+Slow-flush rows (--flush fast,slow): the same rows with every fsync() and fdatasync() of the
+server 2 ms slower (--slow-flush-us), the disk state the issue saw under load (2-3 ms a flush
+instead of 0.2 ms). Produced by strace's syscall delay injection (the server runs under
+`strace -f --seccomp-bpf -e trace=fsync,fdatasync -e inject=fsync,fdatasync:delay_enter=US`;
+seccomp stops only those two calls, and it works on restate-server, which is statically linked,
+where an LD_PRELOAD shim would not). Detected, not assumed: the run fails unless each slow row's
+server is traced (TracerPid in /proc/<pid>/status), and the row's own fsync floor is measured
+through the same injection (column "fsync"), so p50/fsync reads against the slow floor.
+
 Flow "synced" (dex with the C++ Worker only): peers-attr's write to an Attribute declared
 dex::kSync, the Flow's Attribute Store "peers": the bench starts a throwaway PostgreSQL
 (tests/support/sql_servers.py) with a table peers(id varchar(128) primary key, peer text), and
@@ -49,6 +58,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -89,6 +99,8 @@ ONE_CALL = {"one-call": "one"}
 # --smoke (scripts/bench-peers --smoke, in scripts/test): one row per system, seconds long.
 SMOKE = {"setups": "dex-ts-strict,restate", "flows": "one,one-call", "concurrency": "1,64", "seconds": 2,
          "warmup": 1, "rtt_seconds": 0.2, "floor_seconds": 0.2, "row_floor_seconds": 0.1}
+# Disk states a row runs in (--flush): the disk as it is, and every flush of the server 2 ms slower.
+FLUSHES = ("fast", "slow")
 WORKER_NAMES = {"ts": "TS Worker", "cpp": "C++ worker", "restate-ts": "TS service"}
 DEX_READY = re.compile(r"dex-server-zd dev ready: .* listening on (\S+)")
 
@@ -174,6 +186,17 @@ def fsync_floor(directory, seconds):
     return append, create
 
 
+def floor_through(prefix, directory, seconds):
+    """fsync_floor in a child process run under `prefix` (the slow rows' strace injection): the
+    floor a slow row's server sees."""
+    r = run([*prefix, sys.executable, os.path.abspath(__file__), "--floor-probe", directory, seconds],
+            timeout=seconds * 2 + 60)
+    if r.returncode != 0:
+        die(f"the fsync floor probe failed: {r.stderr[-2000:]}")
+    probe = json.loads(r.stdout)
+    return probe["append"], probe["create"]
+
+
 # ------------------------------------------------------------------------------------ bench
 
 class Bench:
@@ -189,6 +212,49 @@ class Bench:
         self.procs = []
         self.to_remove = []
         self.pg = None  # the PostgreSQL of the synced rows, started by the first one
+
+    def flush_prefix(self, flush):
+        """What a row's server runs under: nothing on a fast row; on a slow one strace, delaying
+        every fsync and fdatasync by --slow-flush-us before the call (seccomp: only those two
+        calls stop, in every thread)."""
+        if flush == "fast":
+            return []
+        strace = shutil.which("strace") or die("strace is missing: the slow rows need it "
+                                               "(scripts/install-deps)")
+        return [strace, "-f", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=fsync,fdatasync",
+                "-e", f"inject=fsync,fdatasync:delay_enter={self.args.slow_flush_us}", "--"]
+
+    def server_pid(self, tag, flush, proc):
+        """The server's own pid: on a slow row the child of strace, which must be traced (the
+        row is slow because of it, so a lost tracer would make a "slow" row that is not)."""
+        if flush == "fast":
+            return proc.p.pid
+        with open(f"/proc/{proc.p.pid}/task/{proc.p.pid}/children") as f:
+            children = f.read().split()
+        if len(children) != 1:
+            die(f"{tag}: strace (pid {proc.p.pid}) has {len(children)} children, not the server")
+        pid = int(children[0])
+        with open(f"/proc/{pid}/status") as f:
+            tracer = re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M)
+        if not tracer or int(tracer.group(1)) != proc.p.pid:
+            die(f"{tag}: the server (pid {pid}) is not traced by strace: the row would not be slow")
+        return pid
+
+    def stop_server(self, proc, pid, timeout):
+        """SIGTERM to the server itself (strace then exits with its status)."""
+        if pid != proc.p.pid and proc.p.poll() is None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                proc.p.wait(timeout=timeout)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        return proc.stop(timeout=timeout)
+
+    def row_floor(self, flush, seconds):
+        prefix = self.flush_prefix(flush)
+        if not prefix:
+            return fsync_floor(self.work, seconds)
+        return floor_through(prefix, self.work, seconds)
 
     def synced_config(self):
         """The dev config of a synced row: Attribute Store "peers" on the bench's PostgreSQL
@@ -278,14 +344,16 @@ class Bench:
 
     # -------------------------------------------------------------------------------- dex
 
-    def dex_row(self, tag, worker, durability, flow, concurrency):
+    def dex_row(self, tag, worker, durability, flow, concurrency, flush):
         a = self.args
         data = os.path.join(self.work, tag)
         synced = flow == "synced"
-        server = self.start(f"{tag}-server", [self.bin("dex-server-zd"), "dev", "--data-dir", data,
+        server = self.start(f"{tag}-server", [*self.flush_prefix(flush), self.bin("dex-server-zd"),
+                                              "dev", "--data-dir", data,
                                               "--listen", "127.0.0.1:0", "--durability", durability,
                                               *(["--config", self.synced_config()] if synced else [])])
         address = DEX_READY.search(server.wait_for(DEX_READY, 60)[1]).group(1)
+        server_pid = self.server_pid(tag, flush, server)
         # The Worker declares both Flow types in its hello: nothing to register.
         if worker == "ts":
             w = self.start(f"{tag}-worker", [self.node, os.path.join(HERE, "dex", "worker.mjs"),
@@ -301,7 +369,7 @@ class Bench:
                   *(["--one-call", "1"] if flow in ONE_CALL else [])]
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--grpc", address, "--seconds", a.rtt_seconds, timeout=60)
-        perfs = self.profile_start(tag, server.p.pid)
+        perfs = self.profile_start(tag, server_pid)
         db_cpu = []
         if synced:  # PostgreSQL's CPU over about the measured period (the driver's own edges)
             def sample(delay):
@@ -310,7 +378,7 @@ class Bench:
             edges = threading.Thread(target=lambda: (sample(a.warmup), sample(a.seconds)), daemon=True)
             edges.start()
         load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
-                           "--seconds", a.seconds, "--pids", f"server={server.p.pid},worker={w.p.pid}",
+                           "--seconds", a.seconds, "--pids", f"server={server_pid},worker={w.p.pid}",
                            "--id-prefix", tag, timeout=a.warmup + a.seconds + 180)
         self.profile_end(tag, perfs)
         if synced:
@@ -328,7 +396,7 @@ class Bench:
             if load["tableRows"] < load["flows"]:
                 die(f"{tag}: the table holds {load['tableRows']} rows for {load['flows']} flows")
         w_status = w.stop(timeout=30)
-        s_status = server.stop(timeout=30)
+        s_status = self.stop_server(server, server_pid, timeout=30)
         self.procs = []
         if s_status != 0:
             die(f"{tag}: dex-server-zd exited {s_status}; last lines:\n{server.tail()}")
@@ -339,7 +407,7 @@ class Bench:
 
     # -------------------------------------------------------------------------------- Restate
 
-    def restate_row(self, tag, flow, concurrency):
+    def restate_row(self, tag, flow, concurrency, flush):
         a = self.args
         base = os.path.join(self.work, tag)
         node_port, ingress_port, admin_port, service_port = (free_port() for _ in range(4))
@@ -348,7 +416,7 @@ class Bench:
                    RESTATE_ADMIN__BIND_ADDRESS=f"127.0.0.1:{admin_port}",
                    RESTATE_DISABLE_TELEMETRY="true",  # no usage reports (loopback only)
                    RESTATE_LOG_DISABLE_ANSI_CODES="true")
-        server = self.start(f"{tag}-server", [self.restate_bin, "--no-logo", "--listen-mode", "tcp",
+        server = self.start(f"{tag}-server", [*self.flush_prefix(flush), self.restate_bin, "--no-logo", "--listen-mode", "tcp",
                                               "--bind-address", f"127.0.0.1:{node_port}",
                                               "--base-dir", base, "--node-name", "bench"], env=env)
         admin = f"http://127.0.0.1:{admin_port}"
@@ -365,6 +433,7 @@ class Bench:
                 die(f"{tag}: restate-server did not answer on {admin}/health; last lines:\n"
                     + server.tail())
             time.sleep(0.1)
+        server_pid = self.server_pid(tag, flush, server)
         # The SDK logs two INFO lines per invocation by default; WARN keeps the service as
         # quiet as the dex Worker (which logs nothing per task).
         service = self.start(f"{tag}-service",
@@ -384,14 +453,14 @@ class Bench:
         self.driver("probe", *target, "--timeout", 60, timeout=120)
         rtt = self.driver("rtt", "--http", f"{ingress}/restate/health", "--seconds", a.rtt_seconds,
                           timeout=60)
-        perfs = self.profile_start(tag, server.p.pid)
+        perfs = self.profile_start(tag, server_pid)
         load = self.driver("load", *target, "--concurrency", concurrency, "--warmup", a.warmup,
                            "--seconds", a.seconds,
-                           "--pids", f"server={server.p.pid},worker={service.p.pid}",
+                           "--pids", f"server={server_pid},worker={service.p.pid}",
                            timeout=a.warmup + a.seconds + 180)
         self.profile_end(tag, perfs)
         service.stop(timeout=30)
-        s_status = server.stop(timeout=60)
+        s_status = self.stop_server(server, server_pid, timeout=60)
         self.procs = []
         if s_status != 0:
             print(f"peers_bench: note: {tag}: restate-server exited {s_status}", file=sys.stderr)
@@ -404,7 +473,7 @@ class Bench:
 COLUMNS = [
     # (header, unit, key, format)
     ("system", "", "system", "{}"), ("worker", "", "worker_name", "{}"),
-    ("durability", "", "durability", "{}"), ("flow", "", "flow", "{}"), ("conc", "", "concurrency", "{}"),
+    ("durability", "", "durability", "{}"), ("flow", "", "flow", "{}"), ("flush", "", "flush", "{}"), ("conc", "", "concurrency", "{}"),
     ("flows/s", "", "per_second", "{:.0f}"), ("p50", "ms", "p50_ms", "{:.2f}"),
     ("p99", "ms", "p99_ms", "{:.2f}"), ("srv CPU", "s", "server_cpu_s", "{:.2f}"),
     ("wkr CPU", "s", "worker_cpu_s", "{:.2f}"), ("drv CPU", "s", "driver_cpu_s", "{:.2f}"),
@@ -423,7 +492,7 @@ def fmt(col, row):
 
 def print_table(rows, out=sys.stdout):
     widths = [max(len(c[0]), len(c[1]), *(len(fmt(c, r)) for r in rows)) for c in COLUMNS]
-    left = {"system", "worker_name", "durability", "flow"}
+    left = {"system", "worker_name", "durability", "flow", "flush"}
     def line(cells):
         return "  ".join(c.ljust(w) if COLUMNS[i][2] in left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
@@ -435,13 +504,13 @@ def print_table(rows, out=sys.stdout):
 
 def markdown_table(rows):
     head = "| " + " | ".join(f"{c[0]} {c[1]}".strip() for c in COLUMNS) + " |"
-    sep = "| " + " | ".join("---" if c[2] in {"system", "worker_name", "durability", "flow"}
+    sep = "| " + " | ".join("---" if c[2] in {"system", "worker_name", "durability", "flow", "flush"}
                             else "---:" for c in COLUMNS) + " |"
     body = ["| " + " | ".join(fmt(c, r) for c in COLUMNS) + " |" for r in rows]
     return "\n".join([head, sep, *body])
 
 
-def write_png(rows, setups, flows, concs, path, title):
+def write_png(rows, setups, flows, concs, path, title, flushes=("fast",)):
     gnuplot = shutil.which("gnuplot")
     if not gnuplot:
         print("peers_bench: gnuplot is not installed: no PNG (scripts/install-bench-peers)",
@@ -450,14 +519,15 @@ def write_png(rows, setups, flows, concs, path, title):
     data = path[:-4] + ".dat"
     labels = {s: f"{SETUPS[s][0]} {WORKER_NAMES[SETUPS[s][1]]} {SETUPS[s][2]}".replace("default", "defaults")
               for s in setups}
-    by = {(r["setup"], r["flow"], r["concurrency"]): r for r in rows}
+    by = {(r["setup"], r["flow"], r["concurrency"], r.get("flush") or "fast"): r for r in rows}
+    workloads = [(fl, c, fs) for fl in flows for c in concs for fs in flushes]
     with open(data, "w") as f:
         for metric in ("per_second", "p50_ms", "p99_ms"):
             f.write("workload " + " ".join(f'"{labels[s]}"' for s in setups) + "\n")
-            for fl in flows:
-                for c in concs:
-                    vals = [by.get((s, fl, c), {}).get(metric) for s in setups]
-                    f.write(f'"{fl} x{c}" ' + " ".join("NaN" if v is None else f"{v:.4f}" for v in vals) + "\n")
+            for fl, c, fs in workloads:
+                vals = [by.get((s, fl, c, fs), {}).get(metric) for s in setups]
+                label = f"{fl} x{c}" + ("" if fs == "fast" else f" {fs} flush")
+                f.write(f'"{label}" ' + " ".join("NaN" if v is None else f"{v:.4f}" for v in vals) + "\n")
             f.write("\n\n")
     n = len(setups)
     plots = []
@@ -475,7 +545,7 @@ set output '{path}'
 set multiplot layout 3,1 title "{title}" noenhanced
 set rmargin at screen 0.78
 set lmargin at screen 0.07
-set xrange [-0.6:{len(flows) * len(concs) - 0.4}]
+set xrange [-0.6:{len(workloads) - 0.4}]
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
@@ -505,9 +575,10 @@ def replot(csv_path):
     setups = [s for s in SETUPS if any(r["setup"] == s for r in rows)]
     flows = [f for f in FLOWS if any(r["flow"] == f for r in rows)]
     concs = sorted({r["concurrency"] for r in rows})
+    flushes = [fs for fs in FLUSHES if any((r.get("flush") or "fast") == fs for r in rows)]
     png = csv_path[:-4] + ".png"
     stamp = os.path.basename(csv_path)[len("peers-"):-4]
-    if write_png(rows, setups, flows, concs, png, f"dex vs Restate, {machine()}, {stamp}"):
+    if write_png(rows, setups, flows, concs, png, f"dex vs Restate, {machine()}, {stamp}", flushes):
         print(f"wrote {png}")
 
 
@@ -559,6 +630,13 @@ def main():
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"default {','.join(SETUPS)}")
     ap.add_argument("--worker-concurrency", type=int, default=128,
                     help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
+    ap.add_argument("--flush", default="fast",
+                    help="disk states, each a row of every workload: fast (the disk as it is), slow "
+                    "(every fsync/fdatasync of the server --slow-flush-us slower, through "
+                    "bench/peers/slow_flush.c); default fast")
+    ap.add_argument("--slow-flush-us", type=int, default=2000,
+                    help="what a slow row adds to each flush, microseconds (default 2000)")
+    ap.add_argument("--floor-probe", nargs=2, metavar=("DIR", "SECONDS"), help=argparse.SUPPRESS)
     ap.add_argument("--rtt-seconds", type=float, default=1)
     ap.add_argument("--floor-seconds", type=float, default=2,
                     help="fsync floors at the start and the end, each kind (default 2)")
@@ -585,6 +663,16 @@ def main():
     if a.replot:
         replot(a.replot)
         return
+    if a.floor_probe:  # the child of floor_through: the floor through this process's LD_PRELOAD
+        append, create = fsync_floor(a.floor_probe[0], float(a.floor_probe[1]))
+        print(json.dumps({"append": append, "create": create}))
+        return
+    flushes = [fs for fs in a.flush.split(",") if fs]
+    for fs in flushes:
+        if fs not in FLUSHES:
+            die(f"unknown --flush {fs!r} (known: {', '.join(FLUSHES)})")
+    if a.slow_flush_us <= 0:
+        die(f"--slow-flush-us must be positive, got {a.slow_flush_us}")
     concs = [int(c) for c in a.concurrency.split(",") if c]
     flows = [f for f in a.flows.split(",") if f]
     setups = [s for s in a.setups.split(",") if s]
@@ -627,63 +715,64 @@ def main():
         floors["create"] += cr1
         print(f"floor (start): 4 KiB append+fdatasync p50 {pct(ap1, .5):.3f} ms; "
               f"new 4 KiB file+fsync+dir fsync p50 {pct(cr1, .5):.3f} ms", flush=True)
-        for fl in flows:
-            for c in concs:
-                for s in setups:
-                    system, worker, durability = SETUPS[s]
-                    if not runs_row(fl, system, worker):
-                        continue
-                    tag = f"{s}-{fl}-x{c}"
-                    load1 = os.getloadavg()[0]
-                    # This row's own floor: the disk's flush time moves tenfold within minutes.
-                    row_append, row_create = fsync_floor(b.work, a.row_floor_seconds)
+        for fl, c, fs in ((fl, c, fs) for fl in flows for c in concs for fs in flushes):
+            for s in setups:
+                system, worker, durability = SETUPS[s]
+                if not runs_row(fl, system, worker):
+                    continue
+                tag = f"{s}-{fl}-x{c}" + ("" if fs == "fast" else f"-{fs}")
+                load1 = os.getloadavg()[0]
+                # This row's own floor: the disk's flush time moves tenfold within minutes
+                # (on a slow row, through the shim its server has).
+                row_append, row_create = b.row_floor(fs, a.row_floor_seconds)
+                if fs == "fast":  # the run's floor line is the disk's own; slow rows print theirs
                     floors["append"] += row_append
                     floors["create"] += row_create
-                    t = time.monotonic()
-                    if system == "dex":
-                        load, rtt = b.dex_row(tag, worker, durability, fl, c)
-                    else:
-                        load, rtt = b.restate_row(tag, fl, c)
-                    if not load["flows"]:
-                        die(f"{tag}: no flow started and ended in the measured {load['seconds']:g} s "
-                            f"({load['errors']} failed"
-                            + (f": {'; '.join(load['firstErrors'])}" if load["firstErrors"] else "")
-                            + f"; logs in {b.logs})")
-                    lat = load["latencyMs"]
-                    row = {"setup": s, "system": system, "worker": worker,
-                           "worker_name": WORKER_NAMES[worker], "durability": durability,
-                           "flow": fl, "concurrency": c, "seconds": load["seconds"],
-                           "flows": load["flows"], "per_second": load["perSecond"],
-                           "p50_ms": lat["p50"], "p90_ms": lat["p90"], "p99_ms": lat["p99"],
-                           "max_ms": lat["max"], "server_cpu_s": load["cpuSeconds"]["server"],
-                           "worker_cpu_s": load["cpuSeconds"]["worker"],
-                           "driver_cpu_s": load["cpuSeconds"]["driver"],
-                           "server_cpu_ms_per_flow": (load["cpuSeconds"]["server"] * 1e3 / load["flows"]
-                                                      if load["flows"] else None),
-                           "errors": load["errors"], "first_error": "; ".join(load["firstErrors"]),
-                           "db_cpu_s": load.get("dbCpuSeconds"),
-                           "db_cpu_ms_per_flow": (load["dbCpuSeconds"] * 1e3 / load["flows"]
-                                                  if load.get("dbCpuSeconds") is not None
-                                                  and load["flows"] else None),
-                           "sync_idle_after_s": load.get("syncIdleAfterS"),
-                           "table_rows": load.get("tableRows"),
-                           "fsync_p50_ms": pct(row_append, .5),
-                           "create_fsync_p50_ms": pct(row_create, .5),
-                           "rtt_kind": rtt["what"], "rtt_p50_ms": rtt["latencyMs"]["p50"],
-                           "loadavg_1m_before": load1, "loadavg_1m_after": os.getloadavg()[0],
-                           "row_wall_s": time.monotonic() - t}
-                    rows.append(row)
-                    print(f"  {tag:<24} {row['per_second']:8.0f} flows/s  p50 {row['p50_ms']:8.2f} ms  "
-                          f"p99 {row['p99_ms']:8.2f} ms  srv {row['server_cpu_s']:5.2f} s  "
-                          f"wkr {row['worker_cpu_s']:5.2f} s  drv {row['driver_cpu_s']:5.2f} s  "
-                          f"fsync {row['fsync_p50_ms']:.3f} ms  rtt {row['rtt_p50_ms']:.3f} ms  load {load1:.1f}"
-                          + (f"  ERRORS {row['errors']}: {row['first_error']}" if row["errors"] else ""),
-                          flush=True)
-                    if row["table_rows"] is not None:
-                        print(f"  {'':<24} synced: srv CPU/flow {row['server_cpu_ms_per_flow']:.3f} ms; "
-                              f"PostgreSQL CPU {row['db_cpu_s']:.2f} s ({row['db_cpu_ms_per_flow']:.3f} "
-                              f"ms/flow); sync idle {row['sync_idle_after_s']:.2f} s after the load; "
-                              f"table rows {row['table_rows']}", flush=True)
+                t = time.monotonic()
+                if system == "dex":
+                    load, rtt = b.dex_row(tag, worker, durability, fl, c, fs)
+                else:
+                    load, rtt = b.restate_row(tag, fl, c, fs)
+                if not load["flows"]:
+                    die(f"{tag}: no flow started and ended in the measured {load['seconds']:g} s "
+                        f"({load['errors']} failed"
+                        + (f": {'; '.join(load['firstErrors'])}" if load["firstErrors"] else "")
+                        + f"; logs in {b.logs})")
+                lat = load["latencyMs"]
+                row = {"setup": s, "system": system, "worker": worker,
+                       "worker_name": WORKER_NAMES[worker], "durability": durability,
+                       "flow": fl, "concurrency": c, "flush": fs, "seconds": load["seconds"],
+                       "flows": load["flows"], "per_second": load["perSecond"],
+                       "p50_ms": lat["p50"], "p90_ms": lat["p90"], "p99_ms": lat["p99"],
+                       "max_ms": lat["max"], "server_cpu_s": load["cpuSeconds"]["server"],
+                       "worker_cpu_s": load["cpuSeconds"]["worker"],
+                       "driver_cpu_s": load["cpuSeconds"]["driver"],
+                       "server_cpu_ms_per_flow": (load["cpuSeconds"]["server"] * 1e3 / load["flows"]
+                                                  if load["flows"] else None),
+                       "errors": load["errors"], "first_error": "; ".join(load["firstErrors"]),
+                       "db_cpu_s": load.get("dbCpuSeconds"),
+                       "db_cpu_ms_per_flow": (load["dbCpuSeconds"] * 1e3 / load["flows"]
+                                              if load.get("dbCpuSeconds") is not None
+                                              and load["flows"] else None),
+                       "sync_idle_after_s": load.get("syncIdleAfterS"),
+                       "table_rows": load.get("tableRows"),
+                       "fsync_p50_ms": pct(row_append, .5),
+                       "create_fsync_p50_ms": pct(row_create, .5),
+                       "rtt_kind": rtt["what"], "rtt_p50_ms": rtt["latencyMs"]["p50"],
+                       "loadavg_1m_before": load1, "loadavg_1m_after": os.getloadavg()[0],
+                       "row_wall_s": time.monotonic() - t}
+                rows.append(row)
+                print(f"  {tag:<24} {row['per_second']:8.0f} flows/s  p50 {row['p50_ms']:8.2f} ms  "
+                      f"p99 {row['p99_ms']:8.2f} ms  srv {row['server_cpu_s']:5.2f} s  "
+                      f"wkr {row['worker_cpu_s']:5.2f} s  drv {row['driver_cpu_s']:5.2f} s  "
+                      f"fsync {row['fsync_p50_ms']:.3f} ms  rtt {row['rtt_p50_ms']:.3f} ms  load {load1:.1f}"
+                      + (f"  ERRORS {row['errors']}: {row['first_error']}" if row["errors"] else ""),
+                      flush=True)
+                if row["table_rows"] is not None:
+                    print(f"  {'':<24} synced: srv CPU/flow {row['server_cpu_ms_per_flow']:.3f} ms; "
+                          f"PostgreSQL CPU {row['db_cpu_s']:.2f} s ({row['db_cpu_ms_per_flow']:.3f} "
+                          f"ms/flow); sync idle {row['sync_idle_after_s']:.2f} s after the load; "
+                          f"table rows {row['table_rows']}", flush=True)
         ap2, cr2 = fsync_floor(b.work, a.floor_seconds)
         floors["append"] += ap2
         floors["create"] += cr2
@@ -704,24 +793,28 @@ def main():
     http = [r["rtt_p50_ms"] for r in rows if r["system"] == "restate"]
     grpc_p50 = statistics.median(grpc) if grpc else None
     http_p50 = statistics.median(http) if http else None
-    restate = {(r["flow"], r["concurrency"]): r for r in rows if r["system"] == "restate"}
-    row_fsync = [r["fsync_p50_ms"] for r in rows]
+    restate = {(r["flow"], r["concurrency"], r["flush"]): r for r in rows if r["system"] == "restate"}
+    row_fsync = [r["fsync_p50_ms"] for r in rows if r["flush"] == "fast"] or [fsync_p50]
+    slow_fsync = [r["fsync_p50_ms"] for r in rows if r["flush"] == "slow"]
     for r in rows:
         r["grpc_rtt_p50_ms"], r["http_rtt_p50_ms"] = grpc_p50, http_p50
         r["p50_per_fsync"] = r["p50_ms"] / r["fsync_p50_ms"]
         r["p50_per_rtt"] = r["p50_ms"] / grpc_p50 if grpc_p50 else None
-        peer = restate.get((ONE_CALL.get(r["flow"], r["flow"]), r["concurrency"]))
+        peer = restate.get((ONE_CALL.get(r["flow"], r["flow"]), r["concurrency"], r["flush"]))
         if r["system"] == "dex" and peer and peer["per_second"]:
             r["ratio_per_second"] = r["per_second"] / peer["per_second"]
             r["ratio_p50"] = r["p50_ms"] / peer["p50_ms"]
     # The table: grouped by workload, dex rows first.
     order = {s: i for i, s in enumerate(SETUPS)}
-    rows.sort(key=lambda r: (flows.index(r["flow"]), concs.index(r["concurrency"]), order[r["setup"]]))
+    rows.sort(key=lambda r: (flows.index(r["flow"]), concs.index(r["concurrency"]),
+                             flushes.index(r["flush"]), order[r["setup"]]))
 
     floor_line = (f"floors (all samples; p50/fsync uses each row's own): 4 KiB append+fdatasync p50 "
                   f"{fsync_p50:.3f} ms (p99 {pct(floors['append'], .99):.3f}; rows' p50 "
                   f"{min(row_fsync):.3f}-{max(row_fsync):.3f}); "
                   f"new 4 KiB file+fsync+dir fsync p50 {create_p50:.3f} ms (p99 {pct(floors['create'], .99):.3f}); "
+                  + (f"slow rows (+{a.slow_flush_us} us a flush): append+fdatasync p50 "
+                     f"{min(slow_fsync):.3f}-{max(slow_fsync):.3f} ms; " if slow_fsync else "")
                   + (f"gRPC round trip (grpc-js health Check) p50 {grpc_p50:.3f} ms; " if grpc_p50 else "")
                   + (f"HTTP/1.1 round trip (Restate ingress /restate/health) p50 {http_p50:.3f} ms" if http_p50 else ""))
     print()
@@ -751,7 +844,7 @@ def main():
         f.write(header + "\n\n" + floor_line + "\n\n" + markdown_table(rows) + "\n\n" + note + "\n")
     png_path = os.path.join(a.out, f"peers-{stamp}.png")
     title = f"dex vs Restate, {machine()}, {stamp}"
-    png = write_png(rows, setups, flows, concs, png_path, title.replace("'", ""))
+    png = write_png(rows, setups, flows, concs, png_path, title.replace("'", ""), flushes)
     print(f"wrote {csv_path}, {md_path}" + (f", {png_path}" if png else ""))
     if a.keep:
         print(f"kept {b.work}")
@@ -762,28 +855,27 @@ def main():
         die(f"{len(bad)} row(s) had failed flows: " + ", ".join(f"{r['setup']}-{r['flow']}-x{r['concurrency']}"
                                                               for r in bad))
     if a.smoke:
-        smoke_check(csv_path, setups, flows, concs)
+        smoke_check(csv_path, setups, flows, concs, flushes)
 
 
-def smoke_check(csv_path, setups, flows, concs):
+def smoke_check(csv_path, setups, flows, concs, flushes):
     """What --smoke asserts, read back from the CSV the run wrote: a row for every setup, flow
     and concurrency asked for, each with flows that completed in its measured period."""
     with open(csv_path) as f:
-        got = {(r["setup"], r["flow"], r["concurrency"]): r for r in csv.DictReader(f)}
+        got = {(r["setup"], r["flow"], r["concurrency"], r["flush"]): r for r in csv.DictReader(f)}
     seen = []
-    for fl in flows:
-        for c in concs:
-            for s in setups:
-                if not runs_row(fl, *SETUPS[s][:2]):
-                    continue
-                tag = f"{s}-{fl}-x{c}"
-                r = got.get((s, fl, str(c)))
-                if r is None:
-                    die(f"smoke: {csv_path} has no row {tag}")
-                if int(r["flows"]) <= 0:
-                    die(f"smoke: {csv_path}: row {tag} completed no flow")
-                seen.append(f"{tag} {int(r['flows'])} flows ({float(r['per_second']):.0f}/s, "
-                            f"p50 {float(r['p50_ms']):.2f} ms)")
+    for fl, c, fs in ((fl, c, fs) for fl in flows for c in concs for fs in flushes):
+        for s in setups:
+            if not runs_row(fl, *SETUPS[s][:2]):
+                continue
+            tag = f"{s}-{fl}-x{c}" + ("" if fs == "fast" else f"-{fs}")
+            r = got.get((s, fl, str(c), fs))
+            if r is None:
+                die(f"smoke: {csv_path} has no row {tag}")
+            if int(r["flows"]) <= 0:
+                die(f"smoke: {csv_path}: row {tag} completed no flow")
+            seen.append(f"{tag} {int(r['flows'])} flows ({float(r['per_second']):.0f}/s, "
+                        f"p50 {float(r['p50_ms']):.2f} ms)")
     print(f"peers_bench smoke: OK: {len(seen)} rows: " + "; ".join(seen), flush=True)
 
 
