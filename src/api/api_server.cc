@@ -10,11 +10,15 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "auth/access_rules.h"
+#include "auth/token_set.h"
+#include "auth/token_store.h"
 #include "common/digest.h"
 #include "dex/api.grpc.pb.h"
 
@@ -147,33 +151,70 @@ class ApiServer::Impl {
     watcher_ = std::thread([this] { watch(); });
   }
 
-  // The admin credential check (spec: admin credentials): with tokens
-  // configured, the call must carry "authorization: Bearer <token>" whose
-  // SHA-256 equals one of them, compared in constant time over all of them.
-  grpc::Status check_admin(const grpc::ServerContext* context) const {
-    if (options_.admin_token_sha256.empty()) return grpc::Status::OK;
+  // The access check of every call of the three services (docs/api.md,
+  // "Access"; the rule is auth::decide_access): the caller's token is matched
+  // in constant time against every accepted digest and is never logged or
+  // echoed; a verified client certificate's identity may add roles.
+  grpc::Status authorize(const grpc::ServerContext* context, std::string_view service,
+                         std::string_view method) const {
+    if (access_ == nullptr) return grpc::Status::OK;  // nothing configured: open
+    auth::Caller caller;
     const auto& metadata = context->client_metadata();
-    auto it = metadata.find("authorization");
-    std::string token;
-    if (it != metadata.end()) {
-      std::string value(it->second.data(), it->second.size());
-      if (value.rfind("Bearer ", 0) == 0) token = value.substr(7);
-    }
-    if (token.empty()) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "this call needs an admin credential (authorization: Bearer <token>)");
-    }
-    const std::string hex = sha256_hex(token);
-    int matched = 0;
-    for (const std::string& accepted : options_.admin_token_sha256) {
-      if (accepted.size() == hex.size()) {
-        matched |= CRYPTO_memcmp(accepted.data(), hex.data(), hex.size()) == 0 ? 1 : 0;
+    if (auto it = metadata.find("authorization"); it != metadata.end()) {
+      caller.presented_token = true;
+      const std::string_view value(it->second.data(), it->second.size());
+      constexpr std::string_view kBearer = "Bearer ";
+      if (value.starts_with(kBearer)) {
+        caller.token_roles = access_->match(value.substr(kBearer.size())).roles;
       }
     }
-    if (matched == 0) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the admin credential was refused");
+    caller.certificate_roles = peer_certificate_roles(*context, access_->certificate_mapping());
+    const auth::Decision decision = auth::decide_access(access_->policy(), service, method, caller);
+    switch (decision.verdict) {
+      case auth::Verdict::kAllowed:
+        return grpc::Status::OK;
+      case auth::Verdict::kUnauthenticated:
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, decision.message);
+      case auth::Verdict::kPermissionDenied:
+        break;
     }
-    return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, decision.message);
+  }
+  // The roles of the peer's client certificate: its subject CN and SANs as
+  // gRPC's auth context lists them under TLS (none on a plaintext listener).
+  static auth::RoleSet peer_certificate_roles(const grpc::ServerContext& context,
+                                              std::span<const auth::CertificateRole> mapping) {
+    if (mapping.empty()) return {};
+    const std::shared_ptr<const grpc::AuthContext> peer = context.auth_context();
+    if (peer == nullptr) return {};
+    std::vector<std::pair<std::string, std::string>> properties;
+    for (const char* name : {"x509_common_name", "x509_subject_alternative_name"}) {
+      for (const grpc::string_ref& value : peer->FindPropertyValues(name)) {
+        properties.emplace_back(name, std::string(value.data(), value.size()));
+      }
+    }
+    return auth::certificate_roles(peer->IsPeerAuthenticated(), properties, mapping);
+  }
+  // What Describe reports of access: per role, never a token or a digest.
+  void describe_access(DescribeResponse& response) const {
+    if (access_ == nullptr) {
+      response.set_access_mode("open");
+      return;
+    }
+    const auth::AccessSettings& settings = access_->settings();
+    response.set_access_mode(settings.every_call_needs_credential ? "every-call" : "admin");
+    for (auth::Role role : auth::kRoles) {
+      AccessRoleStatus* status = response.add_access_roles();
+      status->set_role(std::string(auth::role_name(role)));
+      for (const auto& file : settings.files) {
+        if (file.role == role) status->add_token_files(file.path);
+      }
+      status->set_token_digests(static_cast<uint32_t>(settings.digest_count(role)));
+      status->set_tokens_accepted(static_cast<uint32_t>(access_->accepted(role)));
+      uint32_t identities = 0;
+      for (const auto& c : settings.certificate_roles) identities += c.role == role ? 1 : 0;
+      status->set_certificate_identities(identities);
+    }
   }
   // Open PollWorkerTask streams, so that a step down can end them at its
   // release (their Workers then reconnect and find the active process).
@@ -280,6 +321,8 @@ class ApiServer::Impl {
   std::string listen_;  // host:port with the port actually bound
   int port_ = 0;
   bool standby_server_ = true;
+  // Constant after start: the accepted credentials; null: every call open.
+  std::shared_ptr<auth::TokenStore> access_;
   bool serving_ = false;
   bool hot_standby_ = false;
 
@@ -320,6 +363,17 @@ class FlowServiceImpl final : public FlowService::Service {
  public:
   explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
 
+// The first statement of every handler: the access check of this method,
+// named by the handler itself (__func__), so that a handler cannot check
+// another method's row of the table.
+#define DEX_AUTHORIZE(service, context)                                                          \
+  do {                                                                                           \
+    if (grpc::Status denied = api_.authorize((context), service::service_full_name(), __func__); \
+        !denied.ok()) {                                                                          \
+      return denied;                                                                             \
+    }                                                                                            \
+  } while (false)
+
   // With wait_timeout_ms, the start then waits for the run it answers (the
   // one started, or the one already_started names), as WaitForFlow with that
   // run ID: one round trip instead of two. The start is durable before the
@@ -333,6 +387,7 @@ class FlowServiceImpl final : public FlowService::Service {
       if (auto s = assign(e.start_flow(*request), response); !s.is_ok()) return s;
       if (request->wait_timeout_ms() == 0) return Status::ok();
       flow::WaitForFlowRequest wait;
+    DEX_AUTHORIZE(FlowService, context);
       wait.mutable_flow()->set_flow_id(request->flow_id());
       wait.mutable_flow()->set_run_id(response->run_id());
       wait.set_timeout_ms(request->wait_timeout_ms());
@@ -343,51 +398,64 @@ class FlowServiceImpl final : public FlowService::Service {
       return Status::ok();
     });
   }
-  grpc::Status StopFlow(grpc::ServerContext*, const flow::StopFlowRequest* request,
+  grpc::Status StopFlow(grpc::ServerContext* context, const flow::StopFlowRequest* request,
                         flow::StopFlowResponse*) override {
     return call([&](Engine& e) { return e.stop_flow(*request); });
   }
-  grpc::Status PublishToChannel(grpc::ServerContext*, const flow::PublishToChannelRequest* request,
+  grpc::Status PublishToChannel(grpc::ServerContext* context,
+                                const flow::PublishToChannelRequest* request,
                                 flow::PublishToChannelResponse*) override {
     return call([&](Engine& e) { return e.publish(*request); });
   }
-  grpc::Status SkipTimer(grpc::ServerContext*, const flow::SkipTimerRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status SkipTimer(grpc::ServerContext* context, const flow::SkipTimerRequest* request,
                          flow::SkipTimerResponse*) override {
     return call([&](Engine& e) { return e.skip_timer(*request); });
   }
-  grpc::Status TriggerContinueAsNew(grpc::ServerContext*,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status TriggerContinueAsNew(grpc::ServerContext* context,
                                     const flow::TriggerContinueAsNewRequest* request,
                                     flow::TriggerContinueAsNewResponse* response) override {
     return call([&](Engine& e) { return assign(e.continue_as_new(*request), response); });
+    DEX_AUTHORIZE(FlowService, context);
   }
-  grpc::Status UpdateFlowConfig(grpc::ServerContext*, const flow::UpdateFlowConfigRequest* request,
+  grpc::Status UpdateFlowConfig(grpc::ServerContext* context,
+                                const flow::UpdateFlowConfigRequest* request,
                                 flow::UpdateFlowConfigResponse* response) override {
     return call([&](Engine& e) { return assign(e.update_flow_config(*request), response); });
   }
-  grpc::Status TimeTravel(grpc::ServerContext*, const flow::TimeTravelRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status TimeTravel(grpc::ServerContext* context, const flow::TimeTravelRequest* request,
                           flow::TimeTravelResponse* response) override {
     return call([&](Engine& e) { return assign(e.time_travel(*request), response); });
   }
-  grpc::Status DescribeFlow(grpc::ServerContext*, const flow::FlowRef* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status DescribeFlow(grpc::ServerContext* context, const flow::FlowRef* request,
                             flow::FlowDescription* response) override {
     return call([&](Engine& e) { return assign(e.describe_flow(*request), response); });
   }
-  grpc::Status GetFlowState(grpc::ServerContext*, const flow::FlowRef* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status GetFlowState(grpc::ServerContext* context, const flow::FlowRef* request,
                             flow::GetFlowStateResponse* response) override {
     return call([&](Engine& e) { return assign(e.flow_state(*request), response); });
   }
-  grpc::Status GetHistoryEvents(grpc::ServerContext*, const flow::GetHistoryEventsRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status GetHistoryEvents(grpc::ServerContext* context,
+                                const flow::GetHistoryEventsRequest* request,
                                 flow::GetHistoryEventsResponse* response) override {
     return call([&](Engine& e) { return assign(e.history(*request), response); });
   }
+    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForFlow(grpc::ServerContext* context, const flow::WaitForFlowRequest* request,
                            flow::WaitForFlowResponse* response) override {
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
+    DEX_AUTHORIZE(FlowService, context);
       return assign(e.wait_for_flow(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
+    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForHistoryEvent(grpc::ServerContext* context,
                                    const flow::WaitForHistoryEventRequest* request,
                                    flow::GetHistoryEventsResponse* response) override {
@@ -397,6 +465,7 @@ class FlowServiceImpl final : public FlowService::Service {
           e.wait_for_history_event(*request, [context] { return context->IsCancelled(); }),
           response);
     });
+    DEX_AUTHORIZE(FlowService, context);
   }
   grpc::Status WaitForStepCompletion(grpc::ServerContext* context,
                                      const flow::WaitForStepCompletionRequest* request,
@@ -407,36 +476,47 @@ class FlowServiceImpl final : public FlowService::Service {
                     response);
     });
   }
+    DEX_AUTHORIZE(FlowService, context);
 
-  grpc::Status GetAttributes(grpc::ServerContext*, const flow::GetAttributesRequest* request,
+  grpc::Status GetAttributes(grpc::ServerContext* context,
+                             const flow::GetAttributesRequest* request,
                              flow::GetAttributesResponse* response) override {
     return call([&](Engine& e) { return assign(e.get_attributes(*request), response); });
   }
-  grpc::Status SearchFlows(grpc::ServerContext*, const flow::SearchFlowsRequest* request,
+  grpc::Status SearchFlows(grpc::ServerContext* context, const flow::SearchFlowsRequest* request,
                            flow::SearchFlowsResponse* response) override {
     return call([&](Engine& e) { return assign(e.search_flows(*request), response); });
   }
-  grpc::Status ListSearchKeys(grpc::ServerContext*, const flow::ListSearchKeysRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status ListSearchKeys(grpc::ServerContext* context,
+                              const flow::ListSearchKeysRequest* request,
                               flow::ListSearchKeysResponse* response) override {
     return call([&](Engine& e) { return assign(e.list_search_keys(*request), response); });
   }
-  grpc::Status ListSearchValues(grpc::ServerContext*, const flow::ListSearchValuesRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status ListSearchValues(grpc::ServerContext* context,
+                                const flow::ListSearchValuesRequest* request,
                                 flow::ListSearchValuesResponse* response) override {
     return call([&](Engine& e) { return assign(e.list_search_values(*request), response); });
   }
-  grpc::Status SetAttributes(grpc::ServerContext*, const flow::SetAttributesRequest* request,
+    DEX_AUTHORIZE(FlowService, context);
+  grpc::Status SetAttributes(grpc::ServerContext* context,
+                             const flow::SetAttributesRequest* request,
                              flow::SetAttributesResponse* response) override {
     return call([&](Engine& e) { return assign(e.set_attributes(*request), response); });
   }
+    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForAttribute(grpc::ServerContext* context,
                                 const flow::WaitForAttributeRequest* request,
                                 flow::WaitForAttributeResponse* response) override {
     if (request->timeout_ms() < 0) return negative_timeout();
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) {
       return assign(e.wait_for_attribute(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
+    DEX_AUTHORIZE(FlowService, context);
   grpc::Status InvokeRpc(grpc::ServerContext* context, const flow::InvokeRpcRequest* request,
                          flow::InvokeRpcResponse* response) override {
     return call([&](Engine& e) {
@@ -445,6 +525,7 @@ class FlowServiceImpl final : public FlowService::Service {
   }
 
  private:
+    DEX_AUTHORIZE(FlowService, context);
   static grpc::Status negative_timeout() {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeoutMs must not be negative");
   }
@@ -575,7 +656,6 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
   grpc::Status PollWorkerTask(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override {
-    auto engine = api_.engine();
     WorkerMessage first;
     if (!engine.is_ok()) {
       // Read the hello before refusing: answering a stream whose first message
@@ -583,6 +663,14 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
       (void)stream->Read(&first);
       return to_grpc(engine.status());
     }
+    if (grpc::Status denied =
+            api_.authorize(context, WorkerTaskService::service_full_name(), __func__);
+        !denied.ok()) {
+      // Read the hello first, as below: the Worker then gets the reason, not CANCELLED.
+      (void)stream->Read(&first);
+      return denied;
+    }
+    auto engine = api_.engine();
     ApiServer::Impl::OpenStream open(api_, context);
     if (!stream->Read(&first)) return grpc::Status::OK;
     if (!first.has_hello()) {
@@ -629,7 +717,7 @@ class AdminServiceImpl final : public AdminService::Service {
 
   grpc::Status Describe(grpc::ServerContext* context, const DescribeRequest*,
                         DescribeResponse* response) override {
-    if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
+    DEX_AUTHORIZE(AdminService, context);
     if (api_.describe_refused()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "a step down or its hold-off is in progress: wait past the hold-off "
@@ -661,7 +749,8 @@ class AdminServiceImpl final : public AdminService::Service {
 
   grpc::Status StepDown(grpc::ServerContext* context, const StepDownRequest* request,
                         StepDownResponse* response) override {
-    if (grpc::Status auth = api_.check_admin(context); !auth.ok()) return auth;
+    DEX_AUTHORIZE(AdminService, context);
+    api_.describe_access(*response);
     if (!api_.role().can_step_down()) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot step down");
     }
@@ -683,6 +772,8 @@ std::unique_ptr<grpc::Service> ApiServer::Impl::make_flow_service(Impl& impl) {
   return std::make_unique<FlowServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_worker_service(Impl& impl) {
+#undef DEX_AUTHORIZE
+
   return std::make_unique<WorkerTaskServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_admin_service(Impl& impl) {
@@ -699,6 +790,20 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& op
     if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
     impl->listen_ = options.listen;
     if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
+  impl->access_ = options.access;
+  if (impl->access_ == nullptr && !options.admin_token_sha256.empty()) {
+    // The admin keys alone (tests, older callers): AdminService is guarded.
+    auth::AccessSettings admin_only;
+    for (const std::string& hex : options.admin_token_sha256) {
+      auto digest = auth::normalize_sha256(hex);
+      if (!digest) return Status::invalid_argument("an admin token digest is not 64 hex digits");
+      admin_only.digests.push_back({auth::Role::kAdmin, *digest, "auth.adminTokenSha256"});
+    }
+    auto store = auth::TokenStore::open(admin_only);
+    if (!store.is_ok()) return store.status();
+    impl->access_ = std::move(store).value();
+  }
+  if (impl->access_ != nullptr && !impl->access_->settings().any()) impl->access_.reset();
       impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
     }
   }

@@ -113,6 +113,11 @@ TokenMatch TokenStore::match(std::string_view token) const {
   return tokens_.match(token);
 }
 
+size_t TokenStore::accepted(Role role) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return tokens_.count(role);
+}
+
 TokenSet TokenStore::build_locked() const {
   TokenSet tokens;
   for (const TokenDigestSource& d : settings_.digests) tokens.add(d.role, d.digest_hex);

@@ -43,6 +43,8 @@ class TokenStore {
   TokenStore& operator=(const TokenStore&) = delete;
 
   TokenMatch match(std::string_view token) const;
+  // How many tokens `role` accepts now (files after any reload, and digests).
+  size_t accepted(Role role) const;
   const AccessPolicy& policy() const { return policy_; }
   std::span<const CertificateRole> certificate_mapping() const {
     return settings_.certificate_roles;

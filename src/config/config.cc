@@ -2,6 +2,7 @@
 
 #include "common/digest.h"
 #include "config/attribute_store_config.h"
+#include "config/auth_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -245,6 +246,10 @@ std::set<std::string> allowed_keys(Subcommand command) {
   }
   return allowed;
 }
+    // auth.tokens.<role>.* and auth.certificateRoles.<identity>: checked by
+    // their reader (auth_config.cc), as the roles and identities are names.
+    {"auth.tokens", kEveryKey},
+    {"auth.certificateRoles", kEveryKey},
 
 // The bounds of a duration key. "0" reads as zero (every other duration needs
 // a unit), then the bounds decide; hi == Duration::max(): no upper bound.
@@ -584,6 +589,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
       return in.bad("objectStore.bucket and objectStore.endpoint belong to objectStore.type s3");
     }
   }
+    DEX_READ(read_access_settings(*in.node("auth"), in.source(), next.access));
   return Status::ok();
 }
 
@@ -830,11 +836,12 @@ std::string describe_serve_config(const NodeSettings& c) {
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run
   // without the credential.
-  if (c.admin_token_files.empty() && c.admin_token_sha256_entries == 0) {
-    out += "# auth: no admin credential: anyone who reaches api.listen can step this node down\n";
+  const std::string access = describe_access_settings(c.access);
+  if (c.admin_token_files.empty() && c.admin_token_sha256_entries == 0 && access.empty()) {
+    out += "# auth: no credential: anyone who reaches api.listen can call everything\n";
     return out;
   }
-  out += "auth:\n";
+  out += "auth:\n" + access;
   if (!c.admin_token_files.empty()) {
     out += "  adminTokenFiles:\n";
     for (const auto& file : c.admin_token_files) out += fmt::format("    - {}\n", yaml_quote(file));

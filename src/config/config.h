@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attrstore/store_settings.h"
+#include "auth/access_settings.h"
 #include "common/clock.h"
 #include "common/durability.h"
 #include "common/node_id.h"
@@ -163,6 +164,10 @@ struct NodeSettings {
 
 // The one reader of settings files: applies YAML text to `settings`, accepting
 // the keys of `command` only (an unknown key is refused with its path), each
+  // auth.*: every credential by role (auth.tokens, auth.certificateRoles, and
+  // the admin keys above as the admin role; docs/configuration.md, "auth"),
+  // opened at startup by auth::TokenStore.
+  auth::AccessSettings access;
 // value checked the same way whatever the subcommand. All or nothing: a
 // refused file changes nothing. `source` names the text in errors. dev: an
 // empty text sets nothing; local and serve: their required keys must be set.
