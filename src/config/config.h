@@ -27,7 +27,7 @@ namespace dex {
 // was applied. 0 turns a trigger off.
 struct SnapshotSettings {
   Duration interval = std::chrono::minutes(10);  // snapshots.interval
-  uint64_t every_records = 100'000;              // snapshots.everyRecords
+  uint64_t every_records = 10'000;               // snapshots.everyRecords
   uint32_t keep = 2;                             // snapshots.keep (1..100)
 };
 inline constexpr uint32_t kSnapshotsKeepMax = 100;

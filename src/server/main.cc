@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       "--config", config_file,
       "YAML override file: nodeId, api.listen, lease.duration (default 30s), "
       "lease.failIfHeld, dev.durabilityMode, standby.mode (cold only), snapshots.interval "
-      "(default 10m), snapshots.everyRecords (default 100000), snapshots.keep "
+      "(default 10m), snapshots.everyRecords (default 10000), snapshots.keep "
       "(default 2), values.blobThreshold (default 256KiB), values.maxSize (default 64MiB), "
       "values.blobCacheSize (default 64MiB), values.blobCollectInterval (default 1h), "
       "values.blobMinAge (default 1h), flows.retention (default 7d), flows.workerReconnectGrace "

@@ -26,7 +26,7 @@ struct SnapshotInfo {
 // The snapshot policy of the active process (docs/configuration.md, snapshots.*).
 struct SnapshotPolicy {
   Duration interval = std::chrono::minutes(10);  // 0: no time trigger
-  uint64_t every_records = 100'000;              // 0: no record-count trigger
+  uint64_t every_records = 10'000;               // 0: no record-count trigger
   size_t keep = 2;                               // snapshots kept (>= 1)
   bool enabled() const { return interval > Duration(0) || every_records > 0; }
 };

@@ -403,7 +403,7 @@ TEST(SnapshotSettings, DefaultsAndEveryKeyInServeDevAndLocal) {
   auto d = load_serve_config_yaml(kServeS3, "serve.yaml");
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->snapshots.interval, std::chrono::minutes(10));
-  EXPECT_EQ(d->snapshots.every_records, 100'000u);
+  EXPECT_EQ(d->snapshots.every_records, 10'000u);
   EXPECT_EQ(d->snapshots.keep, 2u);
   auto c = load_serve_config_yaml(
       std::string(kServeS3) + "snapshots:\n  interval: 30s\n  everyRecords: 0\n  keep: 3\n",
