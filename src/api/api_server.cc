@@ -315,14 +315,14 @@ class ApiServer::Impl {
   static std::unique_ptr<grpc::Service> make_admin_service(Impl& impl);
 
   ApiServerOptions options_;
+  // Constant after start: the accepted credentials; null: every call open.
+  std::shared_ptr<auth::TokenStore> access_;
   std::mutex server_mu_;  // guards the fields below (the server and its health)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::string listen_;  // host:port with the port actually bound
   int port_ = 0;
   bool standby_server_ = true;
-  // Constant after start: the accepted credentials; null: every call open.
-  std::shared_ptr<auth::TokenStore> access_;
   bool serving_ = false;
   bool hot_standby_ = false;
 
@@ -357,12 +357,6 @@ grpc::Status call_engine(ApiServer::Impl& api, F&& f) {
   return to_grpc(f(*engine.value()));
 }
 
-// dex.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
-// every call answers UNAVAILABLE naming the active holder, as the others do.
-class FlowServiceImpl final : public FlowService::Service {
- public:
-  explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
-
 // The first statement of every handler: the access check of this method,
 // named by the handler itself (__func__), so that a handler cannot check
 // another method's row of the table.
@@ -374,6 +368,12 @@ class FlowServiceImpl final : public FlowService::Service {
     }                                                                                            \
   } while (false)
 
+// dex.FlowService: the dex Flow API (docs/api.md, "Flows"). On a standby
+// every call answers UNAVAILABLE naming the active holder, as the others do.
+class FlowServiceImpl final : public FlowService::Service {
+ public:
+  explicit FlowServiceImpl(ApiServer::Impl& api) : api_(api) {}
+
   // With wait_timeout_ms, the start then waits for the run it answers (the
   // one started, or the one already_started names), as WaitForFlow with that
   // run ID: one round trip instead of two. The start is durable before the
@@ -381,13 +381,13 @@ class FlowServiceImpl final : public FlowService::Service {
   // with the same request ID and ignore_already_started safe.
   grpc::Status StartFlow(grpc::ServerContext* context, const flow::StartFlowRequest* request,
                          flow::StartFlowResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     if (request->wait_timeout_ms() < 0)
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "waitTimeoutMs must not be negative");
     return call([&](Engine& e) -> Status {
       if (auto s = assign(e.start_flow(*request), response); !s.is_ok()) return s;
       if (request->wait_timeout_ms() == 0) return Status::ok();
       flow::WaitForFlowRequest wait;
-    DEX_AUTHORIZE(FlowService, context);
       wait.mutable_flow()->set_flow_id(request->flow_id());
       wait.mutable_flow()->set_run_id(response->run_id());
       wait.set_timeout_ms(request->wait_timeout_ms());
@@ -400,132 +400,132 @@ class FlowServiceImpl final : public FlowService::Service {
   }
   grpc::Status StopFlow(grpc::ServerContext* context, const flow::StopFlowRequest* request,
                         flow::StopFlowResponse*) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return e.stop_flow(*request); });
   }
   grpc::Status PublishToChannel(grpc::ServerContext* context,
                                 const flow::PublishToChannelRequest* request,
                                 flow::PublishToChannelResponse*) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return e.publish(*request); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status SkipTimer(grpc::ServerContext* context, const flow::SkipTimerRequest* request,
                          flow::SkipTimerResponse*) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return e.skip_timer(*request); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status TriggerContinueAsNew(grpc::ServerContext* context,
                                     const flow::TriggerContinueAsNewRequest* request,
                                     flow::TriggerContinueAsNewResponse* response) override {
-    return call([&](Engine& e) { return assign(e.continue_as_new(*request), response); });
     DEX_AUTHORIZE(FlowService, context);
+    return call([&](Engine& e) { return assign(e.continue_as_new(*request), response); });
   }
   grpc::Status UpdateFlowConfig(grpc::ServerContext* context,
                                 const flow::UpdateFlowConfigRequest* request,
                                 flow::UpdateFlowConfigResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.update_flow_config(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status TimeTravel(grpc::ServerContext* context, const flow::TimeTravelRequest* request,
                           flow::TimeTravelResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.time_travel(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status DescribeFlow(grpc::ServerContext* context, const flow::FlowRef* request,
                             flow::FlowDescription* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.describe_flow(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status GetFlowState(grpc::ServerContext* context, const flow::FlowRef* request,
                             flow::GetFlowStateResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.flow_state(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status GetHistoryEvents(grpc::ServerContext* context,
                                 const flow::GetHistoryEventsRequest* request,
                                 flow::GetHistoryEventsResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.history(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForFlow(grpc::ServerContext* context, const flow::WaitForFlowRequest* request,
                            flow::WaitForFlowResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
-    DEX_AUTHORIZE(FlowService, context);
       return assign(e.wait_for_flow(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForHistoryEvent(grpc::ServerContext* context,
                                    const flow::WaitForHistoryEventRequest* request,
                                    flow::GetHistoryEventsResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
       return assign(
           e.wait_for_history_event(*request, [context] { return context->IsCancelled(); }),
           response);
     });
-    DEX_AUTHORIZE(FlowService, context);
   }
   grpc::Status WaitForStepCompletion(grpc::ServerContext* context,
                                      const flow::WaitForStepCompletionRequest* request,
                                      flow::WaitForStepCompletionResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
       return assign(e.wait_for_step(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
-    DEX_AUTHORIZE(FlowService, context);
 
   grpc::Status GetAttributes(grpc::ServerContext* context,
                              const flow::GetAttributesRequest* request,
                              flow::GetAttributesResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.get_attributes(*request), response); });
   }
   grpc::Status SearchFlows(grpc::ServerContext* context, const flow::SearchFlowsRequest* request,
                            flow::SearchFlowsResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.search_flows(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status ListSearchKeys(grpc::ServerContext* context,
                               const flow::ListSearchKeysRequest* request,
                               flow::ListSearchKeysResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.list_search_keys(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status ListSearchValues(grpc::ServerContext* context,
                                 const flow::ListSearchValuesRequest* request,
                                 flow::ListSearchValuesResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.list_search_values(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status SetAttributes(grpc::ServerContext* context,
                              const flow::SetAttributesRequest* request,
                              flow::SetAttributesResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) { return assign(e.set_attributes(*request), response); });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status WaitForAttribute(grpc::ServerContext* context,
                                 const flow::WaitForAttributeRequest* request,
                                 flow::WaitForAttributeResponse* response) override {
-    if (request->timeout_ms() < 0) return negative_timeout();
     DEX_AUTHORIZE(FlowService, context);
+    if (request->timeout_ms() < 0) return negative_timeout();
     return call([&](Engine& e) {
       return assign(e.wait_for_attribute(*request, [context] { return context->IsCancelled(); }),
                     response);
     });
   }
-    DEX_AUTHORIZE(FlowService, context);
   grpc::Status InvokeRpc(grpc::ServerContext* context, const flow::InvokeRpcRequest* request,
                          flow::InvokeRpcResponse* response) override {
+    DEX_AUTHORIZE(FlowService, context);
     return call([&](Engine& e) {
       return assign(e.invoke_rpc(*request, [context] { return context->IsCancelled(); }), response);
     });
   }
 
  private:
-    DEX_AUTHORIZE(FlowService, context);
   static grpc::Status negative_timeout() {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "timeoutMs must not be negative");
   }
@@ -657,12 +657,6 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<ServerMessage, WorkerMessage>* stream) override {
     WorkerMessage first;
-    if (!engine.is_ok()) {
-      // Read the hello before refusing: answering a stream whose first message
-      // is still unread can reach the Worker as CANCELLED instead of the reason.
-      (void)stream->Read(&first);
-      return to_grpc(engine.status());
-    }
     if (grpc::Status denied =
             api_.authorize(context, WorkerTaskService::service_full_name(), __func__);
         !denied.ok()) {
@@ -671,6 +665,12 @@ class WorkerTaskServiceImpl final : public WorkerTaskService::Service {
       return denied;
     }
     auto engine = api_.engine();
+    if (!engine.is_ok()) {
+      // Read the hello before refusing: answering a stream whose first message
+      // is still unread can reach the Worker as CANCELLED instead of the reason.
+      (void)stream->Read(&first);
+      return to_grpc(engine.status());
+    }
     ApiServer::Impl::OpenStream open(api_, context);
     if (!stream->Read(&first)) return grpc::Status::OK;
     if (!first.has_hello()) {
@@ -744,13 +744,13 @@ class AdminServiceImpl final : public AdminService::Service {
       s->set_filtered_fields(r.misfits);
       s->set_last_error(r.last_error);
     }
+    api_.describe_access(*response);
     return grpc::Status::OK;
   }
 
   grpc::Status StepDown(grpc::ServerContext* context, const StepDownRequest* request,
                         StepDownResponse* response) override {
     DEX_AUTHORIZE(AdminService, context);
-    api_.describe_access(*response);
     if (!api_.role().can_step_down()) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot step down");
     }
@@ -766,14 +766,14 @@ class AdminServiceImpl final : public AdminService::Service {
   ApiServer::Impl& api_;
 };
 
+#undef DEX_AUTHORIZE
+
 }  // namespace
 
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_flow_service(Impl& impl) {
   return std::make_unique<FlowServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_worker_service(Impl& impl) {
-#undef DEX_AUTHORIZE
-
   return std::make_unique<WorkerTaskServiceImpl>(impl);
 }
 std::unique_ptr<grpc::Service> ApiServer::Impl::make_admin_service(Impl& impl) {
@@ -784,12 +784,6 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& op
                                                       NodeRoleView& role) {
   auto impl = std::make_unique<Impl>(role);
   impl->options_ = options;
-  {
-    std::lock_guard<std::mutex> lock(impl->server_mu_);
-    // Every process starts as a standby: it serves nothing until it holds the lease.
-    if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
-    impl->listen_ = options.listen;
-    if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
   impl->access_ = options.access;
   if (impl->access_ == nullptr && !options.admin_token_sha256.empty()) {
     // The admin keys alone (tests, older callers): AdminService is guarded.
@@ -804,6 +798,12 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& op
     impl->access_ = std::move(store).value();
   }
   if (impl->access_ != nullptr && !impl->access_->settings().any()) impl->access_.reset();
+  {
+    std::lock_guard<std::mutex> lock(impl->server_mu_);
+    // Every process starts as a standby: it serves nothing until it holds the lease.
+    if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
+    impl->listen_ = options.listen;
+    if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
       impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
     }
   }

@@ -27,11 +27,11 @@ class Server;
 
 namespace dex {
 
-// Limits on requests: a larger message is refused by gRPC with
 namespace auth {
 class TokenStore;
 }  // namespace auth
 
+// Limits on requests: a larger message is refused by gRPC with
 // RESOURCE_EXHAUSTED naming both sizes. The servers raise it to fit the
 // configured value maximum (config.h: values_message_bytes_max).
 inline constexpr int kApiMessageBytesMax = 4 << 20;
@@ -47,12 +47,12 @@ struct ApiServerOptions {
   bool admin_enabled = true;
   // SHA-256 (hex) of every accepted admin token; empty: admin calls need none.
   std::vector<std::string> admin_token_sha256;
-};
   // Who may call what (docs/api.md, "Access"): every call of FlowService,
   // WorkerTaskService and AdminService is checked against the access table
   // with the caller's token (and client certificate identity). Null: built
   // from admin_token_sha256 (admin keys only), or everything open.
   std::shared_ptr<auth::TokenStore> access;
+};
 
 // gRPC status code for a dex Status (the codes of grpc::StatusCode).
 int grpc_code_for(const Status& status);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "auth/access_rules.h"
@@ -39,6 +40,19 @@ struct AccessSettings {
   // Token files and digests of `role`.
   size_t file_count(Role role) const;
   size_t digest_count(Role role) const;
+  size_t identity_count(Role role) const;
 };
+
+// One line for the startup log, `serve --check` and docs: whether calls need
+// a credential, and per role the token files (paths), digests and
+// certificate identities configured. Never a token or a digest.
+std::string describe_access(const AccessSettings& settings);
+
+// The startup warning when the API is reachable beyond loopback and not
+// every call needs a credential (anyone who reaches it can drive every Flow
+// and receive every task); empty otherwise. `beyond_loopback` is the
+// caller's reading of `listen`.
+std::string access_exposure_warning(std::string_view listen, bool beyond_loopback,
+                                    const AccessSettings& settings);
 
 }  // namespace dex::auth

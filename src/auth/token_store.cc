@@ -12,32 +12,6 @@
 
 namespace dex::auth {
 
-AccessPolicy AccessSettings::policy() const {
-  AccessPolicy policy;
-  if (every_call_needs_credential) {
-    policy.anonymous = RoleSet();
-  } else if (any()) {
-    // The admin keys alone: AdminService is guarded, the rest stays open.
-    policy.anonymous = RoleSet();
-    policy.anonymous.add(Role::kViewer);
-    policy.anonymous.add(Role::kClient);
-    policy.anonymous.add(Role::kWorker);
-  }
-  return policy;
-}
-
-size_t AccessSettings::file_count(Role role) const {
-  size_t n = 0;
-  for (const auto& f : files) n += f.role == role ? 1 : 0;
-  return n;
-}
-
-size_t AccessSettings::digest_count(Role role) const {
-  size_t n = 0;
-  for (const auto& d : digests) n += d.role == role ? 1 : 0;
-  return n;
-}
-
 namespace {
 
 // A token file is small and regular (a mounted Secret is a symlink to one);

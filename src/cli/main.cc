@@ -31,6 +31,7 @@
 #include "cli/flow_commands.h"
 #include "cli/inspect.h"
 #include "cli/output.h"
+#include "cli/token_flags.h"
 #include "common/node_id.h"
 #include "common/units.h"
 #include "common/version.h"
@@ -106,7 +107,8 @@ std::string admin_hint(std::string_view code, const std::string& credential_file
   if (code == "UNAUTHENTICATED" || code == "PERMISSION_DENIED") {
     if (credential_file.empty()) {
       return "dexcli: this server needs an admin credential: give --credential-file FILE (the "
-             "file holds the token)\n";
+             "file holds the token), or --token-file FILE (or $DEX_TOKEN_FILE) with a token of "
+             "the admin role\n";
     }
     return "dexcli: the server refused the admin credential in " + credential_file + "\n";
   }
@@ -324,6 +326,8 @@ int main(int argc, char** argv) {
 
   // flow: dex Flows (flow_commands.cc)
   dex::cli::FlowCommands flows(app);
+  dex::cli::TokenFlags token_flags;
+  dex::cli::add_token_flags(app, token_flags);
 
   // admin
   CLI::App* admin = app.add_subcommand(
@@ -536,6 +540,9 @@ int main(int argc, char** argv) {
   dex::ClientOptions options;
   options.server_addresses = servers;
   options.timeout = timeout.value();
+  if (auto s = dex::cli::apply_token_flags(token_flags, options); !s.is_ok()) {
+    return usage_error(s.message());
+  }
   if ((*a_describe || *a_step_down) &&
       (a_describe->get_option("--credential-file")->count() > 0 ||
        a_step_down->get_option("--credential-file")->count() > 0)) {

@@ -36,6 +36,20 @@ json to_json(const DescribeResponse& describe) {
     }
     out["attributeStores"] = std::move(stores);
   }
+  // What access is configured (docs/api.md, "Access"): counts and paths only.
+  if (!describe.access_mode().empty()) {
+    json roles = json::array();
+    for (const auto& r : describe.access_roles()) {  // one per role
+      json files = json::array();
+      for (const std::string& file : r.token_files()) files.push_back(file);
+      roles.push_back({{"role", r.role()},
+                       {"tokenFiles", std::move(files)},
+                       {"tokenDigests", r.token_digests()},
+                       {"tokensAccepted", r.tokens_accepted()},
+                       {"certificateIdentities", r.certificate_identities()}});
+    }
+    out["access"] = {{"mode", describe.access_mode()}, {"roles", std::move(roles)}};
+  }
   return out;
 }
 

@@ -1,7 +1,6 @@
 #include "config/auth_config.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "auth/token_set.h"
 #include "auth/token_store.h"
@@ -179,26 +178,6 @@ std::string describe_access_settings(const auth::AccessSettings& settings) {
     for (const auto& c : settings.certificate_roles) {
       out += fmt::format("    {}: {}\n", quoted(c.identity), auth::role_name(c.role));
     }
-  }
-  return out;
-}
-
-std::string access_summary(const auth::AccessSettings& settings) {
-  if (!settings.any()) return "no credentials configured: every call is open";
-  std::string out = settings.every_call_needs_credential
-                        ? "every call needs a credential"
-                        : "only dex.AdminService needs a credential (the admin keys alone)";
-  for (auth::Role role : auth::kRoles) {
-    std::vector<std::string> paths;
-    for (const auto& f : settings.files) {
-      if (f.role == role) paths.push_back(f.path);
-    }
-    size_t identities = 0;
-    for (const auto& c : settings.certificate_roles) identities += c.role == role ? 1 : 0;
-    out += fmt::format("; {}: {} token file(s){}, {} digest(s), {} certificate identit{}",
-                       auth::role_name(role), paths.size(),
-                       paths.empty() ? "" : fmt::format(" ({})", fmt::join(paths, ", ")),
-                       settings.digest_count(role), identities, identities == 1 ? "y" : "ies");
   }
   return out;
 }

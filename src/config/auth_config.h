@@ -28,8 +28,4 @@ Status read_access_settings(const YAML::Node& auth, std::string_view source,
 // a placeholder that reading back refuses. Empty when neither is set.
 std::string describe_access_settings(const auth::AccessSettings& settings);
 
-// One line per role for logs and `serve --check`: "client: 1 token file
-// (/etc/dex/client), 2 digests". Never a token or a digest.
-std::string access_summary(const auth::AccessSettings& settings);
-
 }  // namespace dex

@@ -227,6 +227,10 @@ constexpr KeyRule kKeys[] = {
     {"admin.enabled", kEveryKey},
     {"auth.adminTokenFiles", kEveryKey},
     {"auth.adminTokenSha256", kEveryKey},
+    // auth.tokens.<role>.* and auth.certificateRoles.<identity>: checked by
+    // their reader (auth_config.cc), as the roles and identities are names.
+    {"auth.tokens", kEveryKey},
+    {"auth.certificateRoles", kEveryKey},
     // attributeStore.*: the stores' own keys are checked by their reader
     // (attribute_store_config.cc), which knows the names are the user's.
     {"attributeStore.stores", kEveryKey},
@@ -246,10 +250,6 @@ std::set<std::string> allowed_keys(Subcommand command) {
   }
   return allowed;
 }
-    // auth.tokens.<role>.* and auth.certificateRoles.<identity>: checked by
-    // their reader (auth_config.cc), as the roles and identities are names.
-    {"auth.tokens", kEveryKey},
-    {"auth.certificateRoles", kEveryKey},
 
 // The bounds of a duration key. "0" reads as zero (every other duration needs
 // a unit), then the bounds decide; hi == Duration::max(): no upper bound.
@@ -549,6 +549,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
     next.admin_token_sha256_entries = 0;
     DEX_READ(read_admin_tokens(root, in.source(), next.admin_token_sha256, &next.admin_token_files,
                                &next.admin_token_sha256_entries));
+    DEX_READ(read_access_settings(*in.node("auth"), in.source(), next.access));
   }
 
   if (auto section = in.node("attributeStore")) {
@@ -589,7 +590,6 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
       return in.bad("objectStore.bucket and objectStore.endpoint belong to objectStore.type s3");
     }
   }
-    DEX_READ(read_access_settings(*in.node("auth"), in.source(), next.access));
   return Status::ok();
 }
 
@@ -836,6 +836,8 @@ std::string describe_serve_config(const NodeSettings& c) {
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run
   // without the credential.
+  // What each role has, counted (never a token or a digest).
+  out += "# access: " + auth::describe_access(c.access) + "\n";
   const std::string access = describe_access_settings(c.access);
   if (c.admin_token_files.empty() && c.admin_token_sha256_entries == 0 && access.empty()) {
     out += "# auth: no credential: anyone who reaches api.listen can call everything\n";

@@ -157,6 +157,10 @@ struct NodeSettings {
   // how many digests auth.adminTokenSha256 listed.
   std::vector<std::string> admin_token_files;
   size_t admin_token_sha256_entries = 0;
+  // auth.*: every credential by role (auth.tokens, auth.certificateRoles, and
+  // the admin keys above as the admin role; docs/configuration.md, "auth"),
+  // opened at startup by auth::TokenStore.
+  auth::AccessSettings access;
 
   // What `command` runs with when its file sets nothing.
   static NodeSettings defaults(Subcommand command);
@@ -164,10 +168,6 @@ struct NodeSettings {
 
 // The one reader of settings files: applies YAML text to `settings`, accepting
 // the keys of `command` only (an unknown key is refused with its path), each
-  // auth.*: every credential by role (auth.tokens, auth.certificateRoles, and
-  // the admin keys above as the admin role; docs/configuration.md, "auth"),
-  // opened at startup by auth::TokenStore.
-  auth::AccessSettings access;
 // value checked the same way whatever the subcommand. All or nothing: a
 // refused file changes nothing. `source` names the text in errors. dev: an
 // empty text sets nothing; local and serve: their required keys must be set.

@@ -19,6 +19,7 @@
 #include "dex/api.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "sdk/addresses.h"
+#include "sdk/credentials.h"
 #include "sdk/flow.h"
 #include "sdk/grpc_status.h"
 #include "sdk/readiness.h"
@@ -109,6 +110,8 @@ struct Client::Stubs {
   // True once an address answered (preferred is then that address, not just
   // the first one by default).
   std::atomic<bool> preferred_known{false};
+  // The token every call sends (sdk/credentials.h); constant after construction.
+  std::unique_ptr<sdk_internal::TokenSource> token;
   std::mutex random_mu;
   Random random{std::random_device{}()};
 
@@ -125,6 +128,8 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new
   if (stubs_->invalid.is_ok() && options_.connect_timeout <= Duration::zero()) {
     stubs_->invalid = Status::invalid_argument("ClientOptions: connect_timeout must be positive");
   }
+  stubs_->token =
+      std::make_unique<sdk_internal::TokenSource>(options_.token, options_.token_file);
   if (!stubs_->invalid.is_ok()) return;
   for (const std::string& address : stubs_->addresses)
     stubs_->endpoints.push_back(std::make_unique<EndpointSlot>(address));
@@ -154,7 +159,8 @@ enum class Repeat {
   kOnlyIfNotSent,
 };
 
-// How one call searches: its admin credential ("authorization: Bearer"),
+// How one call searches: its admin credential ("authorization: Bearer"; empty:
+// the client's token),
 // whether it may be repeated, when its deadline started counting (default:
 // now), and where to note the address it was sent to (left empty when it was
 // sent nowhere).
@@ -209,6 +215,12 @@ Status skipped_after_probe(const Status& before, const std::string& address,
 Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration timeout,
                 const Attempt& attempt, const CallPolicy& policy = {}) {
   if (!stubs.invalid.is_ok()) return stubs.invalid;
+  std::string credential = policy.credential;  // an admin call's own credential
+  if (credential.empty()) {
+    auto token = stubs.token->get();
+    if (!token.is_ok()) return token.status();
+    credential = std::move(token).value();
+  }
   const size_t n = stubs.endpoints.size();
   const TimePoint start = policy.started.value_or(SystemClock::instance().now());
   const Repeat repeat = policy.repeat;
@@ -316,9 +328,7 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       // reason and sends nothing.
       grpc::ClientContext context;
       context.set_deadline(system_deadline(deadline));
-      if (!policy.credential.empty()) {
-        context.AddMetadata("authorization", "Bearer " + policy.credential);
-      }
+      if (!credential.empty()) context.AddMetadata("authorization", "Bearer " + credential);
       if (policy.sent_to != nullptr) *policy.sent_to = endpoint.address;
       grpc::Status status = attempt(endpoint, context, deadline);
       if (status.ok()) {

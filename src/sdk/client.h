@@ -54,7 +54,15 @@ struct ClientOptions {
   // How long one attempt waits for a connection to an address before the
   // next address is tried (nothing has been sent then). Must be > 0.
   Duration connect_timeout = seconds(2);
-  // Sent as "authorization: Bearer <token>" on AdminService calls when set.
+  // Sent as "authorization: Bearer <token>" on every call (docs/api.md,
+  // "Access"). Empty: token_file's first line (read again when the file
+  // changes), else $DEX_TOKEN, else the file $DEX_TOKEN_FILE names, else none.
+  // A file that cannot be read makes every call fail with InvalidArgument
+  // naming it.
+  std::string token;
+  std::string token_file;
+  // Sent as "authorization: Bearer <token>" on AdminService calls instead
+  // of the token when set.
   std::string admin_credential;
 };
 

@@ -34,6 +34,7 @@
 #include "common/random.h"
 #include "dex/api.grpc.pb.h"
 #include "sdk/addresses.h"
+#include "sdk/credentials.h"
 #include "sdk/grpc_status.h"
 #include "sdk/readiness.h"
 
@@ -157,6 +158,9 @@ class WorkerCore {
   // whether a process accepted it (HelloAck): the active one. Sets
   // *refused_by_standby when a process answered and refused it (a standby).
   bool serve_stream(const std::string& address, bool* refused_by_standby);
+  // Logs that `address` refused the Worker's token (UNAUTHENTICATED or
+  // PERMISSION_DENIED), at most every kCredentialRefusalLogInterval per reason.
+  void log_credential_refusal(const std::string& address, const grpc::Status& status);
   // The readiness of every address for dex.WorkerTaskService, asked at once
   // over fresh channels, by `deadline`.
   std::vector<sdk_internal::Readiness> probe(TimePoint deadline);
@@ -184,6 +188,11 @@ class WorkerCore {
 
   // Touched only by the run() thread.
   std::unique_ptr<WorkerTaskService::Stub> stub_;
+  // The token each stream sends (credentials.h; thread-safe).
+  sdk_internal::TokenSource token_{options_.token, options_.token_file};
+  // The last credential refusal logged, and when.
+  std::string last_refusal_;
+  TimePoint last_refusal_at_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // state changes: stopping_, finished_, idleness, in_run_
@@ -228,6 +237,7 @@ Status WorkerCore::run() {
       return Status::invalid_argument("max_concurrent_tasks must be at least 1");
     }
     if (Status s = validate_server_addresses(addresses_); !s.is_ok()) return s;
+    if (auto token = token_.get(); !token.is_ok()) return token.status();
     if (options_.reconnect_backoff_initial <= Duration::zero() ||
         options_.reconnect_backoff_max < options_.reconnect_backoff_initial) {
       return Status::invalid_argument(
@@ -374,6 +384,10 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
     if (finished_) return false;
     connecting_ = conn;
   }
+  // The token as it is now: a rotated token file is read again (credentials.h).
+  if (auto token = token_.get(); token.is_ok() && !token.value().empty()) {
+    conn->context.AddMetadata("authorization", "Bearer " + token.value());
+  }
   conn->stream = stub_->PollWorkerTask(&conn->context);
 
   WorkerMessage hello;
@@ -478,6 +492,11 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
     cv_.notify_all();
     return accepted;
   }
+  if (!finished && (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                    status.error_code() == grpc::StatusCode::PERMISSION_DENIED)) {
+    log_credential_refusal(address, status);
+    return accepted;
+  }
   if (!finished) {
     std::string why = status_from_grpc(status, address, Duration::zero()).message();
     if (accepted) {
@@ -494,6 +513,25 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
                           !sdk_internal::is_connection_failure(status.error_message())) ||
                          status.error_code() == grpc::StatusCode::CANCELLED);
   return accepted;
+}
+
+// A refused credential is logged again after this long (a Worker reconnects
+// every second).
+constexpr Duration kCredentialRefusalLogInterval = seconds(30);
+
+// The server refused the Worker's credential: it keeps retrying (the token
+// file, or the server's, may be rotated to fix it), and says so as an error,
+// again only when the reason changes or after a while.
+void WorkerCore::log_credential_refusal(const std::string& address, const grpc::Status& status) {
+  const TimePoint now = SystemClock::instance().now();
+  const std::string why = status_from_grpc(status, address, Duration::zero()).message();
+  if (why == last_refusal_ && now - last_refusal_at_ < kCredentialRefusalLogInterval) return;
+  last_refusal_ = why;
+  last_refusal_at_ = now;
+  spdlog::error(
+      "worker {}: {} refused this Worker's credential: {} (give WorkerOptions::token or "
+      "token_file, $DEX_TOKEN or $DEX_TOKEN_FILE a token of the worker role; retrying)",
+      options_.worker_id, address, why);
 }
 
 void WorkerCore::on_task(const flow::FlowTask& task) {

@@ -41,6 +41,12 @@ struct WorkerOptions {
   std::vector<std::string> server_addresses;
   // The single-address convenience, used when server_addresses is empty.
   std::string server_address = "127.0.0.1:8801";
+  // Sent as "authorization: Bearer <token>" when the stream opens (a token of
+  // the worker role, docs/api.md "Access"). Empty: token_file's first line
+  // (read again at each reconnect when it changed), else $DEX_TOKEN, else the
+  // file $DEX_TOKEN_FILE names, else none. run() refuses a file it cannot read.
+  std::string token;
+  std::string token_file;
   // Stable across reconnects of one Worker process. Empty: "<hostname>-<pid>".
   std::string worker_id;
   // Also the size of the thread pool that runs WaitFor and Execute. Must be >= 1.

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/api_server.h"
+#include "auth/token_store.h"
 #include "common/random.h"
 #include "common/version.h"
 #include "lease/dev_lock.h"
@@ -169,11 +170,36 @@ ApiServerOptions api_options_for(const std::string& listen, bool admin_enabled,
   options.message_bytes_max = static_cast<int>(values_message_bytes_max(values));
   options.admin_enabled = admin_enabled;
   options.admin_token_sha256 = admin_token_sha256;
-  if (std::string warning =
-          admin_exposure_warning(listen, admin_enabled, admin_token_sha256.size());
-      !warning.empty()) {
-    spdlog::warn("{}", warning);
+  return options;
+}
+
+// auth.* (docs/api.md, "Access"): opens the token files (an unusable one
+// fails startup, naming its key and file) and watches them for rotation;
+// logs what is configured (never a token) and warns when the API is
+// reachable beyond loopback with calls that need no credential. Null when
+// nothing is configured (every call open).
+StatusOr<std::shared_ptr<auth::TokenStore>> open_access(const NodeSettings& settings) {
+  const auth::AccessSettings& access = settings.access;
+  const size_t admin_credentials = access.file_count(auth::Role::kAdmin) +
+                                   access.digest_count(auth::Role::kAdmin) +
+                                   access.identity_count(auth::Role::kAdmin);
+  const bool beyond = !listen_is_loopback(settings.listen);
+  for (const std::string& warning :
+       {admin_exposure_warning(settings.listen, settings.admin_enabled, admin_credentials),
+        auth::access_exposure_warning(settings.listen, beyond, access)}) {
+    if (!warning.empty()) spdlog::warn("{}", warning);
   }
+  spdlog::info("access: {}", auth::describe_access(access));
+  if (!access.any()) return std::shared_ptr<auth::TokenStore>();
+  auto store = auth::TokenStore::open(access);
+  if (!store.is_ok()) return store.status();
+  store.value()->watch();
+  return store;
+}
+
+// `options` with the accepted credentials of open_access.
+ApiServerOptions with_access(ApiServerOptions options, std::shared_ptr<auth::TokenStore> access) {
+  options.access = std::move(access);
   return options;
 }
 
@@ -231,10 +257,12 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   runtime.local_store_path = data_dir / "local";
   runtime.data_description = fmt::format("data {}, durability {}", data_dir.string(),
                                          durability_name(settings.durability));
+  auto access = open_access(settings);
+  if (!access.is_ok()) return fail(fmt::format("cannot start: {}", access.status().message()));
   Node node(settings, runtime, *store.value(), SystemClock::instance());
   // Listen first: a port in use fails before the lease is touched, and clients
   // that arrive early get UNAVAILABLE until this process is active.
-  auto api = ApiServer::start(api_options, node);
+  auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
   auto web = start_web(settings, *api.value(), node);
   if (!web.is_ok()) {
@@ -278,8 +306,10 @@ int run_serve_server(const NodeSettings& settings) {
   runtime.data_description = fmt::format("objects {}, local store {}", store.describe(),
                                          runtime.local_store_path.string());
   runtime.metrics = &metrics;
+  auto access = open_access(settings);
+  if (!access.is_ok()) return fail(fmt::format("cannot start: {}", access.status().message()));
   Node node(settings, runtime, store, SystemClock::instance());
-  auto api = ApiServer::start(api_options, node);
+  auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
   auto web = start_web(settings, *api.value(), node);
   if (!web.is_ok()) {

@@ -181,3 +181,41 @@ TEST(AccessSettings, TheAdminKeysAloneGuardAdminServiceOnly) {
 
 }  // namespace
 }  // namespace dex::auth
+
+namespace dex::auth {
+namespace {
+
+TEST(AccessSettings, TheSummaryNamesFilesAndCountsButNoSecret) {
+  AccessSettings s;
+  EXPECT_EQ(describe_access(s), "no credential configured: every call is open");
+  s.every_call_needs_credential = true;
+  s.files.push_back({Role::kClient, "/etc/dex/client", "auth.tokens.client.files"});
+  s.digests.push_back({Role::kViewer, sha256_hex("v"), "auth.tokens.viewer.sha256"});
+  s.certificate_roles.push_back({"worker-1", Role::kWorker});
+  const std::string text = describe_access(s);
+  EXPECT_EQ(text,
+            "every call needs a credential; viewer: 0 token file(s), 1 digest(s), 0 certificate "
+            "identities; client: 1 token file(s) (/etc/dex/client), 0 digest(s), 0 certificate "
+            "identities; worker: 0 token file(s), 0 digest(s), 1 certificate identity; admin: 0 "
+            "token file(s), 0 digest(s), 0 certificate identities");
+  EXPECT_EQ(text.find(sha256_hex("v")), std::string::npos);
+}
+
+TEST(AccessSettings, BeyondLoopbackWithoutCredentialsOnEveryCallIsWarnedAbout) {
+  AccessSettings open;
+  const std::string warning = access_exposure_warning("0.0.0.0:8801", true, open);
+  EXPECT_NE(warning.find("reachable beyond loopback on 0.0.0.0:8801 without a credential"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("auth.tokens"), std::string::npos) << warning;
+  EXPECT_TRUE(access_exposure_warning("127.0.0.1:8801", false, open).empty());
+  AccessSettings admin_only;
+  admin_only.digests.push_back({Role::kAdmin, sha256_hex("a"), "auth.adminTokenSha256"});
+  EXPECT_FALSE(access_exposure_warning("0.0.0.0:8801", true, admin_only).empty());
+  AccessSettings closed = admin_only;
+  closed.every_call_needs_credential = true;
+  EXPECT_TRUE(access_exposure_warning("0.0.0.0:8801", true, closed).empty());
+}
+
+}  // namespace
+}  // namespace dex::auth
