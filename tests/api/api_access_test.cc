@@ -10,6 +10,8 @@
 #include "common/digest.h"
 #include "fake_engine.h"
 #include "node/role_board.h"
+#include "sdk/client.h"
+#include "sdk/worker.h"
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -316,6 +318,116 @@ TEST_F(ApiAccessTest, DescribeReportsAccessPerRoleWithoutSecrets) {
   for (Who who : {Who::kViewer, Who::kClient, Who::kWorker, Who::kAdmin}) {
     EXPECT_EQ(bytes.find(token_of(who)), std::string::npos);
     EXPECT_EQ(bytes.find(sha256_hex(token_of(who))), std::string::npos);
+  }
+}
+
+// A Flow for the Worker's hello: one Step that completes the run.
+class Done final : public Flow {
+  class DoneStep final : public Step {
+   public:
+    std::string type() const override { return "Done"; }
+    StepDecision execute(Context& ctx) override {
+      return StepDecision::graceful_complete(ctx.input());
+    }
+  };
+
+ public:
+  std::string type() const override { return "Done"; }
+  std::string start_step() const override { return "Done"; }
+  std::vector<std::shared_ptr<Step>> steps() const override {
+    return {std::make_shared<DoneStep>()};
+  }
+};
+
+TEST_F(ApiAccessTest, TheSdkClientSendsItsTokenFromOptionsAFileOrTheEnvironment) {
+  start(/*every_call=*/true);
+  ClientOptions options;
+  options.server_address = "127.0.0.1:" + std::to_string(server_->port());
+  options.timeout = seconds(5);
+  ::unsetenv("DEX_TOKEN");
+  ::unsetenv("DEX_TOKEN_FILE");
+  {
+    Client none(options);
+    auto r = none.start("Order", "f-1", nlohmann::json::object());
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("UNAUTHENTICATED"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    ClientOptions with = options;
+    with.token = token_of(Who::kClient);
+    EXPECT_TRUE(Client(with).start("Order", "f-1", nlohmann::json::object()).is_ok());
+    // The viewer's token reads but cannot start; admin calls use admin_credential.
+    with.token = token_of(Who::kViewer);
+    Client viewer(with);
+    auto refused = viewer.start("Order", "f-2", nlohmann::json::object());
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_NE(refused.status().message().find("PERMISSION_DENIED"), std::string::npos)
+        << refused.status().message();
+    EXPECT_FALSE(viewer.describe().is_ok());
+    with.admin_credential = token_of(Who::kAdmin);
+    EXPECT_TRUE(Client(with).describe().is_ok());
+  }
+  {
+    // A token file, read again when it changes (the Client looks at most once a second).
+    ClientOptions with = options;
+    with.token_file = dir_.write("my-token", token_of(Who::kViewer) + "\n");
+    Client client(with);
+    EXPECT_FALSE(client.start("Order", "f-3", nlohmann::json::object()).is_ok());
+    dir_.write("my-token", token_of(Who::kClient) + "\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    EXPECT_TRUE(client.start("Order", "f-3", nlohmann::json::object()).is_ok());
+    // A file that cannot be read fails every call, naming it.
+    ClientOptions missing = options;
+    missing.token_file = "/nonexistent/dex-token";
+    auto r = Client(missing).start("Order", "f-4", nlohmann::json::object());
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("/nonexistent/dex-token"), std::string::npos);
+  }
+  // The environment: $DEX_TOKEN, else $DEX_TOKEN_FILE.
+  ::setenv("DEX_TOKEN", token_of(Who::kClient).c_str(), 1);
+  EXPECT_TRUE(Client(options).start("Order", "f-5", nlohmann::json::object()).is_ok());
+  ::unsetenv("DEX_TOKEN");
+  ::setenv("DEX_TOKEN_FILE", dir_.write("env-token", token_of(Who::kClient)).c_str(), 1);
+  EXPECT_TRUE(Client(options).start("Order", "f-6", nlohmann::json::object()).is_ok());
+  ::unsetenv("DEX_TOKEN_FILE");
+}
+
+TEST_F(ApiAccessTest, AWorkerWithoutTheWorkerRoleCannotConnect) {
+  start(/*every_call=*/true);
+  ::unsetenv("DEX_TOKEN");
+  ::unsetenv("DEX_TOKEN_FILE");
+  auto run_worker = [&](const std::string& token, bool expect_connected) {
+    WorkerOptions options;
+    options.server_address = "127.0.0.1:" + std::to_string(server_->port());
+    options.token = token;
+    options.reconnect_backoff_initial = milliseconds(20);
+    options.reconnect_backoff_max = milliseconds(100);
+    Worker worker(options);
+    worker.host(std::make_shared<Done>());
+    auto ran = std::async(std::launch::async, [&] { return worker.run(); });
+    for (int i = 0; i < 300; ++i) {
+      const WorkerStats stats = worker.stats();
+      if (expect_connected ? stats.streams_accepted > 0 : stats.streams_refused >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const WorkerStats stats = worker.stats();
+    worker.shutdown();
+    EXPECT_TRUE(ran.get().is_ok());
+    return stats;
+  };
+  for (Who who : {Who::kNobody, Who::kWrongToken, Who::kViewer, Who::kClient}) {
+    const WorkerStats stats = run_worker(token_of(who), false);
+    EXPECT_EQ(stats.streams_accepted, 0u) << name_of(who);
+    EXPECT_GE(stats.streams_refused, 3u) << name_of(who) << ": it keeps trying";
+  }
+  {
+    std::lock_guard<std::mutex> lock(engine_.mu);
+    EXPECT_EQ(engine_.sink, nullptr) << "the engine saw a refused Worker";
+  }
+  for (Who who : {Who::kWorker, Who::kAdmin}) {
+    EXPECT_GE(run_worker(token_of(who), true).streams_accepted, 1u) << name_of(who);
   }
 }
 
