@@ -57,6 +57,22 @@ struct ServeFlags {
   bool charge_bug = false;  // Checkout's Charge fails on its bug (docs/time-travel.md)
 };
 
+// --tls, --ca-file, --cert-file, --key-file, --server-name and their
+// DEX_TLS* variables (sdk/tls_options.h), as dexcli takes them.
+dex::TlsOptions tls_options;
+
+void add_tls_flags(CLI::App* app) {
+  app->add_flag("--tls", tls_options.enabled, "Connect with TLS (default $DEX_TLS)");
+  app->add_option("--ca-file", tls_options.ca_file,
+                  "PEM CAs of the server's certificate (default $DEX_TLS_CA_FILE)");
+  app->add_option("--cert-file", tls_options.cert_file,
+                  "PEM client certificate for mutual TLS (default $DEX_TLS_CERT_FILE)");
+  app->add_option("--key-file", tls_options.key_file,
+                  "Its unencrypted PEM key (default $DEX_TLS_KEY_FILE)");
+  app->add_option("--server-name", tls_options.server_name,
+                  "The name the server's certificate must hold (default $DEX_TLS_SERVER_NAME)");
+}
+
 int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   auto work_time = flags.work_time.empty() ? dex::StatusOr<dex::Duration>(dex::Duration::zero())
                                            : dex::parse_duration(flags.work_time);
@@ -66,6 +82,7 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   }
   dex::WorkerOptions options;
   options.server_addresses = servers;
+  options.tls = tls_options;
   options.worker_id = flags.worker_id;
   options.max_concurrent_tasks = flags.concurrency;
   dex::Worker worker(options);
@@ -249,6 +266,7 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
           const std::string& flow_id) {
   dex::ClientOptions options;
   options.server_addresses = servers;
+  options.tls = tls_options;
   dex::Client client(options);
   if (example == "transfer" || example == "transfer-compensate")
     return drive_transfer(client, flow_id, example == "transfer-compensate");
@@ -345,10 +363,16 @@ int main(int argc, char** argv) {
                              "transfer-compensate", "fanout", "retry"}));
   driver->add_option("--flow-id", flow_id, "The Flow ID to start")->required();
   driver->add_option("--server", servers, "Address of a process of the node (repeatable)");
+  add_tls_flags(worker);
+  add_tls_flags(driver);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (auto s = dex::apply_tls_env(tls_options); !s.is_ok()) {
+    std::cerr << "dex-flow-examples: " << s.message() << std::endl;
+    return 2;
   }
   std::vector<std::string> addresses;
   for (const std::string& arg : servers) {

@@ -249,7 +249,13 @@ class ApiServer::Impl {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(
+        address,
+        options_.credentials != nullptr ? options_.credentials : grpc::InsecureServerCredentials(),
+        &port);
+    if (!options_.local_listen.empty()) {
+      builder.AddListeningPort(options_.local_listen, grpc::InsecureServerCredentials());
+    }
     builder.SetMaxReceiveMessageSize(options_.message_bytes_max);
     // gRPC sets SO_REUSEPORT by default: a second process on the same port would
     // silently share (and steal) connections. Refuse the bind instead.

@@ -23,7 +23,8 @@
 
 namespace grpc {
 class Server;
-}
+class ServerCredentials;
+}  // namespace grpc
 
 namespace dex {
 
@@ -52,6 +53,12 @@ struct ApiServerOptions {
   // with the caller's token (and client certificate identity). Null: built
   // from admin_token_sha256 (admin keys only), or everything open.
   std::shared_ptr<auth::TokenStore> access;
+  // api.tls: the listener's credentials (api_tls.h); null: plaintext.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // A second, plaintext address for this process's own JSON gateway when the
+  // listener uses TLS ("unix:<path>" in a directory only this user can
+  // enter); empty: none.
+  std::string local_listen;
 };
 
 // gRPC status code for a dex Status (the codes of grpc::StatusCode).

@@ -31,6 +31,7 @@ std::chrono::system_clock::time_point system_deadline(TimePoint deadline) {
 
 struct FlowCalls::Impl {
   Duration timeout;
+  TlsOptions tls;
   std::vector<std::string> addresses;
   std::vector<std::unique_ptr<FlowService::Stub>> stubs;
   size_t preferred = 0;  // the address that answered last
@@ -42,6 +43,7 @@ struct FlowCalls::Impl {
     const TimePoint deadline = start + call_timeout;
     const size_t n = stubs.size();
     Status last = Status::transient("UNAVAILABLE: no address to call");
+    std::string last_address;  // the address `last` is about
     // Bounded by the deadline: each round tries every address once.
     for (;;) {
       bool answered = false;  // a process answered (UNAVAILABLE: not the active one)
@@ -62,6 +64,7 @@ struct FlowCalls::Impl {
           return Status::transient("DEADLINE_EXCEEDED: " + status.error_message());
         }
         last = sdk_internal::status_from_grpc(status, addresses[i], call_timeout);
+        last_address = addresses[i];
         if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED) {
           if (code != grpc::StatusCode::DEADLINE_EXCEEDED) preferred = i;
           return last;
@@ -72,7 +75,10 @@ struct FlowCalls::Impl {
         }
       }
       const TimePoint now = SystemClock::instance().now();
-      if (now >= deadline || (!answered && now - start >= kUnreachableGrace)) return last;
+      if (now >= deadline || (!answered && now - start >= kUnreachableGrace)) {
+        // Nothing answered: with TLS, a failed handshake says why.
+        return answered ? last : sdk_internal::explain_tls_failure(last, last_address, tls);
+      }
       std::this_thread::sleep_for(std::min<Duration>(kRoundPause, deadline - now));
     }
   }
@@ -89,13 +95,14 @@ struct FlowCalls::Impl {
   }
 };
 
-FlowCalls::FlowCalls(std::vector<std::string> addresses, Duration timeout)
+FlowCalls::FlowCalls(std::vector<std::string> addresses, Duration timeout, const TlsOptions& tls)
     : impl_(std::make_unique<Impl>()) {
   impl_->timeout = timeout;
   impl_->addresses = std::move(addresses);
+  impl_->tls = tls;
   for (const std::string& address : impl_->addresses) {
-    impl_->stubs.push_back(
-        FlowService::NewStub(sdk_internal::make_channel(address, milliseconds(100), seconds(1))));
+    impl_->stubs.push_back(FlowService::NewStub(
+        sdk_internal::make_channel(address, milliseconds(100), seconds(1), tls)));
   }
 }
 

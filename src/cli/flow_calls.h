@@ -18,13 +18,15 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "dex/flow_api.pb.h"
+#include "sdk/tls_options.h"
 
 namespace dex::cli {
 
 class FlowCalls {
  public:
-  // `addresses`: checked (sdk/addresses.h); `timeout`: each call's deadline.
-  FlowCalls(std::vector<std::string> addresses, Duration timeout);
+  // `addresses`: checked (sdk/addresses.h); `timeout`: each call's deadline;
+  // `tls`: checked (sdk/tls_options.h).
+  FlowCalls(std::vector<std::string> addresses, Duration timeout, const TlsOptions& tls = {});
   ~FlowCalls();
   FlowCalls(const FlowCalls&) = delete;
   FlowCalls& operator=(const FlowCalls&) = delete;

@@ -690,7 +690,7 @@ int FlowCommands::check() {
 int FlowCommands::run(const ClientOptions& options) {
   Impl& m = *impl_;
   Client client(options);
-  FlowCalls calls(client.addresses(), options.timeout);
+  FlowCalls calls(client.addresses(), options.timeout, options.tls);
   if (m.search->chosen()) return m.search->run(client);
   if (m.time_travel->chosen()) return m.time_travel->run(client);
   if (m.config_command->chosen()) return m.config_command->run(client);

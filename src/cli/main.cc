@@ -31,6 +31,7 @@
 #include "cli/flow_commands.h"
 #include "cli/inspect.h"
 #include "cli/output.h"
+#include "cli/tls_flags.h"
 #include "cli/token_flags.h"
 #include "common/node_id.h"
 #include "common/units.h"
@@ -278,8 +279,10 @@ int step_down(dex::Client& client, const StepDownFlags& flags, std::string node_
 }  // namespace
 
 // gRPC health Check of one process (grpc.health.v1, proto/grpc/health).
-int check_health(const std::string& server, const std::string& service, dex::Duration timeout) {
-  auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+int check_health(const std::string& server, const std::string& service, dex::Duration timeout,
+                 const dex::TlsOptions& tls) {
+  auto channel =
+      dex::sdk_internal::make_channel(server, dex::milliseconds(100), dex::seconds(1), tls);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -289,8 +292,10 @@ int check_health(const std::string& server, const std::string& service, dex::Dur
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status status = stub->Check(&context, request, &response);
   if (!status.ok()) {
+    dex::Status failed = dex::sdk_internal::explain_tls_failure(
+        dex::Status::transient(status.error_message()), server, tls);
     return fail("checking the health of '" + service + "' at " + server + ": " +
-                std::to_string(status.error_code()) + ": " + status.error_message());
+                std::to_string(status.error_code()) + ": " + failed.message());
   }
   const std::string name =
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
@@ -323,6 +328,9 @@ int main(int argc, char** argv) {
                      "Deadline of each call, the search for the active process included: 250ms, "
                      "10s, 2m. admin step-down: default 2m, for the step down call itself")
           ->capture_default_str();
+
+  dex::TlsOptions tls_flags;
+  dex::cli::add_tls_flags(app, tls_flags);
 
   // flow: dex Flows (flow_commands.cc)
   dex::cli::FlowCommands flows(app);
@@ -530,15 +538,18 @@ int main(int argc, char** argv) {
   if (auto s = dex::validate_server_addresses(servers); !s.is_ok()) {
     return usage_error("--server: " + s.message());
   }
+  auto tls = dex::cli::resolve_tls_flags(tls_flags);
+  if (!tls.is_ok()) return usage_error(tls.status().message());
   if (*health) {
     if (servers.size() != 1) {
       return usage_error("health checks one process: give exactly one --server, not " +
                          std::to_string(servers.size()));
     }
-    return check_health(servers.front(), health_service, timeout.value());
+    return check_health(servers.front(), health_service, timeout.value(), tls.value());
   }
   dex::ClientOptions options;
   options.server_addresses = servers;
+  options.tls = tls.value();
   options.timeout = timeout.value();
   if (auto s = dex::cli::apply_token_flags(token_flags, options); !s.is_ok()) {
     return usage_error(s.message());

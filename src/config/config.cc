@@ -135,6 +135,17 @@ bool listen_is_loopback(std::string_view listen) {
   return octets == 4;
 }
 
+std::string plaintext_exposure_warning(std::string_view key, std::string_view listen,
+                                       const tls::ServerTlsFiles& tls) {
+  if (tls.enabled() || listen.empty() || listen_is_loopback(listen)) return "";
+  return fmt::format(
+      "{} {} is reachable beyond loopback without TLS: anyone on the network path can read and "
+      "change its calls, credentials included. Set {}.tls.certFile and {}.tls.keyFile (and "
+      "clientCaFile for client certificates; docs/operations.md, \"TLS\"), or listen on "
+      "127.0.0.1",
+      key, listen, key.substr(0, key.find('.')), key.substr(0, key.find('.')));
+}
+
 std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
                                    size_t admin_token_count) {
   if (!admin_enabled || admin_token_count > 0 || listen_is_loopback(listen)) return {};
@@ -199,6 +210,7 @@ constexpr KeyRule kKeys[] = {
     {"objectStore.addressing", kServeKey},
     {"objectStore.credentials.file", kServeKey},
     {"objectStore.credentials.profile", kServeKey},
+    {"objectStore.caFile", kServeKey},
     {"objectStore.path", kServeKey},
     {"objectStore.durability", kServeKey},
     {"localStore.path", kServeKey},
@@ -213,6 +225,14 @@ constexpr KeyRule kKeys[] = {
     {"metrics.typeLabelsMax", kServeKey},
     {"web.listen", kEveryKey},
     {"web.assets", kEveryKey},
+    {"api.tls.certFile", kEveryKey},
+    {"api.tls.keyFile", kEveryKey},
+    {"api.tls.clientCaFile", kEveryKey},
+    {"api.tls.clientAuth", kEveryKey},
+    {"web.tls.certFile", kEveryKey},
+    {"web.tls.keyFile", kEveryKey},
+    {"web.tls.clientCaFile", kEveryKey},
+    {"web.tls.clientAuth", kEveryKey},
     {"lifecycle.attemptDrainTimeout", kEveryKey},
     {"snapshots.interval", kEveryKey},
     {"snapshots.everyRecords", kEveryKey},
@@ -419,6 +439,25 @@ class Reader {
     }                                      \
   } while (false)
 
+// <files.key>.*: a listener's TLS files and client certificate policy. A file
+// that sets the block replaces the whole block. clientAuth defaults to
+// required when clientCaFile is set (a CA given is a CA meant to be enforced)
+// and to none otherwise.
+Status read_listener_tls(const Reader& in, tls::ServerTlsFiles& files) {
+  if (!in.node(files.key)) return Status::ok();
+  tls::ServerTlsFiles next = tls::ServerTlsFiles::named(files.key);
+  DEX_READ(in.string(files.key + ".certFile", next.cert_file));
+  DEX_READ(in.string(files.key + ".keyFile", next.key_file));
+  DEX_READ(in.string(files.key + ".clientCaFile", next.client_ca_file));
+  next.client_auth =
+      next.client_ca_file.empty() ? tls::ClientAuth::kNone : tls::ClientAuth::kRequired;
+  DEX_READ(in.choice(files.key + ".clientAuth", tls::parse_client_auth,
+                     "none, optional or required", next.client_auth));
+  if (Status s = tls::check_server_tls_settings(next); !s.is_ok()) return in.bad(s.message());
+  files = std::move(next);
+  return Status::ok();
+}
+
 // Reads every key `command` accepts into `next`, then the rules that join keys.
 Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, NodeSettings& next) {
   const bool serve = command == Subcommand::kServe;
@@ -454,6 +493,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
                      os.addressing));
   DEX_READ(in.string("objectStore.credentials.file", os.credentials_file));
   DEX_READ(in.string("objectStore.credentials.profile", os.credentials_profile));
+  DEX_READ(in.string("objectStore.caFile", os.ca_file));
   std::string path = os.path.string();
   DEX_READ(in.string("objectStore.path", path));
   os.path = path;
@@ -512,6 +552,8 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   std::string web_assets = next.web_assets.string();
   DEX_READ(in.string("web.assets", web_assets));
   next.web_assets = web_assets;
+  DEX_READ(read_listener_tls(in, next.api_tls));
+  DEX_READ(read_listener_tls(in, next.web_tls));
 
   // snapshots.*, values.*, flows.* (docs/configuration.md).
   SnapshotSettings& snapshots = next.snapshots;
@@ -779,6 +821,18 @@ std::string yaml_quote(std::string_view text) {
   return out + "\"";
 }
 
+// A listener's TLS block, indented under its api: or web: block, as the
+// reader reads it back: file paths only, never the files' contents.
+std::string listener_tls_yaml(const tls::ServerTlsFiles& t) {
+  if (!t.enabled()) return fmt::format("  # tls: off (plaintext)\n");
+  std::string out = fmt::format("  tls:\n    certFile: {}\n    keyFile: {}\n",
+                                yaml_quote(t.cert_file), yaml_quote(t.key_file));
+  if (!t.client_ca_file.empty()) {
+    out += fmt::format("    clientCaFile: {}\n", yaml_quote(t.client_ca_file));
+  }
+  return out + fmt::format("    clientAuth: {}\n", tls::client_auth_name(t.client_auth));
+}
+
 }  // namespace
 
 std::string describe_serve_config(const NodeSettings& c) {
@@ -790,8 +844,9 @@ std::string describe_serve_config(const NodeSettings& c) {
   std::string out =
       "# The effective settings of dex-server-zd serve. This is a config: `serve --config` reads\n"
       "# it back with the same settings. Secrets appear only as the paths of their files.\n";
-  out += fmt::format("nodeId: {}\napi:\n  listen: {}\nobjectStore:\n  type: {}\n",
-                     yaml_quote(c.node_id), yaml_quote(c.listen), object_store_type_name(os.type));
+  out += fmt::format("nodeId: {}\napi:\n  listen: {}\n{}objectStore:\n  type: {}\n",
+                     yaml_quote(c.node_id), yaml_quote(c.listen), listener_tls_yaml(c.api_tls),
+                     object_store_type_name(os.type));
   if (os.type == ObjectStoreType::kS3) {
     out +=
         fmt::format("  bucket: {}\n  prefix: {}\n  endpoint: {}\n  region: {}\n  addressing: {}\n",
@@ -803,6 +858,7 @@ std::string describe_serve_config(const NodeSettings& c) {
                      "(/ AWS_SESSION_TOKEN)\n")
                : fmt::format("  credentials:\n    file: {}\n    profile: {}\n",
                              yaml_quote(os.credentials_file), yaml_quote(os.credentials_profile));
+    if (!os.ca_file.empty()) out += fmt::format("  caFile: {}\n", yaml_quote(os.ca_file));
   } else {
     out += fmt::format("  path: {}\n  durability: {}\n", yaml_quote(os.path.string()),
                        durability_name(os.durability));
@@ -830,8 +886,8 @@ std::string describe_serve_config(const NodeSettings& c) {
       zero_or(c.values.blob_collect_interval), zero_or(c.values.blob_min_age),
       format_duration(c.flows.retention), format_duration(c.flows.worker_reconnect_grace));
   out += describe_attribute_store_settings(c.attribute_store);
-  out += fmt::format("web:\n  listen: {}\n  assets: {}\n", yaml_quote(c.web_listen),
-                     yaml_quote(c.web_assets.string()));
+  out += fmt::format("web:\n  listen: {}\n  assets: {}\n{}", yaml_quote(c.web_listen),
+                     yaml_quote(c.web_assets.string()), listener_tls_yaml(c.web_tls));
   out += fmt::format("admin:\n  enabled: {}\n", c.admin_enabled);
   // Never a token or its digest. Digests given inline are replaced by a value
   // that reading back refuses, so a copy of this output cannot silently run

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "objstore/store_settings.h"
+#include "tls/server_tls.h"
 
 namespace dex {
 
@@ -133,6 +134,12 @@ struct NodeSettings {
   // files; empty: <directory of the binary>/../share/dex-web (--web-assets).
   std::string web_listen;
   std::filesystem::path web_assets;
+  // api.tls.* and web.tls.*: each listener's certificate, key and client CA
+  // (docs/configuration.md, "TLS"); no certFile: plaintext. The reader checks
+  // how the keys combine; the files are read and checked at startup and by
+  // `serve --check` (tls::load_server_tls), and reloaded when they change.
+  tls::ServerTlsFiles api_tls = tls::ServerTlsFiles::named("api.tls");
+  tls::ServerTlsFiles web_tls = tls::ServerTlsFiles::named("web.tls");
   // True while web_listen is dev's default, not asked for by a flag or a
   // file: if that port is in use (another dev process), dev runs without
   // dex-web and warns instead of refusing to start (docs/dex-web.md).
@@ -213,6 +220,12 @@ bool listen_is_loopback(std::string_view listen);
 // empty when there is nothing to warn about.
 std::string admin_exposure_warning(std::string_view listen, bool admin_enabled,
                                    size_t admin_token_count);
+
+// The startup warning when `listen` (api.listen, web.listen, under `key`) is
+// reachable beyond loopback without TLS: its traffic, tokens included, can be
+// read and changed on the way. Empty when there is nothing to warn about.
+std::string plaintext_exposure_warning(std::string_view key, std::string_view listen,
+                                       const tls::ServerTlsFiles& tls);
 
 // The effective settings of `serve` as a YAML document that load_serve_config_yaml
 // accepts again with the same settings, for `serve --check`. No secrets: the S3

@@ -1,7 +1,11 @@
 #include "objstore/store_settings.h"
 
+#include <fstream>
+#include <iterator>
 #include <system_error>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "objstore/filesystem_store.h"
 
@@ -52,6 +56,16 @@ StatusOr<S3Options> s3_options(const ObjectStoreSettings& settings) {
           : s3_credentials_from_file(settings.credentials_file, settings.credentials_profile);
   if (!credentials.is_ok()) return credentials.status();
   options.credentials = std::move(credentials).value();
+  if (!settings.ca_file.empty()) {
+    // Checked here so that `serve --check` names it; curl reads it per request.
+    std::ifstream in(settings.ca_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.is_open() || text.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return Status::invalid_argument(fmt::format(
+          "S3 CA file '{}' cannot be read or holds no PEM certificate", settings.ca_file));
+    }
+    options.ca_file = settings.ca_file;
+  }
   return options;
 }
 

@@ -35,6 +35,9 @@ struct ObjectStoreSettings {
   S3Addressing addressing = S3Addressing::kPath;
   std::string credentials_file;                 // empty: the AWS_* environment variables
   std::string credentials_profile = "default";  // objectStore.credentials.profile
+  // objectStore.caFile: a PEM bundle of the CAs that sign an https endpoint's
+  // certificate (a MinIO with a private CA); empty: the system's CAs.
+  std::string ca_file;
   // Filesystem (objectStore.path, objectStore.durability).
   std::filesystem::path path;
   Durability durability = Durability::kStrict;

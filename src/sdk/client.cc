@@ -41,10 +41,10 @@ struct Endpoint {
   std::shared_ptr<AdminService::Stub> admin;
 };
 
-Endpoint make_endpoint(const std::string& address) {
+Endpoint make_endpoint(const std::string& address, const TlsOptions& tls) {
   Endpoint e;
   e.address = address;
-  e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1));
+  e.channel = sdk_internal::make_channel(address, milliseconds(100), seconds(1), tls);
   e.flows = FlowService::NewStub(e.channel);
   e.admin = AdminService::NewStub(e.channel);
   return e;
@@ -56,8 +56,10 @@ Endpoint make_endpoint(const std::string& address) {
 // (the Worker opens a fresh channel per stream for the same reason).
 class EndpointSlot {
  public:
-  explicit EndpointSlot(std::string address)
-      : address(std::move(address)), current_(make_endpoint(this->address)) {}
+  EndpointSlot(std::string address, TlsOptions tls)
+      : address(std::move(address)),
+        tls_(std::move(tls)),
+        current_(make_endpoint(this->address, tls_)) {}
   const std::string address;
   Endpoint get() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -66,10 +68,11 @@ class EndpointSlot {
   // Replaces `failed` (if still current) with a fresh channel.
   void renew(const std::shared_ptr<grpc::Channel>& failed) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (current_.channel == failed) current_ = make_endpoint(address);
+    if (current_.channel == failed) current_ = make_endpoint(address, tls_);
   }
 
  private:
+  const TlsOptions tls_;
   mutable std::mutex mu_;
   Endpoint current_;  // guarded by mu_
 };
@@ -130,9 +133,10 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new
   }
   stubs_->token =
       std::make_unique<sdk_internal::TokenSource>(options_.token, options_.token_file);
+  if (stubs_->invalid.is_ok()) stubs_->invalid = check_tls_options(options_.tls);
   if (!stubs_->invalid.is_ok()) return;
   for (const std::string& address : stubs_->addresses)
-    stubs_->endpoints.push_back(std::make_unique<EndpointSlot>(address));
+    stubs_->endpoints.push_back(std::make_unique<EndpointSlot>(address, options_.tls));
 }
 
 Client::~Client() = default;
@@ -244,6 +248,12 @@ Status call_any(Client::Stubs& stubs, const ClientOptions& options, Duration tim
       if (said[i].is_ok()) {
         parts.push_back(fmt::format("{}: not tried (no time left)", stubs.endpoints[i]->address));
       } else {
+        // A failed TLS handshake looks like any failed connection to gRPC.
+        if (sdk_internal::is_connection_failure(said[i].message()) ||
+            said[i].message().find("not reachable") != std::string::npos) {
+          said[i] =
+              sdk_internal::explain_tls_failure(said[i], stubs.endpoints[i]->address, options.tls);
+        }
         parts.push_back(without_code(said[i]));
         only = &said[i];
       }

@@ -36,6 +36,7 @@
 #include "sdk/attribute.h"
 #include "sdk/search.h"
 #include "sdk/start_options.h"
+#include "sdk/tls_options.h"
 
 #include "dex/api.pb.h"
 #include "dex/flow_api.pb.h"
@@ -64,6 +65,11 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on AdminService calls instead
   // of the token when set.
   std::string admin_credential;
+  // TLS to every address (sdk/tls_options.h); off by default. Files that
+  // cannot be used make every call fail with InvalidArgument naming them; a
+  // failed handshake's error says why (a wrong CA, an expired certificate, a
+  // name the certificate does not hold).
+  TlsOptions tls;
 };
 
 // A node epoch as the API writes it (DescribeResponse.node_epoch,

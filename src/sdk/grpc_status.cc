@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 
 #include "common/grpc_code.h"
 #include "common/units.h"
@@ -94,10 +98,53 @@ std::string_view grpc_code_of(const Status& status) {
   return head;
 }
 
+namespace {
+
+// The PEM files of a TlsOptions as last read, by file name: a file that
+// cannot be read at a reconnect (replaced by a rotation just then) keeps its
+// previous content.
+std::string read_kept(const std::string& file) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> kept;  // guarded by mu; one entry per file named
+  if (file.empty()) return "";
+  std::ifstream in(file, std::ios::binary);
+  std::lock_guard<std::mutex> lock(mu);
+  if (in.is_open()) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    kept[file] = text.str();
+  }
+  return kept[file];
+}
+
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const TlsOptions& tls) {
+  if (!tls_active(tls)) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_kept(tls.ca_file);  // empty: gRPC's default roots
+  ssl.pem_cert_chain = read_kept(tls.cert_file);
+  ssl.pem_private_key = read_kept(tls.key_file);
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
+Status explain_tls_failure(Status status, const std::string& address, const TlsOptions& tls) {
+  if (status.is_ok()) return status;
+  // Without TLS, a server that closes the connection at once may be one that
+  // wants TLS.
+  if (!tls_active(tls) && !contains_ci(status.message(), "socket closed")) return status;
+  const std::string why = diagnose_tls(address, tls);
+  if (why.empty()) return status;
+  return Status(status.code(),
+                fmt::format("{}; {}: {}", status.message(),
+                            tls_active(tls) ? "the TLS handshake failed" : "hint", why));
+}
+
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
                                             Duration reconnect_backoff_initial,
-                                            Duration reconnect_backoff_max) {
+                                            Duration reconnect_backoff_max, const TlsOptions& tls) {
   grpc::ChannelArguments args;
+  if (tls_active(tls) && !tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   int initial_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_initial), 10));
   int max_ms = static_cast<int>(std::max<int64_t>(to_ms(reconnect_backoff_max), initial_ms));
@@ -123,7 +170,7 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
   // "Limits"), so the channel takes and sends messages of any size.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, channel_credentials(tls), args);
 }
 
 }  // namespace dex::sdk_internal

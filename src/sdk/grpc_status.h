@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "sdk/tls_options.h"
 
 namespace dex::sdk_internal {
 
@@ -35,8 +36,20 @@ std::string_view grpc_code_of(const Status& status);
 // A fresh channel to `address` with its own connection state (no subchannel
 // shared with other channels) and reconnect backoff bounded by the arguments,
 // so that a restarted server is found as soon as the caller retries.
+// With `tls` active (sdk/tls_options.h), the channel uses TLS with its files
+// as read at this call (a client certificate rotated on disk is used by the
+// next channel; a file that cannot be read now keeps what was read last) and
+// checks the server's certificate against tls.server_name when set.
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
                                             Duration reconnect_backoff_initial,
-                                            Duration reconnect_backoff_max);
+                                            Duration reconnect_backoff_max,
+                                            const TlsOptions& tls = {});
+
+// `status` (a failure to reach `address`) with, when `tls` is active, why
+// the TLS connection fails (diagnose_tls) appended: gRPC reports a failed
+// handshake as a bare UNAVAILABLE. Without TLS, a connection the server
+// closed ("Socket closed") gets a hint when the server speaks TLS.
+// Unchanged otherwise.
+Status explain_tls_failure(Status status, const std::string& address, const TlsOptions& tls);
 
 }  // namespace dex::sdk_internal

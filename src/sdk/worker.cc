@@ -101,6 +101,9 @@ class Connection {
   bool closed_ = false;  // protected by write_mu_
 };
 
+// An unchanged TLS failure of one address is logged again after this long.
+constexpr Duration kTlsFailureLogInterval = seconds(30);
+
 class WorkerCore {
  public:
   explicit WorkerCore(WorkerOptions options)
@@ -161,6 +164,8 @@ class WorkerCore {
   // Logs that `address` refused the Worker's token (UNAUTHENTICATED or
   // PERMISSION_DENIED), at most every kCredentialRefusalLogInterval per reason.
   void log_credential_refusal(const std::string& address, const grpc::Status& status);
+  // With TLS, logs why a connection to `address` fails (sdk/tls_options.h).
+  void log_tls_failure(const std::string& address);
   // The readiness of every address for dex.WorkerTaskService, asked at once
   // over fresh channels, by `deadline`.
   std::vector<sdk_internal::Readiness> probe(TimePoint deadline);
@@ -193,6 +198,9 @@ class WorkerCore {
   // The last credential refusal logged, and when.
   std::string last_refusal_;
   TimePoint last_refusal_at_;
+  // The last TLS failure logged per address, and when: a Worker reconnects
+  // every second, so an unchanged reason is logged again only after a while.
+  std::map<std::string, std::pair<std::string, TimePoint>> tls_failures_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // state changes: stopping_, finished_, idleness, in_run_
@@ -238,6 +246,7 @@ Status WorkerCore::run() {
     }
     if (Status s = validate_server_addresses(addresses_); !s.is_ok()) return s;
     if (auto token = token_.get(); !token.is_ok()) return token.status();
+    if (Status s = check_tls_options(options_.tls); !s.is_ok()) return s;
     if (options_.reconnect_backoff_initial <= Duration::zero() ||
         options_.reconnect_backoff_max < options_.reconnect_backoff_initial) {
       return Status::invalid_argument(
@@ -363,16 +372,16 @@ bool WorkerCore::sleep_unless_finished(Duration d) {
 std::vector<sdk_internal::Readiness> WorkerCore::probe(TimePoint deadline) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses_) {
-    channels.push_back(
-        make_channel(address, options_.reconnect_backoff_initial, options_.reconnect_backoff_max));
+    channels.push_back(make_channel(address, options_.reconnect_backoff_initial,
+                                    options_.reconnect_backoff_max, options_.tls));
   }
   return sdk_internal::probe_readiness(channels, WorkerTaskService::service_full_name(), deadline);
 }
 
 bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_standby) {
   // A fresh channel each time: whichever process answers at the address now.
-  auto channel =
-      make_channel(address, options_.reconnect_backoff_initial, options_.reconnect_backoff_max);
+  auto channel = make_channel(address, options_.reconnect_backoff_initial,
+                              options_.reconnect_backoff_max, options_.tls);
   stub_ = WorkerTaskService::NewStub(channel);
   auto conn = std::make_shared<Connection>();
   conn->address = address;
@@ -499,6 +508,9 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
   }
   if (!finished) {
     std::string why = status_from_grpc(status, address, Duration::zero()).message();
+    if (!accepted && is_connection_failure(status.error_message())) {
+      log_tls_failure(address);
+    }
     if (accepted) {
       spdlog::warn("worker {}: task stream ended: {}", options_.worker_id, why);
     } else {
@@ -513,6 +525,18 @@ bool WorkerCore::serve_stream(const std::string& address, bool* refused_by_stand
                           !sdk_internal::is_connection_failure(status.error_message())) ||
                          status.error_code() == grpc::StatusCode::CANCELLED);
   return accepted;
+}
+
+void WorkerCore::log_tls_failure(const std::string& address) {
+  if (!tls_active(options_.tls)) return;
+  const TimePoint now = SystemClock::instance().now();
+  auto& [last, at] = tls_failures_[address];
+  if (!last.empty() && now - at < kTlsFailureLogInterval) return;  // diagnosed recently
+  const std::string why = diagnose_tls(address, options_.tls);
+  if (why.empty()) return;
+  last = why;
+  at = now;
+  spdlog::error("worker {}: cannot connect to {} over TLS: {}", options_.worker_id, address, why);
 }
 
 // A refused credential is logged again after this long (a Worker reconnects

@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "sdk/flow.h"
+#include "sdk/tls_options.h"
 
 namespace dex {
 
@@ -62,6 +63,11 @@ struct WorkerOptions {
   // Context::cancelled() and their results are dropped (the server times
   // those attempts out).
   Duration shutdown_timeout = seconds(30);
+  // TLS to every address (sdk/tls_options.h); off by default. run() refuses
+  // files that cannot be used, naming them; a failed handshake is logged
+  // with why (a wrong CA, an expired certificate, a wrong name, a client
+  // certificate the server refused).
+  TlsOptions tls;
 };
 
 namespace sdk_internal {

@@ -12,11 +12,13 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "api/api_server.h"
+#include "api/api_tls.h"
 #include "auth/token_store.h"
 #include "common/random.h"
 #include "common/version.h"
@@ -26,6 +28,8 @@
 #include "node/node.h"
 #include "objstore/store_settings.h"
 #include "server/attribute_tables.h"
+#include "tls/ssl_context.h"
+#include "tls/tls_watcher.h"
 #include "web/web_server.h"
 
 namespace dex {
@@ -98,12 +102,59 @@ web::ProcessStatusSource process_status_of(const Node& node) {
   };
 }
 
+// api.tls and web.tls of one process (docs/operations.md, "TLS"): what each
+// listener serves, reloaded from disk while the process runs. Outlives both
+// listeners.
+struct ProcessTls {
+  std::unique_ptr<ApiTls> api;                    // null: the API is plaintext
+  std::unique_ptr<tls::ReloadingSslContext> web;  // null: dex-web is plain HTTP
+};
+
+// Reads and checks the configured files (an error names the key and the
+// file) and starts watching them; warns about a listener reachable beyond
+// loopback without TLS.
+StatusOr<ProcessTls> start_tls(const NodeSettings& settings) {
+  ProcessTls out;
+  for (const auto& [key, listen, files] :
+       {std::tuple{"api.listen", settings.listen, &settings.api_tls},
+        std::tuple{"web.listen", settings.web_listen, &settings.web_tls}}) {
+    if (std::string warning = plaintext_exposure_warning(key, listen, *files); !warning.empty()) {
+      spdlog::warn("{}", warning);
+    }
+    if (!files->enabled() || listen.empty()) continue;
+    auto watcher = tls::TlsWatcher::start(*files);
+    if (!watcher.is_ok()) return watcher.status();
+    std::shared_ptr<tls::TlsWatcher> shared = std::move(watcher).value();
+    spdlog::info("{}; certificate {}, expires {}", tls::describe_server_tls(*files),
+                 shared->current()->subject, shared->current()->not_after);
+    if (files == &settings.api_tls) {
+      auto api = ApiTls::start(shared);
+      if (!api.is_ok()) return api.status();
+      out.api = std::move(api).value();
+    } else {
+      out.web = std::make_unique<tls::ReloadingSslContext>(shared);
+    }
+  }
+  return out;
+}
+
+// The API listener's TLS credentials, and the local socket dex-web's gateway
+// calls it through: with TLS (and client certificates required) on the API,
+// the gateway would otherwise need a client certificate of its own. The
+// socket is plaintext in a directory only this user can enter.
+void apply_api_tls(const ProcessTls& tls, bool web, ApiServerOptions& options) {
+  if (tls.api == nullptr) return;
+  options.credentials = tls.api->credentials();
+  if (web) options.local_listen = tls.api->gateway_address();
+}
+
 // dex-web (docs/dex-web.md) when web.listen names an address: it calls this
 // process's API as a client does (a wildcard API host dialled as loopback),
 // and reads the node's status for GET /api/v1/process.
 // Null when off; a bind failure (the port in use) fails startup.
 StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings,
-                                                    const ApiServer& api, const Node& node) {
+                                                    const ApiServer& api, const Node& node,
+                                                    const ProcessTls& tls) {
   if (settings.web_listen.empty()) return std::unique_ptr<web::WebServer>();
   web::WebServerOptions options;
   options.listen = settings.web_listen;
@@ -117,6 +168,10 @@ StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings
                         : fmt::format("{} (git {})", project_version(), git_revision());
   options.admin_auth = settings.admin_enabled && !settings.admin_token_sha256.empty();
   options.process_status = process_status_of(node);
+  if (tls.api != nullptr) options.gateway_address = tls.api->gateway_address();
+  if (tls.web != nullptr) {
+    options.tls_setup = [ctx = tls.web.get()](SSL_CTX& ssl) { return ctx->setup(ssl); };
+  }
   auto server = web::WebServer::start(options);
   if (!server.is_ok() && settings.web_listen_is_default) {
     // dev's default address, not asked for: another dev process may have it.
@@ -241,8 +296,11 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
         program, data_dir.string(), data_dir.string()));
   }
 
-  const ApiServerOptions api_options = api_options_for(
-      settings.listen, settings.admin_enabled, settings.admin_token_sha256, settings.values);
+  ApiServerOptions api_options = api_options_for(settings.listen, settings.admin_enabled,
+                                                 settings.admin_token_sha256, settings.values);
+  auto tls = start_tls(settings);
+  if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
+  apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
 
   auto store = open_object_store(data_dir_object_store(data_dir, settings.durability));
   if (!store.is_ok())
@@ -264,7 +322,7 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   // that arrive early get UNAVAILABLE until this process is active.
   auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  auto web = start_web(settings, *api.value(), node);
+  auto web = start_web(settings, *api.value(), node, tls.value());
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));
     return fail(fmt::format("cannot start: {}", web.status().message()));
@@ -294,8 +352,11 @@ int run_serve_server(const NodeSettings& settings) {
     return fail(fmt::format("cannot open the object store: {}", opened.status().message()));
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
-  const ApiServerOptions api_options = api_options_for(
-      settings.listen, settings.admin_enabled, settings.admin_token_sha256, settings.values);
+  ApiServerOptions api_options = api_options_for(settings.listen, settings.admin_enabled,
+                                                 settings.admin_token_sha256, settings.values);
+  auto tls = start_tls(settings);
+  if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
+  apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
   auto tables = open_attribute_tables(settings);
   if (!tables.is_ok()) return fail(fmt::format("cannot start: {}", tables.status().message()));
   NodeRuntime runtime;
@@ -311,7 +372,7 @@ int run_serve_server(const NodeSettings& settings) {
   Node node(settings, runtime, store, SystemClock::instance());
   auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
-  auto web = start_web(settings, *api.value(), node);
+  auto web = start_web(settings, *api.value(), node, tls.value());
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));
     return fail(fmt::format("cannot start: {}", web.status().message()));

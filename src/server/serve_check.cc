@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "objstore/store_settings.h"
+#include "tls/server_tls.h"
 
 namespace dex {
 
@@ -43,6 +44,7 @@ Status check_serve_config(const NodeSettings& settings) {
           {"S3 region", "objectStore.region"},
           {"S3 prefix", "objectStore.prefix"},
           {"S3 endpoint", "objectStore.endpoint"},
+          {"S3 CA file", "objectStore.caFile"},
           {"S3 credentials", os.credentials_file.empty()
                                  ? "objectStore.credentials (not set: taken from the environment)"
                                  : "objectStore.credentials.file/profile"}};
@@ -55,6 +57,11 @@ Status check_serve_config(const NodeSettings& settings) {
     if (auto s = check_directory(os.path, "objectStore.path"); !s.is_ok()) return s;
   }
   if (auto s = check_directory(settings.local_store_path, "localStore.path"); !s.is_ok()) return s;
+  // Each listener's certificate, key and client CA, checked as startup does.
+  for (const tls::ServerTlsFiles* files : {&settings.api_tls, &settings.web_tls}) {
+    if (!files->enabled()) continue;
+    if (auto m = tls::load_server_tls(*files); !m.is_ok()) return m.status();
+  }
   // Each Attribute Store is reached, pinged and described as startup does.
   if (auto tables = open_attribute_tables(settings); !tables.is_ok()) return tables.status();
   return Status::ok();

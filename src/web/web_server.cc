@@ -110,7 +110,8 @@ class WebServer::Impl {
   explicit Impl(const WebServerOptions& options)
       : options_(options),
         files_(options.assets_dir),
-        gateway_(dial_address(options.api_address)) {}
+        gateway_(options.gateway_address.empty() ? dial_address(options.api_address)
+                                                 : options.gateway_address) {}
 
   ~Impl() { stop(); }
 
@@ -118,6 +119,10 @@ class WebServer::Impl {
     auto hp = split_listen(options_.listen);
     if (!hp.is_ok()) return hp.status();
     host_ = hp->host;
+    if (!server_.is_valid()) {
+      return Status::invalid_argument(fmt::format(
+          "cannot serve HTTPS on {}: the TLS settings were refused (web.tls)", options_.listen));
+    }
     routes();
     // SO_REUSEADDR only: the library's default also sets SO_REUSEPORT, with
     // which a second process could bind the same port without an error.
@@ -169,7 +174,8 @@ class WebServer::Impl {
   int port() const { return port_; }
   std::string url() const {
     const bool v6 = host_.find(':') != std::string::npos;
-    return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port_);
+    return fmt::format("{}://{}{}{}:{}", options_.tls_setup ? "https" : "http", v6 ? "[" : "",
+                       host_, v6 ? "]" : "", port_);
   }
   const StaticFiles& files() const { return files_; }
 
@@ -258,7 +264,12 @@ class WebServer::Impl {
   const WebServerOptions options_;
   const StaticFiles files_;
   JsonGateway gateway_;
-  httplib::Server server_;
+  // An httplib::SSLServer when web.tls is set, else a plain one.
+  std::unique_ptr<httplib::Server> server_owner_ =
+      options_.tls_setup
+          ? std::unique_ptr<httplib::Server>(new httplib::SSLServer(options_.tls_setup))
+          : std::make_unique<httplib::Server>();
+  httplib::Server& server_ = *server_owner_;
   std::string host_;
   int port_ = -1;
   std::thread thread_;

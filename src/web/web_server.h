@@ -8,12 +8,15 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "common/status.h"
 #include "web/process_status.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace dex::web {
 
@@ -34,6 +37,13 @@ struct WebServerOptions {
   // GET /api/v1/process: this process's role, standby state, epoch, holder,
   // log position (web/process_status.h). Unset: that path answers 404.
   ProcessStatusSource process_status;
+  // web.tls: configures the OpenSSL context of an HTTPS listener (the server
+  // passes tls::ReloadingSslContext::setup, which follows rotations on disk);
+  // false refuses to start. Unset: plain HTTP.
+  std::function<bool(SSL_CTX&)> tls_setup;
+  // The address the JSON gateway dials instead of api_address (the API's
+  // local plaintext socket when the API listener uses TLS); empty: api_address.
+  std::string gateway_address;
 };
 
 // <directory of /proc/self/exe>/../share/dex-web, where the build copies
