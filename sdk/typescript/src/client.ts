@@ -6,6 +6,7 @@ import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
+import { TokenSource } from "./credentials";
 import { DexError, errorFromGrpc, formatDuration, isConnectionFailure } from "./errors";
 import { abortReason, isServiceError, jitter, sleep, unaryCall, waitForConnection } from "./internal";
 import { checkReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
@@ -103,7 +104,16 @@ export interface ClientOptions {
    * next address is tried (nothing has been sent then). Default 2000.
    */
   connectTimeoutMs?: number;
-  /** Sent as "authorization: Bearer <token>" on AdminService calls. */
+  /**
+   * Sent as "authorization: Bearer <token>" on every call (docs/api.md,
+   * "Access"). Default: tokenFile's first line (read again when the file
+   * changes), else $DEX_TOKEN, else the file $DEX_TOKEN_FILE names, else none.
+   * A file that cannot be read makes every call reject with INVALID_ARGUMENT
+   * naming it.
+   */
+  token?: string;
+  tokenFile?: string;
+  /** Sent as "authorization: Bearer <token>" on AdminService calls instead of the token. */
   adminCredential?: string;
 }
 
@@ -479,6 +489,7 @@ export class Client {
   private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly adminCredential: string | undefined;
+  private readonly token: TokenSource;
   private endpoints: Endpoint[] | undefined;
   private preferred = 0;
   // True once an address answered (preferred is then that address, not just
@@ -499,6 +510,7 @@ export class Client {
       throw new DexError("INVALID_ARGUMENT", "ClientOptions.connectTimeoutMs must be positive");
     }
     this.adminCredential = options.adminCredential;
+    this.token = new TokenSource(options.token, options.tokenFile);
   }
 
   /** The address that answered the last call (the next call starts there). */
@@ -1380,8 +1392,10 @@ export class Client {
     // A connection was made, or a process answered, in this call.
     let everReached = false;
     const metadata = new grpc.Metadata();
-    if (spec.credential !== undefined && spec.credential !== "") {
-      metadata.set("authorization", `Bearer ${spec.credential}`);
+    // An admin call's own credential, else the client's token.
+    const credential = spec.credential !== undefined && spec.credential !== "" ? spec.credential : this.token.get();
+    if (credential !== undefined && credential !== "") {
+      metadata.set("authorization", `Bearer ${credential}`);
     }
 
     const exhausted = (): DexError => {

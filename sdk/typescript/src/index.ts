@@ -42,6 +42,7 @@ export {
 } from "./worker";
 export { DexError, grpcCodeName, type DexErrorCode } from "./errors";
 export { parseServerAddresses, validateServerAddress, validateServerAddresses } from "./addresses";
+export { readTokenFile, TOKEN_ENV, TOKEN_FILE_ENV } from "./credentials";
 // The dex Flow model (flow/) and the shapes of the Flow API's answers (flow-types.ts).
 export {
   Attribute,

@@ -26,6 +26,7 @@ import { hostname } from "node:os";
 import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
+import { TokenSource } from "./credentials";
 import { DexError, errorFromGrpc, isConnectionFailure } from "./errors";
 import { Attribute, Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
@@ -73,6 +74,14 @@ export interface WorkerOptions {
    * attempts out). Default 30000.
    */
   shutdownTimeoutMs?: number;
+  /**
+   * Sent as "authorization: Bearer <token>" when a stream opens (a token of
+   * the worker role, docs/api.md "Access"). Default: tokenFile's first line
+   * (read again at a reconnect when it changed), else $DEX_TOKEN, else the
+   * file $DEX_TOKEN_FILE names, else none. run() rejects a file it cannot read.
+   */
+  token?: string;
+  tokenFile?: string;
   /** Default: warnings and errors to console.error. */
   logger?: Logger;
 }
@@ -173,6 +182,10 @@ export class Worker {
   private readonly shutdownTimeoutMs: number;
   private readonly log: Logger;
   private readonly queuedMax: number;
+  private readonly token: TokenSource;
+  /** The last credential refusal logged, and when: logged again only when it changes or after 30 s. */
+  private lastRefusal = "";
+  private lastRefusalAt = 0;
 
   private ran = false;
   private stopping = false;
@@ -232,6 +245,7 @@ export class Worker {
       throw new DexError("INVALID_ARGUMENT", "shutdownTimeoutMs must not be negative");
     }
     this.log = options.logger ?? defaultLogger;
+    this.token = new TokenSource(options.token, options.tokenFile);
     this.queuedMax = Math.max(QUEUED_TASKS_MIN, 4 * this.maxConcurrent);
     this.backoffMs = this.backoffInitialMs;
     this.readyPromise = new Promise<void>((resolve, reject) => {
@@ -274,6 +288,11 @@ export class Worker {
     }
     const clash = indexKeyClash(this.flows.values());
     if (clash !== undefined) return Promise.reject(new DexError("INVALID_ARGUMENT", clash));
+    try {
+      this.token.get(); // a token file that cannot be read: refused now, naming it
+    } catch (error) {
+      return Promise.reject(error);
+    }
     this.ran = true;
     this.runPromise = this.serve();
     return this.runPromise;
@@ -410,9 +429,15 @@ export class Worker {
       // A fresh channel each time: whichever process answers at the address now.
       channelOptions(this.backoffInitialMs, this.backoffMaxMs),
     );
+    // The token as it is now: a rotated token file is read again (credentials.ts).
+    const metadata = new grpc.Metadata();
+    const token = this.token.get();
+    if (token !== undefined && token !== "") metadata.set("authorization", `Bearer ${token}`);
     const call = (
-      client as unknown as { PollWorkerTask(): grpc.ClientDuplexStream<WireWorkerMessage, WireServerMessage> }
-    ).PollWorkerTask();
+      client as unknown as {
+        PollWorkerTask(metadata: grpc.Metadata): grpc.ClientDuplexStream<WireWorkerMessage, WireServerMessage>;
+      }
+    ).PollWorkerTask(metadata);
     const now = Date.now();
     const conn: Connection = { address, client, call, openedAt: now, lastReceive: now, accepted: false, closed: false };
 
@@ -440,6 +465,20 @@ export class Worker {
           );
           this.log.error?.(`worker ${this.workerId}: ${this.refused.message}`);
           void this.shutdown();
+        } else if (
+          !this.finished &&
+          (endStatus?.code === grpc.status.UNAUTHENTICATED || endStatus?.code === grpc.status.PERMISSION_DENIED)
+        ) {
+          // The server refused the credential: keep trying (a rotated token
+          // file may fix it), and say so as an error now and then.
+          const why = errorFromGrpc(endStatus, address, 0).message;
+          if (why !== this.lastRefusal || Date.now() - this.lastRefusalAt >= 30_000) {
+            this.lastRefusal = why;
+            this.lastRefusalAt = Date.now();
+            this.log.error?.(
+              `worker ${this.workerId}: ${address} refused this Worker's credential: ${why} (give WorkerOptions.token or tokenFile, $DEX_TOKEN or $DEX_TOKEN_FILE a token of the worker role; retrying)`,
+            );
+          }
         } else if (!this.finished) {
           const why =
             endStatus === undefined || endStatus.code === grpc.status.OK

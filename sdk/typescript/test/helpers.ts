@@ -53,6 +53,8 @@ export class DevServer {
   private child: ChildProcess | undefined;
   private lines: string[] = [];
   private exited: Promise<number | null> = Promise.resolve(null);
+  /** More flags of `dex-server-zd dev` (`--config FILE`), kept for a restart. */
+  private extraArgs: string[] = [];
 
   private constructor(dataDir: string) {
     this.dataDir = dataDir;
@@ -63,11 +65,12 @@ export class DevServer {
   }
 
   /** Starts a dev server on a free port (or `port`) with a fresh data directory. */
-  static async start(options: { port?: number; durability?: string } = {}): Promise<DevServer> {
+  static async start(options: { port?: number; durability?: string; args?: string[] } = {}): Promise<DevServer> {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "dex-sdk-ts-"));
     dataDirs.add(dataDir);
     const server = new DevServer(dataDir);
     server.port = options.port ?? 0;
+    server.extraArgs = options.args ?? [];
     await server.launch(options.durability);
     return server;
   }
@@ -80,6 +83,7 @@ export class DevServer {
   private launch(durability?: string): Promise<void> {
     const args = ["dev", "--data-dir", this.dataDir, "--listen", `127.0.0.1:${this.port}`];
     if (durability !== undefined) args.push("--durability", durability);
+    args.push(...this.extraArgs);
     const child = spawn(binary("dex-server-zd"), args, { stdio: ["ignore", "pipe", "pipe"] });
     this.child = child;
     live.add(child);
