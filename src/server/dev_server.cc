@@ -166,7 +166,9 @@ StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings
   options.version = git_revision().empty()
                         ? std::string(project_version())
                         : fmt::format("{} (git {})", project_version(), git_revision());
-  options.admin_auth = settings.admin_enabled && !settings.admin_token_sha256.empty();
+  // Whether dex-web asks for a token before an action: any credential configured
+  // (docs/api.md, "Access").
+  options.admin_auth = settings.access.any();
   options.process_status = process_status_of(node);
   if (tls.api != nullptr) options.gateway_address = tls.api->gateway_address();
   if (tls.web != nullptr) {

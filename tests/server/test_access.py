@@ -166,3 +166,48 @@ def test_serve_check_reports_each_role_without_secrets(tmp_path):
     assert f"client: 1 token file(s) ({files['client']})" in r.stdout, r.stdout
     assert "worker: 1 token file(s)" in r.stdout and "1 digest(s)" in r.stdout, r.stdout
     assert "check-secret" not in r.stdout + r.stderr and "a" * 64 not in r.stdout
+
+
+def test_dex_web_forwards_the_browsers_token_and_a_viewer_reads_but_cannot_act(procs, tmp_path):
+    import urllib.error
+    import urllib.request
+    from conftest import free_port
+
+    files, config = tokens_config(tmp_path)
+    web_port = free_port()
+    a = start_dev(procs, tmp_path / "data", "--config", config, "--web-listen",
+                  f"127.0.0.1:{web_port}")
+    port = port_of(a.wait_for_line(READY, 60))
+    r = dexcli(port, "flow", "start", "SignUp", "--flow-id", "web-ann", "--input",
+               '{"email":"ann@example.com","code":"c-7"}', token_file=files["client"])
+    # No Worker declared SignUp on this server: the start is refused, but not for access.
+    assert grpc_code(r) is None, r.stderr
+
+    def call(method, body, role=None):
+        headers = {"Content-Type": "application/json"}
+        if role is not None:
+            headers["Authorization"] = "Bearer " + files[role].read_text().strip()
+        req = urllib.request.Request(f"http://127.0.0.1:{web_port}/api/v1/{method}",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as res:
+                return res.status, json.loads(res.read().decode() or "{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode() or "{}")
+
+    status, body = call("dex.FlowService/SearchFlows", {"query": ""})
+    assert body.get("code") == "UNAUTHENTICATED", (status, body)
+    status, body = call("dex.FlowService/SearchFlows", {"query": ""}, "viewer")
+    assert status == 200, (status, body)
+    status, body = call("dex.FlowService/StopFlow", {"flowId": "web-ann"}, "viewer")
+    assert body.get("code") == "PERMISSION_DENIED" and "holds viewer" in body.get("message", ""), \
+        (status, body)
+    status, body = call("dex.AdminService/Describe", {}, "viewer")
+    assert body.get("code") == "PERMISSION_DENIED", (status, body)
+    status, body = call("dex.AdminService/Describe", {}, "admin")
+    assert status == 200 and body["accessMode"] == "every-call", (status, body)
+    # dex-web asks for a token before an action.
+    req = urllib.request.Request(f"http://127.0.0.1:{web_port}/api/v1/web")
+    with urllib.request.urlopen(req, timeout=10) as res:
+        assert json.loads(res.read().decode())["adminAuth"] is True

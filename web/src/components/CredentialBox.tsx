@@ -1,5 +1,6 @@
-// The header's credential box: an admin token kept in sessionStorage (this tab only) and sent with
-// every call as `Authorization: Bearer <token>`.
+// The header's credential box: a token kept in sessionStorage (this tab only) and sent with every
+// call as `Authorization: Bearer <token>`: viewer to read, client or admin to act (docs/api.md,
+// "Access").
 import { useEffect, useState } from "react";
 import { Button, Group, PasswordInput, Text } from "@mantine/core";
 import { getToken, onTokenChange, setToken } from "../api/credential";
@@ -42,7 +43,8 @@ export function CredentialBox() {
           styles={{ root: { display: "flex", alignItems: "center", gap: 6 }, label: { whiteSpace: "nowrap" }, wrapper: { flex: 1 } }}
         />
         <span id="credential-help" hidden>
-          Kept in this tab only and sent as the Authorization header of every call.
+          Kept in this tab only and sent as the Authorization header of every call: a viewer token
+          lets dex-web read, a client or admin token lets it act on runs.
         </span>
         <Button size="xs" type="submit" disabled={draft.trim() === ""}>
           Use

@@ -1,7 +1,8 @@
-// Where the server has admin credentials configured (GET /api/v1/web "adminAuth"), dex-web asks
-// for an admin token before an action that changes a run, and checks it with the server first
-// (AdminService.Describe answers UNAUTHENTICATED to a wrong one), so that a mistyped token is
-// refused in the modal instead of being kept for the tab.
+// Where the server has credentials configured (GET /api/v1/web "adminAuth"), dex-web asks for a
+// token before an action that changes a run (a client or admin token; docs/api.md "Access"), and
+// checks it with the server first (AdminService.Describe answers UNAUTHENTICATED to a token it
+// does not know), so that a mistyped token is refused in the modal instead of being kept for the
+// tab.
 import { ApiError, getWebInfo } from "../../../api/client";
 
 let adminAuth: Promise<boolean> | undefined;
@@ -43,6 +44,8 @@ export async function checkAdminToken(token: string): Promise<void> {
   } catch {
     // not the gateway's JSON error body
   }
-  if (code === "UNAVAILABLE" || code === "FAILED_PRECONDITION") return;
+  // PERMISSION_DENIED: the server knows the token, but its role is not admin (a client token,
+  // docs/api.md "Access"); the action itself then answers for its own role.
+  if (code === "UNAVAILABLE" || code === "FAILED_PRECONDITION" || code === "PERMISSION_DENIED") return;
   throw new ApiError(code, `the admin token was not accepted: ${message}`, resp.status);
 }
