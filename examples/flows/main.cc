@@ -1,7 +1,7 @@
 // dex-flow-examples: the example Flows (example_flows.h) as a program.
 //
 //   dex-flow-examples worker [--server ADDR]... [--concurrency N] [--work-time D]
-//                            [--charge-bug]             host the Flows (example_flows.h)
+//                            [--charge-bug] [--token-file F]   host the Flows (example_flows.h)
 //   dex-flow-examples drive order|order-refund|signup|quotes|transfer|transfer-compensate|
 //                           fanout|retry --flow-id ID [--server ADDR]...
 //
@@ -61,6 +61,17 @@ struct ServeFlags {
 // DEX_TLS* variables (sdk/tls_options.h), as dexcli takes them.
 dex::TlsOptions tls_options;
 
+// --token-file: the token sent as "authorization: Bearer <token>" (the
+// Worker's needs the worker role, the driver's the client role; docs/api.md
+// "Access"). Without it, $DEX_TOKEN or $DEX_TOKEN_FILE (sdk/credentials.h).
+std::string token_file;
+
+void add_token_flag(CLI::App* app, std::string_view role) {
+  app->add_option("--token-file", token_file,
+                  "File holding a token of the " + std::string(role) +
+                      " role (default $DEX_TOKEN, $DEX_TOKEN_FILE)");
+}
+
 void add_tls_flags(CLI::App* app) {
   app->add_flag("--tls", tls_options.enabled, "Connect with TLS (default $DEX_TLS)");
   app->add_option("--ca-file", tls_options.ca_file,
@@ -83,6 +94,7 @@ int serve(const std::vector<std::string>& servers, const ServeFlags& flags) {
   dex::WorkerOptions options;
   options.server_addresses = servers;
   options.tls = tls_options;
+  options.token_file = token_file;
   options.worker_id = flags.worker_id;
   options.max_concurrent_tasks = flags.concurrency;
   dex::Worker worker(options);
@@ -267,6 +279,7 @@ int drive(const std::string& example, const std::vector<std::string>& servers,
   dex::ClientOptions options;
   options.server_addresses = servers;
   options.tls = tls_options;
+  options.token_file = token_file;
   dex::Client client(options);
   if (example == "transfer" || example == "transfer-compensate")
     return drive_transfer(client, flow_id, example == "transfer-compensate");
@@ -365,6 +378,8 @@ int main(int argc, char** argv) {
   driver->add_option("--server", servers, "Address of a process of the node (repeatable)");
   add_tls_flags(worker);
   add_tls_flags(driver);
+  add_token_flag(worker, "worker");
+  add_token_flag(driver, "client");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
