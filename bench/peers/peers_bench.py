@@ -32,14 +32,15 @@ Flow "one-call" (dex only): peers-one, each flow started and waited for in one c
 with wait_timeout_ms) instead of StartFlow then WaitForFlow (issue 30); its dex/R ratios are
 against Restate's "one" row.
 
-Slow-flush rows (--flush fast,slow): the same rows with every fsync() and fdatasync() of the
-server 2 ms slower (--slow-flush-us), the disk state the issue saw under load (2-3 ms a flush
-instead of 0.2 ms). Produced by strace's syscall delay injection (the server runs under
-`strace -f --seccomp-bpf -e trace=fsync,fdatasync -e inject=fsync,fdatasync:delay_enter=US`;
-seccomp stops only those two calls, and it works on restate-server, which is statically linked,
-where an LD_PRELOAD shim would not). Detected, not assumed: the run fails unless each slow row's
-server is traced (TracerPid in /proc/<pid>/status), and the row's own fsync floor is measured
-through the same injection (column "fsync"), so p50/fsync reads against the slow floor.
+Slow-flush rows (--flush fast,slow): the same rows on a disk whose flushes are slow, the state
+this disk falls into for minutes on its own (an fdatasync of 4 ms, quantized by the kernel's
+250 Hz tick, instead of 0.15-0.2 ms). Produced by a block-I/O cgroup that limits the server's
+writes to the data's disk (--slow-flush-iops, default 1000 write requests/s; cgroup v1 blkio
+throttle, or io.max on cgroup v2): every process the server starts is in it, whatever its
+language or linkage (restate-server is statically linked), and nothing but its I/O is slowed.
+Detected, not assumed: each slow row checks that its server is in the cgroup (/proc/<pid>/cgroup)
+and that the cgroup throttled its writes (the write requests it counted), and the row's own fsync
+floor is measured by a probe in the same cgroup (column "fsync"), so p50/fsync reads against it.
 
 Flow "synced" (dex with the C++ Worker only): peers-attr's write to an Attribute declared
 dex::kSync, the Flow's Attribute Store "peers": the bench starts a throwaway PostgreSQL
@@ -58,7 +59,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -187,14 +187,72 @@ def fsync_floor(directory, seconds):
 
 
 def floor_through(prefix, directory, seconds):
-    """fsync_floor in a child process run under `prefix` (the slow rows' strace injection): the
-    floor a slow row's server sees."""
+    """fsync_floor in a child process run under `prefix` (into the slow rows' cgroup): the floor
+    a slow row's server sees."""
     r = run([*prefix, sys.executable, os.path.abspath(__file__), "--floor-probe", directory, seconds],
             timeout=seconds * 2 + 60)
     if r.returncode != 0:
         die(f"the fsync floor probe failed: {r.stderr[-2000:]}")
     probe = json.loads(r.stdout)
     return probe["append"], probe["create"]
+
+
+class SlowDiskCgroup:
+    """A block-I/O cgroup limiting writes to the disk under `directory` to `iops` requests/s:
+    the slow-flush rows' disk. cgroup v1 blkio throttle where mounted, else cgroup v2 io.max."""
+
+    def __init__(self, directory, iops):
+        dev = os.stat(directory).st_dev
+        major, minor = os.major(dev), os.minor(dev)
+        if os.path.exists(f"/sys/dev/block/{major}:{minor}/partition"):  # throttle the disk
+            with open(f"/sys/dev/block/{major}:{minor}/../dev") as f:
+                major, minor = map(int, f.read().split(":"))
+        self.device = f"{major}:{minor}"
+        name = f"dex-peers-slow-{os.getpid()}"
+        if os.path.isdir("/sys/fs/cgroup/blkio"):
+            self.path = os.path.join("/sys/fs/cgroup/blkio", name)
+            limit_file, limit = "blkio.throttle.write_iops_device", f"{self.device} {iops}"
+            self.counter = "blkio.throttle.io_serviced"
+        else:
+            root = "/sys/fs/cgroup"
+            try:
+                with open(os.path.join(root, "cgroup.subtree_control")) as f:
+                    if "io" not in f.read().split():
+                        raise OSError("the io controller is not enabled for child cgroups")
+            except OSError as e:
+                die(f"slow-flush rows need cgroup v1 blkio or the cgroup v2 io controller: {e}")
+            self.path = os.path.join(root, name)
+            limit_file, limit = "io.max", f"{self.device} wiops={iops}"
+            self.counter = "io.stat"
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            with open(os.path.join(self.path, limit_file), "w") as f:
+                f.write(limit)
+        except OSError as e:
+            die(f"slow-flush rows: making the cgroup {self.path} ({limit_file} {limit!r}; "
+                f"needs root): {e}")
+        self.procs = os.path.join(self.path, "cgroup.procs")
+
+    def check_member(self, tag, pid):
+        with open(f"/proc/{pid}/cgroup") as f:
+            if os.path.basename(self.path) not in f.read():
+                die(f"{tag}: the server (pid {pid}) is not in {self.path}: the row would not be slow")
+
+    def writes(self):
+        """Write requests the cgroup counted on the device (its throttle saw them)."""
+        with open(os.path.join(self.path, self.counter)) as f:
+            for line in f:
+                if line.startswith(self.device + " Write"):
+                    return int(line.split()[2])
+                if line.startswith(self.device + " ") and "wios=" in line:
+                    return int(re.search(r"wios=(\d+)", line).group(1))
+        return 0
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------------------------------ bench
@@ -212,43 +270,22 @@ class Bench:
         self.procs = []
         self.to_remove = []
         self.pg = None  # the PostgreSQL of the synced rows, started by the first one
+        self.slow_cgroup = None  # the slow-flush rows' cgroup, made by the first one
 
     def flush_prefix(self, flush):
-        """What a row's server runs under: nothing on a fast row; on a slow one strace, delaying
-        every fsync and fdatasync by --slow-flush-us before the call (seccomp: only those two
-        calls stop, in every thread)."""
+        """What a row's server runs under: nothing on a fast row; on a slow one a shell that
+        moves itself into the slow-flush cgroup and execs the server (same pid)."""
         if flush == "fast":
             return []
-        strace = shutil.which("strace") or die("strace is missing: the slow rows need it "
-                                               "(scripts/install-deps)")
-        return [strace, "-f", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=fsync,fdatasync",
-                "-e", f"inject=fsync,fdatasync:delay_enter={self.args.slow_flush_us}", "--"]
+        if self.slow_cgroup is None:
+            self.slow_cgroup = SlowDiskCgroup(self.work, self.args.slow_flush_iops)
+        return ["sh", "-c", f'echo $$ > {self.slow_cgroup.procs} && exec "$@"', "sh"]
 
     def server_pid(self, tag, flush, proc):
-        """The server's own pid: on a slow row the child of strace, which must be traced (the
-        row is slow because of it, so a lost tracer would make a "slow" row that is not)."""
-        if flush == "fast":
-            return proc.p.pid
-        with open(f"/proc/{proc.p.pid}/task/{proc.p.pid}/children") as f:
-            children = f.read().split()
-        if len(children) != 1:
-            die(f"{tag}: strace (pid {proc.p.pid}) has {len(children)} children, not the server")
-        pid = int(children[0])
-        with open(f"/proc/{pid}/status") as f:
-            tracer = re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M)
-        if not tracer or int(tracer.group(1)) != proc.p.pid:
-            die(f"{tag}: the server (pid {pid}) is not traced by strace: the row would not be slow")
-        return pid
-
-    def stop_server(self, proc, pid, timeout):
-        """SIGTERM to the server itself (strace then exits with its status)."""
-        if pid != proc.p.pid and proc.p.poll() is None:
-            try:
-                os.kill(pid, signal.SIGTERM)
-                proc.p.wait(timeout=timeout)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        return proc.stop(timeout=timeout)
+        """The server's pid, checked on a slow row to be in the slow-flush cgroup."""
+        if flush != "fast":
+            self.slow_cgroup.check_member(tag, proc.p.pid)
+        return proc.p.pid
 
     def row_floor(self, flush, seconds):
         prefix = self.flush_prefix(flush)
@@ -396,7 +433,7 @@ class Bench:
             if load["tableRows"] < load["flows"]:
                 die(f"{tag}: the table holds {load['tableRows']} rows for {load['flows']} flows")
         w_status = w.stop(timeout=30)
-        s_status = self.stop_server(server, server_pid, timeout=30)
+        s_status = server.stop(timeout=30)
         self.procs = []
         if s_status != 0:
             die(f"{tag}: dex-server-zd exited {s_status}; last lines:\n{server.tail()}")
@@ -460,7 +497,7 @@ class Bench:
                            timeout=a.warmup + a.seconds + 180)
         self.profile_end(tag, perfs)
         service.stop(timeout=30)
-        s_status = self.stop_server(server, server_pid, timeout=60)
+        s_status = server.stop(timeout=60)
         self.procs = []
         if s_status != 0:
             print(f"peers_bench: note: {tag}: restate-server exited {s_status}", file=sys.stderr)
@@ -632,10 +669,10 @@ def main():
                     help="tasks a dex Worker runs at once (default 128, as dex_flows_bench)")
     ap.add_argument("--flush", default="fast",
                     help="disk states, each a row of every workload: fast (the disk as it is), slow "
-                    "(every fsync/fdatasync of the server --slow-flush-us slower, through "
-                    "bench/peers/slow_flush.c); default fast")
-    ap.add_argument("--slow-flush-us", type=int, default=2000,
-                    help="what a slow row adds to each flush, microseconds (default 2000)")
+                    "(the server in a cgroup that limits its writes to --slow-flush-iops: "
+                    "an fdatasync takes about 4 ms); default fast")
+    ap.add_argument("--slow-flush-iops", type=int, default=1000,
+                    help="write requests/s of the slow rows' disk (default 1000)")
     ap.add_argument("--floor-probe", nargs=2, metavar=("DIR", "SECONDS"), help=argparse.SUPPRESS)
     ap.add_argument("--rtt-seconds", type=float, default=1)
     ap.add_argument("--floor-seconds", type=float, default=2,
@@ -671,8 +708,8 @@ def main():
     for fs in flushes:
         if fs not in FLUSHES:
             die(f"unknown --flush {fs!r} (known: {', '.join(FLUSHES)})")
-    if a.slow_flush_us <= 0:
-        die(f"--slow-flush-us must be positive, got {a.slow_flush_us}")
+    if a.slow_flush_iops <= 0:
+        die(f"--slow-flush-iops must be positive, got {a.slow_flush_iops}")
     concs = [int(c) for c in a.concurrency.split(",") if c]
     flows = [f for f in a.flows.split(",") if f]
     setups = [s for s in a.setups.split(",") if s]
@@ -729,6 +766,7 @@ def main():
                     floors["append"] += row_append
                     floors["create"] += row_create
                 t = time.monotonic()
+                throttled = b.slow_cgroup.writes() if fs != "fast" else 0
                 if system == "dex":
                     load, rtt = b.dex_row(tag, worker, durability, fl, c, fs)
                 else:
@@ -738,6 +776,9 @@ def main():
                         f"({load['errors']} failed"
                         + (f": {'; '.join(load['firstErrors'])}" if load["firstErrors"] else "")
                         + f"; logs in {b.logs})")
+                if fs != "fast" and b.slow_cgroup.writes() <= throttled:
+                    die(f"{tag}: the slow-flush cgroup counted no write of the server: the row "
+                        "was not slowed")
                 lat = load["latencyMs"]
                 row = {"setup": s, "system": system, "worker": worker,
                        "worker_name": WORKER_NAMES[worker], "durability": durability,
@@ -780,6 +821,8 @@ def main():
               f"new 4 KiB file+fsync+dir fsync p50 {pct(cr2, .5):.3f} ms", flush=True)
     except BaseException:
         b.stop_all()
+        if b.slow_cgroup is not None:
+            b.slow_cgroup.remove()
         if b.pg is not None:
             b.pg.remove()
         if not a.keep:
@@ -813,7 +856,7 @@ def main():
                   f"{fsync_p50:.3f} ms (p99 {pct(floors['append'], .99):.3f}; rows' p50 "
                   f"{min(row_fsync):.3f}-{max(row_fsync):.3f}); "
                   f"new 4 KiB file+fsync+dir fsync p50 {create_p50:.3f} ms (p99 {pct(floors['create'], .99):.3f}); "
-                  + (f"slow rows (+{a.slow_flush_us} us a flush): append+fdatasync p50 "
+                  + (f"slow rows ({a.slow_flush_iops} write requests/s): append+fdatasync p50 "
                      f"{min(slow_fsync):.3f}-{max(slow_fsync):.3f} ms; " if slow_fsync else "")
                   + (f"gRPC round trip (grpc-js health Check) p50 {grpc_p50:.3f} ms; " if grpc_p50 else "")
                   + (f"HTTP/1.1 round trip (Restate ingress /restate/health) p50 {http_p50:.3f} ms" if http_p50 else ""))
@@ -823,6 +866,8 @@ def main():
     print_table(rows)
     print()
     loads = [r["loadavg_1m_before"] for r in rows]
+    if b.slow_cgroup is not None:
+        b.slow_cgroup.remove()
     if b.pg is not None:
         b.pg.remove()
     removed = 0.0 if a.keep else b.remove_all()
