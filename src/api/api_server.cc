@@ -309,11 +309,37 @@ class ApiServer::Impl {
   }
 
   void apply_health_locked() {
-    if (server_ == nullptr) return;
-    auto* health = server_->GetHealthCheckService();
-    if (health == nullptr) return;
-    for (const char* name : kReadinessNames) health->SetServingStatus(name, serving_);
-    health->SetServingStatus(kHotStandbyName, hot_standby_);
+    for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+      auto* health = server == nullptr ? nullptr : server->GetHealthCheckService();
+      if (health == nullptr) continue;
+      for (const char* name : kReadinessNames) health->SetServingStatus(name, serving_);
+      health->SetServingStatus(kHotStandbyName, hot_standby_);
+    }
+  }
+
+  // The health-only plaintext server on options_.health_listen: gRPC's
+  // default health service and nothing else. Built once; the API server's
+  // swaps at role changes do not touch it. REQUIRES: server_mu_ held.
+  Status build_health_locked() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
+                             &health_port_);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // gRPC 1.51 refuses a server without a synchronous service (nothing would
+    // poll its completion queue): the generated base of FlowService, whose
+    // every method answers UNIMPLEMENTED, is that service.
+    unimplemented_ = std::make_unique<FlowService::Service>();
+    builder.RegisterService(unimplemented_.get());
+    health_server_ = builder.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0 ||
+        health_server_->GetHealthCheckService() == nullptr) {
+      health_server_.reset();
+      return Status::invalid_argument(
+          fmt::format("cannot listen on '{}' (api.healthListen: address in use, or not host:port)",
+                      options_.health_listen));
+    }
+    apply_health_locked();
+    return Status::ok();
   }
 
   static std::unique_ptr<grpc::Service> make_flow_service(Impl& impl);
@@ -325,6 +351,9 @@ class ApiServer::Impl {
   std::shared_ptr<auth::TokenStore> access_;
   std::mutex server_mu_;  // guards the fields below (the server and its health)
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;   // api.healthListen; null without one
+  std::unique_ptr<grpc::Service> unimplemented_;  // health_server_'s only registered service
+  int health_port_ = 0;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::string listen_;  // host:port with the port actually bound
   int port_ = 0;
@@ -808,6 +837,9 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptions& op
     std::lock_guard<std::mutex> lock(impl->server_mu_);
     // Every process starts as a standby: it serves nothing until it holds the lease.
     if (Status s = impl->build_locked(options.listen, /*standby=*/true); !s.is_ok()) return s;
+    if (!options.health_listen.empty()) {
+      if (Status s = impl->build_health_locked(); !s.is_ok()) return s;
+    }
     impl->listen_ = options.listen;
     if (auto colon = impl->listen_.rfind(':'); colon != std::string::npos) {
       impl->listen_ = impl->listen_.substr(0, colon + 1) + std::to_string(impl->port_);
@@ -822,6 +854,7 @@ ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() { shutdown(seconds(0)); }
 
 int ApiServer::port() const { return impl_->port_; }
+int ApiServer::health_port() const { return impl_->health_port_; }
 const std::string& ApiServer::listen_address() const { return impl_->listen_; }
 
 bool ApiServer::wait_role_applied(Duration timeout) { return impl_->wait_applied(timeout); }
@@ -829,6 +862,11 @@ bool ApiServer::wait_role_applied(Duration timeout) { return impl_->wait_applied
 void ApiServer::shutdown(Duration grace) {
   impl_->stop_watch();
   std::lock_guard<std::mutex> lock(impl_->server_mu_);
+  if (impl_->health_server_ != nullptr) {
+    impl_->health_server_->Shutdown(std::chrono::system_clock::now());
+    impl_->health_server_->Wait();
+    impl_->health_server_.reset();
+  }
   if (impl_->server_ == nullptr) return;
   impl_->server_->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));

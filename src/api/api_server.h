@@ -59,6 +59,10 @@ struct ApiServerOptions {
   // listener uses TLS ("unix:<path>" in a directory only this user can
   // enter); empty: none.
   std::string local_listen;
+  // api.healthListen: a plaintext address that serves grpc.health.v1.Health
+  // only, with the same statuses, for probes that cannot speak TLS (the
+  // kubelet's gRPC probe); empty: none.
+  std::string health_listen;
 };
 
 // gRPC status code for a dex Status (the codes of grpc::StatusCode).
@@ -78,6 +82,8 @@ class ApiServer {
 
   // The port actually bound (useful with port 0).
   int port() const;
+  // The port of health_listen actually bound; 0 without one.
+  int health_port() const;
   const std::string& listen_address() const;
 
   // Waits until the role's current version is applied (tests, and a shell

@@ -225,6 +225,7 @@ constexpr KeyRule kKeys[] = {
     {"metrics.typeLabelsMax", kServeKey},
     {"web.listen", kEveryKey},
     {"web.assets", kEveryKey},
+    {"api.healthListen", kEveryKey},
     {"api.tls.certFile", kEveryKey},
     {"api.tls.keyFile", kEveryKey},
     {"api.tls.clientCaFile", kEveryKey},
@@ -552,6 +553,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   std::string web_assets = next.web_assets.string();
   DEX_READ(in.string("web.assets", web_assets));
   next.web_assets = web_assets;
+  DEX_READ(in.listen("api.healthListen", next.health_listen));
   DEX_READ(read_listener_tls(in, next.api_tls));
   DEX_READ(read_listener_tls(in, next.web_tls));
 
@@ -616,6 +618,11 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   }
   if (!next.metrics_listen.empty() && next.metrics_listen == next.listen) {
     return in.bad("metrics.listen must differ from api.listen");
+  }
+  if (!next.health_listen.empty() &&
+      (next.health_listen == next.listen || next.health_listen == next.metrics_listen ||
+       next.health_listen == next.web_listen)) {
+    return in.bad("api.healthListen must differ from api.listen, metrics.listen and web.listen");
   }
   if (Status s = check_web_listen(next); !s.is_ok()) return in.bad(s.message());
   if (serve && os.type == ObjectStoreType::kS3) {
@@ -844,9 +851,12 @@ std::string describe_serve_config(const NodeSettings& c) {
   std::string out =
       "# The effective settings of dex-server-zd serve. This is a config: `serve --config` reads\n"
       "# it back with the same settings. Secrets appear only as the paths of their files.\n";
-  out += fmt::format("nodeId: {}\napi:\n  listen: {}\n{}objectStore:\n  type: {}\n",
-                     yaml_quote(c.node_id), yaml_quote(c.listen), listener_tls_yaml(c.api_tls),
-                     object_store_type_name(os.type));
+  out += fmt::format("nodeId: {}\napi:\n  listen: {}\n{}{}objectStore:\n  type: {}\n",
+                     yaml_quote(c.node_id), yaml_quote(c.listen),
+                     c.health_listen.empty()
+                         ? ""
+                         : fmt::format("  healthListen: {}\n", yaml_quote(c.health_listen)),
+                     listener_tls_yaml(c.api_tls), object_store_type_name(os.type));
   if (os.type == ObjectStoreType::kS3) {
     out +=
         fmt::format("  bucket: {}\n  prefix: {}\n  endpoint: {}\n  region: {}\n  addressing: {}\n",

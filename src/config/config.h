@@ -140,6 +140,9 @@ struct NodeSettings {
   // `serve --check` (tls::load_server_tls), and reloaded when they change.
   tls::ServerTlsFiles api_tls = tls::ServerTlsFiles::named("api.tls");
   tls::ServerTlsFiles web_tls = tls::ServerTlsFiles::named("web.tls");
+  // api.healthListen: host:port of a plaintext listener that serves only
+  // grpc.health.v1.Health, for probes that cannot speak TLS; empty: none.
+  std::string health_listen;
   // True while web_listen is dev's default, not asked for by a flag or a
   // file: if that port is in use (another dev process), dev runs without
   // dex-web and warns instead of refusing to start (docs/dex-web.md).

@@ -246,6 +246,11 @@ StatusOr<std::shared_ptr<auth::TokenStore>> open_access(const NodeSettings& sett
         auth::access_exposure_warning(settings.listen, beyond, access)}) {
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
+  if (!access.certificate_roles.empty() && settings.api_tls.client_ca_file.empty()) {
+    spdlog::warn(
+        "auth.certificateRoles maps client certificates to roles, but api.tls.clientCaFile is not "
+        "set: no client certificate is verified, so no caller gets a role from one");
+  }
   spdlog::info("access: {}", auth::describe_access(access));
   if (!access.any()) return std::shared_ptr<auth::TokenStore>();
   auto store = auth::TokenStore::open(access);
@@ -303,6 +308,7 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   auto tls = start_tls(settings);
   if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
   apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
+  api_options.health_listen = settings.health_listen;
 
   auto store = open_object_store(data_dir_object_store(data_dir, settings.durability));
   if (!store.is_ok())
@@ -324,6 +330,11 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
   // that arrive early get UNAVAILABLE until this process is active.
   auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
+  if (api.value()->health_port() != 0) {
+    spdlog::info("gRPC health only, plaintext, on {}:{} (api.healthListen)",
+                 settings.health_listen.substr(0, settings.health_listen.rfind(':')),
+                 api.value()->health_port());
+  }
   auto web = start_web(settings, *api.value(), node, tls.value());
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));
@@ -359,6 +370,7 @@ int run_serve_server(const NodeSettings& settings) {
   auto tls = start_tls(settings);
   if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
   apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
+  api_options.health_listen = settings.health_listen;
   auto tables = open_attribute_tables(settings);
   if (!tables.is_ok()) return fail(fmt::format("cannot start: {}", tables.status().message()));
   NodeRuntime runtime;
@@ -374,6 +386,11 @@ int run_serve_server(const NodeSettings& settings) {
   Node node(settings, runtime, store, SystemClock::instance());
   auto api = ApiServer::start(with_access(api_options, access.value()), node);
   if (!api.is_ok()) return fail(fmt::format("cannot start: {}", api.status().message()));
+  if (api.value()->health_port() != 0) {
+    spdlog::info("gRPC health only, plaintext, on {}:{} (api.healthListen)",
+                 settings.health_listen.substr(0, settings.health_listen.rfind(':')),
+                 api.value()->health_port());
+  }
   auto web = start_web(settings, *api.value(), node, tls.value());
   if (!web.is_ok()) {
     api.value()->shutdown(seconds(0));

@@ -25,6 +25,9 @@ SPEC_ALERTS = [
 ]
 COMMAND = ["dex-server-zd", "serve", "--config", "/etc/dex/config.yaml"]
 API_PORT = 8801
+# api.healthListen: the plaintext gRPC health listener the kubelet's probes ask (they cannot
+# speak TLS, and api.tls may be on).
+HEALTH_PORT = 8803
 
 
 def load(variant):
@@ -102,6 +105,7 @@ def test_statefulset_runs_serve_with_the_config_a_volume_and_the_s3_credentials(
     c = container(sts)
     assert c["command"] == COMMAND
     assert API_PORT in [p["containerPort"] for p in c["ports"]]
+    assert HEALTH_PORT in [p["containerPort"] for p in c["ports"]]
 
     # The placeholder image is obviously one and names no registry host.
     assert "replace-me" in c["image"]
@@ -132,6 +136,7 @@ def test_statefulset_runs_serve_with_the_config_a_volume_and_the_s3_credentials(
 
     # The API listens where the probes and the Service look.
     assert config["api"]["listen"] == f"0.0.0.0:{API_PORT}"
+    assert config["api"]["healthListen"] == f"0.0.0.0:{HEALTH_PORT}"
     assert config["nodeId"]
 
 
@@ -153,7 +158,7 @@ def test_single_replica_is_the_base_example_with_grpc_probes_and_a_60s_lease():
     assert spec["replicas"] == 1
     c = container(one("single", "StatefulSet"))
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert c[probe]["grpc"]["port"] == API_PORT, probe
+        assert c[probe]["grpc"]["port"] == HEALTH_PORT, probe
         assert c[probe]["grpc"].get("service", "") == "", probe
     config, _ = config_of("single")
     assert config["lease"]["duration"] == "60s"
@@ -176,7 +181,7 @@ def test_hot_standby_statefulset_has_the_changes_of_the_reference_page():
         assert c[probe]["tcpSocket"]["port"] == API_PORT, probe
     # Readiness stays on gRPC health with the default service name: only the active is ready.
     assert set(c["readinessProbe"]) & {"grpc", "httpGet", "exec", "tcpSocket"} == {"grpc"}
-    assert c["readinessProbe"]["grpc"]["port"] == API_PORT
+    assert c["readinessProbe"]["grpc"]["port"] == HEALTH_PORT
     assert c["readinessProbe"]["grpc"].get("service", "") == ""
 
     # The hot-standby variant changes only what the page says it changes.

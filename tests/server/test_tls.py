@@ -397,3 +397,24 @@ def test_s3_over_https_with_a_private_ca(procs, tmp_path, certs):
     finally:
         minio.kill()
         minio.wait(timeout=10)
+
+
+def test_the_health_listener_answers_probes_in_plaintext_and_serves_nothing_else(procs, tmp_path,
+                                                                                 certs):
+    health_port = free_port()
+    config = write_config(tmp_path / "dev.yaml", api_tls=mtls(certs))
+    text = config.read_text().replace("api:\n", f"api:\n  healthListen: 127.0.0.1:{health_port}\n")
+    config.write_text(text)
+    dev, address = start_dev(procs, tmp_path, config)
+    dev.wait_for_line(f"gRPC health only, plaintext, on 127.0.0.1:{health_port}", 5)
+    health = f"127.0.0.1:{health_port}"
+    # A probe without TLS sees what a client over mTLS sees on the API.
+    r = dexcli(health, "health")
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "SERVING", r.stderr
+    r = dexcli(address, *client_flags(certs), "health", "--service", "dex.FlowService")
+    assert json.loads(r.stdout)["status"] == "SERVING", r.stderr
+    r = dexcli(health, "health", "--service", "dex.FlowService")
+    assert json.loads(r.stdout)["status"] == "SERVING", r.stderr
+    # Nothing but health: the Flow API is not there.
+    r = dexcli(health, "flow", "list")
+    assert r.returncode == 1 and "UNIMPLEMENTED" in r.stderr, r.stderr
