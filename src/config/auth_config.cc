@@ -135,12 +135,25 @@ Status read_access_settings(const YAML::Node& auth, std::string_view source,
       !s.is_ok()) {
     return s;
   }
+  // An empty auth.tokens or auth.certificateRoles is refused: it would say
+  // "every call needs a credential" while accepting none, or be read as
+  // "nothing configured" and leave everything open. Neither is what was meant.
   if (const YAML::Node tokens = auth["tokens"]) {
+    const size_t before = next.files.size() + next.digests.size();
     if (Status s = read_tokens(tokens, source, next); !s.is_ok()) return s;
+    if (next.files.size() + next.digests.size() == before) {
+      return Status::invalid_argument(fmt::format(
+          "{}: auth.tokens lists no token: give a role's files or sha256, or remove auth.tokens",
+          source));
+    }
     next.every_call_needs_credential = true;
   }
   if (const YAML::Node roles = auth["certificateRoles"]) {
     if (Status s = read_certificate_roles(roles, source, next); !s.is_ok()) return s;
+    if (next.certificate_roles.empty()) {
+      return Status::invalid_argument(fmt::format(
+          "{}: auth.certificateRoles lists no identity: map one, or remove the key", source));
+    }
     next.every_call_needs_credential = true;
   }
   out = std::move(next);

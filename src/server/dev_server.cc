@@ -251,6 +251,11 @@ StatusOr<std::shared_ptr<auth::TokenStore>> open_access(const NodeSettings& sett
         "auth.certificateRoles maps client certificates to roles, but api.tls.clientCaFile is not "
         "set: no client certificate is verified, so no caller gets a role from one");
   }
+  if (!access.certificate_roles.empty() && settings.api_tls.client_ca_file.empty()) {
+    spdlog::warn(
+        "auth.certificateRoles maps client certificates to roles, but api.tls.clientCaFile is not "
+        "set: no client certificate is verified, so no caller gets a role from one");
+  }
   spdlog::info("access: {}", auth::describe_access(access));
   if (!access.any()) return std::shared_ptr<auth::TokenStore>();
   auto store = auth::TokenStore::open(access);

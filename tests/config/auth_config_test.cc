@@ -100,6 +100,10 @@ TEST(AuthConfig, RefusalsNameTheKeyAndTheFileAndNothingStarts) {
        "auth.certificateRoles.worker-1: unknown role 'boss'"},
       {"auth:\n  certificateRoles: [worker-1]\n", "auth.certificateRoles must be a mapping"},
       {"auth:\n  adminTokenFiles: [" + empty + "]\n", "auth.adminTokenFiles: '" + empty},
+      {"auth:\n  tokens: {}\n", "auth.tokens lists no token"},
+      {"auth:\n  tokens:\n    client: {}\n", "auth.tokens lists no token"},
+      {"auth:\n  tokens:\n    client:\n      files: []\n", "auth.tokens lists no token"},
+      {"auth:\n  certificateRoles: {}\n", "auth.certificateRoles lists no identity"},
   };
   for (const Case& c : cases) {
     auto read = serve(c.yaml);
