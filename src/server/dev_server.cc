@@ -246,10 +246,10 @@ StatusOr<std::shared_ptr<auth::TokenStore>> open_access(const NodeSettings& sett
         auth::access_exposure_warning(settings.listen, beyond, access)}) {
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
-  if (!access.certificate_roles.empty() && settings.api_tls.client_ca_file.empty()) {
+  if (access.every_call_needs_credential && admin_credentials == 0 && settings.admin_enabled) {
     spdlog::warn(
-        "auth.certificateRoles maps client certificates to roles, but api.tls.clientCaFile is not "
-        "set: no client certificate is verified, so no caller gets a role from one");
+        "auth.tokens gives no admin token (and auth.certificateRoles no admin identity): nobody "
+        "can describe this node or step it down; add auth.tokens.admin.files");
   }
   if (!access.certificate_roles.empty() && settings.api_tls.client_ca_file.empty()) {
     spdlog::warn(

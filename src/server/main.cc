@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
       "(default 5s), admin.enabled (default "
       "true; false: AdminService answers UNIMPLEMENTED), "
       "auth.adminTokenFiles / auth.adminTokenSha256 (admin calls then need the credential; "
-      "without one, a listen address beyond loopback is warned about), web.listen (default "
+      "without one, a listen address beyond loopback is warned about), auth.tokens.<role>.files/"
+      "sha256 and auth.certificateRoles (viewer, client, worker, admin: every call then needs a "
+      "credential; docs/api.md \"Access\"), web.listen (default "
       "127.0.0.1:8802; empty: off), web.assets");
 
   std::string local_config;
@@ -70,9 +72,10 @@ int main(int argc, char** argv) {
       "Run one node on a configured data directory: the same lease, lock, takeover and durability "
       "modes as dev, settings from a YAML file (nodeId and local.dataDir required; api.listen, "
       "local.durabilityMode, lease.duration, lease.failIfHeld, standby.mode: cold, snapshots.*, "
-      "values.*, admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256, web.listen and "
-      "web.assets: dex-web, the browser UI, off unless web.listen is set). AdminService answers "
-      "without a credential unless auth.* gives one; on an api.listen beyond loopback "
+      "values.*, admin.enabled, auth.adminTokenFiles, auth.adminTokenSha256, auth.tokens, "
+      "auth.certificateRoles, web.listen and "
+      "web.assets: dex-web, the browser UI, off unless web.listen is set). Calls need no "
+      "credential unless auth.* gives one; on an api.listen beyond loopback "
       "(not 127.0.0.0/8, ::1, localhost) that is warned about at startup.");
   local_cmd->add_option("--config", local_config, "YAML config file")->required();
 
