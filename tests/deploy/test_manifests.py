@@ -141,6 +141,21 @@ def test_statefulset_runs_serve_with_the_config_a_volume_and_the_s3_credentials(
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_the_token_secret_is_mounted_for_the_commented_auth_block(variant):
+    # docs/operations.md, "Access tokens": an optional Secret with a token file per role, and the
+    # ConfigMap's auth block (commented out) naming each file under its mount.
+    sts = one(variant, "StatefulSet")
+    c = container(sts)
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "tokens")
+    assert mount["mountPath"] == "/etc/dex-tokens" and mount["readOnly"] is True
+    volume = next(v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "tokens")
+    assert volume["secret"]["secretName"] == "dex-tokens" and volume["secret"]["optional"] is True
+    text = (KUBE / variant / "configmap.yaml").read_text()
+    for role in ("client", "worker", "viewer", "admin"):
+        assert f"#     {role}: {{files: [/etc/dex-tokens/{role}]}}" in text, role
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_services_select_the_pods_and_the_governing_service_is_headless(variant):
     sts = one(variant, "StatefulSet")
     labels = sts["spec"]["template"]["metadata"]["labels"]
