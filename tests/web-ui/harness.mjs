@@ -35,9 +35,9 @@ export function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function startProcess(name, bin, args) {
+function startProcess(name, bin, args, env = undefined) {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: build it first (scripts/build)`);
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: env === undefined ? process.env : { ...process.env, ...env } });
   const output = [];
   const keep = (d) => {
     output.push(d.toString());
@@ -73,12 +73,15 @@ async function stopProcess(p) {
   await p.exited;
 }
 
-/** A gateway client: POST /api/v1/<service>/<method>; throws the gateway's error text. */
-export function gateway(webUrl) {
+/**
+ * A gateway client: POST /api/v1/<service>/<method>; throws the gateway's error text. `token`:
+ * sent as `Authorization: Bearer <token>` (a server with auth.tokens; docs/api.md "Access").
+ */
+export function gateway(webUrl, token = undefined) {
   return async function call(method, body, service = "dex.FlowService") {
     const resp = await fetch(`${webUrl}/api/v1/${service}/${method}`, {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
       body: JSON.stringify(body ?? {}),
     });
     const text = await resp.text();
@@ -103,8 +106,10 @@ function writeConfig(dataDir, text) {
 /**
  * Starts dex-server-zd dev and the examples' Worker; answers once SearchFlows answers through the
  * gateway. `config`: the text of a YAML override file for dev's --config (e.g. auth settings).
+ * With auth.tokens there: `token`, what the harness's own calls send (a client token), and
+ * `workerToken`, the examples' Worker's ($DEX_TOKEN).
  */
-export async function startDex({ config } = {}) {
+export async function startDex({ config, token, workerToken } = {}) {
   if (process.env.DEX_WEB_UI_ATTACH) {
     const [webUrl, apiAddress] = process.env.DEX_WEB_UI_ATTACH.split(",");
     return { apiAddress, webUrl, call: gateway(webUrl), async stop() {} };
@@ -126,7 +131,7 @@ export async function startDex({ config } = {}) {
     "processCrashSafe",
     ...(config === undefined ? [] : ["--config", writeConfig(dataDir, config)]),
   ]);
-  const call = gateway(webUrl);
+  const call = gateway(webUrl, token);
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (hasExited(server))
@@ -144,11 +149,12 @@ export async function startDex({ config } = {}) {
     }
     await sleep(200);
   }
-  const worker = startProcess("dex-flow-examples", path.join(binDir, "dex-flow-examples"), [
-    "worker",
-    "--server",
-    apiAddress,
-  ]);
+  const worker = startProcess(
+    "dex-flow-examples",
+    path.join(binDir, "dex-flow-examples"),
+    ["worker", "--server", apiAddress],
+    workerToken === undefined ? undefined : { DEX_TOKEN: workerToken },
+  );
   return {
     apiAddress,
     webUrl,
