@@ -131,8 +131,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(new
   if (stubs_->invalid.is_ok() && options_.connect_timeout <= Duration::zero()) {
     stubs_->invalid = Status::invalid_argument("ClientOptions: connect_timeout must be positive");
   }
-  stubs_->token =
-      std::make_unique<sdk_internal::TokenSource>(options_.token, options_.token_file);
+  stubs_->token = std::make_unique<sdk_internal::TokenSource>(options_.token, options_.token_file);
   if (stubs_->invalid.is_ok()) stubs_->invalid = check_tls_options(options_.tls);
   if (!stubs_->invalid.is_ok()) return;
   for (const std::string& address : stubs_->addresses)

@@ -30,9 +30,8 @@ StatusOr<std::string> read_token_file(const std::string& path) {
     return Status::invalid_argument(fmt::format("cannot read token file '{}'", path));
   }
   if (!S_ISREG(st.st_mode) || st.st_size > kTokenFileBytesMax) {
-    return Status::invalid_argument(
-        fmt::format("'{}' is not a token file (a regular file of at most {} bytes)", path,
-                    kTokenFileBytesMax));
+    return Status::invalid_argument(fmt::format(
+        "'{}' is not a token file (a regular file of at most {} bytes)", path, kTokenFileBytesMax));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;

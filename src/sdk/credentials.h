@@ -38,11 +38,11 @@ class TokenSource {
 
  private:
   std::mutex mu_;
-  std::string token_;     // guarded by mu_: the given token, or the file's last good read
-  std::string file_;      // constant after construction; empty: no file
-  std::string what_;      // constant after construction: "token_file", "$DEX_TOKEN_FILE"
-  std::string stamp_;     // guarded by mu_: the file's size and mtime when last read
-  TimePoint checked_at_;  // guarded by mu_
+  std::string token_;       // guarded by mu_: the given token, or the file's last good read
+  std::string file_;        // constant after construction; empty: no file
+  std::string what_;        // constant after construction: "token_file", "$DEX_TOKEN_FILE"
+  std::string stamp_;       // guarded by mu_: the file's size and mtime when last read
+  TimePoint checked_at_;    // guarded by mu_
   bool read_once_ = false;  // guarded by mu_
 };
 
