@@ -242,7 +242,9 @@ StatusOr<std::shared_ptr<auth::TokenStore>> open_access(const NodeSettings& sett
                                    access.identity_count(auth::Role::kAdmin);
   const bool beyond = !listen_is_loopback(settings.listen);
   for (const std::string& warning :
-       {admin_exposure_warning(settings.listen, settings.admin_enabled, admin_credentials),
+       {access.every_call_needs_credential  // then nobody without admin can reach AdminService
+            ? std::string()
+            : admin_exposure_warning(settings.listen, settings.admin_enabled, admin_credentials),
         auth::access_exposure_warning(settings.listen, beyond, access)}) {
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
