@@ -151,14 +151,19 @@ def pct(values, p):
 
 # ------------------------------------------------------------------------------------ floors
 
-def fsync_floor(directory, seconds):
-    """(append+fdatasync samples, create+fsync+dir-fsync samples) in ms, `seconds` each.
+def fsync_floor(directory, seconds, settle=0.0):
+    """(append+fdatasync samples, create+fsync+dir-fsync samples) in ms, `seconds` each, after
+    `settle` seconds of appends that are not kept (a new throttle lets a burst through first).
     The created files stay until the end of the run (see Bench.remove)."""
     block = os.urandom(4096)
     append, create = [], []
     path = os.path.join(directory, "floor-append")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        end = time.monotonic() + settle
+        while time.monotonic() < end:  # bounded by `settle`
+            os.write(fd, block)
+            os.fdatasync(fd)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t = time.perf_counter()
@@ -190,7 +195,7 @@ def floor_through(prefix, directory, seconds):
     """fsync_floor in a child process run under `prefix` (into the slow rows' cgroup): the floor
     a slow row's server sees."""
     r = run([*prefix, sys.executable, os.path.abspath(__file__), "--floor-probe", directory, seconds],
-            timeout=seconds * 2 + 60)
+            timeout=seconds * 2 + 70)
     if r.returncode != 0:
         die(f"the fsync floor probe failed: {r.stderr[-2000:]}")
     probe = json.loads(r.stdout)
@@ -700,8 +705,9 @@ def main():
     if a.replot:
         replot(a.replot)
         return
-    if a.floor_probe:  # the child of floor_through: the floor through this process's LD_PRELOAD
-        append, create = fsync_floor(a.floor_probe[0], float(a.floor_probe[1]))
+    if a.floor_probe:  # the child of floor_through: the floor inside the slow rows' cgroup
+        # The cgroup's throttle lets the first writes of a new process through at full speed.
+        append, create = fsync_floor(a.floor_probe[0], float(a.floor_probe[1]), settle=1.0)
         print(json.dumps({"append": append, "create": create}))
         return
     flushes = [fs for fs in a.flush.split(",") if fs]
