@@ -394,6 +394,41 @@ TEST_F(ApiAccessTest, TheSdkClientSendsItsTokenFromOptionsAFileOrTheEnvironment)
   ::unsetenv("DEX_TOKEN_FILE");
 }
 
+TEST_F(ApiAccessTest, AStandbyChecksTheCredentialFirstAndTheClientFindsTheActiveProcess) {
+  start(/*every_call=*/true);
+  // A second process of the node, a standby, with the same tokens.
+  RoleBoard standby_role;
+  ApiServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.access = store_;
+  auto standby = ApiServer::start(options, standby_role);
+  ASSERT_TRUE(standby.is_ok()) << standby.status().to_string();
+  const std::string standby_address = "127.0.0.1:" + std::to_string(standby.value()->port());
+  auto channel = grpc::CreateChannel(standby_address, grpc::InsecureChannelCredentials());
+  auto flows = FlowService::NewStub(channel);
+  auto call = [&](const std::string& token) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    flow::StartFlowResponse response;
+    return flows->StartFlow(&context, flow::StartFlowRequest(), &response).error_code();
+  };
+  // Access first: a caller without a credential learns nothing of the node's roles.
+  EXPECT_EQ(call(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call(token_of(Who::kViewer)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(call(token_of(Who::kClient)), grpc::StatusCode::UNAVAILABLE);
+  // The SDK's search moves on from the standby's UNAVAILABLE to the active process.
+  ::unsetenv("DEX_TOKEN");
+  ::unsetenv("DEX_TOKEN_FILE");
+  ClientOptions client_options;
+  client_options.server_addresses = {standby_address,
+                                     "127.0.0.1:" + std::to_string(server_->port())};
+  client_options.timeout = seconds(10);
+  client_options.token = token_of(Who::kClient);
+  auto started = Client(client_options).start("Order", "f-standby", nlohmann::json::object());
+  EXPECT_TRUE(started.is_ok()) << started.status().message();
+}
+
 TEST_F(ApiAccessTest, AWorkerWithoutTheWorkerRoleCannotConnect) {
   start(/*every_call=*/true);
   ::unsetenv("DEX_TOKEN");
