@@ -5,6 +5,7 @@ disk is used without a restart, and no token ever appears in a process's output.
 """
 import json
 import os
+import subprocess
 import time
 
 from conftest import Proc, binary, run
@@ -211,3 +212,20 @@ def test_dex_web_forwards_the_browsers_token_and_a_viewer_reads_but_cannot_act(p
     req = urllib.request.Request(f"http://127.0.0.1:{web_port}/api/v1/web")
     with urllib.request.urlopen(req, timeout=10) as res:
         assert json.loads(res.read().decode())["adminAuth"] is True
+
+
+def test_dexcli_refuses_an_unusable_token_file_before_sending_anything(tmp_path):
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DEX_TOKEN", "DEX_TOKEN_FILE")}
+    cases = [
+        (["--token-file", str(empty)], {}, f"--token-file: token file '{empty}' is empty"),
+        ([], {"DEX_TOKEN_FILE": str(tmp_path / "missing")},
+         f"$DEX_TOKEN_FILE: cannot read token file '{tmp_path / 'missing'}'"),
+        (["--token", "t", "--token-file", str(empty)], {}, "give --token or --token-file, not both"),
+    ]
+    for flags, extra_env, message in cases:
+        r = subprocess.run([str(binary("dexcli")), "--server", "127.0.0.1:1", *flags, "flow",
+                            "list"], capture_output=True, text=True, timeout=30,
+                           env=dict(env, **extra_env))
+        assert r.returncode == 2 and message in r.stderr, (flags, r.stderr)
