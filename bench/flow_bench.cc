@@ -14,18 +14,25 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 StrictDev start_strict_dev(const fs::path& bin, const std::string& name,
-                           std::chrono::seconds timeout) {
+                           std::chrono::seconds timeout,
+                           const std::vector<std::string>& extra_args) {
   StrictDev dev;
   dev.root = fs::temp_directory_path() / fmt::format("{}-{}", name, getpid());
   fs::create_directories(dev.root);
   add_scratch(dev.root);
   // Before the server starts: its own fsyncs would raise the floor.
   dev.fsync_ms = fsync_floor_ms(dev.root);
-  dev.server = spawn_split(
-      "dex-server-zd dev",
-      {(bin / "dex-server-zd").string(), "dev", "--data-dir", (dev.root / "data").string(),
-       "--listen", "127.0.0.1:0", "--durability", "strict"},
-      dev.root / "server.out", dev.root / "server.log");
+  std::vector<std::string> args = {(bin / "dex-server-zd").string(),
+                                   "dev",
+                                   "--data-dir",
+                                   (dev.root / "data").string(),
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--durability",
+                                   "strict"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  dev.server =
+      spawn_split("dex-server-zd dev", args, dev.root / "server.out", dev.root / "server.log");
   dev.address = wait_dev_ready(dev.server, timeout);
   return dev;
 }
@@ -61,7 +68,8 @@ double batches_per_run(dex::Client& client, const fs::path& data, const std::str
   return static_cast<double>(dev_log_slots(data) - before) / runs;
 }
 
-Figures closed_loop(const std::string& address, int callers, double seconds, const Op& op) {
+Figures closed_loop(const std::string& address, int callers, double seconds, const Op& op,
+                    const dex::TlsOptions& tls) {
   std::vector<std::vector<double>> lat(callers);
   std::atomic<bool> measuring{false}, done{false};
   std::atomic<uint64_t> next{0};
@@ -70,6 +78,7 @@ Figures closed_loop(const std::string& address, int callers, double seconds, con
     threads.emplace_back([&, t] {
       dex::ClientOptions options;
       options.server_address = address;
+      options.tls = tls;
       dex::Client client(options);
       // Bounded by `done`, set after the measured period.
       while (!done) {

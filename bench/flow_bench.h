@@ -29,7 +29,8 @@ struct StrictDev {
 // measures the fsync floor in it, then starts `bin`/dex-server-zd dev on a free
 // port and waits up to `timeout` for it to be ready (dies otherwise).
 StrictDev start_strict_dev(const std::filesystem::path& bin, const std::string& name,
-                           std::chrono::seconds timeout);
+                           std::chrono::seconds timeout,
+                           const std::vector<std::string>& extra_args = {});
 
 // One run of `type` named `id`, from start to completion: "" or what went wrong.
 std::string run_once(dex::Client& client, const std::string& type, const std::string& id);
@@ -52,6 +53,8 @@ struct Figures {
 // sequence)` for 0.5 s of warm-up, then `seconds` measured; latencies are per
 // op. An op answers "" or what went wrong (which is fatal).
 using Op = std::function<std::string(int caller, dex::Client&, uint64_t seq)>;
-Figures closed_loop(const std::string& address, int callers, double seconds, const Op& op);
+// `tls`: each Client's TLS (sdk/tls_options.h); default plaintext.
+Figures closed_loop(const std::string& address, int callers, double seconds, const Op& op,
+                    const dex::TlsOptions& tls = {});
 
 }  // namespace dex::bench
