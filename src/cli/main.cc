@@ -304,6 +304,7 @@ int check_health(const std::string& server, const std::string& service, dex::Dur
 }
 
 int main(int argc, char** argv) {
+  dex::cli::quiet_grpc_handshake_logs();
   CLI::App app{
       "dexcli: the dex command-line client. Prints JSON on stdout; errors go to stderr as\n"
       "'dexcli: <what failed>: <gRPC code>: <message>'. Exit codes: 0 ok, 1 the call failed,\n"

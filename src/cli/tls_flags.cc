@@ -1,6 +1,10 @@
 #include "cli/tls_flags.h"
 
+#include <grpc/support/log.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
 
 namespace dex::cli {
 
@@ -19,6 +23,18 @@ void add_tls_flags(CLI::App& app, TlsOptions& flags) {
   app.add_option("--server-name", flags.server_name,
                  "The name the server's certificate must hold, instead of each --server's host "
                  "(default $DEX_TLS_SERVER_NAME)");
+}
+
+void quiet_grpc_handshake_logs() {
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    if (std::strstr(args->file, "ssl_transport_security") != nullptr ||
+        std::strstr(args->file, "security_handshaker") != nullptr ||
+        std::strstr(args->file, "ssl_utils") != nullptr) {
+      return;  // dexcli's error explains the handshake (diagnose_tls)
+    }
+    std::fprintf(stderr, "%s %s:%d] %s\n", gpr_log_severity_string(args->severity), args->file,
+                 args->line, args->message);
+  });
 }
 
 StatusOr<TlsOptions> resolve_tls_flags(const TlsOptions& flags) {

@@ -22,4 +22,10 @@ void add_tls_flags(CLI::App& app, TlsOptions& flags);
 // the certificate). InvalidArgument naming the flag or variable otherwise.
 StatusOr<TlsOptions> resolve_tls_flags(const TlsOptions& flags);
 
+// gRPC logs each failed TLS handshake to stderr itself ("Handshake failed
+// with fatal error ..."), once per connection attempt, before dexcli's own
+// error says why in one line: those lines are dropped; gRPC's other log lines
+// still go to stderr.
+void quiet_grpc_handshake_logs();
+
 }  // namespace dex::cli
