@@ -1,7 +1,9 @@
 #include "api/api_tls.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <grpcpp/security/server_credentials.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -57,10 +60,38 @@ grpc_ssl_client_certificate_request_type request_type(tls::ClientAuth auth) {
   return GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
 }
 
+// Where the staging directory goes: /dev/shm when it is there (memory, so the
+// key's copies never reach a disk), else $TMPDIR or /tmp.
+fs::path staging_parent() {
+  std::error_code ec;
+  if (fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0) return "/dev/shm";
+  return fs::temp_directory_path();
+}
+
+// A process killed without its cleanup leaves its staging directory (its
+// name holds the pid): removed here once no process has that pid. Bounded by
+// the directory's entries.
+void remove_stale_staging(const fs::path& parent) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "dex-api-tls-";
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+    struct stat st {};
+    if (pid <= 0 || ::stat(entry.path().c_str(), &st) != 0 || st.st_uid != ::getuid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ApiTls>> ApiTls::start(std::shared_ptr<tls::TlsWatcher> watcher) {
-  std::string pattern = (fs::temp_directory_path() / "dex-api-tls-XXXXXX").string();
+  const fs::path parent = staging_parent();
+  remove_stale_staging(parent);
+  std::string pattern = (parent / fmt::format("dex-api-tls-{}-XXXXXX", getpid())).string();
   if (mkdtemp(pattern.data()) == nullptr) {
     return Status::permanent(
         fmt::format("api.tls: cannot create a staging directory {}: {}", pattern, strerror(errno)));

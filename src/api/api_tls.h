@@ -7,8 +7,9 @@
 // handshake then fails), it does not check that key and certificate match,
 // and it would serve an expired certificate. So the TlsWatcher checks the
 // files, and only material that passed is written to a private staging
-// directory (mode 0700 under $TMPDIR, removed at exit) that gRPC's file
-// watcher reads every second: a bad file never reaches gRPC, which keeps the
+// directory (mode 0700 in /dev/shm, memory, or else $TMPDIR; removed at exit,
+// or by the next start after a crash) that gRPC's file watcher reads every
+// second: a bad file never reaches gRPC, which keeps the
 // previous material. gRPC 1.51 has no public interface for a provider of our
 // own, and StaticDataCertificateProvider cannot change its material.
 //

@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -427,3 +428,25 @@ def test_the_health_listener_answers_probes_in_plaintext_and_serves_nothing_else
     # Nothing but health: the Flow API is not there.
     r = dexcli(health, "flow", "list")
     assert r.returncode == 1 and "UNIMPLEMENTED" in r.stderr, r.stderr
+
+
+def test_the_api_stages_its_key_in_memory_and_clears_what_a_killed_process_left(procs, tmp_path,
+                                                                               certs):
+    # A directory a killed process left (its pid is gone) is removed by the next start.
+    # /dev/shm (memory) where there is one, as the server picks.
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{shm}/dex-api-tls-{dead.pid}-abcdef"
+    os.makedirs(stale, mode=0o700)
+    (open(os.path.join(stale, "key.pem"), "w")).close()
+    config = write_config(tmp_path / "dev.yaml", api_tls=mtls(certs))
+    dev, address = start_dev(procs, tmp_path, config)
+    assert not os.path.exists(stale)
+    mine = [d for d in os.listdir(shm) if d.startswith(f"dex-api-tls-{dev.p.pid}-")]
+    assert len(mine) == 1, os.listdir(shm)
+    staged = os.path.join(shm, mine[0])
+    assert os.stat(staged).st_mode & 0o777 == 0o700
+    dev.signal(signal.SIGTERM)
+    assert dev.wait_exit(60) == 0
+    assert not os.path.exists(staged)
