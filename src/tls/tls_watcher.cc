@@ -47,6 +47,9 @@ uint64_t TlsWatcher::generation() const {
 }
 
 void TlsWatcher::set_on_change(OnChange on_change) {
+  // check_mu_ first: a callback running now finishes before this returns, so
+  // its owner may go away once it has set another (or none).
+  std::lock_guard<std::mutex> check(check_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   on_change_ = std::move(on_change);
 }

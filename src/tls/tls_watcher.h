@@ -42,8 +42,9 @@ class TlsWatcher {
   std::shared_ptr<const ServerTlsMaterial> current() const;
   uint64_t generation() const;
 
-  // Replaces the change callback (null: none). The callback must not call
-  // back into the watcher's setters.
+  // Replaces the change callback (null: none); waits for a callback running
+  // now, so the old callback's owner may be destroyed once this returns. The
+  // callback must not call set_on_change or check_now.
   void set_on_change(OnChange on_change);
 
   // Reads the files now, as the thread does every poll; true when the
