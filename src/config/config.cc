@@ -234,6 +234,10 @@ constexpr KeyRule kKeys[] = {
     {"web.tls.keyFile", kEveryKey},
     {"web.tls.clientCaFile", kEveryKey},
     {"web.tls.clientAuth", kEveryKey},
+    {"metrics.tls.certFile", kServeKey},
+    {"metrics.tls.keyFile", kServeKey},
+    {"metrics.tls.clientCaFile", kServeKey},
+    {"metrics.tls.clientAuth", kServeKey},
     {"lifecycle.attemptDrainTimeout", kEveryKey},
     {"snapshots.interval", kEveryKey},
     {"snapshots.everyRecords", kEveryKey},
@@ -556,6 +560,7 @@ Status read_keys(const Reader& in, const YAML::Node& root, Subcommand command, N
   DEX_READ(in.listen("api.healthListen", next.health_listen));
   DEX_READ(read_listener_tls(in, next.api_tls));
   DEX_READ(read_listener_tls(in, next.web_tls));
+  DEX_READ(read_listener_tls(in, next.metrics_tls));
 
   // snapshots.*, values.*, flows.* (docs/configuration.md).
   SnapshotSettings& snapshots = next.snapshots;
@@ -876,14 +881,14 @@ std::string describe_serve_config(const NodeSettings& c) {
   out += fmt::format(
       "localStore:\n  path: {}\nlease:\n  duration: {}\n  failIfHeld: {}\nstandby:\n  mode: {}\n"
       "  heldLeasePollInterval: {}\n  stepDownHoldOff: {}\n  laggingTakeoverDelay: {}\n"
-      "  behindLagThreshold: {}\nmetrics:\n  listen: {}\n  typeLabelsMax: {}\n"
+      "  behindLagThreshold: {}\nmetrics:\n  listen: {}\n  typeLabelsMax: {}\n{}"
       "lifecycle:\n  attemptDrainTimeout: {}\nsnapshots:\n  interval: {}\n  everyRecords: {}\n"
       "  keep: {}\n",
       yaml_quote(c.local_store_path.string()), format_duration(c.lease_duration),
       c.lease_fail_if_held, standby_mode_name(c.standby_mode),
       format_duration(c.held_lease_poll_interval), format_duration(c.step_down_hold_off),
       format_duration(c.lagging_takeover_delay), format_duration(c.behind_lag_threshold),
-      yaml_quote(c.metrics_listen), c.metrics_type_labels_max,
+      yaml_quote(c.metrics_listen), c.metrics_type_labels_max, listener_tls_yaml(c.metrics_tls),
       format_duration(c.attempt_drain_timeout), zero_or(c.snapshots.interval),
       c.snapshots.every_records, c.snapshots.keep);
   out +=

@@ -140,6 +140,7 @@ struct NodeSettings {
   // `serve --check` (tls::load_server_tls), and reloaded when they change.
   tls::ServerTlsFiles api_tls = tls::ServerTlsFiles::named("api.tls");
   tls::ServerTlsFiles web_tls = tls::ServerTlsFiles::named("web.tls");
+  tls::ServerTlsFiles metrics_tls = tls::ServerTlsFiles::named("metrics.tls");  // serve only
   // api.healthListen: host:port of a plaintext listener that serves only
   // grpc.health.v1.Health, for probes that cannot speak TLS; empty: none.
   std::string health_listen;

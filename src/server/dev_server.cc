@@ -30,6 +30,7 @@
 #include "server/attribute_tables.h"
 #include "tls/ssl_context.h"
 #include "tls/tls_watcher.h"
+#include "web/https_text.h"
 #include "web/web_server.h"
 
 namespace dex {
@@ -136,6 +137,22 @@ StatusOr<ProcessTls> start_tls(const NodeSettings& settings) {
     }
   }
   return out;
+}
+
+// metrics.tls (serve): the metrics endpoint's checked, reloaded material;
+// null when it is plaintext. (No warning for plaintext metrics beyond
+// loopback: they are read-only and carry no credential; the manifests scrape
+// them in-cluster.)
+StatusOr<std::unique_ptr<tls::ReloadingSslContext>> start_metrics_tls(
+    const NodeSettings& settings) {
+  if (settings.metrics_listen.empty() || !settings.metrics_tls.enabled()) {
+    return std::unique_ptr<tls::ReloadingSslContext>();
+  }
+  auto watcher = tls::TlsWatcher::start(settings.metrics_tls);
+  if (!watcher.is_ok()) return watcher.status();
+  spdlog::info("{}", tls::describe_server_tls(settings.metrics_tls));
+  return std::make_unique<tls::ReloadingSslContext>(
+      std::shared_ptr<tls::TlsWatcher>(std::move(watcher).value()));
 }
 
 // The API listener's TLS credentials, and the local socket dex-web's gateway
@@ -357,9 +374,29 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
 
 int run_serve_server(const NodeSettings& settings) {
   block_stop_signals();
+  // metrics.tls: outlives the metrics endpoint, whose handshakes it serves.
+  auto metrics_tls = start_metrics_tls(settings);
+  if (!metrics_tls.is_ok()) {
+    return fail(fmt::format("cannot start: {}", metrics_tls.status().message()));
+  }
   // First, so that it is destroyed last.
   Metrics metrics(settings.metrics_type_labels_max);
-  if (!settings.metrics_listen.empty()) {
+  // The HTTPS metrics endpoint (metrics.tls); goes before `metrics`.
+  std::unique_ptr<web::HttpsText> metrics_https;
+  if (!settings.metrics_listen.empty() && metrics_tls.value() != nullptr) {
+    auto https = web::HttpsText::start(
+        settings.metrics_listen, "/metrics", "text/plain; version=0.0.4; charset=utf-8",
+        [&metrics] { return metrics.render(); },
+        [ctx = metrics_tls.value().get()](SSL_CTX& ssl) { return ctx->setup(ssl); });
+    if (!https.is_ok()) {
+      return fail(fmt::format("cannot serve metrics: {} (metrics.listen, metrics.tls)",
+                              https.status().message()));
+    }
+    metrics_https = std::move(https).value();
+    spdlog::info("metrics on https://{}:{}/metrics",
+                 settings.metrics_listen.substr(0, settings.metrics_listen.rfind(':')),
+                 metrics_https->port());
+  } else if (!settings.metrics_listen.empty()) {
     if (Status s = metrics.listen(settings.metrics_listen); !s.is_ok()) {
       return fail(fmt::format("cannot serve metrics: {}", s.to_string()));
     }

@@ -58,7 +58,8 @@ Status check_serve_config(const NodeSettings& settings) {
   }
   if (auto s = check_directory(settings.local_store_path, "localStore.path"); !s.is_ok()) return s;
   // Each listener's certificate, key and client CA, checked as startup does.
-  for (const tls::ServerTlsFiles* files : {&settings.api_tls, &settings.web_tls}) {
+  for (const tls::ServerTlsFiles* files :
+       {&settings.api_tls, &settings.web_tls, &settings.metrics_tls}) {
     if (!files->enabled()) continue;
     if (auto m = tls::load_server_tls(*files); !m.is_ok()) return m.status();
   }

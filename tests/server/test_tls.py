@@ -450,3 +450,28 @@ def test_the_api_stages_its_key_in_memory_and_clears_what_a_killed_process_left(
     dev.signal(signal.SIGTERM)
     assert dev.wait_exit(60) == 0
     assert not os.path.exists(staged)
+
+
+def test_metrics_over_https_with_client_certificates(procs, tmp_path, certs):
+    from conftest import Proc
+    metrics = f"127.0.0.1:{free_port()}"
+    tls_block = "".join(f"    {k}: {v}\n" for k, v in mtls(certs).items())
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        f"nodeId: mtls\napi:\n  listen: 127.0.0.1:{free_port()}\n"
+        f"objectStore:\n  type: filesystem\n  path: {tmp_path / 'objects'}\n"
+        f"localStore:\n  path: {tmp_path / 'local'}\n"
+        f"metrics:\n  listen: {metrics}\n  tls:\n{tls_block}")
+    node = Proc([binary("dex-server-zd"), "serve", "--config", str(config)])
+    procs.register(node)
+    node.wait_for_line(f"metrics on https://{metrics}/metrics", 30)
+    node.wait_for_line("dex-server-zd serve ready", 60)
+    status, body = https(f"https://{metrics}/metrics", certs)
+    assert status == 200 and "dexzd_" in body, body[:500]
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+        https(f"https://{metrics}/metrics", certs, client=False)
+    # --check validates the block and prints it back.
+    r = subprocess.run([binary("dex-server-zd"), "serve", "--config", str(config), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"certFile: \"{certs['server.pem']}\"" in r.stdout.split("metrics:")[1], r.stdout
