@@ -101,7 +101,7 @@ class Connection {
   bool closed_ = false;  // protected by write_mu_
 };
 
-// An unchanged TLS failure of one address is logged again after this long.
+// How often a failed connection to one address is diagnosed for TLS (and logged).
 constexpr Duration kTlsFailureLogInterval = seconds(30);
 
 class WorkerCore {
@@ -198,8 +198,9 @@ class WorkerCore {
   // The last credential refusal logged, and when.
   std::string last_refusal_;
   TimePoint last_refusal_at_;
-  // The last TLS failure logged per address, and when: a Worker reconnects
-  // every second, so an unchanged reason is logged again only after a while.
+  // The last TLS failure found per address, and when it was looked for: a
+  // Worker reconnects every second, so it is diagnosed (and logged) again only
+  // after kTlsFailureLogInterval.
   std::map<std::string, std::pair<std::string, TimePoint>> tls_failures_;
 
   mutable std::mutex mu_;
@@ -531,11 +532,13 @@ void WorkerCore::log_tls_failure(const std::string& address) {
   if (!tls_active(options_.tls)) return;
   const TimePoint now = SystemClock::instance().now();
   auto& [last, at] = tls_failures_[address];
-  if (!last.empty() && now - at < kTlsFailureLogInterval) return;  // diagnosed recently
-  const std::string why = diagnose_tls(address, options_.tls);
+  // At most once per interval and address, whatever it found: a diagnosis of
+  // a frozen process waits out its timeout on this (the run) thread.
+  if (at != TimePoint{} && now - at < kTlsFailureLogInterval) return;
+  at = now;
+  const std::string why = diagnose_tls(address, options_.tls, seconds(1));
   if (why.empty()) return;
   last = why;
-  at = now;
   spdlog::error("worker {}: cannot connect to {} over TLS: {}", options_.worker_id, address, why);
 }
 
