@@ -7,6 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { TokenSource } from "./credentials";
+import { TlsConfig, type TlsOptions } from "./tls";
 import { DexError, errorFromGrpc, formatDuration, isConnectionFailure } from "./errors";
 import { abortReason, isServiceError, jitter, sleep, unaryCall, waitForConnection } from "./internal";
 import { checkReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
@@ -86,7 +87,8 @@ import {
   type TimeTravelPoint,
 } from "./flow-types";
 
-export interface ClientOptions {
+/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; docs/api.md, "TLS"). */
+export interface ClientOptions extends TlsOptions {
   /**
    * The addresses (host:port) of the processes of one dex node: the active
    * one and its standbys, in any order. Default: [address].
@@ -490,6 +492,8 @@ export class Client {
   private readonly connectTimeoutMs: number;
   private readonly adminCredential: string | undefined;
   private readonly token: TokenSource;
+  /** Constant after construction: the channels' credentials. */
+  private readonly tls: TlsConfig;
   private endpoints: Endpoint[] | undefined;
   private preferred = 0;
   // True once an address answered (preferred is then that address, not just
@@ -511,6 +515,7 @@ export class Client {
     }
     this.adminCredential = options.adminCredential;
     this.token = new TokenSource(options.token, options.tokenFile);
+    this.tls = new TlsConfig(options);
   }
 
   /** The address that answered the last call (the next call starts there). */
@@ -1358,9 +1363,10 @@ export class Client {
     if (this.closed) throw new DexError("CANCELLED", "the client is closed");
     if (this.endpoints === undefined) {
       const { FlowService, AdminService } = services();
-      const credentials = grpc.credentials.createInsecure();
+      // Every address with the same credentials, the files read now (tls.ts).
+      const { credentials, options } = this.tls.forChannel();
       this.endpoints = this.addresses.map((address) => {
-        const flows = new FlowService(address, credentials, channelOptions(100, 1000));
+        const flows = new FlowService(address, credentials, { ...channelOptions(100, 1000), ...options });
         // The same channel for both services.
         const admin = new AdminService(address, credentials, { channelOverride: flows.getChannel() });
         return { address, flows, admin };

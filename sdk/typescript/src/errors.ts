@@ -135,6 +135,44 @@ export function isClientSideConnectionLoss(details: string): boolean {
   return lower.includes("triggered by internal client error") || lower.includes("session closed with error code");
 }
 
+/**
+ * What a TLS handshake failure that grpc-js reports (the handshake's reason
+ * inside an UNAVAILABLE's details) means for the caller, with the option to
+ * look at; undefined when `details` is not one.
+ */
+export function tlsFailureHint(details: string): string | undefined {
+  const lower = details.toLowerCase();
+  const has = (...markers: string[]): boolean => markers.some((m) => lower.includes(m));
+  if (has("alert certificate required")) {
+    return "TLS: the server requires a client certificate (set certFile and keyFile)";
+  }
+  if (has("alert certificate expired")) return "TLS: the server refused this client's certificate: it has expired";
+  if (has("alert unknown ca", "alert bad certificate", "alert certificate unknown", "alert handshake failure")) {
+    return "TLS: the server refused this client's certificate (is it signed by a CA the server trusts?)";
+  }
+  if (has("certificate has expired")) return "TLS: the server's certificate has expired";
+  if (has("certificate is not yet valid")) return "TLS: the server's certificate is not valid yet";
+  if (
+    has(
+      "unable to verify the first certificate",
+      "unable to get local issuer certificate",
+      "unable to get issuer certificate",
+      "self-signed certificate",
+      "self signed certificate",
+      "certificate signature failure",
+    )
+  ) {
+    return "TLS: the server's certificate is not signed by the CA in caFile (or, without caFile, by a CA the system trusts)";
+  }
+  if (has("does not match certificate's altnames", "err_tls_cert_altname_invalid")) {
+    return "TLS: the server's certificate is not for the name dialled (set serverName to a name it holds, or dial that name)";
+  }
+  if (has("wrong version number", "packet length too long", "http request", "unknown protocol")) {
+    return "TLS: the server does not speak TLS (connect without tls)";
+  }
+  return undefined;
+}
+
 /** "250ms", "10s", "2m", "1m30s" like dex's durations. */
 export function formatDuration(ms: number): string {
   const whole = Math.max(0, Math.round(ms));
@@ -158,7 +196,10 @@ export function errorFromGrpc(
   // (an RST_STREAM it made itself), is UNAVAILABLE: the server did not answer.
   if (code === "INTERNAL" && isClientSideConnectionLoss(raw)) code = "UNAVAILABLE";
   let details: string;
-  if (code === "UNAVAILABLE") {
+  const tlsHint = code === "UNAVAILABLE" ? tlsFailureHint(raw) : undefined;
+  if (tlsHint !== undefined) {
+    details = `the TLS handshake with ${address} failed: ${tlsHint} (${raw})`;
+  } else if (code === "UNAVAILABLE") {
     details = isConnectionFailure(raw)
       ? `the server is not reachable at ${address} (${raw === "" ? "no connection" : raw})`
       : `the server at ${address} is not serving: ${raw}`;

@@ -43,6 +43,14 @@ export {
 export { DexError, grpcCodeName, type DexErrorCode } from "./errors";
 export { parseServerAddresses, validateServerAddress, validateServerAddresses } from "./addresses";
 export { readTokenFile, TOKEN_ENV, TOKEN_FILE_ENV } from "./credentials";
+export {
+  TLS_CA_FILE_ENV,
+  TLS_CERT_FILE_ENV,
+  TLS_ENV,
+  TLS_KEY_FILE_ENV,
+  TLS_SERVER_NAME_ENV,
+  type TlsOptions,
+} from "./tls";
 // The dex Flow model (flow/) and the shapes of the Flow API's answers (flow-types.ts).
 export {
   Attribute,

@@ -7,6 +7,7 @@
 import * as grpc from "@grpc/grpc-js";
 
 import { channelOptions } from "./proto";
+import type { ChannelSecurity } from "./tls";
 
 /** How long a readiness probe waits for an answer. */
 export const READINESS_PROBE_TIMEOUT_MS = 1_000;
@@ -103,11 +104,12 @@ export async function probeReadiness(
   addresses: readonly string[],
   service: string,
   timeoutMs: number = READINESS_PROBE_TIMEOUT_MS,
+  security: ChannelSecurity = { credentials: grpc.credentials.createInsecure(), options: {} },
 ): Promise<Readiness[]> {
   const deadline = Date.now() + timeoutMs;
   const results: Readiness[] = addresses.map(() => "noAnswer");
   const clients = addresses.map(
-    (address) => new grpc.Client(address, grpc.credentials.createInsecure(), channelOptions(100, 1_000)),
+    (address) => new grpc.Client(address, security.credentials, { ...channelOptions(100, 1_000), ...security.options }),
   );
   const calls: grpc.ClientUnaryCall[] = [];
   let timer: NodeJS.Timeout | undefined;

@@ -27,6 +27,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { TokenSource } from "./credentials";
+import { TlsConfig, type TlsOptions } from "./tls";
 import { DexError, errorFromGrpc, isConnectionFailure } from "./errors";
 import { Attribute, Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
@@ -48,7 +49,8 @@ export interface Logger {
   error?(message: string): void;
 }
 
-export interface WorkerOptions {
+/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; docs/api.md, "TLS"). */
+export interface WorkerOptions extends TlsOptions {
   /**
    * The addresses (host:port) of the processes of one dex node: the active
    * one and its standbys, in any order. Default: [address].
@@ -183,6 +185,8 @@ export class Worker {
   private readonly log: Logger;
   private readonly queuedMax: number;
   private readonly token: TokenSource;
+  /** Constant after construction: the channels' credentials. */
+  private readonly tls: TlsConfig;
   /** The last credential refusal logged, and when: logged again only when it changes or after 30 s. */
   private lastRefusal = "";
   private lastRefusalAt = 0;
@@ -246,6 +250,7 @@ export class Worker {
     }
     this.log = options.logger ?? defaultLogger;
     this.token = new TokenSource(options.token, options.tokenFile);
+    this.tls = new TlsConfig(options);
     this.queuedMax = Math.max(QUEUED_TASKS_MIN, 4 * this.maxConcurrent);
     this.backoffMs = this.backoffInitialMs;
     this.readyPromise = new Promise<void>((resolve, reject) => {
@@ -352,7 +357,7 @@ export class Worker {
         let order = [0];
         let readiness: Readiness[] = [];
         if (n > 1) {
-          readiness = await probeReadiness(this.addresses, "dex.WorkerTaskService");
+          readiness = await probeReadiness(this.addresses, "dex.WorkerTaskService", undefined, this.tls.forChannel());
           order = searchOrder(readiness, first);
         }
         // A process said it is not the active one: a standby, so the node is
@@ -423,11 +428,13 @@ export class Worker {
    */
   private serveStream(address: string): Promise<{ accepted: boolean; refusedByStandby: boolean }> {
     const { WorkerTaskService } = services();
+    // The TLS files as they are now: a rotated certificate is used (tls.ts).
+    const { credentials, options } = this.tls.forChannel();
     const client = new WorkerTaskService(
       address,
-      grpc.credentials.createInsecure(),
+      credentials,
       // A fresh channel each time: whichever process answers at the address now.
-      channelOptions(this.backoffInitialMs, this.backoffMaxMs),
+      { ...channelOptions(this.backoffInitialMs, this.backoffMaxMs), ...options },
     );
     // The token as it is now: a rotated token file is read again (credentials.ts).
     const metadata = new grpc.Metadata();
