@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { TokenSource } from "./credentials";
-import { TlsConfig, type TlsOptions } from "./tls";
+import { TlsConfig, type TlsOptions, wantsDiagnosis } from "./tls";
 import { DexError, errorFromGrpc, formatDuration, isConnectionFailure } from "./errors";
 import { abortReason, isServiceError, jitter, sleep, unaryCall, waitForConnection } from "./internal";
 import { checkReadiness, READINESS_PROBE_TIMEOUT_MS, type Readiness, searchOrder } from "./readiness";
@@ -1501,6 +1501,18 @@ export class Client {
           if (signal?.aborted) throw abortReason(signal);
           if (!isServiceError(error)) throw error;
           let mapped = errorFromGrpc(error, endpoint.address, spec.timeoutMs);
+          // grpc-js's "Failed to connect" does not say why: a TLS handshake
+          // the server refused says so in one more connection (tls.ts).
+          if (mapped.code === "UNAVAILABLE" && wantsDiagnosis(error.details ?? "", this.tls.enabled)) {
+            const { why } = await this.tls.diagnose(endpoint.address, deadline - Date.now());
+            if (signal?.aborted) throw abortReason(signal);
+            if (why !== "") {
+              mapped = new DexError("UNAVAILABLE", `the connection to ${endpoint.address} failed: ${why} (${error.details ?? ""})`, {
+                address: endpoint.address,
+                cause: error,
+              });
+            }
+          }
           // CANCELLED here is the server's doing: the caller's signal is not
           // aborted and the readiness watch rejects with UNAVAILABLE. A process
           // replacing its listener at a role change, or dying, ends the calls

@@ -9,10 +9,12 @@
 // (credentials.ts), so it works over plaintext and over TLS alike.
 import { X509Certificate, createPrivateKey } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
+import { isIP } from "node:net";
+import * as nodeTls from "node:tls";
 
 import * as grpc from "@grpc/grpc-js";
 
-import { DexError } from "./errors";
+import { DexError, tlsFailureHint } from "./errors";
 
 /** The environment variables every dex client reads for what its options leave unset. */
 export const TLS_ENV = "DEX_TLS";
@@ -217,6 +219,8 @@ export interface ChannelSecurity {
 export class TlsConfig {
   readonly tls: ResolvedTls | undefined;
   private last: Material | undefined;
+  /** The last diagnosis per address, and when it was made. */
+  private readonly diagnoses = new Map<string, { at: number; why: string }>();
 
   constructor(options: TlsOptions, env: NodeJS.ProcessEnv = process.env) {
     this.tls = resolveTls(options, env);
@@ -246,4 +250,118 @@ export class TlsConfig {
     }
     return { credentials: grpc.credentials.createSsl(material.ca, material.key, material.cert), options };
   }
+
+  /**
+   * Why a connection to `address` that grpc-js reports only as "Failed to
+   * connect" failed, found by making one with node's TLS and these options
+   * (as the C++ SDK's diagnose_tls does): the server requires or refused the
+   * client certificate (gRPC's server closes the connection right after the
+   * handshake, with no alert), a handshake failure in OpenSSL's words, or,
+   * over plaintext, that the server speaks TLS. "" when nothing answers or
+   * nothing is wrong. At most one diagnosis per address every
+   * DIAGNOSIS_INTERVAL_MS (`fresh` says whether this one is new); each takes
+   * at most `timeoutMs`.
+   */
+  async diagnose(address: string, timeoutMs: number): Promise<{ why: string; fresh: boolean }> {
+    const now = Date.now();
+    const cached = this.diagnoses.get(address);
+    if (cached !== undefined && now - cached.at < DIAGNOSIS_INTERVAL_MS) return { why: cached.why, fresh: false };
+    this.diagnoses.set(address, { at: now, why: cached?.why ?? "" });
+    const why = await this.probe(address, Math.max(0, Math.min(timeoutMs, DIAGNOSIS_TIMEOUT_MS)));
+    this.diagnoses.set(address, { at: now, why });
+    return { why, fresh: true };
+  }
+
+  private probe(address: string, timeoutMs: number): Promise<string> {
+    const colon = address.lastIndexOf(":");
+    const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+    const port = Number(address.slice(colon + 1));
+    const tls = this.tls;
+    const material = this.last;
+    const expected = tls?.serverName?.value ?? host;
+    const options: nodeTls.ConnectionOptions = { host, port, ALPNProtocols: ["h2"] };
+    if (isIP(expected) === 0) options.servername = expected;
+    if (tls === undefined) {
+      options.rejectUnauthorized = false;
+    } else {
+      if (material?.ca) options.ca = material.ca;
+      if (material?.cert && material.key) {
+        options.cert = material.cert;
+        options.key = material.key;
+      }
+      options.checkServerIdentity = (_name, cert) => nodeTls.checkServerIdentity(expected, cert);
+    }
+    return new Promise<string>((resolve) => {
+      let settled = false;
+      let secure = false;
+      const socket = nodeTls.connect(options);
+      const finish = (why: string): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(why);
+      };
+      const timer = setTimeout(() => finish(""), timeoutMs);
+      const refusedClient = (detail: string): string =>
+        tls?.certFile === undefined
+          ? `TLS: the server requires a client certificate (${detail}): set certFile and keyFile ($${TLS_CERT_FILE_ENV}, $${TLS_KEY_FILE_ENV})`
+          : `TLS: the server refused this client's certificate in ${tls.certFile.value} (${detail}): it is expired, or not signed by a CA the server trusts`;
+      socket.once("secureConnect", () => {
+        secure = true;
+        if (tls === undefined) {
+          finish(`TLS: the server at ${address} speaks TLS: connect with tls ($${TLS_ENV}=1), and caFile for a private CA`);
+          return;
+        }
+        // TLS 1.3: a refused client certificate shows after the handshake.
+        // gRPC's server then closes the connection, where one that accepts
+        // answers the HTTP/2 preface with its SETTINGS.
+        socket.write(HTTP2_PREFACE);
+      });
+      socket.once("data", () => finish(""));
+      socket.once("error", (error: NodeJS.ErrnoException) => {
+        const message = error.message;
+        if (tls === undefined) return finish("");
+        if (/alert/i.test(message)) return finish(refusedClient(`TLS alert: ${message}`));
+        if (secure) return finish(refusedClient(`it closed the connection right after the handshake: ${message}`));
+        if (["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"].includes(error.code ?? "")) {
+          return finish("");
+        }
+        const hint = tlsFailureHint(message);
+        finish(hint !== undefined ? `${hint} (${message})` : `the TLS handshake failed: ${message}`);
+      });
+      socket.once("close", () => {
+        if (tls !== undefined && secure) finish(refusedClient("it closed the connection right after the handshake"));
+        else finish("");
+      });
+    });
+  }
+}
+
+/** A diagnosis per address at most this often. */
+export const DIAGNOSIS_INTERVAL_MS = 30_000;
+/** The longest one diagnosis takes. */
+export const DIAGNOSIS_TIMEOUT_MS = 1_000;
+
+/** The client's HTTP/2 connection preface and an empty SETTINGS frame. */
+const HTTP2_PREFACE = Buffer.concat([
+  Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1"),
+  Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]),
+]);
+
+/**
+ * Whether a failed connection with grpc-js's `details` is worth a diagnosis
+ * (TlsConfig.diagnose):
+ * grpc-js's "Failed to connect" says nothing of why, where a refused
+ * connection or a recognised handshake failure already does.
+ */
+export function wantsDiagnosis(details: string, tlsOn: boolean): boolean {
+  const lower = details.toLowerCase();
+  if (tlsFailureHint(details) !== undefined) return false;
+  if (["econnrefused", "ehostunreach", "enetunreach", "getaddrinfo", "dns resolution", "name resolution"].some((m) => lower.includes(m))) {
+    return false;
+  }
+  if (lower.includes("failed to connect")) return true;
+  // Over plaintext, a lost connection is a process going away, not TLS.
+  return tlsOn && (lower.includes("connection dropped") || lower.includes("econnreset"));
 }

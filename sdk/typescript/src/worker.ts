@@ -27,7 +27,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { effectiveAddresses, validateServerAddresses } from "./addresses";
 import { TokenSource } from "./credentials";
-import { TlsConfig, type TlsOptions } from "./tls";
+import { TlsConfig, type TlsOptions, wantsDiagnosis } from "./tls";
 import { DexError, errorFromGrpc, isConnectionFailure } from "./errors";
 import { Attribute, Flow, runFlowTask } from "./flow/index";
 import { jitter } from "./internal";
@@ -493,6 +493,19 @@ export class Worker {
               : errorFromGrpc(endStatus, address, 0).message;
           if (conn.accepted) this.log.warn?.(`worker ${this.workerId}: task stream ended: ${why}`);
           else this.log.info?.(`worker ${this.workerId}: ${address} did not accept the task stream: ${why}`);
+        }
+        if (
+          !this.finished &&
+          !conn.accepted &&
+          endStatus?.code === grpc.status.UNAVAILABLE &&
+          wantsDiagnosis(endStatus.details ?? "", this.tls.enabled)
+        ) {
+          // grpc-js's "Failed to connect" does not say why; a refused TLS
+          // handshake is found by one more connection, logged once per address
+          // every 30 s (tls.ts).
+          void this.tls.diagnose(address, 1_000).then(({ why, fresh }) => {
+            if (fresh && why !== "") this.log.error?.(`worker ${this.workerId}: the connection to ${address} failed: ${why}`);
+          });
         }
         this.changed();
         // A process answered UNAVAILABLE in its own words (not gRPC's for a
