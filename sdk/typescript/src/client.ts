@@ -429,6 +429,26 @@ interface Endpoint {
   admin: grpc.Client;
 }
 
+/**
+ * The channels of one Client, one per address, made with the TLS files as
+ * they were then. When a file changes, new calls get a new set and the old
+ * one is closed once its last call ended.
+ */
+interface ChannelSet {
+  endpoints: Endpoint[];
+  /** Calls using it now. */
+  calls: number;
+  /** Replaced: closed when `calls` reaches 0. */
+  retired: boolean;
+}
+
+function closeChannels(set: ChannelSet): void {
+  for (const endpoint of set.endpoints) {
+    endpoint.flows.close();
+    endpoint.admin.close();
+  }
+}
+
 type Service = "flows" | "admin";
 
 /**
@@ -494,7 +514,9 @@ export class Client {
   private readonly token: TokenSource;
   /** Constant after construction: the channels' credentials. */
   private readonly tls: TlsConfig;
-  private endpoints: Endpoint[] | undefined;
+  private channels: ChannelSet | undefined;
+  /** Replaced sets that calls still use. */
+  private readonly retiredChannels = new Set<ChannelSet>();
   private preferred = 0;
   // True once an address answered (preferred is then that address, not just
   // the first one by default).
@@ -1323,11 +1345,10 @@ export class Client {
   /** Closes the connections. Calls after close() reject with CANCELLED. */
   close(): void {
     this.closed = true;
-    for (const endpoint of this.endpoints ?? []) {
-      endpoint.flows.close();
-      endpoint.admin.close();
-    }
-    this.endpoints = undefined;
+    if (this.channels !== undefined) closeChannels(this.channels);
+    for (const set of this.retiredChannels) closeChannels(set);
+    this.retiredChannels.clear();
+    this.channels = undefined;
   }
 
   // ------------------------------------------------------------------ inside
@@ -1359,20 +1380,45 @@ export class Client {
     return results;
   }
 
-  private getEndpoints(): Endpoint[] {
+  /** The channels for one call; releaseChannels when it ends. */
+  private acquireChannels(): ChannelSet {
     if (this.closed) throw new DexError("CANCELLED", "the client is closed");
-    if (this.endpoints === undefined) {
+    // A rotated TLS file: new connections use it, open calls keep theirs.
+    if (this.channels !== undefined && this.tls.changed()) {
+      const old = this.channels;
+      this.channels = undefined;
+      old.retired = true;
+      if (old.calls === 0) closeChannels(old);
+      else this.retiredChannels.add(old);
+    }
+    if (this.channels === undefined) {
       const { FlowService, AdminService } = services();
       // Every address with the same credentials, the files read now (tls.ts).
       const { credentials, options } = this.tls.forChannel();
-      this.endpoints = this.addresses.map((address) => {
+      const endpoints = this.addresses.map((address) => {
         const flows = new FlowService(address, credentials, { ...channelOptions(100, 1000), ...options });
         // The same channel for both services.
         const admin = new AdminService(address, credentials, { channelOverride: flows.getChannel() });
         return { address, flows, admin };
       });
+      this.channels = { endpoints, calls: 0, retired: false };
     }
-    return this.endpoints;
+    this.channels.calls++;
+    return this.channels;
+  }
+
+  private releaseChannels(set: ChannelSet): void {
+    set.calls--;
+    if (set.retired && set.calls === 0 && this.retiredChannels.delete(set)) closeChannels(set);
+  }
+
+  private async callSpec<Response>(spec: CallSpec): Promise<Response> {
+    const channels = this.acquireChannels();
+    try {
+      return await this.search<Response>(spec, channels.endpoints);
+    } finally {
+      this.releaseChannels(channels);
+    }
   }
 
   /**
@@ -1383,8 +1429,7 @@ export class Client {
    * no process could be reached at all for UNREACHABLE_GRACE_MS, the call
    * ends: nothing listens.
    */
-  private async callSpec<Response>(spec: CallSpec): Promise<Response> {
-    const endpoints = this.getEndpoints();
+  private async search<Response>(spec: CallSpec, endpoints: Endpoint[]): Promise<Response> {
     const { signal } = spec;
     if (signal?.aborted) throw abortReason(signal);
     const n = endpoints.length;

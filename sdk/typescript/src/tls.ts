@@ -212,13 +212,17 @@ export interface ChannelSecurity {
 
 /**
  * One Client's or Worker's channel security. With TLS, forChannel() reads the
- * files again each time (a rotated certificate is used by the next channel);
+ * files again each time (a rotated certificate is used by the next channel),
+ * and changed() tells a Client that keeps its channels when to make new ones;
  * after one good read, files that cannot be used (a rotation half written)
  * keep the material read before.
  */
 export class TlsConfig {
   readonly tls: ResolvedTls | undefined;
   private last: Material | undefined;
+  /** The files' identities (inode, size, modification time) when forChannel last read them. */
+  private stamps = "";
+  private checkedAt = 0;
   /** The last diagnosis per address, and when it was made. */
   private readonly diagnoses = new Map<string, { at: number; why: string }>();
 
@@ -232,8 +236,38 @@ export class TlsConfig {
     return this.tls !== undefined;
   }
 
+  /**
+   * Whether a file changed since forChannel last read it: looked at at most
+   * once a second. Always false without TLS.
+   */
+  changed(): boolean {
+    if (this.tls === undefined) return false;
+    const now = Date.now();
+    if (now - this.checkedAt < RECHECK_MS) return false;
+    this.checkedAt = now;
+    return this.stampOfFiles() !== this.stamps;
+  }
+
+  private stampOfFiles(): string {
+    const tls = this.tls;
+    if (tls === undefined) return "";
+    return [tls.caFile, tls.certFile, tls.keyFile]
+      .map((setting) => {
+        if (setting === undefined) return "-";
+        try {
+          const st = statSync(setting.value);
+          return `${st.ino}:${st.size}:${st.mtimeMs}`;
+        } catch {
+          return "missing";
+        }
+      })
+      .join(",");
+  }
+
   forChannel(): ChannelSecurity {
     if (this.tls === undefined) return { credentials: grpc.credentials.createInsecure(), options: {} };
+    this.stamps = this.stampOfFiles();
+    this.checkedAt = Date.now();
     let material: Material;
     try {
       material = loadMaterial(this.tls);
@@ -337,6 +371,9 @@ export class TlsConfig {
     });
   }
 }
+
+/** How often changed() looks at the files. */
+const RECHECK_MS = 1_000;
 
 /** A diagnosis per address at most this often. */
 export const DIAGNOSIS_INTERVAL_MS = 30_000;

@@ -4,8 +4,9 @@
 // through the multi-address search; without a client certificate the server
 // refuses; a wrong CA, a wrong name and an expired server certificate each
 // fail with their own words; serverName lets a client dial 127.0.0.1 to a
-// certificate that names only localhost; bad files fail before any call,
-// naming the option and the path.
+// certificate that names only localhost; a client certificate rotated on
+// disk is used by the next connection; bad files fail before any call, naming
+// the option and the path.
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as http2 from "node:http2";
@@ -15,7 +16,7 @@ import { after, before, describe, test } from "node:test";
 
 import { Client, DexError, Flow, Worker, gracefulComplete, type Step, type TlsOptions } from "../src/index";
 import { tlsFailureHint } from "../src/errors";
-import { DevServer, freePort, MemoryLogger } from "./helpers";
+import { DevServer, eventually, freePort, MemoryLogger } from "./helpers";
 import { makeCerts, type Certs } from "./tls-certs";
 
 const done: Step<{ n: number }> = { type: "Done", execute: (ctx) => gracefulComplete(ctx.input) };
@@ -230,6 +231,51 @@ describe("TLS to a dex server", () => {
           await ran;
         }
       });
+    });
+  });
+
+  test("a client certificate rotated on disk is used by the next connection, without a new Client or Worker", async () => {
+    await withTlsEnv({}, async () => {
+      const cert = path.join(dir, "rotating.pem");
+      const key = path.join(dir, "rotating.key");
+      // As a rotation does it: a new file renamed over the old one.
+      const install = (name: string): void => {
+        fs.copyFileSync(certs.key(name), `${key}.tmp`);
+        fs.renameSync(`${key}.tmp`, key);
+        fs.copyFileSync(certs.pem(name), `${cert}.tmp`);
+        fs.renameSync(`${cert}.tmp`, cert);
+      };
+      const rotating: TlsOptions = { caFile: certs.pem("ca"), certFile: cert, keyFile: key };
+      install("other-client");
+      const logger = new MemoryLogger();
+      const w = new Worker({ addresses: [server.address], logger, reconnectBackoffInitialMs: 20, reconnectBackoffMaxMs: 100, ...rotating });
+      w.host(DONE);
+      const ran = w.run();
+      try {
+        await eventually("the Worker to log that the server refused its certificate", () =>
+          logger.lines.some((l) => l.includes("TLS: the server refused this client's certificate")),
+        );
+        install("client");
+        await w.ready(); // the next stream used the new certificate
+        const client = new Client({ addresses: [server.address], timeoutMs: 10_000, ...rotating });
+        try {
+          const result = await client.startFlowAndWait(DONE, "ts-tls-rotated", { n: 2 }, { waitTimeoutMs: 15_000 });
+          assert.equal(result.flow.status, "COMPLETED");
+          install("other-client");
+          await new Promise((r) => setTimeout(r, 1_100)); // the files are looked at once a second
+          const e = await rejection(client.describeFlow("ts-tls-rotated"));
+          assert.match(e.message, /TLS: the server refused this client's certificate/, e.message);
+          install("client");
+          await new Promise((r) => setTimeout(r, 1_100));
+          const flow = await client.describeFlow("ts-tls-rotated");
+          assert.equal(flow.status, "COMPLETED");
+        } finally {
+          client.close();
+        }
+      } finally {
+        await w.shutdown();
+        await ran;
+      }
     });
   });
 
