@@ -87,7 +87,7 @@ import {
   type TimeTravelPoint,
 } from "./flow-types";
 
-/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; docs/api.md, "TLS"). */
+/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; README.md, "TLS"). */
 export interface ClientOptions extends TlsOptions {
   /**
    * The addresses (host:port) of the processes of one dex node: the active

@@ -1,6 +1,6 @@
-// TLS for the connections of a Client and a Worker to dex (docs/api.md,
-// "TLS"; the C++ SDK's src/sdk/tls_options.h with the same meaning and
-// environment variables): the CA that signs the server's certificate, a client
+// TLS for the connections of a Client and a Worker to dex (README.md, "TLS";
+// docs/cli.md, "TLS"; the C++ SDK's src/sdk/tls_options.h with the same
+// meaning and environment variables): the CA that signs the server's certificate, a client
 // certificate for mutual TLS, and the name to check the server's certificate
 // against. Every address of a node is dialled with the same credentials, so
 // the search for the active process and failover work as in plaintext. The

@@ -49,7 +49,7 @@ export interface Logger {
   error?(message: string): void;
 }
 
-/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; docs/api.md, "TLS"). */
+/** With TlsOptions: tls, caFile, certFile, keyFile, serverName (tls.ts; README.md, "TLS"). */
 export interface WorkerOptions extends TlsOptions {
   /**
    * The addresses (host:port) of the processes of one dex node: the active
