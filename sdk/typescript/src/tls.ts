@@ -1,12 +1,12 @@
 // TLS for the connections of a Client and a Worker to dex (README.md, "TLS";
 // docs/cli.md, "TLS"; the C++ SDK's src/sdk/tls_options.h with the same
-// meaning and environment variables): the CA that signs the server's certificate, a client
-// certificate for mutual TLS, and the name to check the server's certificate
-// against. Every address of a node is dialled with the same credentials, so
-// the search for the active process and failover work as in plaintext. The
-// files are read when a channel is made: a rotated certificate is used by the
-// next connection. The token is sent as call metadata either way
-// (credentials.ts), so it works over plaintext and over TLS alike.
+// meaning and environment variables): the CA that signs the server's
+// certificate, a client certificate for mutual TLS, and the name to check the
+// server's certificate against. Every address of a node is dialled with the
+// same credentials, so the search for the active process and failover work as
+// in plaintext. The files are read when a channel is made: a rotated
+// certificate is used by the next connection. The token is sent as call
+// metadata either way (credentials.ts), so it works over plaintext and TLS.
 import { X509Certificate, createPrivateKey } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { isIP } from "node:net";
@@ -299,14 +299,31 @@ export class TlsConfig {
   async diagnose(address: string, timeoutMs: number): Promise<{ why: string; fresh: boolean }> {
     const now = Date.now();
     const cached = this.diagnoses.get(address);
-    if (cached !== undefined && now - cached.at < DIAGNOSIS_INTERVAL_MS) return { why: cached.why, fresh: false };
-    this.diagnoses.set(address, { at: now, why: cached?.why ?? "" });
-    const why = await this.probe(address, Math.max(0, Math.min(timeoutMs, DIAGNOSIS_TIMEOUT_MS)));
+    const before = { why: cached?.why ?? "", fresh: false };
+    if (cached !== undefined && now - cached.at < DIAGNOSIS_INTERVAL_MS) return before;
+    // Too little time left to find anything: the next failure asks.
+    if (timeoutMs < DIAGNOSIS_TIMEOUT_MIN_MS) return before;
+    const bound = Math.min(timeoutMs, DIAGNOSIS_TIMEOUT_MS);
+    // Stamped now, so that failures meanwhile do not start more of them.
+    this.diagnoses.set(address, { at: now, why: before.why });
+    const why = await this.probe(address, bound);
+    if (why === undefined) {
+      // No answer in time: a full wait counts as a diagnosis (nothing to
+      // say); one cut short by the caller's deadline does not.
+      if (bound < DIAGNOSIS_TIMEOUT_MS) {
+        if (cached === undefined) this.diagnoses.delete(address);
+        else this.diagnoses.set(address, cached);
+        return before;
+      }
+      this.diagnoses.set(address, { at: now, why: "" });
+      return { why: "", fresh: true };
+    }
     this.diagnoses.set(address, { at: now, why });
     return { why, fresh: true };
   }
 
-  private probe(address: string, timeoutMs: number): Promise<string> {
+  /** The diagnosis of one connection; undefined when it took longer than `timeoutMs`. */
+  private probe(address: string, timeoutMs: number): Promise<string | undefined> {
     const colon = address.lastIndexOf(":");
     const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
     const port = Number(address.slice(colon + 1));
@@ -325,18 +342,18 @@ export class TlsConfig {
       }
       options.checkServerIdentity = (_name, cert) => nodeTls.checkServerIdentity(expected, cert);
     }
-    return new Promise<string>((resolve) => {
+    return new Promise<string | undefined>((resolve) => {
       let settled = false;
       let secure = false;
       const socket = nodeTls.connect(options);
-      const finish = (why: string): void => {
+      const finish = (why: string | undefined): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         socket.destroy();
         resolve(why);
       };
-      const timer = setTimeout(() => finish(""), timeoutMs);
+      const timer = setTimeout(() => finish(undefined), timeoutMs);
       const refusedClient = (detail: string): string =>
         tls?.certFile === undefined
           ? `TLS: the server requires a client certificate (${detail}): set certFile and keyFile ($${TLS_CERT_FILE_ENV}, $${TLS_KEY_FILE_ENV})`
@@ -353,7 +370,8 @@ export class TlsConfig {
         socket.write(HTTP2_PREFACE);
       });
       socket.once("data", () => finish(""));
-      socket.once("error", (error: NodeJS.ErrnoException) => {
+      // Not once: a socket may emit more than one error, and one without a listener throws.
+      socket.on("error", (error: NodeJS.ErrnoException) => {
         const message = error.message;
         if (tls === undefined) return finish("");
         if (/alert/i.test(message)) return finish(refusedClient(`TLS alert: ${message}`));
@@ -379,6 +397,8 @@ const RECHECK_MS = 1_000;
 export const DIAGNOSIS_INTERVAL_MS = 30_000;
 /** The longest one diagnosis takes. */
 export const DIAGNOSIS_TIMEOUT_MS = 1_000;
+/** With less time than this left, no diagnosis is tried. */
+const DIAGNOSIS_TIMEOUT_MIN_MS = 100;
 
 /** The client's HTTP/2 connection preface and an empty SETTINGS frame. */
 const HTTP2_PREFACE = Buffer.concat([
