@@ -196,12 +196,13 @@ export class ServeProcess {
   private waiters: (() => void)[] = [];
   private exited: Promise<number | null> = Promise.resolve(null);
 
-  constructor(dir: string, name: string, port: number, leaseDuration: string) {
+  /** `apiExtra`: more lines under `api:` (indented two spaces), e.g. a `tls:` block. */
+  constructor(dir: string, name: string, port: number, leaseDuration: string, apiExtra = "") {
     this.address = `127.0.0.1:${port}`;
     this.configFile = path.join(dir, `${name}.yaml`);
     fs.writeFileSync(
       this.configFile,
-      `nodeId: node-ts\napi:\n  listen: ${this.address}\n` +
+      `nodeId: node-ts\napi:\n  listen: ${this.address}\n${apiExtra}` +
         `objectStore:\n  type: filesystem\n  path: ${path.join(dir, "objects")}\n  durability: processCrashSafe\n` +
         `localStore:\n  path: ${path.join(dir, `${name}-local`)}\nlease:\n  duration: ${leaseDuration}\n` +
         `standby:\n  mode: hot\n`,

@@ -16,7 +16,10 @@ import { after, before, describe, test } from "node:test";
 
 import { Client, DexError, Flow, Worker, gracefulComplete, type Step, type TlsOptions } from "../src/index";
 import { tlsFailureHint } from "../src/errors";
-import { DevServer, eventually, freePort, MemoryLogger } from "./helpers";
+import * as grpc from "@grpc/grpc-js";
+
+import { checkReadiness } from "../src/readiness";
+import { DevServer, eventually, freePort, MemoryLogger, ServeProcess } from "./helpers";
 import { makeCerts, type Certs } from "./tls-certs";
 
 const done: Step<{ n: number }> = { type: "Done", execute: (ctx) => gracefulComplete(ctx.input) };
@@ -336,6 +339,64 @@ describe("TLS to a dex server", () => {
     await withTlsEnv({ DEX_TLS_CA_FILE: path.join(dir, "gone.pem") }, () => {
       assert.throws(() => new Client({}), /\$DEX_TLS_CA_FILE: cannot read '.*gone\.pem' \(no such file\)/);
     });
+  });
+});
+
+describe("failover over mutual TLS", () => {
+  test("a Client and a Worker follow a hot standby's takeover after a SIGKILL of the active process", async () => {
+    const dir = ServeProcess.makeDir();
+    const certs = makeCerts(path.join(dir, "certs"));
+    const tlsBlock =
+      `  tls:\n    certFile: ${JSON.stringify(certs.pem("server"))}\n    keyFile: ${JSON.stringify(certs.key("server"))}\n` +
+      `    clientCaFile: ${JSON.stringify(certs.pem("ca"))}\n    clientAuth: required\n`;
+    const a = new ServeProcess(dir, "a", await freePort(), "3s", tlsBlock);
+    const b = new ServeProcess(dir, "b", await freePort(), "3s", tlsBlock);
+    const mtls: TlsOptions = { caFile: certs.pem("ca"), certFile: certs.pem("client"), keyFile: certs.key("client") };
+    let w: Worker | undefined;
+    let ran: Promise<void> | undefined;
+    let client: Client | undefined;
+    try {
+      a.start();
+      await a.waitForLine("dex-server-zd serve ready", 60_000);
+      b.start();
+      await b.waitForLine("API on", 30_000);
+      // b's health over mutual TLS: a hot standby.
+      const credentials = grpc.credentials.createSsl(
+        fs.readFileSync(certs.pem("ca")),
+        fs.readFileSync(certs.key("client")),
+        fs.readFileSync(certs.pem("client")),
+      );
+      const health = new grpc.Client(b.address, credentials);
+      try {
+        await eventually("b to be a hot standby", async () => (await checkReadiness(health, "dex.HotStandby", Date.now() + 1_000)) === "serving", 60_000);
+      } finally {
+        health.close();
+      }
+      await withTlsEnv({}, async () => {
+        const addresses = [b.address, a.address]; // the standby first
+        const logger = new MemoryLogger();
+        w = new Worker({ addresses, logger, reconnectBackoffInitialMs: 20, reconnectBackoffMaxMs: 200, shutdownTimeoutMs: 5_000, ...mtls });
+        w.host(DONE);
+        ran = w.run();
+        await w.ready();
+        assert.equal(w.stats().connectedAddress, a.address);
+        client = new Client({ addresses, timeoutMs: 30_000, ...mtls });
+        const first = await client.startFlowAndWait(DONE, "ts-tls-ha-1", { n: 1 }, { waitTimeoutMs: 20_000 });
+        assert.equal(first.flow.status, "COMPLETED");
+        assert.equal(client.preferredAddress, a.address);
+        await a.kill9();
+        const second = await client.startFlowAndWait(DONE, "ts-tls-ha-2", { n: 2 }, { waitTimeoutMs: 30_000 });
+        assert.equal(second.flow.status, "COMPLETED", logger.lines.join("\n"));
+        assert.equal(client.preferredAddress, b.address);
+        assert.equal(w.stats().connectedAddress, b.address);
+      });
+    } finally {
+      client?.close();
+      if (w !== undefined) await w.shutdown();
+      await ran;
+      await a.kill9();
+      await b.kill9();
+    }
   });
 });
 
