@@ -282,6 +282,36 @@ describe("TLS to a dex server", () => {
     });
   });
 
+  test("the example program's worker takes --ca-file, --cert-file and --key-file and connects", async () => {
+    const main = path.resolve(__dirname, "..", "examples", "flows", "main.js");
+    const { spawn } = await import("node:child_process");
+    const args = [main, "worker", "--server", server.address, "--ca-file", certs.pem("ca"), "--cert-file", certs.pem("client"), "--key-file", certs.key("client")];
+    const env = { ...process.env };
+    for (const v of TLS_VARS) delete env[v];
+    const worker = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });
+    let output = "";
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the example worker did not connect within 20 s:\n${output}`)), 20_000);
+        const onData = (chunk: Buffer): void => {
+          output += chunk.toString("utf8");
+          if (output.includes("connected to")) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        worker.stdout?.on("data", onData);
+        worker.stderr?.on("data", onData);
+        worker.once("exit", (code) => {
+          clearTimeout(timer);
+          reject(new Error(`the example worker exited with ${code}:\n${output}`));
+        });
+      });
+    } finally {
+      worker.kill("SIGKILL");
+    }
+  });
+
   test("plaintext to a TLS listener fails saying the server speaks TLS", async () => {
     await withTlsEnv({}, async () => {
       const client = new Client({ addresses: [server.address], timeoutMs: 5_000 });
