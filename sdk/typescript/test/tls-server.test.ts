@@ -16,6 +16,7 @@ import { after, before, describe, test } from "node:test";
 
 import { Client, DexError, Flow, Worker, gracefulComplete, type Step, type TlsOptions } from "../src/index";
 import { tlsFailureHint } from "../src/errors";
+import { resolveTls, wantsDiagnosis } from "../src/tls";
 import * as grpc from "@grpc/grpc-js";
 
 import { checkReadiness } from "../src/readiness";
@@ -427,6 +428,32 @@ describe("failover over mutual TLS", () => {
       await a.kill9();
       await b.kill9();
     }
+  });
+});
+
+describe("TLS options", () => {
+  test("the options win over the environment, tls: false means plaintext whatever it says, and wrong values are named", () => {
+    const env = { DEX_TLS_CA_FILE: "/env/ca.pem", DEX_TLS_SERVER_NAME: "env.example" };
+    const resolved = resolveTls({ caFile: "/opt/ca.pem" }, env);
+    assert.deepEqual(resolved?.caFile, { value: "/opt/ca.pem", what: "caFile" });
+    assert.deepEqual(resolved?.serverName, { value: "env.example", what: "$DEX_TLS_SERVER_NAME" });
+    assert.equal(resolveTls({ tls: false }, { ...env, DEX_TLS: "1" }), undefined);
+    assert.equal(resolveTls({}, {}), undefined);
+    assert.equal(resolveTls({}, { DEX_TLS: "no" }), undefined);
+    assert.deepEqual(resolveTls({}, { DEX_TLS: "yes" }), {});
+    assert.deepEqual(resolveTls({ tls: true }, {}), {});
+    assert.throws(() => resolveTls({}, { DEX_TLS_KEY_FILE: "/k" }), /\$DEX_TLS_KEY_FILE is set without certFile/);
+    assert.throws(() => resolveTls({ serverName: "a b" }, {}), /serverName 'a b' is not a DNS name or an IP address/);
+  });
+
+  test("only a connection failure that does not say why is diagnosed; over plaintext, only 'Failed to connect'", () => {
+    const failed = "No connection established. Last error: Failed to connect (2026-12-06T00:00:00.000Z). Resolution note: ";
+    assert.equal(wantsDiagnosis(failed, true), true);
+    assert.equal(wantsDiagnosis(failed, false), true);
+    assert.equal(wantsDiagnosis("Connection dropped", true), true);
+    assert.equal(wantsDiagnosis("Connection dropped", false), false);
+    assert.equal(wantsDiagnosis("No connection established. Last error: connect ECONNREFUSED 127.0.0.1:1", true), false);
+    assert.equal(wantsDiagnosis("No connection established. Last error: Error: unable to verify the first certificate", true), false);
   });
 });
 
