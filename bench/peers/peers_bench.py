@@ -32,15 +32,15 @@ Flow "one-call" (dex only): peers-one, each flow started and waited for in one c
 with wait_timeout_ms) instead of StartFlow then WaitForFlow (issue 30); its dex/R ratios are
 against Restate's "one" row.
 
-Slow-flush rows (--flush fast,slow): the same rows on a disk whose flushes are slow, the state
-this disk falls into for minutes on its own (an fdatasync of 4 ms, quantized by the kernel's
-250 Hz tick, instead of 0.15-0.2 ms). Produced by a block-I/O cgroup that limits the server's
-writes to the data's disk (--slow-flush-iops, default 1000 write requests/s; cgroup v1 blkio
-throttle, or io.max on cgroup v2): every process the server starts is in it, whatever its
-language or linkage (restate-server is statically linked), and nothing but its I/O is slowed.
-Detected, not assumed: each slow row checks that its server is in the cgroup (/proc/<pid>/cgroup)
-and that the cgroup throttled its writes (the write requests it counted), and the row's own fsync
-floor is measured by a probe in the same cgroup (column "fsync"), so p50/fsync reads against it.
+Slow-flush rows (--flush fast,slow): the same rows on a disk whose writes are capped, as a cloud
+volume with provisioned IOPS caps them (this disk also slows by itself for minutes, to 4 ms
+flushes). Produced by a block-I/O cgroup that limits the server's writes to the data's disk
+(--slow-flush-iops, default 1000 write requests/s; cgroup v1 blkio throttle, or io.max on cgroup
+v2): every process the server starts is in it, whatever its language or linkage (restate-server
+is statically linked), and nothing but its I/O is slowed. Detected, not assumed: each slow row
+checks that its server is in the cgroup (/proc/<pid>/cgroup) and that the cgroup counted its
+writes. The row's floor probe runs in the cgroup too, but the throttle hands out its budget in
+100 ms slices, so the probe's p50 stays near the disk's own; read a slow row by its throughput.
 
 Flow "synced" (dex with the C++ Worker only): peers-attr's write to an Attribute declared
 dex::kSync, the Flow's Attribute Store "peers": the bench starts a throwaway PostgreSQL
@@ -675,7 +675,7 @@ def main():
     ap.add_argument("--flush", default="fast",
                     help="disk states, each a row of every workload: fast (the disk as it is), slow "
                     "(the server in a cgroup that limits its writes to --slow-flush-iops: "
-                    "an fdatasync takes about 4 ms); default fast")
+                    "writes past that rate wait); default fast")
     ap.add_argument("--slow-flush-iops", type=int, default=1000,
                     help="write requests/s of the slow rows' disk (default 1000)")
     ap.add_argument("--floor-probe", nargs=2, metavar=("DIR", "SECONDS"), help=argparse.SUPPRESS)
