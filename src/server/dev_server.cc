@@ -155,16 +155,6 @@ StatusOr<std::unique_ptr<tls::ReloadingSslContext>> start_metrics_tls(
       std::shared_ptr<tls::TlsWatcher>(std::move(watcher).value()));
 }
 
-// The API listener's TLS credentials, and the local socket dex-web's gateway
-// calls it through: with TLS (and client certificates required) on the API,
-// the gateway would otherwise need a client certificate of its own. The
-// socket is plaintext in a directory only this user can enter.
-void apply_api_tls(const ProcessTls& tls, bool web, ApiServerOptions& options) {
-  if (tls.api == nullptr) return;
-  options.credentials = tls.api->credentials();
-  if (web) options.local_listen = tls.api->gateway_address();
-}
-
 // dex-web (docs/dex-web.md) when web.listen names an address: it calls this
 // process's API as a client does (a wildcard API host dialled as loopback),
 // and reads the node's status for GET /api/v1/process.
@@ -244,6 +234,21 @@ ApiServerOptions api_options_for(const std::string& listen, bool admin_enabled,
   options.message_bytes_max = static_cast<int>(values_message_bytes_max(values));
   options.admin_enabled = admin_enabled;
   options.admin_token_sha256 = admin_token_sha256;
+  return options;
+}
+
+// The API listener's TLS credentials, and the local socket dex-web's gateway
+// calls it through: with TLS (and client certificates required) on the API,
+// the gateway would otherwise need a client certificate of its own. The
+// socket is plaintext in a directory only this user can enter. The API's
+// options for every subcommand: listen, admin, values, TLS and the health port.
+ApiServerOptions api_options_of(const NodeSettings& settings, const ProcessTls& tls) {
+  ApiServerOptions options = api_options_for(settings.listen, settings.admin_enabled,
+                                             settings.admin_token_sha256, settings.values);
+  options.health_listen = settings.health_listen;
+  if (tls.api == nullptr) return options;
+  options.credentials = tls.api->credentials();
+  if (!settings.web_listen.empty()) options.local_listen = tls.api->gateway_address();
   return options;
 }
 
@@ -327,12 +332,9 @@ int run_dev_server(const NodeSettings& settings, Subcommand command) {
         program, data_dir.string(), data_dir.string()));
   }
 
-  ApiServerOptions api_options = api_options_for(settings.listen, settings.admin_enabled,
-                                                 settings.admin_token_sha256, settings.values);
   auto tls = start_tls(settings);
   if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
-  apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
-  api_options.health_listen = settings.health_listen;
+  ApiServerOptions api_options = api_options_of(settings, tls.value());
 
   auto store = open_object_store(data_dir_object_store(data_dir, settings.durability));
   if (!store.is_ok())
@@ -409,12 +411,9 @@ int run_serve_server(const NodeSettings& settings) {
     return fail(fmt::format("cannot open the object store: {}", opened.status().message()));
   // Every request is counted by operation and outcome (docs/metrics.md).
   MeteredObjectStore store(*opened.value(), metrics);
-  ApiServerOptions api_options = api_options_for(settings.listen, settings.admin_enabled,
-                                                 settings.admin_token_sha256, settings.values);
   auto tls = start_tls(settings);
   if (!tls.is_ok()) return fail(fmt::format("cannot start: {}", tls.status().message()));
-  apply_api_tls(tls.value(), !settings.web_listen.empty(), api_options);
-  api_options.health_listen = settings.health_listen;
+  ApiServerOptions api_options = api_options_of(settings, tls.value());
   auto tables = open_attribute_tables(settings);
   if (!tables.is_ok()) return fail(fmt::format("cannot start: {}", tables.status().message()));
   NodeRuntime runtime;
