@@ -63,13 +63,15 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
     case TIME_TRAVEL_BEGINNING:
       break;
     case TIME_TRAVEL_EVENT_TIME: {
-      if (point.event_time_ms() < deltas.front().at_ms())
+      // Against the start time a user reads (describe's startedAt): the start's
+      // record may carry a later time (its batch's), and the start is in every
+      // point from the run's start on.
+      if (point.event_time_ms() < run.start_ms())
         return rejected(RefusalCode::kInvalidArgument,
                         "the point's time " + std::to_string(point.event_time_ms()) +
                             " is before " + name + " started (" +
-                            std::to_string(deltas.front().at_ms()) + ")");
-      count = 0;
-      for (size_t i = 0; i < deltas.size() && deltas[i].at_ms() <= point.event_time_ms(); ++i)
+                            std::to_string(run.start_ms()) + ")");
+      for (size_t i = 1; i < deltas.size() && deltas[i].at_ms() <= point.event_time_ms(); ++i)
         count = i + 1;  // bounded by the run's records
       break;
     }

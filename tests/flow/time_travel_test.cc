@@ -275,6 +275,27 @@ TEST_F(TimeTravel, AnExecutionATraveledRunTookOverStartedInTheOldRunsHistory) {
             ApplyKind::kApplied);
 }
 
+// The start's record may carry a later time than the start itself (its
+// batch's): a point at the start time a user reads is the run's start, not a
+// refusal. CI saw this race in the TypeScript suite.
+TEST_F(TimeTravel, APointAtTheRunsStartTimeIsItsStartWhenTheRecordIsLater) {
+  FlowRecord start = h.start_record("f", "r1", "S");
+  const int64_t started = h.now;
+  start.set_at_unix_ms(started + 1);
+  ASSERT_EQ(h.apply(start).kind, ApplyKind::kApplied);
+  ASSERT_EQ(h.run("f")->start_ms(), started);
+  h.now = started + 1'000;
+  ASSERT_EQ(h.set_attributes("f", {attr("stage", "later")}).kind, ApplyKind::kApplied);
+  const ApplyResult before = travel(point_of(TIME_TRAVEL_EVENT_TIME, "", started - 1));
+  EXPECT_EQ(before.kind, ApplyKind::kRejected);
+  EXPECT_NE(before.message.find("before run 'r1'"), std::string::npos) << before.message;
+  const ApplyResult r = travel(point_of(TIME_TRAVEL_EVENT_TIME, "", started));
+  ASSERT_EQ(r.kind, ApplyKind::kApplied) << r.message;
+  EXPECT_EQ(h.step("f", "Start-1", "r2").phase(), PHASE_EXECUTE);
+  KvFlowTxn txn(h.kv);
+  EXPECT_FALSE(txn.attribute("f", "r2", "stage", "").has_value()) << "the later write is not in";
+}
+
 // Whatever times records hold, the time left never overflows (limits.h);
 // the UBSan build would stop here. Found by the fuzzer's seeds.
 TEST_F(TimeTravel, ExtremeTimesNeverOverflow) {
