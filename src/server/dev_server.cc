@@ -28,6 +28,7 @@
 #include "node/node.h"
 #include "objstore/store_settings.h"
 #include "server/attribute_tables.h"
+#include "server/memory_trimmer.h"
 #include "tls/ssl_context.h"
 #include "tls/tls_watcher.h"
 #include "web/https_text.h"
@@ -209,6 +210,7 @@ StatusOr<std::unique_ptr<web::WebServer>> start_web(const NodeSettings& settings
 // a second skips the drain). dex-web, if served, stops before the API.
 int serve_node(Node& node, ApiServer& api, web::WebServer* web) {
   node.set_listen_description(api.listen_address());
+  MemoryTrimmer trimmer(MemoryTrimmer::kServerInterval);
   std::atomic<int> signals{0};
   SignalWatcher watcher([&](int sig) {
     const bool second = signals.fetch_add(1) > 0;
