@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -54,15 +53,22 @@ bool is_immutable_file(const std::string& name) {
   return name.ends_with(".sst") || name.ends_with(".blob");
 }
 
+// Into one buffer of the file's size: a stream grown by doubling held two to
+// three times a 64 MiB SST file at once, the snapshot's peak of RSS.
 StatusOr<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return Status::permanent(
         fmt::format("cannot read '{}': {}", path.string(), std::strerror(errno)));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return Status::permanent(fmt::format("error reading '{}'", path.string()));
-  return std::move(out).str();
+  const std::streamoff size = in.tellg();
+  if (size < 0) return Status::permanent(fmt::format("cannot size '{}'", path.string()));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  // A file that changed size under us is an error: checkpoint files are immutable.
+  if (in.gcount() != size || in.peek() != std::char_traits<char>::eof())
+    return Status::permanent(fmt::format("error reading '{}': its size changed", path.string()));
+  return bytes;
 }
 
 // Writes `bytes` to a new file and fsyncs it: a restored store must survive a
