@@ -24,12 +24,14 @@ from --bin-dir. Parts (--parts, default all):
 (plus boto3 for --store minio).
 """
 import argparse
+import glob
 import os
 import re
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -117,6 +119,19 @@ def rss_kib(pid):
             if line.startswith(("VmRSS:", "VmHWM:")):
                 out[line.split(":")[0]] = int(line.split()[1])
     return out
+
+
+def memtable_flushes(local):
+    """RocksDB's flushes of the local store's memtable, from its LOG: (count, MiB of memtable
+    memory each flush freed)."""
+    sizes = []
+    for path in glob.glob(os.path.join(local, "**", "LOG*"), recursive=True):
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.search(r'"event": "flush_started".*?"memory_usage": (\d+)', line)
+                if m:
+                    sizes.append(int(m.group(1)) / 2**20)
+    return sizes
 
 
 class Bench:
@@ -269,15 +284,51 @@ class Bench:
         A.proc.wait_for(READY, 60)
         w = self.worker([A.address])
         before = rss_kib(A.pid())
+        # RSS through the starts (every 2 s): a curve that flattens is a bounded cache filling, a
+        # straight line is memory per waiting run.
+        curve, done = [], threading.Event()
+
+        def sample():
+            while not done.wait(2.0):  # bounded by the starts' length
+                curve.append((round(time.monotonic() - t0, 1), rss_kib(A.pid())["VmRSS"]))
+
         t0 = time.monotonic()
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         self.bulk(A.address, "E2EIdle", waiting, 64, "w-")
         started_s = time.monotonic() - t0
-        time.sleep(2)
+        # A run waits on its Channel once the Worker has run its WaitFor: until then it is a
+        # queued task (a backlog when the starts outpace one Worker), not a waiting run.
+        self.wait_for_waits(A, waiting)
+        waited_s = time.monotonic() - t0
+        done.set()
+        sampler.join()
+        # At rest: past one of the server's 10 s heap trims (src/server/memory_trimmer.h), which
+        # gives back what the drained backlog held (the smoke run only checks the part works).
+        time.sleep(2 if self.args.smoke else 12)
         after = rss_kib(A.pid())
         slots = A.log_slots()
         w.stop(5)
         A.proc.stop(30)
-        return before, after, started_s, slots
+        return before, after, started_s, waited_s, slots, curve, memtable_flushes(A.local)
+
+    def wait_for_waits(self, server, runs):
+        """Until `runs` WaitFor attempts of E2EIdle completed (the server's own counter)."""
+        key = ('dexzd_step_attempts_total{flow_type="E2EIdle",kind="wait_for",outcome="completed",'
+               'step_type="Idle"}')
+        last, last_change, last_said = -1, time.monotonic(), 0.0
+        while True:  # bounded: fails after 60 s without progress
+            n = int(server.metrics().get(key, 0))
+            if n >= runs:
+                return
+            if n != last:
+                last, last_change = n, time.monotonic()
+                if last_change - last_said >= 20:
+                    last_said = last_change
+                    self.log(f"{n}/{runs} runs waiting on their Channel")
+            elif time.monotonic() - last_change > 60:
+                die(f"the Worker ran {n} of {runs} WaitFors and made no progress for 60 s")
+            time.sleep(2)
 
     # ------------------------------------------------------------------ bytes
 
@@ -358,12 +409,18 @@ def main():
                 print(f"{op:>7} {n:>7} {per_h:>9.0f} {per_poll:>9.3f}")
             check(rows[0][1] > 0, "idle: the hot standby made no GET request")
         if "rss" in parts:
-            before, after, started_s, slots = bench.rss(a.waiting)
+            before, after, started_s, waited_s, slots, curve, flushes = bench.rss(a.waiting)
             print(f"RSS of the active serve process with {a.waiting} E2EIdle runs waiting on a Channel "
-                  f"(started in {started_s:.1f} s, {slots} log slots)")
+                  f"(started in {started_s:.1f} s, all waiting after {waited_s:.1f} s, {slots} log slots)")
             print(f"{'waiting':>8} {'RSS MiB':>8} {'HWM MiB':>8} {'empty MiB':>9}")
             print(f"{a.waiting:>8} {after['VmRSS'] / 1024:>8.1f} {after['VmHWM'] / 1024:>8.1f} "
                   f"{before['VmRSS'] / 1024:>9.1f}")
+            step = max(1, len(curve) // 12)
+            print("RSS through the starts (s: MiB): " +
+                  ", ".join(f"{t:.0f}: {kib / 1024:.0f}" for t, kib in curve[::step]))
+            print(f"RocksDB memtable flushes meanwhile: {len(flushes)}" +
+                  (f" (memtable at a flush: median {sorted(flushes)[len(flushes) // 2]:.0f} MiB, "
+                   f"largest {max(flushes):.0f} MiB)" if flushes else ""))
             check(after["VmRSS"] > before["VmRSS"] > 1024, f"rss: {before} -> {after}")
         if "bytes" in parts:
             f, done_s, slots = bench.bytes_per_run(a.closed_runs)
