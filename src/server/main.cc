@@ -10,9 +10,11 @@
 #include "common/version.h"
 #include "config/config.h"
 #include "server/dev_server.h"
+#include "server/malloc_arenas.h"
 #include "server/serve_check.h"
 
 int main(int argc, char** argv) {
+  dex::limit_malloc_arenas();  // before any thread: they pick their arena at their first malloc
   CLI::App app{"dex-server-zd: the dex durable-execution server"};
   app.require_subcommand(1);
 
