@@ -4,8 +4,8 @@
 // one arena's middle stays resident in small scattered pieces that
 // malloc_trim cannot return. With 1,000,000 runs waiting, 46 MB of heap in
 // use held 271 MiB of RSS with the default arenas and 115 MiB with two, at no
-// CPU cost the peers rows could tell from noise (docs/performance.md,
-// "Memory"). Threads keep their own small-allocation caches (tcache), so few
+// CPU cost the peers rows could tell from noise (docs/performance.md, "Every
+// target of issue 30"). Threads keep their own small-allocation caches (tcache), so few
 // arenas contend little.
 #pragma once
 
