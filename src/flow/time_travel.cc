@@ -67,10 +67,10 @@ ApplyResult resolve_point(const std::vector<RunDelta>& deltas, const Run& run,
       // record may carry a later time (its batch's), and the start is in every
       // point from the run's start on.
       if (point.event_time_ms() < run.start_ms())
-        return rejected(RefusalCode::kInvalidArgument,
-                        "the point's time " + std::to_string(point.event_time_ms()) +
-                            " is before " + name + " started (" +
-                            std::to_string(run.start_ms()) + ")");
+        return rejected(RefusalCode::kInvalidArgument, "the point's time " +
+                                                           std::to_string(point.event_time_ms()) +
+                                                           " is before " + name + " started (" +
+                                                           std::to_string(run.start_ms()) + ")");
       for (size_t i = 1; i < deltas.size() && deltas[i].at_ms() <= point.event_time_ms(); ++i)
         count = i + 1;  // bounded by the run's records
       break;
