@@ -59,6 +59,9 @@ async function openAction(page, item, title) {
   await page.getByRole("menuitem", { name: item }).click();
   const dialog = page.getByRole("dialog", { name: title });
   await dialog.waitFor({ timeout: 5_000 });
+  // The menu closes with a short transition; an accessibility scan in it saw a menu without its
+  // items (seen once).
+  await page.getByRole("menu").waitFor({ state: "hidden", timeout: 5_000 });
   return dialog;
 }
 
