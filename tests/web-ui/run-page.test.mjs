@@ -305,7 +305,8 @@ test("the timeline shows a timed-out attempt and one not completed (its Worker g
     const a = await outcomesOf(`web-timeout-${suffix}`, timedOut.runId, fetch1.stepExecutionId);
     t.diagnostic(`Fetch's bars: ${a.join(", ")}`);
     assert.ok(a.includes("timed_out"), a.join(", "));
-    assert.match(await page.getByTestId("active-steps").getByTestId("last-failure").innerText(), /attempt 1, TIMED_OUT/);
+    // Fetch's attempts keep timing out every 4 s while the rest of the test runs: any of them.
+  assert.match(await page.getByTestId("active-steps").getByTestId("last-failure").innerText(), /attempt \d+, TIMED_OUT/);
     await screenshot(page, "run-timed-out");
     const b = await outcomesOf(`web-cut-${suffix}`, cut.runId, slow.stepExecutionId);
     t.diagnostic(`Slow's bars: ${b.join(", ")}`);
